@@ -1,0 +1,52 @@
+"""Durations as people write them in scenario files and on the command line ("90s", "10m", "1h30m", "250ms").
+
+One parser for every place a duration is read, so "2m" means the same thing in a
+lead's think time, a TTL and a chaos schedule.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Return seconds for "90s", "10m", "1h30m", "250ms" or a bare number of seconds.
+
+    Raises ValueError with the offending text, so a scenario error can name it.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"not a duration: {text!r}")
+    if isinstance(text, int | float):
+        seconds = float(text)
+    else:
+        compact = text.strip().replace(" ", "")
+        try:
+            seconds = float(compact)
+        except ValueError:
+            parts = _PART.findall(compact)
+            if not parts or "".join(n + u for n, u in parts) != compact:
+                raise ValueError(f"not a duration: {text!r} (write e.g. '90s', '10m', '1h30m', '250ms')") from None
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative: {text!r}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Short human form for reports and progress lines: 0.25s, 90s, 10m, 1h30m."""
+    if seconds < 60:
+        return f"{seconds:g}s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
+    return text or "0s"
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+"""A pydantic field type: accepts "90s", "10m", or a number of seconds; holds seconds."""

@@ -1,0 +1,63 @@
+"""The reasons the SDK gives, only in its log, for refusing a `requestState`.
+
+The client always sees the same `-32602 "Invalid or expired requestState"`; the real
+reason exists only in one WARNING line on logger `mcp.server.request_state`:
+`requestState rejected on <method>: <reason>`. This module is the single list of those
+reasons and the single parser of that line, shared by the replica's metrics, the run's
+log collector and `triage`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+REQUEST_STATE_LOGGER: Final = "mcp.server.request_state"
+
+REASONS: Final[tuple[str, ...]] = (
+    "seal",
+    "unknown key",
+    "malformed",
+    "non-string requestState",
+    "codec error",
+    "minted in the future",
+    "expired",
+    "request binding",
+    "audience",
+    "principal drift",
+    "principal",
+    "principal binding error",
+)
+"""Every reason mcp 2.3.0's `RequestStateBoundary` logs, in the order it checks them."""
+
+OTHER_REASON: Final = "other"
+"""A rejection whose reason is not in `REASONS` (a newer SDK, or a custom bind_principal message)."""
+
+TAMPERING_OR_CLIENT_BUG: Final = frozenset({"seal", "request binding", "malformed", "non-string requestState"})
+"""Reasons that mean someone changed a token or a client misbehaves, never a slow person."""
+
+_LINE = re.compile(r"requestState rejected on (?P<method>[\w/]+): (?P<reason>.+?)\s*$")
+
+
+def parse_rejection(message: str) -> tuple[str, str] | None:
+    """Return (method, reason) from a line that holds an SDK rejection, else None.
+
+    Works on the bare log message and on a whole formatted line around it. A reason the
+    SDK may add later is reported as `OTHER_REASON` rather than dropped, so it still counts.
+    """
+    if "requestState rejected on " not in message:
+        return None
+    match = _LINE.search(message)
+    if match is None:
+        return None
+    return match["method"], normalise_reason(match["reason"])
+
+
+def normalise_reason(text: str) -> str:
+    """Map a logged reason onto `REASONS`; `bind_principal returned X, ...` counts as principal binding error."""
+    text = text.strip().strip('"')
+    if text in REASONS:
+        return text
+    if text.startswith("bind_principal returned"):
+        return "principal binding error"
+    return OTHER_REASON
