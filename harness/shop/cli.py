@@ -1,0 +1,104 @@
+"""`mrtr-harness shop ...`: run the reference deployment's parts by hand or from a backend."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.shop import replica
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    shop = subparsers.add_parser("shop", help="run the reference MRTR deployment (the shop)",
+                                 description="Run the reference MRTR deployment: the shop's API and MCP replicas.")
+    commands = shop.add_subparsers(dest="shop_command", required=True, metavar="{api,replica,up}")
+
+    api = commands.add_parser("api", help="run the shop's HTTP API (the ledger)")
+    api.add_argument("--host", default="127.0.0.1")
+    api.add_argument("--port", type=int, required=True)
+    api.add_argument("--store", default="sqlite:results/shop/shop.db",
+                     help="sqlite:PATH (default), redis://HOST:PORT[/DB] or memory")
+    api.add_argument("--seed", type=int, default=None, help="catalogue seed (default 2026)")
+    api.add_argument("--orders", type=int, default=None, help="how many orders the catalogue holds (default 5000)")
+    api.set_defaults(handler=run_api)
+
+    one = commands.add_parser("replica", help="run one MCP replica (the command every backend uses)",
+                              description=replica.__doc__)
+    replica.add_arguments(one)
+    one.set_defaults(handler=lambda args: replica.serve(replica.settings_from(one, args)))
+
+    up = commands.add_parser("up", help="run a whole local deployment until Ctrl-C")
+    up.add_argument("--replicas", type=int, default=3, help="number of MCP replicas (default 3)")
+    up.add_argument("--store", default=None, help="shared records (default: sqlite in the work folder)")
+    up.add_argument("--ttl", default="10m", help="requestState lifetime (default 10m)")
+    up.add_argument("--name", default="shop", help="server name, the states' audience (default shop)")
+    up.add_argument("--workdir", type=Path, default=None,
+                    help="folder for the ring file, the sqlite file and the logs (default: a new temp folder)")
+    up.add_argument("--seed", type=int, default=None, help="catalogue seed")
+    up.set_defaults(handler=lambda args: run_up(up, args))
+
+
+def run_api(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from harness.shop.api import create_app
+    from harness.shop.catalogue import DEFAULT_ORDER_COUNT, DEFAULT_SEED, build_catalogue
+    from harness.shop.store import StoreSpecError, StoreUnavailable, open_store
+
+    replica.configure_logging("api")
+    try:
+        store = open_store(args.store)
+    except (StoreSpecError, StoreUnavailable) as exc:
+        print(f"mrtr-harness shop api: {exc}", file=sys.stderr)
+        return 2
+    catalogue = build_catalogue(args.seed if args.seed is not None else DEFAULT_SEED,
+                                args.orders if args.orders is not None else DEFAULT_ORDER_COUNT)
+    config = uvicorn.Config(create_app(store, catalogue), host=args.host, port=args.port, log_config=None,
+                            access_log=False)
+    uvicorn.Server(config).run()
+    return 0
+
+
+def run_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from harness.shop.deployment import DeploymentError, LocalDeployment
+
+    if args.replicas < 1:
+        parser.error("--replicas must be at least 1")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mrtr-shop-"))
+    deployment = LocalDeployment(workdir, replicas=args.replicas, store=args.store, ttl=args.ttl, name=args.name,
+                                 seed=args.seed)
+    try:
+        deployment.start()
+    except DeploymentError as exc:
+        deployment.stop()
+        print(f"mrtr-harness shop up: {exc}", file=sys.stderr)
+        return 3
+    _print_urls(deployment)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    try:
+        while not stop and all(process.running() for process in [deployment.api, *deployment.replicas] if process):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        deployment.stop()
+    print("stopped every process of the deployment")
+    return 0
+
+
+def _print_urls(deployment) -> None:
+    from harness.shop.sealing import fingerprint
+
+    print(f"shop API      {deployment.api.base_url}   (ledger: {deployment.api.base_url}/ledger)")
+    for process, url in zip(deployment.replicas, deployment.replica_urls):
+        print(f"replica {process.label:<5} {url}   (metrics: {process.base_url}/metrics)")
+    ring = deployment.ring() if deployment.keyring.startswith("file:") else []
+    print(f"key ring      {deployment.ring_path}  sealing key {fingerprint(ring[0]) if ring else '-'}")
+    print(f"store         {deployment.store}")
+    print(f"logs          {deployment.workdir / 'logs'}")
+    print("Ctrl-C stops everything.", flush=True)

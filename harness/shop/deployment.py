@@ -1,0 +1,245 @@
+"""A whole shop deployment as local processes: the API and N replicas on free 127.0.0.1 ports.
+
+`mrtr-harness shop up` uses it by hand; the harness's process backend uses it to start,
+restart, pause and stop replicas during a run. Every replica is started with the one
+replica command, so what differs between replicas is only their options. Processes are
+started in their own process group and stopped by their PID, never by name.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from harness.shop.sealing import fingerprint, new_key, write_ring
+
+READY_TIMEOUT = 20.0
+"""Seconds a process gets to answer /healthz before the deployment gives up on it."""
+
+
+class DeploymentError(RuntimeError):
+    """A process of the deployment could not be started or did not become ready."""
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1, chosen by the kernel."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class ManagedProcess:
+    """A process this deployment started: its command, its log file and its health URL."""
+
+    label: str
+    command: list[str]
+    port: int
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, stderr: int | IO[bytes] | None = None) -> None:
+        """Start the process; its output goes to its log file unless the caller wants the pipe."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if stderr is None:
+            self._log = open(self.log_path, "ab")  # noqa: SIM115 - held for the life of the process
+            stderr = self._log
+        self.process = subprocess.Popen(
+            self.command, stdout=stderr, stderr=stderr, stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.env}, start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> float:
+        """Poll /healthz until it answers 200; returns the seconds it took."""
+        started = time.monotonic()
+        deadline = started + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise DeploymentError(f"{self.label} exited with code {self.process.returncode if self.process else '?'}"
+                                      f" before it was ready; see {self.log_path}")
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=1.0).status_code == 200:
+                    return time.monotonic() - started
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise DeploymentError(f"{self.label} did not answer {self.base_url}/healthz within {timeout:g}s; "
+                              f"see {self.log_path}")
+
+    def signal(self, signum: int) -> None:
+        if self.running():
+            assert self.process is not None
+            os.kill(self.process.pid, signum)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; resumes a paused process first so it can exit."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.process.wait(timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def kill(self) -> None:
+        """SIGKILL without grace, as a crash would."""
+        if self.running():
+            self.signal(signal.SIGKILL)
+            assert self.process is not None
+            self.process.wait(5.0)
+
+
+def harness_command(*args: str) -> list[str]:
+    """The harness's own command line, through this interpreter, so a venv need not be on PATH."""
+    return [sys.executable, "-m", "harness", *args]
+
+
+@dataclass
+class ReplicaOptions:
+    """Per-replica overrides of the deployment's defaults (the knobs chaos turns)."""
+
+    keyring: str | None = None
+    store: str | None = None
+    answers_store: str | None = None
+    ttl: str | None = None
+    name: str | None = None
+    clock_offset: float = 0.0
+    principal_header: str | None = None
+    launch: str = "cli"  # "cli": mrtr-harness shop replica; "module": python -m harness.shop.server
+    sse: bool = False
+
+
+class LocalDeployment:
+    """The API and replicas as child processes, sharing one store and one key-ring file."""
+
+    def __init__(self, workdir: Path, *, replicas: int = 3, store: str | None = None, ttl: str = "10m",
+                 name: str = "shop", keyring: str | None = None, seed: int | None = None) -> None:
+        self.workdir = workdir
+        self.ring_path = workdir / "keyring"
+        self.store = store or f"sqlite:{workdir / 'shop.db'}"
+        self.ttl, self.name, self.seed = ttl, name, seed
+        self.keyring = keyring or f"file:{self.ring_path}"
+        self.replica_count = replicas
+        self.api: ManagedProcess | None = None
+        self.replicas: list[ManagedProcess] = []
+        self.options: list[ReplicaOptions] = []
+
+    @property
+    def replica_urls(self) -> list[str]:
+        return [f"{replica.base_url}/mcp" for replica in self.replicas]
+
+    def start(self, options: Sequence[ReplicaOptions] | None = None) -> None:
+        """Write a fresh ring if none is given, start the API, then every replica; wait for all.
+
+        `options` gives replicas their own knobs (one entry per replica, and it sets the
+        replica count); without it every replica uses the deployment's defaults.
+        """
+        if self.keyring.startswith("file:") and not self.ring_path.exists() and self.keyring == f"file:{self.ring_path}":
+            write_ring(self.ring_path, [new_key()])
+        self.api = self._api_process()
+        self.api.start()
+        self.api.wait_ready()
+        self.options = list(options) if options is not None else [ReplicaOptions() for _ in range(self.replica_count)]
+        self.replica_count = len(self.options)
+        for index in range(self.replica_count):
+            self.replicas.append(self._replica_process(index, self.options[index], port=free_port()))
+        for replica in self.replicas:
+            replica.start()
+        for replica in self.replicas:
+            replica.wait_ready()
+
+    def _api_process(self) -> ManagedProcess:
+        port = free_port()
+        args = ["shop", "api", "--port", str(port), "--store", self.store]
+        if self.seed is not None:
+            args += ["--seed", str(self.seed)]
+        return ManagedProcess("api", harness_command(*args), port, self.workdir / "logs" / "api.log")
+
+    def _replica_process(self, index: int, options: ReplicaOptions, port: int) -> ManagedProcess:
+        assert self.api is not None
+        label = f"r{index + 1}"
+        args = ["--port", str(port), "--api", self.api.base_url, "--replica-id", label,
+                "--store", options.store or self.store, "--keyring", options.keyring or self.keyring,
+                "--ttl", options.ttl or self.ttl, "--name", options.name or self.name,
+                "--clock-offset", str(options.clock_offset)]
+        if options.answers_store:
+            args += ["--answers-store", options.answers_store]
+        if options.principal_header:
+            args += ["--principal-header", options.principal_header]
+        if options.sse:
+            args.append("--sse")
+        if options.launch == "module":
+            command = [sys.executable, "-m", "harness.shop.server", *args]
+        else:
+            command = harness_command("shop", "replica", *args)
+        return ManagedProcess(label, command, port, self.workdir / "logs" / f"{label}.log")
+
+    def restart_replica(self, index: int, *, kill: bool = False, options: ReplicaOptions | None = None,
+                        stderr: int | IO[bytes] | None = None) -> float:
+        """Stop (gracefully, or kill -9) and start replica `index` on the same port; returns seconds to ready."""
+        replica = self.replicas[index]
+        replica.kill() if kill else replica.stop()
+        if options is not None:
+            self.options[index] = options
+        self.replicas[index] = self._replica_process(index, self.options[index], replica.port)
+        started = time.monotonic()
+        self.replicas[index].start(stderr)
+        self.replicas[index].wait_ready()
+        return time.monotonic() - started
+
+    def rotate(self, keys: Sequence[str]) -> list[str]:
+        """Replace the shared ring file; replicas re-read it on their next token. Returns fingerprints."""
+        write_ring(self.ring_path, keys)
+        return [fingerprint(key) for key in keys]
+
+    def ring(self) -> list[str]:
+        from harness.shop.sealing import parse_ring
+
+        return parse_ring(self.ring_path.read_text(), str(self.ring_path))
+
+    def stop(self) -> None:
+        """Stop every process this deployment started, replicas first, by PID."""
+        for replica in self.replicas:
+            replica.stop()
+        if self.api is not None:
+            self.api.stop()
+
+    def __enter__(self) -> LocalDeployment:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,217 @@
+"""One shop MCP replica: the single command every backend starts (`mrtr-harness shop replica`).
+
+Every way the harness runs a replica (a local process, a container, a compose service)
+goes through this one entry point with the same options, so a replica behaves the same
+whichever backend started it, and a failure mode is chosen by options alone: the store
+(`memory` = records one process sees), the key ring (`ephemeral` = the key that dies on
+restart), the TTL, the server name (the audience), the clock offset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from harness.durations import parse_duration
+
+logger = logging.getLogger("harness.shop.replica")
+
+
+class ReplicaSettings(BaseModel):
+    """Everything that makes one replica differ from another, validated once at start."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+    api: str = Field(description="base URL of the shop's API")
+    store: str = "sqlite:results/shop/shop.db"
+    answers_store: str | None = None
+    keyring: str = "ephemeral"
+    ttl: float = Field(default=600.0, gt=0)
+    name: str = Field(default="shop", min_length=1, description="server name, sealed into every state as its audience")
+    replica_id: str | None = None
+    clock_offset: float = 0.0
+    principal_header: str | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+    sse: bool = False
+
+    @field_validator("api")
+    @classmethod
+    def _api_is_http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @property
+    def label(self) -> str:
+        return self.replica_id or f"replica-{self.port}"
+
+
+def parse_args(argv: Sequence[str] | None) -> ReplicaSettings:
+    parser = argparse.ArgumentParser(prog="mrtr-harness shop replica",
+                                     description="Run one shop MCP replica (stateless Streamable HTTP, 2026-07-28).")
+    add_arguments(parser)
+    return settings_from(parser, parser.parse_args(argv))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The replica's options, shared by `shop replica` and `python -m harness.shop.server`."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, required=True, help="port to listen on")
+    parser.add_argument("--api", required=True, help="base URL of the shop's API, e.g. http://127.0.0.1:8100")
+    parser.add_argument("--store", default="sqlite:results/shop/shop.db",
+                        help="shared records: sqlite:PATH (default), redis://HOST:PORT[/DB] or memory")
+    parser.add_argument("--answers-store", default=None,
+                        help="where the once-only record of answered states lives, when not in --store "
+                             "(e.g. memory: reproduces a replay that passes on another replica)")
+    parser.add_argument("--keyring", default="ephemeral",
+                        help="sealing keys: file:PATH (re-read on change), env:VARIABLE, or ephemeral (default; "
+                             "a per-process key that dies with the process)")
+    parser.add_argument("--ttl", default="10m", help="how long a requestState stays valid (default 10m)")
+    parser.add_argument("--name", default="shop", help="server name, which is also the state's audience")
+    parser.add_argument("--replica-id", help="label for this replica in logs and metrics (default replica-PORT)")
+    parser.add_argument("--clock-offset", default="0",
+                        help="seconds this replica's sealing clock runs ahead (negative: behind), e.g. 120 or -30")
+    parser.add_argument("--principal-header",
+                        help="bind every state to the value of this request header (reproduces principal checks)")
+    parser.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts",
+                        help="extra Host header value to accept (repeatable; '*' accepts any), for proxies "
+                             "and containers")
+    parser.add_argument("--sse", action="store_true", help="answer in SSE mode instead of plain JSON")
+
+
+def settings_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ReplicaSettings:
+    """Validate the options; one clear error naming the option, then exit 2."""
+    try:
+        values = vars(args) | {"ttl": parse_duration(args.ttl), "clock_offset": _signed_seconds(args.clock_offset)}
+        return ReplicaSettings(**values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        parser.error(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}")
+    except ValueError as exc:
+        parser.error(str(exc))
+    raise AssertionError("unreachable")
+
+
+def _signed_seconds(text: str) -> float:
+    text = str(text).strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    return sign * parse_duration(text.lstrip("+-"))
+
+
+class _ReplicaFilter(logging.Filter):
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.replica = self.label
+        return True
+
+
+class _UtcFormatter(logging.Formatter):
+    converter = time.gmtime
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        return time.strftime("%Y-%m-%dT%H:%M:%S", self.converter(record.created)) + f".{int(record.msecs):03d}Z"
+
+
+def configure_logging(label: str) -> None:
+    """One self-contained line per record on stderr: time, level, replica, logger, message.
+
+    Forced over whatever the SDK set up (it installs rich's handler when rich is present,
+    which pads and blanks repeated times), so every rejection line carries its own
+    timestamp and replica name and a collector can parse it line by line.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_ReplicaFilter(label))
+    handler.setFormatter(_UtcFormatter("%(asctime)s %(levelname)s replica=%(replica)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    for noisy in ("httpx", "mcp.server.streamable_http_manager", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def build_app(settings: ReplicaSettings, build: Callable[..., Any] | None = None) -> Any:
+    """The replica's ASGI app: the shop's MCP server at /mcp, /metrics and /healthz."""
+    from mcp.server.transport_security import TransportSecuritySettings
+    from prometheus_client import CollectorRegistry
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    from harness.instrument import instrument
+    from harness.shop.sealing import build_security
+    from harness.shop.server import ShopApi, build_server
+    from harness.shop.store import open_store
+
+    bind = _header_principal(settings.principal_header) if settings.principal_header else None
+    extra = {"bind_principal": bind} if bind else {}
+    security, codec = build_security(settings.keyring, ttl=settings.ttl, audience=None,
+                                     clock_offset=settings.clock_offset, **extra)
+    store = open_store(settings.store)
+    answers = open_store(settings.answers_store) if settings.answers_store else store
+    server = (build or build_server)(name=settings.name, store=store, answers=answers, api=ShopApi(settings.api),
+                                     security=security)
+    registry = CollectorRegistry()
+    instrument(server, registry=registry)
+
+    @server.custom_route("/healthz", methods=["GET"], include_in_schema=False)
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "replica": settings.label, "name": settings.name, "pid": os.getpid(),
+                             "ttl": settings.ttl, "store": store.kind, "keys": list(codec.fingerprints),
+                             "clock_offset": settings.clock_offset})
+
+    app = server.streamable_http_app(stateless_http=True, json_response=not settings.sse,
+                                     transport_security=_transport_security(settings, TransportSecuritySettings),
+                                     host=settings.host)
+    return app, codec, store
+
+
+def _transport_security(settings: ReplicaSettings, cls: Any) -> Any:
+    """Accept loopback hosts plus whatever a proxy or container network reaches the replica by."""
+    if "*" in settings.allowed_hosts:
+        return cls(enable_dns_rebinding_protection=False)
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *settings.allowed_hosts]
+    origins = [f"http://{host}" for host in hosts]
+    return cls(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def _header_principal(header: str) -> Callable[[Any], str | None]:
+    def bind(ctx: Any) -> str | None:
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        return headers.get(header) if headers is not None else None
+
+    return bind
+
+
+def main(argv: Sequence[str] | None = None, build: Callable[..., Any] | None = None) -> int:
+    settings = parse_args(argv)
+    return serve(settings, build)
+
+
+def serve(settings: ReplicaSettings, build: Callable[..., Any] | None = None) -> int:
+    import uvicorn
+
+    from harness.shop.sealing import KeyRingError
+    from harness.shop.store import StoreSpecError, StoreUnavailable
+
+    configure_logging(settings.label)
+    try:
+        app, codec, store = build_app(settings, build)
+    except (KeyRingError, StoreSpecError, StoreUnavailable) as exc:
+        print(f"mrtr-harness shop replica: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.label)  # again: building MCPServer reconfigures the root logger
+    logger.info("serving http://%s:%d/mcp name=%s ttl=%gs store=%s keyring=%s sealing-key=%s clock-offset=%gs",
+                settings.host, settings.port, settings.name, settings.ttl, store.kind,
+                settings.keyring.split(":", 1)[0], codec.fingerprints[0], settings.clock_offset)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
+                            lifespan="on")
+    uvicorn.Server(config).run()
+    return 0

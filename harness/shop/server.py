@@ -1,0 +1,295 @@
+"""The shop's MCP server: four tools that ask a support lead mid-call, replicated without stickiness.
+
+- `quote_refund(order_id)`: asks the API what a whole refund would be; records the quote.
+- `issue_refund(quote_id)`: above the policy limit, one form question (`confirm`, a
+  required boolean `release`) with the refund id as `requestState`; on the retry it
+  checks the state names the refund, claims the once-only record, then releases.
+- `record_return(order_id, sku)`: a resolver form (reason, restock, optional note);
+  decline and cancel lead different ways.
+- `pay_refund(refund_id)`: URL mode; the flow id and a round counter ride in
+  `requestState`, and only the provider's record says the lead finished.
+
+Records a retry needs (quotes, answered states) live in the replica's configured store,
+so a retry that lands on another replica finds them; with `memory` they do not, which is
+exactly the production failure the harness reproduces. This module can also be run as
+`python -m harness.shop.server`, which registers the resolver under `__main__`: a
+replica started that way next to ones started by `mrtr-harness shop replica` re-asks
+every round (the on-call case "replicas started two ways").
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Annotated, Any, Literal
+
+import httpx
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.request_state import RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    InputRequiredResult,
+)
+from pydantic import BaseModel, Field
+
+from harness.shop.store import Store
+
+ReturnReason = Literal["damaged in transit", "wrong item sent", "missing part", "arrived late", "changed mind"]
+"""The refund policy's five reasons for a return."""
+
+RELEASE_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {"release": {"type": "boolean", "title": "Release"}},
+    "required": ["release"],
+}
+
+PAYMENT_ROUNDS = 4
+"""After this many URL-mode rounds without the provider seeing the sign-in, pay_refund gives up.
+
+Without a cap, an abandoned payment page asks again on every retry until the client's
+10-round limit; counting rounds in the state ends the flow with a result that says so.
+"""
+
+
+class Quote(BaseModel):
+    quote_id: str
+    order_id: str
+    amount: str
+    needs_confirmation: bool
+
+
+class RefundView(BaseModel):
+    refund_id: str
+    order_id: str
+    quote_id: str
+    amount: str
+    status: str
+
+
+class Inspection(BaseModel):
+    """The return form: a flat object with primitive fields only, as elicitation requires."""
+
+    reason: ReturnReason = Field(description="The refund policy's reason that fits what you found")
+    restock: bool = Field(description="The item can go back on sale")
+    note: str | None = Field(default=None, max_length=200, description="Anything the refund should say")
+
+
+def require_elicitation(ctx: Context, mode: Literal["form", "url"]) -> None:
+    """Refuse with -32021 unless the client declared it can show this kind of question.
+
+    A server must not ask what the client cannot show; the SDK's resolvers check this
+    for themselves, hand-built input requests must check it here.
+    """
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    declared = elicitation is not None and (
+        (elicitation.url is not None) if mode == "url" else (elicitation.form is not None or elicitation.url is None)
+    )
+    if not declared:
+        raise MCPError(code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                       message=f"Client did not declare {mode}-mode elicitation, which this tool needs to ask",
+                       data={"requiredCapabilities": {"elicitation": {mode: {}}}})
+
+
+class ShopRecords:
+    """The replica's records between rounds: quotes and the once-only record of answered states."""
+
+    def __init__(self, store: Store, answers: Store | None = None) -> None:
+        self.store = store
+        self.answers = answers or store
+
+    def save_quote(self, quote: Quote) -> None:
+        self.store.put("quote", quote.quote_id, quote.model_dump_json())
+
+    def quote(self, quote_id: str) -> Quote | None:
+        text = self.store.get("quote", quote_id)
+        return Quote.model_validate_json(text) if text is not None else None
+
+    def claim_answer(self, state: str) -> bool:
+        """The once-only record: True for the first claim of a state, False for every replay.
+
+        The SDK's seal cannot stop a replayed retry, which is valid until it expires on
+        every replica; this claim, checked before the release, can.
+        """
+        return self.answers.add("answered", state, "1")
+
+    def release_claim(self, state: str) -> None:
+        """Give a claim back when the release itself failed for a reason other than 409."""
+        self.answers.discard("answered", state)
+
+
+class ShopApi:
+    """The MCP server's client for the shop's API."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=10.0)
+
+    async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict]:
+        try:
+            response = await self._http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise ToolError(f"The shop's API is unreachable ({type(exc).__name__}); try again later.") from None
+        return response.status_code, response.json()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def build_server(*, name: str, store: Store, api: ShopApi, security: RequestStateSecurity,
+                 answers: Store | None = None) -> MCPServer:
+    """The shop's MCP server, with its tools bound to this replica's records and API client.
+
+    `answers` holds the once-only record when it should live apart from the quotes
+    (the on-call case of a once-only record kept in one process's memory).
+    """
+    server = MCPServer(name, request_state_security=security)
+    records = ShopRecords(store, answers)
+    _add_refund_tools(server, records, api)
+    _add_return_tool(server, api)
+    _add_payout_tool(server, api)
+    return server
+
+
+def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi) -> None:
+    @server.tool(description="Quote a whole refund of an order, by its order_id (e.g. O-1234).")
+    async def quote_refund(order_id: str) -> Quote:
+        status, body = await api.request("GET", f"/orders/{order_id}/refund-quote")
+        if status != 200:
+            raise ToolError(f"There is no order {order_id}.")
+        quote = Quote(quote_id=f"Q-{secrets.token_hex(5)}", order_id=order_id, amount=body["amount"],
+                      needs_confirmation=body["needs_confirmation"])
+        records.save_quote(quote)
+        return quote
+
+    @server.tool(description="Issue the refund a quote describes. Above EUR 150.00 a support lead confirms it.")
+    async def issue_refund(quote_id: str, ctx: Context) -> RefundView | InputRequiredResult:
+        refund = await _refund_for_quote(records, api, quote_id)
+        answer = (ctx.input_responses or {}).get("confirm")
+        answered = answer is not None and ctx.request_state == refund.refund_id
+        if not answered:  # first round, or an answer to a question never asked
+            if refund.status != "needs_confirmation":
+                return refund
+            require_elicitation(ctx, "form")
+            ask = ElicitRequestFormParams(
+                requested_schema=RELEASE_FORM,
+                message=f"Release refund of EUR {refund.amount} for order {refund.order_id}? "
+                        "It is above the policy limit, so a lead must confirm it.")
+            return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=ask)},
+                                       request_state=refund.refund_id)
+        assert answer is not None
+        if answer.action == "cancel":  # a dismissed form: the question stays open
+            raise ToolError(f"The lead closed the question without answering; refund {refund.refund_id} stays held. "
+                            "Ask again later.")
+        if answer.action != "accept" or not (answer.content or {}).get("release"):  # a decline stands
+            raise ToolError(f"Nobody confirmed refund {refund.refund_id}, so the shop's API still holds it.")
+        return await _release_once(records, api, refund)
+
+
+async def _refund_for_quote(records: ShopRecords, api: ShopApi, quote_id: str) -> RefundView:
+    quote = records.quote(quote_id)
+    if quote is None:
+        raise ToolError(f"There is no quote {quote_id}. Quote the refund again with quote_refund.")
+    status, body = await api.request("POST", "/refunds", {"order_id": quote.order_id, "quote_id": quote_id})
+    if status not in (200, 201):
+        raise ToolError(f"The shop's API refused the refund for quote {quote_id}: {body.get('error')}")
+    return RefundView.model_validate(body)
+
+
+async def _release_once(records: ShopRecords, api: ShopApi, refund: RefundView) -> RefundView:
+    if not records.claim_answer(refund.refund_id):
+        raise ToolError(f"Refund {refund.refund_id} was already confirmed. Don't send the same answer again.")
+    status, body = await api.request("POST", f"/refunds/{refund.refund_id}/confirm")
+    if status == 409:
+        raise ToolError(f"Refund {refund.refund_id} is no longer held ({body['refund']['status']}); "
+                        "the shop's API did not release it again.")
+    if status != 200:
+        records.release_claim(refund.refund_id)
+        raise ToolError(f"The shop's API could not release refund {refund.refund_id}; try again.")
+    return RefundView.model_validate(body)
+
+
+def ask_inspection(order_id: str, sku: str) -> Elicit[Inspection]:
+    """The resolver behind record_return's form; its `module:qualname` is the answer's key on the wire."""
+    return Elicit(f"You opened the return of {sku} from order {order_id}. What did you find?", Inspection)
+
+
+def _add_return_tool(server: MCPServer, api: ShopApi) -> None:
+    @server.tool(description="Record what a returned item was like when its parcel was opened. "
+                             "The user fills in a form.")
+    async def record_return(order_id: str, sku: str,
+                            found: Annotated[ElicitationResult[Inspection], Resolve(ask_inspection)]) -> str:
+        if not isinstance(found, AcceptedElicitation):
+            return ("The user declined: don't record this return, and don't ask again." if found.action == "decline"
+                    else "The user closed the form without answering: ask again later.")
+        status, body = await api.request("POST", "/returns", {"order_id": order_id, "sku": sku,
+                                                              **found.data.model_dump()})
+        if status != 201:
+            raise ToolError(f"The shop's API did not record the return: {body.get('error')}")
+        return f"Recorded {body['return_id']}: {found.data.reason}, restock {found.data.restock}."
+
+
+def _add_payout_tool(server: MCPServer, api: ShopApi) -> None:
+    @server.tool(description="Pay out a released refund through the shop's payment provider, by its refund_id.")
+    async def pay_refund(refund_id: str, ctx: Context) -> str | InputRequiredResult:
+        flow_id, rounds = _payment_state(ctx.request_state)
+        if flow_id is not None and await _payment_finished(api, flow_id, refund_id):
+            return await _pay(api, refund_id)
+        answer = (ctx.input_responses or {}).get("connect")
+        if answer is not None and answer.action != "accept":
+            return f"Not paid: the user didn't connect a payment account. {refund_id} stays released, unpaid."
+        if rounds >= PAYMENT_ROUNDS:
+            return (f"Not paid: the payment provider has not seen the sign-in after {rounds} rounds. "
+                    f"{refund_id} stays released, unpaid; start the payout again later.")
+        require_elicitation(ctx, "url")
+        if flow_id is None:
+            flow_id, url = await _start_payment_flow(api, refund_id)
+        else:
+            url = f"{api.base_url}/pay/{flow_id}"
+        ask = ElicitRequestURLParams(url=url, message="To pay refunds, connect your payment provider account "
+                                                      "on its own page.")
+        return InputRequiredResult(input_requests={"connect": ElicitRequest(params=ask)},
+                                   request_state=json.dumps({"flow": flow_id, "round": rounds + 1}))
+
+
+def _payment_state(state: str | None) -> tuple[str | None, int]:
+    """(flow id, rounds so far) from pay_refund's own state; anything else is a flow never started."""
+    if not state:
+        return None, 0
+    try:
+        data = json.loads(state)
+        return str(data["flow"]), int(data["round"])
+    except (ValueError, KeyError, TypeError):
+        return None, 0
+
+
+async def _start_payment_flow(api: ShopApi, refund_id: str) -> tuple[str, str]:
+    status, body = await api.request("POST", "/payment-flows", {"refund_id": refund_id})
+    if status != 201:
+        raise ToolError(f"There is no refund {refund_id} to pay.")
+    return body["flow_id"], body["url"]
+
+
+async def _payment_finished(api: ShopApi, flow_id: str, refund_id: str) -> bool:
+    status, body = await api.request("GET", f"/payment-flows/{flow_id}")
+    return status == 200 and body["refund_id"] == refund_id and body["finished"]
+
+
+async def _pay(api: ShopApi, refund_id: str) -> str:
+    status, body = await api.request("POST", f"/refunds/{refund_id}/payout")
+    if status == 409:
+        return f"Not paid again: refund {refund_id} is {body['refund']['status']}."
+    if status != 200:
+        raise ToolError(f"The payment provider could not pay {refund_id}: {body.get('error')}")
+    return f"Paid {refund_id} through the payment provider."
+
+
+if __name__ == "__main__":  # the second way to start a replica: see the module docstring
+    from harness.shop.replica import main
+
+    raise SystemExit(main(build=build_server))
