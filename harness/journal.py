@@ -1,0 +1,93 @@
+"""The journal: one JSON line per flow round, flow outcome, chaos action and rejection, as it happens.
+
+It is the single output contract of a run (as in Chaos Toolkit): the summary, the
+verdict, the HTML report and the JUnit file are all derived from it, never from a
+second bookkeeping. Lines are written and flushed one by one, so a run killed at any
+point leaves a journal that ends at the last thing that happened; nothing is held in
+memory whole.
+
+Record types (field `type`), each with `t` (wall-clock seconds since the epoch):
+- `run`: `event` = start | end; start carries run_id, scenario, seed; end carries status.
+- `start`: flow_id, flow, scheduled (the intended start time), late (bool).
+- `round`: flow_id, flow, tool, round, replica, intended, sent, latency, server_time,
+  outcome (a `harness.mrtr.Outcome` value), http_status, code (JSON-RPC code or failure
+  class, null on success).
+- `flow`: flow_id, flow, outcome (a `FlowOutcome` value), rounds, duration, server_time,
+  think_time, and for refunds refund_id and answer (the lead's last action).
+- `chaos`: action, phase = start | end, target, ok, detail.
+- `rejection`: replica, reason, method (from the replicas' logs).
+- `hypothesis`: phase = before | during | after, ok, detail.
+- `invariant`: invariant, violations (count), detail (a few examples).
+- `reconciliation`: client_rejections (-32602 the clients saw), logged (reasons the
+  replicas logged), unexplained.
+- `run` events in between: load-stopped (arrivals and users stopped), progress snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Any
+
+
+class FlowOutcome(StrEnum):
+    """How one flow ended: a bounded set, so it can be a metric label and a report column."""
+
+    COMPLETED = "completed"  # the tool finished and did what was asked
+    DECLINED = "declined"  # the lead said no; the server's safe default stands
+    CANCELLED = "cancelled"  # the lead dismissed the question
+    ABANDONED = "abandoned"  # the lead never answered
+    UNFINISHED = "unfinished"  # the server gave up (e.g. a payment nobody finished)
+    TOOL_ERROR = "tool_error"  # the tool reported an error (no quote, already confirmed, ...)
+    REJECTED = "rejected"  # -32602: the server refused the requestState
+    ROUNDS_EXCEEDED = "rounds_exceeded"  # still asking after 10 rounds
+    ERROR = "error"  # any other protocol or transport failure
+    INTERRUPTED = "interrupted"  # still running when the run stopped
+
+
+class Journal:
+    """Append-only JSON-lines writer, safe to share between greenlets and threads."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._lock = threading.Lock()
+        self.records = 0
+
+    def write(self, record_type: str, **fields: Any) -> None:
+        line = json.dumps({"type": record_type, "t": fields.pop("t", None) or time.time(), **fields},
+                          separators=(",", ":"), default=str)
+        with self._lock:
+            if self._file is None:
+                return
+            self._file.write(line + "\n")
+            self._file.flush()
+            self.records += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_journal(*paths: Path) -> Iterator[dict[str, Any]]:
+    """Every record of one or more journal parts, in file order; a torn last line is skipped."""
+    for path in paths:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue

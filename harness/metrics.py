@@ -1,0 +1,162 @@
+"""Every number the harness exports, defined once: names, help, units and label sets.
+
+The names are a contract with `dashboards/` (see DESIGN, Metrics): prefix `mrtr_`, base
+units, `_total` on counters, histograms rather than summaries, bounded labels only (a
+flow kind, an outcome, a round number up to 10, a replica label, a reason; never a flow,
+order or user id). Every label value known in advance is pre-set to zero, so a panel
+shows a flat zero instead of "no data".
+
+Locust workers keep the same objects and also buffer every update; the buffer goes to
+the master in `report_to_master` and the master replays it (`apply`), so the master's
+exporter counts exactly what every worker did, histograms included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from harness.journal import FlowOutcome
+from harness.reasons import OTHER_REASON, REASONS
+
+ROUND_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Round latency: dense around the usual 250 ms per-round SLO, out to the client timeout."""
+
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+"""Think time and flow duration: real seconds, from instant answers to an hour-long lead."""
+
+ROUNDS_BUCKETS = tuple(float(n) for n in range(1, 11))
+"""Rounds per call: one bucket per round up to the client's cap of 10."""
+
+MAX_ROUND_LABEL = 10
+
+
+class Measurements:
+    """The harness's metrics on one registry, plus the update buffer a Locust worker ships."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, flows: Iterable[str] = (),
+                 replicas: Iterable[str] = (), buffer: bool = False) -> None:
+        self.registry = registry or CollectorRegistry()
+        self._buffer: list[tuple[Any, ...]] | None = [] if buffer else None
+        self._define()
+        self.preset(flows=flows, replicas=replicas)
+
+    def _define(self) -> None:
+        r = self.registry
+        self.flows_started = Counter("mrtr_flows_started_total", "Flows started, by flow kind.", ["flow"], registry=r)
+        self.flows_finished = Counter("mrtr_flows_finished_total", "Flows finished, by flow kind and outcome.",
+                                      ["flow", "outcome"], registry=r)
+        self.flows_in_flight = Gauge("mrtr_flows_in_flight", "Flows started and not finished (most wait on a lead).",
+                                     ["flow"], registry=r)
+        self.rounds_per_call = Histogram("mrtr_rounds_per_call", "POST rounds one MRTR call took.", ["flow"],
+                                         buckets=ROUNDS_BUCKETS, registry=r)
+        self.round_duration = Histogram("mrtr_round_duration_seconds",
+                                        "Time per POST round, from its intended send time to its answer.",
+                                        ["flow", "round"], buckets=ROUND_BUCKETS, registry=r)
+        self.think_time = Histogram("mrtr_think_time_seconds", "Real seconds a lead thought before answering.",
+                                    buckets=DURATION_BUCKETS, registry=r)
+        self.flow_duration = Histogram("mrtr_flow_duration_seconds", "Real seconds from a flow's start to its end.",
+                                       ["flow"], buckets=DURATION_BUCKETS, registry=r)
+        self.client_errors = Counter("mrtr_client_errors_total", "Rounds that failed, by flow and JSON-RPC code or "
+                                     "failure class.", ["flow", "code"], registry=r)
+        self.rejections = Counter("mrtr_request_state_rejections_total",
+                                  "requestState rejections by the reason the replica logged.", ["replica", "reason"],
+                                  registry=r)
+        self.unexplained = Counter("mrtr_unexplained_rejections_total",
+                                   "-32602 answers no logged reason accounts for.", registry=r)
+        self.late_starts = Counter("mrtr_flow_starts_late_total",
+                                   "Open-model flows that started later than scheduled (the generator fell behind).",
+                                   registry=r)
+        self.chaos_actions = Counter("mrtr_chaos_actions_total", "Chaos actions run, by action.", ["action"],
+                                     registry=r)
+        self.chaos_last = Gauge("mrtr_chaos_last_action_timestamp_seconds", "When each chaos action last started.",
+                                ["action"], registry=r)
+        self.replicas_up = Gauge("mrtr_replicas_up", "Replicas answering their health check.", registry=r)
+        self.invariant_violations = Counter("mrtr_invariant_violations_total", "Ledger invariant violations found.",
+                                            ["invariant"], registry=r)
+
+    def preset(self, *, flows: Iterable[str] = (), replicas: Iterable[str] = (), actions: Iterable[str] = (),
+               invariants: Iterable[str] = ()) -> None:
+        """Create the label sets known in advance at zero."""
+        for flow in flows:
+            self.flows_started.labels(flow=flow)
+            self.flows_in_flight.labels(flow=flow)
+            self.rounds_per_call.labels(flow=flow)
+            for outcome in FlowOutcome:
+                self.flows_finished.labels(flow=flow, outcome=outcome.value)
+        for replica in replicas:
+            for reason in (*REASONS, OTHER_REASON):
+                self.rejections.labels(replica=replica, reason=reason)
+        for action in actions:
+            self.chaos_actions.labels(action=action)
+        for invariant in invariants:
+            self.invariant_violations.labels(invariant=invariant)
+
+    # --- updates: each one applied here and, on a worker, buffered for the master -------------
+
+    def flow_started(self, flow: str) -> None:
+        self._apply(("flow_started", flow))
+
+    def flow_finished(self, flow: str, outcome: str, rounds: int, duration: float) -> None:
+        self._apply(("flow_finished", flow, outcome, rounds, duration))
+
+    def round_done(self, flow: str, round_number: int, latency: float, failure_code: str | None) -> None:
+        self._apply(("round_done", flow, round_number, latency, failure_code))
+
+    def thought(self, seconds: float) -> None:
+        self._apply(("thought", seconds))
+
+    def late_start(self) -> None:
+        self._apply(("late_start",))
+
+    def _apply(self, update: tuple[Any, ...]) -> None:
+        getattr(self, f"_do_{update[0]}")(*update[1:])
+        if self._buffer is not None:
+            self._buffer.append(update)
+
+    def _do_flow_started(self, flow: str) -> None:
+        self.flows_started.labels(flow=flow).inc()
+        self.flows_in_flight.labels(flow=flow).inc()
+
+    def _do_flow_finished(self, flow: str, outcome: str, rounds: int, duration: float) -> None:
+        self.flows_finished.labels(flow=flow, outcome=outcome).inc()
+        self.flows_in_flight.labels(flow=flow).dec()
+        if rounds:
+            self.rounds_per_call.labels(flow=flow).observe(rounds)
+        self.flow_duration.labels(flow=flow).observe(duration)
+
+    def _do_round_done(self, flow: str, round_number: int, latency: float, failure_code: str | None) -> None:
+        self.round_duration.labels(flow=flow, round=str(min(round_number, MAX_ROUND_LABEL))).observe(latency)
+        if failure_code is not None:
+            self.client_errors.labels(flow=flow, code=failure_code).inc()
+
+    def _do_thought(self, seconds: float) -> None:
+        self.think_time.observe(seconds)
+
+    def _do_late_start(self) -> None:
+        self.late_starts.inc()
+
+    # --- updates only the master (or the local process) makes --------------------------------
+
+    def rejection(self, replica: str, reason: str) -> None:
+        self.rejections.labels(replica=replica, reason=reason).inc()
+
+    def chaos_action(self, action: str, started_at: float) -> None:
+        self.chaos_actions.labels(action=action).inc()
+        self.chaos_last.labels(action=action).set(started_at)
+
+    # --- the worker-to-master channel -----------------------------------------------------------
+
+    def drain(self) -> list[tuple[Any, ...]]:
+        """The updates since the last drain, for `report_to_master`; empties the buffer."""
+        if self._buffer is None:
+            return []
+        updates, self._buffer = self._buffer, []
+        return updates
+
+    def apply(self, updates: Iterable[Any]) -> None:
+        """Replay a worker's updates on the master's metrics (never re-buffered)."""
+        for update in updates:
+            getattr(self, f"_do_{update[0]}")(*update[1:])

@@ -1,0 +1,140 @@
+"""The run's figures, derived from its journal alone: what thresholds, reports and verdicts read.
+
+Reading the journal (not live counters) means a summary can be rebuilt after the fact
+from any results folder, including one a killed run left behind, and that every report
+agrees with every other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.journal import FlowOutcome, read_journal
+
+_NOT_FINISHED = {FlowOutcome.INTERRUPTED.value}
+
+
+@dataclass
+class RunFigures:
+    """Flows, rounds, rejections and checks of one run, with the lookups thresholds need."""
+
+    duration: float = 0.0
+    flows: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
+    violations: Counter[str] = field(default_factory=Counter)
+    chaos: list[dict[str, Any]] = field(default_factory=list)
+    started: float | None = None
+    unexplained: int = 0
+    client_rejections: int = 0
+    status: str | None = None
+
+    @classmethod
+    def from_records(cls, records: Iterable[dict[str, Any]]) -> RunFigures:
+        figures = cls()
+        for record in records:
+            figures.add(record)
+        return figures
+
+    @classmethod
+    def from_journal(cls, *paths: Path) -> RunFigures:
+        return cls.from_records(read_journal(*paths))
+
+    def add(self, record: dict[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == "round":
+            self.rounds.append({k: record.get(k) for k in ("flow", "round", "latency", "outcome", "code", "replica")})
+        elif kind == "flow":
+            self.flows.append({k: record.get(k) for k in ("flow", "outcome", "rounds", "duration", "think_time",
+                                                          "late")})
+        elif kind == "rejection":
+            self.rejections[(record["replica"], record["reason"])] += 1
+        elif kind == "invariant":
+            self.violations[record["invariant"]] += int(record.get("violations", 0))
+        elif kind == "reconciliation":
+            self.unexplained = int(record["unexplained"])
+            self.client_rejections = int(record["client_rejections"])
+        elif kind == "chaos":
+            self.chaos.append(record)
+        elif kind == "run":
+            self._run_event(record)
+
+    def _run_event(self, record: dict[str, Any]) -> None:
+        if record.get("event") == "start":
+            self.started = record["t"]
+        elif record.get("event") == "load-stopped" and self.started is not None:
+            self.duration = record["t"] - self.started
+        elif record.get("event") == "end":
+            self.status = record.get("status")
+            if self.started is not None and not self.duration:
+                self.duration = record["t"] - self.started
+
+    # --- lookups for thresholds --------------------------------------------------------------
+
+    def count(self, metric: str, selector: dict[str, str]) -> float:
+        if metric == "flows_started":
+            return float(len(_select(self.flows, selector)))
+        if metric == "flows_finished":
+            return float(len(_select(self.flows, selector)))
+        if metric == "rejections":
+            return float(sum(n for (replica, reason), n in self.rejections.items()
+                             if _matches({"replica": replica, "reason": reason}, selector)))
+        if metric == "unexplained_rejections":
+            return float(self.unexplained)
+        if metric == "invariant_violations":
+            return float(sum(n for name, n in self.violations.items() if _matches({"invariant": name}, selector)))
+        if metric == "client_errors":
+            return float(sum(1 for row in self.rounds if row["code"] is not None and
+                             _matches({"flow": row["flow"], "code": str(row["code"])}, selector)))
+        if metric == "late_starts":
+            return float(sum(1 for row in self.flows if row.get("late")))
+        if metric == "chaos_failures":
+            return float(sum(1 for row in self.chaos if row.get("phase") == "end" and not row.get("ok", True)
+                             and _matches({"action": row.get("action")}, selector)))
+        raise KeyError(metric)
+
+    def ratio(self, metric: str, selector: dict[str, str]) -> float | None:
+        if metric == "rejection_share":
+            total = sum(self.rejections.values())
+            return self.count("rejections", selector) / total if total else 0.0
+        flow_selector = {k: v for k, v in selector.items() if k == "flow"}
+        finished = [row for row in _select(self.flows, flow_selector) if row["outcome"] not in _NOT_FINISHED]
+        if not finished:
+            return None
+        outcome = FlowOutcome.COMPLETED.value if metric == "completed_ratio" else selector.get("outcome")
+        return sum(1 for row in finished if outcome is None or row["outcome"] == outcome) / len(finished)
+
+    def distribution(self, metric: str, selector: dict[str, str]) -> list[float]:
+        if metric == "round_duration":
+            return [row["latency"] for row in self.rounds if row["latency"] is not None and
+                    _matches({"flow": row["flow"], "round": str(row["round"])}, selector)]
+        column = {"rounds_per_call": "rounds", "flow_duration": "duration", "think_time": "think_time"}[metric]
+        return [row[column] for row in _select(self.flows, selector) if row.get(column) is not None
+                and not (metric == "rounds_per_call" and not row[column])]
+
+    # --- the summary's figures ------------------------------------------------------------------
+
+    def outcomes(self) -> dict[str, dict[str, int]]:
+        table: dict[str, dict[str, int]] = {}
+        for row in self.flows:
+            table.setdefault(row["flow"], {}).setdefault(row["outcome"], 0)
+            table[row["flow"]][row["outcome"]] += 1
+        return table
+
+    def rejections_by_reason(self) -> dict[str, dict[str, int]]:
+        table: dict[str, dict[str, int]] = {}
+        for (replica, reason), count in sorted(self.rejections.items()):
+            table.setdefault(reason, {})[replica] = count
+        return table
+
+
+def _matches(labels: dict[str, Any], selector: dict[str, str]) -> bool:
+    return all(str(labels.get(name)) == value for name, value in selector.items())
+
+
+def _select(rows: list[dict[str, Any]], selector: dict[str, str]) -> list[dict[str, Any]]:
+    return [row for row in rows if _matches(row, selector)]
