@@ -1,0 +1,117 @@
+"""Everything a run writes for people and CI, derived from its journal alone.
+
+`write_results` reads the journal parts once, decides the verdict, and writes
+summary.json, junit.xml and report.html into the results folder. It runs at the end of
+every run, including an interrupted one, and can be re-run on any results folder later
+(a killed run's journal included: no `run end`, a torn last line) to rebuild the same files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.journal import read_journal
+from harness.report.html import write_html
+from harness.report.junit import write_junit
+from harness.report.series import Timeline
+from harness.report.summary_json import write_summary
+from harness.report.terminal import render_thresholds
+from harness.report.verdict import (
+    ExitCode,
+    HypothesisResult,
+    InvariantResult,
+    Reconciliation,
+    RunChecks,
+    RunStatus,
+    RunVerdict,
+    decide,
+)
+from harness.scenario import Scenario
+from harness.summary import RunFigures
+from harness.thresholds import Threshold
+
+__all__ = [
+    "ExitCode",
+    "HypothesisResult",
+    "InvariantResult",
+    "JournalRead",
+    "Reconciliation",
+    "RunChecks",
+    "RunStatus",
+    "RunVerdict",
+    "Timeline",
+    "decide",
+    "read_run",
+    "render_thresholds",
+    "write_html",
+    "write_junit",
+    "write_results",
+    "write_summary",
+]
+
+SUMMARY_JSON, JUNIT_XML, REPORT_HTML = "summary.json", "junit.xml", "report.html"
+
+
+@dataclass
+class JournalRead:
+    """One pass over the journal parts, into everything the reports need; what could not be read is counted."""
+
+    figures: RunFigures = field(default_factory=RunFigures)
+    checks: RunChecks = field(default_factory=RunChecks)
+    timeline: Timeline = field(default_factory=Timeline)
+    parts: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    records: int = 0
+    unreadable: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable}
+
+
+def read_run(journal_paths: Iterable[Path]) -> JournalRead:
+    """Read every part once. A missing part or a record the figures cannot take is noted, never fatal:
+    results are written in every case, and a half-written journal is the normal case after a kill."""
+    read = JournalRead()
+    for path in journal_paths:
+        if not path.is_file():
+            read.missing.append(str(path))
+            continue
+        read.parts.append(str(path))
+        for record in read_journal(path):
+            _take(read, record)
+    return read
+
+
+def _take(read: JournalRead, record: Any) -> None:
+    if not isinstance(record, dict):
+        read.unreadable += 1
+        return
+    try:
+        read.figures.add(record)
+        read.checks.add(record)
+        read.timeline.add(record)
+    except (KeyError, TypeError, ValueError):
+        read.unreadable += 1
+        return
+    read.records += 1
+
+
+def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path], thresholds: list[Threshold], *,
+                  interrupted: bool = False, aborted_reason: str | None = None, target_error: str | None = None,
+                  extra: dict[str, Any] | None = None) -> RunVerdict:
+    """Decide the run's verdict from its journal and write summary.json, junit.xml and report.html.
+
+    The caller writes the journal's `run end` record before calling this: a journal
+    without one is taken for a run that was cut off, and is marked interrupted.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    read = read_run(journal_paths)
+    verdict = decide(read.figures, thresholds, interrupted=interrupted, aborted_reason=aborted_reason,
+                     target_error=target_error, checks=read.checks)
+    write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, {**(extra or {}), "journal": read.as_dict()})
+    write_junit(folder / JUNIT_XML, scenario.name, verdict)
+    write_html(folder / REPORT_HTML, scenario, read.figures, verdict, timeline=read.timeline)
+    return verdict

@@ -1,0 +1,252 @@
+"""report.html: one self-contained page a person opens offline to see what the run did and why it passed or not.
+
+Everything is inline (CSS, SVG), with no scripts, fonts or links to anywhere: the file is
+opened from a CI artefact or a laptop with no network, and must look the same in ten
+years. Every time plot shares the x axis (seconds since the run start) and draws every
+chaos action, so a spike can be read against the action that caused it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+
+from harness.report import svg
+from harness.report.series import (
+    Bins,
+    ChaosAction,
+    Timeline,
+    chaos_actions,
+    flow_names,
+    ordered_outcomes,
+    round_latency,
+    rounds_histogram,
+    rounds_per_call,
+)
+from harness.report.verdict import (
+    RunStatus,
+    RunVerdict,
+    condition_text,
+    describe_detail,
+    format_seconds,
+    observed_text,
+)
+from harness.scenario import Scenario
+from harness.summary import RunFigures
+
+_X_LABEL = "seconds since the run start"
+_STATUS_COLOURS = {RunStatus.COMPLETED: "#1a7f37", RunStatus.DEVIATED: "#9a6700"}
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1000px;padding:1em 1.5em;
+color:#1f2328}
+h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em;border-bottom:1px solid #d0d7de}
+.status{display:inline-block;padding:.15em .6em;border-radius:4px;color:#fff;font-weight:600}
+.meta{color:#57606a}.meta span{margin-right:1.2em}
+table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #d0d7de;padding:.25em .6em;text-align:left}
+th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.skip{color:#9a6700}
+svg.chart{display:block;margin:.6em 0;max-width:100%;height:auto}
+ul.problems{color:#cf222e}
+"""
+
+
+def write_html(path: Path, scenario: Scenario, figures: RunFigures, verdict: RunVerdict, *,
+               timeline: Timeline | None = None) -> Path:
+    """Write report.html. Pass the journal's `Timeline`: `RunFigures` alone has no times for rounds and flows."""
+    path.write_text(render_html(scenario, figures, verdict, timeline or Timeline.from_figures(figures)),
+                    encoding="utf-8")
+    return path
+
+
+def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, timeline: Timeline) -> str:
+    actions = chaos_actions(figures.chaos, timeline.origin)
+    body = [_header(scenario, figures, verdict), _problems(verdict),
+            "<h2>Over the run</h2>", *_time_plots(figures, timeline, actions),
+            "<h2>Rounds per call</h2>", *_rounds_plots(figures),
+            "<h2>Thresholds</h2>", _thresholds_table(verdict),
+            "<h2>Invariants</h2>", _invariants_table(verdict),
+            "<h2>Reconciliation</h2>", _reconciliation_table(verdict),
+            *_hypothesis_section(verdict),
+            "<h2>Rejections by reason and replica</h2>", _rejections_table(figures),
+            "<h2>Flows by outcome</h2>", _flows_table(figures),
+            "<h2>Rounds per call and round latency</h2>", _spreads_table(figures),
+            "<h2>Chaos actions</h2>", _chaos_table(actions)]
+    title = f"{scenario.name}: {verdict.status.value}"
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+# --- header -------------------------------------------------------------------------------------
+
+
+def _header(scenario: Scenario, figures: RunFigures, verdict: RunVerdict) -> str:
+    colour = _STATUS_COLOURS.get(verdict.status, "#cf222e")
+    started = (datetime.fromtimestamp(verdict.started, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+               if verdict.started is not None else "unknown")
+    meta = [("run", verdict.run_id or "unknown"), ("seed", str(scenario.seed)), ("started", started),
+            ("duration", f"{figures.duration:.1f} s"), ("flows", str(len(figures.flows))),
+            ("rounds", str(len(figures.rounds)))]
+    description = f"<p>{escape(scenario.description)}</p>" if scenario.description else ""
+    return (f"<header><h1>{escape(scenario.name)} "
+            f'<span class="status" style="background:{colour}">{escape(verdict.status.value)}</span></h1>'
+            f'<p class="meta"><span>exit code <b>{int(verdict.exit_code)}</b></span>'
+            + "".join(f"<span>{escape(name)} <b>{escape(value)}</b></span>" for name, value in meta)
+            + f"</p>{description}</header>")
+
+
+def _problems(verdict: RunVerdict) -> str:
+    if not verdict.problems:
+        return '<p class="pass">Every threshold, invariant and check passed.</p>'
+    return '<ul class="problems">' + "".join(f"<li>{escape(p)}</li>" for p in verdict.problems) + "</ul>"
+
+
+# --- plots --------------------------------------------------------------------------------------
+
+
+def _markers(actions: Sequence[ChaosAction]) -> list[svg.Marker]:
+    """One marker per chaos action, at its start (or its end, when the start was lost)."""
+    markers = []
+    for action in actions:
+        x = action.start if action.start is not None else action.end
+        markers.append(svg.Marker(max(0.0, x or 0.0), action.label(), until=action.end, failed=action.ok is False))
+    return markers
+
+
+def _time_plots(figures: RunFigures, timeline: Timeline, actions: Sequence[ChaosAction]) -> list[str]:
+    bins = timeline.bins(figures.duration)
+    markers = _markers(actions)
+    x_max = bins.width * bins.count
+    per = "second" if bins.width == 1 else f"{bins.width:g} s"
+    binned = f"{bins.width:g} s bins"
+    flows = [svg.Series(outcome, _points(bins, rates)) for outcome, rates in timeline.flow_rates(bins).items()]
+    latency = [svg.Series(name, _points(bins, [None if v is None else v * 1000 for v in values]))
+               for name, values in timeline.latency_percentiles(bins).items()]
+    plots = [svg.line_chart(flows, title=f"Flows finished per second, by outcome ({binned})", x_label=_X_LABEL,
+                            y_label="flows/s", markers=markers, x_max=x_max),
+             svg.line_chart(latency, title=f"Round latency p50 / p95 / p99 ({binned})", x_label=_X_LABEL,
+                            y_label="latency (ms)", markers=markers, x_max=x_max)]
+    by_replica = timeline.rejection_counts(bins) or {"": {}}
+    for replica, reasons in by_replica.items():
+        title = f"Rejections on {replica} by reason ({binned})" if replica else "Rejections by reason (none logged)"
+        series = [svg.Series(reason, _points(bins, counts)) for reason, counts in reasons.items()]
+        plots.append(svg.line_chart(series, title=title, x_label=_X_LABEL, y_label=f"rejections per {per}",
+                                    markers=markers, x_max=x_max, counts=True))
+    return plots
+
+
+def _points(bins: Bins, values: Sequence[float | None]) -> list[tuple[float, float | None]]:
+    return list(zip(bins.centres(), values, strict=True))
+
+
+def _rounds_plots(figures: RunFigures) -> list[str]:
+    """A histogram of rounds per call, 1..10, a bar per flow: a bar at 10 means the server never stopped asking."""
+    categories = [*(str(n) for n in range(1, 10)), "10+"]
+    groups = [(flow, rounds_histogram(figures, flow)) for flow in flow_names(figures)]
+    return [svg.bar_chart(categories, groups, title="Rounds per call, by flow", x_label="rounds in the call",
+                          y_label="calls")]
+
+
+# --- tables -------------------------------------------------------------------------------------
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str = "none") -> str:
+    """An HTML table from pre-escaped cells (callers use `_cell`/`_mark`), headers escaped here."""
+    if not rows:
+        return f'<p class="meta">{escape(empty)}</p>'
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value: object, numeric: bool = False) -> str:
+    text = "" if value is None else str(value)
+    return f'<td class="num">{escape(text)}</td>' if numeric else f"<td>{escape(text)}</td>"
+
+
+def _mark(passed: bool | None, unknown: str = "not checked") -> str:
+    if passed is None:
+        return f'<td class="skip">{escape(unknown)}</td>'
+    return '<td class="pass">✓ pass</td>' if passed else '<td class="fail">✗ fail</td>'
+
+
+def _thresholds_table(verdict: RunVerdict) -> str:
+    rows = [[_mark(item.passed), _cell(item.threshold.key), _cell(condition_text(item)), _cell(observed_text(item))]
+            for item in verdict.thresholds]
+    return _table(["", "threshold", "condition", "observed"], rows, "no thresholds")
+
+
+def _invariants_table(verdict: RunVerdict) -> str:
+    rows = [[_mark(result.passed if result.checked or not result.passed else None), _cell(name),
+             _cell(result.violations, numeric=True),
+             _cell(describe_detail(result.detail, 400))]
+            for name, result in sorted(verdict.invariants.items())]
+    return _table(["", "invariant", "violations", "examples"], rows, "no invariants checked")
+
+
+def _reconciliation_table(verdict: RunVerdict) -> str:
+    result = verdict.reconciliation
+    if result is None:
+        return '<p class="skip">Not reconciled: the journal has no reconciliation record.</p>'
+    return _table(["", "client rejections (-32602)", "logged reasons", "unexplained"],
+                  [[_mark(result.passed), _cell(result.client_rejections, True), _cell(result.logged, True),
+                    _cell(result.unexplained, True)]])
+
+
+def _hypothesis_section(verdict: RunVerdict) -> list[str]:
+    if not verdict.hypothesis:
+        return []
+    rows = [[_mark(probe.ok), _cell(probe.phase), _cell(describe_detail(probe.detail, 400))]
+            for probe in verdict.hypothesis]
+    return ["<h2>Steady-state hypothesis</h2>", _table(["", "phase", "detail"], rows)]
+
+
+def _rejections_table(figures: RunFigures) -> str:
+    table = figures.rejections_by_reason()
+    replicas = sorted({replica for counts in table.values() for replica in counts})
+    rows = [[_cell(reason), *(_cell(counts.get(replica, 0), True) for replica in replicas),
+             _cell(sum(counts.values()), True)] for reason, counts in sorted(table.items())]
+    return _table(["reason", *replicas, "total"], rows, "no rejections logged")
+
+
+def _flows_table(figures: RunFigures) -> str:
+    table = figures.outcomes()
+    outcomes = ordered_outcomes(o for counts in table.values() for o in counts)
+    rows = [[_cell(flow), *(_cell(counts.get(outcome, 0), True) for outcome in outcomes),
+             _cell(sum(counts.values()), True)] for flow, counts in sorted(table.items())]
+    return _table(["flow", *outcomes, "total"], rows, "no flows finished")
+
+
+def _spreads_table(figures: RunFigures) -> str:
+    """Per flow and round: latency p50/p95/p99, and per flow the rounds a call took."""
+    rounds = rounds_per_call(figures)
+    rows = []
+    for flow, per_round in round_latency(figures).items():
+        spread = rounds[flow]
+        calls = f"p50 {_plain(spread['p50'])}, p95 {_plain(spread['p95'])}, max {_plain(spread['max'])}"
+        for number, latency in per_round.items():
+            rows.append([_cell(flow), _cell(number, True), _cell(latency["count"], True),
+                         *(_cell(_seconds(latency[p]), True) for p in ("p50", "p95", "p99")), _cell(calls)])
+    return _table(["flow", "round", "rounds seen", "p50", "p95", "p99", "rounds per call"], rows, "no rounds")
+
+
+def _chaos_table(actions: Sequence[ChaosAction]) -> str:
+    rows = [[_mark(action.ok, "no end"), _cell(action.action), _cell(action.target or ""),
+             _cell(_at(action.start), True), _cell(_at(action.end), True), _cell(describe_detail(action.detail, 400))]
+            for action in actions]
+    return _table(["", "action", "target", "start (s)", "end (s)", "detail"], rows, "no chaos actions")
+
+
+def _seconds(value: float | int | None) -> str:
+    return "" if value is None else format_seconds(float(value))
+
+
+def _plain(value: float | int | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _at(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"

@@ -1,0 +1,70 @@
+"""summary.json: every figure of the run and every check with its verdict, for machines and later comparison.
+
+It is the report a nightly job archives and a script diffs between runs, so it carries
+the numbers themselves (seconds, counts), never rendered text alone, and only what the
+journal holds: no keys, no tokens, no request states.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.report.series import chaos_actions, ordered_outcomes, round_latency, rounds_per_call
+from harness.report.verdict import RunVerdict
+from harness.scenario import Scenario
+from harness.summary import RunFigures
+
+SCHEMA = 1
+"""Bumped when a key changes meaning, so a script comparing runs can tell."""
+
+
+def write_summary(path: Path, scenario: Scenario, figures: RunFigures, verdict: RunVerdict,
+                  extra: dict[str, Any] | None = None) -> Path:
+    """Write summary.json (pretty, sorted keys: it is read by people and diffed between runs)."""
+    document = summary(scenario, figures, verdict, extra or {})
+    path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra: dict[str, Any]) -> dict[str, Any]:
+    """The summary as a dict: the verdict, the figures behind it, and the caller's `extra`."""
+    return {
+        "schema": SCHEMA,
+        "run_id": verdict.run_id,
+        "scenario": {"name": scenario.name, "seed": scenario.seed, "description": scenario.description},
+        **verdict.as_dict(),
+        "started": verdict.started,
+        "duration": round(figures.duration, 3),
+        "flows": _flows(figures),
+        "rounds_per_call": rounds_per_call(figures),
+        "round_latency_seconds": round_latency(figures),
+        "rejections": _rejections(figures, verdict),
+        "chaos": [action.as_dict() for action in chaos_actions(figures.chaos, figures.started)],
+        "extra": extra,
+    }
+
+
+def _flows(figures: RunFigures) -> dict[str, Any]:
+    """Flows by kind and outcome, with totals each way, so no reader has to add them up."""
+    by_flow = figures.outcomes()
+    by_outcome: dict[str, int] = {}
+    for outcomes in by_flow.values():
+        for outcome, count in outcomes.items():
+            by_outcome[outcome] = by_outcome.get(outcome, 0) + count
+    return {"total": len(figures.flows),
+            "by_flow": {flow: {outcome: outcomes[outcome] for outcome in ordered_outcomes(outcomes)}
+                        for flow, outcomes in sorted(by_flow.items())},
+            "by_outcome": {outcome: by_outcome[outcome] for outcome in ordered_outcomes(by_outcome)}}
+
+
+def _rejections(figures: RunFigures, verdict: RunVerdict) -> dict[str, Any]:
+    """Rejections the replicas logged, by reason and replica, next to what the clients saw."""
+    reconciliation = verdict.reconciliation
+    return {"total_logged": sum(figures.rejections.values()),
+            "by_reason": figures.rejections_by_reason(),
+            "client_rejections": reconciliation.client_rejections if reconciliation else figures.client_rejections,
+            "unexplained": reconciliation.unexplained if reconciliation else figures.unexplained,
+            "reconciled": reconciliation is not None}

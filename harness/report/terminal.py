@@ -1,0 +1,101 @@
+"""The closing table printed in the terminal, k6-style: each check with ✓/✗, what was seen, and the status.
+
+It is the first thing a person reads after a run, so it names each failed check and
+its observed value on one line. Plain text by default, since CI logs and pipes show
+ANSI codes as noise; `color=True` for a terminal.
+"""
+
+from __future__ import annotations
+
+from harness.report.verdict import RunStatus, RunVerdict, condition_text, describe_detail, observed_text
+
+_GREEN, _RED, _YELLOW, _BOLD, _RESET = "\033[32m", "\033[31m", "\033[33m", "\033[1m", "\033[0m"
+_DETAIL_LIMIT = 100
+
+
+def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
+    """The whole closing table: thresholds, invariants, reconciliation, hypothesis, then the status."""
+    paint = _Paint(color)
+    lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
+             *_hypothesis(verdict, paint), *_status(verdict, paint)]
+    return "\n".join(lines) + "\n"
+
+
+class _Paint:
+    """Marks and colours; no codes at all unless asked, so plain output stays greppable."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def mark(self, passed: bool | None) -> str:
+        if passed is None:
+            return self._wrap("-", _YELLOW)
+        return self._wrap("✓", _GREEN) if passed else self._wrap("✗", _RED)
+
+    def bold(self, text: str) -> str:
+        return self._wrap(text, _BOLD)
+
+    def _wrap(self, text: str, code: str) -> str:
+        return f"{code}{text}{_RESET}" if self.color else text
+
+
+def _heading(title: str, paint: _Paint) -> list[str]:
+    return ["", f"  █ {paint.bold(title)}", ""]
+
+
+def _thresholds(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    if not verdict.thresholds:
+        return [*_heading("THRESHOLDS", paint), "    (none)"]
+    lines = _heading("THRESHOLDS", paint)
+    key = None
+    for item in verdict.thresholds:
+        if item.threshold.key != key:
+            if key is not None:
+                lines.append("")
+            key = item.threshold.key
+            lines.append(f"    {key}")
+        lines.append(f"    {paint.mark(item.passed)} '{condition_text(item)}' {observed_text(item)}")
+    return lines
+
+
+def _invariants(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    if not verdict.invariants:
+        return [*_heading("INVARIANTS", paint), "    (none checked)"]
+    lines = _heading("INVARIANTS", paint)
+    for name, result in sorted(verdict.invariants.items()):
+        if not result.checked and result.passed:
+            lines.append(f"    {paint.mark(None)} {name}: not checked")
+            continue
+        line = f"    {paint.mark(result.passed)} {name}: {result.violations} violation{'s' * (result.violations != 1)}"
+        if not result.passed and result.detail:
+            line += f" — {describe_detail(result.detail, _DETAIL_LIMIT)}"
+        lines.append(line)
+    return lines
+
+
+def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    lines = _heading("RECONCILIATION", paint)
+    result = verdict.reconciliation
+    if result is None:
+        return [*lines, f"    {paint.mark(None)} unexplained rejections == 0: not reconciled (no record)"]
+    logged = "" if result.logged is None else f", {result.logged} logged"
+    return [*lines, f"    {paint.mark(result.passed)} unexplained rejections == 0: {result.unexplained} unexplained "
+                    f"of {result.client_rejections} client rejections{logged}"]
+
+
+def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    if not verdict.hypothesis:
+        return []
+    lines = _heading("HYPOTHESIS", paint)
+    for probe in verdict.hypothesis:
+        detail = f" — {describe_detail(probe.detail, _DETAIL_LIMIT)}" if probe.detail and not probe.ok else ""
+        lines.append(f"    {paint.mark(probe.ok)} steady state {probe.phase} chaos{detail}")
+    return lines
+
+
+def _status(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    passed = verdict.status is RunStatus.COMPLETED
+    lines = ["", f"  {paint.mark(passed)} {paint.bold(f'status {verdict.status.value}')}, "
+                 f"exit code {int(verdict.exit_code)}"]
+    lines += [f"    - {problem}" for problem in verdict.problems]
+    return lines

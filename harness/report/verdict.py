@@ -1,0 +1,306 @@
+"""The run's verdict: one status and one exit code, decided from the journal's figures and checks.
+
+Every output (summary.json, junit.xml, report.html, the terminal table) shows this one
+verdict rather than deciding for itself, so CI, people and the exit code never disagree.
+The statuses are Chaos Toolkit's journal statuses; the exit codes are DESIGN's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from pathlib import Path
+from typing import Any
+
+from harness.journal import read_journal
+from harness.summary import RunFigures
+from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
+
+_SECONDS_METRICS = frozenset({"round_duration", "flow_duration", "think_time"})
+"""Distributions measured in seconds: shown as 250ms / 1.5s rather than 0.25 / 1.5."""
+
+
+class RunStatus(StrEnum):
+    """How the run ended, as Chaos Toolkit names it (a typed enum, so no one compares strings)."""
+
+    COMPLETED = "completed"  # everything held
+    FAILED = "failed"  # a threshold, an invariant, reconciliation, or the hypothesis before chaos failed
+    DEVIATED = "deviated"  # the steady-state hypothesis failed during or after chaos
+    ABORTED = "aborted"  # the run stopped itself early, or the target failed
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM, or a journal cut off without a `run end`
+
+
+class ExitCode(IntEnum):
+    """The process exit codes DESIGN fixes; CI branches on these."""
+
+    PASSED = 0
+    FAILED = 1  # thresholds, invariants, reconciliation, hypothesis, or a run that did not finish
+    USAGE = 2  # a bad scenario or command line (never reaches a verdict; here for completeness)
+    TARGET = 3  # the target could not be started or reached
+
+
+@dataclass(frozen=True)
+class InvariantResult:
+    """One ledger invariant: how often it was broken, and a few examples to start debugging from."""
+
+    name: str
+    violations: int
+    detail: Any = None
+    checked: bool = True  # False when the target has nothing to check it against (no shop ledger)
+
+    @property
+    def passed(self) -> bool:
+        return self.violations == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"invariant": self.name, "checked": self.checked, "violations": self.violations,
+                "passed": self.passed, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """Every -32602 a client saw must match a reason a replica logged; the rest is `unexplained`."""
+
+    client_rejections: int
+    logged: int | None
+    unexplained: int
+
+    @property
+    def passed(self) -> bool:
+        return self.unexplained == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"client_rejections": self.client_rejections, "logged": self.logged,
+                "unexplained": self.unexplained, "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class HypothesisResult:
+    """One probe of the steady-state hypothesis; `before` failing means chaos never had a fair start."""
+
+    phase: str
+    ok: bool
+    detail: Any = None
+    t: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "ok": self.ok, "detail": self.detail, "t": self.t}
+
+
+@dataclass
+class RunChecks:
+    """The journal records a verdict needs that `RunFigures` does not keep.
+
+    `RunFigures` keeps invariant counts and the last reconciliation numbers, but not the
+    invariants' examples, the `logged` count, the hypothesis probes, the run id or why the
+    run ended; reading them here, from the same records, keeps the journal the only source.
+    """
+
+    run_id: str | None = None
+    invariants: dict[str, InvariantResult] = field(default_factory=dict)
+    hypothesis: list[HypothesisResult] = field(default_factory=list)
+    reconciliation: Reconciliation | None = None
+    ended: bool = False
+    end_status: str | None = None
+    end_reason: str | None = None
+
+    @classmethod
+    def from_records(cls, records: Iterable[dict[str, Any]]) -> RunChecks:
+        checks = cls()
+        for record in records:
+            checks.add(record)
+        return checks
+
+    @classmethod
+    def from_journal(cls, *paths: Path) -> RunChecks:
+        return cls.from_records(read_journal(*paths))
+
+    def add(self, record: dict[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == "invariant":
+            self._invariant(record)
+        elif kind == "hypothesis":
+            self.hypothesis.append(HypothesisResult(str(record.get("phase")), bool(record.get("ok")),
+                                                    record.get("detail"), record.get("t")))
+        elif kind == "reconciliation":
+            self.reconciliation = Reconciliation(int(record.get("client_rejections", 0)),
+                                                 _int_or_none(record.get("logged")),
+                                                 int(record.get("unexplained", 0)))
+        elif kind == "run" and record.get("event") == "start":
+            self.run_id = self.run_id or record.get("run_id")
+        elif kind == "run" and record.get("event") == "end":
+            self.ended = True
+            self.end_status = record.get("status")
+            self.end_reason = record.get("reason") or record.get("detail")
+
+    def _invariant(self, record: dict[str, Any]) -> None:
+        """Counts add up (as `RunFigures.violations` does); the latest examples that exist are kept."""
+        name = str(record.get("invariant"))
+        before = self.invariants.get(name)
+        violations = int(record.get("violations", 0)) + (before.violations if before else 0)
+        detail = record.get("detail") or (before.detail if before else None)
+        checked = bool(record.get("checked", True)) or (before is not None and before.checked)
+        self.invariants[name] = InvariantResult(name, violations, detail, checked)
+
+    @classmethod
+    def from_figures(cls, figures: RunFigures) -> RunChecks:
+        """What can be said from the figures alone (no examples, no hypothesis), for callers without records."""
+        return cls(invariants={name: InvariantResult(name, count) for name, count in figures.violations.items()},
+                   reconciliation=Reconciliation(figures.client_rejections, None, figures.unexplained),
+                   ended=figures.status is not None, end_status=figures.status)
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """Everything that decided the run, and the decision: what every report renders."""
+
+    status: RunStatus
+    exit_code: ExitCode
+    thresholds: list[Verdict]
+    invariants: dict[str, InvariantResult]
+    reconciliation: Reconciliation | None
+    hypothesis: list[HypothesisResult]
+    problems: list[str]
+    reason: str | None = None
+    run_id: str | None = None
+    started: float | None = None
+    duration: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code is ExitCode.PASSED
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "exit_code": int(self.exit_code),
+            "passed": self.passed,
+            "reason": self.reason,
+            "problems": list(self.problems),
+            "thresholds": [threshold_dict(verdict) for verdict in self.thresholds],
+            "invariants": {name: result.as_dict() for name, result in sorted(self.invariants.items())},
+            "reconciliation": self.reconciliation.as_dict() if self.reconciliation else None,
+            "hypothesis": [result.as_dict() for result in self.hypothesis],
+        }
+
+
+def decide(figures: RunFigures, thresholds: list[Threshold], *, interrupted: bool, aborted_reason: str | None,
+           target_error: str | None, checks: RunChecks | None = None) -> RunVerdict:
+    """Decide the run's status and exit code.
+
+    Precedence, most telling first: a target that could not be reached (exit 3) says the
+    numbers are meaningless; an interrupted or cut-off run and an aborted one did not
+    finish, so passing thresholds prove nothing (exit 1); then failures (thresholds,
+    invariants, unexplained rejections, a hypothesis that failed before chaos); then a
+    deviation (the hypothesis failed during or after chaos). Invariant violations fail the
+    run whatever the thresholds say. Thresholds are still evaluated in every case, so the
+    reports show them.
+    """
+    checks = checks if checks is not None else RunChecks.from_figures(figures)
+    verdicts = evaluate(thresholds, figures)
+    failures = _failures(verdicts, checks)
+    deviations = [f"hypothesis failed {probe.phase} chaos: {describe_detail(probe.detail)}"
+                  for probe in checks.hypothesis if not probe.ok and probe.phase != "before"]
+    status, reason = _status(figures, checks, failures, deviations, interrupted=interrupted,
+                             aborted_reason=aborted_reason, target_error=target_error)
+    exit_code = (ExitCode.PASSED if status is RunStatus.COMPLETED
+                 else ExitCode.TARGET if target_error else ExitCode.FAILED)
+    return RunVerdict(status=status, exit_code=exit_code, thresholds=verdicts, invariants=dict(checks.invariants),
+                      reconciliation=checks.reconciliation, hypothesis=list(checks.hypothesis),
+                      problems=[*([reason] if reason else []), *failures, *deviations], reason=reason,
+                      run_id=checks.run_id, started=figures.started, duration=figures.duration)
+
+
+def _failures(verdicts: list[Verdict], checks: RunChecks) -> list[str]:
+    """One line per thing that failed, naming it, for the summary and the status line."""
+    failures = [f"threshold {verdict.threshold.key}: {condition_text(verdict)} "
+                f"(observed {observed_text(verdict)})" for verdict in verdicts if not verdict.passed]
+    failures += [f"invariant {result.name}: {result.violations} violation{'s' * (result.violations != 1)}"
+                 for result in checks.invariants.values() if not result.passed]
+    if checks.reconciliation is not None and not checks.reconciliation.passed:
+        failures.append(f"reconciliation: {checks.reconciliation.unexplained} unexplained rejection"
+                        f"{'s' * (checks.reconciliation.unexplained != 1)} of "
+                        f"{checks.reconciliation.client_rejections} the clients saw")
+    failures += [f"hypothesis failed before chaos: {describe_detail(probe.detail)}"
+                 for probe in checks.hypothesis if not probe.ok and probe.phase == "before"]
+    return failures
+
+
+def _status(figures: RunFigures, checks: RunChecks, failures: list[str], deviations: list[str], *,
+            interrupted: bool, aborted_reason: str | None, target_error: str | None) -> tuple[RunStatus, str | None]:
+    if target_error:
+        return RunStatus.ABORTED, f"target error: {target_error}"
+    if interrupted or checks.end_status == RunStatus.INTERRUPTED.value:
+        return RunStatus.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)"
+    if not checks.ended and figures.status is None:
+        return RunStatus.INTERRUPTED, "the journal has no `run end` record: the run was cut off"
+    if aborted_reason or checks.end_status == RunStatus.ABORTED.value:
+        return RunStatus.ABORTED, f"aborted: {aborted_reason or checks.end_reason or 'the run stopped early'}"
+    if failures:
+        return RunStatus.FAILED, None
+    if deviations:
+        return RunStatus.DEVIATED, None
+    return RunStatus.COMPLETED, None
+
+
+# --- how a threshold verdict reads, shared by every output ------------------------------------
+
+
+def threshold_dict(verdict: Verdict) -> dict[str, Any]:
+    """`Verdict.as_dict()` plus the same numbers as people read them (250ms rather than 0.25)."""
+    return {**verdict.as_dict(), "metric": verdict.threshold.metric, "aggregate": verdict.condition.aggregate,
+            "op": verdict.condition.op, "expected": verdict.condition.value, "text": condition_text(verdict),
+            "observed_text": observed_text(verdict)}
+
+
+def condition_text(verdict: Verdict) -> str:
+    """The condition as written in a scenario: `p(95) < 250ms`, `>= 0.95`, `== 0`."""
+    condition = verdict.condition
+    shown = "" if condition.aggregate == "count" and verdict.threshold.metric not in DISTRIBUTIONS \
+        else f"{condition.aggregate} "
+    return f"{shown}{condition.op} {format_value(verdict, condition.value)}"
+
+
+def observed_text(verdict: Verdict) -> str:
+    """The observed value, labelled like k6 does (`p(95)=183ms`); `no samples` when there were none."""
+    if verdict.observed is None:
+        return "no samples"
+    label = verdict.condition.aggregate
+    if verdict.threshold.metric in RATIOS:
+        label = "ratio"
+    return f"{label}={format_value(verdict, verdict.observed)}"
+
+
+def format_value(verdict: Verdict, value: float) -> str:
+    if verdict.threshold.metric in _SECONDS_METRICS and verdict.condition.aggregate != "count":
+        return format_seconds(value)
+    return f"{value:.4g}"
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds as a person reads them: 0.5ms, 183ms, 2.5s, 95s."""
+    if seconds < 1:
+        return f"{seconds * 1000:.3g}ms"
+    return f"{seconds:.3g}s" if seconds < 100 else f"{seconds:.0f}s"
+
+
+def describe_detail(detail: Any, limit: int = 160) -> str:
+    """A record's `detail` on one line: the failed thresholds of a hypothesis probe, else the text, cut short.
+
+    A hypothesis probe's detail is a list of `Verdict.as_dict()`s; printing the list raw would
+    bury the one threshold that broke among the ones that held.
+    """
+    if isinstance(detail, list) and detail and all(isinstance(item, dict) and "passed" in item for item in detail):
+        shown = [item for item in detail if not item["passed"]] or detail
+        text = "; ".join(f"{item.get('threshold')} {item.get('condition')} (observed {item.get('observed')})"
+                         for item in shown)
+    elif isinstance(detail, list | tuple):
+        text = "; ".join(str(item) for item in detail)
+    else:
+        text = "" if detail is None else str(detail)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -1,0 +1,385 @@
+"""Reports from a journal: the verdict and exit code, summary.json, junit.xml, report.html, the terminal table.
+
+Journals are written with the real `Journal` writer, the way a run writes them, and read
+back the way a user or a CI job would: status and exit code, the failing check named,
+files that parse, an HTML page that needs nothing from the network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from harness.journal import FlowOutcome, Journal
+from harness.report import ExitCode, RunStatus, read_run, render_thresholds, write_results
+from harness.report.verdict import decide
+from harness.scenario import Scenario, parse_scenario
+from harness.thresholds import Threshold, parse_thresholds
+
+T0 = 1_760_000_000.0
+RUN_SECONDS = 30
+CHAOS_ACTIONS = 2
+
+PASSING = {
+    "round_duration{flow='refund'}": ["p(95) < 250ms", "max < 1s"],
+    "completed_ratio": ">= 0.7",
+    "rejections{reason='unknown key'}": "> 0",
+    "rounds_per_call{flow='refund'}": "p(99) <= 2",
+}
+FAILING_LATENCY = {**PASSING, "round_duration{flow='return'}": "p(95) < 10ms"}
+
+
+@pytest.fixture
+def scenario() -> Scenario:
+    return parse_scenario('name = "nightly-refunds"\nseed = 7\nduration = "30s"\ndescription = "refunds & <returns>"\n'
+                          '[load]\narrival_rate = 2\n[[flows]]\nkind = "refund"\n[[flows]]\nkind = "return"\n')
+
+
+def thresholds(table: dict[str, str | list[str]]) -> list[Threshold]:
+    return parse_thresholds(table)
+
+
+def write_run(path: Path, *, violations: int = 0, unexplained: int = 0, ended: bool = True, torn: bool = False,
+              hypothesis_after: bool = True, invariant_detail: str = "") -> Path:
+    """A 30-second run: refunds (2 rounds) and returns (1 round), a key rotation and a restart, a
+    few rejections on two replicas, the ledger checks, reconciliation and the hypothesis."""
+    with Journal(path) as journal:
+        journal.write("run", t=T0, event="start", run_id="run-0007", scenario="nightly-refunds", seed=7)
+        journal.write("hypothesis", t=T0 + 0.5, phase="before", ok=True, detail="p95 < 250ms")
+        for n in range(60):
+            _flow(journal, n)
+        journal.write("chaos", t=T0 + 10, action="rotate-keys", phase="start", target="replica-1", ok=None,
+                      detail="minter-first")
+        journal.write("chaos", t=T0 + 12, action="rotate-keys", phase="end", target="replica-1", ok=True, detail="")
+        journal.write("chaos", t=T0 + 20, action="restart", phase="start", target="replica-2", ok=None, detail="")
+        journal.write("chaos", t=T0 + 21.5, action="restart", phase="end", target="replica-2", ok=True, detail="")
+        for n in range(3):
+            journal.write("rejection", t=T0 + 11 + n, replica="replica-2", reason="unknown key",
+                          method="tools/call")
+        journal.write("rejection", t=T0 + 25, replica="replica-1", reason="expired", method="tools/call")
+        journal.write("run", t=T0 + RUN_SECONDS, event="load-stopped")
+        if not ended:
+            return _tear(path) if torn else path
+        journal.write("hypothesis", t=T0 + 31, phase="after", ok=hypothesis_after, detail=[  # as the runner writes it
+            {"threshold": "completed_ratio", "condition": "count >= 0.9", "observed": 0.95, "passed": True},
+            {"threshold": "round_duration", "condition": "p(95) < 0.25", "observed": 0.9,
+             "passed": hypothesis_after}])
+        journal.write("invariant", t=T0 + 32, invariant="no refund released twice", violations=violations,
+                      detail=invariant_detail or ([f"refund R-{n}" for n in range(violations)] or None))
+        journal.write("invariant", t=T0 + 32, invariant="every started flow has one outcome", violations=0)
+        journal.write("reconciliation", t=T0 + 33, client_rejections=4 + unexplained, logged=4,
+                      unexplained=unexplained)
+        journal.write("run", t=T0 + 34, event="end", status="completed")
+    return path
+
+
+def _flow(journal: Journal, n: int) -> None:
+    """Flow n starts at n/2 s: a refund (one call, 2 rounds) or every third a return (1 round); some are
+    declined, and four refunds are rejected (a -32602 on round 2)."""
+    kind = "refund" if n % 3 else "return"
+    start = T0 + n * 0.5
+    rounds = 2 if kind == "refund" else 1
+    outcome = (FlowOutcome.REJECTED if n % 15 == 7 else FlowOutcome.DECLINED if n % 10 == 3
+               else FlowOutcome.COMPLETED)
+    journal.write("start", t=start, flow_id=f"f{n}", flow=kind, scheduled=start, late=False)
+    for number in range(1, rounds + 1):
+        latency = 0.04 + (n % 7) * 0.02 + number * 0.01
+        rejected = outcome is FlowOutcome.REJECTED and number == rounds
+        journal.write("round", t=start + number * 0.2, flow_id=f"f{n}", flow=kind, tool=f"{kind}_tool",
+                      round=number, replica=f"replica-{1 + (n + number) % 2}", intended=start, sent=start,
+                      latency=latency, server_time=latency * 0.8,
+                      outcome="invalid_state" if rejected else "complete", http_status=400 if rejected else 200,
+                      code=-32602 if rejected else None)
+    journal.write("flow", t=start + rounds * 0.2 + 0.1, flow_id=f"f{n}", flow=kind, outcome=outcome.value,
+                  rounds=rounds, duration=rounds * 0.2, server_time=0.1, think_time=0.05, late=False,
+                  calls=[{"tool": f"{kind}_tool", "rounds": rounds, "outcome": "complete"}])
+
+
+def _tear(path: Path) -> Path:
+    """What a kill -9 mid-write leaves: the last line cut in half, no newline."""
+    with open(path, "a", encoding="utf-8") as file:
+        file.write('{"type":"flow","t":1760000031.2,"flow_id":"f99","flow":"ref')
+    return path
+
+
+def results(tmp_path: Path, scenario: Scenario, table: dict[str, str | list[str]], **journal_options) -> tuple:
+    journal = write_run(tmp_path / "journal.jsonl", **{k: v for k, v in journal_options.items()
+                                                      if k not in ("interrupted", "aborted_reason", "target_error")})
+    verdict = write_results(tmp_path / "results", scenario, [journal], thresholds(table),
+                            interrupted=journal_options.get("interrupted", False),
+                            aborted_reason=journal_options.get("aborted_reason"),
+                            target_error=journal_options.get("target_error"), extra={"locust": {"requests": 120}})
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text(encoding="utf-8"))
+    return verdict, summary
+
+
+# --- the verdict and the exit code --------------------------------------------------------------
+
+
+def test_a_run_that_passes_every_check_is_completed_with_exit_code_0(tmp_path: Path, scenario: Scenario) -> None:
+    verdict, summary = results(tmp_path, scenario, PASSING)
+
+    assert verdict.status is RunStatus.COMPLETED and verdict.exit_code == ExitCode.PASSED == 0
+    assert summary["status"] == "completed" and summary["exit_code"] == 0 and summary["problems"] == []
+    assert all(row["passed"] for row in summary["thresholds"])
+    assert len(summary["thresholds"]) == 5
+    assert "✗" not in render_thresholds(verdict)
+
+
+def test_a_failed_threshold_exits_1_and_is_named_in_the_summary_junit_and_terminal(tmp_path: Path,
+                                                                                 scenario: Scenario) -> None:
+    verdict, summary = results(tmp_path, scenario, FAILING_LATENCY)
+
+    assert verdict.status is RunStatus.FAILED and verdict.exit_code == 1
+    failed = [row for row in summary["thresholds"] if not row["passed"]]
+    assert [(row["threshold"], row["condition"]) for row in failed] == [("round_duration{flow='return'}",
+                                                                         "p(95) < 0.01")]
+    assert failed[0]["observed"] > 0.01
+    assert any("round_duration{flow='return'}" in problem for problem in summary["problems"])
+
+    failures = ET.parse(tmp_path / "results" / "junit.xml").getroot().iter("failure")
+    messages = {failure.get("message") for failure in failures}
+    assert any(m.startswith("observed p(95)=") and m.endswith("expected p(95) < 10ms") for m in messages)
+
+    table = render_thresholds(verdict)
+    failing_line = next(line for line in table.splitlines() if "✗" in line)
+    assert "'p(95) < 10ms'" in failing_line and "p(95)=" in failing_line
+    assert "round_duration{flow='return'}" in table and "status failed, exit code 1" in table
+
+
+def test_an_invariant_violation_fails_the_run_even_when_every_threshold_passes(tmp_path: Path,
+                                                                               scenario: Scenario) -> None:
+    verdict, summary = results(tmp_path, scenario, PASSING, violations=2)
+
+    assert all(row["passed"] for row in summary["thresholds"])
+    assert verdict.status is RunStatus.FAILED and verdict.exit_code == 1
+    assert summary["invariants"]["no refund released twice"] == {
+        "invariant": "no refund released twice", "checked": True, "violations": 2, "passed": False,
+        "detail": ["refund R-0", "refund R-1"]}
+    assert summary["invariants"]["every started flow has one outcome"]["passed"] is True
+    assert "✗ no refund released twice: 2 violations" in render_thresholds(verdict)
+
+
+def test_unexplained_rejections_fail_the_run(tmp_path: Path, scenario: Scenario) -> None:
+    verdict, summary = results(tmp_path, scenario, PASSING, unexplained=3)
+
+    assert verdict.status is RunStatus.FAILED and verdict.exit_code == 1
+    assert summary["reconciliation"] == {"client_rejections": 7, "logged": 4, "unexplained": 3, "passed": False}
+    assert summary["rejections"]["unexplained"] == 3
+    assert "✗ unexplained rejections == 0: 3 unexplained of 7 client rejections, 4 logged" in \
+        render_thresholds(verdict)
+
+
+def test_a_cut_off_journal_still_gets_every_file_marked_interrupted_with_a_non_zero_exit(
+        tmp_path: Path, scenario: Scenario) -> None:
+    verdict, summary = results(tmp_path, scenario, PASSING, ended=False, torn=True)
+
+    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == 1
+    assert summary["status"] == "interrupted" and summary["exit_code"] == 1
+    assert summary["flows"]["total"] == 60 and summary["duration"] == RUN_SECONDS
+    assert summary["reconciliation"] is None
+    assert summary["extra"]["journal"]["records"] > 0
+    for name in ("summary.json", "junit.xml", "report.html"):
+        assert (tmp_path / "results" / name).stat().st_size > 0
+    run_case = _testcases(tmp_path)["nightly-refunds.run"][0]
+    assert run_case.find("error") is not None
+
+
+def test_an_interrupted_run_is_not_a_pass_even_when_every_check_passed(tmp_path: Path, scenario: Scenario) -> None:
+    verdict, summary = results(tmp_path, scenario, PASSING, interrupted=True)
+
+    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == 1
+    assert all(row["passed"] for row in summary["thresholds"])
+
+
+def test_a_target_that_cannot_be_reached_exits_3(tmp_path: Path, scenario: Scenario) -> None:
+    verdict, summary = results(tmp_path, scenario, PASSING, target_error="replica-1: connection refused")
+
+    assert verdict.status is RunStatus.ABORTED and verdict.exit_code == ExitCode.TARGET == 3
+    assert "connection refused" in summary["reason"]
+
+
+def test_a_run_that_stopped_itself_is_aborted(tmp_path: Path, scenario: Scenario) -> None:
+    verdict, _ = results(tmp_path, scenario, PASSING, aborted_reason="invariant violated: payout twice")
+
+    assert verdict.status is RunStatus.ABORTED and verdict.exit_code == 1
+    assert "payout twice" in (verdict.reason or "")
+
+
+def test_a_hypothesis_failing_after_chaos_deviates(tmp_path: Path, scenario: Scenario) -> None:
+    verdict, summary = results(tmp_path, scenario, PASSING, hypothesis_after=False)
+
+    assert verdict.status is RunStatus.DEVIATED and verdict.exit_code == 1
+    assert [probe["ok"] for probe in summary["hypothesis"]] == [True, False]
+    assert "✗ steady state after chaos — round_duration p(95) < 0.25 (observed 0.9)" in render_thresholds(verdict)
+
+
+def test_decide_without_the_checks_still_fails_on_the_figures_violations(tmp_path: Path) -> None:
+    read = read_run([write_run(tmp_path / "journal.jsonl", violations=1)])
+
+    verdict = decide(read.figures, thresholds(PASSING), interrupted=False, aborted_reason=None, target_error=None)
+
+    assert verdict.status is RunStatus.FAILED and verdict.invariants["no refund released twice"].violations == 1
+
+
+# --- summary.json ------------------------------------------------------------------------------
+
+
+def test_the_summary_holds_the_runs_figures_and_the_callers_extra(tmp_path: Path, scenario: Scenario) -> None:
+    _, summary = results(tmp_path, scenario, PASSING)
+
+    assert summary["run_id"] == "run-0007"
+    assert summary["scenario"] == {"name": "nightly-refunds", "seed": 7, "description": "refunds & <returns>"}
+    assert summary["flows"]["by_flow"]["return"] == {"completed": 18, "declined": 2}
+    assert summary["flows"]["by_flow"]["refund"] == {"completed": 32, "declined": 4, "rejected": 4}
+    assert sum(summary["flows"]["by_outcome"].values()) == summary["flows"]["total"] == 60
+    assert summary["rejections"]["by_reason"] == {"expired": {"replica-1": 1}, "unknown key": {"replica-2": 3}}
+    assert summary["rounds_per_call"]["refund"] == {"count": 40, "p50": 2, "p95": 2, "p99": 2, "max": 2}
+    assert set(summary["round_latency_seconds"]["refund"]) == {"1", "2"}
+    assert [(a["action"], a["target"], a["start"], a["end"], a["ok"]) for a in summary["chaos"]] == [
+        ("rotate-keys", "replica-1", 10.0, 12.0, True), ("restart", "replica-2", 20.0, 21.5, True)]
+    assert summary["extra"]["locust"] == {"requests": 120}
+
+
+def test_the_summary_percentiles_are_the_ones_the_thresholds_observed(tmp_path: Path, scenario: Scenario) -> None:
+    table = {"round_duration{flow='refund',round='2'}": ["p(50) < 1s", "p(95) < 1s", "p(99) < 1s"],
+             "rounds_per_call{flow='return'}": "max <= 10"}
+    _, summary = results(tmp_path, scenario, table)
+
+    observed = {row["condition"].split()[0]: row["observed"] for row in summary["thresholds"]}
+    assert summary["round_latency_seconds"]["refund"]["2"]["p50"] == observed["p(50)"]
+    assert summary["round_latency_seconds"]["refund"]["2"]["p95"] == observed["p(95)"]
+    assert summary["round_latency_seconds"]["refund"]["2"]["p99"] == observed["p(99)"]
+    assert summary["rounds_per_call"]["return"]["max"] == observed["max"]
+
+
+# --- junit.xml ----------------------------------------------------------------------------------
+
+
+def _testcases(tmp_path: Path) -> dict[str, list[ET.Element]]:
+    root = ET.parse(tmp_path / "results" / "junit.xml").getroot()
+    assert root.tag == "testsuites" and [child.tag for child in root] == ["testsuite"]
+    cases: dict[str, list[ET.Element]] = {}
+    for case in root.find("testsuite").iter("testcase"):
+        cases.setdefault(case.get("classname"), []).append(case)
+    return cases
+
+
+def test_junit_has_one_testcase_per_threshold_condition_invariant_and_check(tmp_path: Path,
+                                                                             scenario: Scenario) -> None:
+    verdict, _ = results(tmp_path, scenario, FAILING_LATENCY, violations=1)
+
+    cases = _testcases(tmp_path)
+    assert len(cases["nightly-refunds.thresholds"]) == 6  # 5 passing conditions + the failing one
+    assert len(cases["nightly-refunds.invariants"]) == 2
+    assert [c.get("name") for c in cases["nightly-refunds.reconciliation"]] == ["unexplained rejections == 0"]
+    assert len(cases["nightly-refunds.hypothesis"]) == 2 and len(cases["nightly-refunds.run"]) == 1
+
+    suite = ET.parse(tmp_path / "results" / "junit.xml").getroot().find("testsuite")
+    total = sum(len(group) for group in cases.values())
+    assert suite.get("tests") == str(total) and suite.get("failures") == "3"  # threshold, invariant, run
+    assert float(suite.get("time")) == pytest.approx(RUN_SECONDS)
+    invariant = next(c for c in cases["nightly-refunds.invariants"] if c.get("name") == "no refund released twice")
+    assert invariant.find("failure").get("message") == "1 violation, expected 0"
+    assert verdict.exit_code == 1
+
+
+# --- report.html --------------------------------------------------------------------------------
+
+
+class _StrictHtml(HTMLParser):
+    """Fails on a closing tag that does not match the open one: catches broken markup and unescaped text."""
+
+    VOID = frozenset({"meta", "br", "hr", "img", "input", "link"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.open or self.open[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.open[-1:] or 'nothing'}")
+        else:
+            self.open.pop()
+
+
+def test_the_html_report_is_one_self_contained_file_with_a_marker_per_chaos_action(
+        tmp_path: Path, scenario: Scenario) -> None:
+    results(tmp_path, scenario, FAILING_LATENCY, invariant_detail="<script>alert('x')</script> & more",
+            violations=1)
+    page = (tmp_path / "results" / "report.html").read_text(encoding="utf-8")
+
+    assert "<script" not in page.lower() and "http://" not in page and "https://" not in page
+    assert "url(" not in page and "@import" not in page and "<link" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in page
+    parser = _StrictHtml()
+    parser.feed(page)
+    parser.close()
+    assert parser.errors == [] and parser.open == []
+
+    charts = re.findall(r"<svg\b.*?</svg>", page, flags=re.S)
+    for chart in charts:
+        ET.fromstring(chart)  # each plot is well-formed SVG
+    titles = [ET.fromstring(chart).findtext("title") for chart in charts]
+    time_plots = [chart for chart, title in zip(charts, titles, strict=True) if "bins)" in title]
+    assert len(time_plots) == 4  # flows/s, latency, one per replica with rejections
+    assert all(chart.count('class="chaos-marker"') == CHAOS_ACTIONS for chart in time_plots)
+    assert all("rotate-keys replica-1" in chart and "restart replica-2" in chart for chart in time_plots)
+    histogram = next(chart for chart, title in zip(charts, titles, strict=True) if title.startswith("Rounds per call"))
+    assert ">refund</text>" in histogram and ">return</text>" in histogram  # a bar per flow
+    assert "✗ fail" in page and "round_duration{flow=&#x27;return&#x27;}" in page
+    assert "nightly-refunds" in page and "failed" in page
+
+
+def test_the_html_report_renders_a_cut_off_run_without_rejections_or_chaos(tmp_path: Path,
+                                                                           scenario: Scenario) -> None:
+    journal = tmp_path / "journal.jsonl"
+    with Journal(journal) as writer:
+        writer.write("run", t=T0, event="start", run_id="run-cut", scenario="nightly-refunds", seed=7)
+        _flow(writer, 1)
+    _tear(journal)
+
+    verdict = write_results(tmp_path / "results", scenario, [journal, tmp_path / "lost-part.jsonl"], [])
+    page = (tmp_path / "results" / "report.html").read_text(encoding="utf-8")
+
+    assert verdict.status is RunStatus.INTERRUPTED
+    assert page.count("<svg") == 4 and 'class="chaos-marker"' not in page  # flows, latency, rejections, rounds
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["extra"]["journal"]["missing"] == [str(tmp_path / "lost-part.jsonl")]
+
+
+# --- the terminal table -------------------------------------------------------------------------
+
+
+def test_the_terminal_table_is_plain_text_unless_colour_is_asked_for(tmp_path: Path, scenario: Scenario) -> None:
+    verdict, _ = results(tmp_path, scenario, FAILING_LATENCY)
+
+    plain = render_thresholds(verdict)
+    coloured = render_thresholds(verdict, color=True)
+
+    assert "\033[" not in plain and "\033[31m✗\033[0m" in coloured
+    assert plain.count("✓") == 5 + 2 + 1 + 2  # conditions, invariants, reconciliation, hypothesis
+    assert "✓ '>= 0.7' ratio=" in plain
+
+
+def test_an_invariant_the_target_could_not_check_is_skipped_not_passed(tmp_path: Path, scenario: Scenario) -> None:
+    journal = write_run(tmp_path / "journal.jsonl")
+    with Journal(journal) as writer:  # an external target: no shop ledger to check payouts against
+        writer.write("invariant", t=T0 + 34.5, invariant="no payout twice", checked=False, violations=0, detail=[])
+
+    verdict = write_results(tmp_path / "results", scenario, [journal], thresholds(PASSING))
+
+    assert verdict.status is RunStatus.COMPLETED and verdict.exit_code == 0
+    case = next(c for c in _testcases(tmp_path)["nightly-refunds.invariants"] if c.get("name") == "no payout twice")
+    assert case.find("skipped") is not None
+    assert "- no payout twice: not checked" in render_thresholds(verdict)
