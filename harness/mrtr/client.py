@@ -1,0 +1,267 @@
+"""The MRTR round loop: call, let a person answer, retry, until the call ends.
+
+This mirrors the SDK's driver (`mcp.client._input_required.run_input_required_driver`)
+round for round: a retry repeats the method, tool and arguments with a new JSON-RPC
+id, the answers keyed like the questions, and the `requestState` echoed unread; a
+state-only answer (load shedding) is retried after a 50 ms backoff doubling to
+250 ms; the SDK's cap counts retries, so a server that never stops asking gets
+`max_rounds` retries (`max_rounds + 1` POSTs) before the call gives up.
+
+Unlike the SDK's `Client` it is synchronous and gevent-friendly, holds no connection
+while the person thinks, lets the caller choose the replica of every round, and
+records every round (`RoundRecord`) for the journal and the metrics.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import gevent
+from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
+
+import harness
+from harness.mrtr.outcome import Outcome
+from harness.mrtr.routing import Router
+from harness.mrtr.transport import HttpAnswer, RoundTransport, Transport
+from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply
+
+__all__ = ["CallResult", "MrtrClient", "Responder", "RoundRecord"]
+
+STATE_ONLY_BACKOFF_INITIAL: Final = 0.05
+"""First wait before retrying a state-only answer (the SDK's `_STATE_ONLY_BACKOFF_INITIAL_SECONDS`)."""
+
+STATE_ONLY_BACKOFF_CAP: Final = 0.25
+"""Longest wait between state-only retries (the SDK's `_STATE_ONLY_BACKOFF_CAP_SECONDS`)."""
+
+
+@dataclass(slots=True)
+class RoundRecord:
+    """One POST of a call, as the journal and the metrics see it.
+
+    `latency` runs from the *intended* send time, not the actual one: if the load
+    process is late (a busy core, a full pool), the wait is part of what a user would
+    have felt, and measuring from the actual send would hide it (coordinated omission).
+    `server_time` is the pure send-to-response time, for comparing with server metrics.
+    """
+
+    round: int
+    """1-based position in the call."""
+    replica: str
+    """The URL that served the round."""
+    request_id: int
+    intended_at: float
+    """Round 1: the scheduled start (or now); later rounds: when the person answered."""
+    sent_at: float
+    received_at: float
+    outcome: Outcome
+    http_status: int | None = None
+    error_code: int | None = None
+    error_message: str | None = None
+    sent_responses: bool = False
+    """Whether the round carried `inputResponses`."""
+    sent_state: bool = False
+    """Whether the round carried a `requestState`."""
+    input_requests: dict[str, Any] | None = None
+    """For `input_required`: the questions, keyed as the answers must be."""
+    request_state: str | None = None
+    """For `input_required`: the token to echo (kept so adversarial flows can replay or edit it)."""
+    result: dict[str, Any] | None = None
+    """The JSON-RPC result for complete / tool_error / input_required rounds."""
+
+    @property
+    def latency(self) -> float:
+        """Seconds from the intended send time to the response (coordinated-omission safe)."""
+        return self.received_at - self.intended_at
+
+    @property
+    def server_time(self) -> float:
+        """Seconds from the actual send to the response."""
+        return self.received_at - self.sent_at
+
+    @property
+    def asks(self) -> bool:
+        """Whether the round put questions to the person (not a state-only shed)."""
+        return bool(self.input_requests)
+
+
+Responder = Callable[[RoundRecord], "Mapping[str, Any] | None"]
+"""Answers a round's questions: the `inputResponses` object, or None to abandon the call.
+
+It may block (a `gevent.sleep` for a person's think time); no connection is held meanwhile.
+"""
+
+
+@dataclass(slots=True)
+class CallResult:
+    """How a whole call ended, with every round it took."""
+
+    outcome: Outcome
+    rounds: list[RoundRecord]
+    result: dict[str, Any] | None = None
+    """The final result body for complete and tool_error."""
+    think_time: float = 0.0
+    """Seconds spent in the responder (the person)."""
+    backoff_time: float = 0.0
+    """Seconds waited before state-only retries."""
+    server_time: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.server_time = sum(record.server_time for record in self.rounds)
+
+    @property
+    def round_count(self) -> int:
+        return len(self.rounds)
+
+    @property
+    def last(self) -> RoundRecord | None:
+        return self.rounds[-1] if self.rounds else None
+
+
+class MrtrClient:
+    """Runs `tools/call` flows over the 2026-07-28 wire, one POST per round.
+
+    One client may run many calls (sequentially or from several greenlets): ids come
+    from a per-client counter, and nothing else is per call. Give every client of a
+    process the same `transport` so they share its connection pools.
+    """
+
+    def __init__(
+        self,
+        router: Router,
+        *,
+        capabilities: Mapping[str, Any],
+        client_info: tuple[str, str] = ("mrtr-harness", harness.__version__),
+        max_rounds: int = DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
+        timeout: float = 30.0,
+        transport: RoundTransport | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Any] = gevent.sleep,
+    ) -> None:
+        self.router = router
+        self.envelope = Envelope(capabilities, client_info)
+        self.max_rounds = max_rounds
+        self.transport = transport if transport is not None else Transport(read_timeout=timeout)
+        self._clock = clock
+        self._sleep = sleep
+        self._ids = itertools.count(1)
+
+    def call_tool(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        respond: Responder,
+        *,
+        intended_at: float | None = None,
+        on_round: Callable[[RoundRecord], None] | None = None,
+    ) -> CallResult:
+        """Drive one call to its end: complete, an error, abandoned or rounds_exceeded.
+
+        `on_round` sees each record as soon as its response is read (before the
+        person is asked), so journals and metrics are written as the call happens
+        and a call killed mid-think (Locust's `GreenletExit`) has left its rounds.
+        """
+        frame = CallFrame(self.envelope, tool, arguments)
+        rounds: list[RoundRecord] = []
+        think = backoff = 0.0
+        delay = STATE_ONLY_BACKOFF_INITIAL
+        responses: Mapping[str, Any] | None = None
+        state: str | None = None
+        replica: str | None = None
+        at = intended_at if intended_at is not None else self._clock()
+        while True:
+            record = self._round(frame, len(rounds) + 1, responses, state, self.router.pick(replica), at)
+            rounds.append(record)
+            if on_round is not None:
+                on_round(record)
+            if record.outcome is not Outcome.INPUT_REQUIRED:
+                return CallResult(record.outcome, rounds, record.result, think, backoff)
+            if len(rounds) > self.max_rounds:
+                return CallResult(Outcome.ROUNDS_EXCEEDED, rounds, None, think, backoff)
+            replica, state = record.replica, record.request_state
+            started = self._clock()
+            if record.input_requests:
+                delay = STATE_ONLY_BACKOFF_INITIAL
+                responses = respond(record)
+                at = self._clock()
+                think += at - started
+                if responses is None:
+                    return CallResult(Outcome.ABANDONED, rounds, None, think, backoff)
+            else:
+                self._sleep(delay)
+                delay = min(delay * 2, STATE_ONLY_BACKOFF_CAP)
+                responses = None
+                at = self._clock()
+                backoff += at - started
+
+    def send_round(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+        replica: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        round_number: int = 1,
+        intended_at: float | None = None,
+    ) -> RoundRecord:
+        """Send exactly one round, as given; the adversarial hook of the on-call catalogue.
+
+        With it a caller can send a retry with an edited `requestState`, with changed
+        arguments, a replay of a retry that already completed, or with a wrong routing
+        header (`headers` overrides the computed ones). `replica` defaults to the
+        router's choice for a round 1.
+        """
+        frame = CallFrame(self.envelope, tool, arguments)
+        if headers:
+            if any("\r" in f"{k}{v}" or "\n" in f"{k}{v}" for k, v in headers.items()):
+                raise ValueError("header names and values must not contain CR or LF")
+            frame.headers.update(headers)
+        url = replica if replica is not None else self.router.pick(None)
+        at = intended_at if intended_at is not None else self._clock()
+        return self._round(frame, round_number, input_responses, request_state, url, at)
+
+    def _round(
+        self,
+        frame: CallFrame,
+        number: int,
+        responses: Mapping[str, Any] | None,
+        state: str | None,
+        replica: str,
+        intended_at: float,
+    ) -> RoundRecord:
+        request_id = next(self._ids)
+        body = frame.body(request_id, responses, state)
+        scanner = SseScanner(request_id)
+        sent_at = self._clock()
+        answer = self.transport.post(replica, body, frame.headers, scanner)
+        received_at = self._clock()
+        record = RoundRecord(
+            number,
+            replica,
+            request_id,
+            intended_at,
+            sent_at,
+            received_at,
+            Outcome.CONNECTION_ERROR,
+            sent_responses=responses is not None,
+            sent_state=state is not None,
+        )
+        if not isinstance(answer, HttpAnswer):
+            record.outcome = answer
+            return record
+        reply = decode_reply(answer.status, answer.content_type, answer.body, request_id, scanner)
+        record.outcome = reply.outcome
+        record.http_status = answer.status
+        record.error_code = reply.error_code
+        record.error_message = reply.error_message
+        result = reply.result
+        record.result = result
+        if reply.outcome is Outcome.INPUT_REQUIRED and result is not None:
+            record.input_requests = result.get("inputRequests") or None
+            record.request_state = result.get("requestState")
+        return record

@@ -1,0 +1,98 @@
+"""The one classification of an MRTR round and of a whole call.
+
+Locust's failure table, the Prometheus counters and the journal all group by this
+enum, so it is small, fixed and string-valued (the values are metric labels and
+journal fields). Error texts built here never carry ids, tokens or timestamps:
+Locust groups failures by `repr(error)`, and one unique string per request would
+turn its failure table into a log.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+
+__all__ = ["Outcome", "OutcomeError", "describe", "outcome_for_error_code"]
+
+
+class Outcome(enum.StrEnum):
+    """What one round (or a whole call) came to."""
+
+    COMPLETE = "complete"
+    """A result with no `resultType`, or `complete`, and no `isError`."""
+    INPUT_REQUIRED = "input_required"
+    """An intermediate round: the server asked, or shed load with a state-only answer."""
+    TOOL_ERROR = "tool_error"
+    """A complete result with `isError: true`: the tool ran and said no."""
+    INVALID_STATE = "invalid_state"
+    """-32602 (HTTP 400). On a retry this is the SDK's one answer for every rejected `requestState`."""
+    MISSING_CAPABILITY = "missing_capability"
+    """-32021: the server would have to ask something the client did not declare it can show."""
+    HEADER_MISMATCH = "header_mismatch"
+    """-32020: a routing header disagrees with the body."""
+    JSONRPC_ERROR = "jsonrpc_error"
+    """Any other JSON-RPC error; the code is kept next to it."""
+    INVALID_RESULT = "invalid_result"
+    """An unknown `resultType`, a body that does not parse, or a response for another id."""
+    HTTP_ERROR = "http_error"
+    """A non-2xx status without a JSON-RPC error body (a proxy's 502, the SDK's 406/421)."""
+    TIMEOUT = "timeout"
+    """No answer within the read timeout."""
+    CONNECTION_ERROR = "connection_error"
+    """Could not connect, or the connection broke before a full answer."""
+    ROUNDS_EXCEEDED = "rounds_exceeded"
+    """The server kept answering `input_required` past the client's round cap."""
+    ABANDONED = "abandoned"
+    """The simulated person chose not to answer; the client sent no retry."""
+
+    @property
+    def is_failure(self) -> bool:
+        """Whether Locust should count the call as a failure.
+
+        `abandoned` is the lead's choice, and `input_required` is not an end state, so
+        neither is a failure of the system under test.
+        """
+        return self not in _NOT_FAILURES
+
+
+_NOT_FAILURES: Final = frozenset({Outcome.COMPLETE, Outcome.INPUT_REQUIRED, Outcome.ABANDONED})
+
+_BY_ERROR_CODE: Final[dict[int, Outcome]] = {
+    INVALID_PARAMS: Outcome.INVALID_STATE,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: Outcome.MISSING_CAPABILITY,
+    HEADER_MISMATCH: Outcome.HEADER_MISMATCH,
+}
+
+
+def outcome_for_error_code(code: int) -> Outcome:
+    """Map a JSON-RPC error code onto the classification (unknown codes are `jsonrpc_error`)."""
+    return _BY_ERROR_CODE.get(code, Outcome.JSONRPC_ERROR)
+
+
+def describe(outcome: Outcome, error_code: int | None = None, http_status: int | None = None) -> str:
+    """A stable, id-free text for one outcome: `invalid_state (-32602)`, `http_error (HTTP 502)`.
+
+    The JSON-RPC code is kept because `jsonrpc_error` alone would merge -32603 with a
+    server's custom codes; the HTTP status only when there is no code to tell more.
+    """
+    if error_code is not None:
+        return f"{outcome.value} ({error_code})"
+    if outcome is Outcome.HTTP_ERROR and http_status is not None:
+        return f"{outcome.value} (HTTP {http_status})"
+    return outcome.value
+
+
+class OutcomeError(Exception):
+    """An exception to hand to Locust (`response.failure(...)` / `events.request`) for a failed call.
+
+    Its `repr` is built only from the classification, so Locust groups equal failures
+    into one row however many flows hit them.
+    """
+
+    def __init__(self, outcome: Outcome, error_code: int | None = None, http_status: int | None = None) -> None:
+        super().__init__(describe(outcome, error_code, http_status))
+        self.outcome = outcome
+        self.error_code = error_code
+        self.http_status = http_status

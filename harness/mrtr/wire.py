@@ -1,0 +1,284 @@
+"""The 2026-07-28 `tools/call` messages: request bytes out, a classified reply in.
+
+Every round is one self-contained POST (no `initialize`, no session), so everything a
+server needs rides on each request: the routing headers and, in `params._meta`, the
+protocol version, the client's capabilities and its info. The load generator sends
+thousands of these a second, so the parts that never change are serialised once
+(`Envelope` per client, `CallFrame` per call) and a round only splices in its id,
+the answers and the echoed `requestState`.
+
+Names and codes come from the SDK (`mcp_types`, `mcp.shared.inbound`) so the
+harness cannot drift from the server it tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import LATEST_MODERN_VERSION
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    encode_header_value,
+)
+
+from harness.mrtr.outcome import Outcome, outcome_for_error_code
+
+__all__ = [
+    "ACCEPT",
+    "PROTOCOL_VERSION",
+    "TOOLS_CALL",
+    "CallFrame",
+    "Envelope",
+    "Reply",
+    "SseScanner",
+    "decode_reply",
+    "dumps",
+]
+
+PROTOCOL_VERSION: Final = LATEST_MODERN_VERSION
+"""`2026-07-28`: the stateless revision. Without the header a server serves the 2025 path."""
+
+TOOLS_CALL: Final = "tools/call"
+
+ACCEPT: Final = "application/json, text/event-stream"
+"""Both types: a server in SSE mode answers 406 to an `Accept` that does not name both."""
+
+JSON_CONTENT_TYPE: Final = "application/json"
+SSE_CONTENT_TYPE: Final = "text/event-stream"
+
+INPUT_REQUIRED: Final = "input_required"
+COMPLETE: Final = "complete"
+
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
+"""One encoder for every round: `json.dumps(..., separators=...)` builds a new one per call."""
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, the way the SDK writes it: fewer bytes per round, same meaning."""
+    return _ENCODER.encode(value)
+
+
+class Envelope:
+    """The per-client constant part of every request: `params._meta` and the fixed headers.
+
+    Serialised once at construction because it is the same on every round of every
+    call this client makes; a round only concatenates it.
+    """
+
+    __slots__ = ("capabilities", "client_info", "meta_json", "base_headers")
+
+    def __init__(self, capabilities: Mapping[str, Any], client_info: tuple[str, str]) -> None:
+        name, version = client_info
+        self.capabilities = dict(capabilities)
+        self.client_info = {"name": name, "version": version}
+        self.meta_json = dumps(
+            {
+                PROTOCOL_VERSION_META_KEY: PROTOCOL_VERSION,
+                CLIENT_CAPABILITIES_META_KEY: self.capabilities,
+                CLIENT_INFO_META_KEY: self.client_info,
+            }
+        )
+        self.base_headers: dict[str, str] = {
+            "Content-Type": JSON_CONTENT_TYPE,
+            "Accept": ACCEPT,
+            MCP_PROTOCOL_VERSION_HEADER: PROTOCOL_VERSION,
+            MCP_METHOD_HEADER: TOOLS_CALL,
+        }
+
+
+class CallFrame:
+    """The per-call constant part: tool name, arguments and headers, serialised once.
+
+    A retry must repeat the tool and the arguments exactly (the SDK seals a digest of
+    them into the state); serialising them once per call makes every round of the call
+    carry byte-identical arguments by construction, and costs one `json.dumps` per call
+    instead of one per round.
+    """
+
+    __slots__ = ("tool", "arguments", "headers", "_prefix", "_meta_suffix")
+
+    def __init__(self, envelope: Envelope, tool: str, arguments: Mapping[str, Any]) -> None:
+        self.tool = tool
+        self.arguments = arguments
+        self.headers: dict[str, str] = {**envelope.base_headers, MCP_NAME_HEADER: encode_header_value(tool)}
+        self._prefix = f',"method":"{TOOLS_CALL}","params":{{"name":{dumps(tool)},"arguments":{dumps(arguments)}'
+        self._meta_suffix = f',"_meta":{envelope.meta_json}'
+
+    def body(
+        self,
+        request_id: int,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+    ) -> bytes:
+        """The request body of one round.
+
+        `request_state` is spliced in as the JSON string it was received as: the client
+        never parses, decodes or rewrites the token, it only echoes it.
+        """
+        parts = ['{"jsonrpc":"2.0","id":', str(request_id), self._prefix]
+        if input_responses is not None:
+            parts.append(',"inputResponses":')
+            parts.append(dumps(input_responses))
+        if request_state is not None:
+            parts.append(',"requestState":')
+            parts.append(dumps(request_state))
+        parts.append(self._meta_suffix)
+        parts.append("}}")
+        return "".join(parts).encode()
+
+
+@dataclass(slots=True)
+class Reply:
+    """One round's answer, classified. `result` is set for complete, tool_error and input_required."""
+
+    outcome: Outcome
+    result: dict[str, Any] | None = None
+    error_code: int | None = None
+    error_message: str | None = None
+
+
+_FRAME_END: Final = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+class SseScanner:
+    """Finds the JSON-RPC response for one request id in a `text/event-stream` body.
+
+    A server in SSE mode commits to the stream when a handler emits a notification or
+    runs past its ping interval; the stream then carries `event: message` frames with
+    notifications, `: ping` comments, and finally the response. `feed` takes raw chunks
+    as they arrive and returns True once the response is found, so the transport can
+    stop reading (and close the connection rather than wait for a server that keeps
+    the stream open).
+    """
+
+    __slots__ = ("_request_id", "_buffer", "message")
+
+    def __init__(self, request_id: int) -> None:
+        self._request_id = request_id
+        self._buffer = b""
+        self.message: dict[str, Any] | None = None
+
+    def feed(self, chunk: bytes) -> bool:
+        """Consume a chunk; True once the matching response has been read."""
+        if self.message is not None:
+            return True
+        self._buffer += chunk
+        frames = _FRAME_END.split(self._buffer)
+        self._buffer = frames.pop()
+        for frame in frames:
+            message = _frame_message(frame)
+            if message is not None and self._is_response(message):
+                self.message = message
+                return True
+        return False
+
+    def finish(self) -> bool:
+        """The stream ended: a last frame may lack its blank line."""
+        if self.message is None and self._buffer:
+            self.feed(b"\n\n")
+        return self.message is not None
+
+    def _is_response(self, message: dict[str, Any]) -> bool:
+        if "result" not in message and "error" not in message:
+            return False  # a notification (progress, log) riding the same stream
+        return message.get("id") == self._request_id or ("error" in message and message.get("id") is None)
+
+
+def _frame_message(frame: bytes) -> dict[str, Any] | None:
+    """The JSON object in one SSE frame's `data:` lines, or None (comments, other events)."""
+    event = b"message"
+    data: list[bytes] = []
+    for line in frame.splitlines():
+        if not line or line.startswith(b":"):
+            continue  # `: ping` keepalives are comments
+        field, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if field == b"data":
+            data.append(value)
+        elif field == b"event":
+            event = value
+    if event != b"message" or not data:
+        return None
+    try:
+        message = json.loads(b"\n".join(data))
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def decode_reply(
+    status: int,
+    content_type: str,
+    body: bytes,
+    request_id: int,
+    sse: SseScanner | None = None,
+) -> Reply:
+    """Classify one HTTP answer to a `tools/call` round.
+
+    The JSON-RPC body decides over the HTTP status: the SDK sends -32602/-32020/-32021
+    with 400 and -32603 with 200, so a status alone would misfile both. A non-2xx
+    without a JSON-RPC error body (a proxy, a 406 or 421 from the transport) is
+    `http_error`; a 2xx that is not a response to this id is `invalid_result`.
+    """
+    if sse is not None and content_type.startswith(SSE_CONTENT_TYPE):
+        message = sse.message if sse.finish() else None
+    else:
+        message = _json_object(body)
+    if message is not None and isinstance(error := message.get("error"), dict):
+        return _error_reply(error)
+    if not 200 <= status < 300:
+        return Reply(Outcome.HTTP_ERROR)
+    if message is None or message.get("id") != request_id:
+        return Reply(Outcome.INVALID_RESULT)
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return Reply(Outcome.INVALID_RESULT)
+    return Reply(classify_result(result), result)
+
+
+def classify_result(result: Mapping[str, Any]) -> Outcome:
+    """Read a `tools/call` result: no `resultType` is complete, an unknown one is invalid.
+
+    An `input_required` result must carry `inputRequests` (an object) and/or
+    `requestState` (a string); one carrying neither gives the client nothing to do.
+    """
+    result_type = result.get("resultType", COMPLETE)
+    if result_type == COMPLETE:
+        return Outcome.TOOL_ERROR if result.get("isError") is True else Outcome.COMPLETE
+    if result_type != INPUT_REQUIRED:
+        return Outcome.INVALID_RESULT
+    requests = result.get("inputRequests")
+    state = result.get("requestState")
+    if requests is not None and not isinstance(requests, dict):
+        return Outcome.INVALID_RESULT
+    if state is not None and not isinstance(state, str):
+        return Outcome.INVALID_RESULT
+    if not requests and state is None:
+        return Outcome.INVALID_RESULT
+    return Outcome.INPUT_REQUIRED
+
+
+def _error_reply(error: Mapping[str, Any]) -> Reply:
+    code = error.get("code")
+    if not isinstance(code, int):
+        return Reply(Outcome.INVALID_RESULT)
+    message = error.get("message")
+    return Reply(outcome_for_error_code(code), None, code, message if isinstance(message, str) else None)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    if not body:
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,94 @@
+"""Test MCP servers run as real subprocesses on free 127.0.0.1 ports.
+
+Real processes, because what the MRTR client must survive lives in the process
+boundary: sealing keys shared (or not) between replicas, sockets closed under it,
+SSE committed by a slow handler. Each server is stopped by its own PID, never by
+name, so parallel runs and anything a developer runs by hand are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["Running", "free_port", "start_server"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 15.0
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the kernel's choice)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Running:
+    """A started server process: its URL, its PID, and how to stop it."""
+
+    def __init__(self, process: subprocess.Popen[bytes], port: int, path: str) -> None:
+        self.process = process
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}{path}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Wait (bounded) until the port accepts; stop the process and raise if it never does.
+
+        uvicorn binds only after the app's lifespan started, so an accepted connection
+        means the server is ready to serve.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode} before serving on {self.port}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"server did not serve on port {self.port} within {timeout:.0f} s")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Terminate this process (and only it), killing it if it does not exit in time."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+
+
+def start_server(
+    module: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    path: str = "/mcp",
+    port: int | None = None,
+    wait: bool = True,
+) -> Running:
+    """Start `python -m <module> --port P *args`; with `wait`, return once it serves.
+
+    Pass `wait=False` to start several servers at once and then `wait_ready()` on each:
+    most of a start is importing the SDK, which the processes can do in parallel.
+    """
+    port = port if port is not None else free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, "--port", str(port), *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    running = Running(process, port, path)
+    if wait:
+        running.wait_ready()
+    return running
