@@ -1,13 +1,20 @@
-"""The `mrtr-harness` command line: one entry point, a subcommand per job."""
+"""The `mrtr-harness` command line: one entry point, a subcommand per job.
+
+Heavy imports happen inside each handler: `run` must let Locust patch gevent before
+anything else opens sockets or threads, and `validate` must stay instant.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import harness
 from harness.shop import cli as shop_cli
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TARGET = 0, 1, 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,11 +22,88 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mrtr-harness",
         description="Load and chaos testing for MCP servers that ask the user mid-call "
                     "(Multi Round-Trip Requests, MCP 2026-07-28).",
+        epilog="Exit codes: 0 passed; 1 thresholds or invariants failed; 2 bad scenario or usage; "
+               "3 the target could not be started or reached.",
     )
     parser.add_argument("--version", action="version", version=f"mrtr-harness {harness.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(commands)
+    _add_validate(commands)
     shop_cli.add_parser(commands)
     return parser
+
+
+def _add_run(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="run a scenario: target, load, chaos, reasons, invariants, verdict",
+                              description="Run one scenario file and end with results and an exit code.")
+    run.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml")
+    run.add_argument("--results", type=Path, default=Path("results"),
+                     help="folder under which the run's results folder is made (default results/)")
+    run.add_argument("--duration", help="override the scenario's duration, e.g. 20s")
+    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--metrics-port", type=int, default=None,
+                     help="serve the run's Prometheus metrics on 127.0.0.1:PORT while it runs")
+    run.add_argument("--metrics-linger", default="0",
+                     help="with --metrics-port: keep serving the final metrics this long after the run "
+                          "(e.g. 15s, so Prometheus scrapes the last counts)")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.set_defaults(handler=_run)
+
+
+def _add_validate(commands: argparse._SubParsersAction) -> None:
+    validate = commands.add_parser("validate", help="check a scenario file without running it")
+    validate.add_argument("scenario", type=Path, nargs="+", help="scenario file(s)")
+    validate.set_defaults(handler=_validate)
+
+
+def _load(path: Path, args: argparse.Namespace | None = None):
+    from harness.scenario import load_scenario
+
+    overrides = {}
+    if args is not None and getattr(args, "duration", None):
+        overrides["duration"] = args.duration
+    if args is not None and getattr(args, "seed", None) is not None:
+        overrides["seed"] = args.seed
+    return load_scenario(path, overrides)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from harness.scenario import ScenarioError
+
+    code = EXIT_OK
+    for path in args.scenario:
+        try:
+            scenario = _load(path)
+        except ScenarioError as exc:
+            print(f"mrtr-harness validate: {exc}", file=sys.stderr)
+            code = EXIT_USAGE
+            continue
+        print(f"{path}: ok ({scenario.name}: {scenario.target.kind} target, {scenario.load.model} model, "
+              f"{len(scenario.flows)} flow kinds, {len(scenario.chaos)} chaos steps, {len(scenario.expect)} thresholds)")
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    import locust  # noqa: F401 - patches gevent first, as Locust needs
+
+    from harness.run import Run, RunOptions
+    from harness.scenario import ScenarioError
+
+    try:
+        scenario = _load(args.scenario, args)
+    except ScenarioError as exc:
+        print(f"mrtr-harness run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from harness.durations import parse_duration
+
+    try:
+        linger = parse_duration(args.metrics_linger)
+    except ValueError as exc:
+        print(f"mrtr-harness run: --metrics-linger: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
+                         metrics_linger=linger)
+    return Run(scenario, args.scenario.read_text(), options).execute()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
@@ -52,16 +52,19 @@ class FlowOutcome(StrEnum):
 class Journal:
     """Append-only JSON-lines writer, safe to share between greenlets and threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_record: Callable[[dict[str, Any]], None] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._on_record = on_record
         self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._lock = threading.Lock()
         self.records = 0
 
     def write(self, record_type: str, **fields: Any) -> None:
-        line = json.dumps({"type": record_type, "t": fields.pop("t", None) or time.time(), **fields},
-                          separators=(",", ":"), default=str)
+        record = {"type": record_type, "t": fields.pop("t", None) or time.time(), **fields}
+        line = json.dumps(record, separators=(",", ":"), default=str)
+        if self._on_record is not None:
+            self._on_record(record)
         with self._lock:
             if self._file is None:
                 return

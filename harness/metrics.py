@@ -99,8 +99,11 @@ class Measurements:
     def flow_started(self, flow: str) -> None:
         self._apply(("flow_started", flow))
 
-    def flow_finished(self, flow: str, outcome: str, rounds: int, duration: float) -> None:
-        self._apply(("flow_finished", flow, outcome, rounds, duration))
+    def flow_finished(self, flow: str, outcome: str, duration: float) -> None:
+        self._apply(("flow_finished", flow, outcome, duration))
+
+    def call_done(self, flow: str, rounds: int) -> None:
+        self._apply(("call_done", flow, rounds))
 
     def round_done(self, flow: str, round_number: int, latency: float, failure_code: str | None) -> None:
         self._apply(("round_done", flow, round_number, latency, failure_code))
@@ -120,12 +123,13 @@ class Measurements:
         self.flows_started.labels(flow=flow).inc()
         self.flows_in_flight.labels(flow=flow).inc()
 
-    def _do_flow_finished(self, flow: str, outcome: str, rounds: int, duration: float) -> None:
+    def _do_flow_finished(self, flow: str, outcome: str, duration: float) -> None:
         self.flows_finished.labels(flow=flow, outcome=outcome).inc()
         self.flows_in_flight.labels(flow=flow).dec()
-        if rounds:
-            self.rounds_per_call.labels(flow=flow).observe(rounds)
         self.flow_duration.labels(flow=flow).observe(duration)
+
+    def _do_call_done(self, flow: str, rounds: int) -> None:
+        self.rounds_per_call.labels(flow=flow).observe(rounds)
 
     def _do_round_done(self, flow: str, round_number: int, latency: float, failure_code: str | None) -> None:
         self.round_duration.labels(flow=flow, round=str(min(round_number, MAX_ROUND_LABEL))).observe(latency)

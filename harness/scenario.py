@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.durations import Duration
 from harness.leads import LeadProfile
+from harness.mrtr.routing import Routing
 from harness.thresholds import parse_thresholds
 
 
@@ -28,15 +28,6 @@ class ScenarioError(ValueError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Routing(StrEnum):
-    """Where each round of a call lands (keep-alive to a balancer would hide every cross-replica failure)."""
-
-    ROUND_ROBIN = "round-robin"
-    RANDOM = "random"
-    OTHER_REPLICA = "other-replica"
-    SAME_REPLICA = "same-replica"
 
 
 class ReplicaOverride(_Strict):

@@ -25,6 +25,8 @@ class RunFigures:
     duration: float = 0.0
     flows: list[dict[str, Any]] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    starts: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
     rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
     violations: Counter[str] = field(default_factory=Counter)
     chaos: list[dict[str, Any]] = field(default_factory=list)
@@ -46,11 +48,17 @@ class RunFigures:
 
     def add(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
-        if kind == "round":
-            self.rounds.append({k: record.get(k) for k in ("flow", "round", "latency", "outcome", "code", "replica")})
+        if kind == "start":
+            self.starts.append({"flow": record.get("flow"), "flow_id": record.get("flow_id")})
+        elif kind == "round":
+            self.rounds.append({k: record.get(k) for k in ("t", "flow", "round", "latency", "outcome", "code",
+                                                           "replica")})
         elif kind == "flow":
-            self.flows.append({k: record.get(k) for k in ("flow", "outcome", "rounds", "duration", "think_time",
-                                                          "late")})
+            self.flows.append({k: record.get(k) for k in ("t", "flow_id", "flow", "outcome", "rounds", "duration",
+                                                          "think_time", "late", "quote_id", "held", "answers",
+                                                          "refund_id")})
+            self.calls.extend({"t": record.get("t"), "flow": record.get("flow"), "rounds": call.get("rounds")}
+                              for call in record.get("calls") or [])
         elif kind == "rejection":
             self.rejections[(record["replica"], record["reason"])] += 1
         elif kind == "invariant":
@@ -73,11 +81,22 @@ class RunFigures:
             if self.started is not None and not self.duration:
                 self.duration = record["t"] - self.started
 
+    def since(self, t: float) -> RunFigures:
+        """The flows, rounds and calls that ended at or after `t` (a hypothesis window); the rest as is."""
+        view = RunFigures(duration=self.duration, rejections=self.rejections, violations=self.violations,
+                          chaos=self.chaos, started=self.started, unexplained=self.unexplained,
+                          client_rejections=self.client_rejections, status=self.status)
+        view.flows = [row for row in self.flows if (row.get("t") or 0) >= t]
+        view.rounds = [row for row in self.rounds if (row.get("t") or 0) >= t]
+        view.calls = [row for row in self.calls if (row.get("t") or 0) >= t]
+        view.starts = self.starts
+        return view
+
     # --- lookups for thresholds --------------------------------------------------------------
 
     def count(self, metric: str, selector: dict[str, str]) -> float:
         if metric == "flows_started":
-            return float(len(_select(self.flows, selector)))
+            return float(len(_select(self.starts, selector)))
         if metric == "flows_finished":
             return float(len(_select(self.flows, selector)))
         if metric == "rejections":
@@ -112,9 +131,10 @@ class RunFigures:
         if metric == "round_duration":
             return [row["latency"] for row in self.rounds if row["latency"] is not None and
                     _matches({"flow": row["flow"], "round": str(row["round"])}, selector)]
-        column = {"rounds_per_call": "rounds", "flow_duration": "duration", "think_time": "think_time"}[metric]
-        return [row[column] for row in _select(self.flows, selector) if row.get(column) is not None
-                and not (metric == "rounds_per_call" and not row[column])]
+        if metric == "rounds_per_call":
+            return [row["rounds"] for row in _select(self.calls, selector) if row["rounds"]]
+        column = {"flow_duration": "duration", "think_time": "think_time"}[metric]
+        return [row[column] for row in _select(self.flows, selector) if row.get(column) is not None]
 
     # --- the summary's figures ------------------------------------------------------------------
 

@@ -142,9 +142,11 @@ class LocalDeployment:
     """The API and replicas as child processes, sharing one store and one key-ring file."""
 
     def __init__(self, workdir: Path, *, replicas: int = 3, store: str | None = None, ttl: str = "10m",
-                 name: str = "shop", keyring: str | None = None, seed: int | None = None) -> None:
+                 name: str = "shop", keyring: str | None = None, seed: int | None = None,
+                 ring_per_replica: bool = False) -> None:
         self.workdir = workdir
         self.ring_path = workdir / "keyring"
+        self.ring_per_replica = ring_per_replica
         self.store = store or f"sqlite:{workdir / 'shop.db'}"
         self.ttl, self.name, self.seed = ttl, name, seed
         self.keyring = keyring or f"file:{self.ring_path}"
@@ -163,13 +165,16 @@ class LocalDeployment:
         `options` gives replicas their own knobs (one entry per replica, and it sets the
         replica count); without it every replica uses the deployment's defaults.
         """
-        if self.keyring.startswith("file:") and not self.ring_path.exists() and self.keyring == f"file:{self.ring_path}":
+        if self._owns_ring and not self.ring_path.exists():
             write_ring(self.ring_path, [new_key()])
         self.api = self._api_process()
         self.api.start()
         self.api.wait_ready()
         self.options = list(options) if options is not None else [ReplicaOptions() for _ in range(self.replica_count)]
         self.replica_count = len(self.options)
+        if self._owns_ring and self.ring_per_replica:
+            for index in range(self.replica_count):
+                write_ring(self.ring_file(index), self.ring())
         for index in range(self.replica_count):
             self.replicas.append(self._replica_process(index, self.options[index], port=free_port()))
         for replica in self.replicas:
@@ -187,8 +192,9 @@ class LocalDeployment:
     def _replica_process(self, index: int, options: ReplicaOptions, port: int) -> ManagedProcess:
         assert self.api is not None
         label = f"r{index + 1}"
+        keyring = options.keyring or (f"file:{self.ring_file(index)}" if self._owns_ring else self.keyring)
         args = ["--port", str(port), "--api", self.api.base_url, "--replica-id", label,
-                "--store", options.store or self.store, "--keyring", options.keyring or self.keyring,
+                "--store", options.store or self.store, "--keyring", keyring,
                 "--ttl", options.ttl or self.ttl, "--name", options.name or self.name,
                 "--clock-offset", str(options.clock_offset)]
         if options.answers_store:
@@ -216,15 +222,35 @@ class LocalDeployment:
         self.replicas[index].wait_ready()
         return time.monotonic() - started
 
-    def rotate(self, keys: Sequence[str]) -> list[str]:
-        """Replace the shared ring file; replicas re-read it on their next token. Returns fingerprints."""
-        write_ring(self.ring_path, keys)
+    @property
+    def _owns_ring(self) -> bool:
+        """True when the deployment manages the ring files itself (the default `file:` ring)."""
+        return self.keyring == f"file:{self.ring_path}"
+
+    def ring_file(self, index: int | None = None) -> Path:
+        """The ring file replica `index` reads: its own, or the shared one."""
+        if index is None or not self.ring_per_replica:
+            return self.ring_path
+        return self.workdir / "rings" / f"r{index + 1}"
+
+    def rotate(self, keys: Sequence[str], replicas: Sequence[int] | None = None) -> list[str]:
+        """Rewrite ring files (all, or those of `replicas`); replicas re-read them on their next token.
+
+        Returns the fingerprints of the new ring, sealing key first.
+        """
+        targets = [None] if not self.ring_per_replica else list(replicas if replicas is not None
+                                                                  else range(self.replica_count))
+        for index in targets:
+            write_ring(self.ring_file(index), keys)
+        if self.ring_per_replica and replicas is None:
+            write_ring(self.ring_path, keys)
         return [fingerprint(key) for key in keys]
 
-    def ring(self) -> list[str]:
+    def ring(self, index: int | None = None) -> list[str]:
         from harness.shop.sealing import parse_ring
 
-        return parse_ring(self.ring_path.read_text(), str(self.ring_path))
+        path = self.ring_file(index)
+        return parse_ring(path.read_text(), str(path))
 
     def stop(self) -> None:
         """Stop every process this deployment started, replicas first, by PID."""

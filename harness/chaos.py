@@ -1,0 +1,174 @@
+"""Chaos actions on a schedule, each with its start and end in the journal, and their rollback.
+
+Actions are written against the `Target` interface only, so the same scenario breaks a
+local process deployment and (later) a container one the same way. A key rotation is
+done the way the SDK documents it ([old] -> [old,new] -> [new,old], then [new] one TTL
+later, every phase fully rolled out before the next) or wrong on purpose:
+`minter-first` promotes the new sealing key on one replica while the others cannot open
+it yet; `retire-early` drops the old key before one TTL has passed.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+
+from harness.journal import Journal
+from harness.metrics import Measurements
+from harness.scenario import (
+    ChaosStep,
+    ClockSkew,
+    MemoryRecords,
+    PauseAction,
+    Rename,
+    ReplicaAction,
+    RollingRestart,
+    RotateKeys,
+    Scenario,
+    SetTtl,
+)
+from harness.shop.sealing import fingerprint, new_key
+from harness.target.base import ChaosUnsupported, Target
+
+Sleep = Callable[[float], None]
+
+
+class ChaosRunner:
+    """Runs the scenario's chaos steps against a target at their times; journals each one."""
+
+    def __init__(self, scenario: Scenario, target: Target, journal: Journal, measurements: Measurements,
+                 sleep: Sleep = time.sleep) -> None:
+        self.scenario = scenario
+        self.target = target
+        self.journal = journal
+        self.measurements = measurements
+        self.sleep = sleep
+        self.pending = sorted(scenario.chaos, key=lambda step: step.at)
+        self.failures = 0
+
+    def next_step(self) -> ChaosStep | None:
+        return self.pending[0] if self.pending else None
+
+    def run_schedule(self, run_started: float, should_stop: Callable[[], bool]) -> None:
+        """Run every step at its time after `run_started`; returns early when `should_stop()`."""
+        while self.pending and not should_stop():
+            step = self.pending[0]
+            wait = run_started + step.at - time.time()
+            if wait > 0:
+                self.sleep(min(wait, 0.25))
+                continue
+            self.pending.pop(0)
+            self.run_step(step)
+
+    def run_step(self, step: ChaosStep) -> bool:
+        index = (step.replica or 1) - 1
+        target_label = "all" if isinstance(step, RollingRestart | RotateKeys | SetTtl) and step.replica is None \
+            else self.target.labels[index]
+        started = time.time()
+        self.measurements.chaos_action(step.action, started)
+        self.journal.write("chaos", action=step.action, phase="start", target=target_label, t=started,
+                           detail=step.model_dump(mode="json", exclude={"action", "at"}))
+        try:
+            detail = _ACTIONS[type(step)](self, step, index)
+            ok, error = True, None
+        except ChaosUnsupported as exc:
+            ok, error, detail = False, f"unsupported: {exc}", {}
+        except Exception as exc:  # a failed action is a run event, not a crash of the run
+            ok, error, detail = False, f"{type(exc).__name__}: {exc}", {"trace": traceback.format_exc(limit=3)}
+        if not ok:
+            self.failures += 1
+        self.journal.write("chaos", action=step.action, phase="end", target=target_label, ok=ok, error=error,
+                           seconds=round(time.time() - started, 3), detail=detail)
+        return ok
+
+    # --- actions ---------------------------------------------------------------------------
+
+    def _restart(self, step: ReplicaAction, index: int) -> dict:
+        return {"ready_after": round(self.target.restart(index, kill=step.action == "kill"), 3)}
+
+    def _pause(self, step: PauseAction, index: int) -> dict:
+        self.target.pause(index)
+        try:
+            self.sleep(step.duration)
+        finally:
+            self.target.resume(index)
+        return {"paused_for": step.duration}
+
+    def _rolling_restart(self, step: RollingRestart, index: int) -> dict:
+        ready = []
+        for replica in range(len(self.target.labels)):
+            ready.append(round(self.target.restart(replica), 3))
+            self.sleep(step.interval)
+        return {"ready_after": ready}
+
+    def _rotate(self, step: RotateKeys, index: int) -> dict:
+        replicas = range(len(self.target.labels))
+        old = self.target.ring(0)[0]
+        new = new_key()
+        phases: list[str] = []
+
+        def roll(ring: list[str], who: list[int] | range) -> None:
+            for replica in who:
+                self.target.set_ring(replica, ring)
+            names = ",".join("new" if key == new else "old" for key in ring)
+            phases.append(f"{names} on {','.join(self.target.labels[r] for r in who)}")
+
+        if step.order == "minter-first":  # the new key seals on one replica before the others can open it
+            roll([new, old], [index])
+            self.sleep(step.phase_gap)
+            roll([old, new], [r for r in replicas if r != index])
+            self.sleep(step.phase_gap)
+            roll([new, old], replicas)
+        else:
+            roll([old, new], replicas)
+            self.sleep(step.phase_gap)
+            roll([new, old], replicas)
+            # One TTL after [new,old] is everywhere, plus a phase gap of margin: an old-key state
+            # refused after retirement reads "unknown key" in the log even when it had already
+            # expired (the SDK opens the seal before it checks the expiry).
+            wait = step.phase_gap if step.order == "retire-early" \
+                else self.scenario.real(self.scenario.target.ttl) + step.phase_gap
+            self.sleep(wait)
+            roll([new], replicas)
+        return {"old": fingerprint(old), "new": fingerprint(new), "phases": phases}
+
+    def _set_ttl(self, step: SetTtl, index: int) -> dict:
+        """A TTL change is a config rollout: every replica in turn, or only the one named."""
+        real = self.scenario.real(step.ttl)
+        who = [index] if step.replica is not None else range(len(self.target.labels))
+        return {"ttl_real": real, "ready_after": [round(self.target.reconfigure(r, ttl=real), 3) for r in who]}
+
+    def _rename(self, step: Rename, index: int) -> dict:
+        return {"name": step.name, "ready_after": round(self.target.reconfigure(index, name=step.name), 3)}
+
+    def _clock(self, step: ClockSkew, index: int) -> dict:
+        offset = -step.offset if step.behind else step.offset
+        return {"offset": offset, "ready_after": round(self.target.reconfigure(index, clock_offset=offset), 3)}
+
+    def _memory(self, step: MemoryRecords, index: int) -> dict:
+        return {"ready_after": round(self.target.reconfigure(index, store="memory"), 3)}
+
+    def rollback(self) -> list[str]:
+        """Put the target back (replicas up, rings restored); journaled like an action."""
+        started = time.time()
+        self.journal.write("chaos", action="rollback", phase="start", target="all", t=started, detail={})
+        try:
+            undone, ok, error = self.target.rollback(), True, None
+        except Exception as exc:
+            undone, ok, error = [], False, f"{type(exc).__name__}: {exc}"
+        self.journal.write("chaos", action="rollback", phase="end", target="all", ok=ok, error=error,
+                           seconds=round(time.time() - started, 3), detail={"undone": undone})
+        return undone
+
+
+_ACTIONS: dict[type, Callable[[ChaosRunner, object, int], dict]] = {
+    ReplicaAction: ChaosRunner._restart,
+    PauseAction: ChaosRunner._pause,
+    RollingRestart: ChaosRunner._rolling_restart,
+    RotateKeys: ChaosRunner._rotate,
+    SetTtl: ChaosRunner._set_ttl,
+    Rename: ChaosRunner._rename,
+    ClockSkew: ChaosRunner._clock,
+    MemoryRecords: ChaosRunner._memory,
+}

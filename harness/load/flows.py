@@ -1,0 +1,304 @@
+"""One flow = one piece of support work: tool calls with a simulated lead answering between rounds.
+
+Every flow writes a `start` record, a `round` record per POST (as soon as its answer is
+read, so a flow killed mid-think has left its rounds) and exactly one `flow` record with
+its outcome, also when it is interrupted at the end of a run. The shop's refund, return
+and payout flows are presets on top of the generic `call` flow's machinery; the
+adversarial flows send a retry wrong on purpose for the on-call catalogue.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+import httpx
+
+from harness.journal import FlowOutcome, Journal
+from harness.leads import Action, Lead, LeadProfile, UnanswerableRequest
+from harness.metrics import Measurements
+from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, RoundRecord
+from harness.scenario import AdversarialFlow, CallFlow, FlowSpec, PayoutFlow, RefundFlow, ReturnFlow, Scenario, \
+    flow_label
+from harness.shop.catalogue import Catalogue
+
+RequestHook = Callable[..., None]
+"""Locust's `events.request.fire`, or None outside Locust."""
+
+_ANSWERED = {Action.DECLINE: FlowOutcome.DECLINED, Action.CANCEL: FlowOutcome.CANCELLED}
+
+
+@dataclass
+class FlowEnv:
+    """What every flow of a run shares: the client, the people, the records, the clocks."""
+
+    scenario: Scenario
+    client: MrtrClient
+    journal: Journal
+    measurements: Measurements
+    catalogue: Catalogue
+    replica_labels: Mapping[str, str]
+    fire_request: RequestHook | None = None
+    sleep: Callable[[float], Any] = gevent.sleep
+    http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10.0))
+
+    def __post_init__(self) -> None:
+        self.held_orders = self.catalogue.order_ids(needs_confirmation=True)
+        self.small_orders = self.catalogue.order_ids(needs_confirmation=False)
+
+    def label(self, url: str) -> str:
+        return self.replica_labels.get(url, url)
+
+
+class FlowFailed(Exception):
+    """A step of the flow ended the flow early, with this outcome."""
+
+    def __init__(self, outcome: FlowOutcome, call: CallResult | None = None) -> None:
+        super().__init__(outcome.value)
+        self.outcome = outcome
+        self.call = call
+
+
+class Flow:
+    """One running flow: its lead, its rounds and what it learned (quote, refund, answers)."""
+
+    def __init__(self, env: FlowEnv, spec: FlowSpec, flow_id: str, rng: random.Random) -> None:
+        self.env = env
+        self.spec = spec
+        self.flow_id = flow_id
+        self.kind = flow_label(spec)
+        self.rng = rng
+        self.lead = Lead(_profile_for(env.scenario.leads, spec), rng)
+        self.rounds = 0
+        self.server_time = 0.0
+        self.think_time = 0.0
+        self.answers: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+        self.facts: dict[str, Any] = {}
+
+    # --- calling tools -------------------------------------------------------------------
+
+    def call(self, tool: str, arguments: Mapping[str, Any], *, intended_at: float | None = None) -> CallResult:
+        """One tool call through its rounds, the lead answering; every round journaled as it ends."""
+        result = self.env.client.call_tool(tool, arguments, self.respond, intended_at=intended_at,
+                                           on_round=lambda record: self.record_round(tool, record))
+        self.server_time += result.server_time
+        self.call_done(tool, result.round_count, result.outcome)
+        return result
+
+    def call_done(self, tool: str, rounds: int, outcome: Outcome) -> None:
+        """Rounds per call: what a resolver that re-asks forever, or a shed, shows up in."""
+        self.calls.append({"tool": tool, "rounds": rounds, "outcome": outcome.value})
+        self.env.measurements.call_done(self.kind, rounds)
+
+    def send(self, tool: str, arguments: Mapping[str, Any], **kwargs: Any) -> RoundRecord:
+        """One hand-built round (the adversarial flows' wrong retries), journaled like the others."""
+        record = self.env.client.send_round(tool, arguments, **kwargs)
+        self.record_round(tool, record)
+        self.server_time += record.server_time
+        return record
+
+    def respond(self, record: RoundRecord) -> Mapping[str, Any] | None:
+        """The lead thinks (a real sleep of modelled/time_scale seconds), then answers or walks away."""
+        try:
+            answer = self.lead.respond(record.input_requests or {})
+        except UnanswerableRequest as exc:
+            self.facts["unanswerable"] = str(exc)
+            self.answers.append("unanswerable")
+            return None
+        self.answers.append(answer.action.value)
+        if answer.action is Action.ABANDON:
+            return None
+        real = self.env.scenario.real(answer.think_seconds)
+        self.env.measurements.thought(real)
+        self.env.sleep(real)
+        self.think_time += real
+        for url, delay in answer.url_visits:
+            gevent.spawn(self._finish_on_page, url, self.env.scenario.real(delay))
+        return answer.input_responses
+
+    def _finish_on_page(self, url: str, delay: float) -> None:
+        """The out-of-band step of URL mode: the lead finishes on the provider's page after a while."""
+        self.env.sleep(delay)
+        try:
+            self.env.http.post(url)
+        except httpx.HTTPError:
+            pass  # the page being down is the server's problem to report on the next round
+
+    def record_round(self, tool: str, record: RoundRecord) -> None:
+        self.rounds += 1
+        failure = _failure_code(record)
+        env = self.env
+        env.journal.write("round", flow_id=self.flow_id, flow=self.kind, tool=tool, round=record.round,
+                          replica=env.label(record.replica), intended=record.intended_at, sent=record.sent_at,
+                          latency=round(record.latency, 6), server_time=round(record.server_time, 6),
+                          outcome=record.outcome.value, http_status=record.http_status, code=failure)
+        env.measurements.round_done(self.kind, record.round, record.latency, failure)
+        if env.fire_request is not None:
+            error = OutcomeError(record.outcome, record.error_code, record.http_status) \
+                if record.outcome.is_failure else None
+            env.fire_request(request_type="MRTR", name=f"{tool} r{min(record.round, 10)}",
+                             response_time=record.latency * 1000.0, response_length=0, exception=error,
+                             context={"flow": self.kind})
+
+
+def _failure_code(record: RoundRecord) -> str | None:
+    """The code a failed round is counted under: the JSON-RPC code, or the failure class."""
+    if not record.outcome.is_failure:
+        return None
+    if record.error_code is not None:
+        return str(record.error_code)
+    return record.outcome.value
+
+
+def _profile_for(profile: LeadProfile, spec: FlowSpec) -> LeadProfile:
+    """Refund leads who accept mean "release": the form's one field is answered yes."""
+    if isinstance(spec, RefundFlow | AdversarialFlow) and "release" not in profile.overrides:
+        return profile.model_copy(update={"overrides": {**profile.overrides, "release": True}})
+    return profile
+
+
+def outcome_of(call: CallResult, flow: Flow) -> FlowOutcome:
+    """A whole call's outcome in the flow's terms: the lead's last answer explains a tool error."""
+    last_answer = Action(flow.answers[-1]) if flow.answers and flow.answers[-1] in Action._value2member_map_ \
+        else None
+    if call.outcome is Outcome.COMPLETE:
+        return _ANSWERED.get(last_answer, FlowOutcome.COMPLETED) if last_answer else FlowOutcome.COMPLETED
+    if call.outcome is Outcome.TOOL_ERROR:
+        return _ANSWERED.get(last_answer, FlowOutcome.TOOL_ERROR) if last_answer else FlowOutcome.TOOL_ERROR
+    return {
+        Outcome.ABANDONED: FlowOutcome.ABANDONED,
+        Outcome.INVALID_STATE: FlowOutcome.REJECTED,
+        Outcome.ROUNDS_EXCEEDED: FlowOutcome.ROUNDS_EXCEEDED,
+    }.get(call.outcome, FlowOutcome.ERROR)
+
+
+def _require(call: CallResult, flow: Flow) -> dict[str, Any]:
+    """The structured result of a call that must succeed for the flow to go on."""
+    if call.outcome is not Outcome.COMPLETE:
+        raise FlowFailed(outcome_of(call, flow), call)
+    return (call.result or {}).get("structuredContent") or {}
+
+
+def _text(call: CallResult) -> str:
+    content = (call.result or {}).get("content") or [{}]
+    return str(content[0].get("text", ""))
+
+
+# --- the flows ------------------------------------------------------------------------------
+
+def _quote(flow: Flow, held: bool | None, intended_at: float | None) -> str:
+    orders = {True: flow.env.held_orders, False: flow.env.small_orders}.get(held, None)
+    order_id = flow.rng.choice(orders if orders else list(flow.env.catalogue.orders))
+    quote = _require(flow.call("quote_refund", {"order_id": order_id}, intended_at=intended_at), flow)
+    flow.facts.update(order_id=order_id, quote_id=quote["quote_id"], held=quote["needs_confirmation"])
+    return quote["quote_id"]
+
+
+def refund(flow: Flow, spec: RefundFlow, intended_at: float | None) -> FlowOutcome:
+    held = {"above-limit": True, "below-limit": False}.get(spec.amount)
+    quote_id = _quote(flow, held, intended_at)
+    call = flow.call("issue_refund", {"quote_id": quote_id})
+    if call.outcome is Outcome.COMPLETE:
+        flow.facts["refund_id"] = ((call.result or {}).get("structuredContent") or {}).get("refund_id")
+    return outcome_of(call, flow)
+
+
+def record_return(flow: Flow, spec: ReturnFlow, intended_at: float | None) -> FlowOutcome:
+    order = flow.env.catalogue.get(flow.rng.choice(list(flow.env.catalogue.orders)))
+    assert order is not None
+    sku = flow.rng.choice(order.lines).sku
+    call = flow.call("record_return", {"order_id": order.order_id, "sku": sku}, intended_at=intended_at)
+    return outcome_of(call, flow)
+
+
+def payout(flow: Flow, spec: PayoutFlow, intended_at: float | None) -> FlowOutcome:
+    quote_id = _quote(flow, False, intended_at)
+    refund_id = _require(flow.call("issue_refund", {"quote_id": quote_id}), flow)["refund_id"]
+    flow.facts["refund_id"] = refund_id
+    call = flow.call("pay_refund", {"refund_id": refund_id})
+    if call.outcome is Outcome.COMPLETE and _text(call).startswith("Not paid"):
+        return _ANSWERED.get(Action(flow.answers[-1]), FlowOutcome.UNFINISHED) if flow.answers \
+            else FlowOutcome.UNFINISHED
+    return outcome_of(call, flow)
+
+
+def generic_call(flow: Flow, spec: CallFlow, intended_at: float | None) -> FlowOutcome:
+    arguments = flow.rng.choice(spec.arguments)
+    return outcome_of(flow.call(spec.tool, arguments, intended_at=intended_at), flow)
+
+
+def adversarial(flow: Flow, spec: AdversarialFlow, intended_at: float | None) -> FlowOutcome:
+    """A held refund whose retry is replayed, tampered with, or sent with other arguments."""
+    quote_id = _quote(flow, True, intended_at)
+    arguments = {"quote_id": quote_id}
+    first = flow.send("issue_refund", arguments)
+    if first.outcome is not Outcome.INPUT_REQUIRED:
+        flow.call_done("issue_refund", 1, first.outcome)
+        return outcome_of(CallResult(first.outcome, [first], first.result), flow)
+    answers = flow.respond(first)
+    if answers is None:
+        return FlowOutcome.ABANDONED
+    state = first.request_state or ""
+    if spec.kind == "tamper":
+        position = flow.rng.randrange(40, max(41, len(state) - 4))  # inside the ciphertext, not the key id
+        state = state[:position] + ("A" if state[position] != "A" else "B") + state[position + 1:]
+    elif spec.kind == "change-args":
+        arguments = {"quote_id": _quote(flow, True, None)}
+    client = flow.env.client
+    retry = flow.send("issue_refund", arguments, input_responses=answers, request_state=state, round_number=2,
+                      replica=client.router.pick(first.replica))
+    flow.call_done("issue_refund", 2, retry.outcome)
+    if spec.kind == "replay" and retry.outcome is Outcome.COMPLETE:
+        flow.facts["refund_id"] = ((retry.result or {}).get("structuredContent") or {}).get("refund_id")
+        again = flow.send("issue_refund", arguments, input_responses=answers, request_state=state, round_number=3,
+                          replica=client.router.pick(retry.replica))
+        flow.facts["replay"] = again.outcome.value
+    return outcome_of(CallResult(retry.outcome, [first, retry], retry.result), flow)
+
+
+FLOWS: dict[str, Callable[[Flow, Any, float | None], FlowOutcome]] = {
+    "refund": refund,
+    "return": record_return,
+    "payout": payout,
+    "call": generic_call,
+    "replay": adversarial,
+    "tamper": adversarial,
+    "change-args": adversarial,
+}
+
+
+def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: random.Random,
+             scheduled: float | None = None, late: bool = False) -> FlowOutcome:
+    """Run one flow to its end and journal exactly one outcome for it, also when it is killed."""
+    flow = Flow(env, spec, flow_id, rng)
+    started = time.time()
+    env.journal.write("start", flow_id=flow_id, flow=flow.kind, scheduled=scheduled, late=late, t=started)
+    env.measurements.flow_started(flow.kind)
+    outcome = FlowOutcome.INTERRUPTED
+    try:
+        outcome = FLOWS[spec.kind](flow, spec, scheduled)
+    except FlowFailed as failed:
+        outcome = failed.outcome
+    except gevent.GreenletExit:
+        outcome = FlowOutcome.INTERRUPTED
+        raise
+    except Exception as exc:  # a bug in a flow must show up as an outcome, not vanish with the greenlet
+        flow.facts["error"] = f"{type(exc).__name__}: {exc}"
+        outcome = FlowOutcome.ERROR
+    finally:
+        _finish(env, flow, outcome, started, late)
+    return outcome
+
+
+def _finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, started: float, late: bool) -> None:
+    duration = time.time() - started
+    env.journal.write("flow", flow_id=flow.flow_id, flow=flow.kind, outcome=outcome.value, rounds=flow.rounds,
+                      duration=round(duration, 6), server_time=round(flow.server_time, 6),
+                      think_time=round(flow.think_time, 6), answers=flow.answers, calls=flow.calls, late=late,
+                      **flow.facts)
+    env.measurements.flow_finished(flow.kind, outcome.value, duration)

@@ -1,0 +1,109 @@
+"""The load plan: which flow starts next, when, with which seed; and the flows still in flight.
+
+Locust has no seed and no open model, so both are ours. Every flow gets its own random
+stream derived from (scenario seed, worker, flow number), so one seed reproduces the
+same flows, answers and think times in every run, on any number of workers. In the open
+model, arrivals are a Poisson process independent of how long flows take: each flow is
+its own greenlet, and a start that comes later than scheduled is counted as late
+(the generator fell behind) instead of silently stretching the schedule.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable
+
+import gevent
+from gevent.pool import Group
+
+from harness.leads import stream
+from harness.load.flows import FlowEnv, run_flow
+from harness.scenario import FlowSpec, Scenario
+
+LATE_AFTER = 0.1
+"""Seconds past its scheduled time after which a flow's start counts as late (sleep lateness p99 ≈ 7 ms)."""
+
+
+class LoadPlan:
+    """Picks and starts flows for one load process (the local runner, or one Locust worker)."""
+
+    def __init__(self, scenario: Scenario, env: FlowEnv, *, worker: int = 0, workers: int = 1) -> None:
+        self.scenario = scenario
+        self.env = env
+        self.worker = worker
+        self.workers = workers
+        self.in_flight = Group()
+        self.accepting = True
+        self.active = 0
+        self._numbers = itertools.count(1)
+        self._pick_rng = stream(scenario.seed, "worker", worker, "pick")
+        self._weights = [flow.weight for flow in scenario.flows]
+
+    def stop_accepting(self) -> None:
+        """No new flows from now on; those in flight go on until they end or are killed."""
+        self.accepting = False
+
+    def next_flow(self) -> tuple[FlowSpec, str, random.Random]:
+        number = next(self._numbers)
+        spec = self._pick_rng.choices(self.scenario.flows, self._weights)[0]
+        flow_id = f"w{self.worker}-{number:06d}"
+        return spec, flow_id, stream(self.scenario.seed, "worker", self.worker, "flow", number)
+
+    def run_one(self, scheduled: float | None = None) -> None:
+        """Run the next flow in the calling greenlet (the closed model's agent does this in turn)."""
+        spec, flow_id, rng = self.next_flow()
+        self._tracked(spec, flow_id, rng, scheduled)
+
+    def arrivals(self, started: float, should_stop: Callable[[], bool], sleep: Callable[[float], object] = gevent.sleep
+                 ) -> None:
+        """The open model: Poisson arrivals at the scenario's rate (this process's share of it), ramped."""
+        load = self.scenario.load
+        rate = (load.arrival_rate or 0.0) / self.workers
+        gaps = stream(self.scenario.seed, "worker", self.worker, "arrivals")
+        scheduled = started
+        while self.accepting and not should_stop():
+            current = _ramped(rate, scheduled - started, load.ramp)
+            scheduled += gaps.expovariate(current)
+            wait = scheduled - time.time()
+            if wait > 0:
+                sleep(wait)
+            if not self.accepting or should_stop():
+                return
+            self._start_at(scheduled)
+
+    def _start_at(self, scheduled: float) -> None:
+        while self.active >= self.scenario.load.max_in_flight and self.accepting:
+            gevent.sleep(0.01)  # at the cap: the start slips, and is counted late below
+        late = time.time() - scheduled > LATE_AFTER
+        if late:
+            self.env.measurements.late_start()
+        spec, flow_id, rng = self.next_flow()
+        self.in_flight.spawn(self._tracked, spec, flow_id, rng, scheduled, late)
+
+    def _tracked(self, spec: FlowSpec, flow_id: str, rng: random.Random, scheduled: float | None,
+                 late: bool = False) -> None:
+        self.active += 1
+        try:
+            run_flow(self.env, spec, flow_id, rng, scheduled, late)
+        finally:
+            self.active -= 1
+
+    def wait_in_flight(self, timeout: float) -> int:
+        """Wait up to `timeout` for flows in flight to end; returns how many are still running."""
+        deadline = time.time() + timeout
+        while self.active and time.time() < deadline:
+            gevent.sleep(0.05)
+        return self.active
+
+    def kill_in_flight(self) -> None:
+        """End every flow still running; each writes its `interrupted` outcome as it dies."""
+        self.in_flight.kill(block=True, timeout=10)
+
+
+def _ramped(rate: float, elapsed: float, ramp: float) -> float:
+    """The arrival rate `elapsed` seconds in: linear from a tenth of `rate` to `rate` over `ramp`."""
+    if ramp <= 0 or elapsed >= ramp:
+        return rate
+    return max(rate * 0.1, rate * elapsed / ramp)

@@ -1,0 +1,61 @@
+"""Locust user classes for a run: support agents (closed model) and one arrivals process (open model).
+
+Users are built per run as subclasses bound to that run's `LoadPlan`, so nothing global
+is mutated and two runs in one process cannot see each other's flows. Locust's own
+runners start and stop them; the request events each round fires make Locust's stats,
+CSV and failure table useful without any wrapping of Locust.
+"""
+
+from __future__ import annotations
+
+import time
+
+from locust import User, constant, task
+
+from harness.load.plan import LoadPlan
+
+
+def user_classes(plan: LoadPlan, run_started: float) -> list[type[User]]:
+    """The one user class this scenario's load model needs, bound to `plan`."""
+    if plan.scenario.load.model == "closed":
+        return [_agent(plan)]
+    return [_arrivals(plan, run_started)]
+
+
+def _agent(plan: LoadPlan) -> type[User]:
+    class SupportAgent(User):
+        """A support agent working flows one after another (the closed model)."""
+
+        wait_time = constant(0)
+
+        @task
+        def work(self) -> None:
+            if not plan.accepting:
+                self.wait_for_stop()
+                return
+            plan.run_one(scheduled=time.time())
+
+        def wait_for_stop(self) -> None:
+            from gevent import sleep
+
+            sleep(0.2)
+
+    return SupportAgent
+
+
+def _arrivals(plan: LoadPlan, run_started: float) -> type[User]:
+    class Arrivals(User):
+        """The open model's clock: starts each flow as its own greenlet at its scheduled time."""
+
+        fixed_count = 1
+        wait_time = constant(0)
+
+        @task
+        def arrive(self) -> None:
+            plan.arrivals(run_started, should_stop=lambda: not plan.accepting)
+            while True:  # arrivals are over; Locust stops this user with the runner
+                from gevent import sleep
+
+                sleep(1.0)
+
+    return Arrivals

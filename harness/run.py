@@ -1,0 +1,366 @@
+"""`mrtr-harness run`: one scenario, from target up to verdict, with results written as it goes.
+
+The flow of one run (DESIGN): target up -> log collector -> Locust load with leads ->
+chaos on schedule -> load stops, flows in flight get a grace period -> rejections
+reconciled with logged reasons -> ledger invariants -> chaos rolled back -> target down
+-> results and exit code. Every step leaves its trace in the journal as it happens, so
+a run killed at any point still leaves a folder that can be summarised; Ctrl-C and
+SIGTERM stop the load at once, but rollback, teardown and results still happen.
+
+Import this module only after Locust's gevent patching (the CLI imports `locust` first).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import gevent
+import httpx
+from locust.env import Environment
+from locust.event import Events
+from locust.stats import save_stats_json
+from prometheus_client import generate_latest
+
+from harness.chaos import ChaosRunner
+from harness.durations import format_duration
+from harness.invariants import INVARIANTS, check_invariants, ledger_violations
+from harness.journal import Journal
+from harness.leads import capabilities
+from harness.load.flows import FlowEnv
+from harness.load.plan import LoadPlan
+from harness.load.users import user_classes
+from harness.logs import Collector, RejectionEvent
+from harness.metrics import Measurements
+from harness.mrtr import MrtrClient, Outcome, Router, Transport
+from harness.scenario import Scenario, flow_label
+from harness.shop.catalogue import build_catalogue
+from harness.summary import RunFigures
+from harness.target.base import Target, TargetError
+from harness.thresholds import evaluate, parse_thresholds
+
+PROGRESS_EVERY_TTY = 1.0
+PROGRESS_EVERY_LOG = 5.0
+HYPOTHESIS_EVERY = 5.0
+HYPOTHESIS_MIN_FLOWS = 10
+
+
+@dataclass
+class RunOptions:
+    results_root: Path = Path("results")
+    progress: bool = True
+    metrics_port: int | None = None
+    metrics_linger: float = 0.0
+    stream: IO[str] = field(default_factory=lambda: sys.stderr)
+
+
+def results_folder(root: Path, scenario: Scenario) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = root / f"{stamp}-{scenario.name}"
+    suffix = 1
+    while folder.exists():
+        suffix += 1
+        folder = root / f"{stamp}-{scenario.name}-{suffix}"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def build_target(scenario: Scenario, workdir: Path) -> Target:
+    if scenario.target.kind == "embedded":
+        from harness.target.process import EmbeddedTarget
+
+        return EmbeddedTarget(scenario, workdir)
+    if scenario.target.kind == "external":
+        from harness.target.external import ExternalTarget
+
+        return ExternalTarget(scenario)
+    raise TargetError("the docker target is not available in this version; use embedded or external")
+
+
+class Run:
+    """One execution of a scenario; `execute()` returns the process exit code."""
+
+    def __init__(self, scenario: Scenario, scenario_text: str, options: RunOptions) -> None:
+        self.scenario = scenario
+        self.options = options
+        self.folder = results_folder(options.results_root, scenario)
+        (self.folder / "scenario.toml").write_text(scenario_text)
+        (self.folder / "scenario.json").write_text(scenario.model_dump_json(indent=2))
+        self.figures = RunFigures()
+        self.journal = Journal(self.folder / "journal.jsonl", on_record=self.figures.add)
+        self.labels = [flow_label(flow) for flow in scenario.flows]
+        self.measurements = Measurements(flows=self.labels)
+        self.measurements.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS)
+        self.stop_reason: str | None = None
+        self.interrupted = False
+        self.target: Target | None = None
+        self.plan: LoadPlan | None = None
+        self.chaos: ChaosRunner | None = None
+        self.started = 0.0
+        self._chaos_window: tuple[float | None, float | None] = (None, None)
+
+    # --- the whole run -----------------------------------------------------------------------
+
+    def execute(self) -> int:
+        self._install_signals()
+        self.journal.write("run", event="start", run_id=self.folder.name, scenario=self.scenario.name,
+                           seed=self.scenario.seed, duration=self.scenario.duration)
+        self.say(f"results: {self.folder}")
+        target_error = None
+        try:
+            self._bring_up()
+            self._drive()
+        except TargetError as exc:
+            target_error = str(exc)
+            self.say(f"target could not be started or reached: {exc}")
+        finally:
+            self._wind_down()
+        return self._results(target_error)
+
+    def _bring_up(self) -> None:
+        self.target = build_target(self.scenario, self.folder / "target")
+        self.say(f"starting the {self.scenario.target.kind} target ...")
+        self.target.start()
+        self.measurements.preset(replicas=self.target.labels)
+        self.collector = Collector(self._on_rejection)
+        for source in self.target.log_sources():
+            if source.kind == "file":
+                self.collector.follow_file(source.path, source.replica)
+            else:
+                self.collector.follow_command(source.location, source.replica)
+        if self.options.metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            start_http_server(self.options.metrics_port, addr="127.0.0.1", registry=self.measurements.registry)
+        self.say(f"target up: {', '.join(self.target.urls)}")
+
+    def _drive(self) -> None:
+        assert self.target is not None
+        scenario = self.scenario
+        self.started = time.time()
+        self.env, self.plan = self._load_environment()
+        runner = self.env.create_local_runner()
+        self.runner = runner
+        users = scenario.load.users or 1 if scenario.load.model == "closed" else 1
+        spawn_rate = users / scenario.load.ramp if scenario.load.ramp and scenario.load.model == "closed" else users
+        runner.start(users, spawn_rate=spawn_rate)
+        self.chaos = ChaosRunner(scenario, self.target, self.journal, self.measurements, sleep=gevent.sleep)
+        background = [gevent.spawn(self._chaos_loop), gevent.spawn(self._watch), gevent.spawn(self._progress)]
+        try:
+            while time.time() - self.started < scenario.duration and self.stop_reason is None:
+                gevent.sleep(0.1)
+            self._stop_load()
+        finally:
+            gevent.killall(background, block=True, timeout=10)
+            runner.quit()
+            self.plan.kill_in_flight()
+
+    def _load_environment(self) -> tuple[Environment, LoadPlan]:
+        assert self.target is not None
+        scenario = self.scenario
+        env = Environment(events=Events())
+        router = Router(self.target.urls, scenario.load.routing, rng=_rng(scenario.seed, "router"))
+        transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(self.target.urls) > 1)
+        client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
+                            transport=transport)
+        flow_env = FlowEnv(scenario, client, self.journal, self.measurements, build_catalogue(),
+                           dict(zip(self.target.urls, self.target.labels, strict=True)),
+                           fire_request=env.events.request.fire)
+        plan = LoadPlan(scenario, flow_env)
+        env.user_classes = user_classes(plan, self.started)
+        return env, plan
+
+    def _stop_load(self) -> None:
+        """No new flows; those in flight get the grace period (none after Ctrl-C), the rest are interrupted."""
+        assert self.plan is not None
+        self.plan.stop_accepting()
+        self.journal.write("run", event="load-stopped", reason=self.stop_reason or "duration")
+        grace = 0.0 if self.interrupted else self.scenario.grace
+        if grace:
+            self.say(f"load stopped; waiting up to {format_duration(grace)} for {self.plan.active} flows in flight")
+        left = self.plan.wait_in_flight(grace)
+        if left:
+            self.say(f"{left} flows still in flight: counted as interrupted")
+
+    # --- background greenlets ----------------------------------------------------------------
+
+    def _chaos_loop(self) -> None:
+        assert self.chaos is not None
+        steps = self.chaos.pending
+        if not steps:
+            return
+        self._wait_until(steps[0].at)
+        self._hypothesis("before", self.figures)
+        self._chaos_window = (time.time(), None)
+        self.chaos.run_schedule(self.started, lambda: self.stop_reason is not None)
+        self._chaos_window = (self._chaos_window[0], time.time())
+
+    def _wait_until(self, offset: float) -> None:
+        while time.time() < self.started + offset and self.stop_reason is None:
+            gevent.sleep(0.1)
+
+    def _watch(self) -> None:
+        """Replicas up, the steady-state hypothesis during chaos, and the live double-payment check."""
+        last_check = time.time()
+        while True:
+            gevent.sleep(1.0)
+            assert self.target is not None
+            self.measurements.replicas_up.set(self.target.replicas_up())
+            if time.time() - last_check < HYPOTHESIS_EVERY:
+                continue
+            last_check = time.time()
+            since, until = self._chaos_window
+            if since is not None and until is None:
+                self._hypothesis("during", self.figures.since(since))
+            if self.scenario.abort_on_violation:
+                self._abort_on_ledger_violation()
+
+    def _abort_on_ledger_violation(self) -> None:
+        ledger = self._ledger()
+        if ledger is not None and ledger_violations(ledger):
+            self.stop_reason = "aborted: a refund was released or paid twice"
+            self.say(self.stop_reason)
+
+    def _progress(self) -> None:
+        if not self.options.progress:
+            return
+        every = PROGRESS_EVERY_TTY if self.options.stream.isatty() else PROGRESS_EVERY_LOG
+        finished_before = 0
+        while True:
+            gevent.sleep(every)
+            finished = len(self.figures.flows)
+            rate = (finished - finished_before) / every
+            finished_before = finished
+            self._print_progress(rate)
+
+    def _print_progress(self, rate: float) -> None:
+        assert self.plan is not None and self.chaos is not None
+        elapsed = time.time() - self.started
+        reasons = Counter({reason: n for (_, reason), n in self.figures.rejections.items()})
+        rejected = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common(3)) or "none"
+        step = self.chaos.next_step()
+        upcoming = f"{step.action} at {format_duration(step.at)}" if step else "none"
+        line = (f"{format_duration(elapsed)}/{format_duration(self.scenario.duration)}  "
+                f"flows/s {rate:.1f}  in flight {self.plan.active}  finished {len(self.figures.flows)}  "
+                f"rejections: {rejected}  next chaos: {upcoming}")
+        if self.options.stream.isatty():
+            self.options.stream.write("\r\033[K" + line)
+        else:
+            self.options.stream.write(line + "\n")
+        self.options.stream.flush()
+
+    # --- after the load ----------------------------------------------------------------------
+
+    def _on_rejection(self, event: RejectionEvent) -> None:
+        self.journal.write("rejection", t=event.t, replica=event.replica, reason=event.reason, method=event.method)
+        self.measurements.rejection(event.replica, event.reason)
+
+    def _wind_down(self) -> None:
+        if self.options.progress and self.options.stream.isatty():
+            self.options.stream.write("\n")
+        if getattr(self, "collector", None) is not None:
+            self.collector.stop(settle=0.5)
+            self._reconcile()
+        if self.target is not None:
+            self._check_invariants()
+            since, until = self._chaos_window
+            if until is not None:
+                self._hypothesis("after", self.figures.since(until))
+            if self.chaos is not None:
+                undone = self.chaos.rollback()
+                if undone:
+                    self.say("rolled back: " + "; ".join(undone))
+            self.target.stop()
+        status = "interrupted" if self.interrupted else ("aborted" if self.stop_reason else "completed")
+        self.journal.write("run", event="end", status=status, reason=self.stop_reason)
+        self.journal.close()
+
+    def _reconcile(self) -> None:
+        client = sum(1 for row in self.figures.rounds if row["outcome"] == Outcome.INVALID_STATE.value)
+        logged = sum(self.figures.rejections.values())
+        unexplained = max(0, client - logged)
+        self.journal.write("reconciliation", client_rejections=client, logged=logged, unexplained=unexplained)
+        self.measurements.unexplained.inc(unexplained)
+
+    def _check_invariants(self) -> None:
+        ledger = self._ledger()
+        for result in check_invariants(ledger, self.figures.starts, self.figures.flows):
+            self.journal.write("invariant", invariant=result.name, checked=result.checked,
+                               violations=result.violations, detail=result.examples)
+            if result.violations:
+                self.measurements.invariant_violations.labels(invariant=result.name).inc(result.violations)
+
+    def _ledger(self) -> list[dict[str, Any]] | None:
+        api = self.target.api_url if self.target is not None else None
+        if api is None:
+            return None
+        try:
+            return httpx.get(f"{api}/ledger", timeout=30.0).json()["refunds"]
+        except (httpx.HTTPError, ValueError, KeyError):
+            return None
+
+    def _hypothesis(self, phase: str, figures: RunFigures) -> None:
+        """Probe the steady state on the flows that ended in this phase's window.
+
+        A window with fewer than `HYPOTHESIS_MIN_FLOWS` finished flows is not judged:
+        two seconds into a chaos action, one unlucky flow would otherwise read as a
+        deviation.
+        """
+        if not self.scenario.hypothesis or len(figures.flows) < HYPOTHESIS_MIN_FLOWS:
+            return
+        figures.duration = max(time.time() - self.started, 1e-9)
+        verdicts = evaluate(parse_thresholds(self.scenario.hypothesis), figures)
+        ok = all(verdict.passed or verdict.observed is None for verdict in verdicts)
+        self.journal.write("hypothesis", phase=phase, ok=ok, detail=[verdict.as_dict() for verdict in verdicts])
+
+    def _results(self, target_error: str | None) -> int:
+        from harness.report import write_results
+        from harness.report.terminal import render_thresholds
+
+        extra: dict[str, Any] = {}
+        if getattr(self, "env", None) is not None:
+            save_stats_json(self.env.stats, str(self.folder / "locust_stats"))
+        (self.folder / "metrics.prom").write_bytes(generate_latest(self.measurements.registry))
+        verdict = write_results(self.folder, self.scenario, [self.journal.path],
+                                parse_thresholds(self.scenario.expect), interrupted=self.interrupted,
+                                aborted_reason=self.stop_reason if not self.interrupted else None,
+                                target_error=target_error, extra=extra)
+        self.options.stream.write(render_thresholds(verdict) + "\n")
+        self.say(f"results in {self.folder}")
+        if self.options.metrics_port is not None and self.options.metrics_linger > 0:
+            self.say(f"serving the final metrics for {format_duration(self.options.metrics_linger)} more")
+            gevent.sleep(self.options.metrics_linger)
+        return verdict.exit_code
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        def stop(signum: int, frame: object) -> None:
+            self.interrupted = True
+            self.stop_reason = f"interrupted by {signal.Signals(signum).name}"
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+
+    def say(self, message: str) -> None:
+        if self.options.progress and self.options.stream.isatty():
+            self.options.stream.write("\r\033[K")
+        self.options.stream.write(message + "\n")
+        self.options.stream.flush()
+
+
+def _rng(seed: int, name: str):
+    from harness.leads import stream
+
+    return stream(seed, name)
+
+
+def save_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, default=str))

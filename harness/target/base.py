@@ -1,0 +1,58 @@
+"""What every target offers a run: replicas, their logs, chaos operations and rollback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+
+class TargetError(RuntimeError):
+    """The target could not be started or reached: the run exits 3."""
+
+
+class ChaosUnsupported(RuntimeError):
+    """This target cannot do that chaos action (e.g. restarting a replica of an external deployment)."""
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """Where one replica's log can be read: a file followed like tail -F, or a command's output."""
+
+    kind: Literal["file", "command"]
+    location: str
+    replica: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.location)
+
+
+class Target(Protocol):
+    """The operations a run and its chaos need; replicas are addressed by 0-based index."""
+
+    labels: list[str]
+    urls: list[str]
+    api_url: str | None
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def log_sources(self) -> list[LogSource]: ...
+
+    def replicas_up(self) -> int: ...
+
+    def restart(self, index: int, *, kill: bool = False) -> float: ...
+
+    def pause(self, index: int) -> None: ...
+
+    def resume(self, index: int) -> None: ...
+
+    def reconfigure(self, index: int, **changes: object) -> float: ...
+
+    def ring(self, index: int) -> list[str]: ...
+
+    def set_ring(self, index: int, keys: list[str]) -> None: ...
+
+    def rollback(self) -> list[str]: ...

@@ -1,0 +1,78 @@
+"""An external target: a deployment the harness does not start, reached by its URLs.
+
+Logs come from the files or commands the scenario names (`file:PATH` or
+`file:PATH@replica`, `command:kubectl logs -f deploy/mcp`), so rejections are still
+explained by reason. Chaos is whatever the scenario can reach: none of the process
+operations, so each raises `ChaosUnsupported` and the run records it.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from harness.scenario import Scenario
+from harness.target.base import ChaosUnsupported, LogSource, TargetError
+
+
+class ExternalTarget:
+    def __init__(self, scenario: Scenario) -> None:
+        spec = scenario.target
+        self.urls = list(spec.urls)
+        self.labels = [f"r{n + 1}" for n in range(len(self.urls))]
+        self.api_url = spec.api.rstrip("/") if spec.api else None
+        self._logs = [_log_source(entry, index) for index, entry in enumerate(spec.logs)]
+
+    def start(self) -> None:
+        """Check every URL answers at all (any HTTP status): a target that cannot be reached exits 3."""
+        for url in self.urls:
+            try:
+                httpx.get(url, timeout=5.0)
+            except httpx.HTTPError as exc:
+                raise TargetError(f"cannot reach {url}: {type(exc).__name__}") from None
+
+    def stop(self) -> None:
+        """Nothing to stop: the harness did not start this deployment."""
+
+    def log_sources(self) -> list[LogSource]:
+        return list(self._logs)
+
+    def replicas_up(self) -> int:
+        up = 0
+        for url in self.urls:
+            try:
+                httpx.get(url, timeout=1.0)
+                up += 1
+            except httpx.HTTPError:
+                pass
+        return up
+
+    def restart(self, index: int, *, kill: bool = False) -> float:
+        raise ChaosUnsupported("an external target cannot be restarted by the harness")
+
+    def pause(self, index: int) -> None:
+        raise ChaosUnsupported("an external target cannot be paused by the harness")
+
+    def resume(self, index: int) -> None:
+        raise ChaosUnsupported("an external target cannot be resumed by the harness")
+
+    def reconfigure(self, index: int, **changes: object) -> float:
+        raise ChaosUnsupported("an external target cannot be reconfigured by the harness")
+
+    def ring(self, index: int) -> list[str]:
+        raise ChaosUnsupported("the harness holds no key ring of an external target")
+
+    def set_ring(self, index: int, keys: list[str]) -> None:
+        raise ChaosUnsupported("the harness holds no key ring of an external target")
+
+    def rollback(self) -> list[str]:
+        return []
+
+
+def _log_source(entry: str, index: int) -> LogSource:
+    kind, _, rest = entry.partition(":")
+    if kind == "file" and rest:
+        path, _, replica = rest.partition("@")
+        return LogSource("file", path, replica or f"log{index + 1}")
+    if kind == "command" and rest:
+        return LogSource("command", rest, f"log{index + 1}")
+    raise TargetError(f"log source {entry!r}: write file:PATH[@replica] or command:COMMAND")

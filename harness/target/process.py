@@ -1,0 +1,152 @@
+"""The embedded target: the shop as local processes (the `process` backend), started and broken by the run.
+
+Replicas get their own ring file each, so a key rotation rolls out replica by replica
+the way a real deployment does, and can be done out of order on purpose. TTLs given to
+replicas are real seconds: the scenario's modelled TTL divided by its time scale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+from pathlib import Path
+
+from harness.scenario import Scenario
+from harness.shop.deployment import DeploymentError, LocalDeployment, ReplicaOptions
+from harness.target.base import ChaosUnsupported, LogSource, TargetError
+from harness.target.redis_process import RedisProcess
+
+
+class EmbeddedTarget:
+    """The shop's API and N replicas on free 127.0.0.1 ports, torn down at the end whatever happens."""
+
+    def __init__(self, scenario: Scenario, workdir: Path) -> None:
+        self.scenario = scenario
+        self.workdir = workdir
+        spec = scenario.target
+        self.redis = RedisProcess(workdir / "redis") if spec.store == "redis" else None
+        self.deployment: LocalDeployment | None = None
+        self.original: list[ReplicaOptions] = []
+        self.original_rings: list[list[str]] = []
+        self.paused: set[int] = set()
+        self.labels = [f"r{n + 1}" for n in range(spec.replicas)]
+        self.urls: list[str] = []
+        self.api_url: str | None = None
+
+    def start(self) -> None:
+        spec = self.scenario.target
+        try:
+            store = self._shared_store()
+            self.deployment = LocalDeployment(self.workdir, replicas=spec.replicas, store=store,
+                                              ttl=f"{self.scenario.real(spec.ttl)}", name=spec.name,
+                                              keyring="ephemeral" if spec.keyring == "ephemeral" else None,
+                                              ring_per_replica=True)
+            self.original = self._replica_options()
+            self.deployment.start([dataclasses.replace(option) for option in self.original])
+        except DeploymentError as exc:
+            self.stop()
+            raise TargetError(str(exc)) from None
+        self.urls = self.deployment.replica_urls
+        self.api_url = self.deployment.api.base_url if self.deployment.api else None
+        self.original_rings = [self._ring_or_empty(index) for index in range(spec.replicas)]
+
+    def _shared_store(self) -> str:
+        if self.redis is not None:
+            self.redis.start()
+            return self.redis.url
+        return f"sqlite:{self.workdir / 'shop.db'}"
+
+    def _replica_options(self) -> list[ReplicaOptions]:
+        spec = self.scenario.target
+        options = [ReplicaOptions(store="memory" if spec.store == "memory" else None) for _ in range(spec.replicas)]
+        for override in spec.overrides:
+            option = options[override.replica - 1]
+            offset = override.clock_offset or 0.0
+            option.name = override.name
+            option.clock_offset = -offset if override.clock_behind else offset
+            option.launch = override.launch
+            if override.store == "memory":
+                option.store = "memory"
+            if override.answers_store == "memory":
+                option.answers_store = "memory"
+        return options
+
+    def stop(self) -> None:
+        if self.deployment is not None:
+            self.deployment.stop()
+        if self.redis is not None:
+            self.redis.stop()
+
+    def log_sources(self) -> list[LogSource]:
+        assert self.deployment is not None
+        return [LogSource("file", str(replica.log_path), replica.label) for replica in self.deployment.replicas]
+
+    def api_log(self) -> Path | None:
+        return self.deployment.api.log_path if self.deployment and self.deployment.api else None
+
+    def replicas_up(self) -> int:
+        if self.deployment is None:
+            return 0
+        return sum(1 for index, replica in enumerate(self.deployment.replicas)
+                   if replica.running() and index not in self.paused)
+
+    # --- chaos operations --------------------------------------------------------------------
+
+    def restart(self, index: int, *, kill: bool = False) -> float:
+        assert self.deployment is not None
+        self.paused.discard(index)
+        return self.deployment.restart_replica(index, kill=kill)
+
+    def pause(self, index: int) -> None:
+        assert self.deployment is not None
+        self.deployment.replicas[index].signal(signal.SIGSTOP)
+        self.paused.add(index)
+
+    def resume(self, index: int) -> None:
+        assert self.deployment is not None
+        self.deployment.replicas[index].signal(signal.SIGCONT)
+        self.paused.discard(index)
+
+    def reconfigure(self, index: int, **changes: object) -> float:
+        """Restart replica `index` with some options changed: ttl (real seconds), name, clock_offset, store."""
+        assert self.deployment is not None
+        current = self.deployment.options[index]
+        fields = {"ttl": str(changes["ttl"])} if "ttl" in changes else {}
+        fields.update({key: value for key, value in changes.items() if key in ("name", "clock_offset", "store")})
+        self.paused.discard(index)
+        return self.deployment.restart_replica(index, options=dataclasses.replace(current, **fields))
+
+    def ring(self, index: int) -> list[str]:
+        if self.scenario.target.keyring == "ephemeral":
+            raise ChaosUnsupported("replicas on ephemeral keys have no ring to rotate")
+        assert self.deployment is not None
+        return self.deployment.ring(index)
+
+    def set_ring(self, index: int, keys: list[str]) -> None:
+        self.ring(index)
+        assert self.deployment is not None
+        self.deployment.rotate(keys, [index])
+
+    def rollback(self) -> list[str]:
+        """Every replica running with its original options and ring; returns what had to be undone."""
+        if self.deployment is None:
+            return []
+        undone = []
+        for index in sorted(self.paused):
+            self.resume(index)
+            undone.append(f"resumed {self.labels[index]}")
+        for index, original in enumerate(self.original):
+            replica = self.deployment.replicas[index]
+            if self.deployment.options[index] != original or not replica.running():
+                self.deployment.restart_replica(index, options=dataclasses.replace(original))
+                undone.append(f"restarted {self.labels[index]} with its original options")
+            if self.original_rings[index] and self._ring_or_empty(index) != self.original_rings[index]:
+                self.deployment.rotate(self.original_rings[index], [index])
+                undone.append(f"restored the ring of {self.labels[index]}")
+        return undone
+
+    def _ring_or_empty(self, index: int) -> list[str]:
+        try:
+            return self.ring(index)
+        except (ChaosUnsupported, OSError, ValueError):
+            return []

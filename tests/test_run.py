@@ -1,0 +1,151 @@
+"""`mrtr-harness run` end to end: verdicts, exit codes, results, interruption, and counts that agree."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness_run import ROOT, SCENARIOS, run_harness
+
+SMOKE = SCENARIOS / "smoke.toml"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    return run_harness(SMOKE, tmp_path_factory.mktemp("smoke"))
+
+
+def test_smoke_passes_and_leaves_every_result(smoke):
+    assert smoke.code == 0, smoke.output
+    assert smoke.summary["status"] == "completed"
+    for name in ("journal.jsonl", "summary.json", "junit.xml", "report.html", "scenario.toml", "scenario.json",
+                 "locust_stats.json", "metrics.prom"):
+        assert (smoke.folder / name).stat().st_size > 0, name
+    assert "✓ status completed, exit code 0" in smoke.output
+
+
+def test_locust_the_metrics_and_the_journal_count_the_same_rounds(smoke):
+    import json
+
+    journal = smoke.journal()
+    rounds = [record for record in journal if record["type"] == "round"]
+    stats = json.loads((smoke.folder / "locust_stats.json").read_text())
+    locust_requests = sum(entry["num_requests"] for entry in stats)
+    prom = (smoke.folder / "metrics.prom").read_text()
+    metric_rounds = sum(float(m) for m in re.findall(r"^mrtr_round_duration_seconds_count\{[^}]*\} (\S+)$", prom,
+                                                     re.M))
+    started = sum(float(m) for m in re.findall(r"^mrtr_flows_started_total\{[^}]*\} (\S+)$", prom, re.M))
+    finished = sum(float(m) for m in re.findall(r"^mrtr_flows_finished_total\{[^}]*\} (\S+)$", prom, re.M))
+    assert len(rounds) > 20
+    assert locust_requests == len(rounds) == metric_rounds
+    flows = [record for record in journal if record["type"] == "flow"]
+    assert started == finished == len(flows) == len([r for r in journal if r["type"] == "start"])
+
+
+def test_every_round_names_the_replica_that_served_it(smoke):
+    replicas = {record["replica"] for record in smoke.journal() if record["type"] == "round"}
+    assert replicas == {"r1", "r2", "r3"}
+
+
+def test_the_same_seed_gives_the_same_flows_and_answers(smoke, tmp_path):
+    again = run_harness(SMOKE, tmp_path, "--duration", "10s")  # the first flows of the same plan
+
+    def plan(finished):
+        records = finished.journal()
+        starts = {r["flow_id"]: r["flow"] for r in records if r["type"] == "start"}
+        answers = {r["flow_id"]: (r["outcome"], tuple(r["answers"]), r.get("order_id")) for r in records
+                   if r["type"] == "flow" and r["outcome"] != "interrupted"}
+        return starts, answers
+
+    first_starts, first_answers = plan(smoke)
+    second_starts, second_answers = plan(again)
+    common = sorted(set(first_starts) & set(second_starts))
+    assert len(common) > 20
+    assert [first_starts[f] for f in common] == [second_starts[f] for f in common]
+    both = sorted(set(first_answers) & set(second_answers))
+    assert [first_answers[f] for f in both] == [second_answers[f] for f in both]
+
+
+def test_nightly_passes(tmp_path):
+    finished = run_harness(SCENARIOS / "nightly.toml", tmp_path, timeout=240)
+    assert finished.code == 0, finished.output
+    actions = [r["action"] for r in finished.journal() if r["type"] == "chaos" and r["phase"] == "end"]
+    assert actions[:2] == ["rolling-restart", "rotate-keys"]
+
+
+def test_a_failed_threshold_exits_1_and_is_named(tmp_path):
+    scenario = tmp_path / "strict.toml"
+    scenario.write_text(SMOKE.read_text().replace('completed_ratio = ">= 0.8"', 'flows_started = "> 100000"'))
+    finished = run_harness(scenario, tmp_path / "results", "--duration", "4s")
+    assert finished.code == 1
+    failed = [t for t in finished.summary["thresholds"] if not t["passed"]]
+    assert [t["threshold"] for t in failed] == ["flows_started"]
+    assert "flows_started" in (finished.folder / "junit.xml").read_text()
+    assert "✗" in finished.output and "flows_started" in finished.output
+
+
+@pytest.mark.parametrize("edit, message", [
+    (('arrival_rate = 4', 'arrival_rate = -4'), "load.arrival_rate: Input should be greater than 0"),
+    (('kind = "payout"', 'kind = "paypal"'), "flows[3]"),
+    (('"round_duration" = "p(95) < 1s"', '"round_duration" = "< 1s"'), "name an aggregate"),
+    (('[load]', '[load'), "not valid TOML"),
+])
+def test_a_broken_scenario_exits_2_with_a_useful_message_and_starts_nothing(tmp_path, edit, message):
+    scenario = tmp_path / "broken.toml"
+    scenario.write_text(SMOKE.read_text().replace(*edit))
+    results = tmp_path / "results"
+    finished = run_harness(scenario, results)
+    assert finished.code == 2
+    assert message in finished.output
+    assert "Traceback" not in finished.output
+    assert not results.exists() or not any(results.iterdir())
+
+
+def test_ctrl_c_leaves_results_marked_interrupted_and_no_replica_behind(tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    output = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        output.append(line)
+        if line.startswith("target up"):
+            break
+    time.sleep(3)
+    process.send_signal(signal.SIGINT)
+    output.append(process.communicate(timeout=60)[0])
+    assert process.returncode == 1, "".join(output)
+    (folder,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    import json
+
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    pids = [int(pid) for log in (folder / "target" / "logs").glob("*.log")
+            for pid in re.findall(r"Started server process \[(\d+)\]", log.read_text())]
+    assert len(pids) >= 4
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_validate_checks_every_shipped_scenario():
+    paths = [str(p) for p in sorted(SCENARIOS.rglob("*.toml"))]
+    result = subprocess.run([sys.executable, "-m", "harness", "validate", *paths], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(": ok (") == len(paths)
+
+
+def test_a_target_that_cannot_be_reached_exits_3(tmp_path):
+    scenario = tmp_path / "external.toml"
+    scenario.write_text(SMOKE.read_text().replace('kind = "embedded"', 'kind = "external"\nurls = ["http://127.0.0.1:9/mcp"]'))
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 3, finished.output
+    assert finished.summary["status"] == "aborted"
