@@ -26,6 +26,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import secrets  # noqa: E402
+import socket  # noqa: E402
 import time  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -34,6 +35,7 @@ from typing import Any  # noqa: E402
 import gevent.pool  # noqa: E402
 
 from harness.mrtr import MrtrClient, Outcome, RoundRecord, Router, Transport  # noqa: E402
+from harness.mrtr.wire import CallFrame  # noqa: E402
 from tests.servers import start_server  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +73,37 @@ def run(client: MrtrClient, calls: int, concurrency: int) -> tuple[int, dict[str
     return rounds, outcomes
 
 
+def socket_floor(client: MrtrClient, port: int, requests: int) -> float:
+    """CPU µs of a bare keep-alive request/response on a gevent socket (no pool, no parser, no JSON).
+
+    The same round-1 request the flow sends, written and read by hand: what any
+    gevent-based client must pay per round on this machine, whatever its design.
+    """
+    frame = CallFrame(client.envelope, "plan_bed", {"bed_id": "FLOOR"})
+    body = frame.body(1)
+    head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in frame.headers.items())
+    request = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+
+        def one() -> None:
+            sock.sendall(request)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += sock.recv(65536)
+            fields, _, rest = data.partition(b"\r\n\r\n")
+            length = next(int(line[15:]) for line in fields.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+            while len(rest) < length:
+                rest += sock.recv(65536)
+
+        for _ in range(50):
+            one()
+        before = time.process_time()
+        for _ in range(requests):
+            one()
+        return (time.process_time() - before) / requests * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=600, help="measured calls (3 rounds each)")
@@ -90,6 +123,7 @@ def main() -> None:
         client_cpu = time.process_time() - client_before
         server_cpu = process_cpu_seconds(server.pid) - server_before
         wall = time.time() - wall_before
+        floor = socket_floor(client, server.port, args.calls)
     finally:
         server.stop()
 
@@ -107,6 +141,7 @@ def main() -> None:
         "rounds_per_second": round(rounds / wall, 1),
         "client_cpu_us_per_round": round(client_cpu / rounds * 1e6, 1),
         "server_cpu_us_per_round": round(server_cpu / rounds * 1e6, 1),
+        "gevent_socket_floor_cpu_us_per_request": round(floor, 1),
     }
     figures["ratio_client_to_server"] = round(figures["client_cpu_us_per_round"] / figures["server_cpu_us_per_round"], 3)
     figures["goal_met"] = figures["ratio_client_to_server"] <= 0.1
@@ -118,7 +153,8 @@ def main() -> None:
         f"{rounds} rounds in {wall:.1f} s ({figures['rounds_per_second']}/s): "
         f"client {figures['client_cpu_us_per_round']} µs CPU/round, "
         f"server {figures['server_cpu_us_per_round']} µs CPU/round, "
-        f"ratio {figures['ratio_client_to_server']} (goal <= 0.1: {'met' if figures['goal_met'] else 'NOT met'})"
+        f"ratio {figures['ratio_client_to_server']} (goal <= 0.1: {'met' if figures['goal_met'] else 'NOT met'}); "
+        f"bare gevent socket floor {figures['gevent_socket_floor_cpu_us_per_request']} µs/request"
     )
     print(f"written to {out.relative_to(REPO_ROOT)}")
 

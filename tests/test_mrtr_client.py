@@ -8,7 +8,9 @@ routing, backoff schedule) pin what a live server cannot show on demand.
 from __future__ import annotations
 
 import json
+import random
 import secrets
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,7 @@ from mcp_types import (
 from harness.mrtr import MrtrClient, Outcome, OutcomeError, RoundRecord, Router, Routing, Transport
 from harness.mrtr.client import STATE_ONLY_BACKOFF_CAP, STATE_ONLY_BACKOFF_INITIAL
 from harness.mrtr.transport import HttpAnswer
-from harness.mrtr.wire import PROTOCOL_VERSION, SseScanner, decode_reply
+from harness.mrtr.wire import PROTOCOL_VERSION, CallFrame, SseScanner, decode_reply
 
 try:
     from servers import Running, free_port, start_server
@@ -132,7 +134,7 @@ def test_intermediate_rounds_are_reported_before_the_person_is_asked(gardens: Ga
 def test_latency_counts_from_the_intended_send_time(gardens: Gardens) -> None:
     client = client_for(gardens.recorded.url)
     late_by = 0.5
-    result = client.call_tool("water", {"bed_id": "B-1"}, answer, intended_at=client._clock() - late_by)
+    result = client.call_tool("water", {"bed_id": "B-1"}, answer, intended_at=time.time() - late_by)
     (only,) = result.rounds
     assert only.latency >= late_by > only.server_time
 
@@ -423,7 +425,7 @@ def test_round_robin_cycles_through_the_replicas(gardens: Gardens) -> None:
 
 def test_router_strategies_without_servers() -> None:
     urls = ["a", "b", "c"]
-    rng_router = Router(urls, Routing.RANDOM, rng=__import__("random").Random(7))
+    rng_router = Router(urls, Routing.RANDOM, rng=random.Random(7))
     assert {rng_router.pick() for _ in range(50)} == set(urls)
     other = Router(urls, Routing.OTHER_REPLICA)
     previous = None
@@ -552,14 +554,10 @@ def test_round_cap_and_state_only_retries_match_the_sdk_client(gardens: Gardens)
 
 
 def _body(client: MrtrClient, tool: str, request_id: int) -> bytes:
-    from harness.mrtr.wire import CallFrame
-
     return CallFrame(client.envelope, tool, {"bed_id": "B-1"}).body(request_id)
 
 
 def _headers(client: MrtrClient, tool: str) -> dict[str, str]:
-    from harness.mrtr.wire import CallFrame
-
     return CallFrame(client.envelope, tool, {"bed_id": "B-1"}).headers
 
 

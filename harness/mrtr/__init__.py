@@ -11,15 +11,17 @@ Locust, the metrics and the journal all use.
 from harness.mrtr.client import CallResult, MrtrClient, Responder, RoundRecord
 from harness.mrtr.outcome import Outcome, OutcomeError, describe
 from harness.mrtr.routing import Router, Routing
-from harness.mrtr.transport import Transport
+from harness.mrtr.transport import HttpAnswer, RoundTransport, Transport
 
 __all__ = [
     "CallResult",
+    "HttpAnswer",
     "MrtrClient",
     "Outcome",
     "OutcomeError",
     "Responder",
     "RoundRecord",
+    "RoundTransport",
     "Router",
     "Routing",
     "Transport",

@@ -126,7 +126,9 @@ class MrtrClient:
 
     One client may run many calls (sequentially or from several greenlets): ids come
     from a per-client counter, and nothing else is per call. Give every client of a
-    process the same `transport` so they share its connection pools.
+    process the same `transport` so they share its connection pools; `timeout` is the
+    read timeout of the transport a client makes for itself when given none.
+    `max_rounds` caps retries exactly as the SDK's `input_required_max_rounds` does.
     """
 
     def __init__(
