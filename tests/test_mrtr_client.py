@@ -254,6 +254,20 @@ def test_connection_error_when_the_server_stops_between_rounds() -> None:
     assert result.outcome is Outcome.CONNECTION_ERROR
 
 
+def test_a_round_nobody_could_connect_to_goes_to_another_replica(gardens: Gardens) -> None:
+    down = f"http://127.0.0.1:{free_port()}/mcp"
+    result = client_for([down, *gardens.urls], Routing.OTHER_REPLICA).call_tool("plan_bed", {"bed_id": "B-9"}, answer)
+    assert result.outcome is Outcome.COMPLETE
+    assert down not in {record.replica for record in result.rounds}
+
+
+def test_without_redispatch_a_replica_that_is_down_is_a_connection_error(gardens: Gardens) -> None:
+    down = f"http://127.0.0.1:{free_port()}/mcp"
+    client = client_for([down, *gardens.urls], redispatch=False)
+    result = client.call_tool("water", {"bed_id": "B-9"}, answer)
+    assert result.outcome is Outcome.CONNECTION_ERROR and result.last.replica == down
+
+
 def test_rounds_exceeded_after_max_rounds_retries(gardens: Gardens) -> None:
     asked: list[int] = []
 

@@ -26,7 +26,7 @@ from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
 import harness
 from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
-from harness.mrtr.transport import HttpAnswer, RoundTransport, Transport
+from harness.mrtr.transport import NOT_SENT, HttpAnswer, RoundTransport, Transport
 from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply
 
 __all__ = ["CallResult", "MrtrClient", "Responder", "RoundRecord"]
@@ -142,7 +142,14 @@ class MrtrClient:
         transport: RoundTransport | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = gevent.sleep,
+        redispatch: bool = True,
     ) -> None:
+        """`redispatch`: when no connection to a round's replica can be opened (a replica that is
+        down or restarting), send the round to another replica, as a health-checking balancer
+        would. The server never saw the request, so this hides no MRTR failure: a rejected
+        state, a lost record or a broken answer is still reported as it happened.
+        """
+        self.redispatch = redispatch
         self.router = router
         self.envelope = Envelope(capabilities, client_info)
         self.max_rounds = max_rounds
@@ -227,6 +234,12 @@ class MrtrClient:
         at = intended_at if intended_at is not None else self._clock()
         return self._round(frame, round_number, input_responses, request_state, url, at)
 
+    def _others(self, replica: str) -> list[str]:
+        """The other replicas, in list order starting after `replica`: each is tried once."""
+        replicas = list(self.router.replicas)
+        start = replicas.index(replica) + 1 if replica in replicas else 0
+        return [r for r in replicas[start:] + replicas[:start] if r != replica]
+
     def _round(
         self,
         frame: CallFrame,
@@ -241,7 +254,15 @@ class MrtrClient:
         scanner = SseScanner(request_id)
         sent_at = self._clock()
         answer = self.transport.post(replica, body, frame.headers, scanner)
+        if answer is NOT_SENT and self.redispatch:
+            for other in self._others(replica):  # nobody saw it: send it where a balancer would
+                replica = other
+                answer = self.transport.post(replica, body, frame.headers, scanner)
+                if answer is not NOT_SENT:
+                    break
         received_at = self._clock()
+        if answer is NOT_SENT:
+            answer = Outcome.CONNECTION_ERROR
         record = RoundRecord(
             number,
             replica,

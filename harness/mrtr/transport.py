@@ -27,6 +27,8 @@ geventhttpclient's sockets are gevent sockets in plain (unpatched) code too.
 
 from __future__ import annotations
 
+import enum
+
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -65,6 +67,19 @@ class RoundTransport(Protocol):
     def post(
         self, url: str, body: bytes, headers: Mapping[str, str], sse: SseScanner | None = None
     ) -> HttpAnswer | Outcome: ...
+
+
+class NotSent(enum.Enum):
+    """The request never left this process: no connection could be opened to the replica.
+
+    Unlike a connection that broke mid-answer, the server cannot have acted on it, so
+    the client may send the same round to another replica, as a balancer would.
+    """
+
+    CONNECT_FAILED = "connect_failed"
+
+
+NOT_SENT = NotSent.CONNECT_FAILED
 
 
 class ConnectFailed(OSError):
@@ -185,8 +200,9 @@ class Transport:
         body: bytes,
         headers: Mapping[str, str],
         sse: SseScanner | None = None,
-    ) -> HttpAnswer | Outcome:
-        """Send one request and read its answer; an `Outcome` when the exchange failed.
+    ) -> HttpAnswer | Outcome | NotSent:
+        """Send one request and read its answer; an `Outcome` when the exchange failed, `NOT_SENT` when
+        no connection could be opened.
 
         `headers` must be valid field lines (no CR/LF): they are written as given.
         `sse`, when given, reads a `text/event-stream` answer only until the scanner has
@@ -201,6 +217,8 @@ class Transport:
                     return Outcome.TIMEOUT
                 return HttpAnswer(response.status_code, content_type, b"")
             return HttpAnswer(response.status_code, content_type, response.read())
+        except ConnectFailed:
+            return NOT_SENT
         except TimeoutError:
             return Outcome.TIMEOUT
         except (OSError, HTTPParseError):
