@@ -40,6 +40,7 @@ class Measurements:
                  replicas: Iterable[str] = (), buffer: bool = False) -> None:
         self.registry = registry or CollectorRegistry()
         self._buffer: list[tuple[Any, ...]] | None = [] if buffer else None
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._define()
         self.preset(flows=flows, replicas=replicas)
 
@@ -120,19 +121,27 @@ class Measurements:
             self._buffer.append(update)
 
     def _do_flow_started(self, flow: str) -> None:
-        self.flows_started.labels(flow=flow).inc()
-        self.flows_in_flight.labels(flow=flow).inc()
+        self._child(self.flows_started, flow).inc()
+        self._child(self.flows_in_flight, flow).inc()
 
     def _do_flow_finished(self, flow: str, outcome: str, duration: float) -> None:
-        self.flows_finished.labels(flow=flow, outcome=outcome).inc()
-        self.flows_in_flight.labels(flow=flow).dec()
-        self.flow_duration.labels(flow=flow).observe(duration)
+        self._child(self.flows_finished, flow, outcome).inc()
+        self._child(self.flows_in_flight, flow).dec()
+        self._child(self.flow_duration, flow).observe(duration)
 
     def _do_call_done(self, flow: str, rounds: int) -> None:
-        self.rounds_per_call.labels(flow=flow).observe(rounds)
+        self._child(self.rounds_per_call, flow).observe(rounds)
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """A labelled child, looked up once: `labels()` re-validates its arguments on every call."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def _do_round_done(self, flow: str, round_number: int, latency: float, failure_code: str | None) -> None:
-        self.round_duration.labels(flow=flow, round=str(min(round_number, MAX_ROUND_LABEL))).observe(latency)
+        self._child(self.round_duration, flow, str(min(round_number, MAX_ROUND_LABEL))).observe(latency)
         if failure_code is not None:
             self.client_errors.labels(flow=flow, code=failure_code).inc()
 

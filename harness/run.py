@@ -105,6 +105,8 @@ class Run:
         self.chaos: ChaosRunner | None = None
         self.started = 0.0
         self._chaos_window: tuple[float | None, float | None] = (None, None)
+        self._cpu_start: tuple[float, int, dict] | None = None
+        self._cpu_end: tuple[float, int, dict] | None = None
 
     # --- the whole run -----------------------------------------------------------------------
 
@@ -150,6 +152,7 @@ class Run:
         self.runner = runner
         users = scenario.load.users or 1 if scenario.load.model == "closed" else 1
         spawn_rate = users / scenario.load.ramp if scenario.load.ramp and scenario.load.model == "closed" else users
+        self._cpu_start = self._cpu_snapshot()
         runner.start(users, spawn_rate=spawn_rate)
         self.chaos = ChaosRunner(scenario, self.target, self.journal, self.measurements, sleep=gevent.sleep)
         background = [gevent.spawn(self._chaos_loop), gevent.spawn(self._watch), gevent.spawn(self._progress)]
@@ -186,6 +189,7 @@ class Run:
         if grace:
             self.say(f"load stopped; waiting up to {format_duration(grace)} for {self.plan.active} flows in flight")
         left = self.plan.wait_in_flight(grace)
+        self._cpu_end = self._cpu_snapshot()
         if left:
             self.say(f"{left} flows still in flight: counted as interrupted")
 
@@ -269,6 +273,7 @@ class Run:
             self.collector.stop(settle=0.5)
             self._reconcile()
         if self.target is not None:
+            self._account_cpu()
             self._check_invariants()
             since, until = self._chaos_window
             if until is not None:
@@ -281,6 +286,36 @@ class Run:
         status = "interrupted" if self.interrupted else ("aborted" if self.stop_reason else "completed")
         self.journal.write("run", event="end", status=status, reason=self.stop_reason)
         self.journal.close()
+
+    def _cpu_snapshot(self) -> tuple[float, int, dict[str, tuple[int, float]]]:
+        processes = getattr(self.target, "cpu_seconds", lambda: {})()
+        return time.process_time(), len(self.figures.rounds), processes
+
+    def _account_cpu(self) -> None:
+        """The harness's CPU per round beside the replicas', over the load window only.
+
+        The harness must never be the bottleneck. Start-up is left out on both sides, and
+        a replica restarted during the load (another pid at the end) is left out of the
+        replicas' figure, which makes the comparison err against the harness.
+        """
+        if self._cpu_start is None or self._cpu_end is None:
+            return
+        (cpu0, rounds0, procs0), (cpu1, rounds1, procs1) = self._cpu_start, self._cpu_end
+        rounds = rounds1 - rounds0
+        same = [label for label in procs1 if label != "api" and procs0.get(label, (None,))[0] == procs1[label][0]]
+        replica_cpu = sum(procs1[label][1] - procs0[label][1] for label in same)
+        replica_rounds = sum(1 for row in self.figures.rounds if row["replica"] in same)
+        self.cpu = {
+            "rounds": rounds,
+            "harness_seconds": round(cpu1 - cpu0, 3),
+            "harness_per_round_ms": round((cpu1 - cpu0) / rounds * 1000, 3) if rounds else None,
+            "replicas_measured": same,
+            "replica_seconds": round(replica_cpu, 3),
+            "replica_per_round_ms": round(replica_cpu / replica_rounds * 1000, 3) if replica_rounds else None,
+        }
+        if self.cpu["harness_per_round_ms"] and self.cpu["replica_per_round_ms"]:
+            self.cpu["harness_to_replica"] = round(self.cpu["harness_per_round_ms"] / self.cpu["replica_per_round_ms"], 3)
+        self.journal.write("run", event="cpu", **self.cpu)
 
     def _reconcile(self) -> None:
         client = sum(1 for row in self.figures.rounds if row["outcome"] == Outcome.INVALID_STATE.value)
@@ -324,7 +359,7 @@ class Run:
         from harness.report import write_results
         from harness.report.terminal import render_thresholds
 
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"cpu": getattr(self, "cpu", None)}
         if getattr(self, "env", None) is not None:
             save_stats_json(self.env.stats, str(self.folder / "locust_stats"))
         (self.folder / "metrics.prom").write_bytes(generate_latest(self.measurements.registry))

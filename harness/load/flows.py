@@ -49,6 +49,15 @@ class FlowEnv:
     def __post_init__(self) -> None:
         self.held_orders = self.catalogue.order_ids(needs_confirmation=True)
         self.small_orders = self.catalogue.order_ids(needs_confirmation=False)
+        self.all_orders = self.catalogue.order_ids()
+        self._profiles: dict[str, LeadProfile] = {}
+
+    def profile_for(self, spec: FlowSpec) -> LeadProfile:
+        """The lead profile of a flow kind, derived once per run (not per flow)."""
+        kind = spec.kind
+        if kind not in self._profiles:
+            self._profiles[kind] = _profile_for(self.scenario.leads, spec)
+        return self._profiles[kind]
 
     def label(self, url: str) -> str:
         return self.replica_labels.get(url, url)
@@ -72,7 +81,7 @@ class Flow:
         self.flow_id = flow_id
         self.kind = flow_label(spec)
         self.rng = rng
-        self.lead = Lead(_profile_for(env.scenario.leads, spec), rng)
+        self.lead = Lead(env.profile_for(spec), rng)
         self.rounds = 0
         self.server_time = 0.0
         self.think_time = 0.0
@@ -193,7 +202,7 @@ def _text(call: CallResult) -> str:
 
 def _quote(flow: Flow, held: bool | None, intended_at: float | None) -> str:
     orders = {True: flow.env.held_orders, False: flow.env.small_orders}.get(held, None)
-    order_id = flow.rng.choice(orders if orders else list(flow.env.catalogue.orders))
+    order_id = flow.rng.choice(orders if orders else flow.env.all_orders)
     quote = _require(flow.call("quote_refund", {"order_id": order_id}, intended_at=intended_at), flow)
     flow.facts.update(order_id=order_id, quote_id=quote["quote_id"], held=quote["needs_confirmation"])
     return quote["quote_id"]
@@ -209,7 +218,7 @@ def refund(flow: Flow, spec: RefundFlow, intended_at: float | None) -> FlowOutco
 
 
 def record_return(flow: Flow, spec: ReturnFlow, intended_at: float | None) -> FlowOutcome:
-    order = flow.env.catalogue.get(flow.rng.choice(list(flow.env.catalogue.orders)))
+    order = flow.env.catalogue.get(flow.rng.choice(flow.env.all_orders))
     assert order is not None
     sku = flow.rng.choice(order.lines).sku
     call = flow.call("record_return", {"order_id": order.order_id, "sku": sku}, intended_at=intended_at)

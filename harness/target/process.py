@@ -8,6 +8,7 @@ replicas are real seconds: the scenario's modelled TTL divided by its time scale
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 from pathlib import Path
 
@@ -84,6 +85,14 @@ class EmbeddedTarget:
     def api_log(self) -> Path | None:
         return self.deployment.api.log_path if self.deployment and self.deployment.api else None
 
+    def cpu_seconds(self) -> dict[str, tuple[int, float]]:
+        """(pid, CPU seconds so far) of each replica process now running, and of the API, from /proc."""
+        if self.deployment is None:
+            return {}
+        processes = [*self.deployment.replicas, *([self.deployment.api] if self.deployment.api else [])]
+        return {process.label: (process.pid, cpu) for process in processes
+                if process.pid is not None and (cpu := _process_cpu(process.pid)) is not None}
+
     def replicas_up(self) -> int:
         if self.deployment is None:
             return 0
@@ -150,3 +159,14 @@ class EmbeddedTarget:
             return self.ring(index)
         except (ChaosUnsupported, OSError, ValueError):
             return []
+
+
+def _process_cpu(pid: int | None) -> float | None:
+    """utime + stime of a process in seconds, or None when it is gone."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
