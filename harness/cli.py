@@ -46,6 +46,9 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--metrics-linger", default="0",
                      help="with --metrics-port: keep serving the final metrics this long after the run "
                           "(e.g. 15s, so Prometheus scrapes the last counts)")
+    run.add_argument("--prometheus-targets", type=Path, default=None,
+                     help="with --metrics-port: write this run's file_sd files (harness.json, replicas.json, "
+                          "labelled with the run id) into this folder, e.g. dashboards/targets")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.set_defaults(handler=_run)
 
@@ -101,8 +104,11 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"mrtr-harness run: --metrics-linger: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.prometheus_targets is not None and args.metrics_port is None:
+        print("mrtr-harness run: --prometheus-targets needs --metrics-port", file=sys.stderr)
+        return EXIT_USAGE
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
-                         metrics_linger=linger)
+                         metrics_linger=linger, prometheus_targets=args.prometheus_targets)
     return Run(scenario, args.scenario.read_text(), options).execute()
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import gevent
 import httpx
@@ -58,6 +59,7 @@ class RunOptions:
     progress: bool = True
     metrics_port: int | None = None
     metrics_linger: float = 0.0
+    prometheus_targets: Path | None = None
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
 
 
@@ -141,7 +143,24 @@ class Run:
             from prometheus_client import start_http_server
 
             start_http_server(self.options.metrics_port, addr="127.0.0.1", registry=self.measurements.registry)
+            if self.options.prometheus_targets is not None:
+                self._write_scrape_targets(self.options.prometheus_targets)
         self.say(f"target up: {', '.join(self.target.urls)}")
+
+    def _write_scrape_targets(self, folder: Path) -> None:
+        """File-sd files for this run (the harness and every replica, labelled with the run id).
+
+        Prometheus re-reads them live, so the shipped `dashboards/prometheus.yml` scrapes a
+        run with random replica ports without any editing; they are removed after the run.
+        """
+        assert self.target is not None
+        run_id = self.folder.name
+        harness = [{"targets": [f"127.0.0.1:{self.options.metrics_port}"], "labels": {"run_id": run_id}}]
+        replicas = [{"targets": [urlsplit(url).netloc], "labels": {"run_id": run_id, "replica": label}}
+                    for url, label in zip(self.target.urls, self.target.labels, strict=True)]
+        folder.mkdir(parents=True, exist_ok=True)
+        self._scrape_files = [_write_atomically(folder / "harness.json", harness),
+                              _write_atomically(folder / "replicas.json", replicas)]
 
     def _drive(self) -> None:
         assert self.target is not None
@@ -372,6 +391,8 @@ class Run:
         if self.options.metrics_port is not None and self.options.metrics_linger > 0:
             self.say(f"serving the final metrics for {format_duration(self.options.metrics_linger)} more")
             gevent.sleep(self.options.metrics_linger)
+        for path in getattr(self, "_scrape_files", []):
+            path.unlink(missing_ok=True)
         return verdict.exit_code
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -397,5 +418,9 @@ def _rng(seed: int, name: str):
     return stream(seed, name)
 
 
-def save_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str))
+def _write_atomically(path: Path, data: Any) -> Path:
+    """Replace a file in one step, so a reader (Prometheus's file_sd) never sees half of it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+    return path

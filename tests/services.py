@@ -146,3 +146,78 @@ def redis_server(attempts: int = 3) -> Iterator[str]:
             yield f"redis://127.0.0.1:{port}/0"
         finally:
             stop_process(proc)
+
+
+PROMETHEUS_START_TIMEOUT_S = 20.0
+
+
+def prometheus_ready(base_url: str, timeout_s: float = 0.5) -> bool:
+    """True if the Prometheus at base_url answers /-/ready with 200 (TSDB open, config loaded)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{base_url}/-/ready", timeout=timeout_s) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _start_prometheus(binary: str, config: Path, port: int, folder: Path) -> subprocess.Popen[bytes] | None:
+    """Start prometheus on port; the process once /-/ready answers, or None if it exited
+    (usually: the port was taken meanwhile)."""
+    log_path = folder / f"prometheus-{port}.log"
+    log = open(log_path, "wb")
+    try:
+        proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={folder / f'data-{port}'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        log.close()
+    deadline = time.monotonic() + PROMETHEUS_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            if "address already in use" in log_path.read_text(errors="replace"):
+                return None
+            raise RuntimeError(f"prometheus exited at start (code {proc.returncode}); "
+                               f"log: {log_path.read_text(errors='replace')[-2000:]}")
+        if prometheus_ready(f"http://127.0.0.1:{port}"):
+            return proc
+        time.sleep(0.05)
+    stop_process(proc)
+    raise RuntimeError(
+        f"prometheus on port {port} was not ready within {PROMETHEUS_START_TIMEOUT_S:.0f} s; "
+        f"log: {log_path.read_text(errors='replace')[-2000:]}"
+    )
+
+
+@contextmanager
+def prometheus_server(config_dir: Path, config_name: str = "prometheus.yml", attempts: int = 3) -> Iterator[str]:
+    """Run a throwaway Prometheus on `config_dir/config_name` and yield its URL, e.g. http://127.0.0.1:41234.
+
+    Relative paths in the config (file_sd files) resolve against `config_dir`, as
+    Prometheus does for any config file. The TSDB lives in a temp dir; the server is
+    bound to 127.0.0.1 only and stopped by its PID on exit, even when the test fails.
+    Skips or fails per :func:`require_binary` when prometheus is missing.
+    """
+    binary = require_binary("prometheus")
+    config = Path(config_dir) / config_name
+    with tempfile.TemporaryDirectory(prefix="mrtr-prometheus-") as tmp:
+        folder = Path(tmp)
+        proc = None
+        for _ in range(attempts):
+            port = free_port()
+            proc = _start_prometheus(binary, config, port, folder)
+            if proc is not None:
+                break
+        if proc is None:
+            logs = "\n".join(p.read_text(errors="replace")[-500:] for p in folder.glob("prometheus-*.log"))
+            raise RuntimeError(f"prometheus could not bind a port {attempts} times; last logs:\n{logs}")
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop_process(proc, timeout_s=10.0)
