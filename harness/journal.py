@@ -30,10 +30,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 
 FLUSH_EVERY = 0.2
@@ -97,6 +97,28 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class JournalView:
+    """A view of a run built by folding its journal records in order, one `add` at a time.
+
+    Every report reads the run this way, so each can be rebuilt from any results folder,
+    including a killed run's, and none keeps a bookkeeping of its own.
+    """
+
+    def add(self, record: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def from_records(cls, records: Iterable[dict[str, Any]]) -> Self:
+        view = cls()
+        for record in records:
+            view.add(record)
+        return view
+
+    @classmethod
+    def from_journal(cls, *paths: Path) -> Self:
+        return cls.from_records(read_journal(*paths))
 
 
 def read_journal(*paths: Path) -> Iterator[dict[str, Any]]:

@@ -8,18 +8,16 @@ agrees with every other.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from harness.journal import FlowOutcome, read_journal
+from harness.journal import FlowOutcome, JournalView
 
 _NOT_FINISHED = {FlowOutcome.INTERRUPTED.value}
 
 
 @dataclass
-class RunFigures:
+class RunFigures(JournalView):
     """Flows, rounds, rejections and checks of one run, with the lookups thresholds need."""
 
     duration: float = 0.0
@@ -34,17 +32,6 @@ class RunFigures:
     unexplained: int = 0
     client_rejections: int = 0
     status: str | None = None
-
-    @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]]) -> RunFigures:
-        figures = cls()
-        for record in records:
-            figures.add(record)
-        return figures
-
-    @classmethod
-    def from_journal(cls, *paths: Path) -> RunFigures:
-        return cls.from_records(read_journal(*paths))
 
     def add(self, record: dict[str, Any]) -> None:
         kind = record.get("type")

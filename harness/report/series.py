@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.journal import FlowOutcome
+from harness.journal import FlowOutcome, JournalView
 from harness.summary import RunFigures
 
 PERCENTILES = (50.0, 95.0, 99.0)
@@ -137,7 +137,7 @@ def _action(start: dict[str, Any], end: dict[str, Any] | None, origin: float) ->
 
 
 @dataclass
-class Timeline:
+class Timeline(JournalView):
     """The timed records reports plot: when rounds, flows and rejections happened, relative to the run start."""
 
     started: float | None = None
@@ -145,13 +145,6 @@ class Timeline:
     rounds: list[tuple[float, float]] = field(default_factory=list)  # (t, latency)
     flows: list[tuple[float, str]] = field(default_factory=list)  # (t, outcome)
     rejections: list[tuple[float, str, str]] = field(default_factory=list)  # (t, replica, reason)
-
-    @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]]) -> Timeline:
-        timeline = cls()
-        for record in records:
-            timeline.add(record)
-        return timeline
 
     @classmethod
     def from_figures(cls, figures: RunFigures) -> Timeline:

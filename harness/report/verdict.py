@@ -7,13 +7,11 @@ The statuses are Chaos Toolkit's journal statuses; the exit codes are DESIGN's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from pathlib import Path
 from typing import Any
 
-from harness.journal import read_journal
+from harness.journal import JournalView
 from harness.summary import RunFigures
 from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
 
@@ -89,7 +87,7 @@ class HypothesisResult:
 
 
 @dataclass
-class RunChecks:
+class RunChecks(JournalView):
     """The journal records a verdict needs that `RunFigures` does not keep.
 
     `RunFigures` keeps invariant counts and the last reconciliation numbers, but not the
@@ -104,17 +102,6 @@ class RunChecks:
     ended: bool = False
     end_status: str | None = None
     end_reason: str | None = None
-
-    @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]]) -> RunChecks:
-        checks = cls()
-        for record in records:
-            checks.add(record)
-        return checks
-
-    @classmethod
-    def from_journal(cls, *paths: Path) -> RunChecks:
-        return cls.from_records(read_journal(*paths))
 
     def add(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
