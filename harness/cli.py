@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(commands)
     _add_validate(commands)
+    _add_worker(commands)
     shop_cli.add_parser(commands)
     return parser
 
@@ -41,8 +42,14 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="folder under which the run's results folder is made (default results/)")
     run.add_argument("--duration", help="override the scenario's duration, e.g. 20s")
     run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--workers", type=int, default=0,
+                     help="drive the load from N local Locust worker processes (Locust's own master and "
+                          "workers); default: in this process")
     run.add_argument("--metrics-port", type=int, default=None,
                      help="serve the run's Prometheus metrics on 127.0.0.1:PORT while it runs")
+    run.add_argument("--metrics-host", default="127.0.0.1",
+                     help="address the metrics endpoint listens on (default 127.0.0.1; 0.0.0.0 in a container "
+                          "that Prometheus scrapes from another)")
     run.add_argument("--metrics-linger", default="0",
                      help="with --metrics-port: keep serving the final metrics this long after the run "
                           "(e.g. 15s, so Prometheus scrapes the last counts)")
@@ -51,6 +58,23 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                           "labelled with the run id) into this folder, e.g. dashboards/targets")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.set_defaults(handler=_run)
+
+
+def _add_worker(commands: argparse._SubParsersAction) -> None:
+    worker = commands.add_parser("worker", help="(started by run --workers) one Locust worker of a run")
+    worker.add_argument("--master-port", type=int, required=True)
+    worker.add_argument("--run-folder", type=Path, required=True)
+    worker.add_argument("--index", type=int, required=True)
+    worker.add_argument("--workers", type=int, required=True)
+    worker.set_defaults(handler=_worker)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    import locust  # noqa: F401 - patches gevent first, as Locust needs
+
+    from harness.load.distributed import run_worker
+
+    return run_worker(args.master_port, args.run_folder, args.index, args.workers)
 
 
 def _add_validate(commands: argparse._SubParsersAction) -> None:
@@ -107,7 +131,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.prometheus_targets is not None and args.metrics_port is None:
         print("mrtr-harness run: --prometheus-targets needs --metrics-port", file=sys.stderr)
         return EXIT_USAGE
+    if args.workers < 0:
+        print("mrtr-harness run: --workers must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
+                         workers=args.workers,
+                         metrics_host=args.metrics_host,
                          metrics_linger=linger, prometheus_targets=args.prometheus_targets)
     return Run(scenario, args.scenario.read_text(), options).execute()
 

@@ -35,9 +35,9 @@ from harness.durations import format_duration
 from harness.invariants import INVARIANTS, check_invariants, ledger_violations
 from harness.journal import Journal
 from harness.leads import capabilities
+from harness.load.drivers import DistributedLoad, LocalLoad
 from harness.load.flows import FlowEnv
 from harness.load.plan import LoadPlan
-from harness.load.users import user_classes
 from harness.logs import Collector, RejectionEvent
 from harness.metrics import Measurements
 from harness.mrtr import MrtrClient, Outcome, Router, Transport
@@ -57,7 +57,9 @@ HYPOTHESIS_MIN_FLOWS = 10
 class RunOptions:
     results_root: Path = Path("results")
     progress: bool = True
+    workers: int = 0
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     metrics_linger: float = 0.0
     prometheus_targets: Path | None = None
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
@@ -83,7 +85,9 @@ def build_target(scenario: Scenario, workdir: Path) -> Target:
         from harness.target.external import ExternalTarget
 
         return ExternalTarget(scenario)
-    raise TargetError("the docker target is not available in this version; use embedded or external")
+    from harness.target.docker import DockerTarget
+
+    return DockerTarget(scenario, workdir)
 
 
 class Run:
@@ -103,7 +107,7 @@ class Run:
         self.stop_reason: str | None = None
         self.interrupted = False
         self.target: Target | None = None
-        self.plan: LoadPlan | None = None
+        self.load: LocalLoad | DistributedLoad | None = None
         self.chaos: ChaosRunner | None = None
         self.started = 0.0
         self._chaos_window: tuple[float | None, float | None] = (None, None)
@@ -142,7 +146,8 @@ class Run:
         if self.options.metrics_port is not None:
             from prometheus_client import start_http_server
 
-            start_http_server(self.options.metrics_port, addr="127.0.0.1", registry=self.measurements.registry)
+            start_http_server(self.options.metrics_port, addr=self.options.metrics_host,
+                              registry=self.measurements.registry)
             if self.options.prometheus_targets is not None:
                 self._write_scrape_targets(self.options.prometheus_targets)
         self.say(f"target up: {', '.join(self.target.urls)}")
@@ -166,13 +171,10 @@ class Run:
         assert self.target is not None
         scenario = self.scenario
         self.started = time.time()
-        self.env, self.plan = self._load_environment()
-        runner = self.env.create_local_runner()
-        self.runner = runner
-        users = scenario.load.users or 1 if scenario.load.model == "closed" else 1
-        spawn_rate = users / scenario.load.ramp if scenario.load.ramp and scenario.load.model == "closed" else users
+        self.load = self._load_driver()
         self._cpu_start = self._cpu_snapshot()
-        runner.start(users, spawn_rate=spawn_rate)
+        self.load.start()
+        self.started = time.time()  # the duration counts from when the load runs (workers take a while)
         self.chaos = ChaosRunner(scenario, self.target, self.journal, self.measurements, sleep=gevent.sleep)
         background = [gevent.spawn(self._chaos_loop), gevent.spawn(self._watch), gevent.spawn(self._progress)]
         try:
@@ -181,33 +183,36 @@ class Run:
             self._stop_load()
         finally:
             gevent.killall(background, block=True, timeout=10)
-            runner.quit()
-            self.plan.kill_in_flight()
+            self.load.quit()
 
-    def _load_environment(self) -> tuple[Environment, LoadPlan]:
+    def _load_driver(self) -> LocalLoad | DistributedLoad:
+        assert self.target is not None
+        self.env = Environment(events=Events())
+        if self.options.workers:
+            return DistributedLoad(self.env, self.scenario, self.measurements, self.folder, self.target.urls,
+                                   self.target.labels, self.options.workers, self.figures.add)
+        return LocalLoad(self.env, self._local_plan(), self.started)
+
+    def _local_plan(self) -> LoadPlan:
         assert self.target is not None
         scenario = self.scenario
-        env = Environment(events=Events())
         router = Router(self.target.urls, scenario.load.routing, rng=_rng(scenario.seed, "router"))
         transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(self.target.urls) > 1)
         client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
                             transport=transport)
         flow_env = FlowEnv(scenario, client, self.journal, self.measurements, build_catalogue(),
                            dict(zip(self.target.urls, self.target.labels, strict=True)),
-                           fire_request=env.events.request.fire)
-        plan = LoadPlan(scenario, flow_env)
-        env.user_classes = user_classes(plan, self.started)
-        return env, plan
+                           fire_request=self.env.events.request.fire)
+        return LoadPlan(scenario, flow_env)
 
     def _stop_load(self) -> None:
         """No new flows; those in flight get the grace period (none after Ctrl-C), the rest are interrupted."""
-        assert self.plan is not None
-        self.plan.stop_accepting()
+        self.load.stop_accepting()
         self.journal.write("run", event="load-stopped", reason=self.stop_reason or "duration")
         grace = 0.0 if self.interrupted else self.scenario.grace
         if grace:
-            self.say(f"load stopped; waiting up to {format_duration(grace)} for {self.plan.active} flows in flight")
-        left = self.plan.wait_in_flight(grace)
+            self.say(f"load stopped; waiting up to {format_duration(grace)} for {self.load.active} flows in flight")
+        left = self.load.wait_in_flight(grace)
         self._cpu_end = self._cpu_snapshot()
         if left:
             self.say(f"{left} flows still in flight: counted as interrupted")
@@ -264,14 +269,14 @@ class Run:
             self._print_progress(rate)
 
     def _print_progress(self, rate: float) -> None:
-        assert self.plan is not None and self.chaos is not None
+        assert self.chaos is not None
         elapsed = time.time() - self.started
         reasons = Counter({reason: n for (_, reason), n in self.figures.rejections.items()})
         rejected = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common(3)) or "none"
         step = self.chaos.next_step()
         upcoming = f"{step.action} at {format_duration(step.at)}" if step else "none"
         line = (f"{format_duration(elapsed)}/{format_duration(self.scenario.duration)}  "
-                f"flows/s {rate:.1f}  in flight {self.plan.active}  finished {len(self.figures.flows)}  "
+                f"flows/s {rate:.1f}  in flight {self.load.active}  finished {len(self.figures.flows)}  "
                 f"rejections: {rejected}  next chaos: {upcoming}")
         if self.options.stream.isatty():
             self.options.stream.write("\r\033[K" + line)
@@ -382,7 +387,8 @@ class Run:
         if getattr(self, "env", None) is not None:
             save_stats_json(self.env.stats, str(self.folder / "locust_stats"))
         (self.folder / "metrics.prom").write_bytes(generate_latest(self.measurements.registry))
-        verdict = write_results(self.folder, self.scenario, [self.journal.path],
+        parts = self.load.journal_parts() if self.load is not None else []
+        verdict = write_results(self.folder, self.scenario, [self.journal.path, *parts],
                                 parse_thresholds(self.scenario.expect), interrupted=self.interrupted,
                                 aborted_reason=self.stop_reason if not self.interrupted else None,
                                 target_error=target_error, extra=extra)

@@ -13,13 +13,23 @@ import time
 from locust import User, constant, task
 
 from harness.load.plan import LoadPlan
+from harness.scenario import Scenario
 
 
-def user_classes(plan: LoadPlan, run_started: float) -> list[type[User]]:
-    """The one user class this scenario's load model needs, bound to `plan`."""
-    if plan.scenario.load.model == "closed":
+def user_classes(plan: LoadPlan | None, run_started: float, *, distributed: bool = False,
+                 scenario: Scenario | None = None) -> list[type[User]]:
+    """The one user class this scenario's load model needs, bound to `plan`.
+
+    A distributed master passes no plan (its users never run: the workers' do) but the
+    same class names, which is how Locust matches them. In the open model each worker
+    runs one arrivals user, so distributed runs ask Locust for one per worker.
+    """
+    model = (plan.scenario if plan is not None else scenario).load.model
+    if model == "closed":
         return [_agent(plan)]
-    return [_arrivals(plan, run_started)]
+    arrivals = _arrivals(plan, run_started)
+    arrivals.fixed_count = 0 if distributed else 1
+    return [arrivals]
 
 
 def _agent(plan: LoadPlan) -> type[User]:
