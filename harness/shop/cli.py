@@ -15,7 +15,7 @@ from harness.shop import replica
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     shop = subparsers.add_parser("shop", help="run the reference MRTR deployment (the shop)",
                                  description="Run the reference MRTR deployment: the shop's API and MCP replicas.")
-    commands = shop.add_subparsers(dest="shop_command", required=True, metavar="{api,replica,up}")
+    commands = shop.add_subparsers(dest="shop_command", required=True, metavar="{api,replica,keyring,up}")
 
     api = commands.add_parser("api", help="run the shop's HTTP API (the ledger)")
     api.add_argument("--host", default="127.0.0.1")
@@ -30,6 +30,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description=replica.__doc__)
     replica.add_arguments(one)
     one.set_defaults(handler=lambda args: replica.serve(replica.settings_from(one, args)))
+
+    keys = commands.add_parser("keyring", help="write a fresh key ring file, unless one is there already",
+                               description="Write a key ring file with one new key (0600), for replicas started "
+                                           "with --keyring file:PATH. An existing ring is left as it is.")
+    keys.add_argument("path", type=Path, help="ring file to create")
+    keys.add_argument("--force", action="store_true", help="replace an existing ring")
+    keys.set_defaults(handler=run_keyring)
 
     up = commands.add_parser("up", help="run a whole local deployment until Ctrl-C")
     up.add_argument("--replicas", type=int, default=3, help="number of MCP replicas (default 3)")
@@ -60,6 +67,19 @@ def run_api(args: argparse.Namespace) -> int:
     config = uvicorn.Config(create_app(store, catalogue), host=args.host, port=args.port, log_config=None,
                             access_log=False)
     uvicorn.Server(config).run()
+    return 0
+
+
+def run_keyring(args: argparse.Namespace) -> int:
+    from harness.shop.sealing import fingerprint, new_key, parse_ring, write_ring
+
+    if args.path.exists() and not args.force:
+        ring = parse_ring(args.path.read_text(), str(args.path))
+        print(f"{args.path}: ring already there, sealing key {fingerprint(ring[0])}")
+        return 0
+    key = new_key()
+    write_ring(args.path, [key])
+    print(f"{args.path}: new ring, sealing key {fingerprint(key)}")
     return 0
 
 
