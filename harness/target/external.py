@@ -8,7 +8,8 @@ operations, so each raises `ChaosUnsupported` and the run records it.
 
 from __future__ import annotations
 
-import httpx
+import socket
+from urllib.parse import urlsplit
 
 from harness.scenario import Scenario
 from harness.target.base import ChaosUnsupported, LogSource, TargetError
@@ -23,12 +24,14 @@ class ExternalTarget:
         self._logs = [_log_source(entry, index) for index, entry in enumerate(spec.logs)]
 
     def start(self) -> None:
-        """Check every URL answers at all (any HTTP status): a target that cannot be reached exits 3."""
+        """Check every URL accepts a connection: a target that cannot be reached exits 3.
+
+        A connection, not a request: a GET on an MCP endpoint in SSE mode opens a stream
+        that never ends, and a POST would be a call the scenario did not ask for.
+        """
         for url in self.urls:
-            try:
-                httpx.get(url, timeout=5.0)
-            except httpx.HTTPError as exc:
-                raise TargetError(f"cannot reach {url}: {type(exc).__name__}") from None
+            if not _accepts(url, timeout=5.0):
+                raise TargetError(f"cannot reach {url}: nothing accepts connections there")
 
     def stop(self) -> None:
         """Nothing to stop: the harness did not start this deployment."""
@@ -37,14 +40,7 @@ class ExternalTarget:
         return list(self._logs)
 
     def replicas_up(self) -> int:
-        up = 0
-        for url in self.urls:
-            try:
-                httpx.get(url, timeout=1.0)
-                up += 1
-            except httpx.HTTPError:
-                pass
-        return up
+        return sum(1 for url in self.urls if _accepts(url, timeout=1.0))
 
     def restart(self, index: int, *, kill: bool = False) -> float:
         raise ChaosUnsupported("an external target cannot be restarted by the harness")
@@ -66,6 +62,16 @@ class ExternalTarget:
 
     def rollback(self) -> list[str]:
         return []
+
+
+def _accepts(url: str, timeout: float) -> bool:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
 
 
 def _log_source(entry: str, index: int) -> LogSource:
