@@ -13,6 +13,7 @@ from pathlib import Path
 
 import harness
 from harness.shop import cli as shop_cli
+from harness.triage import cli as triage_cli
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TARGET = 0, 1, 2, 3
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_validate(commands)
     _add_worker(commands)
     shop_cli.add_parser(commands)
+    triage_cli.add_parser(commands)
     return parser
 
 

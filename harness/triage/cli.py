@@ -1,0 +1,270 @@
+"""`mrtr-harness triage`: options, checked once at the edge, then a session, a display and an exit code.
+
+Only argparse is imported at module level: `harness.cli` builds every subcommand's
+parser on each start, and the heavy parts (sources, prometheus-client, docker) load only
+when triage runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_TAMPERING_OR_CLIENT_BUG, EXIT_USAGE, EXIT_SOURCE = 0, 1, 2, 3
+
+PROG = "mrtr-harness triage"
+TICK_SECONDS = 0.5
+"""How often unfinished rich records are checked for staleness (and counted), whatever the redraw interval."""
+_LABEL = re.compile(r"[\w.-]+")
+
+DESCRIPTION = """\
+Read a running deployment's logs and break every -32602 "Invalid or expired requestState"
+down by the reason the replica logged (the client never sees it), per replica, over the
+last window and the whole run, with the likely cause and the next step for each reason.
+
+Recognises the SDK's rejection line in plain logs, in the SDK's own rich console output
+(wrapped and padded) and in JSON logs; everything else is skipped. A line's replica is the
+one its source names (a container, FILE given as LABEL=PATH), else its `kubectl --prefix`
+or `docker compose logs` prefix, else its own `replica=` or JSON replica/pod/host field.
+
+examples:
+  mrtr-harness triage --file r1=logs/r1.log --file r2=logs/r2.log
+  mrtr-harness triage --command "kubectl logs -f -l app=shop --prefix --tail=0"
+  journalctl -f -o json -u shop | mrtr-harness triage --stdin
+  mrtr-harness triage --docker-service shop --metrics-port 9464
+  mrtr-harness triage --once --json --file results/run/logs/r1.log > rejections.json
+"""
+
+EPILOG = """\
+exit codes: 0 no reason that means tampering or a client bug was seen; 1 one was (seal,
+request binding, malformed, non-string requestState); 2 usage error; 3 a source could not
+be opened or reached, or ended in error (1 wins over 3)."""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add `triage` to the `mrtr-harness` subcommands."""
+    triage = commands.add_parser("triage", help="break -32602 down by the reason replicas logged, live, from their "
+                                                "logs", description=DESCRIPTION, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sources = triage.add_argument_group("sources (at least one; any mix)")
+    sources.add_argument("--file", action="append", default=[], metavar="[LABEL=]PATH",
+                         help="a log file, followed like tail -F (rotation included); LABEL names its replica "
+                              "(repeatable)")
+    sources.add_argument("--command", action="append", default=[], metavar="CMD",
+                         help="a command whose output is a log stream, e.g. \"kubectl logs -f ...\" or "
+                              "\"journalctl -f ...\" (split like a shell would, run without one; repeatable)")
+    sources.add_argument("--stdin", action="store_true", help="read standard input until it ends")
+    sources.add_argument("--docker-service", metavar="NAME",
+                         help="every container of this compose service (label com.docker.compose.service), "
+                              "each its own replica by container name")
+    sources.add_argument("--docker-project", metavar="P",
+                         help="with --docker-service: only this compose project (label com.docker.compose.project)")
+    output = triage.add_argument_group("output")
+    output.add_argument("--once", action="store_true",
+                        help="read every source to its end, print a summary and exit (files from their start, "
+                             "containers' whole logs, a command until it exits: leave out its -f)")
+    output.add_argument("--json", action="store_true",
+                        help="print the counts by reason and replica as JSON at the end instead of tables")
+    output.add_argument("--window", default="60s",
+                        help="the recent window the live table sets against the whole run (default 60s)")
+    output.add_argument("--interval", default=None,
+                        help="how often the live table is redrawn (default 1s on a terminal, 10s otherwise)")
+    output.add_argument("--metrics-port", type=int, default=None, metavar="P",
+                        help="serve mrtr_request_state_rejections_total{replica,reason} (every reason at 0 for "
+                             "every known replica) on HOST:P/metrics while triage runs")
+    output.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                        help="address the metrics endpoint listens on (default 127.0.0.1)")
+    triage.set_defaults(handler=main)
+
+
+class UsageError(ValueError):
+    """A bad option or combination: one clear message, exit 2."""
+
+
+@dataclass
+class Options:
+    files: list[tuple[str | None, Path]] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    stdin: bool = False
+    docker_service: str | None = None
+    docker_project: str | None = None
+    once: bool = False
+    json: bool = False
+    window: float = 60.0
+    interval: float | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+
+def parse_options(args: argparse.Namespace) -> Options:
+    from harness.durations import parse_duration
+
+    options = Options(stdin=args.stdin, once=args.once, json=args.json, metrics_host=args.metrics_host)
+    options.files = [_file_argument(value) for value in args.file]
+    for command in args.command:
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise UsageError(f"--command {command!r}: {exc}") from None
+        if not argv:
+            raise UsageError("--command: empty command")
+        options.commands.append(command)
+    if args.docker_project is not None and args.docker_service is None:
+        raise UsageError("--docker-project needs --docker-service")
+    if args.docker_service is not None and not args.docker_service.strip():
+        raise UsageError("--docker-service: empty service name")
+    options.docker_service, options.docker_project = args.docker_service, args.docker_project
+    if not (options.files or options.commands or options.stdin or options.docker_service):
+        raise UsageError("no source: give --file, --command, --stdin or --docker-service")
+    options.window = _duration("--window", args.window, parse_duration, minimum=1.0)
+    if args.interval is not None:
+        options.interval = _duration("--interval", args.interval, parse_duration, minimum=0.05)
+    if args.metrics_port is not None:
+        if not 0 < args.metrics_port < 65536:
+            raise UsageError(f"--metrics-port: {args.metrics_port} is not a TCP port (1-65535)")
+        if options.once:
+            raise UsageError("--metrics-port serves live counts; it cannot be combined with --once")
+        options.metrics_port = args.metrics_port
+    return options
+
+
+def _file_argument(value: str) -> tuple[str | None, Path]:
+    label, equals, path = value.partition("=")
+    if equals and _LABEL.fullmatch(label) and path and not Path(value).exists():
+        return label, Path(path)
+    if not value:
+        raise UsageError("--file: empty path")
+    return None, Path(value)
+
+
+def _duration(option: str, text: str, parse: Any, *, minimum: float) -> float:
+    try:
+        seconds = parse(text)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    if seconds < minimum:
+        raise UsageError(f"{option}: {text!r} is shorter than {minimum:g}s")
+    return seconds
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        options = parse_options(args)
+    except UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return run(options)
+
+
+def run(options: Options) -> int:
+    """Open every source, read them into one count while showing it, and return the exit code."""
+    from harness.triage import display
+    from harness.triage.counts import Counts
+    from harness.triage.session import Session
+    from harness.triage.sources import SourceError
+
+    sources = _sources(options)
+    try:
+        for source in sources:
+            notice = source.open()
+            if notice:
+                print(f"{PROG}: {notice}", file=sys.stderr)
+    except SourceError as exc:
+        for source in sources:
+            source.close()
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_SOURCE
+    hooks: dict[str, Any] = {}
+    server = None
+    if options.metrics_port is not None:
+        try:
+            server, hooks = _serve_metrics(options.metrics_host, options.metrics_port)
+        except OSError as exc:
+            for source in sources:
+                source.close()
+            print(f"{PROG}: --metrics-port: cannot listen on {options.metrics_host}:{options.metrics_port}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+    counts = Counts(options.window, **hooks)
+    session = Session(sources, counts)
+    names = [source.name for source in sources]
+    screen = None if options.once or options.json else display.Screen()
+    session.start()
+    restore = _stop_on_sigterm()
+    try:
+        interval = options.interval or (1.0 if screen is None or screen.terminal else 10.0)
+        shown = time.monotonic()
+        if screen is not None:
+            screen.show(display.render_live(counts.snapshot(), sources=names))
+        while not session.wait(min(interval, TICK_SECONDS)):
+            session.tick()
+            if screen is not None and time.monotonic() - shown >= interval:
+                shown = time.monotonic()
+                screen.show(display.render_live(counts.snapshot(), sources=names))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        restore()
+        session.stop()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    snapshot = counts.snapshot()
+    for failure in session.failures:
+        print(f"{PROG}: {failure}", file=sys.stderr)
+    code = EXIT_TAMPERING_OR_CLIENT_BUG if snapshot.tampering_or_client_bug() else \
+        EXIT_SOURCE if session.failures else EXIT_OK
+    if options.json:
+        sys.stdout.write(display.render_json(snapshot, exit_code=code))
+    else:
+        sys.stdout.write(display.render_summary(snapshot, sources=names))
+    sys.stdout.flush()
+    return code
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM (systemd, kubernetes, `timeout`) ends triage like Ctrl-C: with the summary. Returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def _sources(options: Options) -> list[Any]:
+    from harness.triage.sources import CommandSource, DockerSource, FileSource, StdinSource
+
+    follow = not options.once
+    sources: list[Any] = [FileSource(path, label, follow=follow) for label, path in options.files]
+    sources += [CommandSource(command) for command in options.commands]
+    if options.stdin:
+        sources.append(StdinSource())
+    if options.docker_service:
+        sources.append(DockerSource(options.docker_service, options.docker_project, follow=follow))
+    return sources
+
+
+def _serve_metrics(host: str, port: int) -> tuple[Any, dict[str, Any]]:
+    """Serve the rejection counter of `harness.metrics` (the one the dashboards read), and only it."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from harness.metrics import Measurements
+
+    measurements = Measurements()
+    exported = CollectorRegistry()
+    exported.register(measurements.rejections)
+    server, _ = start_http_server(port, addr=host, registry=exported)
+    hooks = {"on_count": measurements.rejection,
+             "on_replica": lambda replica: measurements.preset(replicas=[replica])}
+    return server, hooks

@@ -1,0 +1,258 @@
+"""Which log lines are the SDK's `requestState` rejections, in every shape a replica prints them.
+
+The SDK logs one WARNING on `mcp.server.request_state`: `requestState rejected on
+<method>: <reason>`. It reaches triage in three shapes:
+
+- **plain**: one line per record whatever the format around the message (the shop's
+  `2026-11-30T05:12:57.934Z WARNING replica=r1 mcp.server.request_state: requestState
+  rejected on tools/call: seal`, Python's default `WARNING:mcp.server...`, ...);
+- **rich**: the SDK's own `configure_logging()` installs rich's `RichHandler` when rich is
+  present. It pads the level and message into columns, appends `request_state.py:263`,
+  blanks a repeated timestamp, and wraps (or, in narrow columns, folds mid-word) a long
+  message onto indented continuation lines. So one rejection may span several lines and
+  is reassembled here, per stream, by the message column;
+- **JSON**: one object per line whose message field (`message`, `msg`, `log`, `MESSAGE`,
+  ...) holds the SDK's message or a whole plain line, with a replica, pod or host field
+  when the shipper adds one.
+
+Most lines of a busy server are something else, so `feed` first does one cheap
+substring test and returns; only lines that pass it are looked at further.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from harness.reasons import OTHER_REASON, REASONS, normalise_reason, parse_rejection
+
+MARK: Final = "requestState"
+LEVEL: Final = "WARNING"
+"""The cheap test: a rejection's first line holds `requestState`, or at least its level (rich, in
+columns so narrow that it folds the word). A line with neither word is skipped at once."""
+
+REPLICA_LABEL_MAX = 64
+"""Replica labels come from logs and become metric labels: bounded, printable."""
+
+MESSAGE_KEYS: Final = ("message", "msg", "log", "MESSAGE", "@message", "event", "text")
+REPLICA_KEYS: Final = ("replica", "replica_id", "pod", "pod_name", "kubernetes.pod_name", "kubernetes",
+                       "container_name", "container", "hostname", "host", "_HOSTNAME", "instance")
+"""JSON fields that name the process that logged, most specific first (nested objects: their `pod_name`)."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_KUBECTL_PREFIX = re.compile(r"\[pod/(?P<name>[^/\]\s]+)/[^\]\s]*\] ")
+"""`kubectl logs --prefix`: `[pod/shop-7d9f-abcde/shop] ...`."""
+_COMPOSE_PREFIX = re.compile(r"(?P<name>[\w.-]+-\d+)\s+\| ?")
+"""`docker compose logs`: `shop-r1-1  | ...`."""
+_REPLICA_FIELD = re.compile(r"\breplica=(?P<replica>[^\s,;]+)")
+_RICH_HEAD = re.compile(r"(?P<lead>.{0,60}?\bWARNING\s+)(?P<message>\S.*)$")
+_RICH_PATH = re.compile(r"\s+[\w.\-]+\.py:\S*\s*$")
+"""rich's right-hand column (`request_state.py:263`, or `request_state.py:2…` when squeezed)."""
+
+_COMPACT_HEAD = "requestStaterejectedon"
+_COMPACT_REASONS: Final = {reason.replace(" ", ""): reason for reason in REASONS}
+_COMPACT_BIND = "bind_principalreturned"
+_COMPACT_BIND_END = "orNone"
+
+
+def _compact(text: str) -> str:
+    return "".join(text.split())
+
+
+def _is_unfinished(compact_reason: str) -> bool:
+    """True when more of the reason may follow on the next line (`principal` may become `principal drift`)."""
+    if compact_reason in _COMPACT_REASONS:
+        return any(other != compact_reason and other.startswith(compact_reason) for other in _COMPACT_REASONS)
+    if compact_reason.startswith(_COMPACT_BIND):
+        return not compact_reason.endswith(_COMPACT_BIND_END)
+    return True  # a reason not known yet: wait for the record's end
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One refused `requestState`, as one replica logged it. No token, no key: the line carries none."""
+
+    replica: str | None
+    reason: str
+    method: str
+
+
+OnRejection = Callable[[Rejection], None]
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A rich record whose message may continue on the next lines."""
+
+    replica: str | None
+    column: int
+    compact: str
+    since: float
+
+
+def clean_label(value: Any) -> str | None:
+    """A replica label fit for output and metrics, or None."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = "".join(ch for ch in str(value).strip() if ch.isprintable() and not ch.isspace())
+    return text[:REPLICA_LABEL_MAX] or None
+
+
+class LineParser:
+    """Turns one stream's lines into rejections; one parser per stream (a rich record spans lines).
+
+    `feed` may be called from the stream's reader thread while `flush` is called from
+    another (the display's tick, to finish a record the stream went quiet after): the
+    common path takes no lock, and everything that touches the unfinished records does.
+    """
+
+    def __init__(self, on_rejection: OnRejection, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._emit = on_rejection
+        self._clock = clock
+        self._pending: dict[str | None, _Pending] = {}
+        self._lock = threading.Lock()
+
+    def feed(self, line: str, replica: str | None = None) -> None:
+        """Look at one line (with or without its newline); `replica` is what the source knows, if anything."""
+        if not self._pending and MARK not in line and LEVEL not in line:
+            return
+        with self._lock:
+            self._parse(line, replica)
+
+    def flush(self, older_than: float | None = None) -> None:
+        """Finish unfinished rich records (all, or those waiting more than `older_than` seconds)."""
+        if not self._pending:
+            return
+        with self._lock:
+            now = self._clock()
+            for key, pending in list(self._pending.items()):
+                if older_than is None or now - pending.since >= older_than:
+                    del self._pending[key]
+                    self._finish(pending)
+
+    # --- the slow path: a line that may be a rejection, or continue one --------------------------
+
+    def _parse(self, line: str, replica: str | None) -> None:
+        line = line.rstrip("\r\n")
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+        replica, line = self._strip_prefix(line, replica)
+        pending = self._pending.get(replica)
+        if pending is not None:
+            if self._continues(pending, line):
+                return
+            del self._pending[replica]
+            self._finish(pending)
+        if MARK not in line and LEVEL not in line:
+            return
+        stripped = line.lstrip()
+        if stripped.startswith("{") and self._parse_json(stripped, replica):
+            return
+        if LEVEL in line and self._parse_rich_head(line, replica):
+            return
+        self._parse_plain(line, replica)
+
+    @staticmethod
+    def _strip_prefix(line: str, replica: str | None) -> tuple[str | None, str]:
+        """A stream prefix names the replica (unless the source already does) and is not part of the record."""
+        if line.startswith("[pod/"):
+            match = _KUBECTL_PREFIX.match(line)
+        elif "|" in line[:80]:
+            match = _COMPOSE_PREFIX.match(line)
+        else:
+            return replica, line
+        if match is None:
+            return replica, line
+        return replica or clean_label(match["name"]), line[match.end():]
+
+    def _parse_plain(self, text: str, replica: str | None) -> bool:
+        parsed = parse_rejection(text)
+        if parsed is None:
+            return False
+        if replica is None:
+            field = _REPLICA_FIELD.search(text)
+            replica = clean_label(field["replica"]) if field else None
+        self._emit(Rejection(replica, parsed[1], parsed[0]))
+        return True
+
+    def _parse_json(self, text: str, replica: str | None) -> bool:
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return False
+        if not isinstance(record, dict):
+            return False
+        message = next((record[key] for key in MESSAGE_KEYS if isinstance(record.get(key), str)), None)
+        if message is None or MARK not in message:
+            return True  # a JSON record, and not a rejection
+        return self._parse_plain(message, replica or _json_replica(record))
+
+    def _parse_rich_head(self, line: str, replica: str | None) -> bool:
+        match = _RICH_HEAD.match(line)
+        if match is None:
+            return False
+        message = _RICH_PATH.sub("", match["message"])
+        compact = _compact(message)
+        if not (compact.startswith(_COMPACT_HEAD) or _COMPACT_HEAD.startswith(compact)):
+            return False  # another WARNING, or a plain line with the level before other fields
+        pending = _Pending(replica, match.end("lead"), compact, self._clock())
+        if not self._complete(pending):
+            self._pending[replica] = pending
+        return True
+
+    def _continues(self, pending: _Pending, line: str) -> bool:
+        """Append `line` to `pending` if it is its continuation (text in the message column, blanks before)."""
+        column = pending.column
+        if len(line) <= column or not line[column:column + 1].strip() or line[:column].strip():
+            return False
+        pending.compact += _compact(line[column:])
+        if self._complete(pending):
+            del self._pending[pending.replica]
+        return True
+
+    def _complete(self, pending: _Pending) -> bool:
+        """Emit `pending` if its reason cannot grow any more; True if it did."""
+        parsed = _split_compact(pending.compact)
+        if parsed is None or _is_unfinished(parsed[1]):
+            return False
+        self._emit(Rejection(pending.replica, _reason_from_compact(parsed[1]), parsed[0]))
+        return True
+
+    def _finish(self, pending: _Pending) -> None:
+        parsed = _split_compact(pending.compact)
+        if parsed is not None and parsed[1]:
+            self._emit(Rejection(pending.replica, _reason_from_compact(parsed[1]), parsed[0]))
+
+
+def _split_compact(compact: str) -> tuple[str, str] | None:
+    """(method, compact reason) from a whitespace-free rejection message, or None while incomplete."""
+    if not compact.startswith(_COMPACT_HEAD):
+        return None
+    method, colon, reason = compact[len(_COMPACT_HEAD):].partition(":")
+    if not colon or not method:
+        return None
+    return method, reason
+
+
+def _reason_from_compact(compact_reason: str) -> str:
+    if compact_reason in _COMPACT_REASONS:
+        return _COMPACT_REASONS[compact_reason]
+    if compact_reason.startswith(_COMPACT_BIND):
+        return normalise_reason("bind_principal returned")
+    return OTHER_REASON
+
+
+def _json_replica(record: dict[str, Any]) -> str | None:
+    for key in REPLICA_KEYS:
+        value = record.get(key)
+        if isinstance(value, dict):
+            value = value.get("pod_name") or value.get("pod") or value.get("name")
+        label = clean_label(value)
+        if label is not None:
+            return label
+    return None

@@ -1,0 +1,535 @@
+"""`mrtr-harness triage` on real logs: replicas' plain lines, the SDK's own rich console, JSON, live sources.
+
+The plain logs come from real shop replicas refusing states over HTTP; the rich and JSON
+logs from a script that drives the SDK's own `RequestStateBoundary` into real rejections
+while logging through the SDK's own `configure_logging()` (rich's `RichHandler`, as an
+MCPServer logs by default), at several console widths so records wrap and fold. Live
+sources (a followed file that is rotated, stdin, a compose service's container) run the
+real command in a subprocess and are watched through its metrics endpoint; every wait is
+bounded and none is asserted on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import httpx
+import pytest
+
+from harness.cli import main
+from harness.reasons import REASONS
+from harness.shop.deployment import ReplicaOptions, free_port
+from harness.triage.counts import Counts
+from harness.triage.display import render_live
+from harness.triage.parse import LineParser
+from tests.services import docker_engine, services_required
+from tests.test_rejection_reasons import YES, first_round, post
+
+WAIT_SECONDS = 30.0
+SDK_REASONS = ("seal", "expired", "unknown key", "audience", "request binding", "malformed",
+               "non-string requestState", "principal", "principal drift")
+"""What `SDK_LOGS` provokes, once each, in this order."""
+
+SDK_LOGS = '''
+"""Real rejections by the SDK's RequestStateBoundary, logged through the SDK's own configure_logging().
+
+With rich installed that is rich's RichHandler on stderr; the same records also go to
+RichHandlers of other console widths and to a JSON-lines file of our own formatter.
+"""
+import asyncio, json, logging, os, sys, time
+from dataclasses import dataclass
+
+from mcp.server.mcpserver.utilities.logging import configure_logging
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from rich.console import Console
+from rich.logging import RichHandler
+
+OUT = sys.argv[1]
+ARGS = {"quote_id": "Q-1"}
+KEY = os.urandom(32)
+
+
+class JsonLines(logging.Formatter):
+    def format(self, record):
+        return json.dumps({"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
+                           "message": record.getMessage(), "pod": "shop-7d9f-x2"})
+
+
+configure_logging("INFO")
+root = logging.getLogger()
+for width in (60, 132):
+    root.addHandler(RichHandler(console=Console(file=open(f"{OUT}/rich-{width}.log", "w"), width=width),
+                                rich_tracebacks=True))
+as_json = logging.FileHandler(f"{OUT}/sdk.jsonl")
+as_json.setFormatter(JsonLines())
+root.addHandler(as_json)
+
+
+def boundary(*, audience="shop", key=KEY, ttl=600.0, bound=False):
+    security = RequestStateSecurity(keys=[key], ttl=ttl, bind_principal=(lambda ctx: ctx.user) if bound else None)
+    return RequestStateBoundary(security, default_audience=audience)
+
+
+@dataclass
+class Context:  # what the boundary reads of a ServerRequestContext
+    method: str
+    params: dict
+    user: str | None = None
+
+
+def context(arguments, state=None, user=None):
+    params = {"name": "issue_refund", "arguments": arguments}
+    if state is not None:
+        params["requestState"] = state
+    return Context("tools/call", params, user)
+
+
+async def ask(ctx):
+    return {"resultType": "input_required", "inputRequests": {}, "requestState": "asked"}
+
+
+async def mint(b, user=None):
+    return (await b(context(ARGS, user=user), ask))["requestState"]
+
+
+async def refuse(b, state, arguments=ARGS, user=None):
+    try:
+        await b(context(arguments, state, user), ask)
+    except MCPError as exc:
+        assert exc.code == -32602
+        return
+    raise AssertionError("the state was accepted")
+
+
+async def main():
+    log = logging.getLogger("shop")
+    shop, short, bound = boundary(), boundary(ttl=0.001), boundary(bound=True)
+
+    async def expired(state):
+        state = await mint(short)
+        time.sleep(0.01)
+        await refuse(short, state)
+
+    steps = {
+        "seal": lambda s: refuse(shop, s[:40] + ("A" if s[40] != "A" else "B") + s[41:]),
+        "expired": expired,
+        "unknown key": lambda s: refuse(boundary(key=os.urandom(32)), s),
+        "audience": lambda s: refuse(boundary(audience="shop-eu"), s),
+        "request binding": lambda s: refuse(shop, s, arguments={"quote_id": "Q-2"}),
+        "malformed": lambda s: refuse(shop, "not-a-token"),
+        "non-string requestState": lambda s: refuse(shop, 12345),
+    }
+    for reason, step in steps.items():
+        log.info("round 2 of issue_refund for a lead who took a while to answer (%s next)", reason)
+        await step(await mint(shop))
+    state = await mint(bound, user="alice")
+    await refuse(bound, state, user="bob")
+    await refuse(bound, state, user=None)
+    await shop(context(ARGS, await mint(shop)), ask)  # accepted: no line
+
+
+asyncio.run(main())
+'''
+
+
+# --- real logs -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def replica_logs(deploy) -> dict[str, Path]:
+    """Plain logs of two real replicas, r2's clock 700 s behind: r1 refused a state of r2's as expired; r2
+    refused one of r1's as minted in the future, and two of its own for their seal and their request binding."""
+    shop = deploy([ReplicaOptions(), ReplicaOptions(clock_offset=-700.0)])
+    r1, r2 = 0, 1
+
+    def refused(replica: int, arguments: dict, state: object) -> None:
+        answer = post(shop.replica_urls[replica], "issue_refund", arguments, id=3, responses=YES, state=state)
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == -32602
+
+    refused(r1, *first_round(shop, r2))
+    refused(r2, *first_round(shop, r1))
+    arguments, state = first_round(shop, r2)
+    refused(r2, arguments, state[:40] + ("A" if state[40] != "A" else "B") + state[41:])
+    _, state = first_round(shop, r2)
+    other, _ = first_round(shop, r2)
+    refused(r2, other, state)
+    logs = {replica.label: replica.log_path for replica in shop.replicas}
+    wait_for(lambda: rejection_lines(logs["r1"]) == 1 and rejection_lines(logs["r2"]) == 3, "replica log lines")
+    return logs
+
+
+@pytest.fixture(scope="module")
+def sdk_logs(tmp_path_factory) -> Path:
+    """rich-80.log (the SDK's configure_logging on stderr), rich-60.log, rich-132.log and sdk.jsonl."""
+    try:
+        import rich  # noqa: F401 - the SDK logs through rich only when it is installed
+    except ImportError:
+        if services_required():
+            pytest.fail("rich is not installed and MRTR_REQUIRE_SERVICES=1: pip install rich", pytrace=False)
+        pytest.skip("rich is not installed: the SDK's rich console cannot be produced (pip install rich)")
+    folder = tmp_path_factory.mktemp("sdk-logs")
+    with open(folder / "rich-80.log", "wb") as stderr:
+        subprocess.run([sys.executable, "-c", SDK_LOGS, str(folder)], stderr=stderr, check=True, timeout=60,
+                       env={**os.environ, "COLUMNS": "80"})
+    return folder
+
+
+def rejection_lines(path: Path) -> int:
+    return path.read_text().count("requestState rejected on")
+
+
+def wait_for(condition: Callable[[], bool], what: str, process: subprocess.Popen[str] | None = None) -> None:
+    """Poll `condition` (bounded); give up at once if the triage `process` it depends on has ended."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"triage exited with {process.returncode} before {what}: {process.stderr.read()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def triage(capsys, *args: str) -> tuple[int, dict]:
+    """`mrtr-harness triage --once --json ARGS` in this process: (exit code, the JSON)."""
+    code = main(["triage", "--once", "--json", *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def live_triage(*args: str) -> subprocess.Popen[str]:
+    """`mrtr-harness triage --json ARGS`, live, in its own process (stopped by `stop`)."""
+    return subprocess.Popen([sys.executable, "-m", "harness", "triage", "--json", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[int, dict]:
+    """Ctrl-C a live triage: (exit code, the JSON it prints on the way out)."""
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=WAIT_SECONDS)
+    assert out, err
+    return process.returncode, json.loads(out)
+
+
+def metric(port: int, replica: str, reason: str) -> float | None:
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    except httpx.HTTPError:
+        return None
+    for labels, value in re.findall(r"^mrtr_request_state_rejections_total\{(.*)\} (\S+)$", text, re.MULTILINE):
+        if dict(re.findall(r'(\w+)="([^"]*)"', labels)) == {"replica": replica, "reason": reason}:
+            return float(value)
+    return None
+
+
+PLAIN = {"expired": {"r1": 1}, "minted in the future": {"r2": 1}, "seal": {"r2": 1}, "request binding": {"r2": 1}}
+"""What `replica_logs` holds, by reason and replica."""
+
+
+def every_sdk_reason_once(replica: str) -> dict[str, dict[str, int]]:
+    return {reason: {replica: 1} for reason in SDK_REASONS}
+
+
+# --- plain logs of real replicas ---------------------------------------------------------------
+
+
+def test_plain_replica_logs_are_counted_by_reason_and_replica(replica_logs, capsys):
+    code, result = triage(capsys, *(f"--file={path}" for path in replica_logs.values()))
+    assert result["by_reason_and_replica"] == PLAIN
+    assert result["rejections"] == 4
+    assert result["by_reason"] == {**{reason: 0 for reason in (*REASONS, "other")},
+                                   "expired": 1, "minted in the future": 1, "seal": 1, "request binding": 1}
+    assert result["tampering_or_client_bug"] == ["seal", "request binding"]
+    assert code == result["exit_code"] == 1
+
+
+def test_only_expired_states_exit_0(replica_logs, capsys):
+    code, result = triage(capsys, "--file", str(replica_logs["r1"]))
+    assert result["by_reason_and_replica"] == {"expired": {"r1": 1}}
+    assert code == 0
+
+
+def test_a_seal_rejection_exits_1(replica_logs, capsys):
+    code, result = triage(capsys, "--file", str(replica_logs["r2"]))
+    assert result["by_reason"]["seal"] == 1
+    assert code == 1
+
+
+def test_a_reason_on_some_replicas_only_says_so(replica_logs, capsys):
+    _, result = triage(capsys, *(f"--file={label}={path}" for label, path in replica_logs.items()))
+    assert result["replicas"] == ["r1", "r2"]
+    assert result["advice"]["expired"]["where"].startswith("only on r1 of 2 replicas")
+    assert result["advice"]["seal"]["where"].startswith("only on r2 of 2 replicas")
+    assert "fix NTP" in result["advice"]["minted in the future"]["next_step"]
+    assert "proxy rewriting request bodies" in result["advice"]["seal"]["cause"]
+
+
+def test_the_summary_names_each_reason_its_cause_and_next_step(replica_logs, capsys):
+    code = main(["triage", "--once", *(f"--file={label}={path}" for label, path in replica_logs.items())])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert re.search(r"^! seal +1 ", out, re.MULTILINE)
+    assert re.search(r"^  expired +1 ", out, re.MULTILINE)
+    assert "raise the TTL above the leads' think time" in out
+    assert "v1." not in out  # no token, ever
+
+
+# --- the SDK's rich console and JSON --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["rich-80.log", "rich-60.log", "rich-132.log"])
+def test_the_sdks_rich_console_is_counted_however_it_wraps(sdk_logs, capsys, name):
+    code, result = triage(capsys, "--file", f"r9={sdk_logs / name}")
+    assert result["by_reason_and_replica"] == every_sdk_reason_once("r9")
+    assert code == 1
+
+
+def test_a_rich_record_wraps_in_the_default_console(sdk_logs):
+    text = (sdk_logs / "rich-80.log").read_text()
+    assert "requestState rejected on tools/call: non-string requestState" not in text
+    assert re.search(r"WARNING +requestState rejected on +request_state\.py:\d+\n +tools/call: ", text)
+
+
+def test_json_logs_are_counted_with_their_pod_field_as_replica(sdk_logs, capsys):
+    code, result = triage(capsys, "--file", str(sdk_logs / "sdk.jsonl"))
+    assert result["by_reason_and_replica"] == every_sdk_reason_once("shop-7d9f-x2")
+    assert code == 1
+
+
+def test_a_commands_output_is_a_source(sdk_logs, capsys):
+    code, result = triage(capsys, "--command", f"cat {sdk_logs / 'sdk.jsonl'}")
+    assert result["by_reason_and_replica"] == every_sdk_reason_once("shop-7d9f-x2")
+
+
+def test_a_rich_record_a_quiet_stream_left_unfinished_is_counted_once_stale():
+    now = [0.0]
+    seen = []
+    parser = LineParser(seen.append, clock=lambda: now[0])
+    head = "[11/30/26 06:21:58] WARNING  requestState rejected on tools/call:       request_state.py:263"
+    parser.feed(head, "r1")
+    parser.feed("                             principal", "r1")  # may yet become "principal drift"
+    parser.flush(older_than=1.0)
+    assert seen == []
+    now[0] = 1.5
+    parser.flush(older_than=1.0)
+    assert [(r.replica, r.reason, r.method) for r in seen] == [("r1", "principal", "tools/call")]
+
+
+def test_stream_prefixes_and_shipper_fields_name_the_replica(tmp_path, capsys):
+    message = "requestState rejected on tools/call: "
+    stream = tmp_path / "stream.log"
+    stream.write_text("\n".join([
+        f"[pod/shop-7d9f-abcde/shop] 2026-11-30T05:12:57.934Z WARNING mcp.server.request_state: {message}unknown key",
+        f"shop-r2-1  | WARNING:mcp.server.request_state:{message}expired",
+        json.dumps({"log": f"2026-11-30T05:12:57.934Z WARNING replica=r3 mcp.server.request_state: {message}audience\n",
+                    "stream": "stderr"}),
+        json.dumps({"MESSAGE": f"{message}bind_principal returned int, expected str or None", "_HOSTNAME": "node-4"}),
+        f"WARNING:mcp.server.request_state:{message}a reason from a newer SDK",
+    ]) + "\n")
+    code, result = triage(capsys, "--command", f"cat {stream}")
+    assert result["by_reason_and_replica"] == {"unknown key": {"shop-7d9f-abcde": 1}, "expired": {"shop-r2-1": 1},
+                                               "audience": {"r3": 1}, "principal binding error": {"node-4": 1},
+                                               "other": {"unknown": 1}}
+    assert code == 0
+
+
+# --- what is not a rejection -------------------------------------------------------------------
+
+
+NOISE = [
+    "2026-11-30T05:12:57.934Z INFO replica=r1 harness.shop.replica: serving http://127.0.0.1:8101/mcp name=shop",
+    "2026-11-30T05:12:58.001Z ERROR replica=r1 mcp.server.request_state: refusing to seal requestState on "
+    "tools/call: principal binding error",
+    "2026-11-30T05:12:58.002Z ERROR replica=r1 mcp.server.request_state: requestState codec raised during unseal "
+    "on tools/call",
+    "Traceback (most recent call last):",
+    '{"level": "WARNING", "message": "slow round on tools/call", "pod": "p1"}',
+    '{"level": "INFO", "message": "echoing the state", "requestState": "v1.AAAA", "pod": "p1"}',
+    "                    WARNING  disk almost full                                disk.py:12",
+    "WARNING  requestState store is slow",
+    "{not json, requestState rejected on",
+    "",
+    "\x1b[31mWARNING\x1b[0m something else",
+]
+
+
+def test_everything_else_is_ignored(replica_logs, tmp_path, capsys):
+    real = [line for path in replica_logs.values() for line in path.read_text().splitlines()
+            if "requestState rejected on" in line]
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text("\n".join(NOISE * 50 + real + NOISE * 50) + "\n", errors="replace")
+    code, result = triage(capsys, "--file", str(mixed))
+    assert result["by_reason_and_replica"] == PLAIN
+    assert result["lines"] == len(NOISE) * 100 + len(real)
+
+
+# --- live sources -------------------------------------------------------------------------------
+
+
+def test_stdin_is_read_until_it_ends(replica_logs):
+    text = "\n".join(NOISE) + "\n" + replica_logs["r1"].read_text() + replica_logs["r2"].read_text()
+    finished = subprocess.run([sys.executable, "-m", "harness", "triage", "--stdin", "--json"], input=text,
+                              capture_output=True, text=True, timeout=WAIT_SECONDS)
+    result = json.loads(finished.stdout)
+    assert result["by_reason_and_replica"] == PLAIN
+    assert finished.returncode == 1
+
+
+def test_a_file_rotated_while_followed_is_counted_on_both_sides(replica_logs, tmp_path):
+    r1_lines = replica_logs["r1"].read_text()  # expired
+    r2_lines = replica_logs["r2"].read_text()  # minted in the future, seal, request binding
+    log = tmp_path / "app.log"
+    log.write_text("before triage started: not counted\n" + r2_lines)
+    port = free_port()
+    process = live_triage("--file", f"app={log}", "--metrics-port", str(port))
+    try:
+        wait_for(lambda: all(metric(port, "app", reason) == 0 for reason in REASONS), "every reason at 0", process)
+        with log.open("a") as out:
+            out.write("\n".join(NOISE) + "\n" + r2_lines)
+        wait_for(lambda: metric(port, "app", "seal") == 1 and metric(port, "app", "request binding") == 1,
+                 "the first half", process)
+        with log.open("a") as out:  # written just before the rotation: must not be lost with the old file
+            out.write(r1_lines)
+        log.rename(tmp_path / "app.log.1")
+        log.write_text(r2_lines)
+        wait_for(lambda: metric(port, "app", "expired") == 1 and metric(port, "app", "seal") == 2, "the second half",
+                 process)
+        code, result = stop(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert result["by_reason_and_replica"] == {"minted in the future": {"app": 2}, "seal": {"app": 2},
+                                               "request binding": {"app": 2}, "expired": {"app": 1}}
+    assert code == 1
+
+
+@pytest.fixture()
+def docker_client():
+    """A client on an engine: the one that answers, or a private dockerd this test starts and stops."""
+    with docker_engine():
+        client = docker.from_env(timeout=30)
+        yield client
+        client.close()
+
+
+def test_a_compose_services_container_is_followed_live(tmp_path, docker_client):
+    client = docker_client
+    from harness.target.image import ensure_host_python_image, host_python_run_spec  # DESIGN's image recipe (a)
+
+    ensure_host_python_image(client)
+    project, port, metrics_port = f"mrtr-triage-{uuid.uuid4().hex[:8]}", free_port(), free_port()
+    spec = host_python_run_spec([tmp_path])
+    labels = {"com.docker.compose.project": project, "com.docker.compose.service": "shop",
+              "com.docker.compose.container-number": "1"}
+    container = client.containers.run(
+        # A real replica; refusing a state never reaches the shop's API, so none runs.
+        command=spec.module("harness", "shop", "replica", "--port", str(port), "--api", "http://127.0.0.1:9",
+                            "--replica-id", "d1", "--store", "memory", "--keyring", "ephemeral"),
+        labels=labels, name=f"{project}-shop-1", detach=True, **spec.options())
+    process = None
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _answers(f"{url}/healthz"), f"the replica in container {container.name}")
+        process = live_triage("--docker-service", "shop", "--docker-project", project, "--metrics-port",
+                              str(metrics_port))
+        wait_for(lambda: metric(metrics_port, container.name, "malformed") == 0, "the container's replica at 0",
+                 process)
+        for state in ("not-a-token", "v1.AAAA", 12345):
+            answer = post(f"{url}/mcp", "issue_refund", {"quote_id": "Q-1"}, id=3, responses=YES, state=state)
+            assert answer.status_code == 400
+        wait_for(lambda: metric(metrics_port, container.name, "malformed") == 2
+                 and metric(metrics_port, container.name, "non-string requestState") == 1, "the container's lines",
+                 process)
+        code, result = stop(process)
+    finally:
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        try:
+            container.remove(force=True)
+        except docker.errors.DockerException:
+            pass  # the engine went away meanwhile: the test has failed already, and says why
+    assert result["by_reason_and_replica"] == {"malformed": {container.name: 2},
+                                               "non-string requestState": {container.name: 1}}
+    assert code == 1
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+# --- the window, and usage --------------------------------------------------------------------
+
+
+def test_the_recent_window_slides_and_the_whole_window_keeps_everything():
+    now = [0.0]
+    counts = Counts(60, clock=lambda: now[0])
+    counts.declare(["r1", "r2"])
+    counts.add("r1", "unknown key")
+    now[0] = 30.0
+    counts.add("r2", "unknown key")
+    now[0] = 75.0
+    snapshot = counts.snapshot()
+    assert snapshot.recent == {"unknown key": {"r2": 1}}
+    assert snapshot.total == {"unknown key": {"r1": 1, "r2": 1}}
+    assert snapshot.rate(snapshot.by_reason(recent=True)["unknown key"], recent=True) == pytest.approx(1 / 60)
+    assert snapshot.replicas == ("r1", "r2")
+
+
+def test_the_live_table_sets_the_last_window_against_the_whole_run_with_advice():
+    now = [0.0]
+    counts = Counts(60, clock=lambda: now[0])
+    counts.declare(["r1", "r2", "r3"])
+    for _ in range(4):
+        counts.add("r2", "unknown key")
+    now[0] = 100.0
+    counts.add("r3", "unknown key")
+    counts.add("r1", "seal")
+    shown = render_live(counts.snapshot(), sources=["file logs/r1.log"], width=120)
+    assert re.search(r"^  unknown key +1 +0\.02 +5 +0\.05$", shown, re.MULTILINE)
+    assert re.search(r"^! seal +1 +0\.02 +1 +0\.01$", shown, re.MULTILINE)
+    assert re.search(r"^  unknown key +0/0 +0/4 +1/1$", shown, re.MULTILINE)  # per replica: last 60s / total
+    assert "only on r2, r3 of 3 replicas: after a deploy, this points at per-process keys" in shown
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "no source"),
+    (["--stdin", "--docker-project", "p"], "--docker-project needs --docker-service"),
+    (["--stdin", "--window", "soon"], "--window: not a duration"),
+    (["--stdin", "--once", "--metrics-port", "9464"], "cannot be combined with --once"),
+    (["--stdin", "--metrics-port", "70000"], "not a TCP port"),
+    (["--command", "'unbalanced"], "No closing quotation"),
+])
+def test_bad_options_exit_2_with_one_clear_error(capsys, args, message):
+    assert main(["triage", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_source_that_cannot_be_opened_exits_3(tmp_path, capsys):
+    assert main(["triage", "--once", "--file", str(tmp_path / "missing.log")]) == 3
+    assert "no such file" in capsys.readouterr().err
+    assert main(["triage", "--once", "--command", "/nonexistent/kubectl logs -f"]) == 3
+    assert "cannot start" in capsys.readouterr().err
+
+
+def test_the_help_shows_every_source_and_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["triage", "--help"])
+    shown = capsys.readouterr().out
+    for option in ("--file", "--command", "--stdin", "--docker-service", "--docker-project", "--once", "--json",
+                   "--metrics-port", "--window"):
+        assert option in shown
+    assert "exit codes" in shown
