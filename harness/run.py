@@ -139,10 +139,7 @@ class Run:
         self.measurements.preset(replicas=self.target.labels)
         self.collector = Collector(self._on_rejection)
         for source in self.target.log_sources():
-            if source.kind == "file":
-                self.collector.follow_file(source.path, source.replica)
-            else:
-                self.collector.follow_command(source.location, source.replica)
+            self.collector.follow(source)
         if self.options.metrics_port is not None:
             from prometheus_client import start_http_server
 
@@ -201,8 +198,7 @@ class Run:
         client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
                             transport=transport)
         flow_env = FlowEnv(scenario, client, self.journal, self.measurements, build_catalogue(),
-                           dict(zip(self.target.urls, self.target.labels, strict=True)),
-                           fire_request=self.env.events.request.fire)
+                           url_labels(self.target.urls, self.target.labels), fire_request=self.env.events.request.fire)
         return LoadPlan(scenario, flow_env)
 
     def _stop_load(self) -> None:
@@ -416,6 +412,13 @@ class Run:
             self.options.stream.write("\r\033[K")
         self.options.stream.write(message + "\n")
         self.options.stream.flush()
+
+
+def url_labels(urls: list[str], labels: list[str]) -> dict[str, str]:
+    """The replica label a round's URL stands for; behind one balancer URL nobody can tell, and the journal says so."""
+    if len(urls) == len(labels):
+        return dict(zip(urls, labels, strict=True))
+    return {url: "balancer" for url in urls}
 
 
 def _rng(seed: int, name: str):

@@ -55,11 +55,20 @@ class Target(_Strict):
     urls: list[str] = Field(default_factory=list)
     api: str | None = None
     logs: list[str] = Field(default_factory=list)
+    image: str | None = Field(default=None, description="docker: the image the harness starts the shop from")
+    compose_project: str | None = Field(default=None, description="docker: a running compose deployment's project")
+    compose_service: str | None = Field(default=None, description="docker: the replicas' compose service")
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Target:
         if self.kind == "external" and not self.urls:
             raise ValueError("an external target needs urls = [the replicas' or the balancer's MCP URLs]")
+        if self.kind == "docker" and (self.image is None) == (self.compose_project is None):
+            raise ValueError("a docker target needs either image = \"...\" (the harness starts the shop from it, "
+                             "e.g. \"mrtr-harness/host-python:test\") or compose_project = \"...\" (a running "
+                             "compose deployment), not both")
+        if self.kind != "docker" and (self.image or self.compose_project or self.compose_service):
+            raise ValueError("image, compose_project and compose_service apply to kind = \"docker\" only")
         for override in self.overrides:
             if override.replica > self.replicas:
                 raise ValueError(f"overrides names replica {override.replica}, but there are {self.replicas}")

@@ -1,7 +1,7 @@
 """Real services for tests: find their binaries, start them, stop them.
 
-Tests that need a real service (redis-server today; prometheus and dockerd
-later) go through :func:`require_binary`, so one rule decides what a missing
+Tests that need a real service (redis-server, prometheus, dockerd) go
+through :func:`require_binary`, so one rule decides what a missing
 service means:
 
 * by default the test is *skipped*, with the reason, so a laptop without
@@ -221,3 +221,117 @@ def prometheus_server(config_dir: Path, config_name: str = "prometheus.yml", att
             yield f"http://127.0.0.1:{port}"
         finally:
             stop_process(proc, timeout_s=10.0)
+
+
+DOCKERD_START_TIMEOUT_S = 30.0
+DOCKERD_STOP_TIMEOUT_S = 20.0
+DOCKERD_STORAGE_ENV = "MRTR_DOCKERD_STORAGE_DRIVER"
+
+
+def docker_engine_answers(timeout_s: float = 2.0) -> bool:
+    """True if the engine DOCKER_HOST (or the default socket) names answers a ping."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=timeout_s)
+    except docker.errors.DockerException:
+        return False
+    try:
+        return bool(client.ping())
+    except (docker.errors.DockerException, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def _start_dockerd(binary: str, folder: Path, driver: str) -> tuple[subprocess.Popen[bytes] | None, str]:
+    """Start a private dockerd on a socket in `folder`; the process once it answers a ping, or None if it
+    exited (e.g. the storage driver does not work here). Returns the process and its DOCKER_HOST."""
+    import docker
+
+    host = f"unix://{folder / 'docker.sock'}"
+    (folder / "daemon.json").write_text("{}\n")  # the host's /etc/docker/daemon.json must not apply
+    log_path = folder / f"dockerd-{driver}.log"
+    log = open(log_path, "wb")
+    try:
+        proc = subprocess.Popen(
+            [binary, "--host", host, "--data-root", str(folder / "data"), "--exec-root", str(folder / "exec"),
+             "--pidfile", str(folder / "docker.pid"), "--config-file", str(folder / "daemon.json"),
+             "--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver", driver],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    finally:
+        log.close()
+    deadline = time.monotonic() + DOCKERD_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return None, host
+        try:
+            client = docker.DockerClient(base_url=host, timeout=2)
+            try:
+                if client.ping():
+                    return proc, host
+            finally:
+                client.close()
+        except (docker.errors.DockerException, OSError):
+            pass
+        time.sleep(0.1)
+    stop_process(proc, timeout_s=DOCKERD_STOP_TIMEOUT_S)
+    raise RuntimeError(f"dockerd did not answer a ping within {DOCKERD_START_TIMEOUT_S:.0f} s; "
+                       f"log: {log_path.read_text(errors='replace')[-2000:]}")
+
+
+@contextmanager
+def docker_engine() -> Iterator[str]:
+    """A Docker engine for the test, as a DOCKER_HOST URL (also set in os.environ meanwhile).
+
+    Uses the engine that already answers (DOCKER_HOST or the default socket); otherwise
+    starts a private dockerd (its socket, data and exec roots in a temp folder; host
+    networking only: --iptables=false --bridge=none; overlay2, then vfs if overlay2 does
+    not work here, or the driver MRTR_DOCKERD_STORAGE_DRIVER names) and stops it by its
+    PID at the end. Skips or fails per :func:`require_binary` when dockerd is missing.
+    Subprocesses the test starts inherit DOCKER_HOST, so they reach the same engine.
+    """
+    if docker_engine_answers():
+        yield os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        return
+    binary = require_binary("dockerd")
+    # A short path: containerd's sockets live under the exec root and unix socket paths are limited.
+    folder = Path(tempfile.mkdtemp(prefix="mrtr-dockerd-", dir="/tmp"))
+    drivers = [os.environ[DOCKERD_STORAGE_ENV]] if os.environ.get(DOCKERD_STORAGE_ENV) else ["overlay2", "vfs"]
+    proc, host = None, ""
+    try:
+        for driver in drivers:
+            proc, host = _start_dockerd(binary, folder, driver)
+            if proc is not None:
+                break
+        if proc is None:
+            logs = "\n".join(f"{p.name}: {p.read_text(errors='replace')[-800:]}" for p in folder.glob("dockerd-*.log"))
+            raise RuntimeError(f"dockerd exited at start with every storage driver tried ({drivers}):\n{logs}")
+        previous = os.environ.get("DOCKER_HOST")
+        os.environ["DOCKER_HOST"] = host
+        try:
+            yield host
+        finally:
+            if previous is None:
+                os.environ.pop("DOCKER_HOST", None)
+            else:
+                os.environ["DOCKER_HOST"] = previous
+    finally:
+        if proc is not None:
+            stop_process(proc, timeout_s=DOCKERD_STOP_TIMEOUT_S)
+        _unmount_under(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _unmount_under(folder: Path) -> None:
+    """Lazily unmount what our dockerd left mounted in its folder (e.g. exec-root/netns/default)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    prefix = str(folder) + "/"
+    points = [line.split()[4] for line in lines if line.split()[4].startswith(prefix)]
+    for point in sorted(set(points), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+

@@ -108,6 +108,7 @@ def run_worker(master_port: int, folder: Path, index: int, workers: int) -> int:
     from harness.load.users import user_classes
     from harness.metrics import Measurements
     from harness.mrtr import MrtrClient, Router, Transport
+    from harness.run import url_labels
     from harness.scenario import Scenario, flow_label
     from harness.shop.catalogue import build_catalogue
 
@@ -121,7 +122,7 @@ def run_worker(master_port: int, folder: Path, index: int, workers: int) -> int:
                         transport=Transport(read_timeout=scenario.load.timeout,
                                             reuse_connections=len(target["urls"]) > 1))
     flow_env = FlowEnv(scenario, client, journal, measurements, build_catalogue(),
-                       dict(zip(target["urls"], target["labels"], strict=True)), fire_request=env.events.request.fire)
+                       url_labels(target["urls"], target["labels"]), fire_request=env.events.request.fire)
     plan = LoadPlan(scenario, flow_env, worker=index, workers=workers)
     env.user_classes = user_classes(plan, time.time(), distributed=True)
 

@@ -17,9 +17,10 @@ class ChaosUnsupported(RuntimeError):
 
 @dataclass(frozen=True)
 class LogSource:
-    """Where one replica's log can be read: a file followed like tail -F, or a command's output."""
+    """Where one replica's log can be read: a file followed like tail -F, a command's output, or a container's
+    log through the Docker engine (location: `docker:` and the labels that find the container, comma-separated)."""
 
-    kind: Literal["file", "command"]
+    kind: Literal["file", "command", "docker"]
     location: str
     replica: str
 

@@ -1,0 +1,475 @@
+"""The docker target: the shop's replicas as containers, broken through the engine's API.
+
+Two ways to get replicas, told apart by the scenario's `target`:
+
+- `image = "..."`: the harness creates the deployment from that image: the shop's API
+  and N replicas, each a container with host networking on a free 127.0.0.1 port, found
+  again by the harness's labels (`mrtr-harness.run=<id>`, `mrtr-harness.replica=rN`),
+  removed at the end. The sqlite store lives in a folder bind-mounted into all of them;
+  each replica reads its own key-ring file in a bind-mounted folder, so a rotation rolls
+  out replica by replica, in order or not, like the process backend's.
+- `compose_project = "..."` (and optionally `compose_service`): a deployment the harness
+  did not create, found by compose's labels. Its replica URLs come from `urls`, or from
+  each container's `--port` (host networking) or published port. It is left running at
+  the end, rolled back to how it was found.
+
+Every chaos action goes through the engine: restart (`container.restart`), kill and
+start, pause and unpause; TTL, name, clock and store changes recreate the container with
+the replica command's flags changed (same name, labels, mounts, network). A replica's
+ring is the host file behind its `--keyring file:PATH`, found through its mounts.
+Replica logs are followed through the engine by label (`LogSource` kind "docker"), so a
+restarted or recreated container is picked up again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from harness.scenario import Scenario
+from harness.shop.deployment import free_port
+from harness.shop.sealing import new_key, parse_ring, write_ring
+from harness.target.base import ChaosUnsupported, LogSource, TargetError
+from harness.target.image import (
+    HOST_PYTHON_IMAGE,
+    RunSpec,
+    ensure_host_python_image,
+    host_python_run_spec,
+    installed_run_spec,
+    is_host_python,
+)
+from harness.target.process import _process_cpu
+from harness.target.redis_process import RedisProcess
+
+RUN_LABEL = "mrtr-harness.run"
+REPLICA_LABEL = "mrtr-harness.replica"
+ROLE_LABEL = "mrtr-harness.role"
+COMPOSE_PROJECT = "com.docker.compose.project"
+COMPOSE_SERVICE = "com.docker.compose.service"
+COMPOSE_NUMBER = "com.docker.compose.container-number"
+LOG_PREFIX = "docker:"
+"""A docker `LogSource`'s location is this prefix and the comma-separated labels that find the container."""
+
+READY_TIMEOUT = 30.0
+STOP_TIMEOUT = 5
+ENGINE_TIMEOUT = 60
+
+
+def log_location(selector: dict[str, str]) -> str:
+    return LOG_PREFIX + ",".join(f"{key}={value}" for key, value in selector.items())
+
+
+@dataclass
+class _Replica:
+    label: str
+    url: str
+    selector: dict[str, str]
+    container: Any
+    original_command: list[str] = field(default_factory=list)
+    original_ring: list[str] = field(default_factory=list)
+
+
+class DockerTarget:
+    """Replicas as containers of a real Docker engine; the same chaos as the process backend."""
+
+    def __init__(self, scenario: Scenario, workdir: Path) -> None:
+        self.scenario = scenario
+        self.workdir = workdir
+        spec = scenario.target
+        self.compose = spec.compose_project is not None
+        self.run_id = f"{workdir.parent.name or 'run'}-{secrets.token_hex(3)}"
+        self.redis = RedisProcess(workdir / "redis") if spec.store == "redis" and not self.compose else None
+        self.client: Any = None
+        self.replicas: list[_Replica] = []
+        self.api_container: Any = None
+        self.paused: set[int] = set()
+        self.labels: list[str] = [] if self.compose else [f"r{n + 1}" for n in range(spec.replicas)]
+        self.urls: list[str] = []
+        self._balancer: str | None = None
+        self.api_url: str | None = None
+
+    # --- up and down -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        import docker
+
+        try:
+            self.client = docker.from_env(timeout=ENGINE_TIMEOUT)
+            self.client.ping()
+        except docker.errors.DockerException as exc:
+            raise TargetError(f"no Docker engine answers (DOCKER_HOST or the default socket): {exc}") from None
+        try:
+            self._find_compose() if self.compose else self._create()
+        except docker.errors.DockerException as exc:
+            self.stop()
+            raise TargetError(f"docker: {exc}") from None
+        except TargetError:
+            self.stop()
+            raise
+        for replica in self.replicas:
+            replica.original_command = list(replica.container.attrs["Config"]["Cmd"] or [])
+            replica.original_ring = self._ring_or_empty(replica)
+        self.labels = [replica.label for replica in self.replicas]
+        # Rounds go to the balancer when the scenario names one (it then hides which replica
+        # served them); chaos, logs and readiness still address every replica directly.
+        self.urls = [self._balancer] if self._balancer else [replica.url for replica in self.replicas]
+
+    def stop(self) -> None:
+        """Remove every container this run created (by its run label); a compose deployment is left running."""
+        if self.client is not None and not self.compose:
+            for container in self.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
+                with contextlib.suppress(Exception):
+                    container.remove(force=True)
+        if self.redis is not None:
+            self.redis.stop()
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def _create(self) -> None:
+        spec = self.scenario.target
+        assert spec.image is not None
+        rings, store_dir = self.workdir / "rings", self.workdir / "store"
+        run_spec = self._run_spec(spec.image, [rings, store_dir])
+        if self.redis is not None:
+            self.redis.start()
+            store = self.redis.url
+        else:
+            store = f"sqlite:{store_dir.resolve() / 'shop.db'}"
+        if spec.keyring == "file":
+            key = new_key()
+            for label in self.labels:
+                write_ring(rings / label, [key])
+        api_port = free_port()
+        self.api_container = self._run(run_spec, run_spec.module("harness", "shop", "api", "--port", str(api_port),
+                                                                 "--store", store),
+                                       {ROLE_LABEL: "api"}, "api")
+        self.api_url = f"http://127.0.0.1:{api_port}"
+        overrides = {override.replica - 1: override for override in spec.overrides}
+        for index, label in enumerate(self.labels):
+            port = free_port()
+            override = overrides.get(index)
+            offset = (override.clock_offset or 0.0) if override else 0.0
+            if override and override.clock_behind:
+                offset = -offset
+            keyring = f"file:{(rings / label).resolve()}" if spec.keyring == "file" else "ephemeral"
+            replica_store = "memory" if spec.store == "memory" or (override and override.store == "memory") \
+                else store
+            args = ["--port", str(port), "--api", self.api_url, "--replica-id", label, "--store", replica_store,
+                    "--keyring", keyring, "--ttl", f"{self.scenario.real(spec.ttl)}",
+                    "--name", (override.name if override and override.name else spec.name),
+                    "--clock-offset", str(offset)]
+            if override and override.answers_store == "memory":
+                args += ["--answers-store", "memory"]
+            module = ["harness.shop.server"] if override and override.launch == "module" \
+                else ["harness", "shop", "replica"]
+            command = run_spec.module(module[0], *module[1:], *args)
+            selector = {RUN_LABEL: self.run_id, REPLICA_LABEL: label}
+            container = self._run(run_spec, command, {ROLE_LABEL: "replica", REPLICA_LABEL: label}, label)
+            self.replicas.append(_Replica(label, f"http://127.0.0.1:{port}/mcp", selector, container))
+        # Replicas reach the API only when a tool runs, so every container starts at once and is waited for here.
+        self._wait_ready(self.api_container, self.api_url, "api")
+        for replica in self.replicas:
+            self._wait_ready(replica.container, _base(replica.url), replica.label)
+
+    def _run_spec(self, image: str, shared: list[Path]) -> RunSpec:
+        import docker
+
+        if image == HOST_PYTHON_IMAGE:
+            ensure_host_python_image(self.client, image)
+        try:
+            found = self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise TargetError(f"image {image!r} is not on this Docker engine (no registry is used): build it first, "
+                              f"or use image = {HOST_PYTHON_IMAGE!r} (made here, from this interpreter)") from None
+        return host_python_run_spec(shared, image) if is_host_python(found) else installed_run_spec(image, shared)
+
+    def _run(self, run_spec: RunSpec, command: list[str], labels: dict[str, str], role: str) -> Any:
+        return self.client.containers.run(command=command, detach=True, name=f"mrtr-{self.run_id}-{role}",
+                                          labels={RUN_LABEL: self.run_id, **labels}, **run_spec.options())
+
+    def _find_compose(self) -> None:
+        spec = self.scenario.target
+        filters = [f"{COMPOSE_PROJECT}={spec.compose_project}"]
+        if spec.compose_service:
+            filters.append(f"{COMPOSE_SERVICE}={spec.compose_service}")
+        found = [container for container in self.client.containers.list(all=True, filters={"label": filters})
+                 if spec.compose_service or _is_replica(container)]
+        found.sort(key=lambda c: (c.labels.get(COMPOSE_SERVICE, ""), int(c.labels.get(COMPOSE_NUMBER, "0") or 0)))
+        where = f"compose project {spec.compose_project!r}" + \
+            (f" service {spec.compose_service!r}" if spec.compose_service else "")
+        if len(found) != spec.replicas:
+            raise TargetError(f"{where} has {len(found)} replica container(s), the scenario says replicas = "
+                              f"{spec.replicas}")
+        balancer = len(spec.urls) == 1 and len(found) > 1
+        if spec.urls and len(spec.urls) != len(found) and not balancer:
+            raise TargetError(f"{where} has {len(found)} replica container(s) but urls names {len(spec.urls)}: "
+                              f"name one URL per replica, one balancer URL, or none to reach each replica directly")
+        down = [f"{container.name} ({container.status})" for container in found if container.status != "running"]
+        if down:
+            raise TargetError(f"{where}: replica containers not running: {', '.join(down)}; start the deployment first")
+        for index, container in enumerate(found):
+            number = container.labels.get(COMPOSE_NUMBER, str(index + 1))
+            label = _flag(_command(container), "--replica-id") or f"r{number}"
+            url = spec.urls[index] if spec.urls and not balancer else _compose_url(container)
+            selector = {key: container.labels[key] for key in (COMPOSE_PROJECT, COMPOSE_SERVICE, COMPOSE_NUMBER)
+                        if key in container.labels}
+            self.replicas.append(_Replica(label, url, selector, container))
+        self.api_url = spec.api.rstrip("/") if spec.api else None
+        for replica in self.replicas:
+            self._wait_ready(replica.container, _base(replica.url), replica.label)
+        self._balancer = spec.urls[0] if balancer else None
+
+    # --- what a run reads --------------------------------------------------------------------
+
+    def log_sources(self) -> list[LogSource]:
+        return [LogSource("docker", log_location(replica.selector), replica.label) for replica in self.replicas]
+
+    def replicas_up(self) -> int:
+        up = 0
+        for index, replica in enumerate(self.replicas):
+            with contextlib.suppress(Exception):
+                replica.container.reload()
+                up += replica.container.status == "running" and index not in self.paused
+        return up
+
+    def cpu_seconds(self) -> dict[str, tuple[int, float]]:
+        """(pid, CPU seconds so far) of each replica's and the API's process, when the engine runs on this host."""
+        containers = [(replica.label, replica.container) for replica in self.replicas]
+        if self.api_container is not None:
+            containers.append(("api", self.api_container))
+        seen: dict[str, tuple[int, float]] = {}
+        for label, container in containers:
+            with contextlib.suppress(Exception):
+                container.reload()
+                pid = int(container.attrs["State"]["Pid"])
+                # The engine's pid namespace is ours only if that pid is in this container's cgroup.
+                if pid and container.id in Path(f"/proc/{pid}/cgroup").read_text():
+                    cpu = _process_cpu(pid)
+                    if cpu is not None:
+                        seen[label] = (pid, cpu)
+        return seen
+
+    # --- chaos operations --------------------------------------------------------------------
+
+    def restart(self, index: int, *, kill: bool = False) -> float:
+        replica = self.replicas[index]
+        self._unpause(index)
+        started = time.monotonic()
+        if kill:
+            replica.container.kill()
+            replica.container.wait(timeout=READY_TIMEOUT)
+            replica.container.start()
+        else:
+            replica.container.restart(timeout=STOP_TIMEOUT)
+        self._wait_ready(replica.container, _base(replica.url), replica.label)
+        return time.monotonic() - started
+
+    def pause(self, index: int) -> None:
+        self.replicas[index].container.pause()
+        self.paused.add(index)
+
+    def resume(self, index: int) -> None:
+        self._unpause(index)
+
+    def _unpause(self, index: int) -> None:
+        container = self.replicas[index].container
+        container.reload()
+        if container.status == "paused":
+            container.unpause()
+        self.paused.discard(index)
+
+    def reconfigure(self, index: int, **changes: object) -> float:
+        """Recreate replica `index` with flags changed: ttl (real seconds), name, clock_offset, store."""
+        flags = {"ttl": "--ttl", "name": "--name", "clock_offset": "--clock-offset", "store": "--store"}
+        command = list(self.replicas[index].container.attrs["Config"]["Cmd"] or [])
+        for key, value in changes.items():
+            if key not in flags:
+                raise ChaosUnsupported(f"the docker target cannot change {key!r}")
+            command = _with_flag(command, flags[key], str(value))
+        return self._recreate(index, command)
+
+    def _recreate(self, index: int, command: list[str]) -> float:
+        """Stop and remove the replica's container, then create it again (same name, labels, mounts, network)."""
+        replica = self.replicas[index]
+        self._unpause(index)
+        replica.container.reload()
+        attrs = replica.container.attrs
+        config, host_config = attrs["Config"], attrs["HostConfig"]
+        name = attrs["Name"].lstrip("/")
+        mode = host_config.get("NetworkMode") or ""
+        networks = dict(attrs["NetworkSettings"].get("Networks") or {})
+        replica.container.stop(timeout=STOP_TIMEOUT)
+        replica.container.remove()
+        joined: dict[str, Any] = {}
+        if networks and mode not in ("host", "none") and not mode.startswith("container:"):
+            first = mode if mode in networks else next(iter(networks))
+            joined = {first: networks.pop(first)}
+        api = self.client.api
+        created = api.create_container(
+            image=config["Image"], command=command, entrypoint=config.get("Entrypoint"),
+            environment=config.get("Env"), labels=config.get("Labels"), name=name,
+            working_dir=config.get("WorkingDir") or None, user=config.get("User") or None,
+            ports=[tuple(port.split("/", 1)) for port in (config.get("ExposedPorts") or {})] or None,
+            stop_signal=config.get("StopSignal"), healthcheck=config.get("Healthcheck"),
+            tty=bool(config.get("Tty")), host_config=host_config,
+            networking_config={"EndpointsConfig": {net: _endpoint(ep) for net, ep in joined.items()}}
+            if joined else None)
+        for net, endpoint in networks.items():
+            if mode not in ("host", "none"):
+                api.connect_container_to_network(created["Id"], net, aliases=endpoint.get("Aliases"))
+        started = time.monotonic()
+        api.start(created["Id"])
+        replica.container = self.client.containers.get(created["Id"])
+        self._wait_ready(replica.container, _base(replica.url), replica.label)
+        return time.monotonic() - started
+
+    def ring(self, index: int) -> list[str]:
+        path, _ = self._ring_file(self.replicas[index])
+        return parse_ring(path.read_text(), str(path))
+
+    def set_ring(self, index: int, keys: list[str]) -> None:
+        path, whole_file = self._ring_file(self.replicas[index])
+        if whole_file:  # the file itself is mounted: a rename would not reach the container, rewrite in place
+            with open(path, "r+") as ring:
+                ring.truncate(0)
+                ring.write("".join(f"{key}\n" for key in keys))
+        else:
+            write_ring(path, keys)
+
+    def _ring_file(self, replica: _Replica) -> tuple[Path, bool]:
+        """The host path of the replica's ring file, and whether that file (not its folder) is the mount."""
+        keyring = _flag(_command(replica.container), "--keyring") or "ephemeral"
+        if not keyring.startswith("file:"):
+            raise ChaosUnsupported(f"replica {replica.label} has no key-ring file (--keyring {keyring.split(':')[0]})")
+        inside = PurePosixPath(keyring.removeprefix("file:"))
+        for mount in sorted(replica.container.attrs.get("Mounts") or [], key=lambda m: -len(m["Destination"])):
+            destination = PurePosixPath(mount["Destination"])
+            if mount.get("Type") in ("bind", "volume") and (inside == destination or destination in inside.parents):
+                # Where the harness sees the file: the mount's source on this host, or (a harness in a
+                # container that mounts the same volume, as in docker-compose.yml) the same path as the replica.
+                for path in (Path(mount["Source"]) / inside.relative_to(destination), Path(inside)):
+                    if path.exists():
+                        return path, inside == destination
+        raise ChaosUnsupported(f"the key ring of replica {replica.label} ({inside}) is in no mount this harness "
+                               f"can reach")
+
+    def rollback(self) -> list[str]:
+        """Every replica running with its original command and ring; returns what had to be undone."""
+        undone = []
+        for index in sorted(self.paused):
+            self.resume(index)
+            undone.append(f"resumed {self.labels[index]}")
+        for index, replica in enumerate(self.replicas):
+            replica.container.reload()
+            if replica.container.status == "paused":
+                replica.container.unpause()
+                undone.append(f"resumed {replica.label}")
+            if list(replica.container.attrs["Config"]["Cmd"] or []) != replica.original_command:
+                self._recreate(index, replica.original_command)
+                undone.append(f"recreated {replica.label} with its original settings")
+            elif replica.container.status != "running":
+                replica.container.start()
+                self._wait_ready(replica.container, _base(replica.url), replica.label)
+                undone.append(f"started {replica.label}")
+            if replica.original_ring and self._ring_or_empty(replica) != replica.original_ring:
+                self.set_ring(index, replica.original_ring)
+                undone.append(f"restored the ring of {replica.label}")
+        return undone
+
+    def _ring_or_empty(self, replica: _Replica) -> list[str]:
+        try:
+            path, _ = self._ring_file(replica)
+            return parse_ring(path.read_text(), str(path))
+        except (ChaosUnsupported, OSError, ValueError):
+            return []
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _wait_ready(self, container: Any, base_url: str, label: str, timeout: float = READY_TIMEOUT) -> float:
+        """Poll base_url/healthz until it answers 200 (any answer, for a compose deployment)."""
+        started = time.monotonic()
+        checked = 0.0
+        while time.monotonic() - started < timeout:
+            try:
+                status = httpx.get(f"{base_url}/healthz", timeout=1.0).status_code
+                if status == 200 or (self.compose and status < 500):
+                    return time.monotonic() - started
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() - checked > 0.5:
+                checked = time.monotonic()
+                container.reload()
+                if container.status in ("exited", "dead"):
+                    tail = container.logs(tail=20).decode("utf-8", "replace")
+                    raise TargetError(f"{label} container exited before it was ready; its last lines:\n{tail}")
+            time.sleep(0.05)
+        raise TargetError(f"{label} did not answer {base_url}/healthz within {timeout:g}s")
+
+
+def _base(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _command(container: Any) -> list[str]:
+    return list(container.attrs["Config"].get("Cmd") or [])
+
+
+def _is_replica(container: Any) -> bool:
+    """A shop replica's container: its command runs `shop replica` or `harness.shop.server`."""
+    words = _command(container)
+    return "harness.shop.server" in words or any(a == "shop" and b == "replica" for a, b in zip(words, words[1:]))
+
+
+def _flag(command: list[str], flag: str) -> str | None:
+    for position, word in enumerate(command):
+        if word == flag and position + 1 < len(command):
+            return command[position + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _with_flag(command: list[str], flag: str, value: str) -> list[str]:
+    """`command` with `flag`'s value replaced, or the flag appended when it is absent."""
+    command = list(command)
+    for position, word in enumerate(command):
+        if word == flag and position + 1 < len(command):
+            command[position + 1] = value
+            return command
+        if word.startswith(flag + "="):
+            command[position] = f"{flag}={value}"
+            return command
+    return [*command, flag, value]
+
+
+def _endpoint(endpoint: dict[str, Any]) -> dict[str, Any]:
+    return {"Aliases": endpoint.get("Aliases"), "IPAMConfig": endpoint.get("IPAMConfig")}
+
+
+def _compose_url(container: Any) -> str:
+    """A compose replica's MCP URL: its --port on 127.0.0.1 with host networking, else the port published
+    for it, else its address on its network (which may change when chaos recreates it: give urls then)."""
+    port = _flag(_command(container), "--port")
+    if port is None:
+        raise TargetError(f"cannot tell the port of {container.name}: give the scenario's urls")
+    if container.attrs["HostConfig"].get("NetworkMode") == "host":
+        return f"http://127.0.0.1:{port}/mcp"
+    published = (container.attrs["NetworkSettings"].get("Ports") or {}).get(f"{port}/tcp") or []
+    if not published:  # its address on its network: reachable from the host and from containers on that network
+        networks = container.attrs["NetworkSettings"].get("Networks") or {}
+        addresses = [net.get("IPAddress") for net in networks.values()]
+        if not any(addresses):
+            raise TargetError(f"{container.name} has no published port or address for {port}/tcp: give urls")
+        return f"http://{next(a for a in addresses if a)}:{port}/mcp"
+    host = published[0].get("HostIp") or "127.0.0.1"
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://{host}:{published[0]['HostPort']}/mcp"
