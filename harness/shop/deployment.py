@@ -23,7 +23,7 @@ import httpx
 
 from harness.shop.sealing import fingerprint, new_key, write_ring
 
-READY_TIMEOUT = 20.0
+READY_TIMEOUT = 60.0
 """Seconds a process gets to answer /healthz before the deployment gives up on it."""
 
 

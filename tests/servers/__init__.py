@@ -18,7 +18,7 @@ from pathlib import Path
 __all__ = ["Running", "free_port", "start_server"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 15.0
+START_TIMEOUT_S = 60.0
 
 
 def free_port() -> int:
