@@ -5,11 +5,14 @@
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+# A venv works on both the official image and a plain Debian base (where pip refuses to
+# install into the system Python, PEP 668); the base needs python3 >= 3.11 and its venv module.
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/mrtr PATH=/opt/mrtr/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY harness ./harness
-RUN pip install --no-compile .
+RUN python3 -m venv /opt/mrtr && pip install --no-compile .
 COPY scenarios ./scenarios
 COPY dashboards ./dashboards
 
