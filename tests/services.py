@@ -25,7 +25,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -121,6 +121,18 @@ def _start_redis(binary: str, port: int, folder: Path) -> subprocess.Popen[bytes
     )
 
 
+def _start_on_a_free_port(start: Callable[[int], subprocess.Popen[bytes] | None], attempts: int, folder: Path,
+                          logs: str, failure: str) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a service on a kernel-chosen free port, again on another one if another process took it first."""
+    for _ in range(attempts):
+        port = free_port()
+        proc = start(port)
+        if proc is not None:
+            return proc, port
+    tails = "\n".join(path.read_text(errors="replace")[-500:] for path in folder.glob(logs))
+    raise RuntimeError(f"{failure} {attempts} times; last logs:\n{tails}")
+
+
 @contextmanager
 def redis_server(attempts: int = 3) -> Iterator[str]:
     """Run a throwaway redis-server and yield its URL, e.g. redis://127.0.0.1:41234/0.
@@ -133,15 +145,8 @@ def redis_server(attempts: int = 3) -> Iterator[str]:
     binary = require_binary("redis-server")
     with tempfile.TemporaryDirectory(prefix="mrtr-redis-") as tmp:
         folder = Path(tmp)
-        proc = None
-        for _ in range(attempts):
-            port = free_port()
-            proc = _start_redis(binary, port, folder)
-            if proc is not None:
-                break
-        if proc is None:
-            logs = "\n".join(p.read_text(errors="replace")[-500:] for p in folder.glob("redis-*.log"))
-            raise RuntimeError(f"redis-server exited at start {attempts} times; last logs:\n{logs}")
+        proc, port = _start_on_a_free_port(lambda port: _start_redis(binary, port, folder), attempts,
+                                           folder, "redis-*.log", "redis-server exited at start")
         try:
             yield f"redis://127.0.0.1:{port}/0"
         finally:
@@ -208,15 +213,8 @@ def prometheus_server(config_dir: Path, config_name: str = "prometheus.yml", att
     config = Path(config_dir) / config_name
     with tempfile.TemporaryDirectory(prefix="mrtr-prometheus-") as tmp:
         folder = Path(tmp)
-        proc = None
-        for _ in range(attempts):
-            port = free_port()
-            proc = _start_prometheus(binary, config, port, folder)
-            if proc is not None:
-                break
-        if proc is None:
-            logs = "\n".join(p.read_text(errors="replace")[-500:] for p in folder.glob("prometheus-*.log"))
-            raise RuntimeError(f"prometheus could not bind a port {attempts} times; last logs:\n{logs}")
+        proc, port = _start_on_a_free_port(lambda port: _start_prometheus(binary, config, port, folder), attempts,
+                                           folder, "prometheus-*.log", "prometheus could not bind a port")
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
