@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import harness
+from harness.capacity import cli as capacity_cli
 from harness.shop import cli as shop_cli
 from harness.triage import cli as triage_cli
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_worker(commands)
     shop_cli.add_parser(commands)
     triage_cli.add_parser(commands)
+    capacity_cli.add_parser(commands)
     return parser
 
 

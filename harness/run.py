@@ -65,13 +65,14 @@ class RunOptions:
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
 
 
-def results_folder(root: Path, scenario: Scenario) -> Path:
+def results_folder(root: Path, name: str) -> Path:
+    """`<root>/<utc>-<name>`, made fresh (with a suffix when two start in the same second)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    folder = root / f"{stamp}-{scenario.name}"
+    folder = root / f"{stamp}-{name}"
     suffix = 1
     while folder.exists():
         suffix += 1
-        folder = root / f"{stamp}-{scenario.name}-{suffix}"
+        folder = root / f"{stamp}-{name}-{suffix}"
     folder.mkdir(parents=True)
     return folder
 
@@ -96,7 +97,7 @@ class Run:
     def __init__(self, scenario: Scenario, scenario_text: str, options: RunOptions) -> None:
         self.scenario = scenario
         self.options = options
-        self.folder = results_folder(options.results_root, scenario)
+        self.folder = results_folder(options.results_root, scenario.name)
         (self.folder / "scenario.toml").write_text(scenario_text)
         (self.folder / "scenario.json").write_text(scenario.model_dump_json(indent=2))
         self.figures = RunFigures()
