@@ -18,7 +18,6 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -43,6 +42,7 @@ from harness.metrics import Measurements
 from harness.mrtr import MrtrClient, Outcome, Router, Transport
 from harness.scenario import Scenario, flow_label
 from harness.shop.catalogue import build_catalogue
+from harness.report.folder import results_folder
 from harness.summary import RunFigures
 from harness.target.base import Target, TargetError
 from harness.thresholds import evaluate, parse_thresholds
@@ -63,18 +63,6 @@ class RunOptions:
     metrics_linger: float = 0.0
     prometheus_targets: Path | None = None
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
-
-
-def results_folder(root: Path, name: str) -> Path:
-    """`<root>/<utc>-<name>`, made fresh (with a suffix when two start in the same second)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    folder = root / f"{stamp}-{name}"
-    suffix = 1
-    while folder.exists():
-        suffix += 1
-        folder = root / f"{stamp}-{name}-{suffix}"
-    folder.mkdir(parents=True)
-    return folder
 
 
 def build_target(scenario: Scenario, workdir: Path) -> Target:

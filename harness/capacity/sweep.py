@@ -34,6 +34,7 @@ from typing import IO, Any
 from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, assess, measure
 from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
+from harness.report.folder import results_folder
 from harness.journal import FlowOutcome, read_journal
 from harness.report.series import percentile
 from harness.scenario import Scenario, parse_scenario
@@ -380,8 +381,6 @@ class Sweep:
 
 def capacity_folder(root: Path, name: str) -> Path:
     """`<root>/<utc>-capacity-<scenario>`, with a `steps/` folder for each step's own run."""
-    from harness.run import results_folder
-
     folder = results_folder(root, f"capacity-{name}")
     (folder / "steps").mkdir()
     return folder

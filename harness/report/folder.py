@@ -1,0 +1,18 @@
+"""Where a run's (or a sweep's) results go: one fresh folder per run, named by its UTC start and name."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+
+def results_folder(root: Path, name: str) -> Path:
+    """`<root>/<utc>-<name>`, made fresh (with a suffix when two start in the same second)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = root / f"{stamp}-{name}"
+    suffix = 1
+    while folder.exists():
+        suffix += 1
+        folder = root / f"{stamp}-{name}-{suffix}"
+    folder.mkdir(parents=True)
+    return folder
