@@ -33,7 +33,7 @@ from harness.chaos import ChaosRunner
 from harness.durations import format_duration
 from harness.invariants import INVARIANTS, check_invariants, ledger_violations
 from harness.journal import Journal
-from harness.leads import capabilities
+from harness.leads import capabilities, stream
 from harness.load.drivers import DistributedLoad, LocalLoad
 from harness.load.flows import FlowEnv
 from harness.load.plan import LoadPlan
@@ -93,6 +93,7 @@ class Run:
         self.labels = [flow_label(flow) for flow in scenario.flows]
         self.measurements = Measurements(flows=self.labels)
         self.measurements.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS)
+        self.hypothesis = parse_thresholds(scenario.hypothesis)  # parsed once; probed every few seconds
         self.stop_reason: str | None = None
         self.interrupted = False
         self.target: Target | None = None
@@ -182,7 +183,7 @@ class Run:
     def _local_plan(self) -> LoadPlan:
         assert self.target is not None
         scenario = self.scenario
-        router = Router(self.target.urls, scenario.load.routing, rng=_rng(scenario.seed, "router"))
+        router = Router(self.target.urls, scenario.load.routing, rng=stream(scenario.seed, "router"))
         transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(self.target.urls) > 1)
         client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
                             transport=transport)
@@ -360,7 +361,7 @@ class Run:
         if not self.scenario.hypothesis or len(figures.flows) < HYPOTHESIS_MIN_FLOWS:
             return
         figures.duration = max(time.time() - self.started, 1e-9)
-        verdicts = evaluate(parse_thresholds(self.scenario.hypothesis), figures)
+        verdicts = evaluate(self.hypothesis, figures)
         ok = all(verdict.passed or verdict.observed is None for verdict in verdicts)
         self.journal.write("hypothesis", phase=phase, ok=ok, detail=[verdict.as_dict() for verdict in verdicts])
 
@@ -409,11 +410,6 @@ def url_labels(urls: list[str], labels: list[str]) -> dict[str, str]:
         return dict(zip(urls, labels, strict=True))
     return {url: "balancer" for url in urls}
 
-
-def _rng(seed: int, name: str):
-    from harness.leads import stream
-
-    return stream(seed, name)
 
 
 def _write_atomically(path: Path, data: Any) -> Path:

@@ -18,6 +18,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from harness.report.html import page
 from harness.capacity.expiry import ExpiryAssessment
 from harness.capacity.search import Judgement, Limit
 from harness.capacity.sweep import SweepResult
@@ -274,11 +275,7 @@ def render_html(result: SweepResult, charts: tuple[str, str]) -> str:
             "<h2>Throughput and latency against the offered load</h2>", *charts,
             "<h2>Think time against TTL</h2>", _expiry_section(result),
             "<h2>Steps</h2>", _steps_table(result)]
-    title = f"capacity: {scenario.name}"
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+    return page(f"capacity: {scenario.name}", _CSS, body)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str = "none") -> str:

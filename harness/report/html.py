@@ -73,10 +73,14 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
             "<h2>Flows by outcome</h2>", _flows_table(figures),
             "<h2>Rounds per call and round latency</h2>", _spreads_table(figures),
             "<h2>Chaos actions</h2>", _chaos_table(actions)]
-    title = f"{scenario.name}: {verdict.status.value}"
+    return page(f"{scenario.name}: {verdict.status.value}", _CSS, body)
+
+
+def page(title: str, css: str, body: Sequence[str]) -> str:
+    """One self-contained HTML document: inline CSS, no scripts, nothing fetched when opened offline."""
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            f"<title>{escape(title)}</title>\n<style>{css}</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")
 
 
