@@ -14,6 +14,8 @@ import time
 import traceback
 from collections.abc import Callable
 
+from gevent import GreenletExit
+
 from harness.journal import Journal
 from harness.metrics import Measurements
 from harness.scenario import (
@@ -46,6 +48,7 @@ class ChaosRunner:
         self.sleep = sleep
         self.pending = sorted(scenario.chaos, key=lambda step: step.at)
         self.failures = 0
+        self.running: ChaosStep | None = None
 
     def next_step(self) -> ChaosStep | None:
         return self.pending[0] if self.pending else None
@@ -63,24 +66,49 @@ class ChaosRunner:
 
     def run_step(self, step: ChaosStep) -> bool:
         index = (step.replica or 1) - 1
-        target_label = "all" if isinstance(step, RollingRestart | RotateKeys | SetTtl) and step.replica is None \
-            else self.target.labels[index]
+        target_label = self._target_label(step)
         started = time.time()
         self.measurements.chaos_action(step.action, started)
         self.journal.write("chaos", action=step.action, phase="start", target=target_label, t=started,
                            detail=step.model_dump(mode="json", exclude={"action", "at"}))
+        self.running = step
         try:
             detail = _ACTIONS[type(step)](self, step, index)
             ok, error = True, None
+        except GreenletExit:  # the run ended while the action ran: say so, then let the kill go on
+            self._end(step, target_label, started, ok=False, detail={},
+                      error="cut short: the run ended while it ran (see chaos_overrun)")
+            raise
         except ChaosUnsupported as exc:
             ok, error, detail = False, f"unsupported: {exc}", {}
         except Exception as exc:  # a failed action is a run event, not a crash of the run
             ok, error, detail = False, f"{type(exc).__name__}: {exc}", {"trace": traceback.format_exc(limit=3)}
+        finally:
+            self.running = None
+        self._end(step, target_label, started, ok=ok, error=error, detail=detail)
+        return ok
+
+    def _target_label(self, step: ChaosStep) -> str:
+        if isinstance(step, RollingRestart | RotateKeys | SetTtl) and step.replica is None:
+            return "all"
+        return self.target.labels[(step.replica or 1) - 1]
+
+    def _end(self, step: ChaosStep, target_label: str, started: float, *, ok: bool, error: str | None,
+             detail: dict) -> None:
         if not ok:
             self.failures += 1
         self.journal.write("chaos", action=step.action, phase="end", target=target_label, ok=ok, error=error,
                            seconds=round(time.time() - started, 3), detail=detail)
-        return ok
+
+    def skip_pending(self) -> int:
+        """Journal every step that never started as a failed one: the scenario promised it, the run ended first."""
+        skipped = 0
+        while self.pending:
+            step = self.pending.pop(0)
+            self._end(step, self._target_label(step), time.time(), ok=False, detail={"at": step.at},
+                      error="not run: the run ended before the step could start")
+            skipped += 1
+        return skipped
 
     # --- actions ---------------------------------------------------------------------------
 

@@ -94,7 +94,9 @@ class Run:
         self.measurements = Measurements(flows=self.labels)
         self.measurements.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS)
         self.hypothesis = parse_thresholds(scenario.hypothesis)  # parsed once; probed every few seconds
-        self.stop_reason: str | None = None
+        self.stop_reason: str | None = None  # set when the run aborts; the load stops early
+        self._stopped_because = "duration"
+        self._overrun_said = False
         self.interrupted = False
         self.target: Target | None = None
         self.load: LocalLoad | DistributedLoad | None = None
@@ -162,15 +164,39 @@ class Run:
         self._cpu_start = self._cpu_snapshot()
         self.load.start()
         self.started = time.time()  # the duration counts from when the load runs (workers take a while)
+        self.journal.write("run", event="load-started", t=self.started)
         self.chaos = ChaosRunner(scenario, self.target, self.journal, self.measurements, sleep=gevent.sleep)
-        background = [gevent.spawn(self._chaos_loop), gevent.spawn(self._watch), gevent.spawn(self._progress)]
+        chaos = gevent.spawn(self._chaos_loop)
+        background = [chaos, gevent.spawn(self._watch), gevent.spawn(self._progress)]
         try:
-            while time.time() - self.started < scenario.duration and self.stop_reason is None:
+            while self.stop_reason is None and not self._load_done(chaos):
                 gevent.sleep(0.1)
             self._stop_load()
         finally:
             gevent.killall(background, block=True, timeout=10)
             self.load.quit()
+
+    def _load_done(self, chaos: gevent.Greenlet) -> bool:
+        """The load runs for `duration`, and on while the chaos schedule runs, at most `chaos_overrun` longer.
+
+        A chaos step that starts late (a slow restart before it) must still be seen under
+        load: stopping the load mid-rotation would pass a run that never tested it.
+        """
+        overrun = time.time() - self.started - self.scenario.duration
+        if overrun < 0 or chaos.dead:
+            return overrun >= 0
+        if not self._overrun_said:
+            self._overrun_said = True
+            step = self.chaos.running if self.chaos is not None else None
+            what = f"{step.action} (due at {format_duration(step.at)})" if step else "the chaos schedule"
+            self.say(f"{what} still running at the end of the load: the load goes on until it ends, "
+                     f"at most {format_duration(self.scenario.chaos_overrun)} more")
+            self.journal.write("run", event="load-extended", reason="chaos still running",
+                               action=step.action if step else None)
+        if overrun < self.scenario.chaos_overrun:
+            return False
+        self._stopped_because = "chaos_overrun reached with a chaos action still running"
+        return True
 
     def _load_driver(self) -> LocalLoad | DistributedLoad:
         assert self.target is not None
@@ -194,7 +220,7 @@ class Run:
     def _stop_load(self) -> None:
         """No new flows; those in flight get the grace period (none after Ctrl-C), the rest are interrupted."""
         self.load.stop_accepting()
-        self.journal.write("run", event="load-stopped", reason=self.stop_reason or "duration")
+        self.journal.write("run", event="load-stopped", reason=self.stop_reason or self._stopped_because)
         grace = 0.0 if self.interrupted else self.scenario.grace
         if grace:
             self.say(f"load stopped; waiting up to {format_duration(grace)} for {self.load.active} flows in flight")
@@ -210,11 +236,16 @@ class Run:
         steps = self.chaos.pending
         if not steps:
             return
-        self._wait_until(steps[0].at)
-        self._hypothesis("before", self.figures)
-        self._chaos_window = (time.time(), None)
-        self.chaos.run_schedule(self.started, lambda: self.stop_reason is not None)
-        self._chaos_window = (self._chaos_window[0], time.time())
+        try:
+            self._wait_until(steps[0].at)
+            self._hypothesis("before", self.figures)
+            self._chaos_window = (time.time(), None)
+            self.chaos.run_schedule(self.started, lambda: self.stop_reason is not None)
+        finally:  # ended by its schedule, an abort, or the kill at the end of the run
+            if self._chaos_window[0] is not None:
+                self._chaos_window = (self._chaos_window[0], time.time())
+            if self.chaos.skip_pending():
+                self.say("chaos steps not run: the run ended first (see chaos_overrun)")
 
     def _wait_until(self, offset: float) -> None:
         while time.time() < self.started + offset and self.stop_reason is None:

@@ -218,6 +218,9 @@ class Scenario(_Strict):
     expect: dict[str, str | list[str]] = Field(default_factory=dict)
     abort_on_violation: bool = False
     grace: Duration = Field(default=10.0, description="how long flows still in flight may finish after the load stops")
+    chaos_overrun: Duration = Field(
+        default=60.0, description="how long the load may run past `duration` for a chaos schedule still running; "
+                                  "an action still running after that is cut short and counts as a chaos failure")
 
     @field_validator("hypothesis", "expect")
     @classmethod

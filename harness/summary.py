@@ -59,7 +59,7 @@ class RunFigures(JournalView):
             self._run_event(record)
 
     def _run_event(self, record: dict[str, Any]) -> None:
-        if record.get("event") == "start":
+        if record.get("event") in ("start", "load-started"):  # the load's start, once known, is time zero
             self.started = record["t"]
         elif record.get("event") == "load-stopped" and self.started is not None:
             self.duration = record["t"] - self.started

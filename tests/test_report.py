@@ -368,7 +368,8 @@ def test_the_terminal_table_is_plain_text_unless_colour_is_asked_for(tmp_path: P
     coloured = render_thresholds(verdict, color=True)
 
     assert "\033[" not in plain and "\033[31m✗\033[0m" in coloured
-    assert plain.count("✓") == 5 + 2 + 1 + 2  # conditions, invariants, reconciliation, hypothesis
+    assert plain.count("✓") == 5 + 2 + 1 + 2 + 2  # conditions, invariants, reconciliation, hypothesis, chaos
+    assert "█ CHAOS" in plain
     assert "✓ '>= 0.7' ratio=" in plain
 
 

@@ -79,6 +79,73 @@ def test_nightly_passes(tmp_path):
     assert actions[:2] == ["rolling-restart", "rotate-keys"]
 
 
+OUTLASTING_CHAOS = """
+name = "outlasting-chaos"
+seed = 5
+duration = "3s"
+time_scale = 60
+grace = "2s"
+chaos_overrun = "4s"
+
+[target]
+replicas = 2
+ttl = "10m"
+
+[load]
+arrival_rate = 4
+
+[[flows]]
+kind = "refund"
+
+[leads]
+think = { dist = "constant", value = "6s" }
+
+[[chaos]]
+at = "1s"
+action = "pause"
+replica = 1
+duration = "4s"             # ends about 2 s after the load was due to stop: the load goes on for it
+
+[[chaos]]
+at = "2s"
+action = "pause"
+replica = 2
+duration = "30s"            # starts late, outlasts chaos_overrun: cut short
+
+[[chaos]]
+at = "3s"
+action = "restart"
+replica = 1                 # its turn never comes
+
+[expect]
+chaos_failures = "== 0"
+"""
+
+
+def test_the_load_runs_on_for_a_chaos_action_and_what_outlasts_chaos_overrun_fails_by_name(tmp_path):
+    scenario = tmp_path / "outlasting.toml"
+    scenario.write_text(OUTLASTING_CHAOS)
+    finished = run_harness(scenario, tmp_path / "results", timeout=120)
+    assert finished.code == 1, finished.output
+    journal = finished.journal()
+    started = next(r["t"] for r in journal if r["type"] == "run" and r["event"] == "start")
+    ends = [(r["action"], r["target"], r["ok"], r["error"]) for r in journal
+            if r["type"] == "chaos" and r["phase"] == "end" and r["action"] != "rollback"]
+    assert [end[:3] for end in ends] == [("pause", "r1", True), ("pause", "r2", False), ("restart", "r1", False)]
+    assert ends[1][3].startswith("cut short") and ends[2][3].startswith("not run"), ends
+    events = [r for r in journal if r["type"] == "run"]
+    assert [r["action"] for r in events if r["event"] == "load-extended"] == ["pause"]
+    stopped = next(r for r in events if r["event"] == "load-stopped")
+    assert stopped["reason"].startswith("chaos_overrun reached")
+    first_pause_end = next(r["t"] for r in journal if r["type"] == "chaos" and r["phase"] == "end")
+    assert stopped["t"] >= first_pause_end > started + 3  # the load was still on when the first pause ended
+    failed = [t for t in finished.summary["thresholds"] if not t["passed"]]
+    assert [(t["threshold"], t["observed"]) for t in failed] == [("chaos_failures", 2)]
+    assert "✗ pause r2" in finished.output and "cut short" in finished.output
+    assert "✗ restart r1" in finished.output and "not run" in finished.output
+    assert "still running at the end of the load" in finished.output
+
+
 def test_a_failed_threshold_exits_1_and_is_named(tmp_path):
     scenario = tmp_path / "strict.toml"
     scenario.write_text(SMOKE.read_text().replace('completed_ratio = ">= 0.8"', 'flows_started = "> 100000"'))

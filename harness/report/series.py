@@ -87,6 +87,7 @@ class ChaosAction:
     end: float | None
     ok: bool | None
     detail: Any = None
+    error: str | None = None
 
     def label(self) -> str:
         where = f" {self.target}" if self.target else ""
@@ -95,7 +96,7 @@ class ChaosAction:
 
     def as_dict(self) -> dict[str, Any]:
         return {"action": self.action, "target": self.target, "start": _round(self.start), "end": _round(self.end),
-                "ok": self.ok, "detail": self.detail}
+                "ok": self.ok, "error": self.error, "detail": self.detail}
 
 
 def chaos_actions(records: Iterable[dict[str, Any]], started: float | None) -> list[ChaosAction]:
@@ -130,7 +131,7 @@ def _action(start: dict[str, Any], end: dict[str, Any] | None, origin: float) ->
     return ChaosAction(action=str(start.get("action")), target=_text_or_none(start.get("target")),
                        start=_since(start.get("t"), origin), end=_since(finish.get("t"), origin),
                        ok=finish.get("ok") if end is not None else None,
-                       detail=finish.get("detail", start.get("detail")))
+                       detail=finish.get("detail", start.get("detail")), error=finish.get("error"))
 
 
 # --- the timeline -------------------------------------------------------------------------------
@@ -162,6 +163,8 @@ class Timeline(JournalView):
             return
         kind = record.get("type")
         if kind == "run" and record.get("event") == "start" and self.started is None:
+            self.started = float(t)
+        elif kind == "run" and record.get("event") == "load-started":  # time zero is when the load starts
             self.started = float(t)
         self.last = t if self.last is None else max(self.last, t)
         if kind == "round" and isinstance(record.get("latency"), int | float):

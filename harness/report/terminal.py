@@ -17,7 +17,7 @@ def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
     """The whole closing table: thresholds, invariants, reconciliation, hypothesis, then the status."""
     paint = _Paint(color)
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
-             *_hypothesis(verdict, paint), *_status(verdict, paint)]
+             *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_status(verdict, paint)]
     return "\n".join(lines) + "\n"
 
 
@@ -90,6 +90,20 @@ def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:
     for probe in verdict.hypothesis:
         detail = f" — {describe_detail(probe.detail, _DETAIL_LIMIT)}" if probe.detail and not probe.ok else ""
         lines.append(f"    {paint.mark(probe.ok)} steady state {probe.phase} chaos{detail}")
+    return lines
+
+
+def _chaos(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    """Each chaos action and how it went: one that failed, was cut short or never ran is never silent."""
+    if not verdict.chaos:
+        return []
+    lines = _heading("CHAOS", paint)
+    for action in verdict.chaos:
+        where = f" {action.target}" if action.target else ""
+        when = "" if action.start is None else f" at {action.start:.1f}s"
+        took = f", {action.end - action.start:.1f}s" if action.start is not None and action.end is not None else ""
+        error = f" — {describe_detail(action.error, _DETAIL_LIMIT)}" if action.error else ""
+        lines.append(f"    {paint.mark(action.ok)} {action.action}{where}{when}{took}{error}")
     return lines
 
 

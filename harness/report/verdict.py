@@ -12,6 +12,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 from harness.journal import JournalView
+from harness.report.series import ChaosAction, chaos_actions
 from harness.summary import RunFigures
 from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
 
@@ -153,6 +154,7 @@ class RunVerdict:
     run_id: str | None = None
     started: float | None = None
     duration: float = 0.0
+    chaos: list[ChaosAction] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -196,7 +198,8 @@ def decide(figures: RunFigures, thresholds: list[Threshold], *, interrupted: boo
     return RunVerdict(status=status, exit_code=exit_code, thresholds=verdicts, invariants=dict(checks.invariants),
                       reconciliation=checks.reconciliation, hypothesis=list(checks.hypothesis),
                       problems=[*([reason] if reason else []), *failures, *deviations], reason=reason,
-                      run_id=checks.run_id, started=figures.started, duration=figures.duration)
+                      run_id=checks.run_id, started=figures.started, duration=figures.duration,
+                      chaos=chaos_actions(figures.chaos, figures.started))
 
 
 def _failures(verdicts: list[Verdict], checks: RunChecks) -> list[str]:
