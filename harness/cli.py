@@ -13,6 +13,7 @@ from pathlib import Path
 
 import harness
 from harness.capacity import cli as capacity_cli
+from harness.load import DEFAULT_MASTER_PORT
 from harness.shop import cli as shop_cli
 from harness.triage import cli as triage_cli
 
@@ -41,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_run(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a scenario: target, load, chaos, reasons, invariants, verdict",
                               description="Run one scenario file and end with results and an exit code.")
-    run.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml")
+    run.add_argument("scenario", type=Path, nargs="?",
+                     help="scenario file (TOML), e.g. scenarios/smoke.toml (with --worker: taken from the master)")
     run.add_argument("--results", type=Path, default=Path("results"),
                      help="folder under which the run's results folder is made (default results/)")
     run.add_argument("--duration", help="override the scenario's duration, e.g. 20s")
@@ -49,6 +51,24 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--workers", type=int, default=0,
                      help="drive the load from N local Locust worker processes (Locust's own master and "
                           "workers); default: in this process")
+    spread = run.add_argument_group("workers on other machines (Locust's own flags)")
+    spread.add_argument("--master", action="store_true",
+                        help="be the master of workers started elsewhere with `mrtr-harness worker` "
+                             "(or `run --worker`); needs --expect-workers")
+    spread.add_argument("--expect-workers", type=int, default=0,
+                        help="with --master: how many workers to wait for before the load starts")
+    spread.add_argument("--expect-workers-max-wait", default="5m",
+                        help="with --master: give up (exit 3) if they are not all ready by then (default 5m)")
+    spread.add_argument("--master-bind-host", default="127.0.0.1",
+                        help="with --master: the address workers connect to (default 127.0.0.1; 0.0.0.0 for "
+                             "workers on other machines)")
+    spread.add_argument("--master-bind-port", type=int, default=DEFAULT_MASTER_PORT,
+                        help=f"with --master: the port workers connect to (default {DEFAULT_MASTER_PORT})")
+    spread.add_argument("--worker", action="store_true",
+                        help="be a worker of a master elsewhere (same as `mrtr-harness worker`)")
+    spread.add_argument("--master-host", default="127.0.0.1", help="with --worker: the master's address")
+    spread.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT,
+                        help=f"with --worker: the master's port (default {DEFAULT_MASTER_PORT})")
     run.add_argument("--metrics-port", type=int, default=None,
                      help="serve the run's Prometheus metrics on 127.0.0.1:PORT while it runs")
     run.add_argument("--metrics-host", default="127.0.0.1",
@@ -65,11 +85,18 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_worker(commands: argparse._SubParsersAction) -> None:
-    worker = commands.add_parser("worker", help="(started by run --workers) one Locust worker of a run")
-    worker.add_argument("--master-port", type=int, required=True)
-    worker.add_argument("--run-folder", type=Path, required=True)
-    worker.add_argument("--index", type=int, required=True)
-    worker.add_argument("--workers", type=int, required=True)
+    worker = commands.add_parser(
+        "worker", help="one Locust worker of a run whose master is `run --master` (or `run --workers N`)",
+        description="Connect to a run's master, take the scenario and the replica URLs from it, run this "
+                    "worker's share of the flows and ship its journal back. Nothing is shared on disk, so "
+                    "the worker can be on another machine. Exits 0 once everything it journaled reached "
+                    "the master.")
+    worker.add_argument("--master-host", default="127.0.0.1", help="the master's address (default 127.0.0.1)")
+    worker.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT,
+                        help=f"the master's port (default {DEFAULT_MASTER_PORT})")
+    worker.add_argument("--spool", type=Path, default=None,
+                        help="folder for the journal spool (default: the system's temp folder); kept only if "
+                             "the master went away before it was shipped")
     worker.set_defaults(handler=_worker)
 
 
@@ -78,7 +105,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     from harness.load.distributed import run_worker
 
-    return run_worker(args.master_port, args.run_folder, args.index, args.workers)
+    return run_worker(args.master_host, args.master_port, getattr(args, "spool", None))
 
 
 def _add_validate(commands: argparse._SubParsersAction) -> None:
@@ -115,6 +142,15 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.worker:
+        if args.scenario is not None:
+            print("mrtr-harness run --worker: the scenario comes from the master; the file given is not read",
+                  file=sys.stderr)
+        return _worker(args)
+    if args.scenario is None:
+        print("mrtr-harness run: a scenario file is needed (only --worker takes it from the master)",
+              file=sys.stderr)
+        return EXIT_USAGE
     import locust  # noqa: F401 - patches gevent first, as Locust needs
 
     from harness.run import Run, RunOptions
@@ -135,11 +171,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.prometheus_targets is not None and args.metrics_port is None:
         print("mrtr-harness run: --prometheus-targets needs --metrics-port", file=sys.stderr)
         return EXIT_USAGE
-    if args.workers < 0:
-        print("mrtr-harness run: --workers must be 0 or more", file=sys.stderr)
+    if args.workers < 0 or args.expect_workers < 0:
+        print("mrtr-harness run: --workers and --expect-workers must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    if args.master != (args.expect_workers > 0):
+        print("mrtr-harness run: --master and --expect-workers N go together", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        workers_wait = parse_duration(args.expect_workers_max_wait)
+    except ValueError as exc:
+        print(f"mrtr-harness run: --expect-workers-max-wait: {exc}", file=sys.stderr)
         return EXIT_USAGE
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
-                         workers=args.workers,
+                         workers=args.workers, remote_workers=args.expect_workers,
+                         master_bind_host=args.master_bind_host,
+                         master_bind_port=args.master_bind_port if args.master else None,
+                         workers_wait=workers_wait if args.master else 60.0,
                          metrics_host=args.metrics_host,
                          metrics_linger=linger, prometheus_targets=args.prometheus_targets)
     return Run(scenario, args.scenario.read_text(), options).execute()

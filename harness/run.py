@@ -57,7 +57,11 @@ HYPOTHESIS_MIN_FLOWS = 10
 class RunOptions:
     results_root: Path = Path("results")
     progress: bool = True
-    workers: int = 0
+    workers: int = 0  # Locust workers this run starts on this machine
+    remote_workers: int = 0  # Locust workers started elsewhere (`mrtr-harness worker --master-host ...`)
+    master_bind_host: str = "127.0.0.1"
+    master_bind_port: int | None = None
+    workers_wait: float = 60.0  # how long the master waits for every worker to be ready
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     metrics_linger: float = 0.0
@@ -201,10 +205,23 @@ class Run:
     def _load_driver(self) -> LocalLoad | DistributedLoad:
         assert self.target is not None
         self.env = Environment(events=Events())
-        if self.options.workers:
+        options = self.options
+        if options.workers or options.remote_workers:
+            self._warn_unreachable_replicas()
             return DistributedLoad(self.env, self.scenario, self.measurements, self.folder, self.target.urls,
-                                   self.target.labels, self.options.workers, self.figures.add)
+                                   self.target.labels, self.figures.add, local=options.workers,
+                                   remote=options.remote_workers, bind_host=options.master_bind_host,
+                                   bind_port=options.master_bind_port, wait=options.workers_wait, say=self.say)
         return LocalLoad(self.env, self._local_plan(), self.started)
+
+    def _warn_unreachable_replicas(self) -> None:
+        """Workers on other machines send rounds to the URLs the master has; loopback ones only work here."""
+        assert self.target is not None
+        if self.options.remote_workers and self.options.master_bind_host not in ("127.0.0.1", "localhost", "::1"):
+            local = [url for url in self.target.urls if urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")]
+            if local:
+                self.say(f"warning: workers on other machines cannot reach {', '.join(local)}; "
+                         "give the target URLs they can reach (`urls` of an external or docker target)")
 
     def _local_plan(self) -> LoadPlan:
         assert self.target is not None

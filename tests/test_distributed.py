@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
-from tests.harness_run import SCENARIOS, Finished, run_harness
+from tests.harness_run import ROOT, SCENARIOS, Finished, run_harness
 
 SMOKE = SCENARIOS / "smoke.toml"
 
@@ -53,3 +56,52 @@ def test_every_flow_is_accounted_for_once_in_one_process_and_across_workers(tmp_
     assert parts == [f"journal-w{i}.jsonl" for i in range(workers)]
     if workers:
         assert {flow_id.split("-")[0] for flow_id in counted["flow_ids"]} == {"w0", "w1"}
+
+
+def test_workers_started_elsewhere_share_nothing_on_disk_with_the_master(tmp_path):
+    """`run --master` and `worker --master-host` processes, each in its own folder, as on separate machines.
+
+    A third worker is one too many: it is refused, says so, and exits 1.
+    """
+    from harness.shop.deployment import free_port
+
+    port = free_port()
+    results = tmp_path / "master" / "results"
+    master = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(results), "--quiet",
+         "--duration", "8s", "--master", "--expect-workers", "2", "--master-bind-port", str(port)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    workers, spools = [], []
+    for number in range(3):
+        home = tmp_path / f"machine-{number}"
+        spools.append(home / "spool")
+        spools[-1].mkdir(parents=True)
+        workers.append(subprocess.Popen(
+            [sys.executable, "-m", "harness", "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+             "--spool", str(spools[-1])],
+            cwd=home, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    try:
+        output, _ = master.communicate(timeout=150)
+        worker_output = [worker.communicate(timeout=60)[0] for worker in workers]
+    finally:
+        for process in (master, *workers):
+            if process.poll() is None:
+                process.kill()
+    assert master.returncode == 0, output
+    assert sorted(worker.returncode for worker in workers) == [0, 0, 1], worker_output
+    assert "waiting for 2 workers" in output
+    joined = [text for worker, text in zip(workers, worker_output, strict=True) if worker.returncode == 0]
+    refused = next(text for worker, text in zip(workers, worker_output, strict=True) if worker.returncode == 1)
+    assert all("scenario smoke" in text and "journal records shipped" in text for text in joined), joined
+    assert "the master refused this worker: this run expects 2 workers" in refused, refused
+    assert [list(spool.iterdir()) for spool in spools] == [[], [], []]  # shipped whole (or never used): none kept
+    folder = next(path for path in results.iterdir() if path.is_dir())
+    finished = Finished(master.returncode, output, folder)
+    counted = totals(finished)
+    assert counted["starts"] > 5
+    assert counted["starts"] == sum(counted["outcomes"].values()) == counted["summary_total"]
+    assert counted["metric_started"] == counted["metric_finished"] == counted["starts"]
+    assert counted["rounds"] == counted["metric_rounds"] == counted["locust_requests"]
+    assert sorted(path.name for path in folder.glob("journal-w*.jsonl")) == ["journal-w0.jsonl", "journal-w1.jsonl"]
+    assert {flow_id.split("-")[0] for flow_id in counted["flow_ids"]} == {"w0", "w1"}

@@ -1,59 +1,82 @@
-"""Locust's own master and workers for one run: `mrtr-harness run --workers N`.
+"""Locust's own master and workers for one run, on this machine or on others.
 
 The master (the `run` process) keeps everything that must happen once: the target, the
-log collector, chaos, `/metrics`, the verdict. Each worker is a `mrtr-harness worker`
-process with its own Locust `WorkerRunner`, its own seeded stream (flow ids `w<i>-…`),
-its own journal part (`journal-w<i>.jsonl` in the results folder) and its share of the
-arrival rate. Workers ship their metric updates in Locust's `report_to_master`; the
-master replays them into its registry, and follows the journal parts for its live
-figures. Stopping is two-step, like a single process: a `stop-accepting` message, a grace
-period while workers report flows in flight, then Locust's own quit (flows still running
-are journaled as interrupted by the worker that ran them).
+log collector, chaos, `/metrics`, the verdict and the results folder. A worker
+(`mrtr-harness worker`, or `run --worker`) needs nothing but the master's address: it
+says hello, and the master sends it everything else over Locust's own connection (the
+scenario, the replica URLs, its index and the worker count), so a worker on another
+machine shares no files with the master. Each worker draws its own seeded stream (flow
+ids `w<i>-…`) and its share of the arrival rate.
+
+What comes back, also over Locust's connection:
+
+* metric updates, in Locust's `report_to_master` (the master replays them into its one
+  registry, so only the master serves `/metrics`);
+* journal lines, a batch every quarter second: the worker journals to a spool file of its
+  own and ships what is new; the master appends it to `journal-w<i>.jsonl` in the results
+  folder and feeds its live figures. A worker that cannot ship keeps its spool, and says
+  where it is.
+
+Stopping is three-step: `stop-accepting` (no new flows), a grace period while workers
+report flows in flight, then `finish`: every worker journals its flows still running as
+interrupted, ships the rest of its journal and its last metrics, and answers `finished`;
+only then does the master call Locust's own quit.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import gevent
 
 from harness.logs import FileFollower
 
 STOP_ACCEPTING = "mrtr:stop-accepting"
-TARGET_FILE = "target.json"
+HELLO = "mrtr:hello"
+SETUP = "mrtr:setup"
+REFUSED = "mrtr:refused"
+READY = "mrtr:ready"
+JOURNAL = "mrtr:journal"
+FINISH = "mrtr:finish"
+FINISHED = "mrtr:finished"
+
+SHIP_EVERY = 0.25
+"""Seconds between journal batches from a worker: the master's live figures lag by about this much."""
+
+SHIP_MAX_CHARS = 1_000_000
+"""At most this much journal text in one message, so a backlog never makes one huge message."""
 
 
 def journal_part(folder: Path, index: int) -> Path:
     return folder / f"journal-w{index}.jsonl"
 
 
-def write_target_file(folder: Path, urls: list[str], labels: list[str]) -> None:
-    """What a worker needs to know of the target, next to the scenario the master wrote."""
-    (folder / TARGET_FILE).write_text(json.dumps({"urls": urls, "labels": labels}))
-
-
 class WorkerProcesses:
-    """The worker processes of a local distributed run, started and stopped by PID."""
+    """Worker processes the master starts on this machine (`--workers N`), stopped by PID."""
 
     def __init__(self, folder: Path, master_port: int, count: int) -> None:
-        self.folder = folder
         self.processes: list[subprocess.Popen[bytes]] = []
-        self._logs = []
+        self._logs: list[IO[bytes]] = []
         logs = folder / "workers"
         logs.mkdir(exist_ok=True)
-        for index in range(count):
-            log = open(logs / f"w{index}.log", "ab")  # noqa: SIM115 - held for the life of the worker
+        for number in range(count):
+            log = open(logs / f"process-{number}.log", "ab")  # noqa: SIM115 - held for the life of the worker
             self._logs.append(log)
             self.processes.append(subprocess.Popen(
-                [sys.executable, "-m", "harness", "worker", "--master-port", str(master_port),
-                 "--run-folder", str(folder), "--index", str(index), "--workers", str(count)],
+                [sys.executable, "-m", "harness", "worker", "--master-host", "127.0.0.1",
+                 "--master-port", str(master_port)],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True))
+
+    def any_exited(self) -> bool:
+        return any(process.poll() is not None for process in self.processes)
 
     def wait_exit(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -67,75 +90,268 @@ class WorkerProcesses:
             log.close()
 
 
-class JournalTail:
-    """Follows the workers' journal parts and hands every record to `on_record` (the master's figures)."""
+class JournalParts:
+    """The master's side of the workers' journals: one part file per worker index, fed live to the figures."""
 
-    def __init__(self, paths: list[Path], on_record: Callable[[dict[str, Any]], None]) -> None:
-        self._followers = [FileFollower(path) for path in paths]
+    def __init__(self, folder: Path, on_record: Callable[[dict[str, Any]], None]) -> None:
+        self.folder = folder
         self._on_record = on_record
+        self._files: dict[int, IO[str]] = {}
+        self.paths: list[Path] = []
 
-    def drain(self) -> int:
-        count = 0
-        for follower in self._followers:
-            for line in follower.read_lines():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                self._on_record(record)
-                count += 1
-        return count
+    def open(self, index: int) -> Path:
+        path = journal_part(self.folder, index)
+        if index not in self._files:
+            self._files[index] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self.paths.append(path)
+        return path
 
-    def follow(self, every: float = 0.25) -> None:
-        while True:
-            self.drain()
-            gevent.sleep(every)
+    def append(self, index: int, lines: list[str]) -> None:
+        part = self._files[index]
+        for line in lines:
+            part.write(line + "\n")
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # kept in the part as written; `read_journal` reports it
+            self._on_record(record)
+        part.flush()
 
     def close(self) -> None:
-        for follower in self._followers:
-            follower.close()
+        for part in self._files.values():
+            part.close()
 
 
-def run_worker(master_port: int, folder: Path, index: int, workers: int) -> int:
-    """A worker's whole life: build its flows from the run folder, serve Locust's master, journal its part."""
+class JournalShipper:
+    """A worker's side: ships what its spool file gained since the last batch, in bounded messages."""
+
+    def __init__(self, spool: Path, send: Callable[[list[str]], None]) -> None:
+        self._follower = FileFollower(spool)
+        self._send = send
+        self.shipped = 0
+
+    def ship(self) -> int:
+        """Send everything complete that is new; returns how many lines went."""
+        sent = 0
+        while lines := [line for line in self._follower.read_lines(SHIP_MAX_CHARS) if line]:
+            self._send(lines)
+            sent += len(lines)
+        self.shipped += sent
+        return sent
+
+    def follow(self) -> None:
+        while True:
+            self.ship()
+            gevent.sleep(SHIP_EVERY)
+
+    def close(self) -> None:
+        """Ship the rest, including a last line with no newline after it."""
+        self.ship()
+        if last := self._follower.take_partial():
+            self._send([last])
+            self.shipped += 1
+        self._follower.close()
+
+
+class WorkerSession:
+    """One worker's part of a run, built when the master's setup arrives.
+
+    Everything the flows need is built from the setup message alone (no shared files),
+    so the same code serves a worker on this machine and one on another.
+    """
+
+    def __init__(self, env: Any, runner: Any, spool_root: Path | None, say: Callable[[str], None]) -> None:
+        self.env, self.runner, self.say = env, runner, say
+        self.spool_dir = Path(tempfile.mkdtemp(prefix="mrtr-worker-", dir=spool_root))
+        self.index: int | None = None
+        self.plan: Any = None
+        self.measurements: Any = None
+        self.journal: Any = None
+        self.shipper: JournalShipper | None = None
+        self._shipping: gevent.Greenlet | None = None
+        self.finished = False
+        self.refused: str | None = None
+        runner.register_message(SETUP, self._on_setup)
+        runner.register_message(REFUSED, self._on_refused)
+        runner.register_message(STOP_ACCEPTING, self._on_stop_accepting)
+        runner.register_message(FINISH, self._on_finish)
+        env.events.report_to_master.add_listener(self._report)
+
+    def _on_setup(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        from harness.scenario import Scenario
+
+        data = msg.data
+        scenario = Scenario.model_validate_json(data["scenario"])
+        self.index = int(data["index"])
+        self._build(scenario, data["urls"], data["labels"], int(data["workers"]))
+        self.say(f"worker w{self.index} of {data['workers']}: scenario {scenario.name}, "
+                 f"{len(data['urls'])} replica URLs, journal spool {self.spool_dir}")
+        self.runner.send_message(READY, {"index": self.index})
+
+    def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int) -> None:
+        from harness.journal import Journal
+        from harness.leads import capabilities, stream
+        from harness.load.flows import FlowEnv
+        from harness.load.plan import LoadPlan
+        from harness.load.users import user_classes
+        from harness.metrics import Measurements
+        from harness.mrtr import MrtrClient, Router, Transport
+        from harness.run import url_labels
+        from harness.scenario import flow_label
+        from harness.shop.catalogue import build_catalogue
+
+        assert self.index is not None
+        spool = journal_part(self.spool_dir, self.index)
+        self.journal = Journal(spool)
+        self.measurements = Measurements(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
+        router = Router(urls, scenario.load.routing, rng=stream(scenario.seed, "worker", self.index, "router"))
+        client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
+                            transport=Transport(read_timeout=scenario.load.timeout,
+                                                reuse_connections=len(urls) > 1))
+        flow_env = FlowEnv(scenario, client, self.journal, self.measurements, build_catalogue(),
+                           url_labels(urls, labels), fire_request=self.env.events.request.fire)
+        self.plan = LoadPlan(scenario, flow_env, worker=self.index, workers=workers)
+        self.env.user_classes = user_classes(self.plan, None, distributed=True)
+        self.shipper = JournalShipper(spool, lambda lines: self.runner.send_message(JOURNAL, {"lines": lines}))
+        self._shipping = gevent.spawn(self.shipper.follow)
+
+    def _on_refused(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        self.refused = str(msg.data)
+        self.say(f"the master refused this worker: {self.refused}")
+        gevent.spawn(self.runner.quit)  # Locust's own quit tells the master, so no users are sent here
+
+    def _on_stop_accepting(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        if self.plan is not None:
+            self.plan.stop_accepting()
+
+    def _report(self, client_id: str, data: dict[str, Any]) -> None:
+        if self.measurements is not None:
+            data["mrtr"] = self.measurements.drain()
+            data["mrtr_active"] = self.plan.active
+
+    def _on_finish(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        """Flows still running become `interrupted`; the rest of the journal and the last metrics go to the master."""
+        gevent.spawn(self.finish)
+
+    def finish(self) -> None:
+        if self.finished or self.plan is None:
+            return
+        self.plan.stop_accepting()
+        self.plan.kill_in_flight()
+        self.journal.close()
+        if self._shipping is not None:
+            self._shipping.kill()
+        assert self.shipper is not None
+        self.shipper.close()
+        self.runner.send_message(FINISHED, {"index": self.index, "lines": self.shipper.shipped,
+                                            "mrtr": self.measurements.drain()})
+        self.finished = True
+        self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")
+
+    def close(self) -> bool:
+        """After Locust's quit: True when everything was shipped (the spool is removed), else the spool stays."""
+        if self.plan is not None and not self.finished:
+            self.plan.kill_in_flight()
+            self.journal.close()
+        if self.finished or self.plan is None:
+            shutil.rmtree(self.spool_dir, ignore_errors=True)
+            return self.refused is None
+        self.say(f"the master went away before the journal was shipped; it is kept in {self.spool_dir}")
+        return False
+
+
+class MasterLink:
+    """The master's side: hands each worker its setup, takes in journal lines, knows who is ready and finished.
+
+    Worker indexes are Locust's own (0, 1, ... in the order workers connected), so a
+    worker's seeded stream and its journal part share one name: `w<i>`.
+    """
+
+    def __init__(self, runner: Any, setup: Callable[[int], dict[str, Any]], expected: int,
+                 parts: JournalParts, apply_metrics: Callable[[list], None], say: Callable[[str], None]) -> None:
+        self.runner, self._setup, self.expected = runner, setup, expected
+        self.parts, self._apply_metrics, self.say = parts, apply_metrics, say
+        self.index: dict[str, int] = {}
+        self.ready: set[int] = set()
+        self.finished: set[int] = set()
+        runner.register_message(HELLO, self._on_hello)
+        runner.register_message(READY, self._on_ready)
+        runner.register_message(JOURNAL, self._on_journal)
+        runner.register_message(FINISHED, self._on_finished)
+
+    def _on_hello(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        client_id = msg.node_id
+        index = self.runner.get_worker_index(client_id)
+        version = (msg.data or {}).get("version")
+        if version != _version():
+            self._refuse(client_id, f"harness {version} cannot join a run of harness {_version()}")
+            return
+        if index >= self.expected:
+            self._refuse(client_id, f"this run expects {self.expected} workers, and has them")
+            return
+        self.index[client_id] = index
+        self.parts.open(index)
+        self.runner.send_message(SETUP, self._setup(index), client_id=client_id)
+
+    def _refuse(self, client_id: str, why: str) -> None:
+        self.say(f"worker {client_id} refused: {why}")
+        self.runner.send_message(REFUSED, why, client_id=client_id)
+
+    def _on_ready(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        index = self.index.get(msg.node_id)
+        if index is not None:
+            self.ready.add(index)
+
+    def _on_journal(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        index = self.index.get(msg.node_id)
+        if index is not None:
+            self.parts.append(index, list(msg.data["lines"]))
+
+    def _on_finished(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        index = self.index.get(msg.node_id)
+        if index is not None:
+            self._apply_metrics(msg.data.get("mrtr", []))
+            self.finished.add(index)
+
+    def finish(self, timeout: float) -> list[int]:
+        """Ask every worker to finish; wait for their answers. Returns the indexes that never answered."""
+        self.runner.send_message(FINISH)
+        deadline = time.monotonic() + timeout
+        while len(self.finished) < len(self.index) and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        return sorted(set(self.index.values()) - self.finished)
+
+
+def run_worker(master_host: str, master_port: int, spool_root: Path | None = None) -> int:
+    """A worker's whole life: connect, take the master's setup, run flows, ship the journal, quit when told."""
     from locust.env import Environment
     from locust.event import Events
 
-    from harness.journal import Journal
-    from harness.leads import capabilities, stream
-    from harness.load.flows import FlowEnv
-    from harness.load.plan import LoadPlan
-    from harness.load.users import user_classes
-    from harness.metrics import Measurements
-    from harness.mrtr import MrtrClient, Router, Transport
-    from harness.run import url_labels
-    from harness.scenario import Scenario, flow_label
-    from harness.shop.catalogue import build_catalogue
+    def say(text: str) -> None:
+        print(f"mrtr-harness worker: {text}", file=sys.stderr, flush=True)
 
-    scenario = Scenario.model_validate_json((folder / "scenario.json").read_text())
-    target = json.loads((folder / TARGET_FILE).read_text())
     env = Environment(events=Events())
-    journal = Journal(journal_part(folder, index))
-    measurements = Measurements(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
-    router = Router(target["urls"], scenario.load.routing, rng=stream(scenario.seed, "worker", index, "router"))
-    client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
-                        transport=Transport(read_timeout=scenario.load.timeout,
-                                            reuse_connections=len(target["urls"]) > 1))
-    flow_env = FlowEnv(scenario, client, journal, measurements, build_catalogue(),
-                       url_labels(target["urls"], target["labels"]), fire_request=env.events.request.fire)
-    plan = LoadPlan(scenario, flow_env, worker=index, workers=workers)
-    env.user_classes = user_classes(plan, time.time(), distributed=True)
-
-    def report(client_id: str, data: dict[str, Any]) -> None:
-        data["mrtr"] = measurements.drain()
-        data["mrtr_active"] = plan.active
-
-    env.events.report_to_master.add_listener(report)
-    runner = env.create_worker_runner("127.0.0.1", master_port)
-    runner.register_message(STOP_ACCEPTING, lambda environment, msg, **kwargs: plan.stop_accepting())
+    try:
+        runner = env.create_worker_runner(master_host, master_port)
+    except ConnectionError:
+        say(f"no master answered at {master_host}:{master_port}")
+        return 3
+    session = WorkerSession(env, runner, spool_root, say)
+    runner.send_message(HELLO, {"version": _version()})
+    say(f"connected to the master at {master_host}:{master_port}; waiting for its setup")
     try:
         runner.greenlet.join()
     finally:
-        plan.kill_in_flight()
-        journal.close()
-    return 0
+        shipped = session.close()
+    return 0 if shipped else 1
+
+
+def _version() -> str:
+    import harness
+
+    return harness.__version__
+
+
+def setup_message(scenario_json: str, urls: list[str], labels: list[str], index: int, workers: int) -> dict[str, Any]:
+    """Everything a worker needs, for worker `index` of `workers`."""
+    return {"scenario": scenario_json, "urls": urls, "labels": labels, "index": index, "workers": workers}

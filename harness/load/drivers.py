@@ -1,4 +1,4 @@
-"""How a run drives its load: in this process, or through Locust's master and local workers.
+"""How a run drives its load: in this process, or through Locust's master and its workers (here or elsewhere).
 
 Both give the run the same few operations (start, stop accepting, wait for flows in
 flight, quit), so the run's timeline (duration, grace, interruption) is written once.
@@ -13,7 +13,14 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
-from harness.load.distributed import STOP_ACCEPTING, JournalTail, WorkerProcesses, journal_part, write_target_file
+from harness.load import DEFAULT_MASTER_PORT
+from harness.load.distributed import (
+    STOP_ACCEPTING,
+    JournalParts,
+    MasterLink,
+    WorkerProcesses,
+    setup_message,
+)
 from harness.load.plan import LoadPlan
 from harness.load.users import user_classes
 from harness.metrics import Measurements
@@ -22,6 +29,7 @@ from harness.shop.deployment import free_port
 from harness.target.base import TargetError
 
 WORKERS_READY_TIMEOUT = 60.0
+FINISH_TIMEOUT = 30.0
 
 
 def _users(scenario: Scenario, per_worker_arrivals: int) -> tuple[int, float]:
@@ -64,37 +72,43 @@ class LocalLoad:
 
 
 class DistributedLoad:
-    """Locust's master runner here, N `mrtr-harness worker` processes doing the flows."""
+    """Locust's master runner here; the flows run on workers started here (`local`) or elsewhere (`remote`)."""
 
     def __init__(self, env: Environment, scenario: Scenario, measurements: Measurements, folder: Path,
-                 urls: list[str], labels: list[str], workers: int, on_record: Any) -> None:
+                 urls: list[str], labels: list[str], on_record: Any, *, local: int = 0, remote: int = 0,
+                 bind_host: str = "127.0.0.1", bind_port: int | None = None, wait: float = WORKERS_READY_TIMEOUT,
+                 say: Any = print) -> None:
         self.env, self.scenario, self.measurements = env, scenario, measurements
-        self.count = workers
+        self.count = local + remote
+        self.wait, self.say = wait, say
         self._active: dict[str, int] = {}
         env.user_classes = user_classes(None, time.time(), distributed=True, scenario=scenario)
         env.events.worker_report.add_listener(self._on_report)
-        port = free_port()
-        self.runner = env.create_master_runner("127.0.0.1", port)
-        write_target_file(folder, urls, labels)
-        self.parts = [journal_part(folder, index) for index in range(workers)]
-        self.processes = WorkerProcesses(folder, port, workers)
-        self.tail = JournalTail(self.parts, on_record)
-        self._follower: gevent.Greenlet | None = None
+        self.port = bind_port or (free_port() if not remote else DEFAULT_MASTER_PORT)
+        self.runner = env.create_master_runner(bind_host, self.port)
+        self.parts = JournalParts(folder, on_record)
+        scenario_json = scenario.model_dump_json()
+        self.link = MasterLink(self.runner, lambda index: setup_message(scenario_json, urls, labels, index, self.count),
+                               self.count, self.parts, measurements.apply, say)
+        self.processes = WorkerProcesses(folder, self.port, local) if local else None
+        if remote:
+            say(f"waiting for {remote} worker{'s' * (remote != 1)} on {bind_host}:{self.port}: "
+                f"mrtr-harness worker --master-host <this host> --master-port {self.port}")
 
     def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
         self.measurements.apply(data.get("mrtr", []))
         self._active[client_id] = int(data.get("mrtr_active", 0))
 
     def start(self) -> None:
-        deadline = time.monotonic() + WORKERS_READY_TIMEOUT
-        while self.runner.worker_count < self.count:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in self.processes.processes):
-                raise TargetError(f"only {self.runner.worker_count} of {self.count} Locust workers connected; "
-                                  "see workers/*.log in the results folder")
+        deadline = time.monotonic() + self.wait
+        # Ready, and no refused worker still counted by Locust (it would be given users it never runs).
+        while len(self.link.ready) < self.count or self.runner.worker_count > self.count:
+            if time.monotonic() > deadline or (self.processes is not None and self.processes.any_exited()):
+                raise TargetError(f"only {len(self.link.ready)} of {self.count} Locust workers were ready after "
+                                  f"{self.wait:g}s; see workers/*.log in the results folder for local ones")
             gevent.sleep(0.1)
         users, rate = _users(self.scenario, self.count)
         self.runner.start(users, spawn_rate=rate)
-        self._follower = gevent.spawn(self.tail.follow)
 
     @property
     def active(self) -> int:
@@ -112,12 +126,15 @@ class DistributedLoad:
         return self.active
 
     def quit(self) -> None:
+        silent = self.link.finish(timeout=FINISH_TIMEOUT)
+        if silent:
+            self.say(f"worker{'s' * (len(silent) != 1)} {', '.join(f'w{i}' for i in silent)} did not finish "
+                     f"within {FINISH_TIMEOUT:g}s: {'their' if len(silent) != 1 else 'its'} journal part may lack "
+                     "the last records (the worker keeps its spool)")
         self.runner.quit()
-        self.processes.wait_exit(timeout=30)
-        if self._follower is not None:
-            self._follower.kill()
-        self.tail.drain()  # the last records the workers wrote before they exited
-        self.tail.close()
+        if self.processes is not None:
+            self.processes.wait_exit(timeout=30)
+        self.parts.close()
 
     def journal_parts(self) -> list[Path]:
-        return self.parts
+        return list(self.parts.paths)

@@ -16,13 +16,15 @@ from harness.load.plan import LoadPlan
 from harness.scenario import Scenario
 
 
-def user_classes(plan: LoadPlan | None, run_started: float, *, distributed: bool = False,
+def user_classes(plan: LoadPlan | None, run_started: float | None, *, distributed: bool = False,
                  scenario: Scenario | None = None) -> list[type[User]]:
     """The one user class this scenario's load model needs, bound to `plan`.
 
     A distributed master passes no plan (its users never run: the workers' do) but the
     same class names, which is how Locust matches them. In the open model each worker
-    runs one arrivals user, so distributed runs ask Locust for one per worker.
+    runs one arrivals user, so distributed runs ask Locust for one per worker. With no
+    `run_started`, the arrivals clock starts when Locust starts the user (a worker is set
+    up before the master says go).
     """
     model = (plan.scenario if plan is not None else scenario).load.model
     if model == "closed":
@@ -53,7 +55,7 @@ def _agent(plan: LoadPlan) -> type[User]:
     return SupportAgent
 
 
-def _arrivals(plan: LoadPlan, run_started: float) -> type[User]:
+def _arrivals(plan: LoadPlan, run_started: float | None) -> type[User]:
     class Arrivals(User):
         """The open model's clock: starts each flow as its own greenlet at its scheduled time."""
 
@@ -62,7 +64,7 @@ def _arrivals(plan: LoadPlan, run_started: float) -> type[User]:
 
         @task
         def arrive(self) -> None:
-            plan.arrivals(run_started, should_stop=lambda: not plan.accepting)
+            plan.arrivals(run_started or time.time(), should_stop=lambda: not plan.accepting)
             while True:  # arrivals are over; Locust stops this user with the runner
                 from gevent import sleep
 
