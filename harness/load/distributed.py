@@ -243,6 +243,9 @@ class WorkerSession:
             self._shipping.kill()
         assert self.shipper is not None
         self.shipper.close()
+        # Locust's last stats report goes ahead of `finished` (one connection keeps the order): on its own,
+        # it is sent on quit, and a master that waits only 0.5 s for it can miss it on a busy machine.
+        self.runner._send_stats()
         self.runner.send_message(FINISHED, {"index": self.index, "lines": self.shipper.shipped,
                                             "mrtr": self.measurements.drain()})
         self.finished = True
