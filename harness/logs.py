@@ -13,7 +13,6 @@ the source's label.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import threading
@@ -24,12 +23,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.reasons import parse_rejection
+from harness.triage.parse import LineParser, Rejection
 
 POLL_SECONDS = 0.1
 DOCKER_PREFIX = "docker:"
 """A command-kind location starting with this is a container selector (`docker:label=value,...`)."""
-_REPLICA_FIELD = re.compile(r"\breplica=(?P<replica>[^\s]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +41,19 @@ class RejectionEvent:
 OnRejection = Callable[[RejectionEvent], None]
 
 
-def rejection_from_line(line: str, default_replica: str) -> RejectionEvent | None:
-    """A rejection event from one log line, or None for every other line (cheap for those)."""
-    parsed = parse_rejection(line)
-    if parsed is None:
-        return None
-    match = _REPLICA_FIELD.search(line)
-    replica = match["replica"] if match else default_replica
-    return RejectionEvent(time.time(), replica, parsed[1], parsed[0])
+RICH_SETTLE = 0.5
+"""Seconds a rich record may wait for its continuation lines before it is counted as it stands."""
+
+
+def line_parser(on_rejection: OnRejection, replica: str) -> LineParser:
+    """Triage's parser for one source (plain, the SDK's rich console, JSON; stream prefixes), as run events.
+
+    A line's own `replica=` field or stream prefix names the replica; else the source's label does.
+    """
+    def emit(rejection: Rejection) -> None:
+        on_rejection(RejectionEvent(time.time(), rejection.replica or replica, rejection.reason, rejection.method))
+
+    return LineParser(emit)
 
 
 class FileFollower:
@@ -270,33 +273,43 @@ class Collector:
         self._threads.append(thread)
 
     def _poll_file(self, follower: FileFollower, replica: str) -> None:
+        parser = line_parser(self._on_rejection, replica)
         try:
             while True:
-                self._consume(follower.read_lines(), replica)
+                self._consume(follower.read_lines(), replica, parser)
                 if self._stop.is_set():
-                    self._consume(follower.read_lines(), replica)  # what was written before the stop
+                    self._consume(follower.read_lines(), replica, parser)  # what was written before the stop
                     return
+                parser.flush(older_than=RICH_SETTLE)
                 self._stop.wait(POLL_SECONDS)
         finally:
+            parser.flush()
             follower.close()
 
     def _read_stream(self, process: subprocess.Popen[str], replica: str) -> None:
         assert process.stdout is not None
-        for line in _lines(process):
-            self._consume([line], replica)
-            if self._stop.is_set():
-                return
+        parser = line_parser(self._on_rejection, replica)
+        try:
+            for line in _lines(process):
+                self._consume([line], replica, parser)
+                if self._stop.is_set():
+                    return
+        finally:
+            parser.flush()
 
     def _read_container(self, follower: ContainerFollower, replica: str) -> None:
-        for line in follower.lines():
-            self._consume([line], replica)
+        parser = line_parser(self._on_rejection, replica)
+        try:
+            for line in follower.lines():
+                self._consume([line], replica, parser)
+        finally:
+            parser.flush()
 
-    def _consume(self, lines: list[str], replica: str) -> None:
+    def _consume(self, lines: list[str], replica: str, parser: LineParser) -> None:
+        """Every line of one source (labelled `replica`) through its parser."""
         self.lines_read += len(lines)
         for line in lines:
-            event = rejection_from_line(line, replica)
-            if event is not None:
-                self._on_rejection(event)
+            parser.feed(line)
 
     def stop(self, settle: float = 0.3) -> None:
         """Read what the sources still hold (after `settle` seconds for in-flight writes), then stop."""

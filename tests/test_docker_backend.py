@@ -194,7 +194,7 @@ def test_the_log_collector_follows_a_container_across_restart_and_recreation(tar
 
     seen: list[str] = []
     collector = Collector(lambda event: None)
-    collector._consume = lambda lines, replica: seen.extend(f"{replica} {line}" for line in lines)  # type: ignore
+    collector._consume = lambda lines, replica, parser: seen.extend(f"{replica} {line}" for line in lines)  # type: ignore
     source = target.log_sources()[0]
     assert source.kind == "docker"
     collector.follow(source)  # how a run hands a log source over

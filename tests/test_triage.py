@@ -310,6 +310,22 @@ def test_a_commands_output_is_a_source(sdk_logs, capsys):
     assert result["by_reason_and_replica"] == every_sdk_reason_once("shop-7d9f-x2")
 
 
+@pytest.mark.parametrize("name", ["rich-60.log", "sdk.jsonl"])
+def test_a_runs_log_collector_counts_what_triage_counts(sdk_logs, name):
+    """A run against servers that log through the SDK's rich console (or JSON) explains their rejections too."""
+    from collections import Counter
+
+    from harness.logs import Collector
+
+    events = []
+    collector = Collector(events.append)
+    collector.follow_file(sdk_logs / name, "r9")
+    collector.stop(settle=0.5)
+    counted = Counter((event.reason, event.replica) for event in events)
+    expected_replica = "r9" if name.startswith("rich") else "shop-7d9f-x2"  # the JSON names its pod
+    assert counted == Counter({(reason, expected_replica): 1 for reason in SDK_REASONS})
+
+
 def test_a_rich_record_a_quiet_stream_left_unfinished_is_counted_once_stale():
     now = [0.0]
     seen = []
