@@ -212,7 +212,8 @@ class WorkerSession:
                            url_labels(urls, labels), fire_request=self.env.events.request.fire)
         self.plan = LoadPlan(scenario, flow_env, worker=self.index, workers=workers)
         self.env.user_classes = user_classes(self.plan, None, distributed=True)
-        self.shipper = JournalShipper(spool, lambda lines: self.runner.send_message(JOURNAL, {"lines": lines}))
+        self.shipper = JournalShipper(spool, lambda lines: self.runner.send_message(
+            JOURNAL, {"lines": lines, "active": self.plan.active}))  # flows in flight ride along, 4 times a second
         self._shipping = gevent.spawn(self.shipper.follow)
 
     def _on_refused(self, environment: Any, msg: Any, **kwargs: Any) -> None:
@@ -277,6 +278,7 @@ class MasterLink:
         self.index: dict[str, int] = {}
         self.ready: set[int] = set()
         self.finished: set[int] = set()
+        self.active: dict[int, int] = {}  # flows in flight per worker, as its last message said
         runner.register_message(HELLO, self._on_hello)
         runner.register_message(READY, self._on_ready)
         runner.register_message(JOURNAL, self._on_journal)
@@ -309,11 +311,19 @@ class MasterLink:
         index = self.index.get(msg.node_id)
         if index is not None:
             self.parts.append(index, list(msg.data["lines"]))
+            self.active[index] = int(msg.data.get("active", 0))
+
+    def report(self, client_id: str, active: int) -> None:
+        """Locust's own worker report (every few seconds) also says how many flows are in flight."""
+        index = self.index.get(client_id)
+        if index is not None:
+            self.active[index] = active
 
     def _on_finished(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         index = self.index.get(msg.node_id)
         if index is not None:
             self._apply_metrics(msg.data.get("mrtr", []))
+            self.active[index] = 0
             self.finished.add(index)
 
     def finish(self, timeout: float) -> list[int]:

@@ -81,7 +81,6 @@ class DistributedLoad:
         self.env, self.scenario, self.measurements = env, scenario, measurements
         self.count = local + remote
         self.wait, self.say = wait, say
-        self._active: dict[str, int] = {}
         env.user_classes = user_classes(None, time.time(), distributed=True, scenario=scenario)
         env.events.worker_report.add_listener(self._on_report)
         self.port = bind_port or (free_port() if not remote else DEFAULT_MASTER_PORT)
@@ -97,7 +96,8 @@ class DistributedLoad:
 
     def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
         self.measurements.apply(data.get("mrtr", []))
-        self._active[client_id] = int(data.get("mrtr_active", 0))
+        if "mrtr_active" in data:
+            self.link.report(client_id, int(data["mrtr_active"]))
 
     def start(self) -> None:
         deadline = time.monotonic() + self.wait
@@ -112,7 +112,7 @@ class DistributedLoad:
 
     @property
     def active(self) -> int:
-        return sum(self._active.values())
+        return sum(self.link.active.values())
 
     def stop_accepting(self) -> None:
         self.runner.send_message(STOP_ACCEPTING)

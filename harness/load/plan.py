@@ -56,17 +56,24 @@ class LoadPlan:
         spec, flow_id, rng = self.next_flow()
         self._tracked(spec, flow_id, rng, scheduled)
 
-    def arrivals(self, started: float, should_stop: Callable[[], bool], sleep: Callable[[float], object] = gevent.sleep
-                 ) -> None:
-        """The open model: Poisson arrivals at the scenario's rate (this process's share of it), ramped."""
+    def arrivals(self, started: float, should_stop: Callable[[], bool], sleep: Callable[[float], object] = gevent.sleep,
+                 clock: Callable[[], float] = time.time) -> None:
+        """The open model: Poisson arrivals at the scenario's rate (this process's share of it), ramped.
+
+        The ramp makes the rate change with time, so arrivals are drawn at the full rate and
+        each is kept with probability (rate now / full rate): thinning, which gives a Poisson
+        process whose rate follows the ramp exactly. Drawing each gap at the rate of the
+        moment instead would hold the first flow back by a gap drawn at a tenth of the rate.
+        """
         load = self.scenario.load
         rate = (load.arrival_rate or 0.0) / self.workers
         gaps = stream(self.scenario.seed, "worker", self.worker, "arrivals")
         scheduled = started
         while self.accepting and not should_stop():
-            current = _ramped(rate, scheduled - started, load.ramp)
-            scheduled += gaps.expovariate(current)
-            wait = scheduled - time.time()
+            scheduled += gaps.expovariate(rate)
+            if gaps.random() * rate > _ramped(rate, scheduled - started, load.ramp):
+                continue  # thinned out: the ramp is not at full rate yet
+            wait = scheduled - clock()
             if wait > 0:
                 sleep(wait)
             if not self.accepting or should_stop():
