@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import gevent
 import pytest
 from mcp import Client
 from mcp.client import _input_required as sdk_driver
@@ -468,6 +469,52 @@ def test_idle_connections_are_closed_not_reused(gardens: Gardens) -> None:
         assert client.call_tool("water", {"bed_id": "IDLE-1"}, answer).outcome is Outcome.COMPLETE
     ports = [line["client"][1] for line in _requests_for(gardens.record, "IDLE-1")]
     assert ports[0] == ports[1] != ports[2]
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed() -> None:
+    """A replica restarted between rounds closed the pooled connection: the next round notices
+    before sending and opens a new one, instead of failing a request the server never saw."""
+    env = {"GARDEN_REQUEST_STATE_KEY": secrets.token_hex(16)}
+    port = free_port()
+    servers = [start_server(GARDEN, env=env, port=port)]
+
+    def restart_then_answer(record: RoundRecord) -> dict[str, Any]:
+        servers[-1].stop()  # its side of the idle keep-alive connection closes with it
+        servers.append(start_server(GARDEN, env=env, port=port))
+        return answer(record)
+
+    try:
+        transport = Transport(max_idle=60.0)  # idle expiry must not be what saves the round
+        result = client_for(servers[0].url, transport=transport).call_tool("plan_bed", {"bed_id": "B-1"},
+                                                                          restart_then_answer)
+    finally:
+        for server in servers:
+            server.stop()
+    assert [record.outcome for record in result.rounds] == [Outcome.INPUT_REQUIRED] * 2 + [Outcome.COMPLETE]
+
+
+def test_connection_error_when_the_server_dies_mid_answer() -> None:
+    server = start_server(GARDEN, env={"GARDEN_REQUEST_STATE_KEY": secrets.token_hex(16)})
+    try:
+        gevent.spawn_later(0.5, server.process.kill)  # while the round waits for `slow`
+        result = client_for(server.url, timeout=10.0).call_tool("slow", {"seconds": 3.0}, answer)
+    finally:
+        server.stop()
+    assert result.outcome is Outcome.CONNECTION_ERROR
+    assert result.last is not None and result.last.http_status is None
+
+
+def test_page_visits_answer_and_share_one_connection_per_origin(gardens: Gardens) -> None:
+    """URL mode's page visits: one URL per flow, pooled per origin like the rounds."""
+    transport = Transport()
+    base = gardens.recorded.url.removesuffix("/mcp")
+    answers = [transport.visit(f"{base}/pages/visit-{n}") for n in range(2)]
+    assert [a.status for a in answers if isinstance(a, HttpAnswer)] == [404, 404]
+    lines = [json.loads(line) for line in gardens.record.read_text().splitlines()]
+    visits = [line for line in lines if line["path"].startswith("/pages/visit-")]
+    assert [line["method"] for line in visits] == ["POST", "POST"]
+    assert len({line["client"][1] for line in visits}) == 1
+    assert transport.connections_in_use() == 0
 
 
 def test_without_reuse_every_round_opens_its_own_connection(gardens: Gardens) -> None:
