@@ -2,11 +2,13 @@
 
 It is the single output contract of a run (as in Chaos Toolkit): the summary, the
 verdict, the HTML report and the JUnit file are all derived from it, never from a
-second bookkeeping. Lines are written and flushed one by one, so a run killed at any
-point leaves a journal that ends (within a fraction of a second) at the last thing that
+second bookkeeping. Lines are written as the run goes, so a run killed at any point
+leaves a journal that ends (within a fraction of a second) at the last thing that
 happened; nothing is held in memory whole.
 
-Lines are flushed at least every `FLUSH_EVERY` seconds and on close.
+A load process writes two or three records per MRTR round, so a record costs one
+`orjson` encode and a queue append; the queued lines go to the file in one write at
+least every `FLUSH_EVERY` seconds (checked on each record) and on close.
 
 Record types (field `type`), each with `t` (wall-clock seconds since the epoch):
 - `run`: `event` = start | end; start carries run_id, scenario, seed; end carries status.
@@ -30,18 +32,23 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any, Self
 
+import orjson
 
 FLUSH_EVERY = 0.2
 """Seconds between flushes: a run killed with SIGKILL loses at most this much of its journal.
 
-Flushing every line costs a system call per round; every other way a run ends
+Writing every line costs a system call per record; every other way a run ends
 (results, Ctrl-C, SIGTERM, an error) closes the journal and loses nothing.
 """
+
+_ENCODE_OPTIONS = orjson.OPT_NON_STR_KEYS
+"""Keys that are not strings are written as strings, as `json.dumps` does; anything else unknown goes through `str`."""
 
 
 class FlowOutcome(StrEnum):
@@ -60,37 +67,58 @@ class FlowOutcome(StrEnum):
 
 
 class Journal:
-    """Append-only JSON-lines writer, safe to share between greenlets and threads."""
+    """Append-only JSON-lines writer, safe to share between greenlets and threads.
+
+    `write` encodes the record and queues its line (a `deque` append, atomic between
+    threads); whoever finds the last flush older than `FLUSH_EVERY` writes the queue
+    out under the lock, so lines keep their order and are never torn or lost.
+    """
 
     def __init__(self, path: Path, on_record: Callable[[dict[str, Any]], None] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._on_record = on_record
-        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file: IO[bytes] | None = open(path, "ab")  # noqa: SIM115 - closed in close()
+        self._pending: deque[bytes] = deque()
         self._lock = threading.Lock()
         self._flushed = time.monotonic()
         self.records = 0
+        """Records written to the file so far (queued ones count once flushed)."""
 
     def write(self, record_type: str, **fields: Any) -> None:
         record = {"type": record_type, "t": fields.pop("t", None) or time.time(), **fields}
-        line = json.dumps(record, separators=(",", ":"), default=str)
+        line = orjson.dumps(record, default=str, option=_ENCODE_OPTIONS) + b"\n"
         if self._on_record is not None:
             self._on_record(record)
+        if self._file is None:
+            return
+        self._pending.append(line)
+        if time.monotonic() - self._flushed >= FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the queued lines out now (also done every `FLUSH_EVERY` seconds and on close)."""
         with self._lock:
-            if self._file is None:
-                return
-            self._file.write(line + "\n")
-            self.records += 1
-            now = time.monotonic()
-            if now - self._flushed >= FLUSH_EVERY:
-                self._file.flush()
-                self._flushed = now
+            self._write_pending()
 
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
+                self._write_pending()
                 self._file.close()
                 self._file = None
+
+    def _write_pending(self) -> None:
+        """With the lock held: one write for every queued line, in order."""
+        self._flushed = time.monotonic()
+        if self._file is None or not self._pending:
+            return
+        pending, lines = self._pending, []
+        while pending:
+            lines.append(pending.popleft())
+        self._file.write(b"".join(lines))
+        self._file.flush()
+        self.records += len(lines)
 
     def __enter__(self) -> Journal:
         return self

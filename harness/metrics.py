@@ -96,29 +96,38 @@ class Measurements:
             self.invariant_violations.labels(invariant=invariant)
 
     # --- updates: each one applied here and, on a worker, buffered for the master -------------
+    # Each calls its `_do_` method directly (a load process makes several per round) and
+    # buffers the same update as a tuple that `apply` replays on the master.
 
     def flow_started(self, flow: str) -> None:
-        self._apply(("flow_started", flow))
+        self._do_flow_started(flow)
+        if self._buffer is not None:
+            self._buffer.append(("flow_started", flow))
 
     def flow_finished(self, flow: str, outcome: str, duration: float) -> None:
-        self._apply(("flow_finished", flow, outcome, duration))
+        self._do_flow_finished(flow, outcome, duration)
+        if self._buffer is not None:
+            self._buffer.append(("flow_finished", flow, outcome, duration))
 
     def call_done(self, flow: str, rounds: int) -> None:
-        self._apply(("call_done", flow, rounds))
+        self._do_call_done(flow, rounds)
+        if self._buffer is not None:
+            self._buffer.append(("call_done", flow, rounds))
 
     def round_done(self, flow: str, round_number: int, latency: float, failure_code: str | None) -> None:
-        self._apply(("round_done", flow, round_number, latency, failure_code))
+        self._do_round_done(flow, round_number, latency, failure_code)
+        if self._buffer is not None:
+            self._buffer.append(("round_done", flow, round_number, latency, failure_code))
 
     def thought(self, seconds: float) -> None:
-        self._apply(("thought", seconds))
+        self._do_thought(seconds)
+        if self._buffer is not None:
+            self._buffer.append(("thought", seconds))
 
     def late_start(self) -> None:
-        self._apply(("late_start",))
-
-    def _apply(self, update: tuple[Any, ...]) -> None:
-        getattr(self, f"_do_{update[0]}")(*update[1:])
+        self._do_late_start()
         if self._buffer is not None:
-            self._buffer.append(update)
+            self._buffer.append(("late_start",))
 
     def _do_flow_started(self, flow: str) -> None:
         self._child(self.flows_started, flow).inc()
@@ -143,7 +152,7 @@ class Measurements:
     def _do_round_done(self, flow: str, round_number: int, latency: float, failure_code: str | None) -> None:
         self._child(self.round_duration, flow, str(min(round_number, MAX_ROUND_LABEL))).observe(latency)
         if failure_code is not None:
-            self.client_errors.labels(flow=flow, code=failure_code).inc()
+            self._child(self.client_errors, flow, failure_code).inc()
 
     def _do_thought(self, seconds: float) -> None:
         self.think_time.observe(seconds)

@@ -64,6 +64,7 @@ def write_run(path: Path, *, violations: int = 0, unexplained: int = 0, ended: b
         journal.write("rejection", t=T0 + 25, replica="replica-1", reason="expired", method="tools/call")
         journal.write("run", t=T0 + RUN_SECONDS, event="load-stopped")
         if not ended:
+            journal.close()  # the process died here: nothing more reaches the file but the torn line
             return _tear(path) if torn else path
         journal.write("hypothesis", t=T0 + 31, phase="after", ok=hypothesis_after, detail=[  # as the runner writes it
             {"threshold": "completed_ratio", "condition": "count >= 0.9", "observed": 0.95, "passed": True},
