@@ -16,15 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
-import httpx
 
 from harness.journal import FlowOutcome, Journal
 from harness.leads import Action, Lead, LeadProfile, UnanswerableRequest
 from harness.metrics import Measurements
-from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, RoundRecord
+from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, RoundRecord, Transport
 from harness.scenario import AdversarialFlow, CallFlow, FlowSpec, PayoutFlow, RefundFlow, ReturnFlow, Scenario, \
     flow_label
 from harness.shop.catalogue import Catalogue
+
+PAGE_TIMEOUT = 10.0
+"""Seconds a lead waits for a provider's page to answer."""
 
 RequestHook = Callable[..., None]
 """Locust's `events.request.fire`, or None outside Locust."""
@@ -44,7 +46,8 @@ class FlowEnv:
     replica_labels: Mapping[str, str]
     fire_request: RequestHook | None = None
     sleep: Callable[[float], Any] = gevent.sleep
-    http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10.0))
+    pages: Transport = field(default_factory=lambda: Transport(read_timeout=PAGE_TIMEOUT))
+    """The leads' browser for URL mode's out-of-band pages (its own pools, apart from the rounds')."""
 
     def __post_init__(self) -> None:
         self.held_orders = self.catalogue.order_ids(needs_confirmation=True)
@@ -131,12 +134,16 @@ class Flow:
         return answer.input_responses
 
     def _finish_on_page(self, url: str, delay: float) -> None:
-        """The out-of-band step of URL mode: the lead finishes on the provider's page after a while."""
+        """The out-of-band step of URL mode: the lead finishes on the provider's page after a while.
+
+        Whatever the page answers is ignored: a page that is down is the server's problem
+        to report on the next round. (A bad URL from the server fails the same way.)
+        """
         self.env.sleep(delay)
         try:
-            self.env.http.post(url)
-        except httpx.HTTPError:
-            pass  # the page being down is the server's problem to report on the next round
+            self.env.pages.visit(url)
+        except ValueError:
+            pass
 
     def record_round(self, tool: str, record: RoundRecord) -> None:
         self.rounds += 1
