@@ -1,0 +1,261 @@
+"""MRTR flows per second that one load process drives, and what share of a core it takes doing so.
+
+DESIGN asks how many flows one Locust process can drive against a deployment sized not
+to be the limit. On a 2-core machine any SDK-based deployment is the limit (a shop
+replica spends 5-8 ms of CPU per round, the garden test server about 2 ms, the harness
+about 1-1.5 ms), so the default target here is the stub (`benchmarks/stub_server.py`):
+a hand-written server for the 2026-07-28 wire at about 0.1 ms per round, whose one tool
+asks one form question and completes on the retry (two rounds per flow, like a refund
+above the limit). With it the load process, not the server, runs out of CPU first:
+a load process near 1.0 core while the server side has headroom is the one-process
+ceiling. `--server garden` measures against the garden's three-round `plan_bed`
+instead (there the server is the limit).
+
+Each measurement is a real `mrtr-harness run` of a generated scenario, in a child
+process: external target (the servers started here), closed model with `--users` agents
+working flows back to back, leads answering at once, every part of a run on (Locust,
+journal, metrics, live figures, log collector off because the target has no logs).
+While it runs, this script samples the CPU of the child, of every server process and
+of the whole machine (`/proc`) every 0.2 s. The window is taken from the run's own
+journal: from one second after the first flow started (past the spawn) to the moment
+the load stopped. Flows and rounds are the journal's records inside that window.
+
+Run from the repository root:
+
+    python -m benchmarks.flows_per_second [--server stub|garden] [--replicas 2] [--users 16,64]
+                                          [--seconds 15] [--repeat 2]
+
+Raw figures go to `results/benchmarks/flows_per_second-<utc>.json`; the run folders to
+`results/benchmarks/runs/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from bisect import bisect_left
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cpu import load_average, machine_busy_seconds, machine_facts, process_cpu_seconds
+from harness.journal import read_journal
+from tests.servers import Running, start_server
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS = REPO_ROOT / "results" / "benchmarks"
+SAMPLE_EVERY = 0.2
+SKIP_SPAWN = 1.0
+"""Seconds after the first flow starts before the window opens (the agents are still being spawned)."""
+RUN_TIMEOUT = 300.0
+
+
+@dataclass
+class ServerKind:
+    module: str
+    args: tuple[str, ...]
+    flow_toml: str
+    rounds_per_flow: int
+
+
+SERVERS = {
+    "stub": ServerKind("benchmarks.stub_server", (), 'kind = "call"\ntool = "confirm"\narguments = { item = "X-1" }\n',
+                       2),
+    "garden": ServerKind("tests.servers.garden", (), 'kind = "call"\ntool = "plan_bed"\narguments = { bed_id = "B-1" }\n',
+                         3),
+}
+
+SCENARIO = """\
+name = "flows-per-second"
+seed = 11
+duration = "{seconds}s"
+grace = "10s"
+
+[target]
+kind = "external"
+urls = {urls}
+
+[load]
+model = "closed"
+users = {users}
+routing = "round-robin"
+timeout = "10s"
+
+[[flows]]
+{flow}
+[leads]
+think = {{ dist = "constant", value = "0s" }}
+"""
+
+
+@contextmanager
+def servers(kind: ServerKind, replicas: int) -> Iterator[list[Running]]:
+    """Start the replicas (one shared state key for the garden), stop them by PID on the way out."""
+    env = {"GARDEN_REQUEST_STATE_KEY": secrets.token_hex(16)}
+    started = [start_server(kind.module, *kind.args, env=env, wait=False) for _ in range(replicas)]
+    try:
+        for server in started:
+            server.wait_ready()
+        yield started
+    finally:
+        for server in started:
+            server.stop()
+
+
+@dataclass
+class Sample:
+    at: float
+    """Wall-clock seconds (`time.time()`, the journal's clock)."""
+    load: float
+    servers: float
+    machine: float
+
+
+def sample(load_pid: int, server_pids: list[int]) -> Sample:
+    return Sample(time.time(), process_cpu_seconds(load_pid), sum(process_cpu_seconds(p) for p in server_pids),
+                  machine_busy_seconds())
+
+
+def at(samples: list[Sample], moment: float, field: str) -> float:
+    """A sampled counter at `moment`, interpolated between the two samples around it."""
+    times = [s.at for s in samples]
+    index = min(max(bisect_left(times, moment), 1), len(samples) - 1)
+    before, after = samples[index - 1], samples[index]
+    share = (moment - before.at) / (after.at - before.at) if after.at > before.at else 0.0
+    low, high = getattr(before, field), getattr(after, field)
+    return low + (high - low) * min(max(share, 0.0), 1.0)
+
+
+def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float) -> dict[str, Any]:
+    """One `mrtr-harness run` with `users` agents; the figures of its load window."""
+    folder = RESULTS / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="flows-per-second-") as tmp:
+        scenario = Path(tmp) / "scenario.toml"
+        scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps([s.url for s in running]),
+                                            users=users, flow=kind.flow_toml))
+        before = set(folder.iterdir())
+        command = [sys.executable, "-m", "harness", "run", str(scenario), "--quiet", "--results", str(folder)]
+        child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        server_pids = [s.pid for s in running]
+        samples: list[Sample] = []
+        deadline = time.monotonic() + RUN_TIMEOUT
+        try:
+            while child.poll() is None and time.monotonic() < deadline:
+                try:
+                    samples.append(sample(child.pid, server_pids))
+                except (FileNotFoundError, ProcessLookupError):
+                    break  # the child exited between poll() and the read
+                time.sleep(SAMPLE_EVERY)
+        finally:
+            if child.poll() is None:
+                child.kill()  # the child we started, by its PID
+            _, stderr = child.communicate(timeout=60)
+    (made,) = set(folder.iterdir()) - before
+    return figures_of(made, samples, child.returncode, stderr, users, kind.rounds_per_flow)
+
+
+def figures_of(folder: Path, samples: list[Sample], code: int, stderr: str, users: int,
+               rounds_per_flow: int) -> dict[str, Any]:
+    records = list(read_journal(folder / "journal.jsonl"))
+    starts = [r["t"] for r in records if r["type"] == "start"]
+    stopped = next(r["t"] for r in records if r["type"] == "run" and r.get("event") == "load-stopped")
+    opened = min(starts) + SKIP_SPAWN
+    wall = stopped - opened
+    inside = [r for r in records if opened <= r["t"] < stopped]
+    flows = [r for r in inside if r["type"] == "flow"]
+    rounds = sum(1 for r in inside if r["type"] == "round")
+    outcomes: dict[str, int] = {}
+    for record in flows:
+        outcomes[record["outcome"]] = outcomes.get(record["outcome"], 0) + 1
+
+    def spent(field: str) -> float:
+        return at(samples, stopped, field) - at(samples, opened, field)
+
+    load, server, machine = spent("load"), spent("servers"), spent("machine")
+    latencies = sorted(r["latency"] for r in inside if r["type"] == "round")
+    return {
+        "results": str(folder.relative_to(REPO_ROOT)),
+        "exit_code": code,
+        "stderr_tail": stderr.strip().splitlines()[-3:],
+        "users": users,
+        "window_s": round(wall, 2),
+        "flows": len(flows),
+        "flows_per_s": round(len(flows) / wall, 1),
+        "rounds_per_s": round(rounds / wall, 1),
+        "rounds_per_flow": round(rounds / len(flows), 2) if flows else None,
+        "outcomes": outcomes,
+        "round_latency_ms": {"p50": round(latencies[len(latencies) // 2] * 1e3, 1),
+                             "p95": round(latencies[int(len(latencies) * 0.95)] * 1e3, 1)} if latencies else None,
+        "cores": {"load_process": round(load / wall, 2), "servers": round(server / wall, 2),
+                  "others": round(max(0.0, machine - load - server) / wall, 2), "machine": round(machine / wall, 2)},
+        "cpu_us_per_round": {"load_process": round(load / rounds * 1e6, 1) if rounds else None,
+                             "servers": round(server / rounds * 1e6, 1) if rounds else None},
+        "expected_rounds_per_flow": rounds_per_flow,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", choices=sorted(SERVERS), default="stub", help="server under test (default stub)")
+    parser.add_argument("--replicas", type=int, default=2,
+                        help="server processes, round-robin (default 2; with one URL the harness treats it as a "
+                             "balancer and opens a connection per round)")
+    parser.add_argument("--users", default="16,64", help="agents per run, comma-separated (default 16,64)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="load duration of each run (default 15)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per user count (default 2)")
+    args = parser.parse_args(argv)
+    user_counts = [int(part) for part in args.users.split(",") if part.strip()]
+    if min([args.replicas, args.repeat, *user_counts]) < 1 or not 3 <= args.seconds <= 120:
+        parser.error("counts must be positive and --seconds between 3 and 120")
+    kind = SERVERS[args.server]
+    started = datetime.now(UTC)
+    figures: dict[str, Any] = {
+        "benchmark": "flows_per_second",
+        "command": shlex.join(["python", "-m", "benchmarks.flows_per_second",
+                               *(sys.argv[1:] if argv is None else argv)]),
+        "date": started.isoformat(timespec="seconds"),
+        "machine": machine_facts(),
+        "load_average_before": round(load_average(), 2),
+        "settings": vars(args),
+        "runs": [],
+    }
+    with servers(kind, args.replicas) as running:
+        for users in user_counts:
+            for _ in range(args.repeat):
+                run = one_run(kind, running, users, args.seconds)
+                run["load_average_after"] = round(load_average(), 2)
+                figures["runs"].append(run)
+                cores = run["cores"]
+                print(f"{users:4d} users: {run['flows_per_s']:7.1f} flows/s, {run['rounds_per_s']:7.1f} rounds/s, "
+                      f"p50/p95 {run['round_latency_ms']['p50']}/{run['round_latency_ms']['p95']} ms; cores: load "
+                      f"process {cores['load_process']:.2f}, servers {cores['servers']:.2f}, others "
+                      f"{cores['others']:.2f}; CPU/round: load {run['cpu_us_per_round']['load_process']} µs, "
+                      f"servers {run['cpu_us_per_round']['servers']} µs; exit {run['exit_code']}; "
+                      f"load avg {run['load_average_after']}", flush=True)
+    best = max(figures["runs"], key=lambda run: run["flows_per_s"])
+    figures["best"] = {"users": best["users"], "flows_per_s": best["flows_per_s"], "cores": best["cores"]}
+    per_round = [run["cpu_us_per_round"]["load_process"] for run in figures["runs"]]
+    figures["load_cpu_us_per_round"] = {"min": min(per_round), "median": statistics.median(per_round),
+                                        "max": max(per_round)}
+    figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"flows_per_second-{started:%Y%m%dT%H%M%SZ}.json"
+    out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"written to {out.relative_to(REPO_ROOT)}")
+    bad = [run for run in figures["runs"] if set(run["outcomes"]) != {"completed"}]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
