@@ -44,6 +44,7 @@ HELLO = "mrtr:hello"
 SETUP = "mrtr:setup"
 REFUSED = "mrtr:refused"
 READY = "mrtr:ready"
+SETUP_FAILED = "mrtr:setup-failed"
 JOURNAL = "mrtr:journal"
 FINISH = "mrtr:finish"
 FINISHED = "mrtr:finished"
@@ -181,9 +182,16 @@ class WorkerSession:
         from harness.scenario import Scenario
 
         data = msg.data
-        scenario = Scenario.model_validate_json(data["scenario"])
-        self.index = int(data["index"])
-        self._build(scenario, data["urls"], data["labels"], int(data["workers"]))
+        try:
+            scenario = Scenario.model_validate_json(data["scenario"])
+            self.index = int(data["index"])
+            self._build(scenario, data["urls"], data["labels"], int(data["workers"]))
+        except Exception as exc:  # the master must hear why, or it waits for a worker that never comes
+            self.say(f"could not set up from the master's setup: {type(exc).__name__}: {exc}")
+            self.runner.send_message(SETUP_FAILED, {"error": f"{type(exc).__name__}: {exc}"})
+            self.plan, self.refused = None, "setup failed"
+            gevent.spawn(self.runner.quit)
+            return
         self.say(f"worker w{self.index} of {data['workers']}: scenario {scenario.name}, "
                  f"{len(data['urls'])} replica URLs, journal spool {self.spool_dir}")
         self.runner.send_message(READY, {"index": self.index})
@@ -279,7 +287,9 @@ class MasterLink:
         self.ready: set[int] = set()
         self.finished: set[int] = set()
         self.active: dict[int, int] = {}  # flows in flight per worker, as its last message said
+        self.failed: dict[int, str] = {}  # workers that could not set up, and why
         runner.register_message(HELLO, self._on_hello)
+        runner.register_message(SETUP_FAILED, self._on_setup_failed)
         runner.register_message(READY, self._on_ready)
         runner.register_message(JOURNAL, self._on_journal)
         runner.register_message(FINISHED, self._on_finished)
@@ -301,6 +311,11 @@ class MasterLink:
     def _refuse(self, client_id: str, why: str) -> None:
         self.say(f"worker {client_id} refused: {why}")
         self.runner.send_message(REFUSED, why, client_id=client_id)
+
+    def _on_setup_failed(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        index = self.index.get(msg.node_id)
+        if index is not None:
+            self.failed[index] = str((msg.data or {}).get("error"))
 
     def _on_ready(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         index = self.index.get(msg.node_id)

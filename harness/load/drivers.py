@@ -103,6 +103,9 @@ class DistributedLoad:
         deadline = time.monotonic() + self.wait
         # Ready, and no refused worker still counted by Locust (it would be given users it never runs).
         while len(self.link.ready) < self.count or self.runner.worker_count > self.count:
+            if self.link.failed:
+                index, error = next(iter(self.link.failed.items()))
+                raise TargetError(f"worker w{index} could not set up: {error}")
             if time.monotonic() > deadline or (self.processes is not None and self.processes.any_exited()):
                 raise TargetError(f"only {len(self.link.ready)} of {self.count} Locust workers were ready after "
                                   f"{self.wait:g}s; see workers/*.log in the results folder for local ones")
