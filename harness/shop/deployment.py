@@ -22,6 +22,7 @@ from typing import IO
 import httpx
 
 from harness.shop.sealing import fingerprint, new_key, write_ring
+from harness.shop.zygote import Zygote, ZygoteError
 
 READY_TIMEOUT = 60.0
 """Seconds a process gets to answer /healthz before the deployment gives up on it."""
@@ -40,15 +41,21 @@ def free_port() -> int:
 
 @dataclass
 class ManagedProcess:
-    """A process this deployment started: its command, its log file and its health URL."""
+    """A process this deployment started: its command, its log file and its health URL.
+
+    Started as a new interpreter, or (a replica, when a `Zygote` is given) forked from a
+    parent that has the replica's code imported already; either way it is stopped by its PID.
+    """
 
     label: str
     command: list[str]
     port: int
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
+    zygote: Zygote | None = None
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
+    _forked: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -56,14 +63,19 @@ class ManagedProcess:
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
+        return self.process.pid if self.process is not None else self._forked
 
     def running(self) -> bool:
+        if self._forked is not None:
+            return _alive(self._forked)
         return self.process is not None and self.process.poll() is None
 
     def start(self, stderr: int | IO[bytes] | None = None) -> None:
         """Start the process; its output goes to its log file unless the caller wants the pipe."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.zygote is not None and stderr is None and self.command[:3] == harness_command():
+            self._forked = self.zygote.spawn(self.command[3:], self.log_path, self.env)
+            return
         if stderr is None:
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - held for the life of the process
             stderr = self._log
@@ -83,8 +95,8 @@ class ManagedProcess:
         with httpx.Client(timeout=1.0) as client:
             while time.monotonic() < deadline:
                 if not self.running():
-                    raise DeploymentError(f"{self.label} exited with code "
-                                          f"{self.process.returncode if self.process else '?'} before it was ready; "
+                    code = self.process.returncode if self.process else "?"
+                    raise DeploymentError(f"{self.label} exited with code {code} before it was ready; "
                                           f"see {self.log_path}")
                 try:
                     if client.get(f"{self.base_url}/healthz").status_code == 200:
@@ -96,12 +108,15 @@ class ManagedProcess:
                               f"see {self.log_path}")
 
     def signal(self, signum: int) -> None:
-        if self.running():
-            assert self.process is not None
-            os.kill(self.process.pid, signum)
+        pid = self.pid
+        if pid is not None and self.running():
+            os.kill(pid, signum)
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, then SIGKILL after `timeout`; resumes a paused process first so it can exit."""
+        if self._forked is not None:
+            self._stop_forked(timeout)
+            return
         if self.process is None:
             return
         if self.process.poll() is None:
@@ -120,8 +135,37 @@ class ManagedProcess:
         """SIGKILL without grace, as a crash would."""
         if self.running():
             self.signal(signal.SIGKILL)
-            assert self.process is not None
-            self.process.wait(5.0)
+            if self.process is not None:
+                self.process.wait(5.0)
+            else:
+                _wait_gone(self, 5.0)
+
+    def _stop_forked(self, timeout: float) -> None:
+        """As `stop`, for a process forked by the zygote (not our child: we watch its PID, the kernel reaps it)."""
+        if self.running():
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
+            if not _wait_gone(self, timeout):
+                self.signal(signal.SIGKILL)
+                _wait_gone(self, timeout)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie left by a parent that does not reap counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_gone(process: ManagedProcess, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while process.running():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def harness_command(*args: str) -> list[str]:
@@ -149,8 +193,11 @@ class LocalDeployment:
 
     def __init__(self, workdir: Path, *, replicas: int = 3, store: str | None = None, ttl: str = "10m",
                  name: str = "shop", keyring: str | None = None, seed: int | None = None,
-                 ring_per_replica: bool = False) -> None:
+                 ring_per_replica: bool = False, fork_replicas: bool = True) -> None:
         self.workdir = workdir
+        self.fork_replicas = fork_replicas
+        """Fork replicas from a `Zygote` that imported their code once (fast restarts), else start interpreters."""
+        self.zygote: Zygote | None = None
         self.ring_path = workdir / "keyring"
         self.ring_per_replica = ring_per_replica
         self.store = store or f"sqlite:{workdir / 'shop.db'}"
@@ -210,10 +257,19 @@ class LocalDeployment:
         if options.sse:
             args.append("--sse")
         if options.launch == "module":
-            command = [sys.executable, "-m", "harness.shop.server", *args]
-        else:
-            command = harness_command("shop", "replica", *args)
-        return ManagedProcess(label, command, port, self.workdir / "logs" / f"{label}.log")
+            return ManagedProcess(label, [sys.executable, "-m", "harness.shop.server", *args], port,
+                                  self.workdir / "logs" / f"{label}.log")
+        return ManagedProcess(label, harness_command("shop", "replica", *args), port,
+                              self.workdir / "logs" / f"{label}.log", zygote=self._zygote())
+
+    def _zygote(self) -> Zygote | None:
+        """The replicas' zygote, started on first use; None (interpreters instead) when off or when it failed."""
+        if self.fork_replicas and self.zygote is None:
+            try:
+                self.zygote = Zygote(self.workdir / "logs" / "zygote.log")
+            except (ZygoteError, OSError):
+                self.fork_replicas = False  # slower starts, same behaviour
+        return self.zygote
 
     def restart_replica(self, index: int, *, kill: bool = False, options: ReplicaOptions | None = None,
                         stderr: int | IO[bytes] | None = None) -> float:
@@ -262,6 +318,9 @@ class LocalDeployment:
         """Stop every process this deployment started, replicas first, by PID."""
         for replica in self.replicas:
             replica.stop()
+        if self.zygote is not None:
+            self.zygote.stop()
+            self.zygote = None
         if self.api is not None:
             self.api.stop()
 
