@@ -17,14 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.target.process import process_cpu_seconds as harness_process_cpu
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def process_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from `/proc/<pid>/stat` fields 14 and 15."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may contain spaces: cut after it
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """utime + stime of a process (all its threads): the harness's own reader, which a run's `extra.cpu` uses.
+
+    A process that is gone mid-window makes the window meaningless, so here it is an error.
+    """
+    seconds = harness_process_cpu(pid)
+    if seconds is None:
+        raise ProcessLookupError(f"process {pid} is gone: its CPU cannot be read")
+    return seconds
 
 
 def machine_busy_seconds() -> float:

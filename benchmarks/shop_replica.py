@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import sys
 import tempfile
@@ -52,6 +51,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/shop_replica.py` puts benchmarks/ first, not the root
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.cpu import machine_facts, process_cpu_seconds  # noqa: E402
 from harness.shop.catalogue import build_catalogue  # noqa: E402
 from harness.shop.deployment import LocalDeployment  # noqa: E402
 
@@ -73,13 +73,6 @@ class RoundFailed(RuntimeError):
 
 
 # --- measuring ---------------------------------------------------------------------------------
-
-def process_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from `/proc/<pid>/stat` fields 14 and 15."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()  # the command name may contain spaces: cut after it
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
 
 def machine_seconds() -> tuple[float, float]:
     """(busy, steal) CPU seconds of all cores, from the first line of `/proc/stat`.
@@ -136,12 +129,9 @@ def percentile(values: list[float], fraction: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
 
-def machine_facts() -> dict[str, Any]:
-    """What a reader needs to compare these figures with another machine's."""
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), "unknown")
-    return {"cpus": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
-            "python": platform.python_version(), "loadavg_at_start": os.getloadavg()}
+def machine_and_load() -> dict[str, Any]:
+    """What a reader needs to compare these figures with another machine's, and how busy it was."""
+    return {**machine_facts(), "loadavg_at_start": os.getloadavg()}
 
 
 # --- one round, by hand --------------------------------------------------------------------------
@@ -459,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "shop_replica",
         "command": shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", __file__, *argv]),
         "date": started.isoformat(timespec="seconds"),
-        "machine": machine_facts(),
+        "machine": machine_and_load(),
         "settings": {k: v for k, v in vars(args).items() if k != "threads"},
     }
     figures |= run(args)

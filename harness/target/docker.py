@@ -45,7 +45,7 @@ from harness.target.image import (
     installed_run_spec,
     is_host_python,
 )
-from harness.target.process import _process_cpu
+from harness.target.process import process_cpu_seconds
 from harness.target.redis_process import RedisProcess
 
 RUN_LABEL = "mrtr-harness.run"
@@ -252,7 +252,7 @@ class DockerTarget:
                 pid = int(container.attrs["State"]["Pid"])
                 # The engine's pid namespace is ours only if that pid is in this container's cgroup.
                 if pid and container.id in Path(f"/proc/{pid}/cgroup").read_text():
-                    cpu = _process_cpu(pid)
+                    cpu = process_cpu_seconds(pid)
                     if cpu is not None:
                         seen[label] = (pid, cpu)
         return seen

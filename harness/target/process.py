@@ -91,7 +91,7 @@ class EmbeddedTarget:
             return {}
         processes = [*self.deployment.replicas, *([self.deployment.api] if self.deployment.api else [])]
         return {process.label: (process.pid, cpu) for process in processes
-                if process.pid is not None and (cpu := _process_cpu(process.pid)) is not None}
+                if process.pid is not None and (cpu := process_cpu_seconds(process.pid)) is not None}
 
     def replicas_up(self) -> int:
         if self.deployment is None:
@@ -161,7 +161,7 @@ class EmbeddedTarget:
             return []
 
 
-def _process_cpu(pid: int | None) -> float | None:
+def process_cpu_seconds(pid: int | None) -> float | None:
     """utime + stime of a process in seconds, or None when it is gone."""
     if pid is None:
         return None
