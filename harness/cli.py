@@ -161,12 +161,13 @@ def _run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"mrtr-harness run: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from harness.durations import parse_duration
+    from harness.durations import parse_duration_option
 
     try:
-        linger = parse_duration(args.metrics_linger)
+        linger = parse_duration_option("--metrics-linger", args.metrics_linger)
+        workers_wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
     except ValueError as exc:
-        print(f"mrtr-harness run: --metrics-linger: {exc}", file=sys.stderr)
+        print(f"mrtr-harness run: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.prometheus_targets is not None and args.metrics_port is None:
         print("mrtr-harness run: --prometheus-targets needs --metrics-port", file=sys.stderr)
@@ -176,11 +177,6 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.master != (args.expect_workers > 0):
         print("mrtr-harness run: --master and --expect-workers N go together", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        workers_wait = parse_duration(args.expect_workers_max_wait)
-    except ValueError as exc:
-        print(f"mrtr-harness run: --expect-workers-max-wait: {exc}", file=sys.stderr)
         return EXIT_USAGE
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
                          workers=args.workers, remote_workers=args.expect_workers,

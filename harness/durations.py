@@ -38,6 +38,14 @@ def parse_duration(text: str | int | float) -> float:
     return seconds
 
 
+def parse_duration_option(option: str, text: str) -> float:
+    """`parse_duration` for a command-line option: the error names the option (`--window: not a duration ...`)."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
+
+
 def format_duration(seconds: float) -> str:
     """Short human form for reports and progress lines: 0.25s, 90s, 10m, 1h30m."""
     if seconds < 60:

@@ -105,8 +105,6 @@ class Options:
 
 
 def parse_options(args: argparse.Namespace) -> Options:
-    from harness.durations import parse_duration
-
     options = Options(stdin=args.stdin, once=args.once, json=args.json, metrics_host=args.metrics_host)
     options.files = [_file_argument(value) for value in args.file]
     for command in args.command:
@@ -124,9 +122,9 @@ def parse_options(args: argparse.Namespace) -> Options:
     options.docker_service, options.docker_project = args.docker_service, args.docker_project
     if not (options.files or options.commands or options.stdin or options.docker_service):
         raise UsageError("no source: give --file, --command, --stdin or --docker-service")
-    options.window = _duration("--window", args.window, parse_duration, minimum=1.0)
+    options.window = _duration("--window", args.window, minimum=1.0)
     if args.interval is not None:
-        options.interval = _duration("--interval", args.interval, parse_duration, minimum=0.05)
+        options.interval = _duration("--interval", args.interval, minimum=0.05)
     if args.metrics_port is not None:
         if not 0 < args.metrics_port < 65536:
             raise UsageError(f"--metrics-port: {args.metrics_port} is not a TCP port (1-65535)")
@@ -145,11 +143,13 @@ def _file_argument(value: str) -> tuple[str | None, Path]:
     return None, Path(value)
 
 
-def _duration(option: str, text: str, parse: Any, *, minimum: float) -> float:
+def _duration(option: str, text: str, *, minimum: float) -> float:
+    from harness.durations import parse_duration_option
+
     try:
-        seconds = parse(text)
+        seconds = parse_duration_option(option, text)
     except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from None
+        raise UsageError(str(exc)) from None
     if seconds < minimum:
         raise UsageError(f"{option}: {text!r} is shorter than {minimum:g}s")
     return seconds
