@@ -51,6 +51,7 @@ PROGRESS_EVERY_TTY = 1.0
 PROGRESS_EVERY_LOG = 5.0
 HYPOTHESIS_EVERY = 5.0
 HYPOTHESIS_MIN_FLOWS = 10
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass
@@ -217,8 +218,8 @@ class Run:
     def _warn_unreachable_replicas(self) -> None:
         """Workers on other machines send rounds to the URLs the master has; loopback ones only work here."""
         assert self.target is not None
-        if self.options.remote_workers and self.options.master_bind_host not in ("127.0.0.1", "localhost", "::1"):
-            local = [url for url in self.target.urls if urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")]
+        if self.options.remote_workers and self.options.master_bind_host not in _LOOPBACK:
+            local = [url for url in self.target.urls if urlsplit(url).hostname in _LOOPBACK]
             if local:
                 self.say(f"warning: workers on other machines cannot reach {', '.join(local)}; "
                          "give the target URLs they can reach (`urls` of an external or docker target)")

@@ -38,6 +38,7 @@ from typing import IO, Any
 import gevent
 
 from harness.logs import FileFollower
+from harness.shop.deployment import harness_command
 
 STOP_ACCEPTING = "mrtr:stop-accepting"
 HELLO = "mrtr:hello"
@@ -72,8 +73,7 @@ class WorkerProcesses:
             log = open(logs / f"process-{number}.log", "ab")  # noqa: SIM115 - held for the life of the worker
             self._logs.append(log)
             self.processes.append(subprocess.Popen(
-                [sys.executable, "-m", "harness", "worker", "--master-host", "127.0.0.1",
-                 "--master-port", str(master_port)],
+                harness_command("worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)),
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True))
 
     def any_exited(self) -> bool:

@@ -121,7 +121,7 @@ class DistributedLoad:
         self.runner.send_message(STOP_ACCEPTING)
 
     def wait_in_flight(self, timeout: float) -> int:
-        """Wait for the workers' reports (every few seconds) to show no flow in flight."""
+        """Wait for the workers' counts (with each journal batch, a few times a second) to show no flow in flight."""
         deadline = time.time() + timeout
         gevent.sleep(min(timeout, 0.5))
         while self.active and time.time() < deadline:
