@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchmarks.cpu import machine_facts
 from harness.shop.deployment import LocalDeployment, ReplicaOptions
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
@@ -61,7 +61,7 @@ def main() -> int:
             fresh.stop()
     result = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
+        "machine": machine_facts(),
         "load_average_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         **{way: summarise(rows) for way, rows in samples.items()},
         "samples": samples,
