@@ -54,22 +54,35 @@ def test_every_round_names_the_replica_that_served_it(smoke):
 
 
 def test_the_same_seed_gives_the_same_flows_and_answers(smoke, tmp_path):
+    """Same seed, same plan and same decisions; only URL mode's re-asks are a race with the clock.
+
+    A payout's lead accepts, then finishes on the provider's page a modelled while later; the
+    retry that reaches the server before the page is finished is asked again. How many times
+    that happens depends on the machine's timing, not on the seed, so for payouts the decisions
+    are compared as far as both runs got, and the outcomes only when they got equally far.
+    """
     again = run_harness(SMOKE, tmp_path, "--duration", "10s")  # the first flows of the same plan
 
     def plan(finished):
         records = finished.journal()
         starts = {r["flow_id"]: r["flow"] for r in records if r["type"] == "start"}
-        answers = {r["flow_id"]: (r["outcome"], tuple(r["answers"]), r.get("order_id")) for r in records
-                   if r["type"] == "flow" and r["outcome"] != "interrupted"}
-        return starts, answers
+        ends = {r["flow_id"]: r for r in records if r["type"] == "flow" and r["outcome"] != "interrupted"}
+        return starts, ends
 
-    first_starts, first_answers = plan(smoke)
-    second_starts, second_answers = plan(again)
+    first_starts, first_ends = plan(smoke)
+    second_starts, second_ends = plan(again)
     common = sorted(set(first_starts) & set(second_starts))
     assert len(common) > 20
     assert [first_starts[f] for f in common] == [second_starts[f] for f in common]
-    both = sorted(set(first_answers) & set(second_answers))
-    assert [first_answers[f] for f in both] == [second_answers[f] for f in both]
+    both = sorted(set(first_ends) & set(second_ends))
+    assert len(both) > 20
+    for flow_id in both:
+        first, second = first_ends[flow_id], second_ends[flow_id]
+        assert first.get("order_id") == second.get("order_id"), flow_id
+        shorter = min(len(first["answers"]), len(second["answers"]))
+        assert first["answers"][:shorter] == second["answers"][:shorter], flow_id
+        if first["flow"] != "payout" or len(first["answers"]) == len(second["answers"]):
+            assert (first["outcome"], first["answers"]) == (second["outcome"], second["answers"]), flow_id
 
 
 def test_nightly_passes(tmp_path):
