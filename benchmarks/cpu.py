@@ -33,12 +33,22 @@ def process_cpu_seconds(pid: int) -> float:
     return seconds
 
 
-def machine_busy_seconds() -> float:
-    """Busy CPU seconds of all cores together (user, nice, system, irq, softirq), from `/proc/stat`."""
-    user, nice, system, _idle, _iowait, irq, softirq = (
-        int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]
+def machine_seconds() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of all cores together, from the first line of `/proc/stat`.
+
+    Busy is user, nice, system, irq and softirq. The machine is shared: what other processes
+    burn during a window (busy minus our own) and what the hypervisor steals are CPU our
+    processes could not have, so a window reports them next to our own.
+    """
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (
+        int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
     )
-    return (user + nice + system + irq + softirq) / CLOCK_TICKS
+    return (user + nice + system + irq + softirq) / CLOCK_TICKS, steal / CLOCK_TICKS
+
+
+def machine_busy_seconds() -> float:
+    """Busy CPU seconds of all cores together (the busy half of `machine_seconds`)."""
+    return machine_seconds()[0]
 
 
 def load_average() -> float:

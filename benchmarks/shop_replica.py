@@ -51,12 +51,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/shop_replica.py` puts benchmarks/ first, not the root
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.cpu import machine_facts, process_cpu_seconds  # noqa: E402
+from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds  # noqa: E402
 from harness.shop.catalogue import build_catalogue  # noqa: E402
 from harness.shop.deployment import LocalDeployment  # noqa: E402
 
 RESULTS = REPO_ROOT / "results" / "benchmarks"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROTOCOL = "2026-07-28"
 CAPABILITIES = {"elicitation": {"form": {}}}
 YES = {"confirm": {"action": "accept", "content": {"release": True}}}
@@ -73,18 +72,6 @@ class RoundFailed(RuntimeError):
 
 
 # --- measuring ---------------------------------------------------------------------------------
-
-def machine_seconds() -> tuple[float, float]:
-    """(busy, steal) CPU seconds of all cores, from the first line of `/proc/stat`.
-
-    The machine is shared: what other processes burn during a window (busy minus the
-    shop's own) and what the hypervisor steals are CPU the shop could not have, so each
-    window reports them next to the shop's own.
-    """
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (
-        int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9])
-    return (user + nice + system + irq + softirq) / CLOCK_TICKS, steal / CLOCK_TICKS
-
 
 @dataclass
 class Spent:
