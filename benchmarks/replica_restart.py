@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks.cpu import machine_facts
+from benchmarks.cpu import load_average, machine_facts
 from harness.shop.deployment import LocalDeployment, ReplicaOptions
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
@@ -49,7 +48,7 @@ def main() -> int:
         forked = LocalDeployment(Path(forked_dir), replicas=1, fork_replicas=True)
         fresh = LocalDeployment(Path(fresh_dir), replicas=1, fork_replicas=False)
         samples: dict[str, list[dict[str, float]]] = {"forked": [], "interpreter": []}
-        load_before = os.getloadavg()[0]
+        load_before = load_average()
         try:
             for deployment in (forked, fresh):
                 deployment.start([ReplicaOptions(keyring="ephemeral")])
@@ -62,7 +61,7 @@ def main() -> int:
     result = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_facts(),
-        "load_average_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "load_average_before_after": [round(load_before, 2), round(load_average(), 2)],
         **{way: summarise(rows) for way, rows in samples.items()},
         "samples": samples,
     }
