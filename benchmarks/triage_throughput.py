@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/triage_throughput.py` puts benchmarks/ first, not the root
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.cpu import machine_facts  # noqa: E402
 from harness.reasons import REASONS  # noqa: E402
 
 RESULTS = REPO_ROOT / "results" / "benchmarks"
@@ -150,7 +150,7 @@ def main() -> int:
     record = {
         "benchmark": "triage_throughput", "date": stamp, "lines": lines, "rejections": sum(expected.values()),
         "log_mib": size_mib, "every": args.every,
-        "machine": {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine_facts(),
         "baseline": {key: value for key, value in baseline.items() if key != "result"},
         "runs": {name: {key: value for key, value in run.items() if key != "result"} for name, run in runs.items()},
     }
