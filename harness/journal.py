@@ -144,10 +144,6 @@ class JournalView:
             view.add(record)
         return view
 
-    @classmethod
-    def from_journal(cls, *paths: Path) -> Self:
-        return cls.from_records(read_journal(*paths))
-
 
 def read_journal(*paths: Path) -> Iterator[dict[str, Any]]:
     """Every record of one or more journal parts, in file order; a torn last line is skipped."""
