@@ -188,6 +188,23 @@ class ReplicaOptions:
     sse: bool = False
 
 
+def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *, store: str, keyring: str,
+                 ttl: str, name: str) -> list[str]:
+    """The replica command's arguments (after `shop replica` or `-m harness.shop.server`): `options`, else the
+    deployment's defaults `store`, `keyring`, `ttl` and `name`. Every backend starts its replicas with these."""
+    args = ["--port", str(port), "--api", api_url, "--replica-id", label,
+            "--store", options.store or store, "--keyring", options.keyring or keyring,
+            "--ttl", options.ttl or ttl, "--name", options.name or name,
+            "--clock-offset", str(options.clock_offset)]
+    if options.answers_store:
+        args += ["--answers-store", options.answers_store]
+    if options.principal_header:
+        args += ["--principal-header", options.principal_header]
+    if options.sse:
+        args.append("--sse")
+    return args
+
+
 class LocalDeployment:
     """The API and replicas as child processes, sharing one store and one key-ring file."""
 
@@ -245,17 +262,9 @@ class LocalDeployment:
     def _replica_process(self, index: int, options: ReplicaOptions, port: int) -> ManagedProcess:
         assert self.api is not None
         label = f"r{index + 1}"
-        keyring = options.keyring or (f"file:{self.ring_file(index)}" if self._owns_ring else self.keyring)
-        args = ["--port", str(port), "--api", self.api.base_url, "--replica-id", label,
-                "--store", options.store or self.store, "--keyring", keyring,
-                "--ttl", options.ttl or self.ttl, "--name", options.name or self.name,
-                "--clock-offset", str(options.clock_offset)]
-        if options.answers_store:
-            args += ["--answers-store", options.answers_store]
-        if options.principal_header:
-            args += ["--principal-header", options.principal_header]
-        if options.sse:
-            args.append("--sse")
+        keyring = f"file:{self.ring_file(index)}" if self._owns_ring else self.keyring
+        args = replica_args(label, port, self.api.base_url, options, store=self.store, keyring=keyring,
+                            ttl=self.ttl, name=self.name)
         if options.launch == "module":
             return ManagedProcess(label, [sys.executable, "-m", "harness.shop.server", *args], port,
                                   self.workdir / "logs" / f"{label}.log")

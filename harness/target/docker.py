@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from harness.scenario import Scenario
-from harness.shop.deployment import free_port
+from harness.shop.deployment import free_port, replica_args
 from harness.shop.sealing import new_key, parse_ring, write_ring
 from harness.target.base import ChaosUnsupported, LogSource, TargetError
 from harness.target.image import (
@@ -45,7 +45,7 @@ from harness.target.image import (
     installed_run_spec,
     is_host_python,
 )
-from harness.target.process import process_cpu_seconds
+from harness.target.process import process_cpu_seconds, replica_options
 from harness.target.redis_process import RedisProcess
 
 RUN_LABEL = "mrtr-harness.run"
@@ -152,24 +152,12 @@ class DockerTarget:
                                                                  "--store", store),
                                        {ROLE_LABEL: "api"}, "api")
         self.api_url = f"http://127.0.0.1:{api_port}"
-        overrides = {override.replica - 1: override for override in spec.overrides}
-        for index, label in enumerate(self.labels):
+        for label, options in zip(self.labels, replica_options(spec), strict=True):
             port = free_port()
-            override = overrides.get(index)
-            offset = (override.clock_offset or 0.0) if override else 0.0
-            if override and override.clock_behind:
-                offset = -offset
             keyring = f"file:{(rings / label).resolve()}" if spec.keyring == "file" else "ephemeral"
-            replica_store = "memory" if spec.store == "memory" or (override and override.store == "memory") \
-                else store
-            args = ["--port", str(port), "--api", self.api_url, "--replica-id", label, "--store", replica_store,
-                    "--keyring", keyring, "--ttl", f"{self.scenario.real(spec.ttl)}",
-                    "--name", (override.name if override and override.name else spec.name),
-                    "--clock-offset", str(offset)]
-            if override and override.answers_store == "memory":
-                args += ["--answers-store", "memory"]
-            module = ["harness.shop.server"] if override and override.launch == "module" \
-                else ["harness", "shop", "replica"]
+            args = replica_args(label, port, self.api_url, options, store=store, keyring=keyring,
+                                ttl=f"{self.scenario.real(spec.ttl)}", name=spec.name)
+            module = ["harness.shop.server"] if options.launch == "module" else ["harness", "shop", "replica"]
             command = run_spec.module(module[0], *module[1:], *args)
             selector = {RUN_LABEL: self.run_id, REPLICA_LABEL: label}
             container = self._run(run_spec, command, {ROLE_LABEL: "replica", REPLICA_LABEL: label}, label)

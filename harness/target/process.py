@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 
 from harness.scenario import Scenario
+from harness.scenario import Target as TargetSpec
 from harness.shop.deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.target.base import ChaosUnsupported, LogSource, TargetError
 from harness.target.redis_process import RedisProcess
@@ -42,7 +43,7 @@ class EmbeddedTarget:
                                               ttl=f"{self.scenario.real(spec.ttl)}", name=spec.name,
                                               keyring="ephemeral" if spec.keyring == "ephemeral" else None,
                                               ring_per_replica=True)
-            self.original = self._replica_options()
+            self.original = replica_options(spec)
             self.deployment.start([dataclasses.replace(option) for option in self.original])
         except DeploymentError as exc:
             self.stop()
@@ -56,21 +57,6 @@ class EmbeddedTarget:
             self.redis.start()
             return self.redis.url
         return f"sqlite:{self.workdir / 'shop.db'}"
-
-    def _replica_options(self) -> list[ReplicaOptions]:
-        spec = self.scenario.target
-        options = [ReplicaOptions(store="memory" if spec.store == "memory" else None) for _ in range(spec.replicas)]
-        for override in spec.overrides:
-            option = options[override.replica - 1]
-            offset = override.clock_offset or 0.0
-            option.name = override.name
-            option.clock_offset = -offset if override.clock_behind else offset
-            option.launch = override.launch
-            if override.store == "memory":
-                option.store = "memory"
-            if override.answers_store == "memory":
-                option.answers_store = "memory"
-        return options
 
     def stop(self) -> None:
         if self.deployment is not None:
@@ -159,6 +145,23 @@ class EmbeddedTarget:
             return self.ring(index)
         except (ChaosUnsupported, OSError, ValueError):
             return []
+
+
+def replica_options(spec: TargetSpec) -> list[ReplicaOptions]:
+    """Each replica's options as the scenario's target gives them: its store, then its overrides (name, clock
+    offset, behind or ahead, launch, memory stores). The process and docker backends start replicas from these."""
+    options = [ReplicaOptions(store="memory" if spec.store == "memory" else None) for _ in range(spec.replicas)]
+    for override in spec.overrides:
+        option = options[override.replica - 1]
+        offset = override.clock_offset or 0.0
+        option.name = override.name
+        option.clock_offset = -offset if override.clock_behind else offset
+        option.launch = override.launch
+        if override.store == "memory":
+            option.store = "memory"
+        if override.answers_store == "memory":
+            option.answers_store = "memory"
+    return options
 
 
 def process_cpu_seconds(pid: int | None) -> float | None:
