@@ -382,23 +382,27 @@ class DockerTarget:
     # --- helpers -----------------------------------------------------------------------------
 
     def _wait_ready(self, container: Any, base_url: str, label: str, timeout: float = READY_TIMEOUT) -> float:
-        """Poll base_url/healthz until it answers 200 (any answer, for a compose deployment)."""
+        """Poll base_url/healthz until it answers 200 (any answer, for a compose deployment).
+
+        One client for all the polls, as `ManagedProcess.wait_ready`: a client per poll loads the CA bundle each time.
+        """
         started = time.monotonic()
         checked = 0.0
-        while time.monotonic() - started < timeout:
-            try:
-                status = httpx.get(f"{base_url}/healthz", timeout=1.0).status_code
-                if status == 200 or (self.compose and status < 500):
-                    return time.monotonic() - started
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() - checked > 0.5:
-                checked = time.monotonic()
-                container.reload()
-                if container.status in ("exited", "dead"):
-                    tail = container.logs(tail=20).decode("utf-8", "replace")
-                    raise TargetError(f"{label} container exited before it was ready; its last lines:\n{tail}")
-            time.sleep(0.05)
+        with httpx.Client(timeout=1.0) as client:
+            while time.monotonic() - started < timeout:
+                try:
+                    status = client.get(f"{base_url}/healthz").status_code
+                    if status == 200 or (self.compose and status < 500):
+                        return time.monotonic() - started
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() - checked > 0.5:
+                    checked = time.monotonic()
+                    container.reload()
+                    if container.status in ("exited", "dead"):
+                        tail = container.logs(tail=20).decode("utf-8", "replace")
+                        raise TargetError(f"{label} container exited before it was ready; its last lines:\n{tail}")
+                time.sleep(0.05)
         raise TargetError(f"{label} did not answer {base_url}/healthz within {timeout:g}s")
 
 
