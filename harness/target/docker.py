@@ -113,9 +113,9 @@ class DockerTarget:
         except TargetError:
             self.stop()
             raise
-        for replica in self.replicas:
-            replica.original_command = list(replica.container.attrs["Config"]["Cmd"] or [])
-            replica.original_ring = self._ring_or_empty(replica)
+        for index, replica in enumerate(self.replicas):
+            replica.original_command = _command(replica.container)
+            replica.original_ring = self._ring_or_empty(index)
         self.labels = [replica.label for replica in self.replicas]
         # Rounds go to the balancer when the scenario names one (it then hides which replica
         # served them); chaos, logs and readiness still address every replica directly.
@@ -277,7 +277,7 @@ class DockerTarget:
     def reconfigure(self, index: int, **changes: object) -> float:
         """Recreate replica `index` with flags changed: ttl (real seconds), name, clock_offset, store."""
         flags = {"ttl": "--ttl", "name": "--name", "clock_offset": "--clock-offset", "store": "--store"}
-        command = list(self.replicas[index].container.attrs["Config"]["Cmd"] or [])
+        command = _command(self.replicas[index].container)
         for key, value in changes.items():
             if key not in flags:
                 raise ChaosUnsupported(f"the docker target cannot change {key!r}")
@@ -360,22 +360,21 @@ class DockerTarget:
             if replica.container.status == "paused":
                 replica.container.unpause()
                 undone.append(f"resumed {replica.label}")
-            if list(replica.container.attrs["Config"]["Cmd"] or []) != replica.original_command:
+            if _command(replica.container) != replica.original_command:
                 self._recreate(index, replica.original_command)
                 undone.append(f"recreated {replica.label} with its original settings")
             elif replica.container.status != "running":
                 replica.container.start()
                 self._wait_ready(replica.container, _base(replica.url), replica.label)
                 undone.append(f"started {replica.label}")
-            if replica.original_ring and self._ring_or_empty(replica) != replica.original_ring:
+            if replica.original_ring and self._ring_or_empty(index) != replica.original_ring:
                 self.set_ring(index, replica.original_ring)
                 undone.append(f"restored the ring of {replica.label}")
         return undone
 
-    def _ring_or_empty(self, replica: _Replica) -> list[str]:
+    def _ring_or_empty(self, index: int) -> list[str]:
         try:
-            path, _ = self._ring_file(replica)
-            return parse_ring(path.read_text(), str(path))
+            return self.ring(index)
         except (ChaosUnsupported, OSError, ValueError):
             return []
 
