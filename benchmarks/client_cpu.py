@@ -84,12 +84,10 @@ Flow = Callable[[MrtrClient, int], tuple[int, str]]
 class Server:
     """A started server under test: where to send rounds, whose CPU to read, and its flow."""
 
-    name: str
     url: str
     pids: dict[str, int]
     """`replica` (the target compares against it) and any helper process (the shop's `api`)."""
     flow: Flow
-    rounds_per_flow: int
     floor_round: tuple[str, dict[str, Any]]
     """A round-1 request (tool, arguments) for the socket floor: answered at once, no side effect that matters."""
 
@@ -145,8 +143,8 @@ def shop_server(sse: bool) -> Iterator[Server]:
             deployment.start([ReplicaOptions(sse=sse)])
             replica, api = deployment.replicas[0], deployment.api
             assert replica.pid is not None and api is not None and api.pid is not None
-            yield Server("shop", deployment.replica_urls[0], {"replica": replica.pid, "api": api.pid},
-                         shop_flow(held), 3, ("quote_refund", {"order_id": held[0]}))
+            yield Server(deployment.replica_urls[0], {"replica": replica.pid, "api": api.pid}, shop_flow(held),
+                         ("quote_refund", {"order_id": held[0]}))
         finally:
             deployment.stop()
 
@@ -158,8 +156,7 @@ def garden_server(sse: bool) -> Iterator[Server]:
     server = start_server("tests.servers.garden", *(["--sse"] if sse else []),
                           env={"GARDEN_REQUEST_STATE_KEY": secrets.token_hex(16)})
     try:
-        yield Server("garden", server.url, {"replica": server.pid}, garden_flow, 3,
-                     ("plan_bed", {"bed_id": "FLOOR"}))
+        yield Server(server.url, {"replica": server.pid}, garden_flow, ("plan_bed", {"bed_id": "FLOOR"}))
     finally:
         server.stop()
 
