@@ -171,12 +171,14 @@ class DockerTarget:
         import docker
 
         if image == HOST_PYTHON_IMAGE:
-            ensure_host_python_image(self.client, image)
-        try:
-            found = self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            raise TargetError(f"image {image!r} is not on this Docker engine (no registry is used): build it first, "
-                              f"or use image = {HOST_PYTHON_IMAGE!r} (made here, from this interpreter)") from None
+            found = ensure_host_python_image(self.client, image)
+        else:
+            try:
+                found = self.client.images.get(image)
+            except docker.errors.ImageNotFound:
+                raise TargetError(f"image {image!r} is not on this Docker engine (no registry is used): build it "
+                                  f"first, or use image = {HOST_PYTHON_IMAGE!r} (made here, from this "
+                                  f"interpreter)") from None
         return host_python_run_spec(shared, image) if is_host_python(found) else installed_run_spec(image, shared)
 
     def _run(self, run_spec: RunSpec, command: list[str], labels: dict[str, str], role: str) -> Any:

@@ -52,18 +52,19 @@ def empty_root_tarball() -> bytes:
     return buffer.getvalue()
 
 
-def ensure_host_python_image(client: Any, tag: str = HOST_PYTHON_IMAGE) -> str:
-    """The id of the host-python image `tag`, imported from an empty root first if the engine lacks it."""
+def ensure_host_python_image(client: Any, tag: str = HOST_PYTHON_IMAGE) -> Any:
+    """The host-python image `tag` (the engine's image object), imported from an empty root first if the engine
+    lacks it."""
     import docker
 
     try:
-        return client.images.get(tag).id
+        return client.images.get(tag)
     except docker.errors.ImageNotFound:
         pass
     repository, _, version = tag.rpartition(":") if ":" in tag.rsplit("/", 1)[-1] else (tag, "", "latest")
     client.api.import_image_from_data(empty_root_tarball(), repository=repository, tag=version,
                                       changes=[f"LABEL {RECIPE_LABEL}={HOST_PYTHON_RECIPE}"])
-    return client.images.get(tag).id
+    return client.images.get(tag)
 
 
 def is_host_python(image: Any) -> bool:
