@@ -27,7 +27,7 @@ from harness.triage.parse import LineParser, Rejection
 
 POLL_SECONDS = 0.1
 DOCKER_PREFIX = "docker:"
-"""A command-kind location starting with this is a container selector (`docker:label=value,...`)."""
+"""A docker-kind `LogSource`'s location: this prefix and the labels that find the container (`docker:k=v,...`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from harness.logs import DOCKER_PREFIX
 from harness.scenario import Scenario
 from harness.shop.deployment import free_port, replica_args
 from harness.shop.sealing import new_key, parse_ring, write_ring
@@ -54,8 +55,6 @@ ROLE_LABEL = "mrtr-harness.role"
 COMPOSE_PROJECT = "com.docker.compose.project"
 COMPOSE_SERVICE = "com.docker.compose.service"
 COMPOSE_NUMBER = "com.docker.compose.container-number"
-LOG_PREFIX = "docker:"
-"""A docker `LogSource`'s location is this prefix and the comma-separated labels that find the container."""
 
 READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 5
@@ -63,7 +62,7 @@ ENGINE_TIMEOUT = 60
 
 
 def log_location(selector: dict[str, str]) -> str:
-    return LOG_PREFIX + ",".join(f"{key}={value}" for key, value in selector.items())
+    return DOCKER_PREFIX + ",".join(f"{key}={value}" for key, value in selector.items())
 
 
 @dataclass
