@@ -28,6 +28,10 @@ from harness.triage.parse import LineParser, Rejection
 POLL_SECONDS = 0.1
 DOCKER_PREFIX = "docker:"
 """A docker-kind `LogSource`'s location: this prefix and the labels that find the container (`docker:k=v,...`)."""
+COMPOSE_PROJECT = "com.docker.compose.project"
+COMPOSE_SERVICE = "com.docker.compose.service"
+COMPOSE_NUMBER = "com.docker.compose.container-number"
+"""The labels compose gives a service's containers: how the docker target and triage find a compose replica."""
 
 
 @dataclass(frozen=True, slots=True)

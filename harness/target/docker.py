@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness.logs import DOCKER_PREFIX
+from harness.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX
 from harness.scenario import Scenario
 from harness.shop.deployment import free_port, replica_args
 from harness.shop.sealing import new_key, parse_ring, write_ring
@@ -52,9 +52,6 @@ from harness.target.redis_process import RedisProcess
 RUN_LABEL = "mrtr-harness.run"
 REPLICA_LABEL = "mrtr-harness.replica"
 ROLE_LABEL = "mrtr-harness.role"
-COMPOSE_PROJECT = "com.docker.compose.project"
-COMPOSE_SERVICE = "com.docker.compose.service"
-COMPOSE_NUMBER = "com.docker.compose.container-number"
 
 READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 5

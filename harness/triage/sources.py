@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.logs import POLL_SECONDS, FileFollower
+from harness.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, POLL_SECONDS, FileFollower
 
 Line = tuple[str | None, str]
 
@@ -32,8 +32,6 @@ READ_CHARS = 1 << 20
 STOP_TIMEOUT = 5.0
 DOCKER_WATCH_SECONDS = 2.0
 """How often a followed compose service is listed again, to follow containers that (re)started."""
-COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
-COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 
 
 class SourceError(Exception):
@@ -208,9 +206,9 @@ class DockerSource(Source):
 
     @property
     def labels(self) -> dict[str, str]:
-        labels = {COMPOSE_SERVICE_LABEL: self.service}
+        labels = {COMPOSE_SERVICE: self.service}
         if self.project:
-            labels[COMPOSE_PROJECT_LABEL] = self.project
+            labels[COMPOSE_PROJECT] = self.project
         return labels
 
     def open(self) -> str | None:
@@ -277,18 +275,18 @@ class DockerSource(Source):
     def _identity(container: Any) -> str:
         """One compose replica across restarts and recreations: project, service and number; else the id."""
         labels = container.labels or {}
-        number = labels.get("com.docker.compose.container-number")
+        number = labels.get(COMPOSE_NUMBER)
         if number is None:
             return container.id
-        return "/".join((labels.get(COMPOSE_PROJECT_LABEL, ""), labels.get(COMPOSE_SERVICE_LABEL, ""), number))
+        return "/".join((labels.get(COMPOSE_PROJECT, ""), labels.get(COMPOSE_SERVICE, ""), number))
 
     def _follow(self, key: str, container: Any) -> None:
         from harness.logs import ContainerFollower
 
         labels = dict(self.labels)
         if key != container.id:
-            labels[COMPOSE_PROJECT_LABEL] = container.labels.get(COMPOSE_PROJECT_LABEL, "")
-            labels["com.docker.compose.container-number"] = container.labels["com.docker.compose.container-number"]
+            labels[COMPOSE_PROJECT] = container.labels.get(COMPOSE_PROJECT, "")
+            labels[COMPOSE_NUMBER] = container.labels[COMPOSE_NUMBER]
             follower = ContainerFollower(labels, since=self._started)
             with self._lock:
                 self._followers.append(follower)
