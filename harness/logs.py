@@ -140,22 +140,22 @@ class ContainerFollower:
     follower started are skipped.
     """
 
-    def __init__(self, labels: dict[str, str], *, since: float | None = None, client: Any = None) -> None:
+    def __init__(self, labels: dict[str, str], *, since: float | None = None) -> None:
         self.labels = [f"{key}={value}" for key, value in labels.items()]
         self.since = time.time() if since is None else since
         self._since_stamp: Stamp = (int(self.since), int(round((self.since % 1) * 1e9)))
         self._last: dict[str, Stamp] = {}
-        self._client = client
+        self._client: Any = None
         self._stream: Any = None
         self._closed = threading.Event()
 
     @classmethod
-    def from_location(cls, location: str, **kwargs: Any) -> ContainerFollower:
+    def from_location(cls, location: str) -> ContainerFollower:
         selector = location.removeprefix(DOCKER_PREFIX)
         labels = dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
         if not labels:
             raise ValueError(f"docker log source {location!r}: write docker:LABEL=VALUE[,LABEL=VALUE...]")
-        return cls(labels, **kwargs)
+        return cls(labels)
 
     def lines(self) -> Iterator[str]:
         """Every new log line, until `close()`; blocks while the container logs nothing."""
@@ -254,10 +254,9 @@ class Collector:
         else:
             self.follow_command(source.location, source.replica)
 
-    def follow_container(self, selector: str | dict[str, str], replica: str) -> None:
-        """Follow the log of the container these labels find (`docker:k=v,...` or a dict), from now on."""
-        follower = ContainerFollower(selector) if isinstance(selector, dict) else \
-            ContainerFollower.from_location(selector)
+    def follow_container(self, location: str, replica: str) -> None:
+        """Follow the log of the container a location's labels find (`docker:k=v,...`), from now on."""
+        follower = ContainerFollower.from_location(location)
         self._containers.append(follower)
         self._start(self._read_container, follower, replica)
 
