@@ -198,7 +198,7 @@ class DockerSource(Source):
         self.finite = not follow
         self.name = f"docker service {service}" + (f" (project {project})" if project else "")
         self._client: Any = None
-        self._queue: queue.Queue[tuple[str, list[str]] | None] = queue.Queue(maxsize=256)
+        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue(maxsize=256)
         self._readers: dict[str, threading.Thread] = {}
         self._followers: list[Any] = []
         self._lock = threading.Lock()
@@ -242,9 +242,7 @@ class DockerSource(Source):
                 if self._stop.is_set() or (self.finite and not self._busy()):
                     return
                 continue
-            replica, batch = item
-            for line in batch:
-                yield replica, line
+            yield item
 
     def _busy(self) -> bool:
         with self._lock:
@@ -311,7 +309,7 @@ class DockerSource(Source):
     def _pump(self, key: str, replica: str, lines: Iterator[str]) -> None:
         try:
             for line in lines:
-                self._queue.put((replica, [line]))
+                self._queue.put((replica, line))
         except Exception:  # noqa: BLE001 - a container removed or an engine gone: its stream just ends
             pass
         finally:
