@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
 
-from harness.report.html import page
+from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, plain, table
 from harness.capacity.expiry import ExpiryAssessment
 from harness.capacity.search import Judgement, Limit
 from harness.capacity.sweep import SweepResult
@@ -33,18 +32,13 @@ BUSY_MACHINE = 0.5
 """Cores used by other processes during a step above which the report says the machine was busy."""
 JSON_NAME, HTML_NAME, THROUGHPUT_SVG, LATENCY_SVG = "capacity.json", "capacity.html", "throughput.svg", "latency.svg"
 
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1000px;padding:1em 1.5em;
-color:#1f2328}
-h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em;border-bottom:1px solid #d0d7de}
-.meta{color:#57606a}.meta span{margin-right:1.2em}
-.recommendation{background:#f6f8fa;border-left:4px solid #0072B2;padding:.5em 1em;margin:1em 0}
-.recommendation p{margin:.4em 0}
-table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #d0d7de;padding:.25em .6em;text-align:left}
-th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.hold{color:#1a7f37;font-weight:600}.break{color:#cf222e;font-weight:600}.saturated{color:#9a6700;font-weight:600}
-svg.chart{display:block;margin:.6em 0;max-width:100%;height:auto}
-"""
+_CSS = (PAGE_CSS + META_CSS
+        + ".recommendation{background:#f6f8fa;border-left:4px solid #0072B2;padding:.5em 1em;margin:1em 0}\n"
+        + ".recommendation p{margin:.4em 0}\n"
+        + TABLE_CSS
+        + ".hold{color:#1a7f37;font-weight:600}.break{color:#cf222e;font-weight:600}"
+          ".saturated{color:#9a6700;font-weight:600}\n"
+        + CHART_CSS)
 
 
 # --- figures shared by every output ----------------------------------------------------------------
@@ -278,30 +272,16 @@ def render_html(result: SweepResult, charts: tuple[str, str]) -> str:
     return page(f"capacity: {scenario.name}", _CSS, body)
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str = "none") -> str:
-    if not rows:
-        return f'<p class="meta">{escape(empty)}</p>'
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>" + "".join(
-        "<tr>" + "".join(row) + "</tr>" for row in rows) + "</tbody></table>"
-
-
-def _cell(value: object, numeric: bool = False, css: str | None = None) -> str:
-    text = "" if value is None else str(value)
-    classes = " ".join(c for c in ("num" if numeric else None, css) if c)
-    return f'<td class="{classes}">{escape(text)}</td>' if classes else f"<td>{escape(text)}</td>"
-
-
 def _capacity_table(result: SweepResult) -> str:
     rows = []
     for row in capacity_rows(result):
         rpc = row["rounds_per_call"] or {}
-        rows.append([_cell(row["replicas"], True), _cell(_rate(row["highest_rate_holding_slo"]), True),
-                     _cell(_ms(row["round_latency_p95"]), True),
-                     _cell(f"mean {_plain(rpc.get('mean'))}, p95 {_plain(rpc.get('p95'))}" if rpc else "-"),
-                     _cell(_reasons(row["rejections_by_reason"])), _cell(_share(row["completion_share"]), True),
-                     _cell(_plain(row["throughput"]), True), _cell(row["note"])])
-    return _table(["replicas", "highest rate holding the SLO (flows/s)", "p95 round latency", "rounds per call",
+        rows.append([cell(row["replicas"], True), cell(_rate(row["highest_rate_holding_slo"]), True),
+                     cell(_ms(row["round_latency_p95"]), True),
+                     cell(f"mean {plain(rpc.get('mean'))}, p95 {plain(rpc.get('p95'))}" if rpc else "-"),
+                     cell(_reasons(row["rejections_by_reason"])), cell(_share(row["completion_share"]), True),
+                     cell(plain(row["throughput"]), True), cell(row["note"])])
+    return table(["replicas", "highest rate holding the SLO (flows/s)", "p95 round latency", "rounds per call",
                    "rejections by reason", "completion share", "completed flows/s", "note"], rows, "no step ran")
 
 
@@ -309,14 +289,14 @@ def _expiry_section(result: SweepResult) -> str:
     expiry = result.expiry
     if expiry is None:
         return '<p class="meta">not assessed</p>'
-    summary = _table(["lead think time", "TTL", "predicted share expiring", "with the measured retry latency",
+    summary = table(["lead think time", "TTL", "predicted share expiring", "with the measured retry latency",
                       "measured", "tolerance", f"TTL for < {expiry.target:.1%}"],
-                     [[_cell(expiry.think), _cell(format_duration(expiry.ttl)), _cell(_share(expiry.predicted), True),
-                       _cell(_share(expiry.predicted_with_latency), True),
-                       _cell(f"{_share(expiry.measured.share)} ({expiry.measured.expired} of "
+                     [[cell(expiry.think), cell(format_duration(expiry.ttl)), cell(_share(expiry.predicted), True),
+                       cell(_share(expiry.predicted_with_latency), True),
+                       cell(f"{_share(expiry.measured.share)} ({expiry.measured.expired} of "
                              f"{expiry.measured.retries} retries, {expiry.measured_from})", True),
-                       _cell(f"±{expiry.tolerance:.1%}" if math.isfinite(expiry.tolerance) else "-", True),
-                       _cell(format_duration(expiry.recommended_ttl) if math.isfinite(expiry.recommended_ttl)
+                       cell(f"±{expiry.tolerance:.1%}" if math.isfinite(expiry.tolerance) else "-", True),
+                       cell(format_duration(expiry.recommended_ttl) if math.isfinite(expiry.recommended_ttl)
                              else "none finite")]])
     explain = ("<p class=\"meta\">Predicted share = P(think &gt; TTL) from the lead model: the TTL clock starts when "
                "the replica mints the state and the lead's think time is taken for the whole gap to the retry "
@@ -324,11 +304,11 @@ def _expiry_section(result: SweepResult) -> str:
                "retry's measured round latency added to the think time. Measured share = the replicas' "
                "logged <code>expired</code> rejections / retries sent. Tolerance: 3 binomial standard errors "
                "+ 2 points.</p>")
-    rows = [[_cell(s.replicas, True), _cell(_rate(s.rate), True), _cell(s.expiry.states, True),
-             _cell(s.expiry.retries, True), _cell(s.expiry.expired, True), _cell(_share(s.expiry.share), True),
-             _cell(_share(s.expiry_predicted_with_latency), True), _cell(s.expiry.unanswered, True)]
+    rows = [[cell(s.replicas, True), cell(_rate(s.rate), True), cell(s.expiry.states, True),
+             cell(s.expiry.retries, True), cell(s.expiry.expired, True), cell(_share(s.expiry.share), True),
+             cell(_share(s.expiry_predicted_with_latency), True), cell(s.expiry.unanswered, True)]
             for s in result.steps]
-    per_step = _table(["replicas", "rate", "states minted", "retries", "expired", "measured share",
+    per_step = table(["replicas", "rate", "states minted", "retries", "expired", "measured share",
                        "predicted with its retry latency", "no retry (abandoned or cut off)"], rows)
     return summary + explain + per_step
 
@@ -338,18 +318,18 @@ def _steps_table(result: SweepResult) -> str:
     for step in result.steps:
         judgement = step.judgement.value if step.judgement else step.status
         link = f'<td><a href="{escape(str(step.folder.relative_to(result.folder)))}/report.html">report</a></td>' \
-            if step.folder.is_relative_to(result.folder) else _cell(str(step.folder))
-        rows.append([_cell(step.replicas, True), _cell(_rate(step.rate), True),
-                     _cell(judgement, css=judgement if isinstance(step.judgement, Judgement) else None),
-                     _cell(_plain(round(step.offered, 2) if step.offered is not None else None), True),
-                     _cell(_plain(round(step.throughput, 2) if step.throughput is not None else None), True),
-                     _cell(_ms(step.latency_p50), True), _cell(_ms(step.latency_p95), True),
-                     _cell(_share(step.completion), True),
-                     _cell(f"{step.harness_cores:.0%}" if step.harness_cores is not None else "-", True),
-                     _cell(_share(step.late_share), True),
-                     _cell(f"{step.other_cores:.2f}" if step.other_cores is not None else "-", True),
-                     _cell("; ".join(step.reasons)), link])
-    return _table(["replicas", "rate", "judgement", "arrivals/s", "completed/s", "p50", "p95", "completed",
+            if step.folder.is_relative_to(result.folder) else cell(str(step.folder))
+        rows.append([cell(step.replicas, True), cell(_rate(step.rate), True),
+                     cell(judgement, css=judgement if isinstance(step.judgement, Judgement) else None),
+                     cell(plain(round(step.offered, 2) if step.offered is not None else None), True),
+                     cell(plain(round(step.throughput, 2) if step.throughput is not None else None), True),
+                     cell(_ms(step.latency_p50), True), cell(_ms(step.latency_p95), True),
+                     cell(_share(step.completion), True),
+                     cell(f"{step.harness_cores:.0%}" if step.harness_cores is not None else "-", True),
+                     cell(_share(step.late_share), True),
+                     cell(f"{step.other_cores:.2f}" if step.other_cores is not None else "-", True),
+                     cell("; ".join(step.reasons)), link])
+    return table(["replicas", "rate", "judgement", "arrivals/s", "completed/s", "p50", "p95", "completed",
                    "harness CPU (of a core)", "late starts", "other load (cores)", "why", ""], rows, "no step ran")
 
 
@@ -363,7 +343,7 @@ def render_text(result: SweepResult) -> str:
     for row in capacity_rows(result):
         rpc = row["rounds_per_call"] or {}
         lines.append(f"{row['replicas']:>8}  {_rate(row['highest_rate_holding_slo']):>14}  "
-                     f"{_ms(row['round_latency_p95']):>8}  {_plain(rpc.get('mean')):>11}  "
+                     f"{_ms(row['round_latency_p95']):>8}  {plain(rpc.get('mean')):>11}  "
                      f"{_share(row['completion_share']):>9}  {_reasons(row['rejections_by_reason'])}; {row['note']}")
     lines += ["", *recommendation(result)]
     return "\n".join(lines)
@@ -393,10 +373,6 @@ def _ms(value: float | None) -> str:
 
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
-
-
-def _plain(value: float | int | None) -> str:
-    return "-" if value is None else f"{value:g}"
 
 
 def _reasons(table: dict[str, int] | None) -> str:

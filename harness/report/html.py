@@ -38,18 +38,25 @@ from harness.summary import RunFigures
 
 _X_LABEL = "seconds since the run start"
 _STATUS_COLOURS = {RunStatus.COMPLETED: "#1a7f37", RunStatus.DEVIATED: "#9a6700"}
-_CSS = """
+# The rules every report page shares (this one and capacity.html); each page lays them out with its own between.
+PAGE_CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1000px;padding:1em 1.5em;
 color:#1f2328}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em;border-bottom:1px solid #d0d7de}
-.status{display:inline-block;padding:.15em .6em;border-radius:4px;color:#fff;font-weight:600}
-.meta{color:#57606a}.meta span{margin-right:1.2em}
-table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #d0d7de;padding:.25em .6em;text-align:left}
-th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.skip{color:#9a6700}
-svg.chart{display:block;margin:.6em 0;max-width:100%;height:auto}
-ul.problems{color:#cf222e}
 """
+META_CSS = """.meta{color:#57606a}.meta span{margin-right:1.2em}
+"""
+TABLE_CSS = """table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #d0d7de;padding:.25em .6em;text-align:left}
+th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+"""
+CHART_CSS = """svg.chart{display:block;margin:.6em 0;max-width:100%;height:auto}
+"""
+_CSS = (PAGE_CSS
+        + ".status{display:inline-block;padding:.15em .6em;border-radius:4px;color:#fff;font-weight:600}\n"
+        + META_CSS + TABLE_CSS
+        + ".pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.skip{color:#9a6700}\n"
+        + CHART_CSS
+        + "ul.problems{color:#cf222e}\n")
 
 
 def write_html(path: Path, scenario: Scenario, figures: RunFigures, verdict: RunVerdict, *,
@@ -157,8 +164,8 @@ def _rounds_plots(figures: RunFigures) -> list[str]:
 # --- tables -------------------------------------------------------------------------------------
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str = "none") -> str:
-    """An HTML table from pre-escaped cells (callers use `_cell`/`_mark`), headers escaped here."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str = "none") -> str:
+    """An HTML table from pre-escaped cells (callers use `cell`/`_mark`), headers escaped here."""
     if not rows:
         return f'<p class="meta">{escape(empty)}</p>'
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
@@ -166,9 +173,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str = "
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _cell(value: object, numeric: bool = False) -> str:
+def cell(value: object, numeric: bool = False, css: str | None = None) -> str:
+    """One escaped cell; `numeric` right-aligns it, `css` adds a class of the page's own (e.g. a judgement)."""
     text = "" if value is None else str(value)
-    return f'<td class="num">{escape(text)}</td>' if numeric else f"<td>{escape(text)}</td>"
+    classes = " ".join(c for c in ("num" if numeric else None, css) if c)
+    return f'<td class="{classes}">{escape(text)}</td>' if classes else f"<td>{escape(text)}</td>"
 
 
 def _mark(passed: bool | None, unknown: str = "not checked") -> str:
@@ -178,50 +187,50 @@ def _mark(passed: bool | None, unknown: str = "not checked") -> str:
 
 
 def _thresholds_table(verdict: RunVerdict) -> str:
-    rows = [[_mark(item.passed), _cell(item.threshold.key), _cell(condition_text(item)), _cell(observed_text(item))]
+    rows = [[_mark(item.passed), cell(item.threshold.key), cell(condition_text(item)), cell(observed_text(item))]
             for item in verdict.thresholds]
-    return _table(["", "threshold", "condition", "observed"], rows, "no thresholds")
+    return table(["", "threshold", "condition", "observed"], rows, "no thresholds")
 
 
 def _invariants_table(verdict: RunVerdict) -> str:
-    rows = [[_mark(result.passed if result.checked or not result.passed else None), _cell(name),
-             _cell(result.violations, numeric=True),
-             _cell(describe_detail(result.detail, 400))]
+    rows = [[_mark(result.passed if result.checked or not result.passed else None), cell(name),
+             cell(result.violations, numeric=True),
+             cell(describe_detail(result.detail, 400))]
             for name, result in sorted(verdict.invariants.items())]
-    return _table(["", "invariant", "violations", "examples"], rows, "no invariants checked")
+    return table(["", "invariant", "violations", "examples"], rows, "no invariants checked")
 
 
 def _reconciliation_table(verdict: RunVerdict) -> str:
     result = verdict.reconciliation
     if result is None:
         return '<p class="skip">Not reconciled: the journal has no reconciliation record.</p>'
-    return _table(["", "client rejections (-32602)", "logged reasons", "unexplained"],
-                  [[_mark(result.passed), _cell(result.client_rejections, True), _cell(result.logged, True),
-                    _cell(result.unexplained, True)]])
+    return table(["", "client rejections (-32602)", "logged reasons", "unexplained"],
+                  [[_mark(result.passed), cell(result.client_rejections, True), cell(result.logged, True),
+                    cell(result.unexplained, True)]])
 
 
 def _hypothesis_section(verdict: RunVerdict) -> list[str]:
     if not verdict.hypothesis:
         return []
-    rows = [[_mark(probe.ok), _cell(probe.phase), _cell(describe_detail(probe.detail, 400))]
+    rows = [[_mark(probe.ok), cell(probe.phase), cell(describe_detail(probe.detail, 400))]
             for probe in verdict.hypothesis]
-    return ["<h2>Steady-state hypothesis</h2>", _table(["", "phase", "detail"], rows)]
+    return ["<h2>Steady-state hypothesis</h2>", table(["", "phase", "detail"], rows)]
 
 
 def _rejections_table(figures: RunFigures) -> str:
-    table = figures.rejections_by_reason()
-    replicas = sorted({replica for counts in table.values() for replica in counts})
-    rows = [[_cell(reason), *(_cell(counts.get(replica, 0), True) for replica in replicas),
-             _cell(sum(counts.values()), True)] for reason, counts in sorted(table.items())]
-    return _table(["reason", *replicas, "total"], rows, "no rejections logged")
+    by_reason = figures.rejections_by_reason()
+    replicas = sorted({replica for counts in by_reason.values() for replica in counts})
+    rows = [[cell(reason), *(cell(counts.get(replica, 0), True) for replica in replicas),
+             cell(sum(counts.values()), True)] for reason, counts in sorted(by_reason.items())]
+    return table(["reason", *replicas, "total"], rows, "no rejections logged")
 
 
 def _flows_table(figures: RunFigures) -> str:
-    table = figures.outcomes()
-    outcomes = ordered_outcomes(o for counts in table.values() for o in counts)
-    rows = [[_cell(flow), *(_cell(counts.get(outcome, 0), True) for outcome in outcomes),
-             _cell(sum(counts.values()), True)] for flow, counts in sorted(table.items())]
-    return _table(["flow", *outcomes, "total"], rows, "no flows finished")
+    by_flow = figures.outcomes()
+    outcomes = ordered_outcomes(o for counts in by_flow.values() for o in counts)
+    rows = [[cell(flow), *(cell(counts.get(outcome, 0), True) for outcome in outcomes),
+             cell(sum(counts.values()), True)] for flow, counts in sorted(by_flow.items())]
+    return table(["flow", *outcomes, "total"], rows, "no flows finished")
 
 
 def _spreads_table(figures: RunFigures) -> str:
@@ -230,25 +239,25 @@ def _spreads_table(figures: RunFigures) -> str:
     rows = []
     for flow, per_round in round_latency(figures).items():
         spread = rounds[flow]
-        calls = f"p50 {_plain(spread['p50'])}, p95 {_plain(spread['p95'])}, max {_plain(spread['max'])}"
+        calls = f"p50 {plain(spread['p50'])}, p95 {plain(spread['p95'])}, max {plain(spread['max'])}"
         for number, latency in per_round.items():
-            rows.append([_cell(flow), _cell(number, True), _cell(latency["count"], True),
-                         *(_cell(_seconds(latency[p]), True) for p in ("p50", "p95", "p99")), _cell(calls)])
-    return _table(["flow", "round", "rounds seen", "p50", "p95", "p99", "rounds per call"], rows, "no rounds")
+            rows.append([cell(flow), cell(number, True), cell(latency["count"], True),
+                         *(cell(_seconds(latency[p]), True) for p in ("p50", "p95", "p99")), cell(calls)])
+    return table(["flow", "round", "rounds seen", "p50", "p95", "p99", "rounds per call"], rows, "no rounds")
 
 
 def _chaos_table(actions: Sequence[ChaosAction]) -> str:
-    rows = [[_mark(action.ok, "no end"), _cell(action.action), _cell(action.target or ""),
-             _cell(_at(action.start), True), _cell(_at(action.end), True), _cell(describe_detail(action.detail, 400))]
+    rows = [[_mark(action.ok, "no end"), cell(action.action), cell(action.target or ""),
+             cell(_at(action.start), True), cell(_at(action.end), True), cell(describe_detail(action.detail, 400))]
             for action in actions]
-    return _table(["", "action", "target", "start (s)", "end (s)", "detail"], rows, "no chaos actions")
+    return table(["", "action", "target", "start (s)", "end (s)", "detail"], rows, "no chaos actions")
 
 
 def _seconds(value: float | int | None) -> str:
     return "" if value is None else format_seconds(float(value))
 
 
-def _plain(value: float | int | None) -> str:
+def plain(value: float | int | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
