@@ -226,12 +226,13 @@ DOCKERD_STOP_TIMEOUT_S = 20.0
 DOCKERD_STORAGE_ENV = "MRTR_DOCKERD_STORAGE_DRIVER"
 
 
-def docker_engine_answers(timeout_s: float = 2.0) -> bool:
-    """True if the engine DOCKER_HOST (or the default socket) names answers a ping."""
+def docker_engine_answers(timeout_s: float = 2.0, base_url: str | None = None) -> bool:
+    """True if the engine at `base_url` (by default: the one DOCKER_HOST or the default socket names) answers a ping."""
     import docker
 
     try:
-        client = docker.from_env(timeout=timeout_s)
+        client = docker.from_env(timeout=timeout_s) if base_url is None else \
+            docker.DockerClient(base_url=base_url, timeout=timeout_s)
     except docker.errors.DockerException:
         return False
     try:
@@ -245,8 +246,6 @@ def docker_engine_answers(timeout_s: float = 2.0) -> bool:
 def _start_dockerd(binary: str, folder: Path, driver: str) -> tuple[subprocess.Popen[bytes] | None, str]:
     """Start a private dockerd on a socket in `folder`; the process once it answers a ping, or None if it
     exited (e.g. the storage driver does not work here). Returns the process and its DOCKER_HOST."""
-    import docker
-
     host = f"unix://{folder / 'docker.sock'}"
     (folder / "daemon.json").write_text("{}\n")  # the host's /etc/docker/daemon.json must not apply
     log_path = folder / f"dockerd-{driver}.log"
@@ -264,15 +263,8 @@ def _start_dockerd(binary: str, folder: Path, driver: str) -> tuple[subprocess.P
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return None, host
-        try:
-            client = docker.DockerClient(base_url=host, timeout=2)
-            try:
-                if client.ping():
-                    return proc, host
-            finally:
-                client.close()
-        except (docker.errors.DockerException, OSError):
-            pass
+        if docker_engine_answers(timeout_s=2, base_url=host):
+            return proc, host
         time.sleep(0.1)
     stop_process(proc, timeout_s=DOCKERD_STOP_TIMEOUT_S)
     raise RuntimeError(f"dockerd did not answer a ping within {DOCKERD_START_TIMEOUT_S:.0f} s; "
