@@ -26,6 +26,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 import pytest
 
@@ -47,13 +48,16 @@ def require_binary(name: str) -> str:
     path = shutil.which(name)
     if path is not None:
         return path
+    fail_or_skip(f"{name} is not on PATH (set {REQUIRE_SERVICES_ENV}=1 to make this a failure)",
+                 failure=f"{name} is not on PATH and {REQUIRE_SERVICES_ENV}=1 requires it: "
+                         f"install it (e.g. apt-get install {name}) or unset {REQUIRE_SERVICES_ENV}")
+
+
+def fail_or_skip(reason: str, *, failure: str | None = None) -> NoReturn:
+    """Skip the calling test for `reason`, or, with MRTR_REQUIRE_SERVICES=1, fail it (saying `failure`, if given)."""
     if services_required():
-        pytest.fail(
-            f"{name} is not on PATH and {REQUIRE_SERVICES_ENV}=1 requires it: "
-            f"install it (e.g. apt-get install {name}) or unset {REQUIRE_SERVICES_ENV}",
-            pytrace=False,
-        )
-    pytest.skip(f"{name} is not on PATH (set {REQUIRE_SERVICES_ENV}=1 to make this a failure)")
+        pytest.fail(reason if failure is None else failure, pytrace=False)
+    pytest.skip(reason)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

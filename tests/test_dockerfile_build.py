@@ -36,7 +36,7 @@ from typing import Iterator
 import pytest
 
 from harness import __version__ as HARNESS_VERSION  # noqa: N812
-from tests.services import _unmount_under, docker_engine, require_binary, services_required
+from tests.services import _unmount_under, docker_engine, fail_or_skip, require_binary
 
 pytestmark = pytest.mark.services
 
@@ -97,26 +97,20 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _fail_or_skip(reason: str) -> None:
-    if services_required():
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
-
-
 def debootstrap_root_tarball(mirror: str) -> tuple[Path, float | None]:
     """The cached tarball of the Debian root, made first if missing; and the seconds that took (None: cached)."""
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except PermissionError:
-        _fail_or_skip(f"cannot create the image cache {folder} (set {CACHE_ENV} to a writable folder)")
+        fail_or_skip(f"cannot create the image cache {folder} (set {CACHE_ENV} to a writable folder)")
     tarball = folder / f"debian-{SUITE}-minbase-{root_key(mirror)}.tar"
     with locked(folder / f"{tarball.name}.lock"):
         if tarball.is_file():
             return tarball, None
         binary = require_binary("debootstrap")
         if os.geteuid() != 0:
-            _fail_or_skip("debootstrap needs root to build the base image's root (none is cached yet)")
+            fail_or_skip("debootstrap needs root to build the base image's root (none is cached yet)")
         start = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix="mrtr-debootstrap-", dir=folder))
         try:

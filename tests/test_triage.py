@@ -32,7 +32,7 @@ from harness.shop.deployment import ReplicaOptions, free_port
 from harness.triage.counts import Counts
 from harness.triage.display import render_live
 from harness.triage.parse import LineParser
-from tests.services import docker_engine, services_required
+from tests.services import docker_engine, fail_or_skip
 from tests.test_rejection_reasons import YES, first_round, post
 
 WAIT_SECONDS = 30.0
@@ -175,9 +175,8 @@ def sdk_logs(tmp_path_factory) -> Path:
     try:
         import rich  # noqa: F401 - the SDK logs through rich only when it is installed
     except ImportError:
-        if services_required():
-            pytest.fail("rich is not installed and MRTR_REQUIRE_SERVICES=1: pip install rich", pytrace=False)
-        pytest.skip("rich is not installed: the SDK's rich console cannot be produced (pip install rich)")
+        fail_or_skip("rich is not installed: the SDK's rich console cannot be produced (pip install rich)",
+                     failure="rich is not installed and MRTR_REQUIRE_SERVICES=1: pip install rich")
     folder = tmp_path_factory.mktemp("sdk-logs")
     with open(folder / "rich-80.log", "wb") as stderr:
         subprocess.run([sys.executable, "-c", SDK_LOGS, str(folder)], stderr=stderr, check=True, timeout=60,
