@@ -318,14 +318,19 @@ def docker_engine() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def mounts_under(folder: Path) -> list[str]:
+    """The mount points inside `folder`, from /proc/self/mountinfo (OSError when it cannot be read)."""
+    prefix = str(folder) + "/"
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [point for point in points if point.startswith(prefix)]
+
+
 def _unmount_under(folder: Path) -> None:
     """Lazily unmount what our dockerd left mounted in its folder (e.g. exec-root/netns/default)."""
     try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        points = mounts_under(folder)
     except OSError:
         return
-    prefix = str(folder) + "/"
-    points = [line.split()[4] for line in lines if line.split()[4].startswith(prefix)]
     for point in sorted(set(points), key=len, reverse=True):
         subprocess.run(["umount", "-l", point], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 

@@ -36,7 +36,7 @@ from typing import Iterator
 import pytest
 
 from harness import __version__ as HARNESS_VERSION  # noqa: N812
-from tests.services import _unmount_under, docker_engine, fail_or_skip, require_binary
+from tests.services import _unmount_under, docker_engine, fail_or_skip, mounts_under, require_binary
 
 pytestmark = pytest.mark.services
 
@@ -131,8 +131,7 @@ def debootstrap_root_tarball(mirror: str) -> tuple[Path, float | None]:
             os.replace(partial, tarball)
         finally:
             _unmount_under(work)
-            if not any(line.split()[4].startswith(f"{work}/")
-                       for line in Path("/proc/self/mountinfo").read_text().splitlines()):
+            if not mounts_under(work):
                 shutil.rmtree(work, ignore_errors=True)
         return tarball, time.monotonic() - start
 
