@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 __all__ = ["Running", "free_port", "start_server"]
 
@@ -29,12 +30,14 @@ def free_port() -> int:
 
 
 class Running:
-    """A started server process: its URL, its PID, and how to stop it."""
+    """A started server process: its URL, its PID, and how to stop it (and close its log, if it has one)."""
 
-    def __init__(self, process: subprocess.Popen[bytes], port: int, path: str) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], port: int, path: str,
+                 log: IO[bytes] | None = None) -> None:
         self.process = process
         self.port = port
         self.url = f"http://127.0.0.1:{port}{path}"
+        self.log = log
 
     @property
     def pid(self) -> int:
@@ -59,14 +62,18 @@ class Running:
         raise RuntimeError(f"server did not serve on port {self.port} within {timeout:.0f} s")
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Terminate this process (and only it), killing it if it does not exit in time."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout)
+        """Terminate this process (and only it), killing it if it does not exit in time; close its log."""
+        try:
+            if self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout)
+        finally:
+            if self.log is not None:
+                self.log.close()
 
 
 def start_server(
@@ -76,19 +83,30 @@ def start_server(
     path: str = "/mcp",
     port: int | None = None,
     wait: bool = True,
+    log: Path | None = None,
 ) -> Running:
     """Start `python -m <module> --port P *args`; with `wait`, return once it serves.
 
     Pass `wait=False` to start several servers at once and then `wait_ready()` on each:
     most of a start is importing the SDK, which the processes can do in parallel.
+    With `log`, the server's stdout and stderr go to that file (truncated first), which
+    `stop()` closes; without it they are this process's.
     """
     port = port if port is not None else free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", str(port), *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, **(env or {})},
-    )
-    running = Running(process, port, path)
+    output = open(log, "wb") if log is not None else None
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, "--port", str(port), *args],
+            cwd=REPO_ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=output,
+            stderr=output,
+        )
+    except BaseException:
+        if output is not None:
+            output.close()
+        raise
+    running = Running(process, port, path, log=output)
     if wait:
         running.wait_ready()
     return running
