@@ -8,13 +8,11 @@ three for `plan_bed`, two for the resolver-backed `name_bed`, one for `water`.
 from __future__ import annotations
 
 import secrets
-import subprocess
-import sys
 
 import pytest
 
-from tests.harness_run import ROOT, run_harness
-from tests.servers import Running, free_port
+from tests.harness_run import run_harness
+from tests.servers import start_server
 
 SCENARIO = """
 name = "garden"
@@ -67,12 +65,9 @@ def gardens(tmp_path_factory):
     key = secrets.token_hex(32)
     started = []
     for index in range(2):
-        port = free_port()
-        log = open(folder / f"g{index + 1}.log", "wb")
-        process = subprocess.Popen([sys.executable, "-m", "tests.servers.garden", "--port", str(port), "--sse"],
-                                   cwd=ROOT, stdout=log, stderr=log, env={**__import__("os").environ,
-                                                                          "GARDEN_REQUEST_STATE_KEY": key})
-        started.append((Running(process, port, "/mcp"), folder / f"g{index + 1}.log"))
+        log = folder / f"g{index + 1}.log"
+        started.append((start_server("tests.servers.garden", "--sse", env={"GARDEN_REQUEST_STATE_KEY": key},
+                                     log=log, wait=False), log))
     try:
         for running, _ in started:
             running.wait_ready()
