@@ -44,12 +44,15 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;
 color:#1f2328}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em;border-bottom:1px solid #d0d7de}
 """
-META_CSS = """.meta{color:#57606a}.meta span{margin-right:1.2em}
+META_CSS = """\
+.meta{color:#57606a}.meta span{margin-right:1.2em}
 """
-TABLE_CSS = """table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #d0d7de;padding:.25em .6em;text-align:left}
+TABLE_CSS = """\
+table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #d0d7de;padding:.25em .6em;text-align:left}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 """
-CHART_CSS = """svg.chart{display:block;margin:.6em 0;max-width:100%;height:auto}
+CHART_CSS = """\
+svg.chart{display:block;margin:.6em 0;max-width:100%;height:auto}
 """
 _CSS = (PAGE_CSS
         + ".status{display:inline-block;padding:.15em .6em;border-radius:4px;color:#fff;font-weight:600}\n"
