@@ -20,7 +20,7 @@ from typing import Any
 from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, plain, table
 from harness.capacity.expiry import ExpiryAssessment
 from harness.capacity.search import Judgement, Limit
-from harness.capacity.sweep import SweepResult
+from harness.capacity.sweep import StepResult, SweepResult, replicas_text
 from harness.durations import format_duration
 from harness.report import svg
 from harness.thresholds import parse_thresholds
@@ -94,14 +94,13 @@ def recommendation(result: SweepResult) -> list[str]:
     lines = [_capacity_statement(result)]
     saturated = [step for step in result.steps if step.generator_saturated]
     if saturated:
-        where = ", ".join(f"{s.replicas} replica{'s' * (s.replicas != 1)} at {s.rate:g} flows/s" for s in saturated)
-        lines.append(f"The load generator saturated at {where}: those steps say nothing about the server's limit "
-                     f"(run the load from more processes, or on another machine, to go higher).")
+        lines.append(f"The load generator saturated at {_where(saturated)}: those steps say nothing about the "
+                     f"server's limit (run the load from more processes, or on another machine, to go higher).")
     rising = [step for step in result.steps if step.judgement is Judgement.HOLD and step.still_rising]
     if rising:
-        where = ", ".join(f"{s.replicas} replica{'s' * (s.replicas != 1)} at {s.rate:g} flows/s" for s in rising)
-        lines.append(f"Round latency was still rising at the end of {where}: the queue may not have settled; "
-                     f"hold each step longer (--step) before relying on {'it' if len(rising) == 1 else 'them'}.")
+        lines.append(f"Round latency was still rising at the end of {_where(rising)}: the queue may not have "
+                     f"settled; hold each step longer (--step) before relying on "
+                     f"{'it' if len(rising) == 1 else 'them'}.")
     busy = [step.other_cores for step in result.steps if step.other_cores is not None]
     if busy and max(busy) >= BUSY_MACHINE and any(step.judgement is not None for step in result.steps):
         lines.append(f"Other processes on this machine used up to {max(busy):.1f} cores during the steps: the "
@@ -122,7 +121,7 @@ def _capacity_statement(result: SweepResult) -> str:
         return "No step ran to the end, so no capacity was measured."
     if not any(rate is not None for rate in held.values()):
         return f"No step held {slo}; try lower rates."
-    best = ", ".join(f"{n} replica{'s' * (n != 1)}: {_at_least(result, n)}{rate:g} flows/s"
+    best = ", ".join(f"{replicas_text(n)}: {_at_least(result, n)}{rate:g} flows/s"
                      for n, rate in held.items() if rate is not None)
     if plan.peak is None:
         return f"Highest arrival rate held {slo}: {best}."
@@ -134,18 +133,23 @@ def _capacity_statement(result: SweepResult) -> str:
         assert rate is not None
         step = result.step_at(n, rate)
         p95 = f" at p95 round latency {_ms(step.latency_p95)}" if step and step.latency_p95 is not None else ""
-        return (f"{n} replica{'s' * (n != 1)} hold{'s' * (n == 1)} the planned peak of {plan.peak:g} flows/s with "
+        return (f"{replicas_text(n)} hold{'s' * (n == 1)} the planned peak of {plan.peak:g} flows/s with "
                 f"{rate / plan.peak - 1:.0%} headroom (asked: {plan.headroom:.0%}): "
                 f"{_at_least(result, n)}{rate:g} flows/s held{p95}, {slo}. Highest rates held: {best}.")
     bare = [n for n, rate in held.items() if rate is not None and rate >= plan.peak]
     if bare:
         n = min(bare)
-        return (f"{n} replica{'s' * (n != 1)} hold{'s' * (n == 1)} the planned peak of {plan.peak:g} flows/s but "
+        return (f"{replicas_text(n)} hold{'s' * (n == 1)} the planned peak of {plan.peak:g} flows/s but "
                 f"without the {plan.headroom:.0%} headroom asked (held {held[n]:g} flows/s, needed {needed:g}); "
                 f"try more replicas. Highest rates held: {best}.")
     most = max(result.replicas)
     return (f"No replica count tried holds the planned peak of {plan.peak:g} flows/s {slo}; highest rates held: "
             f"{best}. More than {most} replicas (or cheaper rounds) are needed.")
+
+
+def _where(steps: list[StepResult]) -> str:
+    """`1 replica at 20 flows/s, 2 replicas at 40 flows/s`: the steps a statement is about."""
+    return ", ".join(f"{replicas_text(s.replicas)} at {s.rate:g} flows/s" for s in steps)
 
 
 def _at_least(result: SweepResult, replicas: int) -> str:
@@ -204,7 +208,7 @@ def _lines(result: SweepResult, value) -> list[svg.Series]:
     for n in result.replicas:
         steps = sorted((s for s in result.steps if s.replicas == n), key=lambda s: s.rate)
         if steps:
-            series.append(svg.Series(f"{n} replica{'s' * (n != 1)}", [(s.rate, value(s)) for s in steps]))
+            series.append(svg.Series(replicas_text(n), [(s.rate, value(s)) for s in steps]))
     return series
 
 

@@ -285,10 +285,10 @@ class Sweep:
                     result.steps.append(step)
                     self._progress(step)
                     if step.exit_code == TARGET_EXIT:
-                        raise TargetDown(f"{_replicas(replicas)} at {rate:g} flows/s: the target could not be "
+                        raise TargetDown(f"{replicas_text(replicas)} at {rate:g} flows/s: the target could not be "
                                          f"started or reached (see {step.folder / 'summary.json'})")
                     if step.status == "interrupted" or step.judgement is None:
-                        raise SweepInterrupted(f"interrupted during {_replicas(replicas)} at {rate:g} flows/s")
+                        raise SweepInterrupted(f"interrupted during {replicas_text(replicas)} at {rate:g} flows/s")
                     return step.judgement
 
                 tried = self._climb(judge, previous)
@@ -334,7 +334,7 @@ class Sweep:
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         started, busy, own = time.time(), _machine_busy(), _own_cpu()
         with open(self.folder / "steps.log", "a", encoding="utf-8") as log:
-            log.write(f"--- {_replicas(replicas)} at {rate:g} flows/s\n")
+            log.write(f"--- {replicas_text(replicas)} at {rate:g} flows/s\n")
             log.flush()
             run = Run(scenario, self.text, RunOptions(results_root=self.folder / "steps", progress=False, stream=log))
             try:
@@ -371,7 +371,7 @@ class Sweep:
         done = f"{step.completion:.0%}" if step.completion is not None else "-"
         cpu = f"{step.harness_cores:.0%}" if step.harness_cores is not None else "-"
         others = f"  other load {step.other_cores:.1f} cores" if step.other_cores is not None else ""
-        self.stream.write(f"[{count}{of}] {_replicas(step.replicas)} at {step.rate:g} flows/s: {judgement:9}  "
+        self.stream.write(f"[{count}{of}] {replicas_text(step.replicas)} at {step.rate:g} flows/s: {judgement:9}  "
                           f"p95 {p95}  completed {done}  throughput {step.throughput or 0:.1f}/s  "
                           f"harness CPU {cpu} of a core{others}  ({step.wall_seconds:.0f} s)\n")
         if step.judgement is not Judgement.HOLD and step.reasons:
@@ -386,7 +386,8 @@ def capacity_folder(root: Path, name: str) -> Path:
     return folder
 
 
-def _replicas(count: int) -> str:
+def replicas_text(count: int) -> str:
+    """`1 replica`, `2 replicas`."""
     return f"{count} replica{'s' * (count != 1)}"
 
 
