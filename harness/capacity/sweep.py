@@ -37,11 +37,11 @@ from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, s
 from harness.report.folder import results_folder
 from harness.journal import FlowOutcome, read_journal
 from harness.report.series import percentile
+from harness.report.verdict import ExitCode
 from harness.scenario import Scenario, parse_scenario
 from harness.summary import RunFigures
 from harness.thresholds import evaluate, parse_thresholds
 
-TARGET_EXIT = 3
 RISING, RISING_FLOOR = 2.0, 0.05
 """A steady window's second half may not have a p95 round latency above twice its first half's (and 50 ms)."""
 
@@ -280,11 +280,11 @@ class Sweep:
             for replicas in self.replica_counts:
                 def judge(rate: float, replicas: int = replicas) -> Judgement:
                     step = run_step(self.step_scenario(replicas, rate), replicas, rate)
-                    if step.exit_code == TARGET_EXIT:
+                    if step.exit_code == ExitCode.TARGET:
                         step.status, step.judgement = "target-error", None
                     result.steps.append(step)
                     self._progress(step)
-                    if step.exit_code == TARGET_EXIT:
+                    if step.exit_code == ExitCode.TARGET:
                         raise TargetDown(f"{replicas_text(replicas)} at {rate:g} flows/s: the target could not be "
                                          f"started or reached (see {step.folder / 'summary.json'})")
                     if step.status == "interrupted" or step.judgement is None:
