@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.report.series import chaos_actions, ordered_outcomes, round_latency, rounds_per_call
+from harness.report.series import ordered_outcomes, round_latency, rounds_per_call
 from harness.report.verdict import RunVerdict
 from harness.scenario import Scenario
 from harness.summary import RunFigures
@@ -42,7 +42,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "rounds_per_call": rounds_per_call(figures),
         "round_latency_seconds": round_latency(figures),
         "rejections": _rejections(figures, verdict),
-        "chaos": [action.as_dict() for action in chaos_actions(figures.chaos, figures.started)],
+        "chaos": [action.as_dict() for action in verdict.chaos],
         "extra": extra,
     }
 
