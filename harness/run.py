@@ -110,24 +110,30 @@ class Run:
         self._chaos_window: tuple[float | None, float | None] = (None, None)
         self._cpu_start: tuple[float, int, dict] | None = None
         self._cpu_end: tuple[float, int, dict] | None = None
+        self._previous_handlers: dict[signal.Signals, Any] = {}
 
     # --- the whole run -----------------------------------------------------------------------
 
     def execute(self) -> int:
+        """The whole run. Until it returns, Ctrl-C and SIGTERM stop the load (results are still written);
+        then the handlers the caller had are back."""
         self._install_signals()
-        self.journal.write("run", event="start", run_id=self.folder.name, scenario=self.scenario.name,
-                           seed=self.scenario.seed, duration=self.scenario.duration)
-        self.say(f"results: {self.folder}")
-        target_error = None
         try:
-            self._bring_up()
-            self._drive()
-        except TargetError as exc:
-            target_error = str(exc)
-            self.say(f"target could not be started or reached: {exc}")
+            self.journal.write("run", event="start", run_id=self.folder.name, scenario=self.scenario.name,
+                               seed=self.scenario.seed, duration=self.scenario.duration)
+            self.say(f"results: {self.folder}")
+            target_error = None
+            try:
+                self._bring_up()
+                self._drive()
+            except TargetError as exc:
+                target_error = str(exc)
+                self.say(f"target could not be started or reached: {exc}")
+            finally:
+                self._wind_down()
+            return self._results(target_error)
         finally:
-            self._wind_down()
-        return self._results(target_error)
+            self._restore_signals()
 
     def _bring_up(self) -> None:
         self.target = build_target(self.scenario, self.folder / "target")
@@ -443,8 +449,13 @@ class Run:
             self.interrupted = True
             self.stop_reason = f"interrupted by {signal.Signals(signum).name}"
 
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        self._previous_handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def _restore_signals(self) -> None:
+        """Put back the handlers the run replaced, so a caller running several (a capacity sweep) keeps its own."""
+        for sig, handler in self._previous_handlers.items():
+            if handler is not None:  # None: installed outside Python, nothing this process can put back
+                signal.signal(sig, handler)
 
     def say(self, message: str) -> None:
         if self.options.progress and self.options.stream.isatty():

@@ -228,3 +228,32 @@ def test_a_target_that_cannot_be_reached_exits_3(tmp_path):
     finished = run_harness(scenario, tmp_path / "results")
     assert finished.code == 3, finished.output
     assert finished.summary["status"] == "aborted"
+
+
+RESTORES_HANDLERS = """
+import io, signal, sys
+from pathlib import Path
+import locust  # noqa: F401 - patches gevent first, as the CLI does
+from harness.run import Run, RunOptions
+from harness.scenario import load_scenario
+
+def mine(signum, frame):
+    pass
+
+signal.signal(signal.SIGTERM, mine)
+path, results = Path(sys.argv[1]), Path(sys.argv[2])
+run = Run(load_scenario(path), path.read_text(), RunOptions(results_root=results, progress=False, stream=io.StringIO()))
+code = run.execute()
+print(code, signal.getsignal(signal.SIGTERM) is mine, signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+def test_a_run_gives_back_the_signal_handlers_it_replaced(tmp_path):
+    """A capacity sweep runs one `Run` per step in its own process: each must leave Ctrl-C and SIGTERM as it found
+    them, or the sweep's own Ctrl-C handling is gone after the first step."""
+    scenario = tmp_path / "external.toml"
+    scenario.write_text(SMOKE.read_text().replace('kind = "embedded"',
+                                                  'kind = "external"\nurls = ["http://127.0.0.1:9/mcp"]'))
+    result = subprocess.run([sys.executable, "-c", RESTORES_HANDLERS, str(scenario), str(tmp_path / "results")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.stdout.split() == ["3", "True", "True"], result.stdout + result.stderr

@@ -23,7 +23,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -331,17 +330,12 @@ class Sweep:
         from harness.run import Run, RunOptions
 
         assert self.folder is not None
-        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         started, busy, own = time.time(), _machine_busy(), _own_cpu()
         with open(self.folder / "steps.log", "a", encoding="utf-8") as log:
             log.write(f"--- {replicas_text(replicas)} at {rate:g} flows/s\n")
             log.flush()
             run = Run(scenario, self.text, RunOptions(results_root=self.folder / "steps", progress=False, stream=log))
-            try:
-                code = run.execute()
-            finally:
-                for sig, handler in handlers.items():
-                    signal.signal(sig, handler)
+            code = run.execute()  # Ctrl-C stops the step; the sweep's own handlers are back once it returns
         step = analyse_step(run.folder, scenario, self.plan, replicas, rate, code)
         if run.interrupted:
             step.status, step.judgement = "interrupted", None
