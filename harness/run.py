@@ -35,7 +35,7 @@ from harness.invariants import INVARIANTS, check_invariants, ledger_violations
 from harness.journal import Journal
 from harness.leads import capabilities, stream
 from harness.load.drivers import DistributedLoad, LocalLoad
-from harness.load.flows import FlowEnv
+from harness.load.flows import FlowEnv, url_labels
 from harness.load.plan import LoadPlan
 from harness.logs import Collector, RejectionEvent
 from harness.metrics import Measurements
@@ -462,14 +462,6 @@ class Run:
             self.options.stream.write("\r\033[K")
         self.options.stream.write(message + "\n")
         self.options.stream.flush()
-
-
-def url_labels(urls: list[str], labels: list[str]) -> dict[str, str]:
-    """The replica label a round's URL stands for; behind one balancer URL nobody can tell, and the journal says so."""
-    if len(urls) == len(labels):
-        return dict(zip(urls, labels, strict=True))
-    return {url: "balancer" for url in urls}
-
 
 
 def _write_atomically(path: Path, data: Any) -> Path:

@@ -199,12 +199,11 @@ class WorkerSession:
     def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int) -> None:
         from harness.journal import Journal
         from harness.leads import capabilities, stream
-        from harness.load.flows import FlowEnv
+        from harness.load.flows import FlowEnv, url_labels
         from harness.load.plan import LoadPlan
         from harness.load.users import user_classes
         from harness.metrics import Measurements
         from harness.mrtr import MrtrClient, Router, Transport
-        from harness.run import url_labels
         from harness.scenario import flow_label
         from harness.shop.catalogue import build_catalogue
 
