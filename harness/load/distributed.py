@@ -100,12 +100,11 @@ class JournalParts:
         self._files: dict[int, IO[str]] = {}
         self.paths: list[Path] = []
 
-    def open(self, index: int) -> Path:
+    def open(self, index: int) -> None:
         path = journal_part(self.folder, index)
         if index not in self._files:
             self._files[index] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
             self.paths.append(path)
-        return path
 
     def append(self, index: int, lines: list[str]) -> None:
         part = self._files[index]
@@ -131,14 +130,13 @@ class JournalShipper:
         self._send = send
         self.shipped = 0
 
-    def ship(self) -> int:
-        """Send everything complete that is new; returns how many lines went."""
+    def ship(self) -> None:
+        """Send everything complete that is new; `shipped` counts the lines."""
         sent = 0
         while lines := [line for line in self._follower.read_lines(SHIP_MAX_CHARS) if line]:
             self._send(lines)
             sent += len(lines)
         self.shipped += sent
-        return sent
 
     def follow(self) -> None:
         while True:
@@ -194,7 +192,7 @@ class WorkerSession:
             return
         self.say(f"worker w{self.index} of {data['workers']}: scenario {scenario.name}, "
                  f"{len(data['urls'])} replica URLs, journal spool {self.spool_dir}")
-        self.runner.send_message(READY, {"index": self.index})
+        self.runner.send_message(READY)  # the master knows the worker by its connection
 
     def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int) -> None:
         from harness.journal import Journal
@@ -254,8 +252,7 @@ class WorkerSession:
         # Locust's last stats report goes ahead of `finished` (one connection keeps the order): on its own,
         # it is sent on quit, and a master that waits only 0.5 s for it can miss it on a busy machine.
         self.runner._send_stats()
-        self.runner.send_message(FINISHED, {"index": self.index, "lines": self.shipper.shipped,
-                                            "mrtr": self.measurements.drain()})
+        self.runner.send_message(FINISHED, {"mrtr": self.measurements.drain()})
         self.finished = True
         self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")
 
