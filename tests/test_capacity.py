@@ -109,6 +109,25 @@ def test_plan_options_are_checked_before_anything_runs():
     assert plan.with_default_search(4).search == RateSearch(start=4, max=64)
 
 
+def test_refine_reaches_the_default_search_as_it_does_a_search_given():
+    from harness.capacity.cli import _plan
+    from harness.cli import build_parser
+
+    def plan(*options: str) -> CapacityPlan:
+        return _plan(build_parser().parse_args(["capacity", "scenario.toml", *options]))
+
+    assert plan("--refine", "5").with_default_search(4).search == RateSearch(start=4, max=64, refine=5)
+    assert plan().with_default_search(4).search == RateSearch(start=4, max=64, refine=2)
+    assert plan("--search", "2:64", "--refine", "5").search == RateSearch(start=2, max=64, refine=5)
+    for options in (["--refine", "11"], ["--search", "2:64", "--refine", "11"]):
+        with pytest.raises(PlanError, match="^--refine: "):
+            plan(*options)
+    document = json.loads(plan("--refine", "5").with_default_search(4).model_dump_json())  # as capacity.json has it
+    assert "refine" not in document and document["search"]["refine"] == 5
+    with pytest.raises(ValueError, match="default search only"):
+        CapacityPlan(search=RateSearch(start=1, max=2), refine=3)
+
+
 # --- think time against TTL (pure) -------------------------------------------------------------------
 
 

@@ -82,6 +82,8 @@ def _plan(args: argparse.Namespace):
                 name = "--refine" if error["loc"] == ("refine",) else "--search"
                 field = f"{error['loc'][0]}: " if error["loc"] and name == "--search" else ""
                 raise PlanError(f"{name}: {field}{error['msg'].removeprefix('Value error, ')}") from None
+        if args.rates is None and args.search is None:
+            fields["refine"] = args.refine  # for the search the sweep makes from the scenario's rate
         if args.replicas is not None:
             fields["replicas"] = parse_replicas(args.replicas)
         return CapacityPlan(**fields)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -16,6 +17,10 @@ from harness.durations import Duration
 
 DEFAULT_SEARCH_SPAN = 16.0
 """With neither rates nor a search given: search from the scenario's rate up to this many times it."""
+
+
+Refine = Annotated[int, Field(ge=0, le=10)]
+"""Bisection steps after a search's first break."""
 
 
 class PlanError(ValueError):
@@ -30,7 +35,7 @@ class RateSearch(BaseModel):
     start: float = Field(gt=0)
     max: float = Field(gt=0)
     factor: float = Field(default=2.0, gt=1.0)
-    refine: int = Field(default=2, ge=0, le=10)
+    refine: Refine = 2
 
     @model_validator(mode="after")
     def _max_not_below_start(self) -> RateSearch:
@@ -57,6 +62,9 @@ class CapacityPlan(BaseModel):
     saturation_late: float = Field(default=0.1, gt=0, le=1, description="share of late flow starts that flags a step")
     from_previous: bool = Field(default=True, description="each replica count after the first starts at the "
                                                           "highest rate the previous count held")
+    refine: Refine | None = Field(default=None, exclude=True,
+                                  description="the default search's bisection steps (None: RateSearch's default); "
+                                              "shown in `search` once the default search is made")
 
     @field_validator("rates")
     @classmethod
@@ -82,6 +90,8 @@ class CapacityPlan(BaseModel):
     def _one_way_to_pick_rates(self) -> CapacityPlan:
         if self.rates is not None and self.search is not None:
             raise ValueError("give either rates or a search, not both")
+        if self.refine is not None and (self.rates is not None or self.search is not None):
+            raise ValueError("refine is for the default search only: a search given carries its own")
         if self.warmup is not None and self.warmup >= self.step:
             raise ValueError(f"the warm-up ({self.warmup:g}s) must be shorter than the step ({self.step:g}s)")
         return self
@@ -96,7 +106,8 @@ class CapacityPlan(BaseModel):
         """Without rates or a search: search upward from the scenario's own arrival rate."""
         if self.rates is not None or self.search is not None:
             return self
-        search = RateSearch(start=scenario_rate, max=scenario_rate * DEFAULT_SEARCH_SPAN)
+        search = RateSearch(start=scenario_rate, max=scenario_rate * DEFAULT_SEARCH_SPAN,
+                            **({"refine": self.refine} if self.refine is not None else {}))
         return self.model_copy(update={"search": search})
 
 
