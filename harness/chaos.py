@@ -1,7 +1,7 @@
 """Chaos actions on a schedule, each with its start and end in the journal, and their rollback.
 
 Actions are written against the `Target` interface only, so the same scenario breaks a
-local process deployment and (later) a container one the same way. A key rotation is
+local process deployment and a container one the same way. A key rotation is
 done the way the SDK documents it ([old] -> [old,new] -> [new,old], then [new] one TTL
 later, every phase fully rolled out before the next) or wrong on purpose:
 `minter-first` promotes the new sealing key on one replica while the others cannot open
@@ -18,6 +18,7 @@ from gevent import GreenletExit
 
 from harness.journal import Journal
 from harness.metrics import Measurements
+from harness.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
 from harness.scenario import (
     ChaosStep,
     ClockSkew,
@@ -69,8 +70,9 @@ class ChaosRunner:
         target_label = self._target_label(step)
         started = time.time()
         self.measurements.chaos_action(step.action, started)
-        self.journal.write("chaos", action=step.action, phase="start", target=target_label, t=started,
-                           detail=step.model_dump(mode="json", exclude={"action", "at"}))
+        self.journal.write(ChaosStarted(type=RecordType.CHAOS, phase=ChaosPhase.START, t=started, action=step.action,
+                                        target=target_label, detail=step.model_dump(mode="json",
+                                                                                    exclude={"action", "at"})))
         self.running = step
         try:
             detail = _ACTIONS[type(step)](self, step, index)
@@ -97,8 +99,9 @@ class ChaosRunner:
              detail: dict) -> None:
         if not ok:
             self.failures += 1
-        self.journal.write("chaos", action=step.action, phase="end", target=target_label, ok=ok, error=error,
-                           seconds=round(time.time() - started, 3), detail=detail)
+        self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=time.time(), action=step.action,
+                                      target=target_label, ok=ok, error=error,
+                                      seconds=round(time.time() - started, 3), detail=detail))
 
     def skip_pending(self) -> int:
         """Journal every step that never started as a failed one: the scenario promised it, the run ended first."""
@@ -180,13 +183,15 @@ class ChaosRunner:
     def rollback(self) -> list[str]:
         """Put the target back (replicas up, rings restored); journaled like an action."""
         started = time.time()
-        self.journal.write("chaos", action="rollback", phase="start", target="all", t=started, detail={})
+        self.journal.write(ChaosStarted(type=RecordType.CHAOS, phase=ChaosPhase.START, t=started, action="rollback",
+                                        target="all", detail={}))
         try:
             undone, ok, error = self.target.rollback(), True, None
         except Exception as exc:
             undone, ok, error = [], False, f"{type(exc).__name__}: {exc}"
-        self.journal.write("chaos", action="rollback", phase="end", target="all", ok=ok, error=error,
-                           seconds=round(time.time() - started, 3), detail={"undone": undone})
+        self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=time.time(), action="rollback",
+                                      target="all", ok=ok, error=error, seconds=round(time.time() - started, 3),
+                                      detail={"undone": undone}))
         return undone
 
 

@@ -2,106 +2,107 @@
 
 It is the single output contract of a run (as in Chaos Toolkit): the summary, the
 verdict, the HTML report and the JUnit file are all derived from it, never from a
-second bookkeeping. Lines are written as the run goes, so a run killed at any point
-leaves a journal that ends (within a fraction of a second) at the last thing that
-happened; nothing is held in memory whole.
+second bookkeeping, and `mrtr-harness report` rebuilds them from it after the fact.
+Its record types live in `harness.records` (documented in docs/journal.md).
 
 A load process writes two or three records per MRTR round, so a record costs one
-`orjson` encode and a queue append; the queued lines go to the file in one write at
-least every `FLUSH_EVERY` seconds (checked on each record) and on close.
-
-Record types (field `type`), each with `t` (wall-clock seconds since the epoch):
-- `run`: `event` = start | end; start carries run_id, scenario, seed; end carries status.
-- `start`: flow_id, flow, scheduled (the intended start time), late (bool).
-- `round`: flow_id, flow, tool, round, replica, intended, sent, latency, server_time,
-  outcome (a `harness.mrtr.Outcome` value), http_status, code (JSON-RPC code or failure
-  class, null on success).
-- `flow`: flow_id, flow, outcome (a `FlowOutcome` value), rounds, duration, server_time,
-  think_time, and for refunds refund_id and answer (the lead's last action).
-- `chaos`: action, phase = start | end, target, ok, detail.
-- `rejection`: replica, reason, method (from the replicas' logs).
-- `hypothesis`: phase = before | during | after, ok, detail.
-- `invariant`: invariant, violations (count), detail (a few examples).
-- `reconciliation`: client_rejections (-32602 the clients saw), logged (reasons the
-  replicas logged), unexplained.
-- `run` events in between: load-stopped (arrivals and users stopped), progress snapshots.
+`orjson` encode and a queue append; a flusher writes the queue out in one write at
+most `FLUSH_DELAY` seconds after the first record of a batch arrived, also when no
+record follows it (leads thinking for minutes). So a run killed with SIGKILL loses at
+most the last `FLUSH_DELAY` seconds, and an idle journal costs no wake-ups at all.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any, Self
 
 import orjson
 
-FLUSH_EVERY = 0.2
-"""Seconds between flushes: a run killed with SIGKILL loses at most this much of its journal.
+from harness.records import FlowOutcome, Record
+
+__all__ = ["FLUSH_DELAY", "FlowOutcome", "Journal", "JournalView", "read_journal"]
+
+FLUSH_DELAY = 0.1
+"""Seconds a record may wait in memory before it is written: a batch of records costs one write.
 
 Writing every line costs a system call per record; every other way a run ends
-(results, Ctrl-C, SIGTERM, an error) closes the journal and loses nothing.
+(results, Ctrl-C, SIGTERM, an error) closes the journal and loses nothing. Twice this
+stays under the 0.2 s a killed run may lose, with room for a busy core.
 """
 
 _ENCODE_OPTIONS = orjson.OPT_NON_STR_KEYS
 """Keys that are not strings are written as strings, as `json.dumps` does; anything else unknown goes through `str`."""
 
 
-class FlowOutcome(StrEnum):
-    """How one flow ended: a bounded set, so it can be a metric label and a report column."""
-
-    COMPLETED = "completed"  # the tool finished and did what was asked
-    DECLINED = "declined"  # the lead said no; the server's safe default stands
-    CANCELLED = "cancelled"  # the lead dismissed the question
-    ABANDONED = "abandoned"  # the lead never answered
-    UNFINISHED = "unfinished"  # the server gave up (e.g. a payment nobody finished)
-    TOOL_ERROR = "tool_error"  # the tool reported an error (no quote, already confirmed, ...)
-    REJECTED = "rejected"  # -32602: the server refused the requestState
-    ROUNDS_EXCEEDED = "rounds_exceeded"  # still asking after 10 rounds
-    ERROR = "error"  # any other protocol or transport failure
-    INTERRUPTED = "interrupted"  # still running when the run stopped
-
-
 class Journal:
     """Append-only JSON-lines writer, safe to share between greenlets and threads.
 
     `write` encodes the record and queues its line (a `deque` append, atomic between
-    threads); whoever finds the last flush older than `FLUSH_EVERY` writes the queue
-    out under the lock, so lines keep their order and are never torn or lost.
+    threads) and wakes the flusher, which waits `FLUSH_DELAY` for more to gather and
+    writes the queue out under the lock, so lines keep their order and are never torn
+    or lost. Under Locust the flusher is a greenlet (gevent patches `threading`).
     """
 
-    def __init__(self, path: Path, on_record: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(self, path: Path, on_record: Callable[[Record], None] | None = None,
+                 *, flush_delay: float = FLUSH_DELAY) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._on_record = on_record
         self._file: IO[bytes] | None = open(path, "ab")  # noqa: SIM115 - closed in close()
         self._pending: deque[bytes] = deque()
         self._lock = threading.Lock()
-        self._flushed = time.monotonic()
+        self._dirty = threading.Event()
+        self._closing = False
+        self._flush_delay = flush_delay
         self.records = 0
         """Records written to the file so far (queued ones count once flushed)."""
+        self._flusher = threading.Thread(target=self._flush_when_dirty, name="journal-flush", daemon=True)
+        self._flusher.start()
 
-    def write(self, record_type: str, **fields: Any) -> None:
-        record = {"type": record_type, "t": fields.pop("t", None) or time.time(), **fields}
+    def write(self, record: Record) -> None:
         line = orjson.dumps(record, default=str, option=_ENCODE_OPTIONS) + b"\n"
         if self._on_record is not None:
             self._on_record(record)
         if self._file is None:
             return
         self._pending.append(line)
-        if time.monotonic() - self._flushed >= FLUSH_EVERY:
+        if not self._dirty.is_set():
+            self._dirty.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def write_many(self, records: Iterable[Record]) -> int:
+        """Queue many records at once (a run journaling every flow it interrupted); returns how many."""
+        count = 0
+        for record in records:
+            self.write(record)
+            count += 1
+        return count
+
+    def _flush_when_dirty(self) -> None:
+        while True:
+            self._dirty.wait()
+            if self._closing:
+                return
+            time.sleep(self._flush_delay)  # let the rest of the batch arrive: one write for all of it
+            self._dirty.clear()
             self.flush()
 
     def flush(self) -> None:
-        """Write the queued lines out now (also done every `FLUSH_EVERY` seconds and on close)."""
+        """Write the queued lines out now (the flusher does this within `FLUSH_DELAY`, and close does)."""
         with self._lock:
             self._write_pending()
 
     def close(self) -> None:
+        self._closing = True
+        self._dirty.set()
         with self._lock:
             if self._file is not None:
                 self._write_pending()
@@ -110,7 +111,6 @@ class Journal:
 
     def _write_pending(self) -> None:
         """With the lock held: one write for every queued line, in order."""
-        self._flushed = time.monotonic()
         if self._file is None or not self._pending:
             return
         pending, lines = self._pending, []
@@ -151,6 +151,6 @@ def read_journal(*paths: Path) -> Iterator[dict[str, Any]]:
         with open(path, encoding="utf-8") as lines:
             for line in lines:
                 try:
-                    yield json.loads(line)
-                except ValueError:
+                    yield orjson.loads(line)
+                except orjson.JSONDecodeError:
                     continue

@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.journal import FlowOutcome, JournalView
+from harness.journal import JournalView
+from harness.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
 
 _NOT_FINISHED = {FlowOutcome.INTERRUPTED.value}
 
@@ -26,44 +27,49 @@ class RunFigures(JournalView):
     starts: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
     rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
+    replica_rounds: Counter[str] = field(default_factory=Counter)
+    """Rounds each replica served (CPU per round is accounted per replica)."""
     violations: Counter[str] = field(default_factory=Counter)
     chaos: list[dict[str, Any]] = field(default_factory=list)
     started: float | None = None
     unexplained: int = 0
+    unmatched_logged: int = 0
     client_rejections: int = 0
     status: str | None = None
 
     def add(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
-        if kind == "start":
+        if kind == RecordType.START:
             self.starts.append({"flow": record.get("flow"), "flow_id": record.get("flow_id")})
-        elif kind == "round":
+        elif kind == RecordType.ROUND:
             self.rounds.append({k: record.get(k) for k in ("t", "flow", "round", "latency", "outcome", "code",
                                                            "replica")})
-        elif kind == "flow":
+            self.replica_rounds[record.get("replica")] += 1
+        elif kind == RecordType.FLOW:
             self.flows.append({k: record.get(k) for k in ("t", "flow_id", "flow", "outcome", "rounds", "duration",
                                                           "think_time", "late", "quote_id", "held", "answers",
                                                           "refund_id")})
             self.calls.extend({"t": record.get("t"), "flow": record.get("flow"), "rounds": call.get("rounds")}
                               for call in record.get("calls") or [])
-        elif kind == "rejection":
+        elif kind == RecordType.REJECTION:
             self.rejections[(record["replica"], record["reason"])] += 1
-        elif kind == "invariant":
+        elif kind == RecordType.INVARIANT:
             self.violations[record["invariant"]] += int(record.get("violations", 0))
-        elif kind == "reconciliation":
+        elif kind == RecordType.RECONCILIATION:
             self.unexplained = int(record["unexplained"])
+            self.unmatched_logged = int(record.get("unmatched_logged") or 0)
             self.client_rejections = int(record["client_rejections"])
-        elif kind == "chaos":
+        elif kind == RecordType.CHAOS:
             self.chaos.append(record)
-        elif kind == "run":
+        elif kind == RecordType.RUN:
             self._run_event(record)
 
     def _run_event(self, record: dict[str, Any]) -> None:
-        if record.get("event") in ("start", "load-started"):  # the load's start, once known, is time zero
-            self.started = record["t"]
-        elif record.get("event") == "load-stopped" and self.started is not None:
+        self.started = advance_time_zero(self.started, record)
+        event = record.get("event")
+        if event == RunEvent.LOAD_STOPPED and self.started is not None:
             self.duration = record["t"] - self.started
-        elif record.get("event") == "end":
+        elif event == RunEvent.END:
             self.status = record.get("status")
             if self.started is not None and not self.duration:
                 self.duration = record["t"] - self.started
@@ -72,6 +78,7 @@ class RunFigures(JournalView):
         """The flows, rounds and calls that ended at or after `t` (a hypothesis window); the rest as is."""
         view = RunFigures(duration=self.duration, rejections=self.rejections, violations=self.violations,
                           chaos=self.chaos, started=self.started, unexplained=self.unexplained,
+                          unmatched_logged=self.unmatched_logged,
                           client_rejections=self.client_rejections, status=self.status)
         view.flows = [row for row in self.flows if (row.get("t") or 0) >= t]
         view.rounds = [row for row in self.rounds if (row.get("t") or 0) >= t]
@@ -91,6 +98,8 @@ class RunFigures(JournalView):
                              if _matches({"replica": replica, "reason": reason}, selector)))
         if metric == "unexplained_rejections":
             return float(self.unexplained)
+        if metric == "unmatched_logged_rejections":
+            return float(self.unmatched_logged)
         if metric == "invariant_violations":
             return float(sum(n for name, n in self.violations.items() if _matches({"invariant": name}, selector)))
         if metric == "client_errors":

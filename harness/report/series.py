@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.journal import FlowOutcome, JournalView
+from harness.journal import JournalView
+from harness.records import ChaosPhase, FlowOutcome, RecordType, advance_time_zero
 from harness.summary import RunFigures
 
 PERCENTILES = (50.0, 95.0, 99.0)
@@ -110,7 +111,7 @@ def chaos_actions(records: Iterable[dict[str, Any]], started: float | None) -> l
     opened: list[dict[str, Any]] = []
     actions: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
     for record in ordered:
-        if record.get("phase") == "start":
+        if record.get("phase") == ChaosPhase.START:
             opened.append(record)
             continue
         match = next((start for start in opened if _same_action(start, record)), None)
@@ -152,9 +153,9 @@ class Timeline(JournalView):
         """A best effort without the records: rows keep `t` only if `RunFigures` one day keeps it."""
         timeline = cls(started=figures.started)
         for row in figures.rounds:
-            timeline.add({"type": "round", **row})
+            timeline.add({"type": RecordType.ROUND, **row})
         for row in figures.flows:
-            timeline.add({"type": "flow", **row})
+            timeline.add({"type": RecordType.FLOW, **row})
         return timeline
 
     def add(self, record: dict[str, Any]) -> None:
@@ -162,16 +163,13 @@ class Timeline(JournalView):
         if not isinstance(t, int | float):
             return
         kind = record.get("type")
-        if kind == "run" and record.get("event") == "start" and self.started is None:
-            self.started = float(t)
-        elif kind == "run" and record.get("event") == "load-started":  # time zero is when the load starts
-            self.started = float(t)
+        self.started = advance_time_zero(self.started, record)
         self.last = t if self.last is None else max(self.last, t)
-        if kind == "round" and isinstance(record.get("latency"), int | float):
+        if kind == RecordType.ROUND and isinstance(record.get("latency"), int | float):
             self.rounds.append((t, float(record["latency"])))
-        elif kind == "flow":
+        elif kind == RecordType.FLOW:
             self.flows.append((t, str(record.get("outcome"))))
-        elif kind == "rejection":
+        elif kind == RecordType.REJECTION:
             self.rejections.append((t, str(record.get("replica")), str(record.get("reason"))))
 
     @property

@@ -1,0 +1,341 @@
+"""The journal's record types: the one contract between a run and everything that reports on it.
+
+A run writes one JSON object per line (`harness.journal.Journal`); summary.json, the
+verdict, JUnit, report.html, `mrtr-harness report`, capacity sweeps and the expiry
+study read those lines back. Every record type and every `run` event is defined here,
+once, as a `TypedDict` with constants for its `type` and `event`: writers build them
+(so a type checker holds every writer to the schema), readers compare against the same
+constants (so nobody spells `"load-started"` by hand). TypedDicts rather than classes
+because a load process writes two or three records per MRTR round: a dict is what
+`orjson` encodes fastest, and what a reader gets back from a line anyway.
+
+Every record has `type` and `t` (wall-clock seconds since the epoch). `docs/journal.md`
+is generated from this module (`python -m harness.reference`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Literal, NotRequired, TypedDict
+
+
+class RecordType(StrEnum):
+    """The `type` field of every record."""
+
+    RUN = "run"
+    START = "start"
+    ROUND = "round"
+    FLOW = "flow"
+    CHAOS = "chaos"
+    REJECTION = "rejection"
+    HYPOTHESIS = "hypothesis"
+    INVARIANT = "invariant"
+    RECONCILIATION = "reconciliation"
+
+
+class RunEvent(StrEnum):
+    """The `event` field of a `run` record: the run's own timeline."""
+
+    START = "start"
+    LOAD_STARTED = "load-started"
+    LOAD_EXTENDED = "load-extended"
+    LOAD_STOPPED = "load-stopped"
+    CPU = "cpu"
+    ERROR = "error"
+    END = "end"
+
+
+class EndStatus(StrEnum):
+    """How the run itself says it ended (the `status` of its `run end` record).
+
+    The verdict may be harsher (a completed run whose thresholds failed is `failed`), never
+    milder; a journal with no `run end` at all was cut off (a SIGKILL) and reads as interrupted.
+    """
+
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+    INTERRUPTED = "interrupted"
+    ERRORED = "errored"
+
+
+class FlowOutcome(StrEnum):
+    """How one flow ended: a bounded set, so it can be a metric label and a report column."""
+
+    COMPLETED = "completed"  # the tool finished and did what was asked
+    DECLINED = "declined"  # the lead said no; the server's safe default stands
+    CANCELLED = "cancelled"  # the lead dismissed the question
+    ABANDONED = "abandoned"  # the lead never answered
+    UNFINISHED = "unfinished"  # the server gave up (e.g. a payment nobody finished)
+    TOOL_ERROR = "tool_error"  # the tool reported an error (no quote, already confirmed, ...)
+    REJECTED = "rejected"  # -32602: the server refused the requestState
+    ROUNDS_EXCEEDED = "rounds_exceeded"  # still asking after 10 rounds
+    ERROR = "error"  # any other protocol or transport failure
+    INTERRUPTED = "interrupted"  # still running when the run stopped
+
+
+class ChaosPhase(StrEnum):
+    START = "start"
+    END = "end"
+
+
+# --- the run's timeline ------------------------------------------------------------------------
+
+
+class RunStarted(TypedDict):
+    """The first record: which scenario ran, with which seed, for how long."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.START]
+    t: float
+    run_id: str
+    scenario: str
+    seed: int
+    duration: float
+
+
+class LoadStarted(TypedDict):
+    """The load runs from here: the run's time zero (workers take a while to be ready)."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.LOAD_STARTED]
+    t: float
+
+
+class LoadExtended(TypedDict):
+    """The load runs past `duration` because a chaos action is still running."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.LOAD_EXTENDED]
+    t: float
+    reason: str
+    action: str | None
+
+
+class LoadStopped(TypedDict):
+    """No new flows from here; flows in flight get the grace period."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.LOAD_STOPPED]
+    t: float
+    reason: str
+
+
+class CpuUsed(TypedDict):
+    """The harness's CPU per round beside the replicas', over the load window."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.CPU]
+    t: float
+    rounds: int
+    harness_seconds: float
+    harness_per_round_ms: float | None
+    replicas_measured: list[str]
+    replica_seconds: float
+    replica_per_round_ms: float | None
+    harness_to_replica: NotRequired[float]
+
+
+class HarnessError(TypedDict):
+    """The harness itself failed (exit 4): the cause in one line, the traceback in a file of the results folder."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.ERROR]
+    t: float
+    error: str
+    traceback_file: str | None
+
+
+class RunEnded(TypedDict):
+    """The last record of a run that ended by itself (not by SIGKILL)."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.END]
+    t: float
+    status: EndStatus
+    reason: str | None
+    target_error: NotRequired[str | None]
+
+
+# --- flows ----------------------------------------------------------------------------------
+
+
+class FlowStarted(TypedDict):
+    """A flow began (`scheduled`: its intended start in the open model; `late`: it started late)."""
+
+    type: Literal[RecordType.START]
+    t: float
+    flow_id: str
+    flow: str
+    scheduled: float | None
+    late: bool
+
+
+class RoundDone(TypedDict):
+    """One POST of a flow, written as soon as its answer is read.
+
+    `latency` counts from `intended` (coordinated-omission safe), `server_time` from `sent`;
+    `outcome` is a `harness.mrtr.Outcome` value; `code` the JSON-RPC code or failure class
+    (null on success); `replica` the label of the replica that served it (`balancer` behind one URL).
+    """
+
+    type: Literal[RecordType.ROUND]
+    t: float
+    flow_id: str
+    flow: str
+    tool: str
+    round: int
+    replica: str
+    intended: float
+    sent: float
+    latency: float
+    server_time: float
+    outcome: str
+    http_status: int | None
+    code: str | None
+
+
+class CallSummary(TypedDict):
+    """One tool call inside a flow record: rounds per call is measured from these."""
+
+    tool: str
+    rounds: int
+    outcome: str
+
+
+class FlowEnded(TypedDict):
+    """Exactly one per started flow: how it ended (`outcome` is a `FlowOutcome` value).
+
+    `interrupted_by_run`: the flow was still in flight when the run stopped, and the run
+    journaled its end (from its table of flows in flight) rather than the flow itself.
+    The shop's flows add what they learned (`order_id`, `quote_id`, `held`, `refund_id`).
+    """
+
+    type: Literal[RecordType.FLOW]
+    t: float
+    flow_id: str
+    flow: str
+    outcome: str
+    rounds: int
+    duration: float
+    server_time: float
+    think_time: float
+    answers: list[str]
+    calls: list[CallSummary]
+    late: bool
+    interrupted_by_run: NotRequired[bool]
+    order_id: NotRequired[str]
+    quote_id: NotRequired[str]
+    held: NotRequired[bool]
+    refund_id: NotRequired[str | None]
+    replay: NotRequired[str]
+    unanswerable: NotRequired[str]
+    error: NotRequired[str]
+
+
+# --- chaos, logs and checks ----------------------------------------------------------------------
+
+
+class ChaosStarted(TypedDict):
+    type: Literal[RecordType.CHAOS]
+    phase: Literal[ChaosPhase.START]
+    t: float
+    action: str
+    target: str
+    detail: dict[str, Any]
+
+
+class ChaosEnded(TypedDict):
+    """`ok` false for a failed, unsupported, cut-short or never-started action (a chaos failure)."""
+
+    type: Literal[RecordType.CHAOS]
+    phase: Literal[ChaosPhase.END]
+    t: float
+    action: str
+    target: str
+    ok: bool
+    error: str | None
+    seconds: float
+    detail: dict[str, Any]
+
+
+class RejectionLogged(TypedDict):
+    """A replica logged a requestState rejection (`t`: the log line's own time when it has one)."""
+
+    type: Literal[RecordType.REJECTION]
+    t: float
+    replica: str
+    reason: str
+    method: str
+
+
+class HypothesisProbed(TypedDict):
+    """The steady-state hypothesis probed `before`, `during` or `after` the chaos."""
+
+    type: Literal[RecordType.HYPOTHESIS]
+    t: float
+    phase: str
+    ok: bool
+    detail: list[dict[str, Any]]
+
+
+class InvariantChecked(TypedDict):
+    """One invariant's result; `checked` false when there was nothing to check it against."""
+
+    type: Literal[RecordType.INVARIANT]
+    t: float
+    invariant: str
+    checked: bool
+    violations: int
+    detail: list[str]
+
+
+class Reconciled(TypedDict):
+    """Every -32602 the clients saw, matched to a line a replica logged.
+
+    `unexplained`: client rejections no logged line accounts for (a failure);
+    `unmatched_logged`: logged lines no client rejection of this run accounts for
+    (other clients, or the run's own lines the log lost the time of).
+    """
+
+    type: Literal[RecordType.RECONCILIATION]
+    t: float
+    client_rejections: int
+    logged: int
+    matched: int
+    unexplained: int
+    unmatched_logged: int
+    examples: dict[str, list[str]]
+
+
+Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessError | RunEnded | FlowStarted
+          | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | RejectionLogged | HypothesisProbed | InvariantChecked
+          | Reconciled)
+"""Anything a writer may journal."""
+
+RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessError, RunEnded,
+                             FlowStarted, RoundDone, FlowEnded, ChaosStarted, ChaosEnded, RejectionLogged,
+                             HypothesisProbed, InvariantChecked, Reconciled)
+"""Every record type, in the order the schema documents them."""
+
+
+def is_run_event(record: Mapping[str, Any], event: RunEvent) -> bool:
+    """Whether a record read back is the `run` record of `event`."""
+    return record.get("type") == RecordType.RUN and record.get("event") == event
+
+
+def advance_time_zero(zero: float | None, record: Mapping[str, Any]) -> float | None:
+    """The run's time zero once `record` is read: the load's start once known, until then the run's start.
+
+    The one definition every reader uses (figures, the HTML timeline, capacity steps):
+    a run's duration, rates and chaos times all count from the moment the load ran, not
+    from when the harness began bringing the target up.
+    """
+    if record.get("type") != RecordType.RUN:
+        return zero
+    event = record.get("event")
+    if event == RunEvent.LOAD_STARTED:
+        return float(record["t"])
+    if event == RunEvent.START and zero is None:
+        return float(record["t"])
+    return zero
