@@ -196,25 +196,18 @@ class WorkerSession:
 
     def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int) -> None:
         from harness.journal import Journal
-        from harness.leads import capabilities, stream
-        from harness.load.flows import FlowEnv, url_labels
         from harness.load.plan import LoadPlan
+        from harness.load.stack import build_flow_env
         from harness.load.users import user_classes
         from harness.metrics import Measurements
-        from harness.mrtr import MrtrClient, Router, Transport
         from harness.scenario import flow_label
-        from harness.shop.catalogue import build_catalogue
 
         assert self.index is not None
         spool = journal_part(self.spool_dir, self.index)
         self.journal = Journal(spool)
         self.measurements = Measurements(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
-        router = Router(urls, scenario.load.routing, rng=stream(scenario.seed, "worker", self.index, "router"))
-        client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
-                            transport=Transport(read_timeout=scenario.load.timeout,
-                                                reuse_connections=len(urls) > 1))
-        flow_env = FlowEnv(scenario, client, self.journal, self.measurements, build_catalogue(),
-                           url_labels(urls, labels), fire_request=self.env.events.request.fire)
+        flow_env = build_flow_env(scenario, urls, labels, self.journal, self.measurements, worker=self.index,
+                                  fire_request=self.env.events.request.fire)
         self.plan = LoadPlan(scenario, flow_env, worker=self.index, workers=workers)
         self.env.user_classes = user_classes(self.plan, None, distributed=True)
         self.shipper = JournalShipper(spool, lambda lines: self.runner.send_message(

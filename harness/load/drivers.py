@@ -63,9 +63,11 @@ class LocalLoad:
     def wait_in_flight(self, timeout: float) -> int:
         return self.plan.wait_in_flight(timeout)
 
-    def quit(self) -> None:
+    def quit(self) -> int:
+        """Journal the flows still in flight as interrupted (in bulk), then stop Locust; returns how many."""
+        interrupted = self.plan.kill_in_flight()
         self.runner.quit()
-        self.plan.kill_in_flight()
+        return interrupted
 
     def journal_parts(self) -> list[Path]:
         return []
@@ -128,7 +130,8 @@ class DistributedLoad:
             gevent.sleep(0.25)
         return self.active
 
-    def quit(self) -> None:
+    def quit(self) -> int:
+        """Each worker journals its own flows still in flight; returns 0 (their counts are in their parts)."""
         silent = self.link.finish(timeout=FINISH_TIMEOUT)
         if silent:
             self.say(f"worker{'s' * (len(silent) != 1)} {', '.join(f'w{i}' for i in silent)} did not finish "
@@ -138,6 +141,7 @@ class DistributedLoad:
         if self.processes is not None:
             self.processes.wait_exit(timeout=30)
         self.parts.close()
+        return 0
 
     def journal_parts(self) -> list[Path]:
         return list(self.parts.paths)

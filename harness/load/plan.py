@@ -19,7 +19,7 @@ import gevent
 from gevent.pool import Group
 
 from harness.leads import stream
-from harness.load.flows import FlowEnv, run_flow
+from harness.load.flows import Flow, FlowEnv, interrupt, run_flow
 from harness.scenario import FlowSpec, Scenario
 
 LATE_AFTER = 0.1
@@ -34,9 +34,10 @@ class LoadPlan:
         self.env = env
         self.worker = worker
         self.workers = workers
-        self.in_flight = Group()
+        self.greenlets = Group()
+        self.in_flight: dict[str, Flow] = {}
+        """Every flow started and not yet ended, by id: what the run accounts for when it stops."""
         self.accepting = True
-        self.active = 0
         self._numbers = itertools.count(1)
         self._pick_rng = stream(scenario.seed, "worker", worker, "pick")
         self._weights = [flow.weight for flow in scenario.flows]
@@ -87,15 +88,16 @@ class LoadPlan:
         if late:
             self.env.measurements.late_start()
         spec, flow_id, rng = self.next_flow()
-        self.in_flight.spawn(self._tracked, spec, flow_id, rng, scheduled, late)
+        self.greenlets.spawn(self._tracked, spec, flow_id, rng, scheduled, late)
+
+    @property
+    def active(self) -> int:
+        """Flows started and not ended (most of them wait on a lead)."""
+        return len(self.in_flight)
 
     def _tracked(self, spec: FlowSpec, flow_id: str, rng: random.Random, scheduled: float | None,
                  late: bool = False) -> None:
-        self.active += 1
-        try:
-            run_flow(self.env, spec, flow_id, rng, scheduled, late)
-        finally:
-            self.active -= 1
+        run_flow(self.env, spec, flow_id, rng, scheduled, late, self.in_flight)
 
     def wait_in_flight(self, timeout: float) -> int:
         """Wait up to `timeout` for flows in flight to end; returns how many are still running."""
@@ -104,9 +106,16 @@ class LoadPlan:
             gevent.sleep(0.05)
         return self.active
 
-    def kill_in_flight(self) -> None:
-        """End every flow still running; each writes its `interrupted` outcome as it dies."""
-        self.in_flight.kill(block=True, timeout=10)
+    def kill_in_flight(self) -> int:
+        """End every flow still running: journal each as interrupted, in bulk, then stop their greenlets.
+
+        The accounting comes first and does not depend on the greenlets: each killed flow finds
+        its end already journaled and writes nothing more. Returns how many were interrupted.
+        """
+        interrupted = interrupt(self.env, list(self.in_flight.values()))
+        self.in_flight.clear()
+        self.greenlets.kill(block=False)
+        return interrupted
 
 
 def _ramped(rate: float, elapsed: float, ramp: float) -> float:

@@ -1,0 +1,37 @@
+"""The client stack of one load process, built one way for the local runner and for every Locust worker.
+
+Router (where each round lands, seeded per worker), transport (connection pools that
+hold nothing across a lead's think time), MRTR client, and the `FlowEnv` every flow
+shares. The shop's catalogue is loaded only when the scenario runs the shop's own flows:
+a `call` flow against another server has no use for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.journal import Journal
+from harness.leads import capabilities, stream
+from harness.load.flows import FlowEnv, RequestHook, url_labels
+from harness.metrics import Measurements
+from harness.mrtr import MrtrClient, Router, Transport
+from harness.scenario import CallFlow, Scenario
+
+
+def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
+                   measurements: Measurements, *, worker: int = 0, fire_request: RequestHook | None = None) -> FlowEnv:
+    """Everything the flows of one load process share (worker 0 is the local runner)."""
+    router = Router(list(urls), scenario.load.routing, rng=stream(scenario.seed, "worker", worker, "router"))
+    transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
+    client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
+                        transport=transport)
+    return FlowEnv(scenario, client, journal, measurements, _catalogue(scenario),
+                   url_labels(list(urls), list(labels)), fire_request=fire_request)
+
+
+def _catalogue(scenario: Scenario):  # noqa: ANN202 - the shop's type, imported only when needed
+    if all(isinstance(flow, CallFlow) for flow in scenario.flows):
+        return None
+    from harness.shop.catalogue import build_catalogue
+
+    return build_catalogue()
