@@ -17,7 +17,10 @@ from harness.load import DEFAULT_MASTER_PORT
 from harness.shop import cli as shop_cli
 from harness.triage import cli as triage_cli
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TARGET = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TARGET, EXIT_HARNESS = 0, 1, 2, 3, 4
+EXIT_CODES = ("Exit codes: 0 passed; 1 thresholds, invariants or reconciliation failed; 2 bad scenario or usage; "
+              "3 the target could not be started or reached; 4 the harness itself failed (results still written, "
+              "status errored). See docs/exit-codes.md.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,13 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mrtr-harness",
         description="Load and chaos testing for MCP servers that ask the user mid-call "
                     "(Multi Round-Trip Requests, MCP 2026-07-28).",
-        epilog="Exit codes: 0 passed; 1 thresholds or invariants failed; 2 bad scenario or usage; "
-               "3 the target could not be started or reached.",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"mrtr-harness {harness.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(commands)
     _add_validate(commands)
+    _add_report(commands)
     _add_worker(commands)
     shop_cli.add_parser(commands)
     triage_cli.add_parser(commands)
@@ -41,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a scenario: target, load, chaos, reasons, invariants, verdict",
-                              description="Run one scenario file and end with results and an exit code.")
+                              description="Run one scenario file and end with results and an exit code.",
+                              epilog=EXIT_CODES)
     run.add_argument("scenario", type=Path, nargs="?",
                      help="scenario file (TOML), e.g. scenarios/smoke.toml (with --worker: taken from the master)")
     run.add_argument("--results", type=Path, default=Path("results"),
@@ -106,6 +110,31 @@ def _worker(args: argparse.Namespace) -> int:
     from harness.load.distributed import run_worker
 
     return run_worker(args.master_host, args.master_port, getattr(args, "spool", None))
+
+
+def _add_report(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser(
+        "report", help="rebuild a results folder's summary.json, junit.xml and report.html from its journal",
+        description="Rebuild summary.json, junit.xml and report.html of a results folder from its journal "
+                    "(also a run killed with SIGKILL: status interrupted, figures up to its last record), "
+                    "print the closing table, and exit with the code the run's verdict gives.",
+        epilog=EXIT_CODES)
+    report.add_argument("folder", type=Path, help="a run's results folder, e.g. results/20261201T061500Z-smoke")
+    report.set_defaults(handler=_report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from harness.report import NotResults, rebuild_results
+    from harness.report.terminal import render_thresholds
+
+    try:
+        verdict = rebuild_results(args.folder)
+    except NotResults as exc:
+        print(f"mrtr-harness report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(render_thresholds(verdict))
+    print(f"rebuilt summary.json, junit.xml and report.html in {args.folder}", file=sys.stderr)
+    return int(verdict.exit_code)
 
 
 def _add_validate(commands: argparse._SubParsersAction) -> None:
@@ -196,3 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug of the harness is exit 4, said in one line, never exit 1
+        import traceback
+
+        traceback.print_exc()
+        print(f"mrtr-harness: harness error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_HARNESS

@@ -26,6 +26,7 @@ COUNTS = {
     "flows_finished": ("flow", "outcome"),
     "rejections": ("reason", "replica"),
     "unexplained_rejections": (),
+    "unmatched_logged_rejections": (),
     "invariant_violations": ("invariant",),
     "client_errors": ("flow", "code"),
     "late_starts": (),

@@ -44,38 +44,46 @@ def thresholds(table: dict[str, str | list[str]]) -> list[Threshold]:
     return parse_thresholds(table)
 
 
+def put(journal: Journal, record_type: str, **fields: object) -> None:
+    """A record as any writer journals it (the typed records are plain dicts on the wire)."""
+    journal.write({"type": record_type, **fields})  # type: ignore[arg-type]
+
+
 def write_run(path: Path, *, violations: int = 0, unexplained: int = 0, ended: bool = True, torn: bool = False,
-              hypothesis_after: bool = True, invariant_detail: str = "") -> Path:
+              hypothesis_after: bool = True, invariant_detail: str = "", end_status: str = "completed",
+              end_reason: str | None = None, target_error: str | None = None) -> Path:
     """A 30-second run: refunds (2 rounds) and returns (1 round), a key rotation and a restart, a
     few rejections on two replicas, the ledger checks, reconciliation and the hypothesis."""
     with Journal(path) as journal:
-        journal.write("run", t=T0, event="start", run_id="run-0007", scenario="nightly-refunds", seed=7)
-        journal.write("hypothesis", t=T0 + 0.5, phase="before", ok=True, detail="p95 < 250ms")
+        put(journal, "run", t=T0, event="start", run_id="run-0007", scenario="nightly-refunds", seed=7)
+        put(journal, "hypothesis", t=T0 + 0.5, phase="before", ok=True, detail="p95 < 250ms")
         for n in range(60):
             _flow(journal, n)
-        journal.write("chaos", t=T0 + 10, action="rotate-keys", phase="start", target="replica-1", ok=None,
+        put(journal, "chaos", t=T0 + 10, action="rotate-keys", phase="start", target="replica-1", ok=None,
                       detail="minter-first")
-        journal.write("chaos", t=T0 + 12, action="rotate-keys", phase="end", target="replica-1", ok=True, detail="")
-        journal.write("chaos", t=T0 + 20, action="restart", phase="start", target="replica-2", ok=None, detail="")
-        journal.write("chaos", t=T0 + 21.5, action="restart", phase="end", target="replica-2", ok=True, detail="")
+        put(journal, "chaos", t=T0 + 12, action="rotate-keys", phase="end", target="replica-1", ok=True, detail="")
+        put(journal, "chaos", t=T0 + 20, action="restart", phase="start", target="replica-2", ok=None, detail="")
+        put(journal, "chaos", t=T0 + 21.5, action="restart", phase="end", target="replica-2", ok=True, detail="")
         for n in range(3):
-            journal.write("rejection", t=T0 + 11 + n, replica="replica-2", reason="unknown key",
+            put(journal, "rejection", t=T0 + 11 + n, replica="replica-2", reason="unknown key",
                           method="tools/call")
-        journal.write("rejection", t=T0 + 25, replica="replica-1", reason="expired", method="tools/call")
-        journal.write("run", t=T0 + RUN_SECONDS, event="load-stopped")
+        put(journal, "rejection", t=T0 + 25, replica="replica-1", reason="expired", method="tools/call")
+        put(journal, "run", t=T0 + RUN_SECONDS, event="load-stopped")
         if not ended:
             journal.close()  # the process died here: nothing more reaches the file but the torn line
             return _tear(path) if torn else path
-        journal.write("hypothesis", t=T0 + 31, phase="after", ok=hypothesis_after, detail=[  # as the runner writes it
+        put(journal, "hypothesis", t=T0 + 31, phase="after", ok=hypothesis_after, detail=[  # as the runner writes it
             {"threshold": "completed_ratio", "condition": "count >= 0.9", "observed": 0.95, "passed": True},
             {"threshold": "round_duration", "condition": "p(95) < 0.25", "observed": 0.9,
              "passed": hypothesis_after}])
-        journal.write("invariant", t=T0 + 32, invariant="no refund released twice", violations=violations,
+        put(journal, "invariant", t=T0 + 32, invariant="no refund released twice", violations=violations,
                       detail=invariant_detail or ([f"refund R-{n}" for n in range(violations)] or None))
-        journal.write("invariant", t=T0 + 32, invariant="every started flow has one outcome", violations=0)
-        journal.write("reconciliation", t=T0 + 33, client_rejections=4 + unexplained, logged=4,
-                      unexplained=unexplained)
-        journal.write("run", t=T0 + 34, event="end", status="completed")
+        put(journal, "invariant", t=T0 + 32, invariant="every started flow has one outcome", violations=0)
+        put(journal, "reconciliation", t=T0 + 33, client_rejections=4 + unexplained, logged=4, matched=4,
+            unexplained=unexplained, unmatched_logged=0,
+            examples={"unexplained": [f"f{n} round 2 on replica-1" for n in range(unexplained)],
+                      "unmatched_logged": []})
+        put(journal, "run", t=T0 + 34, event="end", status=end_status, reason=end_reason, target_error=target_error)
     return path
 
 
@@ -87,16 +95,16 @@ def _flow(journal: Journal, n: int) -> None:
     rounds = 2 if kind == "refund" else 1
     outcome = (FlowOutcome.REJECTED if n % 15 == 7 else FlowOutcome.DECLINED if n % 10 == 3
                else FlowOutcome.COMPLETED)
-    journal.write("start", t=start, flow_id=f"f{n}", flow=kind, scheduled=start, late=False)
+    put(journal, "start", t=start, flow_id=f"f{n}", flow=kind, scheduled=start, late=False)
     for number in range(1, rounds + 1):
         latency = 0.04 + (n % 7) * 0.02 + number * 0.01
         rejected = outcome is FlowOutcome.REJECTED and number == rounds
-        journal.write("round", t=start + number * 0.2, flow_id=f"f{n}", flow=kind, tool=f"{kind}_tool",
+        put(journal, "round", t=start + number * 0.2, flow_id=f"f{n}", flow=kind, tool=f"{kind}_tool",
                       round=number, replica=f"replica-{1 + (n + number) % 2}", intended=start, sent=start,
                       latency=latency, server_time=latency * 0.8,
                       outcome="invalid_state" if rejected else "complete", http_status=400 if rejected else 200,
                       code=-32602 if rejected else None)
-    journal.write("flow", t=start + rounds * 0.2 + 0.1, flow_id=f"f{n}", flow=kind, outcome=outcome.value,
+    put(journal, "flow", t=start + rounds * 0.2 + 0.1, flow_id=f"f{n}", flow=kind, outcome=outcome.value,
                   rounds=rounds, duration=rounds * 0.2, server_time=0.1, think_time=0.05, late=False,
                   calls=[{"tool": f"{kind}_tool", "rounds": rounds, "outcome": "complete"}])
 
@@ -109,12 +117,9 @@ def _tear(path: Path) -> Path:
 
 
 def results(tmp_path: Path, scenario: Scenario, table: dict[str, str | list[str]], **journal_options) -> tuple:
-    journal = write_run(tmp_path / "journal.jsonl", **{k: v for k, v in journal_options.items()
-                                                      if k not in ("interrupted", "aborted_reason", "target_error")})
+    journal = write_run(tmp_path / "journal.jsonl", **journal_options)
     verdict = write_results(tmp_path / "results", scenario, [journal], thresholds(table),
-                            interrupted=journal_options.get("interrupted", False),
-                            aborted_reason=journal_options.get("aborted_reason"),
-                            target_error=journal_options.get("target_error"), extra={"locust": {"requests": 120}})
+                            extra={"locust": {"requests": 120}})
     summary = json.loads((tmp_path / "results" / "summary.json").read_text(encoding="utf-8"))
     return verdict, summary
 
@@ -170,7 +175,11 @@ def test_unexplained_rejections_fail_the_run(tmp_path: Path, scenario: Scenario)
     verdict, summary = results(tmp_path, scenario, PASSING, unexplained=3)
 
     assert verdict.status is RunStatus.FAILED and verdict.exit_code == 1
-    assert summary["reconciliation"] == {"client_rejections": 7, "logged": 4, "unexplained": 3, "passed": False}
+    assert summary["reconciliation"] == {"client_rejections": 7, "logged": 4, "matched": 4, "unexplained": 3,
+                                         "unmatched_logged": 0, "passed": False,
+                                         "examples": {"unexplained": ["f0 round 2 on replica-1", "f1 round 2 on replica-1",
+                                                                      "f2 round 2 on replica-1"],
+                                                      "unmatched_logged": []}}
     assert summary["rejections"]["unexplained"] == 3
     assert "✗ unexplained rejections == 0: 3 unexplained of 7 client rejections, 4 logged" in \
         render_thresholds(verdict)
@@ -192,21 +201,23 @@ def test_a_cut_off_journal_still_gets_every_file_marked_interrupted_with_a_non_z
 
 
 def test_an_interrupted_run_is_not_a_pass_even_when_every_check_passed(tmp_path: Path, scenario: Scenario) -> None:
-    verdict, summary = results(tmp_path, scenario, PASSING, interrupted=True)
+    verdict, summary = results(tmp_path, scenario, PASSING, end_status="interrupted", end_reason="interrupted by SIGINT")
 
     assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == 1
     assert all(row["passed"] for row in summary["thresholds"])
 
 
 def test_a_target_that_cannot_be_reached_exits_3(tmp_path: Path, scenario: Scenario) -> None:
-    verdict, summary = results(tmp_path, scenario, PASSING, target_error="replica-1: connection refused")
+    verdict, summary = results(tmp_path, scenario, PASSING, end_status="aborted",
+                               target_error="replica-1: connection refused")
 
     assert verdict.status is RunStatus.ABORTED and verdict.exit_code == ExitCode.TARGET == 3
     assert "connection refused" in summary["reason"]
 
 
 def test_a_run_that_stopped_itself_is_aborted(tmp_path: Path, scenario: Scenario) -> None:
-    verdict, _ = results(tmp_path, scenario, PASSING, aborted_reason="invariant violated: payout twice")
+    verdict, _ = results(tmp_path, scenario, PASSING, end_status="aborted",
+                         end_reason="invariant violated: payout twice")
 
     assert verdict.status is RunStatus.ABORTED and verdict.exit_code == 1
     assert "payout twice" in (verdict.reason or "")
@@ -223,7 +234,7 @@ def test_a_hypothesis_failing_after_chaos_deviates(tmp_path: Path, scenario: Sce
 def test_decide_without_the_checks_still_fails_on_the_figures_violations(tmp_path: Path) -> None:
     read = read_run([write_run(tmp_path / "journal.jsonl", violations=1)])
 
-    verdict = decide(read.figures, thresholds(PASSING), interrupted=False, aborted_reason=None, target_error=None)
+    verdict = decide(read.figures, thresholds(PASSING))
 
     assert verdict.status is RunStatus.FAILED and verdict.invariants["no refund released twice"].violations == 1
 
@@ -278,7 +289,8 @@ def test_junit_has_one_testcase_per_threshold_condition_invariant_and_check(tmp_
     cases = _testcases(tmp_path)
     assert len(cases["nightly-refunds.thresholds"]) == 6  # 5 passing conditions + the failing one
     assert len(cases["nightly-refunds.invariants"]) == 2
-    assert [c.get("name") for c in cases["nightly-refunds.reconciliation"]] == ["unexplained rejections == 0"]
+    assert [c.get("name") for c in cases["nightly-refunds.reconciliation"]] == ["unexplained rejections == 0",
+                                                                               "unmatched logged rejections"]
     assert len(cases["nightly-refunds.hypothesis"]) == 2 and len(cases["nightly-refunds.run"]) == 1
 
     suite = ET.parse(tmp_path / "results" / "junit.xml").getroot().find("testsuite")
@@ -346,7 +358,7 @@ def test_the_html_report_renders_a_cut_off_run_without_rejections_or_chaos(tmp_p
                                                                            scenario: Scenario) -> None:
     journal = tmp_path / "journal.jsonl"
     with Journal(journal) as writer:
-        writer.write("run", t=T0, event="start", run_id="run-cut", scenario="nightly-refunds", seed=7)
+        put(writer, "run", t=T0, event="start", run_id="run-cut", scenario="nightly-refunds", seed=7)
         _flow(writer, 1)
     _tear(journal)
 
@@ -369,7 +381,7 @@ def test_the_terminal_table_is_plain_text_unless_colour_is_asked_for(tmp_path: P
     coloured = render_thresholds(verdict, color=True)
 
     assert "\033[" not in plain and "\033[31m✗\033[0m" in coloured
-    assert plain.count("✓") == 5 + 2 + 1 + 2 + 2  # conditions, invariants, reconciliation, hypothesis, chaos
+    assert plain.count("✓") == 5 + 2 + 2 + 2 + 2  # conditions, invariants, reconciliation (2), hypothesis, chaos
     assert "█ CHAOS" in plain
     assert "✓ '>= 0.7' ratio=" in plain
 
@@ -377,7 +389,7 @@ def test_the_terminal_table_is_plain_text_unless_colour_is_asked_for(tmp_path: P
 def test_an_invariant_the_target_could_not_check_is_skipped_not_passed(tmp_path: Path, scenario: Scenario) -> None:
     journal = write_run(tmp_path / "journal.jsonl")
     with Journal(journal) as writer:  # an external target: no shop ledger to check payouts against
-        writer.write("invariant", t=T0 + 34.5, invariant="no payout twice", checked=False, violations=0, detail=[])
+        put(writer, "invariant", t=T0 + 34.5, invariant="no payout twice", checked=False, violations=0, detail=[])
 
     verdict = write_results(tmp_path / "results", scenario, [journal], thresholds(PASSING))
 

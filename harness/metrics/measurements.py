@@ -1,6 +1,6 @@
 """Every number the harness exports, defined once: names, help, units and label sets.
 
-The names are a contract with `dashboards/` (see DESIGN, Metrics): prefix `mrtr_`, base
+The names are a contract with `dashboards/` (docs/metrics.md lists them): prefix `mrtr_`, base
 units, `_total` on counters, histograms rather than summaries, bounded labels only (a
 flow kind, an outcome, a round number up to 10, a replica label, a reason; never a flow,
 order or user id). Every label value known in advance is pre-set to zero, so a panel
@@ -67,6 +67,9 @@ class Measurements:
                                   registry=r)
         self.unexplained = Counter("mrtr_unexplained_rejections_total",
                                    "-32602 answers no logged reason accounts for.", registry=r)
+        self.unmatched_logged = Counter("mrtr_unmatched_logged_rejections_total",
+                                        "Logged rejections no -32602 of this run accounts for (other clients).",
+                                        registry=r)
         self.late_starts = Counter("mrtr_flow_starts_late_total",
                                    "Open-model flows that started later than scheduled (the generator fell behind).",
                                    registry=r)

@@ -45,6 +45,9 @@ __all__ = [
     "Timeline",
     "decide",
     "read_run",
+    "rebuild_results",
+    "journal_parts",
+    "NotResults",
     "render_thresholds",
     "write_html",
     "write_junit",
@@ -53,6 +56,37 @@ __all__ = [
 ]
 
 SUMMARY_JSON, JUNIT_XML, REPORT_HTML = "summary.json", "junit.xml", "report.html"
+SCENARIO_JSON = "scenario.json"
+
+
+class NotResults(ValueError):
+    """A folder that is not a run's results folder (no scenario.json, no journal)."""
+
+
+def journal_parts(folder: Path) -> list[Path]:
+    """A results folder's journal: the run's own part, then every worker's part, in worker order."""
+    workers = sorted(folder.glob("journal-w*.jsonl"), key=lambda path: int(path.stem.removeprefix("journal-w") or 0)
+                     if path.stem.removeprefix("journal-w").isdigit() else 0)
+    return [folder / "journal.jsonl", *workers]
+
+
+def rebuild_results(folder: Path) -> RunVerdict:
+    """summary.json, junit.xml and report.html of any results folder, rebuilt from its journal alone.
+
+    A run killed with SIGKILL left a journal with no `run end`: the verdict is
+    `interrupted`, with every figure up to its last record. The thresholds are the
+    scenario's own, from the scenario.json the run wrote first thing.
+    """
+    from harness.scenario import Scenario
+    from harness.thresholds import parse_thresholds
+
+    if not (folder / SCENARIO_JSON).is_file() or not (folder / "journal.jsonl").is_file():
+        raise NotResults(f"{folder} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl")
+    try:
+        scenario = Scenario.model_validate_json((folder / SCENARIO_JSON).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise NotResults(f"{folder / SCENARIO_JSON} is not a scenario this harness reads: {exc}") from None
+    return write_results(folder, scenario, journal_parts(folder), parse_thresholds(scenario.expect))
 
 
 @dataclass
@@ -100,18 +134,17 @@ def _take(read: JournalRead, record: Any) -> None:
 
 
 def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path], thresholds: list[Threshold], *,
-                  interrupted: bool = False, aborted_reason: str | None = None, target_error: str | None = None,
                   extra: dict[str, Any] | None = None) -> RunVerdict:
     """Decide the run's verdict from its journal and write summary.json, junit.xml and report.html.
 
-    The caller writes the journal's `run end` record before calling this: a journal
-    without one is taken for a run that was cut off, and is marked interrupted.
+    The journal alone decides: the caller writes the `run end` record before calling this,
+    and a journal without one is taken for a run that was cut off (interrupted).
     """
     folder.mkdir(parents=True, exist_ok=True)
     read = read_run(journal_paths)
-    verdict = decide(read.figures, thresholds, interrupted=interrupted, aborted_reason=aborted_reason,
-                     target_error=target_error, checks=read.checks)
-    write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, {**(extra or {}), "journal": read.as_dict()})
+    verdict = decide(read.figures, thresholds, read.checks)
+    extra = {"cpu": read.checks.cpu, **(extra or {}), "journal": read.as_dict()}
+    write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra)
     write_junit(folder / JUNIT_XML, scenario.name, verdict)
     write_html(folder / REPORT_HTML, scenario, read.figures, verdict, timeline=read.timeline)
     return verdict

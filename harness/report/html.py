@@ -207,9 +207,12 @@ def _reconciliation_table(verdict: RunVerdict) -> str:
     result = verdict.reconciliation
     if result is None:
         return '<p class="skip">Not reconciled: the journal has no reconciliation record.</p>'
-    return table(["", "client rejections (-32602)", "logged reasons", "unexplained"],
-                  [[_mark(result.passed), cell(result.client_rejections, True), cell(result.logged, True),
-                    cell(result.unexplained, True)]])
+    examples = "; ".join(result.examples.get("unexplained", []) + result.examples.get("unmatched_logged", []))
+    return table(["", "client rejections (-32602)", "logged reasons", "matched", "unexplained", "unmatched logged",
+                  "examples"],
+                 [[_mark(result.passed), cell(result.client_rejections, True), cell(result.logged, True),
+                   cell(result.matched, True), cell(result.unexplained, True), cell(result.unmatched_logged, True),
+                   cell(examples)]])
 
 
 def _hypothesis_section(verdict: RunVerdict) -> list[str]:

@@ -24,7 +24,7 @@ from harness.report.verdict import (
 )
 from harness.thresholds import Verdict
 
-_ERRORS = frozenset({RunStatus.INTERRUPTED})
+_ERRORS = frozenset({RunStatus.INTERRUPTED, RunStatus.ERRORED})
 """Statuses that are not an assertion failing but the run not being able to judge: JUnit `error`."""
 
 
@@ -76,6 +76,7 @@ def cases_for(verdict: RunVerdict) -> list[Case]:
     cases = [_threshold_case(threshold) for threshold in verdict.thresholds]
     cases += [_invariant_case(result) for _, result in sorted(verdict.invariants.items())]
     cases.append(_reconciliation_case(verdict))
+    cases.append(_unmatched_logged_case(verdict))
     cases += [Case("hypothesis", f"steady state {probe.phase} chaos", None if probe.ok else "failure",
                    f"the steady-state hypothesis failed {probe.phase} chaos: {describe_detail(probe.detail)}",
                    "" if probe.detail is None else str(probe.detail)) for probe in verdict.hypothesis]
@@ -111,6 +112,16 @@ def _reconciliation_case(verdict: RunVerdict) -> Case:
     return Case("reconciliation", name, "failure",
                 f"observed {reconciliation.unexplained} unexplained of {reconciliation.client_rejections} "
                 f"client rejections, expected 0")
+
+
+def _unmatched_logged_case(verdict: RunVerdict) -> Case:
+    """Reported, not failed: lines other clients caused are normal on a shared deployment (a threshold can fail it)."""
+    name = "unmatched logged rejections"
+    reconciliation = verdict.reconciliation
+    if reconciliation is None or reconciliation.unmatched_logged is None:
+        return Case("reconciliation", name, "skipped", "the journal has no reconciliation record")
+    return Case("reconciliation", name, message=f"{reconciliation.unmatched_logged} logged lines no client "
+                "rejection of this run explains") if reconciliation.unmatched_logged else Case("reconciliation", name)
 
 
 def _run_case(verdict: RunVerdict) -> Case:

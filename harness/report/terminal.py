@@ -79,8 +79,14 @@ def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if result is None:
         return [*lines, f"    {paint.mark(None)} unexplained rejections == 0: not reconciled (no record)"]
     logged = "" if result.logged is None else f", {result.logged} logged"
-    return [*lines, f"    {paint.mark(result.passed)} unexplained rejections == 0: {result.unexplained} unexplained "
-                    f"of {result.client_rejections} client rejections{logged}"]
+    lines.append(f"    {paint.mark(result.passed)} unexplained rejections == 0: {result.unexplained} unexplained "
+                 f"of {result.client_rejections} client rejections{logged}")
+    if result.unexplained:
+        lines += [f"        {example}" for example in result.examples.get("unexplained", [])]
+    if result.unmatched_logged is not None:
+        lines.append(f"    {paint.mark(None) if result.unmatched_logged else paint.mark(True)} unmatched logged "
+                     f"rejections: {result.unmatched_logged} (logged lines no client rejection of this run explains)")
+    return lines
 
 
 def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:

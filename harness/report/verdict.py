@@ -2,7 +2,10 @@
 
 Every output (summary.json, junit.xml, report.html, the terminal table) shows this one
 verdict rather than deciding for itself, so CI, people and the exit code never disagree.
-The statuses are Chaos Toolkit's journal statuses; the exit codes are DESIGN's.
+The statuses are Chaos Toolkit's journal statuses, plus `errored` for the harness's own
+failure; the exit codes are listed in docs/exit-codes.md. Everything is read from the
+journal (the run's `end` and `error` records included), so `mrtr-harness report` reaches
+the same verdict after the fact as the run did.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 from harness.journal import JournalView
+from harness.records import EndStatus, RecordType, RunEvent
 from harness.report.series import ChaosAction, chaos_actions
 from harness.summary import RunFigures
 from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
@@ -28,15 +32,17 @@ class RunStatus(StrEnum):
     DEVIATED = "deviated"  # the steady-state hypothesis failed during or after chaos
     ABORTED = "aborted"  # the run stopped itself early, or the target failed
     INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM, or a journal cut off without a `run end`
+    ERRORED = "errored"  # the harness itself failed: its numbers are not to be trusted either way
 
 
 class ExitCode(IntEnum):
-    """The process exit codes DESIGN fixes; CI branches on these."""
+    """The process exit codes (docs/exit-codes.md); CI branches on these."""
 
     PASSED = 0
     FAILED = 1  # thresholds, invariants, reconciliation, hypothesis, or a run that did not finish
     USAGE = 2  # a bad scenario or command line (never reaches a verdict; here for completeness)
     TARGET = 3  # the target could not be started or reached
+    HARNESS = 4  # the harness itself failed (results still written, status `errored`)
 
 
 @dataclass(frozen=True)
@@ -59,19 +65,28 @@ class InvariantResult:
 
 @dataclass(frozen=True)
 class Reconciliation:
-    """Every -32602 a client saw must match a reason a replica logged; the rest is `unexplained`."""
+    """Every -32602 a client saw matched to a line a replica logged.
+
+    `unexplained` (client rejections no line explains) fails the run; `unmatched_logged`
+    (lines no client rejection of this run explains: other clients) is reported and can be
+    given a threshold.
+    """
 
     client_rejections: int
     logged: int | None
     unexplained: int
+    matched: int | None = None
+    unmatched_logged: int | None = None
+    examples: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         return self.unexplained == 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"client_rejections": self.client_rejections, "logged": self.logged,
-                "unexplained": self.unexplained, "passed": self.passed}
+        return {"client_rejections": self.client_rejections, "logged": self.logged, "matched": self.matched,
+                "unexplained": self.unexplained, "unmatched_logged": self.unmatched_logged,
+                "examples": self.examples, "passed": self.passed}
 
 
 @dataclass(frozen=True)
@@ -103,24 +118,41 @@ class RunChecks(JournalView):
     ended: bool = False
     end_status: str | None = None
     end_reason: str | None = None
+    target_error: str | None = None
+    harness_error: str | None = None
+    """The first `run error`: the harness's own failure (exit 4)."""
+    cpu: dict[str, Any] | None = None
 
     def add(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
-        if kind == "invariant":
+        if kind == RecordType.INVARIANT:
             self._invariant(record)
-        elif kind == "hypothesis":
+        elif kind == RecordType.HYPOTHESIS:
             self.hypothesis.append(HypothesisResult(str(record.get("phase")), bool(record.get("ok")),
                                                     record.get("detail"), record.get("t")))
-        elif kind == "reconciliation":
+        elif kind == RecordType.RECONCILIATION:
             self.reconciliation = Reconciliation(int(record.get("client_rejections", 0)),
                                                  _int_or_none(record.get("logged")),
-                                                 int(record.get("unexplained", 0)))
-        elif kind == "run" and record.get("event") == "start":
+                                                 int(record.get("unexplained", 0)),
+                                                 _int_or_none(record.get("matched")),
+                                                 _int_or_none(record.get("unmatched_logged")),
+                                                 dict(record.get("examples") or {}))
+        elif kind == RecordType.RUN:
+            self._run_event(record)
+
+    def _run_event(self, record: dict[str, Any]) -> None:
+        event = record.get("event")
+        if event == RunEvent.START:
             self.run_id = self.run_id or record.get("run_id")
-        elif kind == "run" and record.get("event") == "end":
+        elif event == RunEvent.ERROR:
+            self.harness_error = self.harness_error or str(record.get("error"))
+        elif event == RunEvent.CPU:
+            self.cpu = {key: value for key, value in record.items() if key not in ("type", "event", "t")}
+        elif event == RunEvent.END:
             self.ended = True
             self.end_status = record.get("status")
             self.end_reason = record.get("reason") or record.get("detail")
+            self.target_error = record.get("target_error") or self.target_error
 
     def _invariant(self, record: dict[str, Any]) -> None:
         """Counts add up (as `RunFigures.violations` does); the latest examples that exist are kept."""
@@ -174,32 +206,36 @@ class RunVerdict:
         }
 
 
-def decide(figures: RunFigures, thresholds: list[Threshold], *, interrupted: bool, aborted_reason: str | None,
-           target_error: str | None, checks: RunChecks | None = None) -> RunVerdict:
-    """Decide the run's status and exit code.
+def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks | None = None) -> RunVerdict:
+    """Decide the run's status and exit code from what its journal says.
 
-    Precedence, most telling first: a target that could not be reached (exit 3) says the
-    numbers are meaningless; an interrupted or cut-off run and an aborted one did not
-    finish, so passing thresholds prove nothing (exit 1); then failures (thresholds,
-    invariants, unexplained rejections, a hypothesis that failed before chaos); then a
-    deviation (the hypothesis failed during or after chaos). Invariant violations fail the
-    run whatever the thresholds say. Thresholds are still evaluated in every case, so the
-    reports show them.
+    Precedence, most telling first: the harness's own failure (exit 4) means its numbers
+    prove nothing either way; a target that could not be reached (exit 3) says the numbers
+    are meaningless; an interrupted or cut-off run and an aborted one did not finish, so
+    passing thresholds prove nothing (exit 1); a started flow without exactly one end
+    record is the harness's bookkeeping failing (exit 4), never the target's; then
+    failures (thresholds, invariants, unexplained rejections, a hypothesis that failed
+    before chaos); then a deviation (the hypothesis failed during or after chaos).
+    Thresholds are still evaluated in every case, so the reports show them.
     """
     checks = checks if checks is not None else RunChecks.from_figures(figures)
     verdicts = evaluate(thresholds, figures)
     failures = _failures(verdicts, checks)
     deviations = [f"hypothesis failed {probe.phase} chaos: {describe_detail(probe.detail)}"
                   for probe in checks.hypothesis if not probe.ok and probe.phase != "before"]
-    status, reason = _status(figures, checks, failures, deviations, interrupted=interrupted,
-                             aborted_reason=aborted_reason, target_error=target_error)
-    exit_code = (ExitCode.PASSED if status is RunStatus.COMPLETED
-                 else ExitCode.TARGET if target_error else ExitCode.FAILED)
+    status, reason = _status(figures, checks, failures, deviations)
+    exit_code = {RunStatus.COMPLETED: ExitCode.PASSED, RunStatus.ERRORED: ExitCode.HARNESS}.get(status)
+    if exit_code is None:
+        exit_code = ExitCode.TARGET if checks.target_error else ExitCode.FAILED
     return RunVerdict(status=status, exit_code=exit_code, thresholds=verdicts, invariants=dict(checks.invariants),
                       reconciliation=checks.reconciliation, hypothesis=list(checks.hypothesis),
                       problems=[*([reason] if reason else []), *failures, *deviations], reason=reason,
                       run_id=checks.run_id, started=figures.started, duration=figures.duration,
                       chaos=chaos_actions(figures.chaos, figures.started))
+
+
+LOST_TRACK = "one_outcome_per_flow"
+"""The invariant that checks the harness's own bookkeeping: a break is the harness's failure, not the target's."""
 
 
 def _failures(verdicts: list[Verdict], checks: RunChecks) -> list[str]:
@@ -217,16 +253,22 @@ def _failures(verdicts: list[Verdict], checks: RunChecks) -> list[str]:
     return failures
 
 
-def _status(figures: RunFigures, checks: RunChecks, failures: list[str], deviations: list[str], *,
-            interrupted: bool, aborted_reason: str | None, target_error: str | None) -> tuple[RunStatus, str | None]:
-    if target_error:
-        return RunStatus.ABORTED, f"target error: {target_error}"
-    if interrupted or checks.end_status == RunStatus.INTERRUPTED.value:
-        return RunStatus.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)"
+def _status(figures: RunFigures, checks: RunChecks, failures: list[str],
+            deviations: list[str]) -> tuple[RunStatus, str | None]:
+    if checks.harness_error or checks.end_status == EndStatus.ERRORED:
+        return RunStatus.ERRORED, f"harness error: {checks.harness_error or checks.end_reason}"
+    if checks.target_error:
+        return RunStatus.ABORTED, f"target error: {checks.target_error}"
+    if checks.end_status == EndStatus.INTERRUPTED:
+        return RunStatus.INTERRUPTED, f"{checks.end_reason or 'interrupted'} (Ctrl-C or SIGTERM)"
     if not checks.ended and figures.status is None:
         return RunStatus.INTERRUPTED, "the journal has no `run end` record: the run was cut off"
-    if aborted_reason or checks.end_status == RunStatus.ABORTED.value:
-        return RunStatus.ABORTED, f"aborted: {aborted_reason or checks.end_reason or 'the run stopped early'}"
+    if checks.end_status == EndStatus.ABORTED:
+        return RunStatus.ABORTED, f"aborted: {checks.end_reason or 'the run stopped early'}"
+    lost = checks.invariants.get(LOST_TRACK)
+    if lost is not None and not lost.passed:
+        return RunStatus.ERRORED, (f"harness error: {lost.violations} started flows do not have exactly one end "
+                                   "record; the harness lost track of them (its bookkeeping, not the target)")
     if failures:
         return RunStatus.FAILED, None
     if deviations:

@@ -39,6 +39,10 @@ class ExternalTarget:
     def log_sources(self) -> list[LogSource]:
         return list(self._logs)
 
+    def cpu_seconds(self) -> dict[str, tuple[int, float]]:
+        """Nothing: the processes of a deployment the harness did not start are not its to read."""
+        return {}
+
     def replicas_up(self) -> int:
         return sum(1 for url in self.urls if _accepts(url, timeout=1.0))
 
