@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -334,3 +335,13 @@ def _unmount_under(folder: Path) -> None:
     for point in sorted(set(points), key=len, reverse=True):
         subprocess.run(["umount", "-l", point], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
+
+
+def sigint_default() -> None:
+    """`preexec_fn` for a child a test will Ctrl-C: its SIGINT back to the default, whatever the suite inherited.
+
+    CI may start jobs with SIGINT ignored (`nohup ... &`), children inherit that, and a
+    Python child that starts with SIGINT ignored never raises KeyboardInterrupt: the test
+    would wait for an exit that never comes.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -11,7 +11,9 @@ import time
 
 import pytest
 
+from harness.journal import read_journal
 from tests.harness_run import ROOT, SCENARIOS, run_harness
+from tests.services import sigint_default
 
 SMOKE = SCENARIOS / "smoke.toml"
 
@@ -189,7 +191,8 @@ def test_a_broken_scenario_exits_2_with_a_useful_message_and_starts_nothing(tmp_
 
 def test_ctrl_c_leaves_results_marked_interrupted_and_no_replica_behind(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(tmp_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                               preexec_fn=sigint_default)
     output = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -257,3 +260,125 @@ def test_a_run_gives_back_the_signal_handlers_it_replaced(tmp_path):
     result = subprocess.run([sys.executable, "-c", RESTORES_HANDLERS, str(scenario), str(tmp_path / "results")],
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.stdout.split() == ["3", "True", "True"], result.stdout + result.stderr
+
+
+def _replica_pids(folder) -> list[int]:
+    return [int(pid) for log in (folder / "target" / "logs").glob("*.log")
+            for pid in re.findall(r"Started server process \[(\d+)\]", log.read_text())]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_harness_error_exits_4_with_results_written_and_everything_stopped(tmp_path):
+    """A metrics port already in use is the harness's failure: exit 4 and status errored, never exit 1 (a failed
+    test); the cause on one line, the traceback in a file, and the target torn down all the same."""
+    with __import__("socket").socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        finished = run_harness(SMOKE, tmp_path, "--duration", "5s", "--metrics-port", str(taken.getsockname()[1]))
+    assert finished.code == 4, finished.output
+    assert "harness error: OSError" in finished.output and "Traceback" not in finished.output
+    summary = finished.summary
+    assert summary["status"] == "errored" and summary["exit_code"] == 4
+    assert "Address already in use" in summary["reason"]
+    assert "Traceback" in (finished.folder / "harness-error.txt").read_text()
+    last = list(read_journal(finished.folder / "journal.jsonl"))[-1]
+    assert (last["type"], last["event"], last["status"]) == ("run", "end", "errored")
+    pids = _replica_pids(finished.folder)
+    assert len(pids) >= 4  # the API and three replicas were up when the error came
+    assert all(_gone(pid) for pid in pids)
+    cases = (finished.folder / "junit.xml").read_text()
+    assert "status errored, exit code 4" in cases
+
+
+def test_report_rebuilds_the_results_of_a_run_killed_with_sigkill(tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not process.stdout.readline().startswith("target up"):
+        pass
+    time.sleep(6)  # a few seconds of load, then no chance to write anything
+    process.kill()
+    process.wait(10)
+    (folder,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    try:
+        assert not (folder / "summary.json").exists()
+        rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(folder)], capture_output=True,
+                                 text=True, cwd=ROOT, timeout=120)
+        assert rebuilt.returncode == 1, rebuilt.stdout + rebuilt.stderr
+        import json
+
+        summary = json.loads((folder / "summary.json").read_text())
+        assert summary["status"] == "interrupted" and "cut off" in summary["reason"]
+        assert summary["flows"]["total"] > 0 and summary["extra"]["journal"]["records"] > 10
+        assert (folder / "junit.xml").stat().st_size > 0 and (folder / "report.html").stat().st_size > 0
+        assert "status interrupted, exit code 1" in rebuilt.stdout
+    finally:  # a killed harness cannot stop what it started; this test's own children go here
+        for pid in _replica_pids(folder):
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_report_on_a_finished_run_reaches_the_run_s_own_verdict(smoke, tmp_path):
+    import json
+    import shutil
+
+    copy = tmp_path / smoke.folder.name
+    shutil.copytree(smoke.folder, copy)
+    before = json.loads((copy / "summary.json").read_text())
+    rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(copy)], capture_output=True, text=True,
+                             cwd=ROOT, timeout=120)
+    after = json.loads((copy / "summary.json").read_text())
+    assert rebuilt.returncode == smoke.code == 0, rebuilt.stderr
+    for key in ("status", "exit_code", "thresholds", "invariants", "reconciliation", "flows", "rejections"):
+        assert after[key] == before[key], key
+
+
+def test_report_refuses_a_folder_that_is_not_results(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "harness", "report", str(tmp_path)], capture_output=True,
+                            text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 2 and "not a results folder" in result.stderr
+
+
+WAITING = """
+name = "many-waiting"
+seed = 3
+duration = "6s"
+grace = "0s"
+[target]
+kind = "embedded"
+replicas = 2
+[load]
+model = "open"
+arrival_rate = 120
+[[flows]]
+kind = "return"
+[leads]
+think = { dist = "constant", value = "20m" }
+[expect]
+invariant_violations = "== 0"
+"""
+
+
+def test_every_flow_still_waiting_on_its_lead_at_the_stop_has_exactly_one_end_record(tmp_path):
+    """Hundreds of flows wait on leads who take 20 minutes; the run stops with no grace. Each is journaled as
+    interrupted by the run itself, once, and the harness's bookkeeping never fails the target's verdict."""
+    scenario = tmp_path / "waiting.toml"
+    scenario.write_text(WAITING)
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 0, finished.output
+    journal = finished.journal()
+    starts = [record["flow_id"] for record in journal if record["type"] == "start"]
+    ends = [record["flow_id"] for record in journal if record["type"] == "flow"]
+    assert len(starts) > 300
+    assert sorted(starts) == sorted(ends) and len(set(ends)) == len(ends)
+    by_run = [record for record in journal if record["type"] == "flow" and record.get("interrupted_by_run")]
+    assert len(by_run) > 0.9 * len(starts)
+    assert all(record["outcome"] == "interrupted" for record in by_run)
+    assert finished.summary["invariants"]["one_outcome_per_flow"]["violations"] == 0
