@@ -626,3 +626,29 @@ def _scanned(body: bytes, request_id: int) -> SseScanner:
     scanner = SseScanner(request_id)
     scanner.feed(body)
     return scanner
+
+
+def test_the_wire_constants_spelled_in_the_harness_are_the_sdk_s() -> None:
+    """The load process spells the SDK's routing headers, its header encoding and its round cap itself, so it
+    never imports the SDK (whose package imports its server); they must stay the SDK's."""
+    from mcp.shared import inbound
+
+    from harness.mrtr import client, wire
+
+    assert (wire.MCP_METHOD_HEADER, wire.MCP_NAME_HEADER, wire.MCP_PROTOCOL_VERSION_HEADER) == \
+        (inbound.MCP_METHOD_HEADER, inbound.MCP_NAME_HEADER, inbound.MCP_PROTOCOL_VERSION_HEADER)
+    assert client.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS == sdk_driver.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
+    for value in ("plan_bed", "issue refund", " edge", "tab\there", "héllo", "=?base64?eA==?=", "", "ü" * 40):
+        assert wire.encode_header_value(value) == inbound.encode_header_value(value), value
+
+
+def test_a_load_process_imports_no_server_code() -> None:
+    """Start-up of a load process (a run, a worker) must not pay for the MCP server SDK it never runs."""
+    import subprocess
+    import sys
+
+    probe = ("import locust, sys\nimport harness.run, harness.load.distributed\n"
+             "print(sorted({m.split('.')[0] + '.' + m.split('.')[1] for m in sys.modules if m.startswith('mcp.')}))\n"
+             "print('harness.shop.server' in sys.modules, 'uvicorn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "False False"], out.stdout + out.stderr

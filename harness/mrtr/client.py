@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import gevent
-from mcp.client._input_required import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
 
 import harness
 from harness.mrtr.outcome import Outcome
@@ -30,6 +29,10 @@ from harness.mrtr.transport import NOT_SENT, HttpAnswer, RoundTransport, Transpo
 from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply
 
 __all__ = ["CallResult", "MrtrClient", "Responder", "RoundRecord"]
+
+DEFAULT_INPUT_REQUIRED_MAX_ROUNDS: Final = 10
+"""The SDK's `mcp.client._input_required.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS`, spelled here so a load process
+never imports the SDK's client (and with it its server); a test checks they agree."""
 
 STATE_ONLY_BACKOFF_INITIAL: Final = 0.05
 """First wait before retrying a state-only answer (the SDK's `_STATE_ONLY_BACKOFF_INITIAL_SECONDS`)."""

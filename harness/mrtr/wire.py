@@ -13,6 +13,7 @@ harness cannot drift from the server it tests.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,12 +22,7 @@ from typing import Any, Final
 import orjson
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import LATEST_MODERN_VERSION
-from mcp.shared.inbound import (
-    MCP_METHOD_HEADER,
-    MCP_NAME_HEADER,
-    MCP_PROTOCOL_VERSION_HEADER,
-    encode_header_value,
-)
+
 
 from harness.mrtr.outcome import Outcome, outcome_for_error_code
 
@@ -42,6 +38,28 @@ __all__ = [
     "dump_bytes",
     "dumps",
 ]
+
+MCP_METHOD_HEADER: Final = "mcp-method"
+MCP_NAME_HEADER: Final = "mcp-name"
+MCP_PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"
+"""The routing headers of `mcp.shared.inbound`, spelled here: importing anything under `mcp` imports the
+whole SDK, server included (about 0.3 s of CPU), and a load process runs no server code.
+`tests/test_mrtr_client.py` checks they are the SDK's."""
+
+_HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
+_B64_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
+
+
+def encode_header_value(value: str) -> str:
+    """A header value as the SDK's `encode_header_value` sends it (and its server decodes it).
+
+    Printable ASCII without edge whitespace passes as is; anything else is wrapped as
+    `=?base64?...?=`. Kept byte for byte equal to the SDK's (checked by a test), for the
+    same reason as the constants above.
+    """
+    if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not _B64_SENTINEL.fullmatch(value):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
 PROTOCOL_VERSION: Final = LATEST_MODERN_VERSION
 """`2026-07-28`: the stateless revision. Without the header a server serves the 2025 path."""
