@@ -397,3 +397,20 @@ def test_an_invariant_the_target_could_not_check_is_skipped_not_passed(tmp_path:
     case = next(c for c in _testcases(tmp_path)["nightly-refunds.invariants"] if c.get("name") == "no payout twice")
     assert case.find("skipped") is not None
     assert "- no payout twice: not checked" in render_thresholds(verdict)
+
+
+def test_a_flow_the_harness_lost_track_of_is_its_own_error_not_the_target_s(tmp_path: Path, scenario: Scenario) -> None:
+    """A started flow with no end record in a run that ended normally is a bug of the harness's bookkeeping:
+    status errored, exit 4, never an invariant the target failed."""
+    journal = tmp_path / "journal.jsonl"
+    with Journal(journal) as writer:
+        put(writer, "run", t=T0, event="start", run_id="run-lost", scenario="nightly-refunds", seed=7)
+        put(writer, "start", t=T0 + 1, flow_id="w0-000001", flow="refund", scheduled=None, late=False)
+        put(writer, "invariant", t=T0 + 2, invariant="one_outcome_per_flow", checked=True, violations=1,
+            detail=["w0-000001: started 1 times, ended 0 times"])
+        put(writer, "run", t=T0 + 3, event="end", status="completed", reason=None)
+
+    verdict = write_results(tmp_path / "results", scenario, [journal], [])
+
+    assert verdict.status is RunStatus.ERRORED and verdict.exit_code == ExitCode.HARNESS == 4
+    assert "harness lost track" in (verdict.reason or "")
