@@ -107,6 +107,7 @@ class Run:
         self.load: LocalLoad | DistributedLoad | None = None
         self.chaos: ChaosRunner | None = None
         self.started = 0.0
+        self.began = 0.0  # when execute() began: logged lines from before it are not this run's
         self._chaos_window: tuple[float | None, float | None] = (None, None)
         self._cpu_start: tuple[float, int, dict] | None = None
         self._cpu_end: tuple[float, int, dict] | None = None
@@ -117,6 +118,7 @@ class Run:
     def execute(self) -> int:
         """The whole run. Until it returns, Ctrl-C and SIGTERM stop the load (results are still written);
         then the handlers the caller had are back."""
+        self.began = time.time()
         self._install_signals()
         try:
             self.journal.write("run", event="start", run_id=self.folder.name, scenario=self.scenario.name,
@@ -140,7 +142,7 @@ class Run:
         self.say(f"starting the {self.scenario.target.kind} target ...")
         self.target.start()
         self.measurements.preset(replicas=self.target.labels)
-        self.collector = Collector(self._on_rejection)
+        self.collector = Collector(self._on_rejection, since=self.began)
         for source in self.target.log_sources():
             self.collector.follow(source)
         if self.options.metrics_port is not None:
