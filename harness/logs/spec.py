@@ -75,6 +75,6 @@ def parse_log_location(entry: str, index: int) -> LogSource:
             raise ValueError(f"log source {entry!r}: no path; {_FORMS}")
         return LogSource("file", path, replica or default)
     if kind == "docker":
-        docker_labels(rest)
-        return LogSource("docker", DOCKER_PREFIX + rest, default)
+        docker_labels(entry)
+        return LogSource("docker", entry, default)
     return LogSource("command", rest, default)
