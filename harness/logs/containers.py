@@ -7,9 +7,10 @@ alike. The docker SDK is imported only when a container is looked for, so import
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from harness.logs.spec import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
@@ -56,7 +57,7 @@ class ContainerFollower:
     def __init__(self, labels: dict[str, str], *, since: float) -> None:
         self.labels = [f"{key}={value}" for key, value in labels.items()]
         self.since = since
-        self._since_stamp: Stamp = (int(since), int(round((since % 1) * 1e9)))
+        self._since_stamp: Stamp = (int(since), round((since % 1) * 1e9))
         self._last: dict[str, Stamp] = {}
         self._client: Any = None
         self._stream: Any = None
@@ -92,7 +93,7 @@ class ContainerFollower:
         since = floor[0] + floor[1] / 1e9
         try:
             self._stream = container.logs(stream=True, follow=True, timestamps=True, since=max(since, 1e-9))
-        except Exception:  # gone meanwhile, or the engine is restarting: find it again
+        except Exception:  # noqa: BLE001 - gone meanwhile, or the engine is restarting: find it again
             return
         if self._closed.is_set():  # closed while attaching: close() did not see this stream
             self.close()
@@ -107,24 +108,18 @@ class ContainerFollower:
                     continue
                 self._last[container.id] = last = stamp
                 yield stamp[0] + stamp[1] / 1e9, text
-        except Exception:  # a closed or broken stream: re-attach (or stop, when closed)
+        except Exception:  # noqa: BLE001, S110 - a closed or broken stream: re-attach (or stop, when closed)
             pass
         finally:
             self._stream = None
 
     def close(self) -> None:
+        """Stop following: the open stream is closed (which ends `lines()`), and the engine client with it."""
         self._closed.set()
-        stream = self._stream
-        if stream is not None:
-            try:
-                stream.close()
-            except Exception:
-                pass
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:
-                pass
+        for closable in (self._stream, self._client):
+            if closable is not None:
+                with contextlib.suppress(Exception):  # already closed, or the engine gone: nothing left to close
+                    closable.close()
 
 
 def _split_stamp(line: str) -> tuple[Stamp | None, str]:
@@ -132,7 +127,7 @@ def _split_stamp(line: str) -> tuple[Stamp | None, str]:
     head, _, text = line.partition(" ")
     try:
         date, _, fraction = head.rstrip("Z").partition(".")
-        seconds = int(datetime.strptime(date, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp())
+        seconds = int(datetime.strptime(date, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp())
         return (seconds, int((fraction + "000000000")[:9])), text
     except ValueError:
         return None, line

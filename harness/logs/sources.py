@@ -18,6 +18,7 @@ stream does. Files are read in bounded chunks, so a huge log never sits in memor
 
 from __future__ import annotations
 
+import contextlib
 import io
 import queue
 import shlex
@@ -30,7 +31,12 @@ from typing import Any, NamedTuple
 
 from harness.logs.containers import ContainerFollower, compose_identity, split_lines
 from harness.logs.files import FileFollower
-from harness.logs.spec import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, LogSource
+from harness.logs.spec import (
+    COMPOSE_NUMBER,
+    COMPOSE_PROJECT,
+    COMPOSE_SERVICE,
+    LogSource,
+)
 
 READ_CHARS = 1 << 20
 """Characters read from a file at a time: the memory a huge file costs, whatever its size."""
@@ -286,7 +292,7 @@ class ComposeServiceSource(Source):
         while not self._stop.wait(DOCKER_WATCH_SECONDS):
             try:
                 self._start_readers(self._containers())
-            except Exception:  # noqa: BLE001 - an engine hiccup must not end the watch; the next round retries
+            except Exception:  # noqa: BLE001, S112 - an engine hiccup must not end the watch; the next round retries
                 continue
 
     def _start_readers(self, containers: list[Any]) -> None:
@@ -326,7 +332,7 @@ class ComposeServiceSource(Source):
         try:
             for t, text in lines:
                 self._queue.put(Line(replica, text, t))
-        except Exception:  # noqa: BLE001 - a container removed or an engine gone: its stream just ends
+        except Exception:  # noqa: BLE001, S110 - a container removed or an engine gone: its stream just ends
             pass
         finally:
             with self._lock:
@@ -339,10 +345,8 @@ class ComposeServiceSource(Source):
             followers = list(self._followers)
         for follower in followers:
             follower.close()
-        try:
+        with contextlib.suppress(queue.Full):  # full: the reader is behind, and sees the stop at its next line
             self._queue.put_nowait(None)
-        except queue.Full:
-            pass
 
 
 def source_for(spec: LogSource, *, since: float, label_lines: bool = True) -> Source:

@@ -15,7 +15,7 @@ epoch). A time without a zone is local time, as Python's logging and rich write 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final
 
 TIME_KEYS: Final = ("time", "timestamp", "ts", "@timestamp")
@@ -70,7 +70,7 @@ def _epoch(year: int, month: int, day: int, hour: int, minute: int, second: int,
 
 def _zone(text: str) -> timezone:
     if text in ("Z", "z"):
-        return timezone.utc
+        return UTC
     sign = -1 if text[0] == "-" else 1
     digits = text[1:].replace(":", "")
     return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))

@@ -166,10 +166,10 @@ def main(args: argparse.Namespace) -> int:
 
 def run(options: Options) -> int:
     """Open every source, read them into one count while showing it, and return the exit code."""
+    from harness.logs.sources import SourceError
     from harness.triage import display
     from harness.triage.counts import Counts
     from harness.triage.session import Session
-    from harness.logs.sources import SourceError
 
     sources = _sources(options)
     try:
