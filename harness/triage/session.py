@@ -31,9 +31,9 @@ class Session:
         counts.declare(replica for source in self.sources for replica in source.replicas)
 
     def start(self) -> None:
+        self.counts.count_lines_with(lambda: self._readers.lines)
         for source in self.sources:
-            reader = self._readers.read(source, LineParser(self._count))
-            self.counts.count_lines_with(lambda reader=reader: reader.lines)
+            self._readers.read(source, LineParser(self._count))
 
     def _count(self, rejection: Rejection) -> None:
         self.counts.add(rejection.replica, rejection.reason)
