@@ -53,11 +53,24 @@ def parse_rejection(message: str) -> tuple[str, str] | None:
     return match["method"], normalise_reason(match["reason"])
 
 
+BIND_PRINCIPAL_RETURNED: Final = "bind_principal returned"
+"""How the message of a `bind_principal` that returned a non-string starts (`... X, expected str or None`)."""
+
+_BY_COMPACT: Final = {reason.replace(" ", ""): reason for reason in REASONS}
+
+
 def normalise_reason(text: str) -> str:
-    """Map a logged reason onto `REASONS`; `bind_principal returned X, ...` counts as principal binding error."""
+    """Map a logged reason onto `REASONS`; `bind_principal returned X, ...` counts as principal binding error.
+
+    Whitespace is not significant: a console that wraps a long message (rich folds it
+    mid-word in narrow columns) gives the reason back with its spaces moved or gone.
+    """
     text = text.strip().strip('"')
     if text in REASONS:
         return text
-    if text.startswith("bind_principal returned"):
+    compact = "".join(text.split())
+    if compact in _BY_COMPACT:
+        return _BY_COMPACT[compact]
+    if compact.startswith(BIND_PRINCIPAL_RETURNED.replace(" ", "")):
         return "principal binding error"
     return OTHER_REASON

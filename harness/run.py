@@ -140,6 +140,7 @@ class Run:
     def execute(self) -> int:
         """The whole run. Until it returns, Ctrl-C and SIGTERM stop the load (results are still written);
         then the handlers the caller had are back."""
+        self.began = time.time()
         self._install_signals()
         try:
             self.journal.write(RunStarted(type=RecordType.RUN, event=RunEvent.START, t=self.began,
@@ -169,7 +170,7 @@ class Run:
         self.say(f"starting the {self.scenario.target.kind} target ...")
         self.target.start()
         self.measurements.preset(replicas=self.target.labels)
-        self.collector = Collector(self._on_rejection)
+        self.collector = Collector(self._on_rejection, since=self.began)
         for source in self.target.log_sources():
             self.collector.follow(source)
         if self.options.metrics_port is not None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.durations import Duration
 from harness.leads import LeadProfile
+from harness.logs.spec import parse_log_location
 from harness.mrtr.routing import Routing
 from harness.thresholds import parse_thresholds
 
@@ -58,6 +59,14 @@ class Target(_Strict):
     image: str | None = Field(default=None, description="docker: the image the harness starts the shop from")
     compose_project: str | None = Field(default=None, description="docker: a running compose deployment's project")
     compose_service: str | None = Field(default=None, description="docker: the replicas' compose service")
+
+    @field_validator("logs")
+    @classmethod
+    def _known_log_sources(cls, logs: list[str]) -> list[str]:
+        """Each entry must be a log source the run can follow: refused here, not when the run starts."""
+        for index, entry in enumerate(logs):
+            parse_log_location(entry, index)
+        return logs
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Target:

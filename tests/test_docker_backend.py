@@ -8,6 +8,8 @@ Every container a test creates carries the harness's run label and is gone at th
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -193,8 +195,8 @@ def test_the_log_collector_follows_a_container_across_restart_and_recreation(tar
     from harness.logs import Collector
 
     seen: list[str] = []
-    collector = Collector(lambda event: None)
-    collector._consume = lambda lines, replica, parser: seen.extend(f"{replica} {line}" for line in lines)  # type: ignore
+    collector = Collector(lambda event: None, since=time.time(),
+                          on_line=lambda replica, line: seen.append(f"{replica} {line}"))
     source = target.log_sources()[0]
     assert source.kind == "docker"
     collector.follow(source)  # how a run hands a log source over

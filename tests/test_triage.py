@@ -31,7 +31,7 @@ from harness.reasons import REASONS
 from harness.shop.deployment import ReplicaOptions, free_port
 from harness.triage.counts import Counts
 from harness.triage.display import render_live
-from harness.triage.parse import LineParser
+from harness.logs.parse import LineParser
 from tests.services import docker_engine, fail_or_skip
 from tests.test_rejection_reasons import YES, first_round, post
 
@@ -314,11 +314,18 @@ def test_a_runs_log_collector_counts_what_triage_counts(sdk_logs, name):
     """A run against servers that log through the SDK's rich console (or JSON) explains their rejections too."""
     from collections import Counter
 
-    from harness.logs import Collector
+    from harness.logs import Collector, LogSource
 
     events = []
-    collector = Collector(events.append)
-    collector.follow_file(sdk_logs / name, "r9")
+    log = sdk_logs / name
+    text = log.read_text()
+    copy = log.parent / f"followed-{name}"
+    copy.write_text("")  # a run follows a log from its end: the lines come once it is followed
+    began = log.stat().st_mtime - 60  # the run began before the SDK logged these lines (they carry its time)
+    collector = Collector(events.append, since=began)
+    collector.follow(LogSource("file", str(copy), "r9"))
+    with copy.open("a") as out:
+        out.write(text)
     collector.stop(settle=0.5)
     counted = Counter((event.reason, event.replica) for event in events)
     expected_replica = "r9" if name.startswith("rich") else "shop-7d9f-x2"  # the JSON names its pod

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
+
+from harness.logs.spec import LogSource
+
+__all__ = ["ChaosUnsupported", "LogSource", "Target", "TargetError"]
 
 
 class TargetError(RuntimeError):
@@ -13,20 +15,6 @@ class TargetError(RuntimeError):
 
 class ChaosUnsupported(RuntimeError):
     """This target cannot do that chaos action (e.g. restarting a replica of an external deployment)."""
-
-
-@dataclass(frozen=True)
-class LogSource:
-    """Where one replica's log can be read: a file followed like tail -F, a command's output, or a container's
-    log through the Docker engine (location: `docker:` and the labels that find the container, comma-separated)."""
-
-    kind: Literal["file", "command", "docker"]
-    location: str
-    replica: str
-
-    @property
-    def path(self) -> Path:
-        return Path(self.location)
 
 
 class Target(Protocol):

@@ -33,11 +33,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX
+from harness.logs.spec import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX, LogSource
 from harness.scenario import Scenario
 from harness.shop.deployment import free_port, replica_args
 from harness.shop.sealing import new_key, parse_ring, write_ring
-from harness.target.base import ChaosUnsupported, LogSource, TargetError
+from harness.target.base import ChaosUnsupported, TargetError
 from harness.target.image import (
     HOST_PYTHON_IMAGE,
     RunSpec,

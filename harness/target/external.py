@@ -1,8 +1,9 @@
 """An external target: a deployment the harness does not start, reached by its URLs.
 
-Logs come from the files or commands the scenario names (`file:PATH` or
-`file:PATH@replica`, `command:kubectl logs -f deploy/mcp`), so rejections are still
-explained by reason. Chaos is whatever the scenario can reach: none of the process
+Logs come from the files, commands or containers the scenario names (`file:PATH` or
+`file:PATH@replica`, `command:kubectl logs -f deploy/mcp --since=1s --prefix`,
+`docker:LABEL=VALUE`; see `harness.logs.spec`), so rejections are still explained by
+reason. Chaos is whatever the scenario can reach: none of the process
 operations, so each raises `ChaosUnsupported` and the run records it.
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 import socket
 from urllib.parse import urlsplit
 
+from harness.logs.spec import LogSource, parse_log_location
 from harness.scenario import Scenario
-from harness.target.base import ChaosUnsupported, LogSource, TargetError
+from harness.target.base import ChaosUnsupported, TargetError
 
 
 class ExternalTarget:
@@ -21,7 +23,7 @@ class ExternalTarget:
         self.urls = list(spec.urls)
         self.labels = [f"r{n + 1}" for n in range(len(self.urls))]
         self.api_url = spec.api.rstrip("/") if spec.api else None
-        self._logs = [_log_source(entry, index) for index, entry in enumerate(spec.logs)]
+        self._logs = [parse_log_location(entry, index) for index, entry in enumerate(spec.logs)]
 
     def start(self) -> None:
         """Check every URL accepts a connection: a target that cannot be reached exits 3.
@@ -77,12 +79,3 @@ def _accepts(url: str, timeout: float) -> bool:
         return False
     return True
 
-
-def _log_source(entry: str, index: int) -> LogSource:
-    kind, _, rest = entry.partition(":")
-    if kind == "file" and rest:
-        path, _, replica = rest.partition("@")
-        return LogSource("file", path, replica or f"log{index + 1}")
-    if kind == "command" and rest:
-        return LogSource("command", rest, f"log{index + 1}")
-    raise TargetError(f"log source {entry!r}: write file:PATH[@replica] or command:COMMAND")

@@ -12,10 +12,11 @@ import os
 import signal
 from pathlib import Path
 
+from harness.logs.spec import LogSource
 from harness.scenario import Scenario
 from harness.scenario import Target as TargetSpec
 from harness.shop.deployment import DeploymentError, LocalDeployment, ReplicaOptions
-from harness.target.base import ChaosUnsupported, LogSource, TargetError
+from harness.target.base import ChaosUnsupported, TargetError
 from harness.target.redis_process import RedisProcess
 
 

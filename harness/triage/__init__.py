@@ -8,8 +8,9 @@ in the SDK's plain, rich and JSON-formatted shapes, counts it by reason and repl
 the last minute and the whole window, and says what each reason most likely means and
 what to do next.
 
-Modules, in the order a line travels: `sources` (where lines come from), `parse` (which
-lines are rejections), `counts` (per reason and replica, windowed), `advice` (the
-on-call table), `display` (the live table, the summary, JSON), `session` (the sources
-read on threads into one count) and `cli` (the subcommand).
+Where lines come from and which are rejections is the log pipeline's (`harness.logs`,
+shared with the run's collector). Here, in the order a line travels on from there:
+`session` (the sources read into one count), `counts` (per reason and replica,
+windowed), `advice` (the on-call table), `display` (the live table, the summary, JSON)
+and `cli` (the subcommand).
 """

@@ -166,10 +166,10 @@ def main(args: argparse.Namespace) -> int:
 
 def run(options: Options) -> int:
     """Open every source, read them into one count while showing it, and return the exit code."""
+    from harness.logs.sources import SourceError
     from harness.triage import display
     from harness.triage.counts import Counts
     from harness.triage.session import Session
-    from harness.triage.sources import SourceError
 
     sources = _sources(options)
     try:
@@ -243,7 +243,7 @@ def _stop_on_sigterm() -> Any:
 
 
 def _sources(options: Options) -> list[Any]:
-    from harness.triage.sources import CommandSource, DockerSource, FileSource, StdinSource
+    from harness.logs.sources import CommandSource, ComposeServiceSource, FileSource, StdinSource
 
     follow = not options.once
     sources: list[Any] = [FileSource(path, label, follow=follow) for label, path in options.files]
@@ -251,7 +251,8 @@ def _sources(options: Options) -> list[Any]:
     if options.stdin:
         sources.append(StdinSource())
     if options.docker_service:
-        sources.append(DockerSource(options.docker_service, options.docker_project, follow=follow))
+        sources.append(ComposeServiceSource(options.docker_service, options.docker_project, follow=follow,
+                                            since=time.time()))
     return sources
 
 

@@ -1,31 +1,42 @@
-"""Where triage reads log lines from: files, a command's output, standard input, a compose service.
+"""Where log lines come from: files, a command's output, standard input, containers. One abstraction for the
+run's collector and for triage.
 
-Each source yields `(replica, line)`: `replica` is the label the source itself knows
-(a container's name, the label given to a file) or None, in which case the line's own
-text may name it (`replica=r1`, a JSON `pod` field, a `kubectl --prefix` prefix).
+A `Source` is opened (`open`, which fails early with a `SourceError`), read, and closed.
+Files are *polled*: `FileSource.read_lines` returns what was added since the last call,
+so one poller serves every file (`harness.logs.readers`). Everything else is a
+*stream*: `lines()` blocks on a pipe or the engine and runs on its own thread. Each line
+comes with the replica its source knows (a container's name, the label given to a file)
+or None, in which case the line's own text may name it (`replica=r1`, a JSON `pod`
+field, a `kubectl --prefix` prefix), and with the time the source says it was written
+when it knows one (the engine's timestamp).
 
-In live mode a file is followed from its end like `tail -F` (rotation and truncation
-included, by `harness.logs.FileFollower`), a container from now on; with `once`, every
+Followed, a file is read from its end as of `open` (like `tail -F`, rotation and
+truncation included), a container from `since`; read once (`follow=False`), every
 source is read to its end and stops. A command and standard input end when their
 stream does. Files are read in bounded chunks, so a huge log never sits in memory whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import queue
 import shlex
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from harness.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, POLL_SECONDS, FileFollower
-
-Line = tuple[str | None, str]
+from harness.logs.containers import ContainerFollower, compose_identity, split_lines
+from harness.logs.files import FileFollower
+from harness.logs.spec import (
+    COMPOSE_NUMBER,
+    COMPOSE_PROJECT,
+    COMPOSE_SERVICE,
+    LogSource,
+)
 
 READ_CHARS = 1 << 20
 """Characters read from a file at a time: the memory a huge file costs, whatever its size."""
@@ -34,16 +45,27 @@ DOCKER_WATCH_SECONDS = 2.0
 """How often a followed compose service is listed again, to follow containers that (re)started."""
 
 
+class Line(NamedTuple):
+    """One line of a stream: the replica its source knows (or None), the text, and when it was written if the
+    source knows (or None)."""
+
+    replica: str | None
+    text: str
+    t: float | None = None
+
+
 class SourceError(Exception):
-    """A source could not be opened or reached (exit 3): a missing file with --once, no engine, no command."""
+    """A source could not be opened or reached: a missing file read once, no engine, no such command."""
 
 
 class Source:
-    """One stream of log lines. `open` fails early and clearly; `lines` runs on its own thread."""
+    """One stream of log lines. `open` fails early and clearly; then the source is polled or streamed."""
 
     name: str = "source"
     finite: bool = True
     """True when the source ends by itself (read once, stdin, a command); False when it follows forever."""
+    polled: bool = False
+    """True for a file (`read_lines`, on the shared poller); False for a stream (`lines`, on its own thread)."""
 
     def __init__(self) -> None:
         self.replicas: tuple[str, ...] = ()
@@ -57,6 +79,7 @@ class Source:
         return None
 
     def lines(self) -> Iterator[Line]:
+        """A stream's lines, blocking until each comes; ends with the stream or at `close()`."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -64,7 +87,9 @@ class Source:
 
 
 class FileSource(Source):
-    """A log file, followed across rotation and truncation (live), or read to its end once."""
+    """A log file, followed across rotation and truncation (from its end as of `open`), or read to its end once."""
+
+    polled = True
 
     def __init__(self, path: Path, replica: str | None = None, *, follow: bool = True) -> None:
         super().__init__()
@@ -74,7 +99,6 @@ class FileSource(Source):
         self.name = f"file {path}" + (f" ({replica})" if replica else "")
         self.replicas = (replica,) if replica else ()
         self._follower: FileFollower | None = None
-        self._first: list[str] = []
 
     def open(self) -> str | None:
         if self.path.is_dir():
@@ -87,54 +111,47 @@ class FileSource(Source):
                 self.path.open("rb").close()
             except OSError as exc:
                 raise SourceError(f"cannot read {self.path}: {exc.strerror}") from None
-        # Live: from the end, as of now (what was logged before is history, not the incident); a file
-        # that appears later is new throughout. Opened here, so a line written once triage started counts.
-        self._follower = FileFollower(self.path, from_start=self.finite or not existed)
-        if not self.finite:
-            self._first = self._follower.read_lines(READ_CHARS)
+        # Followed: from the end, as of now (what was logged before is history, not the incident); a file
+        # that appears later is new throughout. Opened here, so a line written once reading started counts.
+        self._follower = FileFollower(self.path, from_start=self.finite)
         return None if existed else f"waiting for {self.path} to appear"
 
-    def lines(self) -> Iterator[Line]:
-        follower = self._follower
-        assert follower is not None, "open() first"
-        replica = self.replica
-        try:
-            for line in self._first:
-                yield replica, line
-            while True:
-                batch = follower.read_lines(READ_CHARS)
-                if batch:
-                    for line in batch:
-                        yield replica, line
-                    if self._stop.is_set():
-                        return
-                    continue
-                if self.finite:
-                    rest = follower.take_partial()
-                    if rest:
-                        yield replica, rest
-                    return
-                if self._stop.wait(POLL_SECONDS):
-                    return
-        finally:
-            follower.close()
+    def read_lines(self) -> list[str]:
+        """The complete lines added since the last call (at most about `READ_CHARS`); [] when none."""
+        assert self._follower is not None, "open() first"
+        return self._follower.read_lines(READ_CHARS)
+
+    def take_partial(self) -> str:
+        """The last line when it has no newline: read once, a file's end is the end of its last line."""
+        assert self._follower is not None, "open() first"
+        return self._follower.take_partial()
+
+    def close(self) -> None:
+        super().close()
+        if self._follower is not None:
+            self._follower.close()
 
 
 class CommandSource(Source):
     """A command whose output is a log stream: `kubectl logs -f ...`, `journalctl -f ...`, `docker logs -f ...`.
 
     Run without a shell (split like a shell would), in its own session, with stderr merged
-    into stdout (where most programs log); stopped by its PID when triage stops.
+    into stdout (where most programs log); stopped by its PID on `close()`. The command
+    decides where its stream starts: give it one that starts now (`--since`, `--tail=0`,
+    `-n0`), since a line without a timestamp cannot be told apart from history.
     """
 
-    def __init__(self, command: str) -> None:
+    def __init__(self, command: str, replica: str | None = None) -> None:
         super().__init__()
         self.command = command
+        self.replica = replica
         self.name = f"command {command!r}"
         self.argv = shlex.split(command)
         self._process: subprocess.Popen[bytes] | None = None
 
     def open(self) -> str | None:
+        if not self.argv:
+            raise SourceError("an empty command")
         try:
             self._process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, start_new_session=True)
@@ -145,8 +162,9 @@ class CommandSource(Source):
     def lines(self) -> Iterator[Line]:
         process = self._process
         assert process is not None and process.stdout is not None, "open() first"
+        replica = self.replica
         for line in io.TextIOWrapper(process.stdout, encoding="utf-8", errors="replace"):
-            yield None, line
+            yield Line(replica, line)
         code = process.wait()
         if code != 0 and not self._stop.is_set():
             self.failure = f"{self.name} exited with code {code}"
@@ -178,31 +196,53 @@ class StdinSource(Source):
         stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace") \
             if hasattr(sys.stdin, "buffer") else sys.stdin
         for line in stream:
-            yield None, line
+            yield Line(None, line)
 
 
-class DockerSource(Source):
+class ContainerSource(Source):
+    """The container a set of labels finds (a docker target's replica), followed from `since` across restarts
+    and recreations by `ContainerFollower`; each line carries the engine's timestamp."""
+
+    finite = False
+
+    def __init__(self, labels: dict[str, str], replica: str | None = None, *, since: float) -> None:
+        super().__init__()
+        self.replica = replica
+        self.name = "docker " + ",".join(f"{key}={value}" for key, value in labels.items())
+        self._follower = ContainerFollower(labels, since=since)
+
+    def lines(self) -> Iterator[Line]:
+        replica = self.replica
+        for t, text in self._follower.lines():
+            yield Line(replica, text, t)
+
+    def close(self) -> None:
+        super().close()
+        self._follower.close()
+
+
+class ComposeServiceSource(Source):
     """The containers of one compose service (by its labels), each line labelled with its container's name.
 
-    Live, every running container is followed from now on by `harness.logs.ContainerFollower`
+    Followed, every running container is followed from `since` by a `ContainerFollower`
     (which re-attaches when the container restarts or is recreated, without reading a line
     twice), and the service is listed again every few seconds so a container that starts
-    later (a scale-up) is followed too. With `once`, the whole log of every container of the
-    service, stopped ones included, is read and the source ends.
+    later (a scale-up) is followed too. Read once, the whole log of every container of
+    the service, stopped ones included, is read and the source ends.
     """
 
-    def __init__(self, service: str, project: str | None = None, *, follow: bool = True) -> None:
+    def __init__(self, service: str, project: str | None = None, *, follow: bool = True, since: float) -> None:
         super().__init__()
         self.service = service
         self.project = project
         self.finite = not follow
         self.name = f"docker service {service}" + (f" (project {project})" if project else "")
+        self.since = since
         self._client: Any = None
-        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue(maxsize=256)
+        self._queue: queue.Queue[Line | None] = queue.Queue(maxsize=256)
         self._readers: dict[str, threading.Thread] = {}
-        self._followers: list[Any] = []
+        self._followers: list[ContainerFollower] = []
         self._lock = threading.Lock()
-        self._started = time.time()
 
     @property
     def labels(self) -> dict[str, str]:
@@ -230,12 +270,12 @@ class DockerSource(Source):
 
     def _containers(self) -> list[Any]:
         selector = [f"{key}={value}" for key, value in self.labels.items()]
-        return self._client.containers.list(all=self.finite, filters={"label": selector})
+        return list(self._client.containers.list(all=self.finite, filters={"label": selector}))
 
     def lines(self) -> Iterator[Line]:
         self._start_readers(self._containers())
         if not self.finite:
-            threading.Thread(target=self._watch, daemon=True, name=f"triage-{self.name}").start()
+            threading.Thread(target=self._watch, daemon=True, name=f"logs-{self.name}").start()
         while True:
             item = self._queue.get()
             if item is None:
@@ -252,65 +292,47 @@ class DockerSource(Source):
         while not self._stop.wait(DOCKER_WATCH_SECONDS):
             try:
                 self._start_readers(self._containers())
-            except Exception:  # noqa: BLE001 - an engine hiccup must not end the watch; the next round retries
+            except Exception:  # noqa: BLE001, S112 - an engine hiccup must not end the watch; the next round retries
                 continue
 
     def _start_readers(self, containers: list[Any]) -> None:
         with self._lock:
             for container in containers:
-                key = self._identity(container)
+                key = compose_identity(container)
                 if key in self._readers or self._stop.is_set():
                     continue
                 target = self._read_once if self.finite else self._follow
                 thread = threading.Thread(target=target, args=(key, container), daemon=True,
-                                          name=f"triage-docker-{container.name}")
+                                          name=f"logs-docker-{container.name}")
                 self._readers[key] = thread
                 thread.start()
         if self.finite and not containers:
             self._queue.put(None)
 
-    @staticmethod
-    def _identity(container: Any) -> str:
-        """One compose replica across restarts and recreations: project, service and number; else the id."""
-        labels = container.labels or {}
-        number = labels.get(COMPOSE_NUMBER)
-        if number is None:
-            return container.id
-        return "/".join((labels.get(COMPOSE_PROJECT, ""), labels.get(COMPOSE_SERVICE, ""), number))
-
     def _follow(self, key: str, container: Any) -> None:
-        from harness.logs import ContainerFollower
-
+        if key == container.id:  # not a compose container: its own stream, from `since`
+            stream = container.logs(stream=True, follow=True, since=self.since)
+            self._pump(key, container.name, ((None, text) for text in split_lines(stream)))
+            return
         labels = dict(self.labels)
-        if key != container.id:
-            labels[COMPOSE_PROJECT] = container.labels.get(COMPOSE_PROJECT, "")
-            labels[COMPOSE_NUMBER] = container.labels[COMPOSE_NUMBER]
-            follower = ContainerFollower(labels, since=self._started)
-            with self._lock:
-                self._followers.append(follower)
-            if self._stop.is_set():
-                follower.close()
-            self._pump(key, container.name, follower.lines())
-        else:  # not a compose container: its own stream, from now on
-            self._pump(key, container.name, self._stream(container, follow=True, since=self._started))
+        labels[COMPOSE_PROJECT] = container.labels.get(COMPOSE_PROJECT, "")
+        labels[COMPOSE_NUMBER] = container.labels[COMPOSE_NUMBER]
+        follower = ContainerFollower(labels, since=self.since)
+        with self._lock:
+            self._followers.append(follower)
+        if self._stop.is_set():
+            follower.close()
+        self._pump(key, container.name, follower.lines())
 
     def _read_once(self, key: str, container: Any) -> None:
-        self._pump(key, container.name, self._stream(container, follow=False))
+        stream = container.logs(stream=True, follow=False)
+        self._pump(key, container.name, ((None, text) for text in split_lines(stream)))
 
-    def _stream(self, container: Any, **options: Any) -> Iterator[str]:
-        partial = b""
-        for chunk in container.logs(stream=True, **options):
-            lines = (partial + chunk).split(b"\n")
-            partial = lines.pop()
-            yield from (line.decode("utf-8", "replace") for line in lines)
-        if partial:
-            yield partial.decode("utf-8", "replace")
-
-    def _pump(self, key: str, replica: str, lines: Iterator[str]) -> None:
+    def _pump(self, key: str, replica: str, lines: Iterator[tuple[float | None, str]]) -> None:
         try:
-            for line in lines:
-                self._queue.put((replica, line))
-        except Exception:  # noqa: BLE001 - a container removed or an engine gone: its stream just ends
+            for t, text in lines:
+                self._queue.put(Line(replica, text, t))
+        except Exception:  # noqa: BLE001, S110 - a container removed or an engine gone: its stream just ends
             pass
         finally:
             with self._lock:
@@ -323,7 +345,19 @@ class DockerSource(Source):
             followers = list(self._followers)
         for follower in followers:
             follower.close()
-        try:
+        with contextlib.suppress(queue.Full):  # full: the reader is behind, and sees the stop at its next line
             self._queue.put_nowait(None)
-        except queue.Full:
-            pass
+
+
+def source_for(spec: LogSource, *, since: float, label_lines: bool = True) -> Source:
+    """The source that reads a target's `LogSource`, followed: a file from its end, a container from `since`.
+
+    `label_lines=False` leaves the spec's replica out of the lines, so a line's own
+    `replica=` field (or prefix) names its replica and the caller falls back on the spec's.
+    """
+    replica = spec.replica if label_lines else None
+    if spec.kind == "file":
+        return FileSource(spec.path, replica, follow=True)
+    if spec.kind == "docker":
+        return ContainerSource(spec.labels, replica, since=since)
+    return CommandSource(spec.location, replica)

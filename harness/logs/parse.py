@@ -1,7 +1,7 @@
 """Which log lines are the SDK's `requestState` rejections, in every shape a replica prints them.
 
 The SDK logs one WARNING on `mcp.server.request_state`: `requestState rejected on
-<method>: <reason>`. It reaches triage in three shapes:
+<method>: <reason>`. It reaches the run's collector and triage in three shapes:
 
 - **plain**: one line per record whatever the format around the message (the shop's
   `2026-11-30T05:12:57.934Z WARNING replica=r1 mcp.server.request_state: requestState
@@ -16,7 +16,9 @@ The SDK logs one WARNING on `mcp.server.request_state`: `requestState rejected o
   when the shipper adds one.
 
 Most lines of a busy server are something else, so `feed` first does one cheap
-substring test and returns; only lines that pass it are looked at further.
+substring test and returns; only lines that pass it are looked at further (and only
+those have their timestamp read: `logged_at`, see `harness.logs.stamps`). The reason is
+read by `harness.reasons`, the one parser of the SDK's message.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.reasons import OTHER_REASON, REASONS, normalise_reason, parse_rejection
+from harness.logs.stamps import line_time, record_time
+from harness.reasons import BIND_PRINCIPAL_RETURNED, REASONS, normalise_reason, parse_rejection
 
 MARK: Final = "requestState"
 LEVEL: Final = "WARNING"
@@ -55,8 +58,8 @@ _RICH_PATH = re.compile(r"\s+[\w.\-]+\.py:\S*\s*$")
 """rich's right-hand column (`request_state.py:263`, or `request_state.py:2…` when squeezed)."""
 
 _COMPACT_HEAD = "requestStaterejectedon"
-_COMPACT_REASONS: Final = {reason.replace(" ", ""): reason for reason in REASONS}
-_COMPACT_BIND = "bind_principalreturned"
+_COMPACT_REASONS: Final = frozenset(reason.replace(" ", "") for reason in REASONS)
+_COMPACT_BIND = BIND_PRINCIPAL_RETURNED.replace(" ", "")
 _COMPACT_BIND_END = "orNone"
 
 
@@ -80,6 +83,8 @@ class Rejection:
     replica: str | None
     reason: str
     method: str
+    logged_at: float | None = None
+    """When the line says it was written (its own timestamp, else the one its source gave), if known."""
 
 
 OnRejection = Callable[[Rejection], None]
@@ -93,6 +98,7 @@ class _Pending:
     column: int
     compact: str
     since: float
+    logged_at: float | None
 
 
 def clean_label(value: Any) -> str | None:
@@ -117,12 +123,13 @@ class LineParser:
         self._pending: dict[str | None, _Pending] = {}
         self._lock = threading.Lock()
 
-    def feed(self, line: str, replica: str | None = None) -> None:
-        """Look at one line (with or without its newline); `replica` is what the source knows, if anything."""
+    def feed(self, line: str, replica: str | None = None, t: float | None = None) -> None:
+        """Look at one line (with or without its newline); `replica` is what the source knows, if anything,
+        and `t` when the source says the line was written (the engine's timestamp of a container's line)."""
         if not self._pending and MARK not in line and LEVEL not in line:
             return
         with self._lock:
-            self._parse(line, replica)
+            self._parse(line, replica, t)
 
     def flush(self, older_than: float | None = None) -> None:
         """Finish unfinished rich records (all, or those waiting more than `older_than` seconds)."""
@@ -137,7 +144,7 @@ class LineParser:
 
     # --- the slow path: a line that may be a rejection, or continue one --------------------------
 
-    def _parse(self, line: str, replica: str | None) -> None:
+    def _parse(self, line: str, replica: str | None, t: float | None) -> None:
         line = line.rstrip("\r\n")
         if "\x1b" in line:
             line = _ANSI.sub("", line)
@@ -151,11 +158,11 @@ class LineParser:
         if MARK not in line and LEVEL not in line:
             return
         stripped = line.lstrip()
-        if stripped.startswith("{") and self._parse_json(stripped, replica):
+        if stripped.startswith("{") and self._parse_json(stripped, replica, t):
             return
-        if LEVEL in line and self._parse_rich_head(line, replica):
+        if LEVEL in line and self._parse_rich_head(line, replica, t):
             return
-        self._parse_plain(line, replica)
+        self._parse_plain(line, replica, t)
 
     @staticmethod
     def _strip_prefix(line: str, replica: str | None) -> tuple[str | None, str]:
@@ -170,17 +177,17 @@ class LineParser:
             return replica, line
         return replica or clean_label(match["name"]), line[match.end():]
 
-    def _parse_plain(self, text: str, replica: str | None) -> bool:
+    def _parse_plain(self, text: str, replica: str | None, t: float | None) -> bool:
         parsed = parse_rejection(text)
         if parsed is None:
             return False
         if replica is None:
             field = _REPLICA_FIELD.search(text)
             replica = clean_label(field["replica"]) if field else None
-        self._emit(Rejection(replica, parsed[1], parsed[0]))
+        self._emit(Rejection(replica, parsed[1], parsed[0], _first(line_time(text), t)))
         return True
 
-    def _parse_json(self, text: str, replica: str | None) -> bool:
+    def _parse_json(self, text: str, replica: str | None, t: float | None) -> bool:
         try:
             record = json.loads(text)
         except ValueError:
@@ -190,9 +197,9 @@ class LineParser:
         message = next((record[key] for key in MESSAGE_KEYS if isinstance(record.get(key), str)), None)
         if message is None or MARK not in message:
             return True  # a JSON record, and not a rejection
-        return self._parse_plain(message, replica or _json_replica(record))
+        return self._parse_plain(message, replica or _json_replica(record), _first(record_time(record), t))
 
-    def _parse_rich_head(self, line: str, replica: str | None) -> bool:
+    def _parse_rich_head(self, line: str, replica: str | None, t: float | None) -> bool:
         match = _RICH_HEAD.match(line)
         if match is None:
             return False
@@ -200,7 +207,7 @@ class LineParser:
         compact = _compact(message)
         if not (compact.startswith(_COMPACT_HEAD) or _COMPACT_HEAD.startswith(compact)):
             return False  # another WARNING, or a plain line with the level before other fields
-        pending = _Pending(replica, match.end("lead"), compact, self._clock())
+        pending = _Pending(replica, match.end("lead"), compact, self._clock(), _first(line_time(line), t))
         if not self._complete(pending):
             self._pending[replica] = pending
         return True
@@ -220,13 +227,13 @@ class LineParser:
         parsed = _split_compact(pending.compact)
         if parsed is None or _is_unfinished(parsed[1]):
             return False
-        self._emit(Rejection(pending.replica, _reason_from_compact(parsed[1]), parsed[0]))
+        self._emit(Rejection(pending.replica, normalise_reason(parsed[1]), parsed[0], pending.logged_at))
         return True
 
     def _finish(self, pending: _Pending) -> None:
         parsed = _split_compact(pending.compact)
         if parsed is not None and parsed[1]:
-            self._emit(Rejection(pending.replica, _reason_from_compact(parsed[1]), parsed[0]))
+            self._emit(Rejection(pending.replica, normalise_reason(parsed[1]), parsed[0], pending.logged_at))
 
 
 def _split_compact(compact: str) -> tuple[str, str] | None:
@@ -239,12 +246,9 @@ def _split_compact(compact: str) -> tuple[str, str] | None:
     return method, reason
 
 
-def _reason_from_compact(compact_reason: str) -> str:
-    if compact_reason in _COMPACT_REASONS:
-        return _COMPACT_REASONS[compact_reason]
-    if compact_reason.startswith(_COMPACT_BIND):
-        return normalise_reason("bind_principal returned")
-    return OTHER_REASON
+def _first(own: float | None, given: float | None) -> float | None:
+    """A line's own time wins over the one its source gave."""
+    return own if own is not None else given
 
 
 def _json_replica(record: dict[str, Any]) -> str | None:

@@ -1,0 +1,192 @@
+"""Sources read into their parsers: every file on one shared poller, every stream on its own thread.
+
+A followed file has no way to say it grew except being looked at again, and the old way
+(a thread per file, each waking ten times a second) cost a wake-up per file per tenth of
+a second. Here one poller looks at every file of a reader set in turn, ten times a
+second whatever their number, and reads on at once while any file still has lines (in
+bounded chunks, one file after another, so a huge file does not starve the others).
+Streams (a command's pipe, a container's log, standard input) block in the kernel or the
+engine until a line comes, so each gets a thread (a greenlet under Locust) that costs
+nothing while it waits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from harness.logs.parse import LineParser
+from harness.logs.sources import FileSource, Source
+
+POLL_SECONDS = 0.1
+"""How often the poller looks at the files when none had anything new: one wake-up for all of them."""
+RICH_SETTLE = 0.5
+"""Seconds a rich record may wait for its continuation lines before it is counted as it stands."""
+DRAIN_SECONDS = 5.0
+"""At `stop`, how long the poller may go on reading what the files still hold (a file written without pause
+would otherwise never be finished)."""
+
+
+class Reader:
+    """One source and its parser, with what reading it came to."""
+
+    def __init__(self, source: Source, parser: LineParser) -> None:
+        self.source = source
+        self.parser = parser
+        self.lines = 0
+        self.error: str | None = None
+        self.ended = False
+
+
+class Readers:
+    """Reads every source added (`read`) into its parser until each ends (read once) or `stop()` (followed)."""
+
+    def __init__(self, *, settle: float = RICH_SETTLE) -> None:
+        self.settle = settle
+        self._readers: list[Reader] = []
+        self._files: list[Reader] = []
+        self._threads: list[threading.Thread] = []
+        self._poller: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._active = 0
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def read(self, source: Source, parser: LineParser) -> Reader:
+        """Start reading an opened source now: a file joins the poller, a stream gets its thread."""
+        reader = Reader(source, parser)
+        with self._lock:
+            self._readers.append(reader)
+            self._active += 1
+            self._idle.clear()
+            if isinstance(source, FileSource):
+                self._files.append(reader)
+                if self._poller is None or not self._poller.is_alive():
+                    self._poller = threading.Thread(target=self._poll, daemon=True, name="logs-file-poller")
+                    self._poller.start()
+                return reader
+        thread = threading.Thread(target=self._stream, args=(reader,), daemon=True, name=f"logs-{source.name}")
+        self._threads.append(thread)
+        thread.start()
+        return reader
+
+    @property
+    def readers(self) -> Sequence[Reader]:
+        return tuple(self._readers)
+
+    @property
+    def lines(self) -> int:
+        return sum(reader.lines for reader in self._readers)
+
+    @property
+    def failures(self) -> list[str]:
+        """What went wrong with sources after they opened (an error, a command exiting non-zero)."""
+        failures = [reader.error for reader in self._readers if reader.error]
+        failures += [reader.source.failure for reader in self._readers if reader.source.failure]
+        return failures
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every source has ended (True) or `timeout` passes (False)."""
+        return self._idle.wait(timeout)
+
+    def tick(self, older_than: float) -> None:
+        """Finish rich records a quiet stream left unfinished for `older_than` seconds."""
+        for reader in self.readers:
+            reader.parser.flush(older_than=older_than)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Close every source (commands by their PID), read what the files still hold, finish the parsers."""
+        self._stop.set()
+        for reader in self.readers:
+            if not reader.source.polled:
+                reader.source.close()
+        deadline = time.monotonic() + timeout
+        threads = [*self._threads, *([self._poller] if self._poller is not None else [])]
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for reader in self.readers:
+            reader.parser.flush()
+
+    # --- the threads -----------------------------------------------------------------------------
+
+    def _end(self, reader: Reader) -> None:
+        reader.parser.flush()
+        with self._lock:
+            if reader.ended:
+                return
+            reader.ended = True
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+
+    def _stream(self, reader: Reader) -> None:
+        feed = reader.parser.feed
+        try:
+            for replica, text, t in reader.source.lines():
+                feed(text, replica, t)
+                reader.lines += 1
+        except Exception as exc:  # noqa: BLE001 - reported as the source's failure, the others carry on
+            reader.error = f"{reader.source.name}: {exc.__class__.__name__}: {exc}"
+        finally:
+            self._end(reader)
+
+    def _poll(self) -> None:
+        """Look at every file in turn; sleep only when none had anything new. Ends when no file is left to read,
+        or after the last reading once `stop()` was called."""
+        drain_until: float | None = None
+        try:
+            while True:
+                stopping = self._stop.is_set()
+                if stopping and drain_until is None:
+                    drain_until = time.monotonic() + DRAIN_SECONDS
+                with self._lock:
+                    files = [reader for reader in self._files if not reader.ended]
+                    if not files:
+                        self._poller = None
+                        return
+                busy = False
+                for reader in files:
+                    busy |= self._read_file(reader)
+                if stopping and (not busy or time.monotonic() > (drain_until or 0.0)):
+                    return
+                if not busy:
+                    for reader in files:
+                        reader.parser.flush(older_than=self.settle)
+                    self._stop.wait(POLL_SECONDS)
+        finally:
+            with self._lock:
+                files = [reader for reader in self._files if not reader.ended]
+            for reader in files:
+                reader.source.close()
+                self._end(reader)
+
+    def _read_file(self, reader: Reader) -> bool:
+        """One bounded read of one file into its parser; True if it had lines."""
+        source = reader.source
+        assert isinstance(source, FileSource)
+        replica = source.replica
+        try:
+            batch = source.read_lines()
+            if not batch and source.finite:
+                rest = source.take_partial()
+                batch = [rest] if rest else []
+                self._feed(reader, batch, replica)
+                source.close()
+                self._end(reader)
+                return False
+        except OSError as exc:
+            reader.error = f"{source.name}: {exc.__class__.__name__}: {exc}"
+            source.close()
+            self._end(reader)
+            return False
+        self._feed(reader, batch, replica)
+        return bool(batch)
+
+    @staticmethod
+    def _feed(reader: Reader, lines: list[str], replica: str | None) -> None:
+        feed = reader.parser.feed
+        for line in lines:
+            feed(line, replica)
+        reader.lines += len(lines)

@@ -1,0 +1,248 @@
+"""The log pipeline a run reads its rejections through: only this run's lines, every shape, one poller.
+
+Real files written while they are followed, real commands, a real `mrtr-harness run`
+against a real MRTR server (the garden) as an external target, and `mrtr-harness
+validate` as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from harness.journal import read_journal
+from harness.logs import Collector, LogSource, RejectionEvent, parse_log_location
+from tests.harness_run import ROOT
+from tests.servers import start_server
+
+WAIT_SECONDS = 30.0
+HOUR = 3600.0
+
+
+def shop_line(t: float, reason: str, replica: str = "r1") -> str:
+    """A rejection as the shop's replicas log it, stamped `t`."""
+    stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return f"{stamp} WARNING replica={replica} mcp.server.request_state: requestState rejected on tools/call: {reason}\n"
+
+
+def python_default_line(t: float, reason: str) -> str:
+    """Python's default `%(asctime)s` format (local time, comma before the milliseconds)."""
+    moment = datetime.fromtimestamp(t)
+    return (moment.strftime("%Y-%m-%d %H:%M:%S") + f",{moment.microsecond // 1000:03d} WARNING "
+            f"mcp.server.request_state: requestState rejected on tools/call: {reason}\n")
+
+
+def json_line(t: float, reason: str, key: str = "time") -> str:
+    return json.dumps({key: datetime.fromtimestamp(t, UTC).isoformat(), "level": "WARNING",
+                       "message": f"requestState rejected on tools/call: {reason}", "pod": "shop-1"}) + "\n"
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def append(path: Path, *lines: str) -> None:
+    with path.open("a") as out:
+        out.write("".join(lines))
+
+
+# --- a whole run -------------------------------------------------------------------------------
+
+SCENARIO = """
+name = "history"
+seed = 3
+duration = "6s"
+grace = "2s"
+
+[target]
+kind = "external"
+urls = ["{url}"]
+logs = ["file:{log}@app"]
+
+[load]
+arrival_rate = 2
+
+[[flows]]
+kind = "call"
+tool = "water"
+arguments = {{ bed_id = "B-3" }}
+"""
+
+
+@pytest.fixture(scope="module")
+def garden(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("garden")
+    running = start_server("tests.servers.garden", "--sse", env={"GARDEN_REQUEST_STATE_KEY": "ab" * 32},
+                           log=folder / "garden.log")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_a_run_counts_the_rejections_logged_during_it_not_the_logs_history(garden, tmp_path):
+    log = tmp_path / "app.log"
+    an_hour_ago = time.time() - HOUR
+    log.write_text("".join(shop_line(an_hour_ago + n, "unknown key") for n in range(40)))
+    scenario = tmp_path / "history.toml"
+    scenario.write_text(SCENARIO.format(url=garden.url, log=log))
+    results = tmp_path / "results"
+    run = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(results),
+                            "--quiet"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: _journal_has(results, "load-started"), "the load to start")
+        written = time.time()
+        stamps = [written - 0.5 + n * 0.1 for n in range(5)]
+        append(log, *(shop_line(t, "expired") for t in stamps))
+        append(log, shop_line(time.time() - HOUR, "seal"))  # written now, but an old line (shipped late)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, output
+    journal = list(read_journal(next(results.iterdir()) / "journal.jsonl"))
+    rejections = [record for record in journal if record["type"] == "rejection"]
+    assert [(record["replica"], record["reason"]) for record in rejections] == [("r1", "expired")] * 5
+    assert [record["t"] for record in rejections] == pytest.approx(stamps, abs=1e-3), \
+        "each rejection keeps the time its line says it was logged"
+    reconciliation = next(record for record in journal if record["type"] == "reconciliation")
+    assert reconciliation["logged"] == 5
+
+
+def _journal_has(results: Path, event: str) -> bool:
+    journals = list(results.glob("*/journal.jsonl")) if results.exists() else []
+    return bool(journals) and f'"{event}"' in journals[0].read_text()
+
+
+# --- the collector, source by source ------------------------------------------------------------
+
+
+def collect(since: float) -> tuple[Collector, list[RejectionEvent]]:
+    events: list[RejectionEvent] = []
+    lock = threading.Lock()
+
+    def on_rejection(event: RejectionEvent) -> None:
+        with lock:
+            events.append(event)
+
+    return Collector(on_rejection, since=since), events
+
+
+def test_a_followed_file_is_read_from_its_end_and_old_stamps_are_dropped_in_every_shape(tmp_path):
+    log = tmp_path / "app.log"
+    began = time.time()
+    log.write_text(shop_line(began - 1, "seal"))  # there before it was followed: history
+    collector, events = collect(since=began)
+    collector.follow(LogSource("file", str(log), "app"))
+    now = time.time()
+    append(log,
+           shop_line(now, "expired", replica="r2"),
+           python_default_line(now, "audience"),
+           json_line(now, "malformed"),
+           json_line(now, "unknown key", key="@timestamp"),
+           "requestState rejected on tools/call: principal drift\n",  # no time of its own: kept, read now
+           shop_line(began - HOUR, "seal"),
+           python_default_line(began - HOUR, "seal"),
+           json_line(began - HOUR, "seal", key="ts"),
+           "[pod/shop-7d9f-abcde/shop] " + shop_line(began - HOUR, "seal"))
+    collector.stop(settle=0.3)
+    assert sorted((event.replica, event.reason) for event in events) == [
+        ("app", "audience"), ("app", "principal drift"), ("r2", "expired"), ("shop-1", "malformed"),
+        ("shop-1", "unknown key")]
+    assert collector.dropped == 4
+    assert all(now - 0.01 <= event.t <= time.time() for event in events), [event.t - now for event in events]
+
+
+def test_a_file_that_appears_after_it_is_followed_is_read_from_its_start(tmp_path):
+    log = tmp_path / "later.log"
+    collector, events = collect(since=time.time())
+    collector.follow(LogSource("file", str(log), "app"))
+    log.write_text(shop_line(time.time(), "expired") + shop_line(time.time(), "seal"))
+    wait_for(lambda: len(events) == 2, "both lines of the new file")
+    collector.stop(settle=0)
+    assert [event.reason for event in events] == ["expired", "seal"]
+
+
+def test_a_command_that_replays_history_counts_only_lines_stamped_since_the_run_began(tmp_path):
+    backlog = tmp_path / "backlog.log"
+    began = time.time()
+    backlog.write_text(shop_line(began - HOUR, "seal") * 30 + shop_line(began + 0.2, "expired"))
+    collector, events = collect(since=began)
+    collector.follow(parse_log_location(f"command:cat {backlog}", 0))
+    wait_for(lambda: collector.lines_read == 31, "the command's output")
+    collector.stop(settle=0)
+    assert [(event.replica, event.reason) for event in events] == [("r1", "expired")]
+    assert events[0].t == pytest.approx(began + 0.2, abs=1e-3)
+    assert collector.dropped == 30
+
+
+def test_one_poller_thread_follows_every_file(tmp_path):
+    logs = [tmp_path / f"r{n}.log" for n in range(1, 7)]
+    for log in logs:
+        log.write_text("")
+    before = set(threading.enumerate())
+    collector, events = collect(since=time.time())
+    for n, log in enumerate(logs, start=1):
+        collector.follow(LogSource("file", str(log), f"r{n}"))
+    started = [thread for thread in threading.enumerate() if thread not in before]
+    for log in logs:
+        append(log, shop_line(time.time(), "expired", replica=log.stem))
+    wait_for(lambda: len(events) == len(logs), "a line from every file")
+    collector.stop(settle=0)
+    assert [thread.name for thread in started] == ["logs-file-poller"], "one thread for six files"
+    assert sorted(event.replica for event in events) == [log.stem for log in logs]
+    assert not any(thread.is_alive() for thread in started), "the poller ends with the collector"
+
+
+# --- the scenario's log entries ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ("file:logs/r1.log@r1", LogSource("file", "logs/r1.log", "r1")),
+    ("file:logs/app.log", LogSource("file", "logs/app.log", "log2")),
+    ("command:kubectl logs -f deploy/mcp --since=1s --prefix",
+     LogSource("command", "kubectl logs -f deploy/mcp --since=1s --prefix", "log2")),
+    ("docker:com.docker.compose.service=replica", LogSource("docker", "docker:com.docker.compose.service=replica",
+                                                             "log2")),
+])
+def test_a_log_entry_names_its_kind_location_and_replica(entry, expected):
+    assert parse_log_location(entry, 1) == expected
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("sytem:/var/log/x", "unknown kind 'sytem'"),
+    ("/var/log/app.log", "unknown kind"),
+    ("command:", "nothing after 'command:'"),
+    ("docker:replica", "write docker:LABEL=VALUE"),
+])
+def test_a_bad_log_entry_is_refused_with_the_forms_it_may_take(entry, message):
+    with pytest.raises(ValueError, match=message):
+        parse_log_location(entry, 0)
+
+
+def test_validate_refuses_an_unknown_log_kind_with_exit_2_and_its_line(tmp_path):
+    scenario = tmp_path / "typo.toml"
+    text = SCENARIO.format(url="http://127.0.0.1:9/mcp", log="app.log").replace('"file:app.log@app"',
+                                                                               '"sytem:/var/log/x"')
+    scenario.write_text(text)
+    line = next(n for n, row in enumerate(text.splitlines(), start=1) if row.startswith("logs ="))
+    finished = subprocess.run([sys.executable, "-m", "harness", "validate", str(scenario)], check=False, cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+    output = finished.stdout + finished.stderr
+    assert finished.returncode == 2, output
+    assert f"{scenario}:{line}: target.logs" in output and "unknown kind 'sytem'" in output, output
+    assert "Traceback" not in output
