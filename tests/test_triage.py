@@ -32,7 +32,7 @@ from harness.shop.deployment import ReplicaOptions, free_port
 from harness.triage.counts import Counts
 from harness.triage.display import render_live
 from harness.logs.parse import LineParser
-from tests.services import docker_engine, fail_or_skip
+from tests.services import docker_engine, fail_or_skip, sigint_default
 from tests.test_rejection_reasons import YES, first_round, post
 
 WAIT_SECONDS = 30.0
@@ -208,7 +208,7 @@ def triage(capsys, *args: str) -> tuple[int, dict]:
 def live_triage(*args: str) -> subprocess.Popen[str]:
     """`mrtr-harness triage --json ARGS`, live, in its own process (stopped by `stop`)."""
     return subprocess.Popen([sys.executable, "-m", "harness", "triage", "--json", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=sigint_default)
 
 
 def stop(process: subprocess.Popen[str]) -> tuple[int, dict]:
