@@ -390,21 +390,27 @@ class Run:
         self.measurements.unexplained.inc(unexplained)
 
     def _check_invariants(self) -> None:
-        ledger = self._ledger()
-        for result in check_invariants(ledger, self.figures.starts, self.figures.flows):
+        ledger, ledger_error = self._read_ledger()
+        for result in check_invariants(ledger, self.figures.starts, self.figures.flows, ledger_error=ledger_error):
             self.journal.write("invariant", invariant=result.name, checked=result.checked,
                                violations=result.violations, detail=result.examples)
             if result.violations:
                 self.measurements.invariant_violations.labels(invariant=result.name).inc(result.violations)
 
     def _ledger(self) -> list[dict[str, Any]] | None:
+        return self._read_ledger()[0]
+
+    def _read_ledger(self) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """The target's ledger rows and, when it declares a ledger that cannot be read, why (else None)."""
         api = self.target.api_url if self.target is not None else None
         if api is None:
-            return None
+            return None, None
         try:
-            return httpx.get(f"{api}/ledger", timeout=30.0).json()["refunds"]
-        except (httpx.HTTPError, ValueError, KeyError):
-            return None
+            response = httpx.get(f"{api}/ledger", timeout=30.0)
+            response.raise_for_status()
+            return response.json()["refunds"], None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            return None, f"GET {api}/ledger: {type(exc).__name__}: {exc}"
 
     def _hypothesis(self, phase: str, figures: RunFigures) -> None:
         """Probe the steady state on the flows that ended in this phase's window.
