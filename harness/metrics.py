@@ -1,9 +1,8 @@
 """Every number the harness exports, defined once: names, help, units and label sets.
 
-The names are a contract with `dashboards/` (see DESIGN, Metrics): prefix `mrtr_`, base
-units, `_total` on counters, histograms rather than summaries, bounded labels only (a
-flow kind, an outcome, a round number up to 10, a replica label, a reason; never a flow,
-order or user id). Every label value known in advance is pre-set to zero, so a panel
+The names are a contract with `dashboards/`: prefix `mrtr_`, base units, `_total` on
+counters, histograms rather than summaries, bounded labels only (a flow kind, an outcome,
+a round number up to 10, a replica label, a reason; never a flow, order or user id). Every label value known in advance is pre-set to zero, so a panel
 shows a flat zero instead of "no data".
 
 Locust workers keep the same objects and also buffer every update; the buffer goes to

@@ -113,8 +113,10 @@ class Load(_Strict):
     users: int | None = Field(default=None, ge=1, description="support agents, closed model")
     ramp: Duration = Field(default=0.0, description="time to reach the full arrival rate (from a tenth "
                                                      "of it) or all users (0: at once)")
-    routing: Routing = Field(default=Routing.ROUND_ROBIN, description="which replica each round lands on: "
-                                                                      + ", ".join(item.value for item in Routing))
+    routing: Routing = Field(
+        default=Routing.ROUND_ROBIN, description="where each round lands: round-robin and random spread them; "
+                                                "other-replica sends every retry to another replica; same-replica "
+                                                "keeps a call on one (what stickiness does)")
     timeout: PositiveDuration = Field(default=30.0, description="the client's limit for one POST round, real")
     max_in_flight: int = Field(default=100_000, ge=1, description="open model: at this many flows in flight, new "
                                                                   "starts wait (and count as late)")
@@ -187,7 +189,8 @@ def flow_label(flow: FlowSpec) -> str:
 
 class _Chaos(_Strict):
     at: Duration = Field(description="when it starts, from the start of the load (0: at once), real")
-    replica: int | None = Field(default=None, ge=1, description="1-based; default: the first replica")
+    replica: int | None = Field(default=None, ge=1,
+                                description="1-based; default: the first (set-ttl: every replica in turn)")
 
 
 class ReplicaAction(_Chaos):

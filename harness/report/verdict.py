@@ -2,7 +2,7 @@
 
 Every output (summary.json, junit.xml, report.html, the terminal table) shows this one
 verdict rather than deciding for itself, so CI, people and the exit code never disagree.
-The statuses are Chaos Toolkit's journal statuses; the exit codes are DESIGN's.
+The statuses are Chaos Toolkit's journal statuses; the exit codes are listed in docs/exit-codes.md.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class RunStatus(StrEnum):
 
 
 class ExitCode(IntEnum):
-    """The process exit codes DESIGN fixes; CI branches on these."""
+    """The process exit codes (docs/exit-codes.md); CI branches on these, so they never change meaning."""
 
     PASSED = 0
     FAILED = 1  # thresholds, invariants, reconciliation, hypothesis, or a run that did not finish
