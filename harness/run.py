@@ -1,6 +1,6 @@
 """`mrtr-harness run`: one scenario, from target up to verdict, with results written as it goes.
 
-The flow of one run (DESIGN): target up -> log collector -> Locust load with leads ->
+The flow of one run (docs/architecture.md): target up -> log collector -> Locust load with leads ->
 chaos on schedule -> load stops, flows in flight get a grace period -> rejections
 reconciled with logged reasons -> ledger invariants -> chaos rolled back -> target down
 -> results and exit code. Every step leaves its trace in the journal as it happens, so
