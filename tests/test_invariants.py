@@ -3,16 +3,29 @@
 Against the shop these breaks cannot happen (its transitions are compare-and-set), so
 these ledgers are written by hand: without them nothing would show that the checks can
 fail. Earlier runs' refunds on the same store must raise nothing, and a ledger that
-cannot be read must fail the run instead of passing as "not checked".
+cannot be read must fail the run instead of passing as "not checked": both also through
+real runs against the shop on a Redis store an earlier run left broken refunds on.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from harness.invariants import INVARIANTS, InvariantResult, check_invariants
+from harness.shop.catalogue import build_catalogue
+from harness.shop.store import open_store
+from tests.harness_run import ROOT, run_harness
+from tests.services import redis_server
 
 
 def row(refund_id: str, quote_id: str, status: str, *, released: int = 0, paid: int = 0,
@@ -139,3 +152,132 @@ def test_a_target_without_a_ledger_leaves_the_ledger_invariants_unchecked_and_pa
     results = judge(None, CLEAN_FLOWS)
     assert broken(results) == {}
     assert {name for name, result in results.items() if result.checked} == {"one_outcome_per_flow"}
+
+
+# --- end to end: a run against a store an earlier run left a double release on --------------
+
+AGAIN = """\
+name = "again-on-the-same-store"
+seed = 5
+duration = "6s"
+grace = "5s"
+time_scale = 60
+
+[target]
+kind = "external"
+urls = {urls}
+api = "{api}"
+
+[load]
+arrival_rate = 3
+routing = "other-replica"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+weight = 3
+
+[[flows]]
+kind = "refund"
+amount = "below-limit"
+
+[leads]
+think = {{ dist = "constant", value = "6s" }}
+decline = 0.3
+"""
+
+
+def _start_shop(store_url: str, workdir: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """`mrtr-harness shop up` on the given store: its API URL and its replicas' MCP URLs."""
+    shop = subprocess.Popen([sys.executable, "-m", "harness", "shop", "up", "--replicas", "2", "--store", store_url,
+                             "--workdir", str(workdir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=ROOT)
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("Ctrl-C" in line for line in lines) and shop.poll() is None:
+        lines.append(shop.stdout.readline() if shop.stdout else "")
+    output = "".join(lines)
+    api = re.search(r"shop API\s+(http://127\.0\.0\.1:\d+)", output)
+    urls = re.findall(r"(http://127\.0\.0\.1:\d+/mcp)", output)
+    if api is None or len(urls) != 2:
+        _stop(shop)
+        pytest.fail(f"shop up did not start:\n{output}")
+    return shop, api[1], urls
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM: `shop up` stops every process it started, by their PIDs."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def _earlier_run(api: str, store_url: str) -> dict[str, str]:
+    """Refunds an earlier run left behind, each breaking a rule: released twice, paid twice, released unasked.
+
+    The shop's transitions cannot release or pay twice, so the earlier run's bug is made
+    by counting one more release and payout in the store, as a broken replica would have.
+    """
+    held, small = build_catalogue().order_ids(needs_confirmation=True), build_catalogue().order_ids(
+        needs_confirmation=False)
+    made = {}
+    for name, order_id in (("released twice", held[-1]), ("released unasked", held[-2]), ("paid twice", small[-1])):
+        refund = httpx.post(f"{api}/refunds", json={"order_id": order_id, "quote_id": f"Q-earlier-{name}"})
+        refund.raise_for_status()
+        made[name] = refund.json()["refund_id"]
+    for name in ("released twice", "released unasked"):
+        httpx.post(f"{api}/refunds/{made[name]}/confirm").raise_for_status()
+    httpx.post(f"{api}/refunds/{made['paid twice']}/payout").raise_for_status()
+    with open_store(store_url) as store:
+        store.incr("released", made["released twice"])
+        store.incr("paid", made["paid twice"])
+    return made
+
+
+@pytest.fixture(scope="module")
+def broken_store(tmp_path_factory) -> Iterator[tuple[str, list[str], dict[str, str]]]:
+    """The shop up on a Redis store holding an earlier run's broken refunds: its API, replicas, those refunds."""
+    with redis_server() as store_url:
+        shop, api, urls = _start_shop(store_url, tmp_path_factory.mktemp("shop"))
+        try:
+            yield api, urls, _earlier_run(api, store_url)
+        finally:
+            _stop(shop)
+
+
+def test_a_run_on_a_store_an_earlier_run_broke_judges_only_its_own_refunds(broken_store, tmp_path):
+    api, urls, earlier = broken_store
+    scenario = tmp_path / "again.toml"
+    scenario.write_text(AGAIN.format(urls=json.dumps(urls), api=api))
+    finished = run_harness(scenario, tmp_path / "results")
+    ledger = {row["refund_id"]: row for row in httpx.get(f"{api}/ledger").json()["refunds"]}
+    assert finished.code == 0, finished.output
+    # the ledger the run read held the earlier run's breaks ...
+    assert ledger[earlier["released twice"]]["released"] == 2
+    assert ledger[earlier["paid twice"]]["paid"] == 2
+    assert ledger[earlier["released unasked"]]["status"] == "requested"
+    # ... and every ledger invariant was checked, on refunds of this run's own quotes, and held
+    invariants = finished.summary["invariants"]
+    assert set(invariants) == set(INVARIANTS)
+    assert all(result["checked"] and result["passed"] for result in invariants.values()), invariants
+    flows = [record for record in finished.journal() if record["type"] == "flow"]
+    quotes = {record.get("quote_id") for record in flows} - {None}
+    assert any(record.get("held") for record in flows)
+    assert len([row for row in ledger.values() if row["quote_id"] in quotes]) == len(quotes)
+
+
+def test_a_declared_ledger_that_cannot_be_read_fails_the_run(broken_store, tmp_path):
+    """The replicas answer, but the API the target declares does not: not "unchecked", a failed run."""
+    _, urls, _ = broken_store
+    scenario = tmp_path / "no-ledger.toml"
+    scenario.write_text(AGAIN.format(urls=json.dumps(urls), api="http://127.0.0.1:9").replace('"6s"', '"2s"'))
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 1, finished.output
+    readable = finished.summary["invariants"]["ledger_readable"]
+    assert readable["checked"] and not readable["passed"]
+    assert "127.0.0.1:9/ledger" in " ".join(readable["detail"] or [])
+    assert "ledger_readable" in finished.output
