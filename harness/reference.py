@@ -103,16 +103,16 @@ _CONSTRAINTS = (("gt", "> {}"), ("ge", ">= {}"), ("lt", "< {}"), ("le", "<= {}")
 class _Section:
     """One heading of the reference: a table's model, or the variants of a discriminated union."""
 
-    def __init__(self, title: str, key: str, model: type[BaseModel] | None = None,
+    def __init__(self, title: str, model: type[BaseModel] | None = None,
                  variants: tuple[type[BaseModel], ...] = (), discriminator: str = "") -> None:
         self.title = title
-        self.key = key
         self.model = model
         self.variants = variants
         self.discriminator = discriminator
 
     @property
     def anchor(self) -> str:
+        """The id GitHub gives the heading, for links from a field's type."""
         return "".join(ch for ch in self.title.lower().replace(" ", "-") if ch.isalnum() or ch in "-_")
 
 
@@ -132,7 +132,7 @@ def scenario_reference() -> str:
 
 def _sections(root: type[BaseModel]) -> list[_Section]:
     """The root model, then every table and union it contains, depth first, each once."""
-    found: list[_Section] = [_Section("Top level", "", model=root)]
+    found: list[_Section] = [_Section("Top level", model=root)]
     seen: set[int] = {id(root)}
 
     def visit(model: type[BaseModel], prefix: str) -> None:
@@ -142,13 +142,12 @@ def _sections(root: type[BaseModel]) -> list[_Section]:
             union = _discriminated(inner) or _field_union(info)
             if union is not None:
                 variants, discriminator = union
-                if id(variants) not in {id(s.variants) for s in found} and \
-                        not any(set(s.variants) == set(variants) for s in found):
-                    found.append(_Section(_union_title(key, many, discriminator), key, variants=variants,
+                if not any(set(section.variants) == set(variants) for section in found):
+                    found.append(_Section(_union_title(key, many, discriminator), variants=variants,
                                           discriminator=discriminator))
             elif isinstance(inner, type) and issubclass(inner, BaseModel) and id(inner) not in seen:
                 seen.add(id(inner))
-                found.append(_Section(f"[[{key}]]" if many else f"[{key}]", key, model=inner))
+                found.append(_Section(f"[[{key}]]" if many else f"[{key}]", model=inner))
                 visit(inner, f"{key}.")
 
     visit(root, "")
@@ -166,7 +165,7 @@ def _render_section(section: _Section, sections: list[_Section]) -> list[str]:
         return lines + _field_table(section.model, sections) + [""]
     lines += [f"One of these, chosen by `{section.discriminator}`.", ""]
     for variant in section.variants:
-        values = _literal_values(variant.model_fields[section.discriminator].annotation)
+        values = typing.get_args(variant.model_fields[section.discriminator].annotation)
         lines += [f"### {section.discriminator} = " + " | ".join(f'"{value}"' for value in values), ""]
         lines += _own_doc(variant)
         lines += _field_table(variant, sections, skip=section.discriminator) + [""]
@@ -304,10 +303,6 @@ def _discriminated(annotation: Any) -> tuple[tuple[type[BaseModel], ...], str] |
     if discriminator is None:
         return None
     return tuple(typing.get_args(union)), discriminator
-
-
-def _literal_values(annotation: Any) -> tuple[Any, ...]:
-    return typing.get_args(annotation)
 
 
 # --- shared -------------------------------------------------------------------------------------
