@@ -6,10 +6,11 @@ lead's think time, a TTL and a chaos schedule.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -18,7 +19,8 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 def parse_duration(text: str | int | float) -> float:
     """Return seconds for "90s", "10m", "1h30m", "250ms" or a bare number of seconds.
 
-    Raises ValueError with the offending text, so a scenario error can name it.
+    Raises ValueError with the offending text, so a scenario error can name it; "inf" and
+    "nan" are refused, since a run, a TTL or a wait that never ends is never what was meant.
     """
     if isinstance(text, bool):
         raise ValueError(f"not a duration: {text!r}")
@@ -33,6 +35,8 @@ def parse_duration(text: str | int | float) -> float:
             if not parts or "".join(n + u for n, u in parts) != compact:
                 raise ValueError(f"not a duration: {text!r} (write e.g. '90s', '10m', '1h30m', '250ms')") from None
             seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if not math.isfinite(seconds):
+        raise ValueError(f"a duration must be finite: {text!r}")
     if seconds < 0:
         raise ValueError(f"a duration cannot be negative: {text!r}")
     return seconds
@@ -57,4 +61,7 @@ def format_duration(seconds: float) -> str:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
-"""A pydantic field type: accepts "90s", "10m", or a number of seconds; holds seconds."""
+"""A pydantic field type: accepts "90s", "10m", or a number of seconds; holds finite seconds, 0 or more."""
+
+PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+"""A `Duration` that must be above zero: for lengths where zero means nothing (a run, a TTL, a timeout)."""

@@ -5,6 +5,12 @@ paid twice shows there. The journal says what each flow's lead answered, so toge
 they prove that nothing was released without an accepted answer, that every confirmed
 flow's refund went out and that every declined or abandoned one is still held. A
 violation fails the run whatever the thresholds say.
+
+Only this run's refunds are judged: the ledger rows whose quote one of this run's flows
+created (the `quote_id` on its journal `flow` record). A store that outlives runs (the
+compose stack's Redis) holds earlier runs' refunds, and their history is not this run's
+doing. A target that declares a ledger which then cannot be read fails `ledger_readable`:
+an unread ledger proves nothing, so it must never pass as "not checked".
 """
 
 from __future__ import annotations
@@ -14,9 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.shop.catalogue import POLICY_LIMIT_CENTS
-
 INVARIANTS = (
+    "ledger_readable",
     "no_double_release",
     "no_double_payout",
     "no_release_without_accept",
@@ -24,8 +29,12 @@ INVARIANTS = (
     "confirmed_refund_released",
     "declined_refund_still_held",
 )
+LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name != "one_outcome_per_flow")
+"""The invariants that need the target's ledger: unchecked when the target declares none."""
+
 _REFUND_FLOWS = {"refund", "replay", "tamper", "change-args"}
 _NOT_ANSWERED_YES = {"declined", "cancelled", "abandoned"}
+_RELEASED = ("requested", "paid")
 EXAMPLES = 5
 
 
@@ -43,30 +52,50 @@ class InvariantResult:
 
 
 def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[dict[str, Any]],
-                     flows: Iterable[dict[str, Any]]) -> list[InvariantResult]:
-    """Every invariant's result; ledger ones are marked unchecked when the target has no shop ledger."""
+                     flows: Iterable[dict[str, Any]], *, ledger_error: str | None = None) -> list[InvariantResult]:
+    """Every invariant's result, judged on this run's flows and the ledger rows of the quotes they created.
+
+    `ledger` None with `ledger_error` None: the target declares no ledger, so the ledger
+    invariants are unchecked. `ledger` None with `ledger_error` set: the declared ledger
+    could not be read, a `ledger_readable` violation naming the error.
+    """
     starts, flows = list(starts), list(flows)
     results = {name: InvariantResult(name) for name in INVARIANTS}
     _one_outcome_per_flow(results["one_outcome_per_flow"], starts, flows)
     if ledger is None:
-        for name in INVARIANTS:
-            if name != "one_outcome_per_flow":
-                results[name].checked = False
+        for name in LEDGER_INVARIANTS:
+            results[name].checked = False
+        if ledger_error is not None:
+            results["ledger_readable"].checked = True
+            results["ledger_readable"].violate(f"the target's ledger could not be read: {ledger_error}")
         return list(results.values())
-    by_quote = {row["quote_id"]: row for row in ledger}
-    for row in ledger:
+    ours = this_runs_refunds(ledger, flows)
+    for row in ours:
         if row["released"] > 1:
-            results["no_double_release"].violate(f"{row['refund_id']} released {row['released']} times")
+            results["no_double_release"].violate(_refund(row) + f" released {row['released']} times")
         if row["paid"] > 1:
-            results["no_double_payout"].violate(f"{row['refund_id']} paid {row['paid']} times")
-    _release_needs_accept(results["no_release_without_accept"], ledger, flows)
-    _flows_match_ledger(results, by_quote, flows)
+            results["no_double_payout"].violate(_refund(row) + f" paid {row['paid']} times")
+    _release_needs_accept(results["no_release_without_accept"], ours, flows)
+    _flows_match_ledger(results, {row["quote_id"]: row for row in ours}, flows)
     return list(results.values())
 
 
+def this_runs_refunds(ledger: list[dict[str, Any]], flows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ledger rows whose quote a flow of this run created; earlier runs' refunds are left out."""
+    quotes = {flow["quote_id"] for flow in flows if flow.get("quote_id")}
+    return [row for row in ledger if row.get("quote_id") in quotes]
+
+
 def ledger_violations(ledger: list[dict[str, Any]]) -> int:
-    """The live check a run can afford while it goes: double releases and payouts only."""
+    """The live check a run can afford while it goes: double releases and payouts only.
+
+    It reads the whole ledger: flows still in flight have not journaled their quotes yet.
+    """
     return sum(1 for row in ledger if row["released"] > 1 or row["paid"] > 1)
+
+
+def _refund(row: dict[str, Any]) -> str:
+    return f"{row['refund_id']} (quote {row['quote_id']})"
 
 
 def _one_outcome_per_flow(result: InvariantResult, starts: list[dict], flows: list[dict]) -> None:
@@ -77,11 +106,13 @@ def _one_outcome_per_flow(result: InvariantResult, starts: list[dict], flows: li
             result.violate(f"{flow_id}: started {started[flow_id]} times, ended {ended[flow_id]} times")
 
 
-def _release_needs_accept(result: InvariantResult, ledger: list[dict], flows: list[dict]) -> None:
+def _release_needs_accept(result: InvariantResult, ours: list[dict], flows: list[dict]) -> None:
+    """A refund this run's journal says was held is released only if some flow on its quote accepted."""
+    held = {flow["quote_id"] for flow in flows if flow.get("held") and flow.get("quote_id")}
     accepted = {flow.get("quote_id") for flow in flows if "accept" in (flow.get("answers") or [])}
-    for row in ledger:
-        if row["amount_cents"] > POLICY_LIMIT_CENTS and row["released"] and row["quote_id"] not in accepted:
-            result.violate(f"{row['refund_id']} (quote {row['quote_id']}) released with no accepted answer")
+    for row in ours:
+        if row["quote_id"] in held and row["released"] and row["quote_id"] not in accepted:
+            result.violate(_refund(row) + " released with no accepted answer")
 
 
 def _flows_match_ledger(results: dict[str, InvariantResult], by_quote: dict[str, dict], flows: list[dict]) -> None:
@@ -89,7 +120,7 @@ def _flows_match_ledger(results: dict[str, InvariantResult], by_quote: dict[str,
         if flow.get("flow") not in _REFUND_FLOWS or not flow.get("held") or flow.get("quote_id") not in by_quote:
             continue
         row = by_quote[flow["quote_id"]]
-        if flow["outcome"] == "completed" and row["status"] not in ("requested", "paid"):
+        if flow["outcome"] == "completed" and row["status"] not in _RELEASED:
             results["confirmed_refund_released"].violate(
                 f"{flow['flow_id']}: completed, but {row['refund_id']} is {row['status']}")
         if flow["outcome"] in _NOT_ANSWERED_YES and row["status"] != "needs_confirmation":

@@ -75,6 +75,8 @@ class FlowOutcome(StrEnum):
 
 
 class ChaosPhase(StrEnum):
+    """The `phase` of a `chaos` record: an action's start, then its end (with how it went)."""
+
     START = "start"
     END = "end"
 

@@ -132,6 +132,8 @@ class Run:
         self.target_error: str | None = None
         self.error: str | None = None
         """The harness's own first failure, in one line (exit 4); its traceback is in TRACEBACK_FILE."""
+        self.ledger_before: int | None = None
+        """Double releases and payouts the ledger held when the live check first read it (another run's)."""
         self._overrun_said = False
         self._previous_handlers: dict[signal.Signals, Any] = {}
 
@@ -178,6 +180,9 @@ class Run:
                                             host=self.options.metrics_host,
                                             targets_folder=self.options.prometheus_targets, run_id=self.folder.name)
             self.exporter.start(self.target.urls, self.target.labels)
+        if self.scenario.abort_on_violation:
+            ledger, _ = self._ledger()
+            self.ledger_before = ledger_violations(ledger) if ledger is not None else None
         self.say(f"target up: {', '.join(self.target.urls)}")
 
     def _drive(self) -> None:
@@ -301,8 +306,18 @@ class Run:
                 self._abort_on_ledger_violation()
 
     def _abort_on_ledger_violation(self) -> None:
+        """Stop at once when a refund is released or paid twice during this run.
+
+        Flows in flight have not journaled their quotes yet, so this cannot ask which refunds
+        are this run's; it counts what the ledger held before the load (another run's doing,
+        on a shared store) as already there, and aborts only on a new double release or payout.
+        """
         ledger, _ = self._ledger()
-        if ledger is not None and ledger_violations(ledger):
+        if ledger is None:
+            return
+        if self.ledger_before is None:
+            self.ledger_before = ledger_violations(ledger)
+        elif ledger_violations(ledger) > self.ledger_before:
             self.stop_reason = "aborted: a refund was released or paid twice"
             self.say(self.stop_reason)
 
@@ -372,8 +387,8 @@ class Run:
     def _check_invariants(self) -> None:
         if self.target is None:
             return
-        ledger, _ = self._ledger()
-        for result in check_invariants(ledger, self.figures.starts, self.figures.flows):
+        ledger, ledger_error = self._ledger()
+        for result in check_invariants(ledger, self.figures.starts, self.figures.flows, ledger_error=ledger_error):
             self.journal.write(InvariantChecked(type=RecordType.INVARIANT, t=time.time(), invariant=result.name,
                                                 checked=result.checked, violations=result.violations,
                                                 detail=result.examples))
@@ -386,9 +401,11 @@ class Run:
         if api is None:
             return None, None
         try:
-            return httpx.get(f"{api}/ledger", timeout=30.0).json()["refunds"], None
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
-            return None, f"{api}/ledger could not be read: {type(exc).__name__}: {exc}"
+            response = httpx.get(f"{api}/ledger", timeout=30.0)
+            response.raise_for_status()
+            return response.json()["refunds"], None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            return None, f"GET {api}/ledger: {type(exc).__name__}: {exc}"
 
     def _probe_after(self) -> None:
         until = self.chaos_window[1]

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.durations import Duration
+from harness.durations import Duration, PositiveDuration
 from harness.leads import LeadProfile
 from harness.logs.spec import parse_log_location
 from harness.mrtr.routing import Routing
@@ -27,6 +27,18 @@ class ScenarioError(ValueError):
     """A scenario that cannot run, with the file, the field and the line when known."""
 
 
+class FieldProblem(ValueError):
+    """A model validator's error that belongs to one field of its table: `where` is that field's path in the table.
+
+    Pydantic places a model validator's error on the whole table (or, at the top level, on
+    nothing), so the error could name no line; `_explain` appends `where` to the location.
+    """
+
+    def __init__(self, message: str, *where: str | int) -> None:
+        super().__init__(message)
+        self.where = where
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -34,27 +46,39 @@ class _Strict(BaseModel):
 class ReplicaOverride(_Strict):
     """How one replica of an embedded target differs from the others (1-based `replica`)."""
 
-    replica: int = Field(ge=1)
-    name: str | None = None
-    clock_offset: Duration | None = None
-    clock_behind: bool = False
-    launch: Literal["cli", "module"] = "cli"
-    store: Literal["shared", "memory"] = "shared"
-    answers_store: Literal["shared", "memory"] = "shared"
+    replica: int = Field(ge=1, description="which replica (1-based) these settings apply to")
+    name: str | None = Field(default=None, description="its server name, the audience its states are sealed for "
+                                                       "(default: the target's name)")
+    clock_offset: Duration | None = Field(default=None, description="how far its clock runs ahead (0 or more)")
+    clock_behind: bool = Field(default=False, description="the clock_offset runs behind instead of ahead")
+    launch: Literal["cli", "module"] = Field(
+        default="cli", description="how it is started: the harness command, or `python -m harness.shop.server` "
+                                   "(the resolver's answer key then differs)")
+    store: Literal["shared", "memory"] = Field(default="shared", description="memory: quotes and refunds only "
+                                                                             "this process sees")
+    answers_store: Literal["shared", "memory"] = Field(default="shared", description="memory: a once-only record "
+                                                                                     "only this process sees")
 
 
 class Target(_Strict):
     """The deployment under test: embedded (the harness starts the shop), external, or docker."""
 
-    kind: Literal["embedded", "external", "docker"] = "embedded"
-    replicas: int = Field(default=3, ge=1, le=32)
-    store: Literal["sqlite", "redis", "memory"] = "sqlite"
-    keyring: Literal["file", "ephemeral"] = "file"
-    ttl: Duration = 600.0
-    name: str = "shop"
-    overrides: list[ReplicaOverride] = Field(default_factory=list)
-    urls: list[str] = Field(default_factory=list)
-    api: str | None = None
+    kind: Literal["embedded", "external", "docker"] = Field(
+        default="embedded", description="embedded: the harness starts the shop; external: replicas at `urls`; "
+                                        "docker: containers through the Docker engine")
+    replicas: int = Field(default=3, ge=1, le=32, description="how many MCP replicas (embedded, docker)")
+    store: Literal["sqlite", "redis", "memory"] = Field(
+        default="sqlite", description="where the shop keeps quotes, refunds and once-only records (embedded); "
+                                      "redis needs redis-server")
+    keyring: Literal["file", "ephemeral"] = Field(
+        default="file", description="sealing keys: a ring file per replica, re-read on change, or per-process "
+                                    "keys that die with the process")
+    ttl: PositiveDuration = Field(default=600.0, description="how long a requestState lives, modelled")
+    name: str = Field(default="shop", description="the replicas' server name, the audience states are sealed for")
+    overrides: list[ReplicaOverride] = Field(default_factory=list, description="replicas that differ from the rest")
+    urls: list[str] = Field(default_factory=list, description="external: the replicas' (or the balancer's) MCP URLs")
+    api: str | None = Field(default=None, description="external: the shop API's base URL, whose `GET /ledger` "
+                                                      "the invariants read; none: ledger invariants unchecked")
     logs: list[str] = Field(default_factory=list)
     image: str | None = Field(default=None, description="docker: the image the harness starts the shop from")
     compose_project: str | None = Field(default=None, description="docker: a running compose deployment's project")
@@ -71,48 +95,62 @@ class Target(_Strict):
     @model_validator(mode="after")
     def _fits_kind(self) -> Target:
         if self.kind == "external" and not self.urls:
-            raise ValueError("an external target needs urls = [the replicas' or the balancer's MCP URLs]")
+            raise FieldProblem("an external target needs urls = [the replicas' or the balancer's MCP URLs]", "kind")
         if self.kind == "docker" and (self.image is None) == (self.compose_project is None):
-            raise ValueError("a docker target needs either image = \"...\" (the harness starts the shop from it, "
-                             "e.g. \"mrtr-harness/host-python:test\") or compose_project = \"...\" (a running "
-                             "compose deployment), not both")
-        if self.kind != "docker" and (self.image or self.compose_project or self.compose_service):
-            raise ValueError("image, compose_project and compose_service apply to kind = \"docker\" only")
+            raise FieldProblem("a docker target needs either image = \"...\" (the harness starts the shop from it, "
+                               "e.g. \"mrtr-harness/host-python:test\") or compose_project = \"...\" (a running "
+                               "compose deployment), not both", "image" if self.image else "kind")
+        docker_only = [name for name in ("image", "compose_project", "compose_service") if getattr(self, name)]
+        if self.kind != "docker" and docker_only:
+            raise FieldProblem("image, compose_project and compose_service apply to kind = \"docker\" only",
+                               docker_only[0])
         for override in self.overrides:
             if override.replica > self.replicas:
-                raise ValueError(f"overrides names replica {override.replica}, but there are {self.replicas}")
+                raise FieldProblem(f"overrides names replica {override.replica}, but there are {self.replicas}",
+                                   "overrides")
         return self
 
 
 class Load(_Strict):
     """How flows arrive: an open model (arrivals per second) or a closed one (agents working in turn)."""
 
-    model: Literal["open", "closed"] = "open"
-    arrival_rate: float | None = Field(default=None, gt=0, description="flows per second, open model")
+    model: Literal["open", "closed"] = Field(
+        default="open", description="open: flows arrive at `arrival_rate` whatever is in flight; closed: `users` "
+                                    "agents each work one flow after another")
+    arrival_rate: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                       description="flows per second, open model (Poisson arrivals)")
     users: int | None = Field(default=None, ge=1, description="support agents, closed model")
-    ramp: Duration = 0.0
-    routing: Routing = Routing.ROUND_ROBIN
-    timeout: Duration = 30.0
-    max_in_flight: int = Field(default=100_000, ge=1)
+    ramp: Duration = Field(default=0.0, description="time to reach the full arrival rate (from a tenth "
+                                                     "of it) or all users (0: at once)")
+    routing: Routing = Field(
+        default=Routing.ROUND_ROBIN, description="where each round lands: round-robin and random spread them; "
+                                                "other-replica sends every retry to another replica; same-replica "
+                                                "keeps a call on one (what stickiness does)")
+    timeout: PositiveDuration = Field(default=30.0, description="the client's limit for one POST round, real")
+    max_in_flight: int = Field(default=100_000, ge=1, description="open model: at this many flows in flight, new "
+                                                                  "starts wait (and count as late)")
 
     @model_validator(mode="after")
     def _rate_or_users(self) -> Load:
         if self.model == "open" and self.arrival_rate is None:
-            raise ValueError("an open model needs arrival_rate (flows per second)")
+            raise FieldProblem("an open model needs arrival_rate (flows per second)", "model")
         if self.model == "closed" and self.users is None:
-            raise ValueError("a closed model needs users (how many agents work flows one after another)")
+            raise FieldProblem("a closed model needs users (how many agents work flows one after another)", "model")
         return self
 
 
 class _Flow(_Strict):
-    weight: float = Field(default=1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0, allow_inf_nan=False,
+                          description="its share of the flows started, relative to the other flows' weights")
 
 
 class RefundFlow(_Flow):
     """quote_refund then issue_refund: one round at or under the limit, two above it."""
 
     kind: Literal["refund"]
-    amount: Literal["any", "above-limit", "below-limit"] = "any"
+    amount: Literal["any", "above-limit", "below-limit"] = Field(
+        default="any", description="which orders: above the policy limit (held, a lead must confirm), below it "
+                                   "(released at once), or any")
 
 
 class ReturnFlow(_Flow):
@@ -137,8 +175,9 @@ class CallFlow(_Flow):
     """Any tool of any MRTR server: the leads answer whatever it asks, from its schema."""
 
     kind: Literal["call"]
-    tool: str = Field(min_length=1)
-    arguments: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
+    tool: str = Field(min_length=1, description="the tool to call")
+    arguments: list[dict[str, Any]] = Field(default_factory=lambda: [{}],
+                                            description="its arguments: one table, or a list to pick from at random")
     name: str | None = Field(default=None, description="label for metrics (default: the tool name)")
 
     @field_validator("arguments", mode="before")
@@ -158,8 +197,9 @@ def flow_label(flow: FlowSpec) -> str:
 
 
 class _Chaos(_Strict):
-    at: Duration
-    replica: int | None = Field(default=None, ge=1, description="1-based; default: the first replica")
+    at: Duration = Field(description="when it starts, from the start of the load (0: at once), real")
+    replica: int | None = Field(default=None, ge=1,
+                                description="1-based; default: the first (set-ttl: every replica in turn)")
 
 
 class ReplicaAction(_Chaos):
@@ -169,40 +209,57 @@ class ReplicaAction(_Chaos):
 
 
 class PauseAction(_Chaos):
+    """Freeze a replica (SIGSTOP, or the engine's pause) for `duration`, then resume it."""
+
     action: Literal["pause"]
-    duration: Duration = 5.0
+    duration: PositiveDuration = Field(default=5.0, description="how long the replica stays paused, real")
 
 
 class RollingRestart(_Chaos):
+    """Restart every replica, one after another."""
+
     action: Literal["rolling-restart"]
-    interval: Duration = 2.0
+    interval: Duration = Field(default=2.0, description="wait between one replica serving again and the next "
+                                                        "restart (0: none), real")
 
 
 class RotateKeys(_Chaos):
     """Key rotation: `correct` waits one (real) TTL before retiring the old key; the others are the mistakes."""
 
     action: Literal["rotate-keys"]
-    order: Literal["correct", "minter-first", "retire-early"] = "correct"
-    phase_gap: Duration = 2.0
+    order: Literal["correct", "minter-first", "retire-early"] = Field(
+        default="correct", description="correct: every replica accepts the new key, then seals with it, and the "
+                                       "old key is retired one TTL later; minter-first: one replica seals with it "
+                                       "before the others accept it; retire-early: the old key is retired one "
+                                       "phase_gap later")
+    phase_gap: Duration = Field(default=2.0, description="wait between the rotation's phases (0: none), real")
 
 
 class SetTtl(_Chaos):
+    """Restart replicas with another TTL: only `replica` when given, else every one in turn."""
+
     action: Literal["set-ttl"]
-    ttl: Duration
+    ttl: PositiveDuration = Field(description="the new requestState lifetime, modelled")
 
 
 class Rename(_Chaos):
+    """Restart a replica with another server name: states sealed for the old name fail `audience`."""
+
     action: Literal["rename"]
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, description="the replica's new server name")
 
 
 class ClockSkew(_Chaos):
+    """Restart a replica with its clock off by `offset`."""
+
     action: Literal["clock-skew"]
-    offset: Duration = 120.0
-    behind: bool = False
+    offset: PositiveDuration = Field(default=120.0, description="how far its clock is off, real")
+    behind: bool = Field(default=False, description="the clock runs behind instead of ahead")
 
 
 class MemoryRecords(_Chaos):
+    """Restart a replica with its quotes and once-only records in its own memory."""
+
     action: Literal["memory-records"]
 
 
@@ -213,19 +270,25 @@ ChaosStep = Annotated[
 
 
 class Scenario(_Strict):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = ""
-    seed: int = 1
-    duration: Duration
-    time_scale: float = Field(default=1.0, ge=1.0)
-    target: Target = Field(default_factory=Target)
-    load: Load
-    flows: list[FlowSpec] = Field(min_length=1)
-    leads: LeadProfile = Field(default_factory=LeadProfile)
-    chaos: list[ChaosStep] = Field(default_factory=list)
-    hypothesis: dict[str, str | list[str]] = Field(default_factory=dict)
-    expect: dict[str, str | list[str]] = Field(default_factory=dict)
-    abort_on_violation: bool = False
+    """One scenario file: the top-level keys, then its tables."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="names the results folder")
+    description: str = Field(default="", description="free text, shown in summary.json and report.html")
+    seed: int = Field(default=1, description="same seed, same flows, answers and think times")
+    duration: PositiveDuration = Field(description="how long the load runs, real")
+    time_scale: float = Field(default=1.0, ge=1.0, allow_inf_nan=False,
+                              description="lead times and the TTL are modelled: real = modelled / time_scale")
+    target: Target = Field(default_factory=Target, description="the deployment under test")
+    load: Load = Field(description="how flows arrive")
+    flows: list[FlowSpec] = Field(min_length=1, description="what each flow does, by weight")
+    leads: LeadProfile = Field(default_factory=LeadProfile, description="how the simulated leads answer")
+    chaos: list[ChaosStep] = Field(default_factory=list, description="what breaks, and when")
+    hypothesis: dict[str, str | list[str]] = Field(
+        default_factory=dict, description="the steady state, thresholds probed before, during and after the chaos")
+    expect: dict[str, str | list[str]] = Field(default_factory=dict,
+                                               description="thresholds the run must meet (k6 syntax)")
+    abort_on_violation: bool = Field(default=False, description="stop the load as soon as the ledger shows a "
+                                                                "refund released or paid twice")
     grace: Duration = Field(default=10.0, description="how long flows still in flight may finish after the load stops")
     chaos_overrun: Duration = Field(
         default=60.0, description="how long the load may run past `duration` for a chaos schedule still running; "
@@ -239,11 +302,13 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _chaos_fits(self) -> Scenario:
-        for step in self.chaos:
+        for index, step in enumerate(self.chaos):
             if step.at > self.duration:
-                raise ValueError(f"a {step.action} at {step.at:g}s falls after the end of the run ({self.duration:g}s)")
+                raise FieldProblem(f"a {step.action} at {step.at:g}s falls after the end of the run "
+                                   f"({self.duration:g}s)", "chaos", index, "at")
             if step.replica is not None and step.replica > self.target.replicas:
-                raise ValueError(f"{step.action} names replica {step.replica}, but there are {self.target.replicas}")
+                raise FieldProblem(f"{step.action} names replica {step.replica}, but there are {self.target.replicas}",
+                                   "chaos", index, "replica")
         return self
 
     def real(self, modelled_seconds: float) -> float:
@@ -283,8 +348,10 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
 def _explain(exc: ValidationError, text: str, source: str) -> str:
     """The first error, as `file:line: field: message`, plus how many more there are."""
     error = exc.errors()[0]
-    location = [part for part in error["loc"] if not (isinstance(part, str) and part.endswith("Flow") or
-                                                     isinstance(part, str) and part in _CHAOS_TAGS)]
+    problem = (error.get("ctx") or {}).get("error")
+    loc = [*error["loc"], *(problem.where if isinstance(problem, FieldProblem) else ())]
+    location = [part for part in loc if not (isinstance(part, str) and part.endswith("Flow") or
+                                             isinstance(part, str) and part in _CHAOS_TAGS)]
     field = _dotted(location) or "(top level)"
     line = _find_line(text, location)
     where = f"{source}:{line}" if line else source

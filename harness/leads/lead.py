@@ -46,13 +46,16 @@ class LeadProfile(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    think: ThinkTime = Field(default_factory=lambda: LognormalThink(median=120.0, p95=720.0))
-    decline: float = Field(default=0.0, ge=0.0, le=1.0)
-    cancel: float = Field(default=0.0, ge=0.0, le=1.0)
-    abandon: float = Field(default=0.0, ge=0.0, le=1.0)
-    url_completion: ThinkTime = Field(default_factory=lambda: ConstantThink(value=30.0))
+    think: ThinkTime = Field(default_factory=lambda: LognormalThink(median=120.0, p95=720.0),
+                             description="how long a lead thinks before each answer, modelled")
+    decline: float = Field(default=0.0, ge=0.0, le=1.0, description="share of rounds the lead declines")
+    cancel: float = Field(default=0.0, ge=0.0, le=1.0, description="share of rounds the lead dismisses")
+    abandon: float = Field(default=0.0, ge=0.0, le=1.0, description="share of rounds the lead never answers")
+    url_completion: ThinkTime = Field(default_factory=lambda: ConstantThink(value=30.0),
+                                      description="URL mode: time from accepting to finishing the page, modelled")
     """Time from accepting a URL-mode request to finishing the page out of band."""
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    overrides: dict[str, Any] = Field(default_factory=dict, description="form answers that win over generated "
+                                                                        "ones, by field name")
     """Field answers that win over generated ones, e.g. {"release": True} for the refund flow."""
 
     @model_validator(mode="after")

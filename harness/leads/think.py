@@ -66,7 +66,7 @@ class ConstantThink(_Think):
     """Every lead takes exactly `value`: for reproducing a failure at a precise time."""
 
     dist: Literal["constant"] = "constant"
-    value: Duration
+    value: Duration = Field(description="every lead's time (0: instant answers)")
 
     def sample(self, rng: random.Random) -> float:
         return self.value
@@ -89,8 +89,8 @@ class UniformThink(_Think):
     """Any time between `low` and `high` equally likely: a bounded, easy-to-reason spread."""
 
     dist: Literal["uniform"] = "uniform"
-    low: Duration
-    high: Duration
+    low: Duration = Field(description="the shortest time")
+    high: Duration = Field(description="the longest time, not below low")
 
     @field_validator("high")
     @classmethod
@@ -125,7 +125,7 @@ class ExponentialThink(_Think):
     """Memoryless waiting with the given `mean`: the textbook model, with a long light tail."""
 
     dist: Literal["exponential"] = "exponential"
-    mean_: Duration = Field(alias="mean", gt=0)
+    mean_: Duration = Field(alias="mean", gt=0, description="the mean time")
 
     # `mean` is also the method every distribution has, so the field is stored as `mean_`
     # and read and written as "mean", the name a scenario file uses.
@@ -162,8 +162,8 @@ class LognormalThink(_Think):
     """
 
     dist: Literal["lognormal"] = "lognormal"
-    median: Duration = Field(gt=0)
-    p95: Duration
+    median: Duration = Field(gt=0, description="half the leads answer sooner")
+    p95: Duration = Field(description="95 % answer sooner; above the median")
 
     @field_validator("p95")
     @classmethod

@@ -1,9 +1,9 @@
 """HTTP for MRTR rounds: pooled, never pinned, never held across a person's think time.
 
-The load generator must stay cheap (DESIGN: its CPU per round at most a tenth of a
-replica's), so this is a small HTTP/1.1 client written for exactly one exchange, a
-JSON POST and its answer, on gevent sockets. The SDK's async `Client` costs about ten
-times the CPU per call and `requests`/`httpx` several times more; a round through
+The load generator must stay cheap (its CPU per round at most a tenth of a replica's, so
+the harness never limits what it measures), so this is a small HTTP/1.1 client written
+for exactly one exchange, a JSON POST and its answer, on gevent sockets. The SDK's async
+`Client` costs about ten times the CPU per call and `requests`/`httpx` several times more; a round through
 geventhttpclient's pool and general response parser (with stdlib `json`) cost about
 1.5 times what it costs now (`benchmarks/client_cpu.py`, figures in
 `benchmarks/README.md`). A round writes one request (its head precomputed per URL) and

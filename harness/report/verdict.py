@@ -36,7 +36,7 @@ class RunStatus(StrEnum):
 
 
 class ExitCode(IntEnum):
-    """The process exit codes (docs/exit-codes.md); CI branches on these."""
+    """The process exit codes (docs/exit-codes.md); CI branches on these, so they never change meaning."""
 
     PASSED = 0
     FAILED = 1  # thresholds, invariants, reconciliation, hypothesis, or a run that did not finish

@@ -2,13 +2,13 @@
 
 Two kinds of image run the shop:
 
-- the *host-python* image (DESIGN's recipe (a)): an empty root holding only the symlinks
+- the *host-python* image: an empty root holding only the symlinks
   `bin, lib, lib64, sbin -> usr/...` and empty `tmp proc sys dev etc run`, imported in
   well under a second with no registry; containers run with host networking and
   read-only bind mounts of `/usr`, `/etc`, this interpreter's `sys.base_prefix`, the
   venv's `sys.prefix` and the folder the harness is imported from, so the container runs
   *this* harness with *this* interpreter. Tests and CI use it.
-- an *installed* image (the project's Dockerfile, recipe (b)), where `python -m harness`
+- an *installed* image (the project's Dockerfile), where `python -m harness`
   works on its own.
 
 Either way the folders that replicas share with the harness (the key-ring folder, the

@@ -1,7 +1,7 @@
 """The on-call table: for each logged reason, its likely cause and the next step.
 
-DESIGN's "Rejection reasons" table maps each failure mode to the reason it produces;
-this is the same knowledge read the other way, from the reason an engineer sees to what
+The on-call catalogue (README, `scenarios/on-call/`) maps each failure mode to the
+reason it produces; this is the same knowledge read the other way, from the reason an engineer sees to what
 to check first. Where a reason shows on some replicas only, that is itself a clue (a
 deploy that reached some replicas, a ring rolled out to some, one clock), so the hint
 names them.
