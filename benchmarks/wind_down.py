@@ -128,6 +128,7 @@ def read_journal_figures(folder: Path) -> dict[str, Any]:
     ends: Counter[str] = Counter()
     by_run = 0
     stopped = last_end = None
+    marks: dict[str, float] = {}
     with open(folder / "journal.jsonl", encoding="utf-8") as lines:
         for line in lines:
             record = json.loads(line)
@@ -140,11 +141,14 @@ def read_journal_figures(folder: Path) -> dict[str, Any]:
                 last_end = record["t"]
             elif kind == "run" and record.get("event") == "load-stopped":
                 stopped = record["t"]
+            elif kind in ("reconciliation", "invariant") or (kind == "run" and record.get("event") == "end"):
+                marks.setdefault(kind if kind != "run" else "run end", record["t"])
     exactly_one = sum(1 for flow_id in starts if starts[flow_id] == 1 and ends[flow_id] == 1)
     return {"flows_started": len(starts), "flows_with_exactly_one_end": exactly_one,
             "flows_without_end": sum(1 for flow_id in starts if ends[flow_id] == 0),
             "interrupted_by_run": by_run,
-            "wind_down_seconds": round(last_end - stopped, 3) if stopped and last_end else None}
+            "wind_down_seconds": round(last_end - stopped, 3) if stopped and last_end else None,
+            "after_load_stopped_seconds": {name: round(t - stopped, 3) for name, t in marks.items()} if stopped else {}}
 
 
 def measure_flush(trials: int, work: Path) -> dict[str, Any]:

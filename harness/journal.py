@@ -6,10 +6,10 @@ second bookkeeping, and `mrtr-harness report` rebuilds them from it after the fa
 Its record types live in `harness.records` (documented in docs/journal.md).
 
 A load process writes two or three records per MRTR round, so a record costs one
-`orjson` encode and a queue append; a flusher writes the queue out in one write at
-most `FLUSH_DELAY` seconds after the first record of a batch arrived, also when no
-record follows it (leads thinking for minutes). So a run killed with SIGKILL loses at
-most the last `FLUSH_DELAY` seconds, and an idle journal costs no wake-ups at all.
+`orjson` encode and a queue append; a flusher writes the queue out in one write
+`FLUSH_DELAY` seconds after the first record of a batch arrived, also when no record
+follows it (leads thinking for minutes). So a run killed with SIGKILL loses only its
+last fraction of a second, and an idle journal costs no wake-ups at all.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from harness.records import FlowOutcome, Record
 
 __all__ = ["FLUSH_DELAY", "FlowOutcome", "Journal", "JournalView", "read_journal"]
 
-FLUSH_DELAY = 0.1
+FLUSH_DELAY = 0.05
 """Seconds a record may wait in memory before it is written: a batch of records costs one write.
 
 Writing every line costs a system call per record; every other way a run ends
-(results, Ctrl-C, SIGTERM, an error) closes the journal and loses nothing. Twice this
-stays under the 0.2 s a killed run may lose, with room for a busy core.
+(results, Ctrl-C, SIGTERM, an error) closes the journal and loses nothing. A killed run
+may lose at most 0.2 s: this leaves the rest for a core so busy that the flusher wakes
+late (benchmarks/README.md has the delays measured on a loaded machine).
 """
 
 _ENCODE_OPTIONS = orjson.OPT_NON_STR_KEYS

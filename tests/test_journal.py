@@ -18,7 +18,7 @@ def test_records_reach_the_disk_even_when_nothing_follows_them(tmp_path: Path) -
                              seed=1, duration=1.0))
     journal.write(FlowStarted(type=RecordType.START, t=time.time(), flow_id="w0-000001", flow="refund",
                               scheduled=None, late=False))
-    time.sleep(1.0)  # quiet: no record follows (generous: the flusher writes within 0.1 s)
+    time.sleep(1.0)  # quiet: no record follows (generous: the flusher writes after 0.05 s)
     on_disk = (tmp_path / "journal.jsonl").read_bytes().splitlines()
     journal.close()
     assert [json.loads(line)["type"] for line in on_disk] == ["run", "start"]
