@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.processes import start_child
 from harness.triage.parse import LineParser, Rejection
 
 POLL_SECONDS = 0.1
@@ -265,8 +266,8 @@ class Collector:
         self._start(self._poll_file, follower, replica)
 
     def follow_command(self, command: str, replica: str) -> None:
-        process = subprocess.Popen(shlex.split(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = start_child(shlex.split(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              stdin=subprocess.DEVNULL)
         self._processes.append(process)
         self._start(self._read_stream, process, replica)
 

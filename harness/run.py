@@ -45,6 +45,7 @@ from harness.shop.catalogue import build_catalogue
 from harness.report.folder import results_folder
 from harness.summary import RunFigures
 from harness.target.base import Target, TargetError
+from harness.target.factory import build_target
 from harness.thresholds import evaluate, parse_thresholds
 
 PROGRESS_EVERY_TTY = 1.0
@@ -68,20 +69,6 @@ class RunOptions:
     metrics_linger: float = 0.0
     prometheus_targets: Path | None = None
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
-
-
-def build_target(scenario: Scenario, workdir: Path) -> Target:
-    if scenario.target.kind == "embedded":
-        from harness.target.process import EmbeddedTarget
-
-        return EmbeddedTarget(scenario, workdir)
-    if scenario.target.kind == "external":
-        from harness.target.external import ExternalTarget
-
-        return ExternalTarget(scenario)
-    from harness.target.docker import DockerTarget
-
-    return DockerTarget(scenario, workdir)
 
 
 class Run:

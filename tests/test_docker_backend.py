@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from harness.scenario import parse_scenario
-from harness.shop.sealing import fingerprint, new_key
+from harness.keys import fingerprint, new_key
 from harness.target.docker import RUN_LABEL, DockerTarget
 from harness.target.image import HOST_PYTHON_IMAGE, ensure_host_python_image
 from tests.harness_run import run_harness

@@ -39,6 +39,13 @@ class ExternalTarget:
     def log_sources(self) -> list[LogSource]:
         return list(self._logs)
 
+    def cpu_seconds(self) -> dict[str, tuple[int, float]]:
+        """Nothing: an external deployment's processes are not ours to read (they may be on another machine)."""
+        return {}
+
+    def target_pids(self) -> set[int]:
+        return set()
+
     def replicas_up(self) -> int:
         return sum(1 for url in self.urls if _accepts(url, timeout=1.0))
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, POLL_SECONDS, FileFollower
+from harness.processes import start_child
 
 Line = tuple[str | None, str]
 
@@ -124,7 +125,8 @@ class CommandSource(Source):
     """A command whose output is a log stream: `kubectl logs -f ...`, `journalctl -f ...`, `docker logs -f ...`.
 
     Run without a shell (split like a shell would), in its own session, with stderr merged
-    into stdout (where most programs log); stopped by its PID when triage stops.
+    into stdout (where most programs log); stopped by its PID when triage stops, and
+    killed by the kernel if triage itself is killed (`harness.processes.start_child`).
     """
 
     def __init__(self, command: str) -> None:
@@ -136,8 +138,8 @@ class CommandSource(Source):
 
     def open(self) -> str | None:
         try:
-            self._process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True)
+            self._process = start_child(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise SourceError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
         return None
