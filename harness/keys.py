@@ -37,7 +37,7 @@ def new_key() -> str:
 
 def parse_ring(text: str, source: str) -> list[str]:
     """Keys from ring text: one per line (commas also split), blank lines and # comments ignored."""
-    keys = []
+    keys: list[str] = []
     for line in text.splitlines():
         line = line.split("#", 1)[0]
         keys.extend(part.strip() for part in line.split(",") if part.strip())

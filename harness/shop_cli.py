@@ -13,7 +13,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from harness.shop import replica
@@ -130,6 +129,7 @@ def run_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def _print_urls(deployment: LocalDeployment) -> None:
     from harness.keys import fingerprint
 
+    assert deployment.api is not None, "started"
     print(f"shop API      {deployment.api.base_url}   (ledger: {deployment.api.base_url}/ledger)")
     for process, url in zip(deployment.replicas, deployment.replica_urls):
         print(f"replica {process.label:<5} {url}   (metrics: {process.base_url}/metrics)")

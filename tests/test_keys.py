@@ -7,6 +7,7 @@ a umask of 0 so that anything not created 0600 would show as world-readable.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -30,10 +31,8 @@ def _audit(event: str, args: tuple) -> None:
         return
     path = os.fsdecode(args[0])
     if any(path.startswith(str(folder)) for folder in _WATCHED):
-        try:
+        with contextlib.suppress(OSError):  # not created yet, or gone
             _MODES.setdefault(path, set()).add(stat.S_IMODE(os.stat(path).st_mode))
-        except OSError:
-            pass  # not created yet, or gone
 
 
 sys.addaudithook(_audit)

@@ -33,8 +33,8 @@ from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, a
 from harness.capacity.other_load import OtherLoad
 from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
-from harness.report.folder import results_folder
 from harness.journal import FlowOutcome, read_journal
+from harness.report.folder import results_folder
 from harness.report.series import percentile
 from harness.report.verdict import ExitCode
 from harness.scenario import Scenario, parse_scenario

@@ -298,4 +298,4 @@ async def _pay(api: ShopApi, refund_id: str) -> str:
 if __name__ == "__main__":  # the second way to start a replica: see the module docstring
     from harness.shop.replica import main
 
-    raise SystemExit(main(build=build_replica_server))
+    raise SystemExit(main(None, build_replica_server))

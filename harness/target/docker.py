@@ -43,10 +43,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX
-from harness.scenario import Scenario
 from harness.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
+from harness.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX
 from harness.processes import alive, descendants, free_port, process_cpu_seconds
+from harness.scenario import Scenario
 from harness.target.base import ChaosUnsupported, LogSource, TargetError
 from harness.target.image import (
     HOST_PYTHON_IMAGE,

@@ -13,9 +13,9 @@ import dataclasses
 import signal
 from pathlib import Path
 
+from harness.processes import process_cpu_seconds
 from harness.scenario import Scenario
 from harness.scenario import Target as TargetSpec
-from harness.processes import process_cpu_seconds
 from harness.target.base import ChaosUnsupported, LogSource, TargetError
 from harness.target.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.target.redis_process import RedisProcess
