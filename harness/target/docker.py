@@ -25,7 +25,8 @@ cannot remove its containers. Each container it creates is labelled with the run
 the harness's PID and this machine's host name (`mrtr-harness.harness-pid`,
 `mrtr-harness.host`), and every docker-target run starts by removing the containers
 whose harness (same host, that PID) is no longer alive: leftovers live until the next
-docker run on this machine, or `docker rm -f $(docker ps -aq --filter label=mrtr-harness.run)`.
+docker run on this machine (or, when no run is going on, `docker rm -f $(docker ps -aq
+--filter label=mrtr-harness.run)`).
 The ring files in the target folder are deleted when the target stops.
 """
 
