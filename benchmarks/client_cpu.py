@@ -134,7 +134,7 @@ def garden_flow(client: MrtrClient, index: int) -> tuple[int, str]:
 @contextmanager
 def shop_server(sse: bool) -> Iterator[Server]:
     from harness.shop.catalogue import build_catalogue
-    from harness.shop.deployment import LocalDeployment, ReplicaOptions
+    from harness.target.local_deployment import LocalDeployment, ReplicaOptions
 
     held = build_catalogue().order_ids(needs_confirmation=True)
     with tempfile.TemporaryDirectory(prefix="client-cpu-") as tmp:

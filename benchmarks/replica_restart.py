@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.cpu import load_average, machine_facts
-from harness.shop.deployment import LocalDeployment, ReplicaOptions
+from harness.target.local_deployment import LocalDeployment, ReplicaOptions
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
 

@@ -53,7 +53,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/shop_replica.py` puts b
 
 from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds  # noqa: E402
 from harness.shop.catalogue import build_catalogue  # noqa: E402
-from harness.shop.deployment import LocalDeployment  # noqa: E402
+from harness.target.local_deployment import LocalDeployment  # noqa: E402
 
 RESULTS = REPO_ROOT / "results" / "benchmarks"
 PROTOCOL = "2026-07-28"

@@ -41,7 +41,7 @@ from harness.metrics import Measurements  # noqa: E402
 from harness.mrtr import MrtrClient, Outcome, Router, Transport  # noqa: E402
 from harness.scenario import parse_scenario  # noqa: E402
 from harness.shop.catalogue import build_catalogue  # noqa: E402
-from harness.shop.deployment import LocalDeployment  # noqa: E402
+from harness.target.local_deployment import LocalDeployment  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
 SCENARIO = """

@@ -31,7 +31,7 @@ from harness.scenario import (
     Scenario,
     SetTtl,
 )
-from harness.shop.sealing import fingerprint, new_key
+from harness.keys import fingerprint, new_key
 from harness.target.base import ChaosUnsupported, Target
 
 Sleep = Callable[[float], None]

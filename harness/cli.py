@@ -14,7 +14,7 @@ from pathlib import Path
 import harness
 from harness.capacity import cli as capacity_cli
 from harness.load import DEFAULT_MASTER_PORT
-from harness.shop import cli as shop_cli
+from harness import shop_cli
 from harness.triage import cli as triage_cli
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TARGET, EXIT_HARNESS = 0, 1, 2, 3, 4

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.shop.deployment import LocalDeployment, ReplicaOptions
+from harness.target.local_deployment import LocalDeployment, ReplicaOptions
 
 
 @pytest.fixture(scope="module")

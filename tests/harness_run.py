@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -10,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.journal import read_journal
+
+KEY_LINE = re.compile(rb"^[0-9a-f]{64}$", re.MULTILINE)
+"""What a ring key looks like in a file (`harness.keys.new_key`): 64 hex characters on a line."""
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -36,3 +40,8 @@ def run_harness(scenario: Path, results: Path, *args: str, timeout: float = 180)
                               "--quiet", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     folders = sorted(path for path in results.iterdir() if path.is_dir()) if results.exists() else []
     return Finished(process.returncode, process.stdout + process.stderr, folders[-1] if folders else None)
+
+
+def key_files(folder: Path) -> list[Path]:
+    """Files under `folder` holding something that looks like a sealing key (there should be none)."""
+    return [path for path in folder.rglob("*") if path.is_file() and KEY_LINE.search(path.read_bytes())]

@@ -294,6 +294,32 @@ def _finish_capacity(process: subprocess.Popen, folder: Path, timeout: float = 1
     return json.loads((results / "capacity.json").read_text())
 
 
+def test_other_load_leaves_out_the_replicas_the_zygote_forked_and_counts_them_by_pid(tmp_path):
+    """The replicas are the zygote's children, not the harness's: no `os.times` sees their CPU, so the
+    step's "other load" would count it. They are counted by PID instead; the API and the zygote, the
+    harness's own children, reach `os.times` once they are stopped and are not counted twice."""
+    from harness.capacity.other_load import OtherLoad
+    from harness.target.process import EmbeddedTarget
+
+    scenario = parse_scenario('name = "other-load"\nduration = "5s"\n[target]\nkind = "embedded"\nreplicas = 2\n'
+                              '[load]\narrival_rate = 1\n[[flows]]\nkind = "refund"\n')
+    target = EmbeddedTarget(scenario, tmp_path / "target")
+    other_load = OtherLoad(lambda: target)
+    other_load.start()
+    try:
+        target.start()
+        assert target.deployment is not None and target.deployment.api is not None
+        replicas = {replica.pid for replica in target.deployment.replicas}
+        own_children = {target.deployment.api.pid, target.deployment.zygote.process.pid}
+        assert target.target_pids() >= replicas | own_children
+        other_load.sample()
+    finally:
+        target.stop()
+        other_load.stop()
+    assert set(other_load.target_seconds) == replicas
+    assert all(seconds > 0 for seconds in other_load.target_seconds.values())  # each built its app and served
+
+
 BUSY_BOX = 0.5
 """Cores used by other processes (the sweep measures them) past which a 2-core box has no room to scale:
 a replica round costs ~7 ms and the harness and API ~3.5 ms more, so one replica alone takes ~1.5 cores at
@@ -309,8 +335,9 @@ def test_two_replicas_hold_a_higher_arrival_rate_than_one(tmp_path):
     the shipped scenario's): a replica past its knee breaks it by far (its queue grows by the second),
     a step near its knee does not. The second replica count starts at the first's highest hold: at
     most 6 steps of ~9 s. When two replicas did not do better and other processes took half a core or
-    more on average (the sweep measures it per step), the second replica had no spare CPU to show its
-    gain, and the test is skipped with that figure, not failed."""
+    more on average (the sweep measures it per step, the harness's and the target's own processes left
+    out), the second replica had no spare CPU to show its gain, and the test is skipped with that figure,
+    not failed."""
     text = _scenario_text(rate=20, think='{ dist = "lognormal", median = "6s", p95 = "18s" }', slo="750ms",
                           grace="1s").replace('kind = "refund"\namount = "any"', 'kind = "return"')
     process = _start_capacity(text, tmp_path, "--replicas", "1,2", "--rates", "50,62,78,97", "--step", "4s",

@@ -8,16 +8,21 @@ Every container a test creates carries the harness's run label and is gone at th
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import subprocess
 import time
 
+import docker
 import httpx
 import pytest
 
 from harness.scenario import parse_scenario
-from harness.shop.sealing import fingerprint, new_key
-from harness.target.docker import RUN_LABEL, DockerTarget
+from harness.keys import fingerprint, new_key
+from harness.target.docker import HARNESS_PID_LABEL, HOST_LABEL, RUN_LABEL, DockerTarget, remove_orphans
 from harness.target.image import HOST_PYTHON_IMAGE, ensure_host_python_image
-from tests.harness_run import run_harness
+from tests.harness_run import key_files, run_harness
 from tests.services import docker_engine
 
 pytestmark = pytest.mark.services
@@ -168,6 +173,7 @@ def test_a_minter_first_rotation_in_containers_is_explained_by_the_replicas_cont
     assert summary["reconciliation"]["unexplained"] == 0
     rounds = {record["replica"] for record in finished.journal() if record["type"] == "round"}
     assert rounds == {"r1", "r2", "r3"}
+    assert not key_files(finished.folder), key_files(finished.folder)  # the bind-mounted rings are deleted
 
 
 def test_a_restart_on_ephemeral_keys_in_a_container_gives_unknown_key(engine, no_leftovers, tmp_path):
@@ -231,6 +237,32 @@ def test_rollback_leaves_every_replica_container_running_with_its_original_ring(
         assert health["keys"] == [fingerprint(key) for key in original[index]]
         assert health["clock_offset"] == 0.0 and health["name"] == "shop"
     assert target.replicas[1].container.id != second, "a changed setting is applied by a new container"
+
+
+def test_every_container_names_the_harness_that_created_it(target):
+    for replica in target.replicas:
+        labels = replica.container.labels
+        assert labels[HARNESS_PID_LABEL] == str(os.getpid()) and labels[HOST_LABEL] == socket.gethostname()
+
+
+def test_containers_left_by_a_harness_that_died_are_removed_and_those_of_a_live_one_kept(engine):
+    """A harness killed with SIGKILL cannot remove its containers: the next docker run on the host does."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its PID is now no process's
+    owner = {HOST_LABEL: socket.gethostname()}
+    left = engine.containers.create(HOST_PYTHON_IMAGE, command=["true"],
+                                    labels={RUN_LABEL: "left-behind", HARNESS_PID_LABEL: str(gone.pid), **owner})
+    live = engine.containers.create(HOST_PYTHON_IMAGE, command=["true"],
+                                    labels={RUN_LABEL: "running-now", HARNESS_PID_LABEL: str(os.getpid()), **owner})
+    try:
+        removed = remove_orphans(engine)
+        remaining = {container.id for container in engine.containers.list(all=True, filters={"label": RUN_LABEL})}
+        assert left.name in removed and left.id not in remaining
+        assert live.id in remaining
+    finally:
+        for container in (left, live):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
 
 
 def test_a_docker_target_needs_an_image_or_a_compose_project():

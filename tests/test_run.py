@@ -12,7 +12,7 @@ import time
 import pytest
 
 from harness.journal import read_journal
-from tests.harness_run import ROOT, SCENARIOS, run_harness
+from tests.harness_run import ROOT, SCENARIOS, key_files, run_harness
 from tests.services import sigint_default
 
 SMOKE = SCENARIOS / "smoke.toml"
@@ -30,6 +30,12 @@ def test_smoke_passes_and_leaves_every_result(smoke):
                  "locust_stats.json", "metrics.prom"):
         assert (smoke.folder / name).stat().st_size > 0, name
     assert "✓ status completed, exit code 0" in smoke.output
+
+
+def test_the_results_folder_keeps_no_key(smoke):
+    """The replicas' ring files are deleted when the target stops: fingerprints only stay."""
+    assert smoke.folder is not None and (smoke.folder / "target").is_dir()
+    assert not key_files(smoke.folder), key_files(smoke.folder)
 
 
 def test_locust_the_metrics_and_the_journal_count_the_same_rounds(smoke):

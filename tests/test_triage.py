@@ -28,7 +28,8 @@ import pytest
 
 from harness.cli import main
 from harness.reasons import REASONS
-from harness.shop.deployment import ReplicaOptions, free_port
+from harness.processes import free_port
+from harness.target.local_deployment import ReplicaOptions
 from harness.triage.counts import Counts
 from harness.triage.display import render_live
 from harness.logs.parse import LineParser

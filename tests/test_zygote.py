@@ -12,7 +12,8 @@ import time
 import httpx
 import pytest
 
-from harness.shop.deployment import LocalDeployment, ReplicaOptions, _alive
+from harness.processes import alive
+from harness.target.local_deployment import LocalDeployment, ReplicaOptions
 
 
 def health(deployment: LocalDeployment, index: int) -> dict:
@@ -45,14 +46,14 @@ def test_a_restart_is_a_new_process_with_new_ephemeral_keys_logging_to_the_same_
     old_pid, old_keys = shop.replicas[0].pid, health(shop, 0)["keys"]
     ready = shop.restart_replica(0, kill=kill)
     assert ready > 0
-    assert shop.replicas[0].pid != old_pid and not _alive(old_pid)
+    assert shop.replicas[0].pid != old_pid and not alive(old_pid)
     assert health(shop, 0)["keys"] != old_keys  # an ephemeral key does not survive a restart
     log = shop.replicas[0].log_path.read_text()
     assert log.count("serving http://") == 2  # the first process's start and the second's, one file
 
 
 def test_a_replica_that_cannot_start_says_so_with_its_log(shop, tmp_path):
-    from harness.shop.deployment import DeploymentError
+    from harness.target.local_deployment import DeploymentError
 
     with pytest.raises(DeploymentError, match=r"r2 exited .* before it was ready; see .*r2\.log"):
         shop.restart_replica(1, options=ReplicaOptions(keyring=f"file:{tmp_path / 'no-such-ring'}"))
@@ -67,7 +68,7 @@ def test_stopping_the_deployment_leaves_no_zygote_and_no_replica(tmp_path):
     assert zygote is not None
     deployment.stop()
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(alive(pid) for pid in pids)
     assert zygote.process.poll() is not None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -31,10 +30,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, assess, measure
+from harness.capacity.other_load import OtherLoad
 from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
-from harness.report.folder import results_folder
 from harness.journal import FlowOutcome, read_journal
+from harness.report.folder import results_folder
 from harness.report.series import percentile
 from harness.report.verdict import ExitCode
 from harness.scenario import Scenario, parse_scenario
@@ -330,20 +330,22 @@ class Sweep:
         from harness.run import Run, RunOptions
 
         assert self.folder is not None
-        started, busy, own = time.time(), _machine_busy(), _own_cpu()
+        started = time.time()
         with open(self.folder / "steps.log", "a", encoding="utf-8") as log:
             log.write(f"--- {replicas_text(replicas)} at {rate:g} flows/s\n")
             log.flush()
             run = Run(scenario, self.text, RunOptions(results_root=self.folder / "steps", progress=False, stream=log))
-            code = run.execute()  # Ctrl-C stops the step; the sweep's own handlers are back once it returns
+            other_load = OtherLoad(lambda: run.target)
+            other_load.start()
+            try:
+                code = run.execute()  # Ctrl-C stops the step; the sweep's own handlers are back once it returns
+            finally:
+                other_cores = other_load.stop()
         step = analyse_step(run.folder, scenario, self.plan, replicas, rate, code)
         if run.interrupted:
             step.status, step.judgement = "interrupted", None
         step.wall_seconds = time.time() - started
-        busy_after = _machine_busy()
-        if busy is not None and busy_after is not None and step.wall_seconds > 0:
-            others = (busy_after - busy) - (_own_cpu() - own)
-            step.other_cores = max(0.0, others) / step.wall_seconds
+        step.other_cores = other_cores
         return step
 
     def _expiry(self) -> ExpiryAssessment:
@@ -383,22 +385,6 @@ def capacity_folder(root: Path, name: str) -> Path:
 def replicas_text(count: int) -> str:
     """`1 replica`, `2 replicas`."""
     return f"{count} replica{'s' * (count != 1)}"
-
-
-def _machine_busy() -> float | None:
-    """CPU seconds the whole machine has been busy since boot (Linux /proc/stat), or None elsewhere."""
-    try:
-        with open("/proc/stat", encoding="ascii") as stat:
-            fields = [int(value) for value in stat.readline().split()[1:9]]
-        return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _own_cpu() -> float:
-    """CPU seconds of this process and its reaped children (a step's replicas and API, once stopped)."""
-    times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
 
 
 def _read_summary(folder: Path) -> dict[str, Any]:

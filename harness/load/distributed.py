@@ -38,7 +38,7 @@ from typing import IO, Any
 import gevent
 
 from harness.logs import FileFollower
-from harness.shop.deployment import harness_command
+from harness.processes import harness_command, start_child
 
 STOP_ACCEPTING = "mrtr:stop-accepting"
 HELLO = "mrtr:hello"
@@ -62,7 +62,7 @@ def journal_part(folder: Path, index: int) -> Path:
 
 
 class WorkerProcesses:
-    """Worker processes the master starts on this machine (`--workers N`), stopped by PID."""
+    """Worker processes the master starts on this machine (`--workers N`), stopped by PID; they die with it."""
 
     def __init__(self, folder: Path, master_port: int, count: int) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
@@ -72,9 +72,9 @@ class WorkerProcesses:
         for number in range(count):
             log = open(logs / f"process-{number}.log", "ab")  # noqa: SIM115 - held for the life of the worker
             self._logs.append(log)
-            self.processes.append(subprocess.Popen(
+            self.processes.append(start_child(
                 harness_command("worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)),
-                stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True))
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL))
 
     def any_exited(self) -> bool:
         return any(process.poll() is not None for process in self.processes)

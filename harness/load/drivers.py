@@ -25,7 +25,7 @@ from harness.load.plan import LoadPlan
 from harness.load.users import user_classes
 from harness.metrics import Measurements
 from harness.scenario import Scenario
-from harness.shop.deployment import free_port
+from harness.processes import free_port
 from harness.target.base import TargetError
 
 WORKERS_READY_TIMEOUT = 60.0

@@ -37,6 +37,7 @@ from harness.logs.spec import (
     COMPOSE_SERVICE,
     LogSource,
 )
+from harness.processes import start_child
 
 READ_CHARS = 1 << 20
 """Characters read from a file at a time: the memory a huge file costs, whatever its size."""
@@ -136,7 +137,8 @@ class CommandSource(Source):
     """A command whose output is a log stream: `kubectl logs -f ...`, `journalctl -f ...`, `docker logs -f ...`.
 
     Run without a shell (split like a shell would), in its own session, with stderr merged
-    into stdout (where most programs log); stopped by its PID on `close()`. The command
+    into stdout (where most programs log); stopped by its PID on `close()`, and
+    killed by the kernel if the harness itself is killed (`harness.processes.start_child`). The command
     decides where its stream starts: give it one that starts now (`--since`, `--tail=0`,
     `-n0`), since a line without a timestamp cannot be told apart from history.
     """
@@ -153,8 +155,8 @@ class CommandSource(Source):
         if not self.argv:
             raise SourceError("an empty command")
         try:
-            self._process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True)
+            self._process = start_child(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise SourceError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
         return None

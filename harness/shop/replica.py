@@ -5,6 +5,10 @@ goes through this one entry point with the same options, so a replica behaves th
 whichever backend started it, and a failure mode is chosen by options alone: the store
 (`memory` = records one process sees), the key ring (`ephemeral` = the key that dies on
 restart), the TTL, the server name (the audience), the clock offset.
+
+The MCP server itself is given by the caller (`build`: `harness.shop.server.build_replica_server`,
+imported under its own name or as `__main__`), so this module never imports the server and
+`python -m harness.shop.server` can start a replica through it without an import cycle.
 """
 
 from __future__ import annotations
@@ -137,8 +141,12 @@ def configure_logging(label: str) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def build_app(settings: ReplicaSettings, build: Callable[..., Any] | None = None) -> Any:
-    """The replica's ASGI app: the shop's MCP server at /mcp, /metrics and /healthz."""
+ServerBuilder = Callable[..., Any]
+"""Makes the replica's MCP server: called with name, store, answers, api_url and security."""
+
+
+def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
+    """The replica's ASGI app: the MCP server `build` makes, at /mcp, with /metrics and /healthz."""
     from mcp.server.transport_security import TransportSecuritySettings
     from prometheus_client import CollectorRegistry
     from starlette.requests import Request
@@ -146,7 +154,6 @@ def build_app(settings: ReplicaSettings, build: Callable[..., Any] | None = None
 
     from harness.instrument import instrument
     from harness.shop.sealing import build_security
-    from harness.shop.server import ShopApi, build_server
     from harness.shop.store import open_store
 
     bind = _header_principal(settings.principal_header) if settings.principal_header else None
@@ -155,8 +162,7 @@ def build_app(settings: ReplicaSettings, build: Callable[..., Any] | None = None
                                      clock_offset=settings.clock_offset, **extra)
     store = open_store(settings.store)
     answers = open_store(settings.answers_store) if settings.answers_store else store
-    server = (build or build_server)(name=settings.name, store=store, answers=answers, api=ShopApi(settings.api),
-                                     security=security)
+    server = build(name=settings.name, store=store, answers=answers, api_url=settings.api, security=security)
     registry = CollectorRegistry()
     instrument(server, registry=registry)
 
@@ -190,12 +196,13 @@ def _header_principal(header: str) -> Callable[[Any], str | None]:
     return bind
 
 
-def main(argv: Sequence[str] | None = None, build: Callable[..., Any] | None = None) -> int:
+def main(argv: Sequence[str] | None, build: ServerBuilder) -> int:
+    """Parse the replica's options and serve until stopped: the one entry point every launch goes through."""
     settings = parse_args(argv)
     return serve(settings, build)
 
 
-def serve(settings: ReplicaSettings, build: Callable[..., Any] | None = None) -> int:
+def serve(settings: ReplicaSettings, build: ServerBuilder) -> int:
     import uvicorn
 
     from harness.shop.sealing import KeyRingError

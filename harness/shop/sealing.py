@@ -11,16 +11,15 @@ around the SDK's own `AESGCMRequestStateCodec`:
 - a clock offset, applied to the claims the SDK stamps and checks, so one replica can
   run "ahead" and reproduce `minted in the future` without touching the machine's clock.
 
-Keys never leave this module: logs and reports show a key's fingerprint only.
+Keys never leave this module and `harness.keys` (which names, makes and writes them, the
+same way for the harness and the shop): logs and reports show a key's fingerprint only.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import secrets
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,50 +32,11 @@ from mcp.server.request_state import (
     authenticated_principal,
 )
 
+from harness.keys import KeyRingError, fingerprint, new_key, parse_ring
+
+__all__ = ["KeyRingError", "ReloadingCodec", "build_security", "fingerprint", "new_key", "parse_ring"]
+
 logger = logging.getLogger(__name__)
-
-MIN_KEY_BYTES = 32
-
-
-class KeyRingError(ValueError):
-    """A key ring that cannot be used: says which source and why, never the key itself."""
-
-
-def fingerprint(key: str | bytes) -> str:
-    """A short, non-secret name for a key, safe for logs, journals and reports."""
-    raw = key.encode() if isinstance(key, str) else key
-    return hashlib.sha256(b"mrtr-harness/key-fingerprint:" + raw).hexdigest()[:12]
-
-
-def new_key() -> str:
-    """A fresh ring key: 64 hex characters, used (like every string key) as its UTF-8 bytes."""
-    return secrets.token_hex(32)
-
-
-def parse_ring(text: str, source: str) -> list[str]:
-    """Keys from ring text: one per line (commas also split), blank lines and # comments ignored."""
-    keys = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0]
-        keys.extend(part.strip() for part in line.split(",") if part.strip())
-    if not keys:
-        raise KeyRingError(f"key ring {source} holds no key")
-    for index, key in enumerate(keys):
-        if len(key.encode()) < MIN_KEY_BYTES:
-            raise KeyRingError(f"key {index + 1} of ring {source} is shorter than {MIN_KEY_BYTES} bytes "
-                               f"(fingerprint {fingerprint(key)})")
-    if len(set(keys)) != len(keys):
-        raise KeyRingError(f"ring {source} lists the same key twice")
-    return keys
-
-
-def write_ring(path: Path, keys: Sequence[str]) -> None:
-    """Replace a ring file atomically, so a replica re-reading it never sees half a ring."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(f"{key}\n" for key in keys))
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,6 +156,12 @@ def build_server(*, name: str, store: Store, api: ShopApi, security: RequestStat
     return server
 
 
+def build_replica_server(*, name: str, store: Store, api_url: str, security: RequestStateSecurity,
+                         answers: Store | None = None) -> MCPServer:
+    """`build_server` as a replica builds it (`harness.shop.replica.build_app`): given the API's URL."""
+    return build_server(name=name, store=store, api=ShopApi(api_url), security=security, answers=answers)
+
+
 def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi) -> None:
     @server.tool(description="Quote a whole refund of an order, by its order_id (e.g. O-1234).")
     async def quote_refund(order_id: str) -> Quote:
@@ -292,4 +298,4 @@ async def _pay(api: ShopApi, refund_id: str) -> str:
 if __name__ == "__main__":  # the second way to start a replica: see the module docstring
     from harness.shop.replica import main
 
-    raise SystemExit(main(build=build_server))
+    raise SystemExit(main(None, build_replica_server))

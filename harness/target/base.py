@@ -30,6 +30,16 @@ class Target(Protocol):
 
     def log_sources(self) -> list[LogSource]: ...
 
+    def cpu_seconds(self) -> dict[str, tuple[int, float]]:
+        """(pid, CPU seconds so far) of each replica's process (by label) and the API's ("api"), where this
+        machine can see them; {} for a target whose processes it cannot see."""
+        ...
+
+    def target_pids(self) -> set[int]:
+        """The PIDs of every process of the target now running on this machine (replicas, API, helpers such
+        as the replicas' zygote), so CPU accounting can tell them from the harness and from other load."""
+        ...
+
     def replicas_up(self) -> int: ...
 
     def cpu_seconds(self) -> dict[str, tuple[int, float]]:

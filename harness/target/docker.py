@@ -19,12 +19,23 @@ the replica command's flags changed (same name, labels, mounts, network). A repl
 ring is the host file behind its `--keyring file:PATH`, found through its mounts.
 Replica logs are followed through the engine by label (`LogSource` kind "docker"), so a
 restarted or recreated container is picked up again.
+
+The engine cannot tie a container's life to a process, so a harness killed with SIGKILL
+cannot remove its containers. Each container it creates is labelled with the run id,
+the harness's PID and this machine's host name (`mrtr-harness.harness-pid`,
+`mrtr-harness.host`), and every docker-target run starts by removing the containers
+whose harness (same host, that PID) is no longer alive: leftovers live until the next
+docker run on this machine (or, when no run is going on, `docker rm -f $(docker ps -aq
+--filter label=mrtr-harness.run)`).
+The ring files in the target folder are deleted when the target stops.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -33,10 +44,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from harness.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
 from harness.logs.spec import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX, LogSource
+from harness.processes import alive, descendants, free_port, process_cpu_seconds
 from harness.scenario import Scenario
-from harness.shop.deployment import free_port, replica_args
-from harness.shop.sealing import new_key, parse_ring, write_ring
 from harness.target.base import ChaosUnsupported, TargetError
 from harness.target.image import (
     HOST_PYTHON_IMAGE,
@@ -46,12 +57,15 @@ from harness.target.image import (
     installed_run_spec,
     is_host_python,
 )
-from harness.target.process import process_cpu_seconds, replica_options
+from harness.target.local_deployment import replica_args
+from harness.target.process import replica_options
 from harness.target.redis_process import RedisProcess
 
 RUN_LABEL = "mrtr-harness.run"
 REPLICA_LABEL = "mrtr-harness.replica"
 ROLE_LABEL = "mrtr-harness.role"
+HARNESS_PID_LABEL = "mrtr-harness.harness-pid"
+HOST_LABEL = "mrtr-harness.host"
 
 READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 5
@@ -90,6 +104,8 @@ class DockerTarget:
         self.urls: list[str] = []
         self._balancer: str | None = None
         self.api_url: str | None = None
+        self.orphans_removed: list[str] = []
+        """Names of containers left by a harness that died (removed when this target started)."""
 
     # --- up and down -------------------------------------------------------------------------
 
@@ -102,6 +118,8 @@ class DockerTarget:
         except docker.errors.DockerException as exc:
             raise TargetError(f"no Docker engine answers (DOCKER_HOST or the default socket): {exc}") from None
         try:
+            if not self.compose:
+                self.orphans_removed = remove_orphans(self.client)
             self._find_compose() if self.compose else self._create()
         except docker.errors.DockerException as exc:
             self.stop()
@@ -118,11 +136,14 @@ class DockerTarget:
         self.urls = [self._balancer] if self._balancer else [replica.url for replica in self.replicas]
 
     def stop(self) -> None:
-        """Remove every container this run created (by its run label); a compose deployment is left running."""
+        """Remove every container this run created (by its run label) and its ring files; a compose deployment
+        is left running, its rings untouched."""
         if self.client is not None and not self.compose:
             for container in self.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
                 with contextlib.suppress(Exception):
                     container.remove(force=True)
+        if not self.compose:
+            remove_rings([self.workdir / "rings" / label for label in self.labels])
         if self.redis is not None:
             self.redis.stop()
         if self.client is not None:
@@ -178,8 +199,9 @@ class DockerTarget:
         return host_python_run_spec(shared, image) if is_host_python(found) else installed_run_spec(image, shared)
 
     def _run(self, run_spec: RunSpec, command: list[str], labels: dict[str, str], role: str) -> Any:
+        owner = {RUN_LABEL: self.run_id, HARNESS_PID_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname()}
         return self.client.containers.run(command=command, detach=True, name=f"mrtr-{self.run_id}-{role}",
-                                          labels={RUN_LABEL: self.run_id, **labels}, **run_spec.options())
+                                          labels={**owner, **labels}, **run_spec.options())
 
     def _find_compose(self) -> None:
         spec = self.scenario.target
@@ -228,20 +250,31 @@ class DockerTarget:
 
     def cpu_seconds(self) -> dict[str, tuple[int, float]]:
         """(pid, CPU seconds so far) of each replica's and the API's process, when the engine runs on this host."""
+        seen: dict[str, tuple[int, float]] = {}
+        for label, container in self._containers():
+            pid = _host_pid(container)
+            cpu = process_cpu_seconds(pid) if pid is not None else None
+            if pid is not None and cpu is not None:
+                seen[label] = (pid, cpu)
+        return seen
+
+    def target_pids(self) -> set[int]:
+        """Every process inside the replicas' and the API's containers (when the engine runs on this host), and
+        redis-server."""
+        pids: set[int] = set()
+        for _, container in self._containers():
+            pid = _host_pid(container)
+            if pid is not None:
+                pids |= {pid, *descendants(pid)}
+        if self.redis is not None and self.redis.process is not None:
+            pids.add(self.redis.process.pid)
+        return pids
+
+    def _containers(self) -> list[tuple[str, Any]]:
         containers = [(replica.label, replica.container) for replica in self.replicas]
         if self.api_container is not None:
             containers.append(("api", self.api_container))
-        seen: dict[str, tuple[int, float]] = {}
-        for label, container in containers:
-            with contextlib.suppress(Exception):
-                container.reload()
-                pid = int(container.attrs["State"]["Pid"])
-                # The engine's pid namespace is ours only if that pid is in this container's cgroup.
-                if pid and container.id in Path(f"/proc/{pid}/cgroup").read_text():
-                    cpu = process_cpu_seconds(pid)
-                    if cpu is not None:
-                        seen[label] = (pid, cpu)
-        return seen
+        return containers
 
     # --- chaos operations --------------------------------------------------------------------
 
@@ -319,14 +352,12 @@ class DockerTarget:
 
     def ring(self, index: int) -> list[str]:
         path, _ = self._ring_file(self.replicas[index])
-        return parse_ring(path.read_text(), str(path))
+        return read_ring(path)
 
     def set_ring(self, index: int, keys: list[str]) -> None:
         path, whole_file = self._ring_file(self.replicas[index])
         if whole_file:  # the file itself is mounted: a rename would not reach the container, rewrite in place
-            with open(path, "r+") as ring:
-                ring.truncate(0)
-                ring.write("".join(f"{key}\n" for key in keys))
+            rewrite_ring_in_place(path, keys)
         else:
             write_ring(path, keys)
 
@@ -401,6 +432,36 @@ class DockerTarget:
                         raise TargetError(f"{label} container exited before it was ready; its last lines:\n{tail}")
                 time.sleep(0.05)
         raise TargetError(f"{label} did not answer {base_url}/healthz within {timeout:g}s")
+
+
+def remove_orphans(client: Any) -> list[str]:
+    """Remove the containers a harness on this host created and left behind when it died (its PID gone).
+
+    Containers of a live harness (another run going on now) and of other hosts sharing the
+    engine are left alone. Returns the names of those removed.
+    """
+    removed = []
+    host = socket.gethostname()
+    for container in client.containers.list(all=True, filters={"label": [RUN_LABEL, HARNESS_PID_LABEL]}):
+        labels = container.labels or {}
+        owner = labels.get(HARNESS_PID_LABEL, "")
+        if labels.get(HOST_LABEL) != host or not owner.isdigit() or alive(int(owner)):
+            continue
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+            removed.append(container.name)
+    return removed
+
+
+def _host_pid(container: Any) -> int | None:
+    """The host PID of a container's first process, or None (gone, or the engine runs in another pid namespace)."""
+    with contextlib.suppress(Exception):
+        container.reload()
+        pid = int(container.attrs["State"]["Pid"])
+        # The engine's pid namespace is ours only if that pid is in this container's cgroup.
+        if pid and container.id in Path(f"/proc/{pid}/cgroup").read_text():
+            return pid
+    return None
 
 
 def _base(url: str) -> str:

@@ -42,8 +42,11 @@ class ExternalTarget:
         return list(self._logs)
 
     def cpu_seconds(self) -> dict[str, tuple[int, float]]:
-        """Nothing: the processes of a deployment the harness did not start are not its to read."""
+        """Nothing: an external deployment's processes are not ours to read (they may be on another machine)."""
         return {}
+
+    def target_pids(self) -> set[int]:
+        return set()
 
     def replicas_up(self) -> int:
         return sum(1 for url in self.urls if _accepts(url, timeout=1.0))

@@ -1,7 +1,7 @@
-"""Which target a scenario asks for: the embedded shop, containers, or an external deployment.
+"""The target a scenario asks for: the one place the run learns which backend it drives.
 
-Each backend is imported only when chosen, so a run against an external server never
-loads the reference server's code (or the docker SDK).
+Each backend is imported only when a scenario asks for it, so a run against an external
+deployment never loads the reference server (the shop) or the Docker client.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from harness.target.base import Target
 
 
 def build_target(scenario: Scenario, workdir: Path) -> Target:
+    """The scenario's target, not started yet; `workdir` holds whatever files it makes (logs, stores, rings)."""
     if scenario.target.kind == "embedded":
         from harness.target.process import EmbeddedTarget
 

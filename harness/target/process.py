@@ -2,21 +2,23 @@
 
 Replicas get their own ring file each, so a key rotation rolls out replica by replica
 the way a real deployment does, and can be done out of order on purpose. TTLs given to
-replicas are real seconds: the scenario's modelled TTL divided by its time scale.
+replicas are real seconds: the scenario's modelled TTL divided by its time scale. The
+ring files hold the only copies of the keys outside the replicas' memory: they are deleted
+when the target stops, so a results folder never keeps a key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 from pathlib import Path
 
 from harness.logs.spec import LogSource
+from harness.processes import process_cpu_seconds
 from harness.scenario import Scenario
 from harness.scenario import Target as TargetSpec
-from harness.shop.deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.target.base import ChaosUnsupported, TargetError
+from harness.target.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.target.redis_process import RedisProcess
 
 
@@ -60,8 +62,10 @@ class EmbeddedTarget:
         return f"sqlite:{self.workdir / 'shop.db'}"
 
     def stop(self) -> None:
+        """Stop every process, by PID, and delete the ring files (no key stays in the results folder)."""
         if self.deployment is not None:
             self.deployment.stop()
+            self.deployment.remove_rings()
         if self.redis is not None:
             self.redis.stop()
 
@@ -79,6 +83,18 @@ class EmbeddedTarget:
         processes = [*self.deployment.replicas, *([self.deployment.api] if self.deployment.api else [])]
         return {process.label: (process.pid, cpu) for process in processes
                 if process.pid is not None and (cpu := process_cpu_seconds(process.pid)) is not None}
+
+    def target_pids(self) -> set[int]:
+        """Every process of the target now running: replicas, API, the replicas' zygote, redis-server."""
+        if self.deployment is None:
+            return set()
+        pids = {process.pid for process in [*self.deployment.replicas, self.deployment.api]
+                if process is not None and process.pid is not None and process.running()}
+        if self.deployment.zygote is not None:
+            pids.add(self.deployment.zygote.process.pid)
+        if self.redis is not None and self.redis.process is not None:
+            pids.add(self.redis.process.pid)
+        return pids
 
     def replicas_up(self) -> int:
         if self.deployment is None:
@@ -163,14 +179,3 @@ def replica_options(spec: TargetSpec) -> list[ReplicaOptions]:
         if override.answers_store == "memory":
             option.answers_store = "memory"
     return options
-
-
-def process_cpu_seconds(pid: int | None) -> float | None:
-    """utime + stime of a process in seconds, or None when it is gone."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import redis
 
-from harness.shop.deployment import free_port
+from harness.processes import free_port, start_child
 from harness.target.base import TargetError
 
 
 class RedisProcess:
-    """redis-server on a free 127.0.0.1 port, no persistence, stopped by its PID."""
+    """redis-server on a free 127.0.0.1 port, no persistence, stopped by its PID; it dies with the harness."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -33,9 +33,9 @@ class RedisProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 - redis keeps it for its life
-        self.process = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                         "--appendonly", "no", "--dir", str(self.workdir)],
-                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.process = start_child([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                    "--appendonly", "no", "--dir", str(self.workdir)],
+                                   stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -3,14 +3,14 @@
 `mrtr-harness shop up` uses it by hand; the harness's process backend uses it to start,
 restart, pause and stop replicas during a run. Every replica is started with the one
 replica command, so what differs between replicas is only their options. Processes are
-started in their own process group and stopped by their PID, never by name.
+started in their own session, tied to the harness by its lifeline (they die with it, also
+on SIGKILL: see `harness.processes`), and stopped by their PID, never by name.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,8 +21,9 @@ from typing import IO
 
 import httpx
 
-from harness.shop.sealing import fingerprint, new_key, write_ring
-from harness.shop.zygote import Zygote, ZygoteError
+from harness.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
+from harness.processes import alive, free_port, harness_command, start_child
+from harness.target.zygote import Zygote, ZygoteError
 
 READY_TIMEOUT = 60.0
 """Seconds a process gets to answer /healthz before the deployment gives up on it."""
@@ -30,13 +31,6 @@ READY_TIMEOUT = 60.0
 
 class DeploymentError(RuntimeError):
     """A process of the deployment could not be started or did not become ready."""
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1, chosen by the kernel."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -63,26 +57,26 @@ class ManagedProcess:
 
     @property
     def pid(self) -> int | None:
+        """The process's PID (forked by the zygote or started by us), None before it starts."""
         return self.process.pid if self.process is not None else self._forked
 
     def running(self) -> bool:
         if self._forked is not None:
-            return _alive(self._forked)
+            return alive(self._forked)
         return self.process is not None and self.process.poll() is None
 
     def start(self, stderr: int | IO[bytes] | None = None) -> None:
         """Start the process; its output goes to its log file unless the caller wants the pipe."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.zygote is not None and stderr is None and self.command[:3] == harness_command():
-            self._forked = self.zygote.spawn(self.command[3:], self.log_path, self.env)
+        replica_command = harness_command("shop", "replica")
+        if self.zygote is not None and stderr is None and self.command[:len(replica_command)] == replica_command:
+            self._forked = self.zygote.spawn(self.command[len(replica_command):], self.log_path, self.env)
             return
         if stderr is None:
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - held for the life of the process
             stderr = self._log
-        self.process = subprocess.Popen(
-            self.command, stdout=stderr, stderr=stderr, stdin=subprocess.DEVNULL,
-            env={**os.environ, **self.env}, start_new_session=True,
-        )
+        self.process = start_child(self.command, stdout=stderr, stderr=stderr, stdin=subprocess.DEVNULL,
+                                   env={**os.environ, **self.env})
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> float:
         """Poll /healthz until it answers 200; returns the seconds it took.
@@ -150,15 +144,6 @@ class ManagedProcess:
                 _wait_gone(self, timeout)
 
 
-def _alive(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie left by a parent that does not reap counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
-
-
 def _wait_gone(process: ManagedProcess, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while process.running():
@@ -166,11 +151,6 @@ def _wait_gone(process: ManagedProcess, timeout: float) -> bool:
             return False
         time.sleep(0.02)
     return True
-
-
-def harness_command(*args: str) -> list[str]:
-    """The harness's own command line, through this interpreter, so a venv need not be on PATH."""
-    return [sys.executable, "-m", "harness", *args]
 
 
 @dataclass
@@ -318,10 +298,12 @@ class LocalDeployment:
         return [fingerprint(key) for key in keys]
 
     def ring(self, index: int | None = None) -> list[str]:
-        from harness.shop.sealing import parse_ring
+        return read_ring(self.ring_file(index))
 
-        path = self.ring_file(index)
-        return parse_ring(path.read_text(), str(path))
+    def remove_rings(self) -> None:
+        """Delete the ring files this deployment wrote (its replicas keep their keys in memory until they stop)."""
+        if self._owns_ring:
+            remove_rings([self.ring_path, *(self.ring_file(index) for index in range(self.replica_count))])
 
     def stop(self) -> None:
         """Stop every process this deployment started, replicas first, by PID."""

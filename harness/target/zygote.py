@@ -7,12 +7,16 @@ from a parent that has imported everything, a replica is serving in a few hundre
 milliseconds. It is still a new process with a new PID: its in-memory keys (`ephemeral`),
 caches and connections are gone, exactly what a restart is meant to exercise.
 
-The parent (`python -m harness.shop.zygote`) reads one JSON request per line on stdin
-(`{"argv": [...], "log": path, "env": {...}}`) and answers one line per request
-(`{"pid": n}`). Its children are reaped by the kernel (SIGCHLD ignored), each runs in
-its own session with its output appended to its log, and the parent exits when its stdin
-closes, so a harness that dies does not leave it behind. It imports only; it never
-starts a thread, so forking it is safe.
+The parent (`python -m harness.target.zygote`) reads one JSON request per line on stdin
+(`{"argv": [...], "log": path, "env": {...}}`: `argv` are the options of
+`mrtr-harness shop replica`) and answers one line per request (`{"pid": n}`). Each child
+calls the replica's entry point (`harness.shop.replica.main`) directly: the zygote never
+imports the harness's CLI. Its children are reaped by the kernel (SIGCHLD ignored), each
+runs in its own session with its output appended to its log. The zygote dies with the
+harness (its lifeline, `harness.processes`) and exits when its stdin closes; each replica
+it forks is tied to the zygote the same way right after the fork, so a harness killed
+with SIGKILL takes the zygote, and with it every replica, along. It imports only; it
+never starts a thread, so forking it is safe.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+from harness.processes import die_with_parent, start_child
+
 PRELOAD = (
-    "harness.cli",
     "harness.shop.replica",
     "harness.shop.server",
     "harness.shop.sealing",
@@ -53,16 +58,17 @@ class Zygote:
     def __init__(self, log_path: Path) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")  # noqa: SIM115 - held for the life of the zygote
-        self.process: subprocess.Popen[str] = subprocess.Popen(
-            [sys.executable, "-m", "harness.shop.zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, start_new_session=True)
+        self.process: subprocess.Popen[str] = start_child(
+            [sys.executable, "-m", "harness.target.zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._log, text=True)
         answer = self._read_line()
         if answer != READY:
             self.stop()
             raise ZygoteError(f"the replica zygote did not start (said {answer!r}); see {log_path}")
 
     def spawn(self, argv: list[str], log_path: Path, env: dict[str, str]) -> int:
-        """A new replica process running `mrtr-harness <argv>`, its output appended to `log_path`; its PID."""
+        """A new replica process running `mrtr-harness shop replica <argv>`, its output appended to `log_path`;
+        its PID."""
         assert self.process.stdin is not None
         request = {"argv": argv, "log": str(log_path), "env": env}
         try:
@@ -93,6 +99,7 @@ class Zygote:
 
 
 def _serve(requests: IO[str], answers: IO[str]) -> None:
+    zygote = os.getpid()
     for line in requests:
         try:
             request: dict[str, Any] = json.loads(line)
@@ -102,6 +109,7 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
             answers.flush()
             continue
         if pid == 0:
+            die_with_parent(zygote)
             _child(request)  # never returns
         answers.write(json.dumps({"pid": pid}) + "\n")
         answers.flush()
@@ -122,10 +130,11 @@ def _child(request: dict[str, Any]) -> None:
         os.close(log)
         os.close(null)
         os.environ.update(request.get("env") or {})
-        sys.argv = ["mrtr-harness", *request["argv"]]
-        from harness.cli import main
+        sys.argv = ["mrtr-harness", "shop", "replica", *request["argv"]]
+        from harness.shop.replica import main
+        from harness.shop.server import build_replica_server
 
-        code = int(main(request["argv"]) or 0)
+        code = int(main(request["argv"], build_replica_server) or 0)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:

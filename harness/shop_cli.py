@@ -1,4 +1,9 @@
-"""`mrtr-harness shop ...`: run the reference deployment's parts by hand or from a backend."""
+"""`mrtr-harness shop ...`: run the reference deployment's parts by hand or from a backend.
+
+The harness's side of the shop: the shop (`harness.shop`) is the server only and knows
+nothing of the harness's command line; `shop up` runs the process backend's deployment
+(`harness.target.local_deployment`), tied to this process so it dies with it.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.shop import replica
+
+if TYPE_CHECKING:
+    from harness.target.local_deployment import LocalDeployment
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     one = commands.add_parser("replica", help="run one MCP replica (the command every backend uses)",
                               description=replica.__doc__)
     replica.add_arguments(one)
-    one.set_defaults(handler=lambda args: replica.serve(replica.settings_from(one, args)))
+    one.set_defaults(handler=lambda args: run_replica(one, args))
 
     keys = commands.add_parser("keyring", help="write a fresh key ring file, unless one is there already",
                                description="Write a key ring file with one new key (0600), for replicas started "
@@ -70,11 +79,17 @@ def run_api(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_replica(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from harness.shop.server import build_replica_server
+
+    return replica.serve(replica.settings_from(parser, args), build_replica_server)
+
+
 def run_keyring(args: argparse.Namespace) -> int:
-    from harness.shop.sealing import fingerprint, new_key, parse_ring, write_ring
+    from harness.keys import fingerprint, new_key, read_ring, write_ring
 
     if args.path.exists() and not args.force:
-        ring = parse_ring(args.path.read_text(), str(args.path))
+        ring = read_ring(args.path)
         print(f"{args.path}: ring already there, sealing key {fingerprint(ring[0])}")
         return 0
     key = new_key()
@@ -84,7 +99,7 @@ def run_keyring(args: argparse.Namespace) -> int:
 
 
 def run_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from harness.shop.deployment import DeploymentError, LocalDeployment
+    from harness.target.local_deployment import DeploymentError, LocalDeployment
 
     if args.replicas < 1:
         parser.error("--replicas must be at least 1")
@@ -111,9 +126,10 @@ def run_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_urls(deployment) -> None:
-    from harness.shop.sealing import fingerprint
+def _print_urls(deployment: LocalDeployment) -> None:
+    from harness.keys import fingerprint
 
+    assert deployment.api is not None, "started"
     print(f"shop API      {deployment.api.base_url}   (ledger: {deployment.api.base_url}/ledger)")
     for process, url in zip(deployment.replicas, deployment.replica_urls):
         print(f"replica {process.label:<5} {url}   (metrics: {process.base_url}/metrics)")

@@ -1,0 +1,134 @@
+"""Nothing the harness starts outlives it, also when it is killed with SIGKILL and can stop nothing.
+
+The harness is run as a user runs it; while it runs, every process below it is collected
+from /proc (children of children too, among them the replicas the zygote forks, which a
+dead zygote would leave re-parented to init). After the SIGKILL, the kernel must end
+every one of them within seconds, through the lifeline each was started with.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.processes import alive, descendants, parent_of
+from tests.harness_run import ROOT, SCENARIOS
+
+GONE_WITHIN = 5.0
+
+
+def start(args: list[str], output: Path) -> subprocess.Popen[bytes]:
+    """The harness as a user starts it, with SIGINT at its default whatever this runner inherited."""
+    with open(output, "wb") as sink:
+        return subprocess.Popen([sys.executable, "-m", "harness", *args], stdout=sink, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=ROOT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def watch(process: subprocess.Popen[bytes], seconds: float) -> set[int]:
+    """Every process seen below `process` during `seconds` (sampled every 0.2 s), with `process` still running."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the harness exited early with {process.returncode}"
+        seen |= descendants(process.pid)
+        time.sleep(0.2)
+    return seen
+
+
+def wait_for_line(process: subprocess.Popen[bytes], output: Path, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in output.read_text(errors="replace"):
+        assert process.poll() is None, output.read_text(errors="replace")
+        assert time.monotonic() < deadline, f"no {text!r} within {timeout:g}s:\n{output.read_text(errors='replace')}"
+        time.sleep(0.2)
+
+
+def kill_and_count_survivors(process: subprocess.Popen[bytes], seen: set[int]) -> set[int]:
+    """SIGKILL the harness; the processes of `seen` still alive `GONE_WITHIN` seconds later."""
+    process.kill()
+    process.wait(10)
+    deadline = time.monotonic() + GONE_WITHIN
+    while any(alive(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return {pid for pid in seen if alive(pid)}
+
+
+def describe(pids: set[int]) -> list[str]:
+    described = []
+    for pid in sorted(pids):
+        try:
+            described.append(f"{pid} (parent {parent_of(pid)}): "
+                             + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120])
+        except OSError:
+            described.append(f"{pid}: gone")
+    return described
+
+
+def test_a_run_killed_with_sigkill_leaves_no_process_behind(tmp_path):
+    output = tmp_path / "output.txt"
+    process = start(["run", str(SCENARIOS / "smoke.toml"), "--duration", "60s", "--results", str(tmp_path)], output)
+    try:
+        seen = watch(process, 17.0)
+        assert "target up" in output.read_text(errors="replace"), output.read_text(errors="replace")
+        zygotes = {pid for pid in seen if b"harness.target.zygote" in _cmdline(pid) and parent_of(pid) == process.pid}
+        replicas = {pid for pid in seen if parent_of(pid) in zygotes}
+        assert len(zygotes) == 1 and len(replicas) == 3, describe(seen)  # smoke.toml: 3 forked replicas
+        survivors = kill_and_count_survivors(process, seen)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert not survivors, describe(survivors)
+
+
+def test_shop_up_killed_with_sigkill_leaves_no_process_behind(tmp_path):
+    output = tmp_path / "output.txt"
+    process = start(["shop", "up", "--replicas", "2", "--workdir", str(tmp_path / "shop")], output)
+    try:
+        wait_for_line(process, output, "Ctrl-C stops everything.", timeout=120)
+        seen = watch(process, 2.0)
+        assert len(seen) >= 4, describe(seen)  # the API, the zygote and two replicas
+        survivors = kill_and_count_survivors(process, seen)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert not survivors, describe(survivors)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_child_started_with_the_lifeline_dies_with_its_parent_even_when_paused(tmp_path):
+    """The lifeline on its own: a parent starts a sleeping child with `start_child`, the child is SIGSTOPped
+    (as chaos pauses a replica), then the parent is killed: the kernel ends the child anyway."""
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time; from harness.processes import start_child; "
+         f"child = start_child(['sleep', '600']); open({str(pid_file)!r}, 'w').write(str(child.pid)); "
+         "time.sleep(600)"],
+        cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert parent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert alive(child) and parent_of(child) == parent.pid
+        os.kill(child, signal.SIGSTOP)
+        survivors = kill_and_count_survivors(parent, {child})
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+    assert not survivors, describe(survivors)
