@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from harness.journal import Journal
 from harness.records import HypothesisProbed, RecordType
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 from harness.thresholds import evaluate, parse_thresholds
 
 MIN_FLOWS = 10

@@ -68,7 +68,7 @@ from harness.records import (
 )
 from harness.report.folder import results_folder
 from harness.scenario import Scenario, flow_label
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 from harness.target.base import Target, TargetError
 from harness.target.factory import build_target
 from harness.thresholds import parse_thresholds

@@ -38,7 +38,7 @@ from harness.report.folder import results_folder
 from harness.report.series import percentile
 from harness.report.verdict import ExitCode
 from harness.scenario import Scenario, parse_scenario
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 from harness.thresholds import evaluate, parse_thresholds
 
 RISING, RISING_FLOOR = 2.0, 0.05

@@ -30,7 +30,7 @@ from harness.report.verdict import (
     decide,
 )
 from harness.scenario import Scenario
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 from harness.thresholds import Threshold
 
 __all__ = [

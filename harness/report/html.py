@@ -34,7 +34,7 @@ from harness.report.verdict import (
     observed_text,
 )
 from harness.scenario import Scenario
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 
 _X_LABEL = "seconds since the run start"
 _STATUS_COLOURS = {RunStatus.COMPLETED: "#1a7f37", RunStatus.DEVIATED: "#9a6700"}

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.journal import JournalView
 from harness.records import ChaosPhase, FlowOutcome, RecordType, advance_time_zero
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 
 PERCENTILES = (50.0, 95.0, 99.0)
 _BIN_WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)

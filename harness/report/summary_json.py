@@ -14,7 +14,7 @@ from typing import Any
 from harness.report.series import ordered_outcomes, round_latency, rounds_per_call
 from harness.report.verdict import RunVerdict
 from harness.scenario import Scenario
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 
 SCHEMA = 1
 """Bumped when a key changes meaning, so a script comparing runs can tell."""

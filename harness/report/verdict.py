@@ -17,7 +17,7 @@ from typing import Any
 from harness.journal import JournalView
 from harness.records import EndStatus, RecordType, RunEvent
 from harness.report.series import ChaosAction, chaos_actions
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
 
 _SECONDS_METRICS = frozenset({"round_duration", "flow_duration", "think_time"})
