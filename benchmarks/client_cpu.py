@@ -1,6 +1,6 @@
 """Client CPU per MRTR round against one replica's server CPU per round, side by side in one run.
 
-DESIGN's target: the harness is never the bottleneck, its client CPU per round at most a
+The project's target: the harness is never the bottleneck, its client CPU per round at most a
 tenth of one replica's server CPU per round (so one harness core drives ten replica
 cores). Both sides are measured over the same window on the same rounds: this load
 process's own `time.process_time()` (the client: `MrtrClient` + `Transport`, gevent

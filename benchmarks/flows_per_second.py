@@ -1,6 +1,6 @@
 """MRTR flows per second that one load process drives, and what share of a core it takes doing so.
 
-DESIGN asks how many flows one Locust process can drive against a deployment sized not
+The question: how many flows one Locust process can drive against a deployment sized not
 to be the limit. On a 2-core machine any SDK-based deployment is the limit (a shop
 replica spends 5-8 ms of CPU per round, the garden test server about 2 ms, the harness
 about 1-1.5 ms), so the default target here is the stub (`benchmarks/stub_server.py`):

@@ -1,6 +1,6 @@
 """How long a replica restart takes on the process backend: forked from the zygote against a new interpreter.
 
-DESIGN's target: a replica restart is serving again in under 2 s. Both ways are measured
+The project's target: a replica restart is serving again in under 2 s. Both ways are measured
 in the same run, alternating, on one deployment each (one replica, sqlite store,
 ephemeral keys, so each restart really makes a new key): `stop` is SIGTERM until the
 process is gone, `ready` is start until `/healthz` answers, `total` is both, as a chaos

@@ -1,6 +1,6 @@
 """Resident memory of one load process holding 100,000 flows that wait on a lead.
 
-DESIGN's target: one worker process holds 100,000 flows waiting on a lead in under
+The project's target: one worker process holds 100,000 flows waiting on a lead in under
 1 GiB, with no connection held during think time. "Waiting on a lead" is measured as it
 really is in a run: each flow has sent round 1 to a real shop replica, got its
 `input_required` answer (the question and the sealed requestState), and sits in its

@@ -1,7 +1,7 @@
 """The docker backend against a real Docker engine: replicas as containers, broken through the engine's API.
 
 The engine is the one that answers, or a private dockerd the module starts (and stops by
-its PID). The image is DESIGN's recipe (a): an empty root imported in under a second,
+its PID). The image is an empty root imported in under a second,
 run with host networking and read-only mounts of this interpreter and this harness.
 Every container a test creates carries the harness's run label and is gone at the end.
 """

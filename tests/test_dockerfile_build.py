@@ -1,4 +1,4 @@
-"""The real `Dockerfile` builds and its image works, with no image registry: DESIGN's recipe (b).
+"""The real `Dockerfile` builds and its image works, with no image registry: a debootstrapped Debian root as the base.
 
 1. `debootstrap --variant=minbase` a Debian bookworm root (python3, venv, CA certificates) from
    the mirror this machine's apt uses. The root's tarball is cached under

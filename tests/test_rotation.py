@@ -18,7 +18,7 @@ OLD, NEW = new_key(), new_key()
 PHASES = {"[old]": [OLD], "[old,new]": [OLD, NEW], "[new,old]": [NEW, OLD], "[new]": [NEW]}
 MINTER, OPENER = 0, 1
 
-# DESIGN's table: mint on the row, open on the column.
+# The rotation table: mint on the row, open on the column.
 EXPECTED = {
     "[old]": {"[old]": "ok", "[old,new]": "ok", "[new,old]": "ok", "[new]": "unknown key"},
     "[old,new]": {"[old]": "ok", "[old,new]": "ok", "[new,old]": "ok", "[new]": "unknown key"},

@@ -57,7 +57,7 @@ def test_a_huge_body_is_refused_before_it_is_read_whole(shop):
 
 
 def test_a_request_without_the_protocol_header_is_silently_served_by_the_2025_path(shop):
-    """DESIGN's measured fact, pinned: no MCP-Protocol-Version header, no 2026-07-28 result shape."""
+    """A fact measured on mcp 2.3.0, pinned: no MCP-Protocol-Version header, no 2026-07-28 result shape."""
     headers = {k: v for k, v in HEADERS.items() if k != "MCP-Protocol-Version"}
     response = httpx.post(shop.replica_urls[0], headers=headers, json={
         "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "quote_refund",

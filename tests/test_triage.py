@@ -447,7 +447,7 @@ def docker_client():
 
 def test_a_compose_services_container_is_followed_live(tmp_path, docker_client):
     client = docker_client
-    from harness.target.image import ensure_host_python_image, host_python_run_spec  # DESIGN's image recipe (a)
+    from harness.target.image import ensure_host_python_image, host_python_run_spec  # an empty root over the host's /usr
 
     ensure_host_python_image(client)
     project, port, metrics_port = f"mrtr-triage-{uuid.uuid4().hex[:8]}", free_port(), free_port()
