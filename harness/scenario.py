@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 import tomllib
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.durations import Duration, PositiveDuration
-from harness.leads import LeadProfile
+from harness.leads import LeadProfile, ThinkTime
 from harness.logs.spec import parse_log_location
 from harness.mrtr.routing import Routing
 from harness.thresholds import parse_thresholds
@@ -351,7 +352,7 @@ def _explain(exc: ValidationError, text: str, source: str) -> str:
     problem = (error.get("ctx") or {}).get("error")
     loc = [*error["loc"], *(problem.where if isinstance(problem, FieldProblem) else ())]
     location = [part for part in loc if not (isinstance(part, str) and part.endswith("Flow") or
-                                             isinstance(part, str) and part in _CHAOS_TAGS)]
+                                             isinstance(part, str) and part in _UNION_TAGS)]
     field = _dotted(location) or "(top level)"
     line = _find_line(text, location)
     where = f"{source}:{line}" if line else source
@@ -360,9 +361,22 @@ def _explain(exc: ValidationError, text: str, source: str) -> str:
     return f"{where}: {field}: {message}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
 
-_CHAOS_TAGS = {"restart", "kill", "pause", "rolling-restart", "rotate-keys", "set-ttl", "rename", "clock-skew",
-               "memory-records", "refund", "return", "payout", "replay", "tamper", "change-args", "call",
-               "constant", "uniform", "exponential", "lognormal"}
+def _union_tags(*unions: Any) -> frozenset[str]:
+    """Every tag of the discriminated unions (flow kinds, chaos actions, think-time distributions).
+
+    pydantic puts the chosen member's tag in an error's location (`chaos.1.rotate-keys.order`);
+    the message names the field without it. Read from the unions themselves, so a new action
+    or flow kind needs no second list here.
+    """
+    tags: set[str] = set()
+    for union in unions:
+        members, field = typing.get_args(union)
+        for member in typing.get_args(members):
+            tags.update(typing.get_args(member.model_fields[field.discriminator].annotation))
+    return frozenset(tags)
+
+
+_UNION_TAGS = _union_tags(FlowSpec, ChaosStep, ThinkTime)
 
 
 def _dotted(location: list[Any]) -> str:
