@@ -39,6 +39,8 @@ from typing import Any
 
 from harness.durations import format_duration
 from harness.leads.think import ThinkTime
+from harness.mrtr.outcome import Outcome
+from harness.records import RecordType
 
 EXPIRED = "expired"
 TTL_UNITS = ((60.0, 1.0), (3600.0, 60.0), (86400.0, 300.0), (math.inf, 3600.0))
@@ -125,14 +127,14 @@ def measure(records: Iterable[dict[str, Any]]) -> ExpiryMeasurement:
     latencies: list[float] = []
     for record in records:
         kind = record.get("type")
-        if kind == "round":
-            if record.get("outcome") == "input_required":
+        if kind == RecordType.ROUND:
+            if record.get("outcome") == Outcome.INPUT_REQUIRED:
                 states += 1
             if (record.get("round") or 1) >= 2:
                 retries += 1
                 if isinstance(record.get("latency"), int | float):
                     latencies.append(float(record["latency"]))
-        elif kind == "rejection" and record.get("reason") == EXPIRED:
+        elif kind == RecordType.REJECTION and record.get("reason") == EXPIRED:
             expired += 1
     return ExpiryMeasurement(states, retries, expired, tuple(latencies))
 

@@ -33,7 +33,8 @@ from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, a
 from harness.capacity.other_load import OtherLoad
 from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
-from harness.journal import FlowOutcome, read_journal
+from harness.journal import read_journal
+from harness.records import FlowOutcome, RecordType, RunEvent
 from harness.report.folder import results_folder
 from harness.report.series import percentile
 from harness.report.verdict import ExitCode
@@ -142,16 +143,16 @@ def analyse_step(folder: Path, scenario: Scenario, plan: CapacityPlan, replicas:
     step.expiry_predicted_with_latency = step.expiry.predicted_with_latency(scenario.leads.think, scenario.target.ttl,
                                                                            scenario.time_scale)
     step.rejections = dict(sorted(Counter(r["reason"] for r in records
-                                          if r.get("type") == "rejection" and r.get("reason")).items()))
-    starts = [r for r in records if r.get("type") == "start" and r.get("t") is not None]
+                                          if r.get("type") == RecordType.REJECTION and r.get("reason")).items()))
+    starts = [r for r in records if r.get("type") == RecordType.START and r.get("t") is not None]
     step.flows = len(starts)
-    run_events = {r.get("event"): r["t"] for r in records if r.get("type") == "run" and r.get("t") is not None}
+    run_events = {r.get("event"): r["t"] for r in records if r.get("type") == RecordType.RUN and r.get("t") is not None}
     if not starts:
         step.judgement = Judgement.BREAK
         step.reasons.append("no flow started")
         return step
     first = min(r["t"] for r in starts)
-    stopped = run_events.get("load-stopped") or max(r["t"] for r in records if r.get("t") is not None)
+    stopped = run_events.get(RunEvent.LOAD_STOPPED) or max(r["t"] for r in records if r.get("t") is not None)
     warm = min(first + plan.warmup_for(scenario.load.ramp), stopped)
     step.window = max(stopped - warm, 1e-9)
     figures = RunFigures.from_records(records)
@@ -174,8 +175,8 @@ def _steady_figures(step: StepResult, records: list[dict[str, Any]], view: RunFi
                     stopped: float) -> None:
     """Offered rate, throughput, completion, latency and rounds per call over the steady window."""
     in_window = [r for r in records if r.get("t") is not None and warm <= r["t"] <= stopped]
-    step.offered = sum(1 for r in in_window if r.get("type") == "start") / step.window
-    step.throughput = sum(1 for r in in_window if r.get("type") == "flow"
+    step.offered = sum(1 for r in in_window if r.get("type") == RecordType.START) / step.window
+    step.throughput = sum(1 for r in in_window if r.get("type") == RecordType.FLOW
                           and r.get("outcome") == FlowOutcome.COMPLETED.value) / step.window
     step.completion = view.ratio("completed_ratio", {})
     latencies = sorted(view.distribution("round_duration", {}))
@@ -200,14 +201,14 @@ def _generator(step: StepResult, summary: dict[str, Any], records: list[dict[str
     have ended (or the grace period ran out); the window here is the same span, from the
     first arrival to the last flow's end (or load stop + grace, when flows were cut off).
     """
-    flows = [r for r in records if r.get("type") == "flow" and r.get("t") is not None]
+    flows = [r for r in records if r.get("type") == RecordType.FLOW and r.get("t") is not None]
     cut_off = any(r.get("outcome") == FlowOutcome.INTERRUPTED.value for r in flows)
     end = stopped + scenario.grace if cut_off else max([stopped, *(r["t"] for r in flows)])
     cpu = (summary.get("extra") or {}).get("cpu") or {}
     seconds = cpu.get("harness_seconds")
     if seconds is not None and end > first:
         step.harness_cores = seconds / (end - first)
-    starts = [r for r in records if r.get("type") == "start"]
+    starts = [r for r in records if r.get("type") == RecordType.START]
     step.late_share = sum(1 for r in starts if r.get("late")) / len(starts) if starts else 0.0
     if step.harness_cores is not None and step.harness_cores >= plan.saturation_cpu:
         step.reasons.append(f"generator saturated: the harness used {step.harness_cores:.2f} cores "
