@@ -53,7 +53,8 @@ class LeadProfile(BaseModel):
     url_completion: ThinkTime = Field(default_factory=lambda: ConstantThink(value=30.0))
     """Time from accepting a URL-mode request to finishing the page out of band."""
     overrides: dict[str, Any] = Field(default_factory=dict)
-    """Field answers that win over generated ones, e.g. {"release": True} for the refund flow."""
+    """Field answers that win over generated ones, e.g. {"release": True} for the refund flow; a list is the
+    choices a lead picks one from (a `call` flow's `answers` are merged in here)."""
 
     @model_validator(mode="after")
     def _probabilities_fit(self) -> LeadProfile:

@@ -58,14 +58,18 @@ class FlowEnv:
         self.held_orders = catalogue.order_ids(needs_confirmation=True) if catalogue else []
         self.small_orders = catalogue.order_ids(needs_confirmation=False) if catalogue else []
         self.all_orders = catalogue.order_ids() if catalogue else []
-        self._profiles: dict[str, LeadProfile] = {}
+        self._profiles: dict[int, LeadProfile] = {}
 
     def profile_for(self, spec: FlowSpec) -> LeadProfile:
-        """The lead profile of a flow kind, derived once per run (not per flow)."""
-        kind = spec.kind
-        if kind not in self._profiles:
-            self._profiles[kind] = _profile_for(self.scenario.leads, spec)
-        return self._profiles[kind]
+        """The lead profile of a flow spec, derived once per run (not per flow).
+
+        Keyed by the spec itself (its id: the scenario holds every spec for the whole run),
+        since two `call` flows of one scenario may pin different answers.
+        """
+        key = id(spec)
+        if key not in self._profiles:
+            self._profiles[key] = lead_profile(self.scenario.leads, spec)
+        return self._profiles[key]
 
     def label(self, url: str) -> str:
         return self.replica_labels.get(url, url)
@@ -189,10 +193,15 @@ def _failure_code(record: RoundRecord) -> str | None:
     return record.outcome.value
 
 
-def _profile_for(profile: LeadProfile, spec: FlowSpec) -> LeadProfile:
-    """Refund leads who accept mean "release": the form's one field is answered yes."""
+def lead_profile(profile: LeadProfile, spec: FlowSpec) -> LeadProfile:
+    """Refund leads who accept mean "release": the form's one field is answered yes.
+
+    A `call` flow's `answers` pin what its leads type, over the `[leads]` table's own.
+    """
     if isinstance(spec, RefundFlow | AdversarialFlow) and "release" not in profile.overrides:
         return profile.model_copy(update={"overrides": {**profile.overrides, "release": True}})
+    if isinstance(spec, CallFlow) and spec.answers:
+        return profile.model_copy(update={"overrides": {**profile.overrides, **spec.answers}})
     return profile
 
 
