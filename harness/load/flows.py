@@ -169,15 +169,19 @@ class Flow:
     def record_round(self, tool: str, record: RoundRecord) -> None:
         self.rounds += 1
         failure = _failure_code(record)
+        message = record.message
         env = self.env
-        env.journal.write(RoundDone(
+        done = RoundDone(
             type=RecordType.ROUND, t=record.received_at, flow_id=self.flow_id, flow=self.kind, tool=tool,
             round=record.round, replica=env.label(record.replica), intended=record.intended_at, sent=record.sent_at,
             latency=round(record.latency, 6), server_time=round(record.server_time, 6),
-            outcome=record.outcome.value, http_status=record.http_status, code=failure))
+            outcome=record.outcome.value, http_status=record.http_status, code=failure)
+        if message is not None:
+            done["error"] = message
+        env.journal.write(done)
         env.measurements.round_done(self.kind, record.round, record.latency, failure)
         if env.fire_request is not None:
-            error = OutcomeError(record.outcome, record.error_code, record.http_status) \
+            error = OutcomeError(record.outcome, record.error_code, record.http_status, message) \
                 if record.outcome.is_failure else None
             env.fire_request(request_type="MRTR", name=f"{tool} r{min(record.round, 10)}",
                              response_time=record.latency * 1000.0, response_length=0, exception=error,
