@@ -179,6 +179,8 @@ class RoundDone(TypedDict):
     `latency` counts from `intended` (coordinated-omission safe), `server_time` from `sent`;
     `outcome` is a `harness.mrtr.Outcome` value; `code` the JSON-RPC code or failure class
     (null on success); `replica` the label of the replica that served it (`balancer` behind one URL).
+    `error`: what a failed round said (a tool error's text, a JSON-RPC error's message, an HTTP
+    error's status and body excerpt), at most 200 characters, secrets replaced by placeholders.
     """
 
     type: Literal[RecordType.ROUND]
@@ -195,6 +197,7 @@ class RoundDone(TypedDict):
     outcome: str
     http_status: int | None
     code: str | None
+    error: NotRequired[str]
 
 
 class CallSummary(TypedDict):

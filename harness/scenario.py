@@ -180,11 +180,24 @@ class CallFlow(_Flow):
     arguments: list[dict[str, Any]] = Field(default_factory=lambda: [{}],
                                             description="its arguments: one table, or a list to pick from at random")
     name: str | None = Field(default=None, description="label for metrics (default: the tool name)")
+    answers: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what the lead answers for a requested-schema property, in any question that has it: a value, "
+                    "or a list of values the lead picks one from (seeded); a multi-select answer is a list inside "
+                    "the list. Properties not named are answered from the schema")
 
     @field_validator("arguments", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, dict) else value
+
+    @field_validator("answers")
+    @classmethod
+    def _choices_not_empty(cls, answers: dict[str, Any]) -> dict[str, Any]:
+        for name, value in answers.items():
+            if isinstance(value, list) and not value:
+                raise ValueError(f"answers.{name} is an empty list: give at least one value to pick from")
+        return answers
 
 
 FlowSpec = Annotated[RefundFlow | ReturnFlow | PayoutFlow | AdversarialFlow | CallFlow, Field(discriminator="kind")]

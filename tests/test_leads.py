@@ -453,3 +453,17 @@ def test_stream_rejects_parts_that_could_be_ambiguous() -> None:
         stream(7, 1.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         stream(7, True)
+
+
+def test_a_pinned_list_is_choices_picked_with_one_draw_and_a_multi_select_is_a_list_inside_it() -> None:
+    form = {"type": "object", "properties": {"sku": {"type": "string"}, "tags": {"type": "array"}}}
+    pinned = {"sku": ["mug", "tee"], "tags": [["a", "b"]]}
+    picks = [answer_form(form, random.Random(seed), pinned) for seed in SEEDS]
+    assert {answer["sku"] for answer in picks} == {"mug", "tee"}
+    assert all(answer["tags"] == ["a", "b"] for answer in picks)
+    for seed in SEEDS[:20]:
+        rng, twin = random.Random(seed), random.Random(seed)
+        answer_form(form, rng, pinned)
+        twin.choice(["mug", "tee"])
+        twin.choice([["a", "b"]])
+        assert rng.random() == twin.random(), "each pinned list draws exactly one choice, nothing else"

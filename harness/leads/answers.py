@@ -12,7 +12,8 @@ is left out when optional, as a person skips a field they do not understand.
 
 Draw order (documented because a seed must reproduce a run): properties in schema order;
 per property, first whether to fill an optional one, then whether to keep its default,
-then the value itself. Overridden fields draw nothing.
+then the value itself. A pinned field (`overrides`) draws nothing when pinned to one value,
+and exactly one `rng.choice` when pinned to a list of choices, in its place in that order.
 
 A schema's `default` is used as given, as a client pre-fills it: a default that breaks
 its own schema is the server's bug, and the harness should surface it, not hide it.
@@ -70,9 +71,11 @@ def answer_form(
 ) -> dict[str, Any]:
     """Return `content` for an accepted form: valid against `schema`, drawn from `rng`.
 
-    `overrides` pins known fields (the refund flow wants `{"release": True}`); an override
-    applies only when the schema has that property or requires it, so one profile's
-    overrides can serve every form a server asks. Overridden values are sent as given.
+    `overrides` pins known fields (the refund flow wants `{"release": True}`, a scenario's
+    `answers` a SKU); an override applies only when the schema has that property or
+    requires it, so one profile's overrides can serve every form a server asks. A value is
+    sent as given; a list is the choices a lead picks one from (`pinned_answer`), so a
+    multi-select answer is pinned as a list inside the list.
     Raises UnanswerableSchema when the schema is not a flat object or a required field
     cannot be filled.
     """
@@ -81,7 +84,7 @@ def answer_form(
     content: dict[str, Any] = {}
     for name in _field_order(properties, required):
         if name in overrides:
-            content[name] = overrides[name]
+            content[name] = pinned_answer(overrides[name], rng)
             continue
         is_required = name in required
         if not is_required and rng.random() >= optional_share:
@@ -95,6 +98,17 @@ def answer_form(
             if is_required:
                 raise UnanswerableSchema(f"required field {name!r}: {error}") from None
     return content
+
+
+def pinned_answer(pinned: Any, rng: random.Random) -> Any:
+    """A pinned field's answer: the value itself, or one of a list of choices (one draw).
+
+    A list means choices, never a value, so "sku = ['mug', 'tee']" reads as a person would
+    read it: either of the two. An empty list is refused where the scenario is read.
+    """
+    if isinstance(pinned, list):
+        return rng.choice(pinned)
+    return pinned
 
 
 def _form_shape(schema: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:

@@ -55,8 +55,9 @@ class LeadProfile(BaseModel):
                                       description="URL mode: time from accepting to finishing the page, modelled")
     """Time from accepting a URL-mode request to finishing the page out of band."""
     overrides: dict[str, Any] = Field(default_factory=dict, description="form answers that win over generated "
-                                                                        "ones, by field name")
-    """Field answers that win over generated ones, e.g. {"release": True} for the refund flow."""
+                                        "ones, by field name; a list is the choices a lead picks one from")
+    """Field answers that win over generated ones, e.g. {"release": True} for the refund flow; a list is the
+    choices a lead picks one from (a `call` flow's `answers` are merged in here)."""
 
     @model_validator(mode="after")
     def _probabilities_fit(self) -> LeadProfile:

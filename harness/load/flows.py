@@ -58,14 +58,18 @@ class FlowEnv:
         self.held_orders = catalogue.order_ids(needs_confirmation=True) if catalogue else []
         self.small_orders = catalogue.order_ids(needs_confirmation=False) if catalogue else []
         self.all_orders = catalogue.order_ids() if catalogue else []
-        self._profiles: dict[str, LeadProfile] = {}
+        self._profiles: dict[int, LeadProfile] = {}
 
     def profile_for(self, spec: FlowSpec) -> LeadProfile:
-        """The lead profile of a flow kind, derived once per run (not per flow)."""
-        kind = spec.kind
-        if kind not in self._profiles:
-            self._profiles[kind] = _profile_for(self.scenario.leads, spec)
-        return self._profiles[kind]
+        """The lead profile of a flow spec, derived once per run (not per flow).
+
+        Keyed by the spec itself (its id: the scenario holds every spec for the whole run),
+        since two `call` flows of one scenario may pin different answers.
+        """
+        key = id(spec)
+        if key not in self._profiles:
+            self._profiles[key] = lead_profile(self.scenario.leads, spec)
+        return self._profiles[key]
 
     def label(self, url: str) -> str:
         return self.replica_labels.get(url, url)
@@ -165,15 +169,19 @@ class Flow:
     def record_round(self, tool: str, record: RoundRecord) -> None:
         self.rounds += 1
         failure = _failure_code(record)
+        message = record.message
         env = self.env
-        env.journal.write(RoundDone(
+        done = RoundDone(
             type=RecordType.ROUND, t=record.received_at, flow_id=self.flow_id, flow=self.kind, tool=tool,
             round=record.round, replica=env.label(record.replica), intended=record.intended_at, sent=record.sent_at,
             latency=round(record.latency, 6), server_time=round(record.server_time, 6),
-            outcome=record.outcome.value, http_status=record.http_status, code=failure))
+            outcome=record.outcome.value, http_status=record.http_status, code=failure)
+        if message is not None:
+            done["error"] = message
+        env.journal.write(done)
         env.measurements.round_done(self.kind, record.round, record.latency, failure)
         if env.fire_request is not None:
-            error = OutcomeError(record.outcome, record.error_code, record.http_status) \
+            error = OutcomeError(record.outcome, record.error_code, record.http_status, message) \
                 if record.outcome.is_failure else None
             env.fire_request(request_type="MRTR", name=f"{tool} r{min(record.round, 10)}",
                              response_time=record.latency * 1000.0, response_length=0, exception=error,
@@ -189,10 +197,15 @@ def _failure_code(record: RoundRecord) -> str | None:
     return record.outcome.value
 
 
-def _profile_for(profile: LeadProfile, spec: FlowSpec) -> LeadProfile:
-    """Refund leads who accept mean "release": the form's one field is answered yes."""
+def lead_profile(profile: LeadProfile, spec: FlowSpec) -> LeadProfile:
+    """Refund leads who accept mean "release": the form's one field is answered yes.
+
+    A `call` flow's `answers` pin what its leads type, over the `[leads]` table's own.
+    """
     if isinstance(spec, RefundFlow | AdversarialFlow) and "release" not in profile.overrides:
         return profile.model_copy(update={"overrides": {**profile.overrides, "release": True}})
+    if isinstance(spec, CallFlow) and spec.answers:
+        return profile.model_copy(update={"overrides": {**profile.overrides, **spec.answers}})
     return profile
 
 

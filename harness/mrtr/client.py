@@ -23,6 +23,7 @@ from typing import Any, Final
 import gevent
 
 import harness
+from harness.mrtr.error_text import content_text, scrub
 from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import NOT_SENT, HttpAnswer, RoundTransport, Transport
@@ -64,6 +65,7 @@ class RoundRecord:
     http_status: int | None = None
     error_code: int | None = None
     error_message: str | None = None
+    """A JSON-RPC error's `message`, or the start of an HTTP error's body, as the server sent it."""
     sent_responses: bool = False
     """Whether the round carried `inputResponses`."""
     sent_state: bool = False
@@ -89,6 +91,23 @@ class RoundRecord:
     def asks(self) -> bool:
         """Whether the round put questions to the person (not a state-only shed)."""
         return bool(self.input_requests)
+
+    @property
+    def message(self) -> str | None:
+        """What a failed round said, scrubbed of secrets and cut short; None when it said nothing.
+
+        A tool error's text content, a JSON-RPC error's `message`, or an HTTP error's status
+        and the start of its body (`error_message` holds the excerpt).
+        """
+        if self.outcome is Outcome.TOOL_ERROR:
+            text = content_text(self.result)
+        elif self.outcome is Outcome.HTTP_ERROR:
+            text = f"HTTP {self.http_status}: {self.error_message}" if self.error_message else f"HTTP {self.http_status}"
+        elif self.error_code is not None:
+            text = self.error_message or ""
+        else:
+            return None
+        return scrub(text) or None
 
 
 Responder = Callable[[RoundRecord], "Mapping[str, Any] | None"]

@@ -4,7 +4,8 @@ Locust's failure table, the Prometheus counters and the journal all group by thi
 enum, so it is small, fixed and string-valued (the values are metric labels and
 journal fields). Error texts built here never carry ids, tokens or timestamps:
 Locust groups failures by `repr(error)`, and one unique string per request would
-turn its failure table into a log.
+turn its failure table into a log. A server's own message is added as its pattern
+(`error_text.error_pattern`: ids, numbers, UUIDs and tokens as placeholders).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import enum
 from typing import Final
 
 from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+
+from harness.mrtr.error_text import error_pattern
 
 __all__ = ["Outcome", "OutcomeError", "describe", "outcome_for_error_code"]
 
@@ -87,12 +90,21 @@ def describe(outcome: Outcome, error_code: int | None = None, http_status: int |
 class OutcomeError(Exception):
     """An exception to hand to Locust (`response.failure(...)` / `events.request`) for a failed call.
 
-    Its `repr` is built only from the classification, so Locust groups equal failures
-    into one row however many flows hit them.
+    Its `repr` is built from the classification and the pattern of the server's `message`
+    (a round's scrubbed `RoundRecord.message`), so Locust groups equal failures into one
+    row however many flows hit them, and two errors that differ only by an order id are
+    one row. An HTTP error's message starts with its status, so the status is not repeated.
     """
 
-    def __init__(self, outcome: Outcome, error_code: int | None = None, http_status: int | None = None) -> None:
-        super().__init__(describe(outcome, error_code, http_status))
+    def __init__(self, outcome: Outcome, error_code: int | None = None, http_status: int | None = None,
+                 message: str | None = None) -> None:
+        if message:
+            shown_status = None if outcome is Outcome.HTTP_ERROR else http_status
+            text = f"{describe(outcome, error_code, shown_status)}: {error_pattern(message)}"
+        else:
+            text = describe(outcome, error_code, http_status)
+        super().__init__(text)
         self.outcome = outcome
         self.error_code = error_code
         self.http_status = http_status
+        self.message = message

@@ -24,6 +24,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOC
 from mcp_types.version import LATEST_MODERN_VERSION
 
 
+from harness.mrtr.error_text import http_excerpt
 from harness.mrtr.outcome import Outcome, outcome_for_error_code
 
 __all__ = [
@@ -168,7 +169,8 @@ class CallFrame:
 
 @dataclass(slots=True)
 class Reply:
-    """One round's answer, classified. `result` is set for complete, tool_error and input_required."""
+    """One round's answer, classified. `result` is set for complete, tool_error and input_required;
+    `error_message` is a JSON-RPC error's message, or the start of an HTTP error's body."""
 
     outcome: Outcome
     result: dict[str, Any] | None = None
@@ -267,7 +269,7 @@ def decode_reply(
     if message is not None and isinstance(error := message.get("error"), dict):
         return _error_reply(error)
     if not 200 <= status < 300:
-        return Reply(Outcome.HTTP_ERROR)
+        return Reply(Outcome.HTTP_ERROR, error_message=http_excerpt(body) or None)
     if message is None or message.get("id") != request_id:
         return Reply(Outcome.INVALID_RESULT)
     result = message.get("result")

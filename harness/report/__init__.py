@@ -9,11 +9,12 @@ every run, including an interrupted one, and can be re-run on any results folder
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.journal import read_journal
+from harness.report.errors import ErrorGroup, ErrorTable
 from harness.report.html import write_html
 from harness.report.junit import write_junit
 from harness.report.series import Timeline
@@ -34,6 +35,8 @@ from harness.figures import RunFigures
 from harness.thresholds import Threshold
 
 __all__ = [
+    "ErrorGroup",
+    "ErrorTable",
     "ExitCode",
     "HypothesisResult",
     "InvariantResult",
@@ -96,6 +99,7 @@ class JournalRead:
     figures: RunFigures = field(default_factory=RunFigures)
     checks: RunChecks = field(default_factory=RunChecks)
     timeline: Timeline = field(default_factory=Timeline)
+    errors: ErrorTable = field(default_factory=ErrorTable)
     parts: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     records: int = 0
@@ -127,6 +131,7 @@ def _take(read: JournalRead, record: Any) -> None:
         read.figures.add(record)
         read.checks.add(record)
         read.timeline.add(record)
+        read.errors.add(record)
     except (KeyError, TypeError, ValueError):
         read.unreadable += 1
         return
@@ -142,7 +147,7 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
     """
     folder.mkdir(parents=True, exist_ok=True)
     read = read_run(journal_paths)
-    verdict = decide(read.figures, thresholds, read.checks)
+    verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top())
     extra = {"cpu": read.checks.cpu, **(extra or {}), "journal": read.as_dict()}
     write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra)
     write_junit(folder / JUNIT_XML, scenario.name, verdict)

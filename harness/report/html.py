@@ -81,6 +81,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
             *_hypothesis_section(verdict),
             "<h2>Rejections by reason and replica</h2>", _rejections_table(figures),
             "<h2>Flows by outcome</h2>", _flows_table(figures),
+            "<h2>Top errors</h2>", _top_errors_table(verdict),
             "<h2>Rounds per call and round latency</h2>", _spreads_table(figures),
             "<h2>Chaos actions</h2>", _chaos_table(actions)]
     return page(f"{scenario.name}: {verdict.status.value}", _CSS, body)
@@ -237,6 +238,16 @@ def _flows_table(figures: RunFigures) -> str:
     rows = [[cell(flow), *(cell(counts.get(outcome, 0), True) for outcome in outcomes),
              cell(sum(counts.values()), True)] for flow, counts in sorted(by_flow.items())]
     return table(["flow", *outcomes, "total"], rows, "no flows finished")
+
+
+def _top_errors_table(verdict: RunVerdict) -> str:
+    """What the servers said most often when rounds failed; the first message seen is in the cell's title."""
+    rows = [[cell(group.count, True), cell(group.flow), cell(group.tool), cell(group.round, True),
+             cell(_at(group.first), True), cell(_at(group.last), True),
+             f'<td title="{escape(group.example)}">{escape(group.message)}</td>']
+            for group in verdict.top_errors]
+    return table(["count", "flow", "tool", "round", "first (s)", "last (s)", "message"], rows,
+                 "no failed round carried a message")
 
 
 def _spreads_table(figures: RunFigures) -> str:

@@ -43,6 +43,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "round_latency_seconds": round_latency(figures),
         "rejections": _rejections(figures, verdict),
         "chaos": [action.as_dict() for action in verdict.chaos],
+        "top_errors": [group.as_dict() for group in verdict.top_errors],
         "extra": extra,
     }
 

@@ -14,10 +14,11 @@ _DETAIL_LIMIT = 100
 
 
 def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
-    """The whole closing table: thresholds, invariants, reconciliation, hypothesis, then the status."""
+    """The whole closing table: thresholds, invariants, reconciliation, hypothesis, chaos, top errors, the status."""
     paint = _Paint(color)
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
-             *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_status(verdict, paint)]
+             *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_top_errors(verdict, paint),
+             *_status(verdict, paint)]
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +112,28 @@ def _chaos(verdict: RunVerdict, paint: _Paint) -> list[str]:
         error = f" — {describe_detail(action.error, _DETAIL_LIMIT)}" if action.error else ""
         lines.append(f"    {paint.mark(action.ok)} {action.action}{where}{when}{took}{error}")
     return lines
+
+
+def _top_errors(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    """What the servers said most often when rounds failed, one aligned row per error (none: no section)."""
+    if not verdict.top_errors:
+        return []
+    header = ("count", "flow", "tool", "round", "first", "last", "message")
+    rows = [(str(group.count), group.flow, group.tool, str(group.round), _at(group.first), _at(group.last),
+             group.message) for group in verdict.top_errors]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
+    numeric = {0, 3, 4, 5}
+
+    def line(row: tuple[str, ...]) -> str:
+        cells = [cell.rjust(width) if i in numeric else cell.ljust(width)
+                 for i, (cell, width) in enumerate(zip(row, widths, strict=False))]
+        return "    " + "  ".join([*cells, row[-1]])
+
+    return [*_heading("TOP ERRORS", paint), line(header), *(line(row) for row in rows)]
+
+
+def _at(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}s"
 
 
 def _status(verdict: RunVerdict, paint: _Paint) -> list[str]:

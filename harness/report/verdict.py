@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.journal import JournalView
 from harness.records import EndStatus, RecordType, RunEvent
+from harness.report.errors import ErrorGroup
 from harness.report.series import ChaosAction, chaos_actions
 from harness.figures import RunFigures
 from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
@@ -187,6 +188,8 @@ class RunVerdict:
     started: float | None = None
     duration: float = 0.0
     chaos: list[ChaosAction] = field(default_factory=list)
+    top_errors: list[ErrorGroup] = field(default_factory=list)
+    """What the servers said most often when rounds failed: shown beside the decision, never part of it."""
 
     @property
     def passed(self) -> bool:

@@ -1,0 +1,98 @@
+"""What a failed round said, in words a person can act on, with every secret taken out.
+
+`tool_error` alone does not tell an on-call engineer that a refund desk answered "order
+O-1001 has no item 'box'": the server's own text does. So a round that ends in a tool
+error (its text content), a JSON-RPC error (its `message`) or an HTTP error (the status
+and a short excerpt of the body) carries a message into the journal and the reports.
+
+Two rules shape it:
+
+* secrets never: a server may echo what it was sent, and what it was sent includes a
+  sealed requestState; a misconfigured one may print a key. `scrub` replaces anything
+  that looks like one (a `v1.` token, a long hex or base64 run, a bearer token, a
+  `key=...`) before the text goes anywhere, and the text is cut to `MESSAGE_LIMIT`;
+* equal errors group: Locust groups its failures by `repr(error)`, and the reports count
+  errors by message, so `error_pattern` replaces what differs from one flow to the next
+  (ids, numbers that look like ids, UUIDs, times, quoted values) by placeholders.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["MESSAGE_LIMIT", "content_text", "error_pattern", "http_excerpt", "scrub"]
+
+MESSAGE_LIMIT: Final = 200
+"""Longest message journaled per round: enough for a sentence, not for a stack trace."""
+
+_BODY_PEEK: Final = 2000
+"""Bytes of an HTTP error body looked at; a proxy's error page says what it has to say early."""
+
+_SECRETS: Final = (
+    (re.compile(r"v1\.[A-Za-z0-9_\-]{8,}={0,2}"), "<requestState>"),
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"), "<token>"),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 <token>"),
+    (re.compile(r"(?i)\b(api[_-]?key|key|token|secret|password|passwd|authorization)(\s*[:=]\s*)[^\s,;]+"),
+     r"\1\2<redacted>"),
+    (re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{16,}(?![0-9A-Za-z])"), "<hex>"),
+)
+"""Patterns of what a secret looks like, most specific first, each with its placeholder."""
+
+_BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{24,}={0,2}")
+"""A run long enough to be a key or token; replaced only when it mixes cases and digits (see `_secret_run`)."""
+
+_PATTERNS: Final = (
+    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"), "<time>"),
+    (re.compile(r"(?<!\w)'[^'\n]{0,80}'(?!\w)|(?<!\w)\"[^\"\n]{0,80}\"(?!\w)"), "<value>"),
+    (re.compile(r"\b(?=[\w\-]*\d)(?=[\w\-]*[A-Za-z])[A-Za-z0-9][\w\-]*"), "<id>"),
+    (re.compile(r"(?<![\w.\-])\d{4,}(?![\w.])"), "<n>"),
+)
+"""What differs between two reports of one error, in the order it is replaced: a UUID before
+the id rule would cut it into pieces, a quoted value before the id rule keeps its quotes whole."""
+
+_TAGS: Final = re.compile(r"<[^>]{0,200}>")
+_SPACE: Final = re.compile(r"\s+")
+
+
+def scrub(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text` on one line with every secret-looking run replaced, cut to `limit` characters.
+
+    Scrubbed before it is cut, so a token cut in half cannot slip under a length rule.
+    """
+    text = _SPACE.sub(" ", text).strip()
+    for pattern, placeholder in _SECRETS:
+        text = pattern.sub(placeholder, text)
+    text = _BASE64_RUN.sub(_secret_run, text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _secret_run(match: re.Match[str]) -> str:
+    """A long run is a secret when it looks random: upper and lower case and digits (a word or path does not)."""
+    run = match.group(0)
+    looks_random = any(c.isupper() for c in run) and any(c.islower() for c in run) and any(c.isdigit() for c in run)
+    return "<token>" if looks_random else run
+
+
+def error_pattern(message: str) -> str:
+    """The message with what varies per flow replaced, so equal errors read (and group) as one."""
+    for pattern, placeholder in _PATTERNS:
+        message = pattern.sub(placeholder, message)
+    return message
+
+
+def http_excerpt(body: bytes) -> str:
+    """The start of an HTTP error body as text: markup dropped, whitespace folded, secrets scrubbed."""
+    text = body[:_BODY_PEEK].decode("utf-8", "replace")
+    return scrub(_TAGS.sub(" ", text))
+
+
+def content_text(result: Mapping[str, Any] | None) -> str:
+    """A tool result's text content, its text blocks joined (images and resources say nothing here)."""
+    content = (result or {}).get("content")
+    if not isinstance(content, list):
+        return ""
+    return " ".join(str(block["text"]) for block in content
+                    if isinstance(block, Mapping) and isinstance(block.get("text"), str))
