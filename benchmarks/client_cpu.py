@@ -43,28 +43,28 @@ from gevent import monkey
 
 monkey.patch_all()  # a load process, like a Locust worker: patch first, once
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import secrets  # noqa: E402
-import shlex  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from datetime import UTC, datetime  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import json
+import secrets
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
-import gevent.pool  # noqa: E402
+import gevent.pool
 
-from benchmarks.cpu import machine_facts, window  # noqa: E402
-from harness.mrtr import MrtrClient, Outcome, RoundRecord, Router, Transport  # noqa: E402
-from harness.mrtr.wire import CallFrame  # noqa: E402
+from benchmarks.cpu import machine_facts, window
+from harness.mrtr import MrtrClient, Outcome, RoundRecord, Router, Transport
+from harness.mrtr.wire import CallFrame
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "results" / "benchmarks"
@@ -167,7 +167,8 @@ SERVERS = {"shop": shop_server, "garden": garden_server}
 # --- measuring ---------------------------------------------------------------------------------------
 
 
-def run_flows(server: Server, client: MrtrClient, first: int, count: int, concurrency: int) -> tuple[int, dict[str, int]]:
+def run_flows(server: Server, client: MrtrClient, first: int, count: int,
+              concurrency: int) -> tuple[int, dict[str, int]]:
     """Run `count` flows on `concurrency` greenlets; return the rounds sent and the outcomes."""
     outcomes: dict[str, int] = {}
     rounds = 0
@@ -222,7 +223,8 @@ def socket_floor(client: MrtrClient, url: str, tool: str, arguments: dict[str, A
             while b"\r\n\r\n" not in data:
                 data += sock.recv(65536)
             fields, _, rest = data.partition(b"\r\n\r\n")
-            length = next(int(line[15:]) for line in fields.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+            length = next(int(line[15:]) for line in fields.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
             while len(rest) < length:
                 rest += sock.recv(65536)
 

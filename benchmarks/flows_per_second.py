@@ -71,7 +71,8 @@ class ServerKind:
 SERVERS = {
     "stub": ServerKind("benchmarks.stub_server", (), 'kind = "call"\ntool = "confirm"\narguments = { item = "X-1" }\n',
                        2),
-    "garden": ServerKind("tests.servers.garden", (), 'kind = "call"\ntool = "plan_bed"\narguments = { bed_id = "B-1" }\n',
+    "garden": ServerKind("tests.servers.garden", (),
+                         'kind = "call"\ntool = "plan_bed"\narguments = { bed_id = "B-1" }\n',
                          3),
 }
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +51,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/shop_replica.py` puts benchmarks/ first, not the root
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds  # noqa: E402
-from harness.shop.catalogue import build_catalogue  # noqa: E402
-from harness.target.local_deployment import LocalDeployment  # noqa: E402
+from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds
+from harness.shop.catalogue import build_catalogue
+from harness.target.local_deployment import LocalDeployment
 
 RESULTS = REPO_ROOT / "results" / "benchmarks"
 PROTOCOL = "2026-07-28"
@@ -216,7 +216,7 @@ def run_pool(clients: list[httpx.Client], work: Work, *, count: int, seconds: fl
                 run.failures += 1
                 run.first_failure = run.first_failure or f"{type(exc).__name__}: {exc}"
 
-    pool = [threading.Thread(target=worker, args=pair, daemon=True) for pair in zip(clients, runs)]
+    pool = [threading.Thread(target=worker, args=pair, daemon=True) for pair in zip(clients, runs, strict=True)]
     for thread in pool:
         thread.start()
     for thread in pool:
@@ -431,7 +431,7 @@ def print_table(figures: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     figures: dict[str, Any] = {
         "benchmark": "shop_replica",
         "command": shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", __file__, *argv]),
@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: v for k, v in vars(args).items() if k != "threads"},
     }
     figures |= run(args)
-    figures["duration_s"] = round((datetime.now(timezone.utc) - started).total_seconds(), 1)
+    figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"shop_replica-{started:%Y%m%dT%H%M%SZ}.json"
     out.write_text(json.dumps(figures, indent=2) + "\n")

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # `python benchmarks/triage_throughput.py` puts benchmarks/ first, not the root
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.cpu import machine_facts  # noqa: E402
-from harness.reasons import REASONS  # noqa: E402
+from benchmarks.cpu import machine_facts
+from harness.reasons import REASONS
 
 RESULTS = REPO_ROOT / "results" / "benchmarks"
 REPLICAS = ("r1", "r2", "r3")
@@ -145,7 +145,7 @@ def main() -> int:
                   f"{run['cpu_seconds']:.2f} s CPU), peak RSS {run['peak_rss_mib']:.1f} MiB "
                   f"(baseline {baseline['peak_rss_mib']:.1f} MiB), exit {run['exit_code']}", flush=True)
         size_mib = big.stat().st_size / 2**20
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     RESULTS.mkdir(parents=True, exist_ok=True)
     record = {
         "benchmark": "triage_throughput", "date": stamp, "lines": lines, "rejections": sum(expected.values()),

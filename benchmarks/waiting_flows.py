@@ -21,27 +21,27 @@ from gevent import monkey
 
 monkey.patch_all()  # a load process, like a Locust worker: patch first, once
 
-import argparse  # noqa: E402
-import copy  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from datetime import UTC, datetime  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import copy
+import json
+import os
+import platform
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
 
-import gevent  # noqa: E402
-from gevent.pool import Group  # noqa: E402
+import gevent
+from gevent.pool import Group
 
-from harness.journal import Journal  # noqa: E402
-from harness.leads import capabilities, stream  # noqa: E402
-from harness.load.flows import Flow, FlowEnv  # noqa: E402
-from harness.metrics import Measurements  # noqa: E402
-from harness.mrtr import MrtrClient, Outcome, Router, Transport  # noqa: E402
-from harness.scenario import parse_scenario  # noqa: E402
-from harness.shop.catalogue import build_catalogue  # noqa: E402
-from harness.target.local_deployment import LocalDeployment  # noqa: E402
+from harness.journal import Journal
+from harness.leads import capabilities, stream
+from harness.load.flows import Flow, FlowEnv
+from harness.metrics import Measurements
+from harness.mrtr import MrtrClient, Outcome, Router, Transport
+from harness.scenario import parse_scenario
+from harness.shop.catalogue import build_catalogue
+from harness.target.local_deployment import LocalDeployment
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
 SCENARIO = """

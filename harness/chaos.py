@@ -13,10 +13,12 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 from gevent import GreenletExit
 
 from harness.journal import Journal
+from harness.keys import fingerprint, new_key
 from harness.metrics import Measurements
 from harness.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
 from harness.scenario import (
@@ -31,7 +33,6 @@ from harness.scenario import (
     Scenario,
     SetTtl,
 )
-from harness.keys import fingerprint, new_key
 from harness.target.base import ChaosUnsupported, Target
 
 Sleep = Callable[[float], None]
@@ -83,7 +84,7 @@ class ChaosRunner:
             raise
         except ChaosUnsupported as exc:
             ok, error, detail = False, f"unsupported: {exc}", {}
-        except Exception as exc:  # a failed action is a run event, not a crash of the run
+        except Exception as exc:  # noqa: BLE001 - a failed action is a run event, not a crash of the run
             ok, error, detail = False, f"{type(exc).__name__}: {exc}", {"trace": traceback.format_exc(limit=3)}
         finally:
             self.running = None
@@ -187,7 +188,7 @@ class ChaosRunner:
                                         target="all", detail={}))
         try:
             undone, ok, error = self.target.rollback(), True, None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a rollback that failed is journaled; the teardown goes on
             undone, ok, error = [], False, f"{type(exc).__name__}: {exc}"
         self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=time.time(), action="rollback",
                                       target="all", ok=ok, error=error, seconds=round(time.time() - started, 3),
@@ -195,7 +196,7 @@ class ChaosRunner:
         return undone
 
 
-_ACTIONS: dict[type, Callable[[ChaosRunner, object, int], dict]] = {
+_ACTIONS: dict[type, Callable[[ChaosRunner, Any, int], dict]] = {
     ReplicaAction: ChaosRunner._restart,
     PauseAction: ChaosRunner._pause,
     RollingRestart: ChaosRunner._rolling_restart,

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import harness
+from harness import shop_cli
 from harness.capacity import cli as capacity_cli
 from harness.load import DEFAULT_MASTER_PORT
-from harness import shop_cli
 from harness.triage import cli as triage_cli
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TARGET, EXIT_HARNESS = 0, 1, 2, 3, 4
@@ -166,7 +166,8 @@ def _validate(args: argparse.Namespace) -> int:
             code = EXIT_USAGE
             continue
         print(f"{path}: ok ({scenario.name}: {scenario.target.kind} target, {scenario.load.model} model, "
-              f"{len(scenario.flows)} flow kinds, {len(scenario.chaos)} chaos steps, {len(scenario.expect)} thresholds)")
+              f"{len(scenario.flows)} flow kinds, {len(scenario.chaos)} chaos steps, "
+              f"{len(scenario.expect)} thresholds)")
     return code
 
 

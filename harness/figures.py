@@ -8,6 +8,7 @@ agrees with every other.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,14 +38,14 @@ class RunFigures(JournalView):
     client_rejections: int = 0
     status: str | None = None
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
         if kind == RecordType.START:
             self.starts.append({"flow": record.get("flow"), "flow_id": record.get("flow_id")})
         elif kind == RecordType.ROUND:
             self.rounds.append({k: record.get(k) for k in ("t", "flow", "round", "latency", "outcome", "code",
                                                            "replica")})
-            self.replica_rounds[record.get("replica")] += 1
+            self.replica_rounds[str(record.get("replica"))] += 1
         elif kind == RecordType.FLOW:
             self.flows.append({k: record.get(k) for k in ("t", "flow_id", "flow", "outcome", "rounds", "duration",
                                                           "think_time", "late", "quote_id", "held", "answers",
@@ -60,11 +61,11 @@ class RunFigures(JournalView):
             self.unmatched_logged = int(record.get("unmatched_logged") or 0)
             self.client_rejections = int(record["client_rejections"])
         elif kind == RecordType.CHAOS:
-            self.chaos.append(record)
+            self.chaos.append(dict(record))
         elif kind == RecordType.RUN:
             self._run_event(record)
 
-    def _run_event(self, record: dict[str, Any]) -> None:
+    def _run_event(self, record: Mapping[str, Any]) -> None:
         self.started = advance_time_zero(self.started, record)
         event = record.get("event")
         if event == RunEvent.LOAD_STOPPED and self.started is not None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from harness.figures import RunFigures
 from harness.journal import Journal
 from harness.records import HypothesisProbed, RecordType
-from harness.figures import RunFigures
 from harness.thresholds import evaluate, parse_thresholds
 
 MIN_FLOWS = 10

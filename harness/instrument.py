@@ -46,7 +46,7 @@ class RejectionCounter(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             parsed = parse_rejection(record.getMessage())
-        except Exception:  # a metrics hook must never break the server's logging
+        except Exception:  # noqa: BLE001 - a metrics hook must never break the server's logging
             return
         if parsed is not None:
             self.counter.labels(reason=parsed[1]).inc()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -49,7 +49,7 @@ class Journal:
     or lost. Under Locust the flusher is a greenlet (gevent patches `threading`).
     """
 
-    def __init__(self, path: Path, on_record: Callable[[Record], None] | None = None,
+    def __init__(self, path: Path, on_record: Callable[[Mapping[str, Any]], None] | None = None,
                  *, flush_delay: float = FLUSH_DELAY) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -135,7 +135,7 @@ class JournalView:
     including a killed run's, and none keeps a bookkeeping of its own.
     """
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: Mapping[str, Any]) -> None:
         raise NotImplementedError
 
     @classmethod

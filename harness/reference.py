@@ -215,7 +215,8 @@ def _describe_type(annotation: Any, sections: list[_Section]) -> str:
     if origin is Literal:
         return " \\| ".join(f'"{value}"' for value in typing.get_args(annotation))
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe_type(arg, sections) for arg in typing.get_args(annotation) if arg is not type(None))
+        return " or ".join(_describe_type(arg, sections) for arg in typing.get_args(annotation)
+                           if arg is not type(None))
     if origin is dict:
         return f"table of {_plural(_describe_type(typing.get_args(annotation)[1], sections))}"
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
@@ -313,7 +314,7 @@ def journal_reference() -> str:
     from harness import records
 
     lines = ["# The journal", "", GENERATED.format(source="harness/records.py"), "",
-             " ".join(inspect.getdoc(records).split("\n\n")[0].split()), "",
+             " ".join((inspect.getdoc(records) or "").split("\n\n")[0].split()), "",
              _body_paragraph(inspect.getdoc(records) or ""), "",
              "Each line of `journal.jsonl` (and, with workers, of each `journal-w<N>.jsonl`) is one JSON object; "
              "`mrtr-harness report DIR` rebuilds every output of a run from these lines alone. A field marked "
@@ -335,7 +336,7 @@ def _record_section(record: type) -> list[str]:
                        if key in hints and _literal(hints[key]) is not None)
     lines = [f"### {record.__name__}: {title}", "", " ".join((inspect.getdoc(record) or "").split()), "",
              "| field | type | present |", "|---|---|---|"]
-    optional = getattr(record, "__optional_keys__", frozenset())
+    optional: frozenset[str] = getattr(record, "__optional_keys__", frozenset())
     for name, hint in hints.items():
         lines.append(_row([f"`{name}`", _journal_type(hint), "sometimes" if name in optional else "always"]))
     return [*lines, ""]

@@ -41,6 +41,7 @@ from prometheus_client import generate_latest
 from harness import cpu
 from harness.chaos import ChaosRunner
 from harness.durations import format_duration
+from harness.figures import RunFigures
 from harness.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.hypothesis import SteadyState
 from harness.invariants import INVARIANTS, check_invariants, ledger_violations
@@ -68,7 +69,6 @@ from harness.records import (
 )
 from harness.report.folder import results_folder
 from harness.scenario import Scenario, flow_label
-from harness.figures import RunFigures
 from harness.target.base import Target, TargetError
 from harness.target.factory import build_target
 from harness.thresholds import parse_thresholds
@@ -451,9 +451,9 @@ class Run:
         """
         text = f"{type(exc).__name__}: {exc}" if exc is not None else "unknown error"
         trace = "".join(traceback.format_exception(exc)) if exc is not None else text
-        path = self.folder / TRACEBACK_FILE
+        path: Path | None = self.folder / TRACEBACK_FILE
         try:
-            with open(path, "a", encoding="utf-8") as file:
+            with open(self.folder / TRACEBACK_FILE, "a", encoding="utf-8") as file:
                 file.write(trace + "\n")
         except OSError:
             path = None

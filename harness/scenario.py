@@ -172,12 +172,17 @@ class AdversarialFlow(_Flow):
     kind: Literal["replay", "tamper", "change-args"]
 
 
+def _no_arguments() -> list[dict[str, Any]]:
+    """One call with no arguments: a tool that takes none."""
+    return [{}]
+
+
 class CallFlow(_Flow):
     """Any tool of any MRTR server: the leads answer whatever it asks, from its schema."""
 
     kind: Literal["call"]
     tool: str = Field(min_length=1, description="the tool to call")
-    arguments: list[dict[str, Any]] = Field(default_factory=lambda: [{}],
+    arguments: list[dict[str, Any]] = Field(default_factory=_no_arguments,
                                             description="its arguments: one table, or a list to pick from at random")
     name: str | None = Field(default=None, description="label for metrics (default: the tool name)")
     answers: dict[str, Any] = Field(

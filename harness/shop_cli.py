@@ -131,7 +131,7 @@ def _print_urls(deployment: LocalDeployment) -> None:
 
     assert deployment.api is not None, "started"
     print(f"shop API      {deployment.api.base_url}   (ledger: {deployment.api.base_url}/ledger)")
-    for process, url in zip(deployment.replicas, deployment.replica_urls):
+    for process, url in zip(deployment.replicas, deployment.replica_urls, strict=True):
         print(f"replica {process.label:<5} {url}   (metrics: {process.base_url}/metrics)")
     ring = deployment.ring() if deployment.keyring.startswith("file:") else []
     print(f"key ring      {deployment.ring_path}  sealing key {fingerprint(ring[0]) if ring else '-'}")

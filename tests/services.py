@@ -24,9 +24,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import pytest
@@ -101,7 +101,7 @@ def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 5.0) -> None:
 def _start_redis(binary: str, port: int, folder: Path) -> subprocess.Popen[bytes] | None:
     """Start redis-server on port; the process once it answers PING, or None
     if it exited (usually: the port was taken meanwhile)."""
-    log = open(folder / f"redis-{port}.log", "wb")
+    log = open(folder / f"redis-{port}.log", "wb")  # noqa: SIM115 - the server's log, for its life
     try:
         proc = subprocess.Popen(
             [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -177,7 +177,7 @@ def _start_prometheus(binary: str, config: Path, port: int, folder: Path) -> sub
     """Start prometheus on port; the process once /-/ready answers, or None if it exited
     (usually: the port was taken meanwhile)."""
     log_path = folder / f"prometheus-{port}.log"
-    log = open(log_path, "wb")
+    log = open(log_path, "wb")  # noqa: SIM115 - the server's log, for its life
     try:
         proc = subprocess.Popen(
             [binary, f"--config.file={config}", f"--storage.tsdb.path={folder / f'data-{port}'}",
@@ -254,7 +254,7 @@ def _start_dockerd(binary: str, folder: Path, driver: str) -> tuple[subprocess.P
     host = f"unix://{folder / 'docker.sock'}"
     (folder / "daemon.json").write_text("{}\n")  # the host's /etc/docker/daemon.json must not apply
     log_path = folder / f"dockerd-{driver}.log"
-    log = open(log_path, "wb")
+    log = open(log_path, "wb")  # noqa: SIM115 - the server's log, for its life
     try:
         proc = subprocess.Popen(
             [binary, "--host", host, "--data-root", str(folder / "data"), "--exec-root", str(folder / "exec"),

@@ -26,11 +26,11 @@ def test_replicas_share_one_key_ring_one_name_and_one_store():
     commands = [SERVICES[name]["command"] for name in REPLICAS]
     for command in commands:
         assert command[:2] == ["shop", "replica"], "every replica starts with the one replica command"
-        options = dict(zip(command[2::2], command[3::2]))
+        options = dict(zip(command[2::2], command[3::2], strict=True))
         assert options["--keyring"] == "file:/keys/ring"
         assert options["--name"] == "shop"
         assert options["--store"].startswith("redis://redis:")
-    assert len({dict(zip(c[2::2], c[3::2]))["--replica-id"] for c in commands}) == 3
+    assert len({dict(zip(c[2::2], c[3::2], strict=True))["--replica-id"] for c in commands}) == 3
 
 
 def test_the_balancer_balances_every_request_across_all_replicas():

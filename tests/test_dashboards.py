@@ -328,7 +328,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScrapedRun]:
     results = tmp / "results"
     port = free_port()
     with prometheus_server(config_dir) as prometheus:
-        log = open(tmp / "harness.log", "wb")
+        log = open(tmp / "harness.log", "wb")  # noqa: SIM115 - the harness's output, for its life
         started = time.time()
         process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(results),
                                     "--quiet", "--metrics-port", str(port), "--metrics-linger", LINGER,

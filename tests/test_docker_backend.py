@@ -18,8 +18,8 @@ import docker
 import httpx
 import pytest
 
-from harness.scenario import parse_scenario
 from harness.keys import fingerprint, new_key
+from harness.scenario import parse_scenario
 from harness.target.docker import HARNESS_PID_LABEL, HOST_LABEL, RUN_LABEL, DockerTarget, remove_orphans
 from harness.target.image import HOST_PYTHON_IMAGE, ensure_host_python_image
 from tests.harness_run import key_files, run_harness

@@ -29,13 +29,13 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from harness import __version__ as HARNESS_VERSION  # noqa: N812
+from harness import __version__ as HARNESS_VERSION
 from tests.services import _unmount_under, docker_engine, fail_or_skip, mounts_under, require_binary
 
 pytestmark = pytest.mark.services
@@ -65,9 +65,9 @@ def apt_mirror(suite: str = SUITE) -> str:
         if path.suffix == ".sources":
             for stanza in re.split(r"\n\s*\n", text):
                 fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.M))
-                if "deb" in fields.get("Types", "").split() and suite in fields.get("Suites", "").split():
-                    if fields.get("Enabled", "yes").lower() != "no" and fields.get("URIs"):
-                        return fields["URIs"].split()[0].rstrip("/")
+                if ("deb" in fields.get("Types", "").split() and suite in fields.get("Suites", "").split()
+                        and fields.get("Enabled", "yes").lower() != "no" and fields.get("URIs")):
+                    return fields["URIs"].split()[0].rstrip("/")
         else:
             for line in text.splitlines():
                 words = re.sub(r"\[[^]]*\]", "", line.split("#", 1)[0]).split()

@@ -30,7 +30,8 @@ HOUR = 3600.0
 def shop_line(t: float, reason: str, replica: str = "r1") -> str:
     """A rejection as the shop's replicas log it, stamped `t`."""
     stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    return f"{stamp} WARNING replica={replica} mcp.server.request_state: requestState rejected on tools/call: {reason}\n"
+    return (f"{stamp} WARNING replica={replica} mcp.server.request_state: "
+            f"requestState rejected on tools/call: {reason}\n")
 
 
 def python_default_line(t: float, reason: str) -> str:

@@ -379,7 +379,8 @@ class _ScriptedTransport:
         request = json.loads(body)
         self.bodies.append(request)
         result = self.results[len(self.bodies) - 1]
-        return HttpAnswer(200, "application/json", json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode())
+        body = {"jsonrpc": "2.0", "id": request["id"], "result": result}
+        return HttpAnswer(200, "application/json", json.dumps(body).encode())
 
 
 def test_state_only_backoff_doubles_to_the_cap_and_resets_after_a_question() -> None:
@@ -418,7 +419,7 @@ def test_other_replica_moves_every_retry_to_another_replica(gardens: Gardens) ->
         result = client.call_tool("plan_bed", {"bed_id": f"R-{bed}"}, answer)
         assert result.outcome is Outcome.COMPLETE
         replicas = [r.replica for r in result.rounds]
-        assert all(a != b for a, b in zip(replicas, replicas[1:])), replicas
+        assert all(a != b for a, b in zip(replicas, replicas[1:], strict=False)), replicas
 
 
 def test_same_replica_keeps_every_round_of_a_call_on_one_replica(gardens: Gardens) -> None:
@@ -573,7 +574,7 @@ def test_wire_matches_the_sdk_client_round_for_round(gardens: Gardens) -> None:
     mine, sdk = _split_by_client([r for r in requests if '"CONF-1"' in r["body"] or '"tools/list"' in r["body"]])
     our_calls, sdk_calls = _tools_calls(mine), _tools_calls(sdk)
     assert len(our_calls) == len(sdk_calls) == 3
-    for (our_h, our_b, _), (sdk_h, sdk_b, _) in zip(our_calls, sdk_calls):
+    for (our_h, our_b, _), (sdk_h, sdk_b, _) in zip(our_calls, sdk_calls, strict=True):
         for header in ("mcp-protocol-version", "mcp-method", "mcp-name", "content-type"):
             assert our_h[header] == sdk_h[header], header
         assert {"application/json", "text/event-stream"} <= {a.strip() for a in our_h["accept"].split(",")}
@@ -587,7 +588,7 @@ def test_wire_matches_the_sdk_client_round_for_round(gardens: Gardens) -> None:
         assert ("requestState" in ours_p) == ("requestState" in sdk_p)
     for calls in (our_calls, sdk_calls):
         assert len({body["id"] for _, body, _ in calls}) == 3
-        for (_, _, previous), (_, body, _) in zip(calls, calls[1:]):
+        for (_, _, previous), (_, body, _) in zip(calls, calls[1:], strict=False):
             assert body["params"]["requestState"] == previous["result"]["requestState"]  # echoed verbatim
     # The SDK lists the tools after a complete result (to validate its output schema); we never do.
     assert {json.loads(r["body"])["method"] for r in sdk} <= {"tools/call", "tools/list"}

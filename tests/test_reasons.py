@@ -15,8 +15,8 @@ def test_a_whole_formatted_line_parses():
 
 
 def test_a_custom_principal_message_counts_as_a_principal_binding_error():
-    assert parse_rejection("requestState rejected on tools/call: bind_principal returned int, expected str or None")[1] \
-        == "principal binding error"
+    line = "requestState rejected on tools/call: bind_principal returned int, expected str or None"
+    assert parse_rejection(line)[1] == "principal binding error"
 
 
 def test_an_unknown_reason_still_counts_as_other():

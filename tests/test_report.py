@@ -177,8 +177,7 @@ def test_unexplained_rejections_fail_the_run(tmp_path: Path, scenario: Scenario)
     assert verdict.status is RunStatus.FAILED and verdict.exit_code == 1
     assert summary["reconciliation"] == {"client_rejections": 7, "logged": 4, "matched": 4, "unexplained": 3,
                                          "unmatched_logged": 0, "passed": False,
-                                         "examples": {"unexplained": ["f0 round 2 on replica-1", "f1 round 2 on replica-1",
-                                                                      "f2 round 2 on replica-1"],
+                                         "examples": {"unexplained": [f"f{n} round 2 on replica-1" for n in range(3)],
                                                       "unmatched_logged": []}}
     assert summary["rejections"]["unexplained"] == 3
     assert "✗ unexplained rejections == 0: 3 unexplained of 7 client rejections, 4 logged" in \
@@ -201,7 +200,8 @@ def test_a_cut_off_journal_still_gets_every_file_marked_interrupted_with_a_non_z
 
 
 def test_an_interrupted_run_is_not_a_pass_even_when_every_check_passed(tmp_path: Path, scenario: Scenario) -> None:
-    verdict, summary = results(tmp_path, scenario, PASSING, end_status="interrupted", end_reason="interrupted by SIGINT")
+    verdict, summary = results(tmp_path, scenario, PASSING, end_status="interrupted",
+                               end_reason="interrupted by SIGINT")
 
     assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == 1
     assert all(row["passed"] for row in summary["thresholds"])

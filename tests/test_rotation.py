@@ -10,8 +10,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from harness.target.local_deployment import ReplicaOptions
 from harness.keys import fingerprint, new_key, write_ring
+from harness.target.local_deployment import ReplicaOptions
 from tests.test_rejection_reasons import YES, first_round, logged, post
 
 OLD, NEW = new_key(), new_key()

@@ -51,7 +51,7 @@ def test_shop_up_prints_its_urls_and_stops_every_process_on_ctrl_c(tmp_path):
         urls = re.findall(r"(http://127\.0\.0\.1:\d+/mcp)", output)
         assert len(urls) == 2
         pids = [httpx.get(url.replace("/mcp", "/healthz")).json()["pid"] for url in urls]
-        assert "sealing key" in output and open(tmp_path / "keyring").read().split()[0] not in output
+        assert "sealing key" in output and (tmp_path / "keyring").read_text().split()[0] not in output
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 0
     finally:

@@ -27,12 +27,12 @@ import httpx
 import pytest
 
 from harness.cli import main
-from harness.reasons import REASONS
+from harness.logs.parse import LineParser
 from harness.processes import free_port
+from harness.reasons import REASONS
 from harness.target.local_deployment import ReplicaOptions
 from harness.triage.counts import Counts
 from harness.triage.display import render_live
-from harness.logs.parse import LineParser
 from tests.services import docker_engine, fail_or_skip, sigint_default
 from tests.test_rejection_reasons import YES, first_round, post
 
@@ -447,7 +447,10 @@ def docker_client():
 
 def test_a_compose_services_container_is_followed_live(tmp_path, docker_client):
     client = docker_client
-    from harness.target.image import ensure_host_python_image, host_python_run_spec  # an empty root over the host's /usr
+    from harness.target.image import (  # an empty root over the host's /usr
+        ensure_host_python_image,
+        host_python_run_spec,
+    )
 
     ensure_host_python_image(client)
     project, port, metrics_port = f"mrtr-triage-{uuid.uuid4().hex[:8]}", free_port(), free_port()

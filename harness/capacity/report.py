@@ -17,12 +17,12 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, plain, table
 from harness.capacity.expiry import ExpiryAssessment
 from harness.capacity.search import Judgement, Limit
 from harness.capacity.sweep import StepResult, SweepResult, replicas_text
 from harness.durations import format_duration
 from harness.report import svg
+from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, plain, table
 from harness.thresholds import parse_thresholds
 
 SCHEMA = 1

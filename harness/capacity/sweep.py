@@ -33,13 +33,13 @@ from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, a
 from harness.capacity.other_load import OtherLoad
 from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
+from harness.figures import RunFigures
 from harness.journal import read_journal
 from harness.records import FlowOutcome, RecordType, RunEvent
 from harness.report.folder import results_folder
 from harness.report.series import percentile
 from harness.report.verdict import ExitCode
 from harness.scenario import Scenario, parse_scenario
-from harness.figures import RunFigures
 from harness.thresholds import evaluate, parse_thresholds
 
 RISING, RISING_FLOOR = 2.0, 0.05
@@ -253,8 +253,9 @@ class Sweep:
         self.embedded = embedded
         self.results_root = results_root
         self.folder: Path | None = None
-        exact = self.plan.rates and (not self.plan.from_previous or len(self.replica_counts) == 1)
-        self.total_hint = len(self.plan.rates) * len(self.replica_counts) if exact else None
+        rates = self.plan.rates
+        exact = rates and (not self.plan.from_previous or len(self.replica_counts) == 1)
+        self.total_hint = len(rates) * len(self.replica_counts) if rates and exact else None
 
     def step_scenario(self, replicas: int, rate: float) -> Scenario:
         """One step's scenario; ScenarioError when an override does not fit (e.g. chaos on replica 3 of 2)."""
@@ -267,7 +268,9 @@ class Sweep:
     def check(self) -> None:
         """Validate every replica count's scenario before anything starts (ScenarioError on the first misfit)."""
         for replicas in self.replica_counts:
-            self.step_scenario(replicas, self.plan.rates[0] if self.plan.rates else self.plan.search.start)
+            first = self.plan.rates[0] if self.plan.rates else self.plan.search.start if self.plan.search else None
+            assert first is not None, "a plan has rates or a search"
+            self.step_scenario(replicas, first)
 
     def run(self, run_step: Callable[[Scenario, int, float], StepResult] | None = None) -> SweepResult:
         """Every replica count in turn; stops early (and says why) on Ctrl-C or a target that will not start."""

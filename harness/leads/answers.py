@@ -228,6 +228,7 @@ def _one_bound(prop: Mapping[str, Any], inclusive_key: str, exclusive_key: str, 
     if _is_number(prop.get(inclusive_key)):
         candidates.append(_Bound(prop[inclusive_key], exclusive is True, is_low))
     if _is_number(exclusive):
+        assert exclusive is not None
         candidates.append(_Bound(exclusive, True, is_low))
     if not candidates:
         return None
@@ -285,7 +286,7 @@ def _date_time(rng: random.Random, min_len: int, max_len: int) -> str:
 
 def _random_instant(rng: random.Random) -> dt.datetime:
     """A second within the protocol revision's year: plausible, and independent of the clock."""
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     return start + dt.timedelta(seconds=rng.randrange(365 * 86400))
 
 

@@ -184,7 +184,7 @@ class WorkerSession:
             scenario = Scenario.model_validate_json(data["scenario"])
             self.index = int(data["index"])
             self._build(scenario, data["urls"], data["labels"], int(data["workers"]))
-        except Exception as exc:  # the master must hear why, or it waits for a worker that never comes
+        except Exception as exc:  # noqa: BLE001 - the master must hear why, or it waits for a worker that never comes
             self.say(f"could not set up from the master's setup: {type(exc).__name__}: {exc}")
             self.runner.send_message(SETUP_FAILED, {"error": f"{type(exc).__name__}: {exc}"})
             self.plan, self.refused = None, "setup failed"

@@ -24,8 +24,8 @@ from harness.load.distributed import (
 from harness.load.plan import LoadPlan
 from harness.load.users import user_classes
 from harness.metrics import Measurements
-from harness.scenario import Scenario
 from harness.processes import free_port
+from harness.scenario import Scenario
 from harness.target.base import TargetError
 
 WORKERS_READY_TIMEOUT = 60.0

@@ -22,8 +22,16 @@ from harness.leads import Action, Lead, LeadProfile, UnanswerableRequest
 from harness.metrics import Measurements
 from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, RoundRecord, Transport
 from harness.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
-from harness.scenario import AdversarialFlow, CallFlow, FlowSpec, PayoutFlow, RefundFlow, ReturnFlow, Scenario, \
-    flow_label
+from harness.scenario import (
+    AdversarialFlow,
+    CallFlow,
+    FlowSpec,
+    PayoutFlow,
+    RefundFlow,
+    ReturnFlow,
+    Scenario,
+    flow_label,
+)
 
 if TYPE_CHECKING:
     from harness.shop.catalogue import Catalogue
@@ -239,7 +247,7 @@ def _text(call: CallResult) -> str:
 # --- the flows ------------------------------------------------------------------------------
 
 def _quote(flow: Flow, held: bool | None, intended_at: float | None) -> str:
-    orders = {True: flow.env.held_orders, False: flow.env.small_orders}.get(held, None)
+    orders = {True: flow.env.held_orders, False: flow.env.small_orders}.get(held) if held is not None else None
     order_id = flow.rng.choice(orders if orders else flow.env.all_orders)
     quote = _require(flow.call("quote_refund", {"order_id": order_id}, intended_at=intended_at), flow)
     flow.facts.update(order_id=order_id, quote_id=quote["quote_id"], held=quote["needs_confirmation"])
@@ -344,7 +352,7 @@ def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: random.Random,
     except gevent.GreenletExit:
         outcome = FlowOutcome.INTERRUPTED
         raise
-    except Exception as exc:  # a bug in a flow must show up as an outcome, not vanish with the greenlet
+    except Exception as exc:  # noqa: BLE001 - a bug in a flow must be an outcome, not vanish with its greenlet
         flow.facts["error"] = f"{type(exc).__name__}: {exc}"
         outcome = FlowOutcome.ERROR
     finally:

@@ -9,6 +9,7 @@ a `call` flow against another server has no use for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from harness.journal import Journal
 from harness.leads import capabilities, stream
@@ -16,6 +17,9 @@ from harness.load.flows import FlowEnv, RequestHook, url_labels
 from harness.metrics import Measurements
 from harness.mrtr import MrtrClient, Router, Transport
 from harness.scenario import CallFlow, Scenario
+
+if TYPE_CHECKING:
+    from harness.shop.catalogue import Catalogue
 
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
@@ -29,7 +33,8 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
                    url_labels(list(urls), list(labels)), fire_request=fire_request)
 
 
-def _catalogue(scenario: Scenario):  # noqa: ANN202 - the shop's type, imported only when needed
+def _catalogue(scenario: Scenario) -> Catalogue | None:
+    """The shop's catalogue, imported only for the shop's own flows."""
     if all(isinstance(flow, CallFlow) for flow in scenario.flows):
         return None
     from harness.shop.catalogue import build_catalogue

@@ -26,15 +26,16 @@ def user_classes(plan: LoadPlan | None, run_started: float | None, *, distribute
     `run_started`, the arrivals clock starts when Locust starts the user (a worker is set
     up before the master says go).
     """
-    model = (plan.scenario if plan is not None else scenario).load.model
-    if model == "closed":
+    source = plan.scenario if plan is not None else scenario
+    assert source is not None, "a plan, or the scenario its users stand for"
+    if source.load.model == "closed":
         return [_agent(plan)]
     arrivals = _arrivals(plan, run_started)
     arrivals.fixed_count = 0 if distributed else 1
     return [arrivals]
 
 
-def _agent(plan: LoadPlan) -> type[User]:
+def _agent(plan: LoadPlan | None) -> type[User]:
     class SupportAgent(User):
         """A support agent working flows one after another (the closed model)."""
 
@@ -42,6 +43,7 @@ def _agent(plan: LoadPlan) -> type[User]:
 
         @task
         def work(self) -> None:
+            assert plan is not None, "only a worker's (or the local runner's) users run"
             if not plan.accepting:
                 self.wait_for_stop()
                 return
@@ -55,7 +57,7 @@ def _agent(plan: LoadPlan) -> type[User]:
     return SupportAgent
 
 
-def _arrivals(plan: LoadPlan, run_started: float | None) -> type[User]:
+def _arrivals(plan: LoadPlan | None, run_started: float | None) -> type[User]:
     class Arrivals(User):
         """The open model's clock: starts each flow as its own greenlet at its scheduled time."""
 
@@ -64,6 +66,7 @@ def _arrivals(plan: LoadPlan, run_started: float | None) -> type[User]:
 
         @task
         def arrive(self) -> None:
+            assert plan is not None, "only a worker's (or the local runner's) users run"
             plan.arrivals(run_started or time.time(), should_stop=lambda: not plan.accepting)
             while True:  # arrivals are over; Locust stops this user with the runner
                 from gevent import sleep

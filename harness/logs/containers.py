@@ -108,7 +108,7 @@ class ContainerFollower:
                     continue
                 self._last[container.id] = last = stamp
                 yield stamp[0] + stamp[1] / 1e9, text
-        except Exception:  # noqa: BLE001, S110 - a closed or broken stream: re-attach (or stop, when closed)
+        except Exception:  # noqa: BLE001 - a closed or broken stream: re-attach (or stop, when closed)
             pass
         finally:
             self._stream = None

@@ -294,7 +294,7 @@ class ComposeServiceSource(Source):
         while not self._stop.wait(DOCKER_WATCH_SECONDS):
             try:
                 self._start_readers(self._containers())
-            except Exception:  # noqa: BLE001, S112 - an engine hiccup must not end the watch; the next round retries
+            except Exception:  # noqa: BLE001 - an engine hiccup must not end the watch; the next round retries
                 continue
 
     def _start_readers(self, containers: list[Any]) -> None:
@@ -334,7 +334,7 @@ class ComposeServiceSource(Source):
         try:
             for t, text in lines:
                 self._queue.put(Line(replica, text, t))
-        except Exception:  # noqa: BLE001, S110 - a container removed or an engine gone: its stream just ends
+        except Exception:  # noqa: BLE001 - a container removed or an engine gone: its stream just ends
             pass
         finally:
             with self._lock:

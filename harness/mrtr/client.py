@@ -102,7 +102,7 @@ class RoundRecord:
         if self.outcome is Outcome.TOOL_ERROR:
             text = content_text(self.result)
         elif self.outcome is Outcome.HTTP_ERROR:
-            text = f"HTTP {self.http_status}: {self.error_message}" if self.error_message else f"HTTP {self.http_status}"
+            text = f"HTTP {self.http_status}" + (f": {self.error_message}" if self.error_message else "")
         elif self.error_code is not None:
             text = self.error_message or ""
         else:

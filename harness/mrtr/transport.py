@@ -80,7 +80,7 @@ class RoundTransport(Protocol):
 
     def post(
         self, url: str, body: bytes, headers: Mapping[str, str], sse: SseScanner | None = None
-    ) -> HttpAnswer | Outcome: ...
+    ) -> HttpAnswer | Outcome | NotSent: ...
 
 
 class NotSent(enum.Enum):

@@ -23,7 +23,6 @@ import orjson
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import LATEST_MODERN_VERSION
 
-
 from harness.mrtr.error_text import http_excerpt
 from harness.mrtr.outcome import Outcome, outcome_for_error_code
 

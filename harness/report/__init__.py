@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.figures import RunFigures
 from harness.journal import read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
 from harness.report.html import write_html
@@ -31,7 +32,6 @@ from harness.report.verdict import (
     decide,
 )
 from harness.scenario import Scenario
-from harness.figures import RunFigures
 from harness.thresholds import Threshold
 
 __all__ = [

@@ -10,6 +10,7 @@ report.html and summary.json all show these rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,7 @@ class ErrorTable(JournalView):
     started: float | None = None
     groups: dict[tuple[str, str, int, str], _Seen] = field(default_factory=dict)
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: Mapping[str, Any]) -> None:
         self.started = advance_time_zero(self.started, record)
         if record.get("type") != RecordType.ROUND:
             return

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
+from harness.figures import RunFigures
 from harness.report import svg
 from harness.report.series import (
     Bins,
@@ -34,7 +35,6 @@ from harness.report.verdict import (
     observed_text,
 )
 from harness.scenario import Scenario
-from harness.figures import RunFigures
 
 _X_LABEL = "seconds since the run start"
 _STATUS_COLOURS = {RunStatus.COMPLETED: "#1a7f37", RunStatus.DEVIATED: "#9a6700"}

@@ -9,13 +9,13 @@ observed. Time series need the `t` of each record, which `RunFigures` does not k
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.figures import RunFigures
 from harness.journal import JournalView
 from harness.records import ChaosPhase, FlowOutcome, RecordType, advance_time_zero
-from harness.figures import RunFigures
 
 PERCENTILES = (50.0, 95.0, 99.0)
 _BIN_WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
@@ -158,7 +158,7 @@ class Timeline(JournalView):
             timeline.add({"type": RecordType.FLOW, **row})
         return timeline
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: Mapping[str, Any]) -> None:
         t = record.get("t")
         if not isinstance(t, int | float):
             return

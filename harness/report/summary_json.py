@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.figures import RunFigures
 from harness.report.series import ordered_outcomes, round_latency, rounds_per_call
 from harness.report.verdict import RunVerdict
 from harness.scenario import Scenario
-from harness.figures import RunFigures
 
 SCHEMA = 1
 """Bumped when a key changes meaning, so a script comparing runs can tell."""

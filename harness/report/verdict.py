@@ -10,15 +10,16 @@ the same verdict after the fact as the run did.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Any
 
+from harness.figures import RunFigures
 from harness.journal import JournalView
 from harness.records import EndStatus, RecordType, RunEvent
 from harness.report.errors import ErrorGroup
 from harness.report.series import ChaosAction, chaos_actions
-from harness.figures import RunFigures
 from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
 
 _SECONDS_METRICS = frozenset({"round_duration", "flow_duration", "think_time"})
@@ -124,7 +125,7 @@ class RunChecks(JournalView):
     """The first `run error`: the harness's own failure (exit 4)."""
     cpu: dict[str, Any] | None = None
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
         if kind == RecordType.INVARIANT:
             self._invariant(record)
@@ -141,7 +142,7 @@ class RunChecks(JournalView):
         elif kind == RecordType.RUN:
             self._run_event(record)
 
-    def _run_event(self, record: dict[str, Any]) -> None:
+    def _run_event(self, record: Mapping[str, Any]) -> None:
         event = record.get("event")
         if event == RunEvent.START:
             self.run_id = self.run_id or record.get("run_id")
@@ -155,7 +156,7 @@ class RunChecks(JournalView):
             self.end_reason = record.get("reason") or record.get("detail")
             self.target_error = record.get("target_error") or self.target_error
 
-    def _invariant(self, record: dict[str, Any]) -> None:
+    def _invariant(self, record: Mapping[str, Any]) -> None:
         """Counts add up (as `RunFigures.violations` does); the latest examples that exist are kept."""
         name = str(record.get("invariant"))
         before = self.invariants.get(name)

@@ -120,10 +120,10 @@ class _ReplicaFilter(logging.Filter):
 
 
 class _UtcFormatter(logging.Formatter):
-    converter = time.gmtime
+    """Every line stamped in UTC with milliseconds, as the harness's log readers expect."""
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
-        return time.strftime("%Y-%m-%dT%H:%M:%S", self.converter(record.created)) + f".{int(record.msecs):03d}Z"
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
 
 
 def configure_logging(label: str) -> None:

@@ -33,6 +33,7 @@ from mcp_types import (
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitRequestURLParams,
+    ElicitResult,
     InputRequiredResult,
 )
 from pydantic import BaseModel, Field
@@ -176,7 +177,7 @@ def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi) -> 
     @server.tool(description="Issue the refund a quote describes. Above EUR 150.00 a support lead confirms it.")
     async def issue_refund(quote_id: str, ctx: Context) -> RefundView | InputRequiredResult:
         refund = await _refund_for_quote(records, api, quote_id)
-        answer = (ctx.input_responses or {}).get("confirm")
+        answer = _elicited(ctx, "confirm")
         answered = answer is not None and ctx.request_state == refund.refund_id
         if not answered:  # first round, or an answer to a question never asked
             if refund.status != "needs_confirmation":
@@ -195,6 +196,16 @@ def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi) -> 
         if answer.action != "accept" or not (answer.content or {}).get("release"):  # a decline stands
             raise ToolError(f"Nobody confirmed refund {refund.refund_id}, so the shop's API still holds it.")
         return await _release_once(records, api, refund)
+
+
+def _elicited(ctx: Context, key: str) -> ElicitResult | None:
+    """The person's answer to the question asked under `key`; anything but an elicitation answer is no answer.
+
+    A client may send back any input response under any key; only an elicitation result
+    answers a form or a URL question, so anything else leaves the question open.
+    """
+    answer = (ctx.input_responses or {}).get(key)
+    return answer if isinstance(answer, ElicitResult) else None
 
 
 async def _refund_for_quote(records: ShopRecords, api: ShopApi, quote_id: str) -> RefundView:
@@ -246,7 +257,7 @@ def _add_payout_tool(server: MCPServer, api: ShopApi) -> None:
         flow_id, rounds = _payment_state(ctx.request_state)
         if flow_id is not None and await _payment_finished(api, flow_id, refund_id):
             return await _pay(api, refund_id)
-        answer = (ctx.input_responses or {}).get("connect")
+        answer = _elicited(ctx, "connect")
         if answer is not None and answer.action != "accept":
             return f"Not paid: the user didn't connect a payment account. {refund_id} stays released, unpaid."
         if rounds >= PAYMENT_ROUNDS:

@@ -32,9 +32,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
 __all__ = [
@@ -188,7 +189,8 @@ def _parse_redis(text: str) -> _Spec:
     query = parse_qs(parts.query, keep_blank_values=True)
     unknown = sorted(set(query) - {"prefix"})
     if unknown:
-        raise StoreSpecError(f"store {shown!r}: unknown option(s) {', '.join(unknown)}; only ?prefix=NAME is understood")
+        raise StoreSpecError(f"store {shown!r}: unknown option(s) {', '.join(unknown)}; "
+                             "only ?prefix=NAME is understood")
     prefix = query.get("prefix", [DEFAULT_REDIS_PREFIX])[-1]
     if not prefix:
         raise StoreSpecError(f"store {shown!r}: prefix must not be empty")

@@ -476,7 +476,8 @@ def _command(container: Any) -> list[str]:
 def _is_replica(container: Any) -> bool:
     """A shop replica's container: its command runs `shop replica` or `harness.shop.server`."""
     words = _command(container)
-    return "harness.shop.server" in words or any(a == "shop" and b == "replica" for a, b in zip(words, words[1:]))
+    return "harness.shop.server" in words or any(a == "shop" and b == "replica"
+                                                 for a, b in zip(words, words[1:], strict=False))
 
 
 def _flag(command: list[str], flag: str) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 from pathlib import Path
+from typing import Any
 
 from harness.logs.spec import LogSource
 from harness.processes import process_cpu_seconds
@@ -123,7 +124,7 @@ class EmbeddedTarget:
         """Restart replica `index` with some options changed: ttl (real seconds), name, clock_offset, store."""
         assert self.deployment is not None
         current = self.deployment.options[index]
-        fields = {"ttl": str(changes["ttl"])} if "ttl" in changes else {}
+        fields: dict[str, Any] = {"ttl": str(changes["ttl"])} if "ttl" in changes else {}
         fields.update({key: value for key, value in changes.items() if key in ("name", "clock_offset", "store")})
         self.paused.discard(index)
         return self.deployment.restart_replica(index, options=dataclasses.replace(current, **fields))

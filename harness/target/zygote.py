@@ -2,10 +2,11 @@
 
 A replica's start is mostly Python importing the MCP SDK (about 1.5 s of CPU on the
 reference VM), so a restart done as a new interpreter is not serving again within 2 s
-on a busy machine (too slow for a restart to test what clients see during one), and starting three replicas costs three imports. Forked
-from a parent that has imported everything, a replica is serving in a few hundred
-milliseconds. It is still a new process with a new PID: its in-memory keys (`ephemeral`),
-caches and connections are gone, exactly what a restart is meant to exercise.
+on a busy machine (too slow for a restart to test what clients see during one), and
+starting three replicas costs three imports. Forked from a parent that has imported
+everything, a replica is serving in a few hundred milliseconds. It is still a new process
+with a new PID: its in-memory keys (`ephemeral`), caches and connections are gone, exactly
+what a restart is meant to exercise.
 
 The parent (`python -m harness.target.zygote`) reads one JSON request per line on stdin
 (`{"argv": [...], "log": path, "env": {...}}`: `argv` are the options of
@@ -137,7 +138,7 @@ def _child(request: dict[str, Any]) -> None:
         code = int(main(request["argv"], build_replica_server) or 0)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - whatever ends the child is printed to its log; it exits below
         traceback.print_exc()
     finally:
         try:

@@ -93,7 +93,7 @@ def start_server(
     `stop()` closes; without it they are this process's.
     """
     port = port if port is not None else free_port()
-    output = open(log, "wb") if log is not None else None
+    output = open(log, "wb") if log is not None else None  # noqa: SIM115 - closed when the server stops
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", module, "--port", str(port), *args],
