@@ -1,140 +1,241 @@
-"""Resident memory of one load process holding 100,000 flows that wait on a lead.
+"""Flows waiting on leads, in a real `mrtr-harness run`: what each costs in memory, and the wind-down at the stop.
 
-The project's target: one worker process holds 100,000 flows waiting on a lead in under
-1 GiB, with no connection held during think time. "Waiting on a lead" is measured as it
-really is in a run: each flow has sent round 1 to a real shop replica, got its
-`input_required` answer (the question and the sealed requestState), and sits in its
-lead's think time (a gevent sleep) holding that round's record, its `Flow` and its
-`Lead`. Round 1 is sent for real by a sample of flows; the rest of the 100,000 park on
-copies of those real records (one sealed state per flow), because 100,000 real round
-trips would take this machine half an hour and say nothing more about memory.
+Measured on the path users run: `mrtr-harness run` (a child process) against an
+external target of two stub MRTR servers (`benchmarks/stub_server.py`, a few tens of µs
+per round, so the load process is the limit), open model at `--rate` flows/s for
+`--seconds`, every lead thinking 20 minutes, grace 0: every flow started is still
+waiting on its lead when the load stops.
 
-    python -m benchmarks.waiting_flows [--flows 100000] [--real 300]
+While the load runs it samples the run process's RSS (`/proc/<pid>/status`) and the
+flows started so far (the journal's `start` records, read as they are written): the
+baseline is the RSS when the load starts, the figure is RSS growth per 1,000 waiting
+flows, and the RSS at the peak. After the run it reads from the journal: flows
+started, flows with exactly one end record, flows journaled as interrupted by the run,
+and the time from the `load-stopped` record to the last `flow` record and to the
+reconciliation, invariants and `run end`. It also measures the journal's flush delay
+in a separate process: from `write` to the record being readable through another file
+handle, over `--flush-trials` writes each followed by quiet.
 
-The baseline is the same process before any flow exists, measured in the same run.
-Prints the figures and writes JSON to `results/benchmarks/`.
+    python -m benchmarks.waiting_flows --rate 1000 --seconds 100
+
+Prints the figures and writes JSON to `results/benchmarks/`. What it leaves out: CPU
+(see the CPU benchmark), the master and workers path (`--workers`, where each worker
+holds and journals its own flows), and where the memory goes inside the process (a
+tracemalloc breakdown needs code inside the run).
 """
 
 from __future__ import annotations
 
-from gevent import monkey
-
-monkey.patch_all()  # a load process, like a Locust worker: patch first, once
-
 import argparse
-import copy
 import json
 import os
 import platform
+import socket
+import subprocess
+import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-import gevent
-from gevent.pool import Group
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results" / "benchmarks"
 
-from harness.journal import Journal
-from harness.leads import capabilities, stream
-from harness.load.flows import Flow, FlowEnv
-from harness.metrics import Measurements
-from harness.mrtr import MrtrClient, Outcome, Router, Transport
-from harness.scenario import parse_scenario
-from harness.shop.catalogue import build_catalogue
-from harness.target.local_deployment import LocalDeployment
-
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
 SCENARIO = """
-name = "waiting"
-duration = "1h"
-time_scale = 1
+name = "waiting-flows"
+seed = 11
+duration = "{seconds}s"
+grace = "0s"
+[target]
+kind = "external"
+urls = [{urls}]
 [load]
-arrival_rate = 1
+model = "open"
+arrival_rate = {rate}
+max_in_flight = 2000000
+routing = "round-robin"
 [[flows]]
-kind = "refund"
-amount = "above-limit"
+kind = "call"
+tool = "confirm"
+arguments = {{ item = "X-1" }}
 [leads]
-think = { dist = "constant", value = "1h" }
+think = {{ dist = "constant", value = "20m" }}
+"""
+
+FLUSH_PROBE = """
+import sys, time
+from pathlib import Path
+from harness.journal import Journal
+from harness.records import FlowStarted, RecordType
+path = Path(sys.argv[1]); trials = int(sys.argv[2])
+journal = Journal(path)
+delays = []
+with open(path, "rb") as reader:
+    for n in range(trials):
+        size = path.stat().st_size
+        written = time.monotonic()
+        journal.write(FlowStarted(type=RecordType.START, t=time.time(), flow_id=f"f{n}", flow="x", scheduled=None,
+                                  late=False))
+        while path.stat().st_size == size:
+            time.sleep(0.001)
+        delays.append(time.monotonic() - written)
+        time.sleep(0.3)  # quiet: nothing follows the record
+journal.close()
+print(" ".join(f"{d:.4f}" for d in delays))
 """
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
-def open_sockets() -> int:
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
+def wait_listening(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         try:
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
         except OSError:
-            pass
-    return count
+            time.sleep(0.05)
+    raise RuntimeError(f"stub server on port {port} did not start")
+
+
+def measure_run(rate: float, seconds: float, work: Path) -> dict[str, Any]:
+    ports = [free_port(), free_port()]
+    servers = [subprocess.Popen([sys.executable, "-m", "benchmarks.stub_server", "--port", str(port)], cwd=ROOT,
+                                stdin=subprocess.DEVNULL) for port in ports]
+    try:
+        for port in ports:
+            wait_listening(port)
+        scenario = work / "waiting.toml"
+        urls = ", ".join(f'"http://127.0.0.1:{port}/mcp"' for port in ports)
+        scenario.write_text(SCENARIO.format(seconds=seconds, rate=rate, urls=urls))
+        started = time.monotonic()
+        with open(work / "run.log", "w+", encoding="utf-8") as log:
+            run = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results",
+                                    str(work / "results"), "--quiet"], cwd=ROOT, stdout=log, stderr=log)
+            memory = sample_memory(run, work / "results", deadline=time.monotonic() + seconds * 4 + 600)
+            code = run.wait(60)
+            log.seek(0)
+            tail = log.read()[-600:]
+        wall = time.monotonic() - started
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait(10)
+    (folder,) = [path for path in (work / "results").iterdir() if path.is_dir()]
+    return {"exit_code": code, "wall_seconds": round(wall, 1), "memory": memory, **read_journal_figures(folder),
+            "tail": tail}
+
+
+def sample_memory(run: subprocess.Popen[bytes], results: Path, deadline: float) -> dict[str, Any]:
+    """RSS of the run process against flows started, twice a second, from the load's start to its stop."""
+    journal: Path | None = None
+    offset = starts = 0
+    base = peak = None
+    samples: list[tuple[float, int, float]] = []
+    while run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        if journal is None:
+            folders = [path for path in results.glob("*") if (path / "journal.jsonl").is_file()]
+            journal = folders[0] / "journal.jsonl" if folders else None
+            continue
+        with open(journal, "rb") as lines:
+            lines.seek(offset)
+            chunk = lines.read()
+        chunk = chunk[: chunk.rfind(b"\n") + 1]
+        offset += len(chunk)
+        starts += chunk.count(b'"type":"start"')
+        rss = rss_mib(run.pid)
+        if rss is None:
+            break
+        if base is None and b'"event":"load-started"' in chunk:
+            base = (starts, rss)
+        if base is not None:
+            samples.append((round(time.monotonic(), 1), starts, rss))
+            peak = (starts, rss) if peak is None or rss >= peak[1] else peak
+        if b'"event":"load-stopped"' in chunk:
+            break
+    if base is None or peak is None or peak[0] == base[0]:
+        return {"samples": samples}
+    per_thousand = (peak[1] - base[1]) / (peak[0] - base[0]) * 1000
+    return {"rss_at_load_start_mib": round(base[1], 1), "flows_waiting_at_peak": peak[0],
+            "rss_at_peak_mib": round(peak[1], 1), "mib_per_1000_waiting": round(per_thousand, 2),
+            "projected_rss_at_100k_mib": round(base[1] + per_thousand * 100, 1),
+            "samples": samples[:: max(1, len(samples) // 40)]}
+
+
+def rss_mib(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
+    return None if kib is None else kib / 1024
+
+
+def read_journal_figures(folder: Path) -> dict[str, Any]:
+    starts: Counter[str] = Counter()
+    ends: Counter[str] = Counter()
+    by_run = 0
+    stopped = last_end = None
+    marks: dict[str, float] = {}
+    with open(folder / "journal.jsonl", encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            kind = record.get("type")
+            if kind == "start":
+                starts[record["flow_id"]] += 1
+            elif kind == "flow":
+                ends[record["flow_id"]] += 1
+                by_run += bool(record.get("interrupted_by_run"))
+                last_end = record["t"]
+            elif kind == "run" and record.get("event") == "load-stopped":
+                stopped = record["t"]
+            elif kind in ("reconciliation", "invariant") or (kind == "run" and record.get("event") == "end"):
+                marks.setdefault(kind if kind != "run" else "run end", record["t"])
+    exactly_one = sum(1 for flow_id in starts if starts[flow_id] == 1 and ends[flow_id] == 1)
+    return {"flows_started": len(starts), "flows_with_exactly_one_end": exactly_one,
+            "flows_without_end": sum(1 for flow_id in starts if ends[flow_id] == 0),
+            "interrupted_by_run": by_run,
+            "wind_down_seconds": round(last_end - stopped, 3) if stopped and last_end else None,
+            "after_load_stopped_seconds": {name: round(t - stopped, 3) for name, t in marks.items()} if stopped else {}}
+
+
+def measure_flush(trials: int, work: Path) -> dict[str, Any]:
+    result = subprocess.run([sys.executable, "-c", FLUSH_PROBE, str(work / "flush.jsonl"), str(trials)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=trials * 2 + 60, check=True)
+    delays = sorted(float(value) for value in result.stdout.split())
+    pick = lambda q: delays[min(len(delays) - 1, int(q * len(delays)))]  # noqa: E731
+    return {"trials": len(delays), "p50_ms": round(pick(0.5) * 1000, 1), "p99_ms": round(pick(0.99) * 1000, 1),
+            "max_ms": round(delays[-1] * 1000, 1)}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--flows", type=int, default=100_000, help="flows parked on a lead (default 100000)")
-    parser.add_argument("--real", type=int, default=300, help="flows whose round 1 goes to a real replica")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=1000.0, help="flows per second (default 1000)")
+    parser.add_argument("--seconds", type=float, default=100.0, help="load duration (default 100)")
+    parser.add_argument("--flush-trials", type=int, default=200)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="mrtr-waiting-"))
-    with LocalDeployment(workdir, replicas=1) as deployment:
-        figures = measure(deployment, args.flows, args.real, workdir)
+    with tempfile.TemporaryDirectory(prefix="mrtr-waiting-flows-") as tmp:
+        work = Path(tmp)
+        figures = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
+                   "rate": args.rate, "seconds": args.seconds, "run": measure_run(args.rate, args.seconds, work),
+                   "flush": measure_flush(args.flush_trials, work)}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"waiting_flows-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    out = RESULTS / f"waiting_flows-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
     out.write_text(json.dumps(figures, indent=2))
-    for key, value in figures.items():
-        print(f"{key:32} {value}")
-    print(f"written to {out}")
+    print(json.dumps(figures, indent=2))
+    print(f"written to {out.relative_to(ROOT)}")
 
 
-def measure(deployment: LocalDeployment, total: int, real: int, workdir: Path) -> dict:
-    scenario = parse_scenario(SCENARIO)
-    transport = Transport()
-    client = MrtrClient(Router(deployment.replica_urls), capabilities=capabilities(scenario.leads),
-                        transport=transport)
-    journal = Journal(workdir / "journal.jsonl")
-    env = FlowEnv(scenario, client, journal, Measurements(flows=["refund"]), build_catalogue(),
-                  {deployment.replica_urls[0]: "r1"})
-    baseline = rss_bytes()
-    records, flows, parked = [], [], Group()
-    started = time.perf_counter()
-    for number in range(real):  # round 1 for real: quote, then issue_refund asks and returns its state
-        flow = Flow(env, scenario.flows[0], f"w0-{number:06d}", stream(1, "flow", number))
-        order = flow.rng.choice(env.held_orders)
-        quote = flow.call("quote_refund", {"order_id": order}).result["structuredContent"]["quote_id"]
-        record = client.send_round("issue_refund", {"quote_id": quote})
-        assert record.outcome is Outcome.INPUT_REQUIRED, record.outcome
-        records.append(record)
-        flows.append(flow)
-        parked.spawn(flow.respond, record)
-    real_seconds = time.perf_counter() - started
-    gevent.sleep(0.1)
-    for number in range(real, total):  # the rest park on copies of real records, each its own state
-        flow = Flow(env, scenario.flows[0], f"w0-{number:06d}", stream(1, "flow", number))
-        record = copy.copy(records[number % real])
-        record.request_state = record.request_state[:-6] + f"{number:06d}"  # distinct string per flow
-        flows.append(flow)
-        parked.spawn(flow.respond, record)
-    gevent.sleep(1.0)
-    waiting = sum(1 for greenlet in parked if not greenlet.dead)
-    held = rss_bytes()
-    sockets = open_sockets()
-    parked.kill(block=True)
-    journal.close()
-    return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
-        "flows_waiting": waiting,
-        "real_round_trips": real,
-        "real_round_trip_seconds": round(real_seconds, 2),
-        "rss_baseline_mib": round(baseline / 2**20, 1),
-        "rss_with_flows_mib": round(held / 2**20, 1),
-        "rss_per_1000_flows_mib": round((held - baseline) / 2**20 / total * 1000, 2),
-        "open_sockets_while_waiting": sockets,
-        "target_mib": 1024,
-    }
+def machine() -> dict[str, Any]:
+    return {"cores": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release(),
+            "load_average": os.getloadavg()}
 
 
 if __name__ == "__main__":
