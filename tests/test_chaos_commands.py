@@ -9,6 +9,7 @@ must follow from what those commands really did to the processes.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -352,3 +353,47 @@ def test_validate_refuses_an_action_with_no_command_on_an_external_target_naming
     line = text.splitlines().index('action = "set-ttl"') + 1
     assert f"by-command.toml:{line}: chaos[1].action: set-ttl on an external target needs [target.commands] " \
            "set-ttl" in checked.stdout + checked.stderr
+
+
+CAPACITY_SCENARIO = """
+name = "desk-capacity"
+duration = "2s"
+grace = "2s"
+
+[target]
+kind = "external"
+urls = {urls}
+
+[target.commands]
+scale = ["sh", "-c", "echo $MRTR_RUN_ID {{replicas}} >> {folder}/scaled.txt"]
+
+[load]
+arrival_rate = 2
+
+[[flows]]
+kind = "call"
+tool = "refund_item"
+arguments = {{ order_id = "O-1001" }}
+answers = {{ sku = "mug" }}
+
+[leads]
+think = {{ dist = "constant", value = "0s" }}
+"""
+
+
+def test_capacity_sweeps_replica_counts_of_an_external_target_through_its_scale_command(replicas, tmp_path):
+    urls = [replicas.start("r1", "tests.servers.refund_desk")]
+    replicas.wait_ready()
+    scenario = tmp_path / "capacity.toml"
+    scenario.write_text(CAPACITY_SCENARIO.format(urls=toml_list(urls), folder=replicas.folder))
+    swept = subprocess.run([sys.executable, "-m", "harness", "capacity", str(scenario), "--replicas", "1-2",
+                            "--rates", "2", "--step", "2s", "--warmup", "0.5s", "--results", str(tmp_path / "results")],
+                           capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    [folder] = [path for path in (tmp_path / "results").iterdir() if path.is_dir()]
+    assert (replicas.folder / "scaled.txt").read_text().splitlines() == [f"{folder.name} 1", f"{folder.name} 2"]
+    document = json.loads((folder / "capacity.json").read_text())
+    assert [step["replicas"] for step in document["steps"]] == [1, 2]
+    log = (folder / "steps.log").read_text()
+    assert log.index("scale to 1:") < log.index("--- 1 replica at") < log.index("scale to 2:") \
+        < log.index("--- 2 replicas at")
