@@ -430,7 +430,11 @@ class Scenario(_Strict):
         """On an external target every action is a command: one not configured is refused here, with its line."""
         commands = self.target.commands
         if self.target.kind == "external":
-            missing = [name for name in commands_needed(step) if name not in commands]
+            needed = commands_needed(step)
+            if any(name not in COMMAND_NAMES for name in needed):
+                raise FieldProblem(f"{step.action} has no command form: an external target cannot do it "
+                                   f"(use action = \"command\" with your own command)", "chaos", index, "action")
+            missing = [name for name in needed if name not in commands]
             if missing:
                 raise FieldProblem(f"{step.action} on an external target needs [target.commands] "
                                    f"{' and '.join(missing)} = [...]: the harness reaches that deployment only "
