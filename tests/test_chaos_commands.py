@@ -397,3 +397,60 @@ def test_capacity_sweeps_replica_counts_of_an_external_target_through_its_scale_
     log = (folder / "steps.log").read_text()
     assert log.index("scale to 1:") < log.index("--- 1 replica at") < log.index("scale to 2:") \
         < log.index("--- 2 replicas at")
+
+
+ROLLBACK_SCENARIO = """
+name = "rollback-by-command"
+duration = "3s"
+time_scale = 60
+grace = "2s"
+
+[target]
+kind = "external"
+urls = {urls}
+ttl = "10m"
+
+[target.commands]
+set-ttl = ["sh", "-c", "echo ttl {{ttl}} on {{replica}} >> {folder}/done.txt"]
+
+[load]
+arrival_rate = 2
+
+[[flows]]
+kind = "call"
+tool = "refund_item"
+arguments = {{ order_id = "O-1001" }}
+answers = {{ sku = "mug" }}
+
+[leads]
+think = {{ dist = "constant", value = "0s" }}
+
+[[chaos]]
+at = "0.5s"
+action = "command"
+command = ["sh", "-c", "echo delay on {{replica}} >> {folder}/done.txt"]
+rollback = ["sh", "-c", "echo delay off on {{replica}} >> {folder}/done.txt"]
+
+[[chaos]]
+at = "1s"
+action = "set-ttl"
+ttl = "2m"
+replica = 1
+"""
+
+
+def test_the_rollback_undoes_what_commands_changed_newest_first_with_the_targets_own_values(replicas, tmp_path):
+    urls = [replicas.start("r1", "tests.servers.refund_desk")]
+    replicas.wait_ready()
+    scenario = tmp_path / "rollback.toml"
+    scenario.write_text(ROLLBACK_SCENARIO.format(urls=toml_list(urls), folder=replicas.folder))
+
+    finished = run_harness(scenario, tmp_path / "results")
+
+    assert finished.code == 0, finished.output
+    # set-ttl 2m modelled is 2 s real; the rollback puts back the target's own ttl, 10m modelled: 10 s real.
+    assert (replicas.folder / "done.txt").read_text().splitlines() == [
+        "delay on r1", "ttl 2 on r1", "ttl 10 on r1", "delay off on r1"]
+    [rollback] = [r for r in finished.journal() if r["type"] == "chaos" and r["phase"] == "end"
+                  and r["action"] == "rollback"]
+    assert rollback["ok"] and len(rollback["detail"]["undone"]) == 2
