@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.durations import Duration, PositiveDuration
 from harness.leads import LeadProfile, ThinkTime
@@ -288,6 +288,58 @@ ChaosStep = Annotated[
 ]
 
 
+# --- [compare]: how far a run may drift from its baseline (read by `mrtr-harness compare`) ------------
+
+
+def _share(value: Any) -> Any:
+    """A tolerance is written as a percentage ("20%"); scenario.json keeps it as the fraction (0.2)."""
+    if isinstance(value, str):
+        if not re.fullmatch(r"\s*\d+(\.\d+)?\s*%\s*", value):
+            raise ValueError(f"a tolerance is a percentage such as \"20%\", not {value!r}")
+        return float(value.strip().rstrip("%")) / 100
+    return value
+
+
+Share = Annotated[float, BeforeValidator(_share), Field(ge=0)]
+"""A relative change as a fraction of the baseline, written "20%" in a scenario or on the command line."""
+
+
+class LatencyTolerance(_Strict):
+    """Round latency percentiles: the tail is noisier than the median, so it gets more room."""
+
+    p50: Share = 0.20
+    p95: Share = 0.25
+    p99: Share = 0.50
+
+
+class MeanTolerance(_Strict):
+    mean: Share = 0.10
+
+
+class CpuTolerance(_Strict):
+    """CPU per round, compared only when both runs measured it (one figure per run: no significance test)."""
+
+    harness_per_round_ms: Share = 0.30
+    replica_per_round_ms: Share = 0.30
+
+
+class CompareSettings(_Strict):
+    """`[compare]`: what `mrtr-harness compare` (and `run --baseline`) calls a regression.
+
+    A change is a regression only when it is larger than its tolerance and, for samples
+    (round latency, rounds per call, completion), real at `significance` (a one-sided
+    test); counts (rejections, client errors, invariant violations) compare exactly.
+    Keys read like the command line's `--tolerance round_duration.p95=20%`.
+    """
+
+    significance: float = Field(default=0.01, gt=0, lt=0.5, description="the p-value under which a change is real")
+    round_duration: LatencyTolerance = Field(default_factory=LatencyTolerance)
+    rounds_per_call: MeanTolerance = Field(default_factory=MeanTolerance)
+    completed_ratio: Share = Field(default=0.05, description="relative drop in the share of flows completed")
+    flows_per_second: Share = Field(default=0.10, description="relative drop in flows finished per second")
+    cpu: CpuTolerance = Field(default_factory=CpuTolerance)
+
+
 class Scenario(_Strict):
     """One scenario file: the top-level keys, then its tables."""
 
@@ -306,6 +358,8 @@ class Scenario(_Strict):
         default_factory=dict, description="the steady state, thresholds probed before, during and after the chaos")
     expect: dict[str, str | list[str]] = Field(default_factory=dict,
                                                description="thresholds the run must meet (k6 syntax)")
+    compare: CompareSettings = Field(default_factory=CompareSettings,
+                                     description="how far a run may drift from its baseline (`compare`, `run --baseline`)")
     abort_on_violation: bool = Field(default=False, description="stop the load as soon as the ledger shows a "
                                                                 "refund released or paid twice")
     grace: Duration = Field(default=10.0, description="how long flows still in flight may finish after the load stops")
