@@ -1,74 +1,15 @@
 """`mrtr-harness compare BASELINE CURRENT`: two runs' journals, metric by metric, against the tolerances.
 
-    comparison = compare_folders(Path("results/base"), Path("results/new"), tolerances=["round_duration.p95=20%"])
-    write_outputs(comparison, Path("results/new"))   # compare.json, compare-junit.xml, compare.html
-    comparison.exit_code                             # 0 no regression, 1 regression
+Nightly CI cannot gate on fixed thresholds alone: a build that makes rounds 40% slower,
+or adds a round to every return, passes as long as it stays under the fixed numbers.
+Comparing with the last good run catches it, without paging anyone for noise.
 
-Modules: `samples` (a results folder read into samples), `stats` (the significance
-test), `tolerances` (the `[compare]` table and `--tolerance`), `comparison` (the
-verdict per metric), `outputs` and `page` (the table, JSON, JUnit and HTML), `cli`.
+One module per concept, in the order a comparison runs: `samples` (a results folder's
+journal read into per-round samples and counts), `tolerances` (the current run's
+`[compare]` table with the command line's overrides), `stats` (the significance test),
+`comparison` (a verdict per metric), `outputs` (the terminal table, compare.json,
+compare-junit.xml), `page` (compare.html), `folders` (the entry points: two folders in,
+a comparison out) and `cli` (`compare`, and the end of `run --baseline`). This package
+imports nothing itself, so the command line stays instant and gevent unpatched until
+a handler runs.
 """
-
-from __future__ import annotations
-
-from collections.abc import Sequence
-from pathlib import Path
-
-from harness.compare.comparison import Comparison, MetricResult, MetricVerdict, compare_runs, scenario_differences
-from harness.compare.outputs import COMPARE_HTML, COMPARE_JSON, COMPARE_JUNIT, render_table, write_json, write_junit
-from harness.compare.page import write_page
-from harness.compare.samples import ResultsRun, RunSamples, read_results
-from harness.compare.tolerances import ToleranceError, settle
-from harness.report import NotResults
-from harness.scenario import Scenario
-
-__all__ = [
-    "COMPARE_HTML",
-    "COMPARE_JSON",
-    "COMPARE_JUNIT",
-    "Comparison",
-    "MetricResult",
-    "MetricVerdict",
-    "NotComparable",
-    "ResultsRun",
-    "RunSamples",
-    "check_comparable",
-    "compare_folders",
-    "render_table",
-    "write_outputs",
-]
-
-
-class NotComparable(ValueError):
-    """Bad input for a comparison (exit 2): not a results folder, different scenarios, a bad tolerance."""
-
-
-def check_comparable(baseline: Scenario, current: Scenario, *, force: bool = False) -> list[str]:
-    """The scenario fields that differ; `NotComparable` when any does and `force` is not given."""
-    differences = scenario_differences(baseline, current)
-    if differences and not force:
-        raise NotComparable(f"the runs ran different scenarios ({baseline.name} and {current.name} differ in "
-                            f"{', '.join(differences)}); --force compares them anyway")
-    return differences
-
-
-def compare_folders(baseline: Path, current: Path, *, tolerances: Sequence[str] = (),
-                    significance: float | None = None, force: bool = False) -> Comparison:
-    """Read both results folders and judge the current run by its `[compare]` table and the overrides."""
-    try:
-        before, after = read_results(baseline), read_results(current)
-    except NotResults as exc:
-        raise NotComparable(str(exc)) from None
-    check_comparable(before.scenario, after.scenario, force=force)
-    try:
-        settings = settle(after.scenario.compare, tolerances, significance)
-    except ToleranceError as exc:
-        raise NotComparable(str(exc)) from None
-    return compare_runs(before, after, settings)
-
-
-def write_outputs(comparison: Comparison, folder: Path) -> list[Path]:
-    """compare.json, compare-junit.xml and compare.html into `folder` (made if missing)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return [write_json(folder / COMPARE_JSON, comparison), write_junit(folder / COMPARE_JUNIT, comparison),
-            write_page(folder / COMPARE_HTML, comparison)]
