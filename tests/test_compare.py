@@ -21,6 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import yaml
 from scipy.stats import mannwhitneyu
 
 from harness.compare.cli import TOLERANCE_KEYS
@@ -394,3 +395,48 @@ def test_run_baseline_folds_a_regression_into_a_passing_run(tmp_path):
     assert (done.folder / "compare.json").is_file() and (done.folder / "compare-junit.xml").is_file()
     assert (done.folder / "compare.html").is_file()
 
+
+
+# --- the nightly CI example and the README ---------------------------------------------------------------
+
+
+def _readme_section(title: str) -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index(f"### {title}\n")
+    end = readme.find("\n#", start + 4)
+    return readme[start:end if end != -1 else None]
+
+
+def _blocks(section: str, language: str) -> list[str]:
+    parts = section.split(f"```{language}\n")[1:]
+    return [part.split("```")[0] for part in parts]
+
+
+def test_the_nightly_workflow_is_valid_yaml_and_runs_the_readmes_commands():
+    workflow = yaml.safe_load((ROOT / "docs" / "ci" / "nightly.yml").read_text(encoding="utf-8"))
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert triggers["schedule"][0]["cron"].split()[2:] == ["*", "*", "*"]  # every night
+    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
+    lines = [line.strip() for step in steps for line in step.get("run", "").splitlines()]
+
+    commands = [line.strip() for line in _blocks(_readme_section("Nightly regression runs"), "sh")[0].splitlines()
+                if line.strip()]
+    install, run = commands
+    assert "pip install -e '.[test]'" in install and "--baseline" in run
+    assert install in lines and run in lines
+    assert run.replace(" --baseline baseline", "") in lines  # the first night, with no baseline yet
+    assert (ROOT / run.split("mrtr-harness run ")[1].split()[0]).is_file()
+
+    uploads = [step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@")]
+    uploaded = "\n".join(step["with"]["path"] for step in uploads)
+    assert all(step.get("if") == "always()" for step in uploads)  # a failing night still leaves its results
+    assert "results/" in uploaded and "junit.xml" in uploaded and "compare-junit.xml" in uploaded
+    saved = [step for step in steps if step.get("uses", "").startswith("actions/cache/save@")]
+    assert len(saved) == 1 and saved[0]["if"] == "success()" and saved[0]["with"]["path"] == "baseline"
+    restored = [step for step in steps if step.get("uses", "").startswith("actions/cache/restore@")]
+    assert restored[0]["with"]["restore-keys"] in saved[0]["with"]["key"]
+
+
+def test_the_readmes_compare_table_is_the_defaults():
+    table = _blocks(_readme_section("Nightly regression runs"), "toml")[0]
+    assert scenario(table).compare == CompareSettings()
