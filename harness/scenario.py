@@ -291,7 +291,7 @@ ChaosStep = Annotated[
 # --- [compare]: how far a run may drift from its baseline (read by `mrtr-harness compare`) ------------
 
 
-def _share(value: Any) -> Any:
+def parse_share(value: Any) -> Any:
     """A tolerance is written as a percentage ("20%"); scenario.json keeps it as the fraction (0.2)."""
     if isinstance(value, str):
         if not re.fullmatch(r"\s*\d+(\.\d+)?\s*%\s*", value):
@@ -300,27 +300,29 @@ def _share(value: Any) -> Any:
     return value
 
 
-Share = Annotated[float, BeforeValidator(_share), Field(ge=0)]
+Share = Annotated[float, BeforeValidator(parse_share), Field(ge=0)]
 """A relative change as a fraction of the baseline, written "20%" in a scenario or on the command line."""
 
 
 class LatencyTolerance(_Strict):
-    """Round latency percentiles: the tail is noisier than the median, so it gets more room."""
+    """`[compare.round_duration]`: latency percentiles; the tail is noisier than the median, so it gets more room."""
 
-    p50: Share = 0.20
-    p95: Share = 0.25
-    p99: Share = 0.50
+    p50: Share = Field(default=0.20, description="how much slower the median round may get, e.g. \"20%\"")
+    p95: Share = Field(default=0.25, description="how much slower the 95th percentile may get")
+    p99: Share = Field(default=0.50, description="how much slower the 99th percentile may get")
 
 
 class MeanTolerance(_Strict):
-    mean: Share = 0.10
+    """`[compare.rounds_per_call]`: a tool that asks once more per call is a regression however fast it is."""
+
+    mean: Share = Field(default=0.10, description="how much the mean rounds per call of a tool may grow")
 
 
 class CpuTolerance(_Strict):
-    """CPU per round, compared only when both runs measured it (one figure per run: no significance test)."""
+    """`[compare.cpu]`: CPU per round, compared only when both runs measured it (one figure per run: no test)."""
 
-    harness_per_round_ms: Share = 0.30
-    replica_per_round_ms: Share = 0.30
+    harness_per_round_ms: Share = Field(default=0.30, description="how much the harness's CPU per round may grow")
+    replica_per_round_ms: Share = Field(default=0.30, description="how much the replicas' CPU per round may grow")
 
 
 class CompareSettings(_Strict):
@@ -328,16 +330,20 @@ class CompareSettings(_Strict):
 
     A change is a regression only when it is larger than its tolerance and, for samples
     (round latency, rounds per call, completion), real at `significance` (a one-sided
-    test); counts (rejections, client errors, invariant violations) compare exactly.
-    Keys read like the command line's `--tolerance round_duration.p95=20%`.
+    Mann-Whitney U test); counts (rejections, client errors, invariant violations) compare
+    exactly. Tolerances are relative to the baseline, written "20%"; keys read like the
+    command line's `--tolerance round_duration.p95=20%`.
     """
 
-    significance: float = Field(default=0.01, gt=0, lt=0.5, description="the p-value under which a change is real")
-    round_duration: LatencyTolerance = Field(default_factory=LatencyTolerance)
-    rounds_per_call: MeanTolerance = Field(default_factory=MeanTolerance)
+    significance: float = Field(default=0.01, gt=0, lt=0.5,
+                                description="the p-value under which a change counts as real, not noise")
+    round_duration: LatencyTolerance = Field(default_factory=LatencyTolerance,
+                                             description="round latency p50/p95/p99, per flow, tool and round")
+    rounds_per_call: MeanTolerance = Field(default_factory=MeanTolerance, description="rounds per call, per tool")
     completed_ratio: Share = Field(default=0.05, description="relative drop in the share of flows completed")
-    flows_per_second: Share = Field(default=0.10, description="relative drop in flows finished per second")
-    cpu: CpuTolerance = Field(default_factory=CpuTolerance)
+    flows_per_second: Share = Field(default=0.10, description="relative drop in flows finished per second "
+                                                               "(one figure per run: no significance test)")
+    cpu: CpuTolerance = Field(default_factory=CpuTolerance, description="CPU per round, harness and replicas")
 
 
 class Scenario(_Strict):
@@ -358,8 +364,8 @@ class Scenario(_Strict):
         default_factory=dict, description="the steady state, thresholds probed before, during and after the chaos")
     expect: dict[str, str | list[str]] = Field(default_factory=dict,
                                                description="thresholds the run must meet (k6 syntax)")
-    compare: CompareSettings = Field(default_factory=CompareSettings,
-                                     description="how far a run may drift from its baseline (`compare`, `run --baseline`)")
+    compare: CompareSettings = Field(default_factory=CompareSettings, description="how far a run may drift from "
+                                     "its baseline (`mrtr-harness compare`, `run --baseline`)")
     abort_on_violation: bool = Field(default=False, description="stop the load as soon as the ledger shows a "
                                                                 "refund released or paid twice")
     grace: Duration = Field(default=10.0, description="how long flows still in flight may finish after the load stops")

@@ -18,7 +18,7 @@ from harness.journal import JournalView, read_journal
 from harness.records import FlowOutcome, RecordType, RunEvent, is_run_event
 from harness.report import SCENARIO_JSON, NotResults, journal_parts
 from harness.scenario import Scenario
-from harness.summary import RunFigures
+from harness.figures import RunFigures
 
 RoundKey = tuple[str, str, int]
 """(flow, tool, round number): the finest level latency is compared at."""
