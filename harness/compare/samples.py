@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.figures import RunFigures
 from harness.journal import JournalView, read_journal
 from harness.records import FlowOutcome, RecordType, RunEvent, is_run_event
 from harness.report import SCENARIO_JSON, NotResults, journal_parts
 from harness.scenario import Scenario
-from harness.figures import RunFigures
 
 RoundKey = tuple[str, str, int]
 """(flow, tool, round number): the finest level latency is compared at."""
