@@ -218,8 +218,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.master != (args.expect_workers > 0):
         print("mrtr-harness run: --master and --expect-workers N go together", file=sys.stderr)
         return EXIT_USAGE
+    if args.baseline is None and (args.tolerance or args.significance is not None):
+        print("mrtr-harness run: --tolerance and --significance judge a comparison: they need --baseline DIR",
+              file=sys.stderr)
+        return EXIT_USAGE
     if args.baseline is not None:
-        problem = compare_cli.check_baseline(args.baseline, scenario)
+        problem = compare_cli.check_baseline(args.baseline, scenario, args)
         if problem is not None:
             print(f"mrtr-harness run: {problem}", file=sys.stderr)
             return EXIT_USAGE

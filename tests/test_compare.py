@@ -374,6 +374,18 @@ def test_run_with_a_baseline_of_another_scenario_exits_2_and_starts_nothing(tmp_
     assert done.folder is None
 
 
+def test_run_with_a_bad_tolerance_exits_2_before_the_run_not_after_it(tmp_path):
+    smoke = ROOT / "scenarios" / "smoke.toml"
+    baseline = write_run(tmp_path / "base", load_scenario(smoke), flows=3)
+    done = run_harness(smoke, tmp_path / "results", "--baseline", str(baseline), "--tolerance",
+                       "round_duration.p95=lots", timeout=60)
+    assert done.code == 2 and "a tolerance is a percentage" in done.output
+    assert done.folder is None
+    done = run_harness(smoke, tmp_path / "results", "--tolerance", "round_duration.p95=20%", timeout=60)
+    assert done.code == 2 and "need --baseline" in done.output
+    assert done.folder is None
+
+
 def test_run_baseline_folds_a_regression_into_a_passing_run(tmp_path):
     """A real run of a scenario with no timing threshold (it passes), against a baseline whose rounds took
     0.1 ms each: the run is far slower than that on any machine, so the comparison fails it."""

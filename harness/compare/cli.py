@@ -77,22 +77,25 @@ def run_compare(args: argparse.Namespace) -> int:
     return comparison.exit_code
 
 
-def check_baseline(baseline: Path, scenario: Scenario) -> str | None:
-    """Before a `run --baseline` starts anything: the reason the baseline cannot serve, or None.
+def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace) -> str | None:
+    """Before a `run --baseline` starts anything: the reason the comparison could not be made, or None.
 
-    Only its scenario.json is read here (the journal is read at the end), so a wrong folder
-    or a baseline of another scenario costs nothing and exits 2 before the target starts.
+    Only the baseline's scenario.json is read here (the journal is read at the end), and
+    the tolerances are settled now, so a wrong folder, a baseline of another scenario or a
+    bad `--tolerance` exits 2 before the target starts rather than after the whole run.
     """
     from harness.compare.folders import NotComparable, check_comparable
+    from harness.compare.tolerances import ToleranceError, settle
     from harness.report import SCENARIO_JSON
     from harness.scenario import Scenario
 
     if not (baseline / SCENARIO_JSON).is_file() or not (baseline / "journal.jsonl").is_file():
         return f"--baseline {baseline} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl"
     try:
+        settle(scenario.compare, args.tolerance, args.significance)
         check_comparable(Scenario.model_validate_json((baseline / SCENARIO_JSON).read_text(encoding="utf-8")),
                          scenario)
-    except NotComparable as exc:
+    except (NotComparable, ToleranceError) as exc:
         return f"--baseline {baseline}: {exc}"
     except ValueError as exc:
         return f"--baseline {baseline}: its {SCENARIO_JSON} is not a scenario this harness reads: {exc}"
