@@ -5,7 +5,6 @@
     comparison.exit_code                             # 0 no regression, 1 regression
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Sequence
