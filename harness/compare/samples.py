@@ -10,6 +10,7 @@ a comparison never disagrees with the run's own summary about them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ class RunSamples(JournalView):
     harness_per_round_ms: float | None = None
     replica_per_round_ms: float | None = None
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: Mapping[str, Any]) -> None:
         self.figures.add(record)
         kind = record.get("type")
         if kind == RecordType.ROUND:
@@ -52,7 +53,7 @@ class RunSamples(JournalView):
             self.harness_per_round_ms = _number(record.get("harness_per_round_ms"))
             self.replica_per_round_ms = _number(record.get("replica_per_round_ms"))
 
-    def _round(self, record: dict[str, Any]) -> None:
+    def _round(self, record: Mapping[str, Any]) -> None:
         flow, tool = str(record.get("flow")), str(record.get("tool"))
         latency = _number(record.get("latency"))
         if latency is not None and isinstance(record.get("round"), int):
@@ -60,7 +61,7 @@ class RunSamples(JournalView):
         if record.get("code") is not None:
             self.client_errors[(flow, str(record["code"]))] += 1
 
-    def _flow(self, record: dict[str, Any]) -> None:
+    def _flow(self, record: Mapping[str, Any]) -> None:
         flow = str(record.get("flow"))
         for call in record.get("calls") or []:
             if isinstance(call, dict) and isinstance(call.get("rounds"), int) and call["rounds"] > 0:
