@@ -18,7 +18,7 @@ from typing import Any
 from harness.figures import RunFigures
 from harness.journal import JournalView, read_journal
 from harness.records import FlowOutcome, RecordType, RunEvent, is_run_event
-from harness.report import SCENARIO_JSON, NotResults, journal_parts
+from harness.report import journal_parts, results_scenario
 from harness.scenario import Scenario
 
 RoundKey = tuple[str, str, int]
@@ -99,12 +99,7 @@ class ResultsRun:
 
 def read_results(folder: Path) -> ResultsRun:
     """Read a run's results folder; `NotResults` when it is not one (no scenario.json or journal.jsonl)."""
-    if not (folder / SCENARIO_JSON).is_file() or not (folder / "journal.jsonl").is_file():
-        raise NotResults(f"{folder} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl")
-    try:
-        scenario = Scenario.model_validate_json((folder / SCENARIO_JSON).read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise NotResults(f"{folder / SCENARIO_JSON} is not a scenario this harness reads: {exc}") from None
+    scenario = results_scenario(folder)
     samples = RunSamples()
     for record in read_journal(*(path for path in journal_parts(folder) if path.is_file())):
         try:
