@@ -14,11 +14,13 @@ from pathlib import Path
 import harness
 from harness import shop_cli
 from harness.capacity import cli as capacity_cli
+from harness.compare import cli as compare_cli
 from harness.load import DEFAULT_MASTER_PORT
 from harness.triage import cli as triage_cli
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TARGET, EXIT_HARNESS = 0, 1, 2, 3, 4
-EXIT_CODES = ("Exit codes: 0 passed; 1 thresholds, invariants or reconciliation failed; 2 bad scenario or usage; "
+EXIT_CODES = ("Exit codes: 0 passed; 1 thresholds, invariants or reconciliation failed, or (run --baseline) a "
+              "regression against the baseline; 2 bad scenario or usage; "
               "3 the target could not be started or reached; 4 the harness itself failed (results still written, "
               "status errored). See docs/exit-codes.md.")
 
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     shop_cli.add_parser(commands)
     triage_cli.add_parser(commands)
     capacity_cli.add_parser(commands)
+    compare_cli.add_parser(commands)
     return parser
 
 
@@ -85,6 +88,13 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="with --metrics-port: write this run's file_sd files (harness.json, replicas.json, "
                           "labelled with the run id) into this folder, e.g. dashboards/targets")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    baseline = run.add_argument_group("comparing with a baseline run (as `mrtr-harness compare`)")
+    baseline.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                          help="a results folder of the same scenario: at the end, compare this run with it, write "
+                               "compare.json, compare-junit.xml and compare.html into the results, add a `compare` "
+                               "key to summary.json, and exit 1 on a regression (checked before anything starts: "
+                               "exit 2 if it is not a results folder of this scenario)")
+    compare_cli.add_tolerance_options(baseline)
     run.set_defaults(handler=_run)
 
 
@@ -208,6 +218,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.master != (args.expect_workers > 0):
         print("mrtr-harness run: --master and --expect-workers N go together", file=sys.stderr)
         return EXIT_USAGE
+    if args.baseline is None and (args.tolerance or args.significance is not None):
+        print("mrtr-harness run: --tolerance and --significance judge a comparison: they need --baseline DIR",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if args.baseline is not None:
+        problem = compare_cli.check_baseline(args.baseline, scenario, args)
+        if problem is not None:
+            print(f"mrtr-harness run: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
                          workers=args.workers, remote_workers=args.expect_workers,
                          master_bind_host=args.master_bind_host,
@@ -215,7 +234,11 @@ def _run(args: argparse.Namespace) -> int:
                          workers_wait=workers_wait if args.master else 60.0,
                          metrics_host=args.metrics_host,
                          metrics_linger=linger, prometheus_targets=args.prometheus_targets)
-    return Run(scenario, args.scenario.read_text(), options).execute()
+    run = Run(scenario, args.scenario.read_text(), options)
+    code = run.execute()
+    if args.baseline is None:
+        return code
+    return compare_cli.compare_after_run(args.baseline, run.folder, code, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

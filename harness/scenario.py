@@ -15,7 +15,16 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from harness.durations import Duration, PositiveDuration
 from harness.leads import LeadProfile, ThinkTime
@@ -383,6 +392,64 @@ def commands_needed(step: ChaosStep) -> tuple[str, ...]:
     return (step.action,)
 
 
+# --- [compare]: how far a run may drift from its baseline (read by `mrtr-harness compare`) ------------
+
+
+def parse_share(value: Any) -> Any:
+    """A tolerance is written as a percentage ("20%"); scenario.json keeps it as the fraction (0.2)."""
+    if isinstance(value, str):
+        if not re.fullmatch(r"\s*\d+(\.\d+)?\s*%\s*", value):
+            raise ValueError(f"a tolerance is a percentage such as \"20%\", not {value!r}")
+        return float(value.strip().rstrip("%")) / 100
+    return value
+
+
+Share = Annotated[float, BeforeValidator(parse_share), Field(ge=0)]
+"""A relative change as a fraction of the baseline, written "20%" in a scenario or on the command line."""
+
+
+class LatencyTolerance(_Strict):
+    """`[compare.round_duration]`: latency percentiles; the tail is noisier than the median, so it gets more room."""
+
+    p50: Share = Field(default=0.20, description="how much slower the median round may get, e.g. \"20%\"")
+    p95: Share = Field(default=0.25, description="how much slower the 95th percentile may get")
+    p99: Share = Field(default=0.50, description="how much slower the 99th percentile may get")
+
+
+class MeanTolerance(_Strict):
+    """`[compare.rounds_per_call]`: a tool that asks once more per call is a regression however fast it is."""
+
+    mean: Share = Field(default=0.10, description="how much the mean rounds per call of a tool may grow")
+
+
+class CpuTolerance(_Strict):
+    """`[compare.cpu]`: CPU per round, compared only when both runs measured it (one figure per run: no test)."""
+
+    harness_per_round_ms: Share = Field(default=0.30, description="how much the harness's CPU per round may grow")
+    replica_per_round_ms: Share = Field(default=0.30, description="how much the replicas' CPU per round may grow")
+
+
+class CompareSettings(_Strict):
+    """`[compare]`: what `mrtr-harness compare` (and `run --baseline`) calls a regression.
+
+    A change is a regression only when it is larger than its tolerance and, for samples
+    (round latency, rounds per call, completion), real at `significance` (a one-sided
+    Mann-Whitney U test); counts (rejections, client errors, invariant violations) compare
+    exactly. Tolerances are relative to the baseline, written "20%"; keys read like the
+    command line's `--tolerance round_duration.p95=20%`.
+    """
+
+    significance: float = Field(default=0.01, gt=0, lt=0.5,
+                                description="the p-value under which a change counts as real, not noise")
+    round_duration: LatencyTolerance = Field(default_factory=LatencyTolerance,
+                                             description="round latency p50/p95/p99, per flow, tool and round")
+    rounds_per_call: MeanTolerance = Field(default_factory=MeanTolerance, description="rounds per call, per tool")
+    completed_ratio: Share = Field(default=0.05, description="relative drop in the share of flows completed")
+    flows_per_second: Share = Field(default=0.10, description="relative drop in flows finished per second "
+                                                               "(one figure per run: no significance test)")
+    cpu: CpuTolerance = Field(default_factory=CpuTolerance, description="CPU per round, harness and replicas")
+
+
 class Scenario(_Strict):
     """One scenario file: the top-level keys, then its tables."""
 
@@ -401,6 +468,8 @@ class Scenario(_Strict):
         default_factory=dict, description="the steady state, thresholds probed before, during and after the chaos")
     expect: dict[str, str | list[str]] = Field(default_factory=dict,
                                                description="thresholds the run must meet (k6 syntax)")
+    compare: CompareSettings = Field(default_factory=CompareSettings, description="how far a run may drift from "
+                                     "its baseline (`mrtr-harness compare`, `run --baseline`)")
     abort_on_violation: bool = Field(default=False, description="stop the load as soon as the ledger shows a "
                                                                 "refund released or paid twice")
     grace: Duration = Field(default=10.0, description="how long flows still in flight may finish after the load stops")

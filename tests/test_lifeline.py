@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.processes import alive, descendants, parent_of
 from tests.harness_run import ROOT, SCENARIOS
+from tests.services import sigint_default
 
 GONE_WITHIN = 5.0
 
@@ -26,7 +27,7 @@ def start(args: list[str], output: Path) -> subprocess.Popen[bytes]:
     with open(output, "wb") as sink:
         return subprocess.Popen([sys.executable, "-m", "harness", *args], stdout=sink, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                preexec_fn=sigint_default)
 
 
 def watch(process: subprocess.Popen[bytes], seconds: float) -> set[int]:
@@ -117,7 +118,7 @@ def test_a_child_started_with_the_lifeline_dies_with_its_parent_even_when_paused
          "import subprocess, sys, time; from harness.processes import start_child; "
          f"child = start_child(['sleep', '600']); open({str(pid_file)!r}, 'w').write(str(child.pid)); "
          "time.sleep(600)"],
-        cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        cwd=ROOT, preexec_fn=sigint_default)
     try:
         deadline = time.monotonic() + 30
         while not pid_file.exists() or not pid_file.read_text():

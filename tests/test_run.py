@@ -264,7 +264,7 @@ def test_a_run_gives_back_the_signal_handlers_it_replaced(tmp_path):
     scenario.write_text(SMOKE.read_text().replace('kind = "embedded"',
                                                   'kind = "external"\nurls = ["http://127.0.0.1:9/mcp"]'))
     result = subprocess.run([sys.executable, "-c", RESTORES_HANDLERS, str(scenario), str(tmp_path / "results")],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+                            capture_output=True, text=True, cwd=ROOT, timeout=120, preexec_fn=sigint_default)
     assert result.stdout.split() == ["3", "True", "True"], result.stdout + result.stderr
 
 

@@ -12,6 +12,8 @@ import time
 import httpx
 import pytest
 
+from tests.services import sigint_default
+
 HARNESS = [sys.executable, "-m", "harness"]
 
 
@@ -41,7 +43,7 @@ def test_bad_options_get_one_clear_error_and_a_non_zero_exit(args, message):
 
 def test_shop_up_prints_its_urls_and_stops_every_process_on_ctrl_c(tmp_path):
     process = subprocess.Popen([*HARNESS, "shop", "up", "--replicas", "2", "--workdir", str(tmp_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     lines = []
     try:
         deadline = time.monotonic() + 60

@@ -49,6 +49,7 @@ __all__ = [
     "decide",
     "read_run",
     "rebuild_results",
+    "results_scenario",
     "journal_parts",
     "NotResults",
     "render_thresholds",
@@ -80,16 +81,22 @@ def rebuild_results(folder: Path) -> RunVerdict:
     `interrupted`, with every figure up to its last record. The thresholds are the
     scenario's own, from the scenario.json the run wrote first thing.
     """
-    from harness.scenario import Scenario
     from harness.thresholds import parse_thresholds
+
+    scenario = results_scenario(folder)
+    return write_results(folder, scenario, journal_parts(folder), parse_thresholds(scenario.expect))
+
+
+def results_scenario(folder: Path) -> Scenario:
+    """The scenario a results folder's run ran (its scenario.json); `NotResults` when the folder is not one."""
+    from harness.scenario import Scenario
 
     if not (folder / SCENARIO_JSON).is_file() or not (folder / "journal.jsonl").is_file():
         raise NotResults(f"{folder} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl")
     try:
-        scenario = Scenario.model_validate_json((folder / SCENARIO_JSON).read_text(encoding="utf-8"))
+        return Scenario.model_validate_json((folder / SCENARIO_JSON).read_text(encoding="utf-8"))
     except ValueError as exc:
         raise NotResults(f"{folder / SCENARIO_JSON} is not a scenario this harness reads: {exc}") from None
-    return write_results(folder, scenario, journal_parts(folder), parse_thresholds(scenario.expect))
 
 
 @dataclass

@@ -1,0 +1,141 @@
+"""`mrtr-harness compare BASELINE CURRENT`, and the comparison `mrtr-harness run --baseline DIR` ends with.
+
+    mrtr-harness compare results/20261130T020000Z-nightly results/20261201T020000Z-nightly
+    mrtr-harness compare BASE CUR --tolerance round_duration.p95=20% --tolerance completed_ratio=2%
+
+Exit codes: 0 no regression; 1 a regression; 2 bad input (a folder that is not a run's
+results, runs of different scenarios without --force, a bad tolerance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.scenario import Scenario
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
+EXIT_CODES = ("Exit codes: 0 no regression; 1 a regression (a metric worse than its tolerance and, for samples, "
+              "significantly so, or a count above the baseline's); 2 bad input (not a results folder, different "
+              "scenarios without --force, a bad tolerance).")
+TOLERANCE_KEYS = ("completed_ratio", "cpu.harness_per_round_ms", "cpu.replica_per_round_ms", "flows_per_second",
+                  "round_duration.p50", "round_duration.p95", "round_duration.p99", "rounds_per_call.mean")
+"""The keys `--tolerance` takes, for --help: `harness.compare.tolerances.tolerance_keys()` is the truth (a test
+holds them equal), but building the parser must not import the scenario models (and gevent with them)."""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    compare = commands.add_parser(
+        "compare", help="compare a run with a baseline run: regressions in latency, rounds, completion, counts",
+        description="Read two results folders' journals and compare, per flow, tool and round: round latency "
+                    "p50/p95/p99, rounds per call, completion share, flows/s, rejections by reason, client "
+                    "errors, invariant violations, and CPU per round when both runs measured it. A sampled "
+                    "metric regresses when it is worse by more than its tolerance and a one-sided Mann-Whitney "
+                    "test finds the change real; counts compare exactly. Tolerances come from the current run's "
+                    "[compare] table, then --tolerance. Writes compare.json, compare-junit.xml and compare.html.",
+        epilog=EXIT_CODES)
+    compare.add_argument("baseline", type=Path, help="the baseline run's results folder")
+    compare.add_argument("current", type=Path, help="the results folder of the run to judge")
+    add_tolerance_options(compare)
+    compare.add_argument("--force", action="store_true",
+                         help="compare runs of different scenarios (the differing fields are reported)")
+    compare.add_argument("--output", type=Path, default=None,
+                         help="folder for compare.json, compare-junit.xml and compare.html (default: CURRENT)")
+    compare.set_defaults(handler=run_compare)
+
+
+def add_tolerance_options(parser: argparse.ArgumentParser) -> None:
+    """--tolerance and --significance, shared by `compare` and `run --baseline`."""
+    parser.add_argument("--tolerance", action="append", default=[], metavar="KEY=PERCENT",
+                        help="override one tolerance of the [compare] table, e.g. round_duration.p95=20%%; "
+                             f"keys: {', '.join(TOLERANCE_KEYS)} (repeatable)")
+    parser.add_argument("--significance", type=float, default=None,
+                        help="the p-value under which a change counts as real (default: the table's, 0.01)")
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from harness.compare.folders import NotComparable, compare_folders, write_outputs
+    from harness.compare.outputs import render_table
+
+    try:
+        comparison = compare_folders(args.baseline, args.current, tolerances=args.tolerance,
+                                     significance=args.significance, force=args.force)
+    except NotComparable as exc:
+        print(f"mrtr-harness compare: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if comparison.scenario_differences:
+        print(f"mrtr-harness compare: --force: the scenarios differ in {', '.join(comparison.scenario_differences)}",
+              file=sys.stderr)
+    output = args.output or args.current
+    write_outputs(comparison, output)
+    print(render_table(comparison))
+    print(f"wrote compare.json, compare-junit.xml and compare.html in {output}", file=sys.stderr)
+    return comparison.exit_code
+
+
+def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace) -> str | None:
+    """Before a `run --baseline` starts anything: the reason the comparison could not be made, or None.
+
+    Only the baseline's scenario.json is read here (the journal is read at the end), and
+    the tolerances are settled now, so a wrong folder, a baseline of another scenario or a
+    bad `--tolerance` exits 2 before the target starts rather than after the whole run.
+    """
+    from harness.compare.folders import NotComparable, check_comparable
+    from harness.compare.tolerances import ToleranceError, settle
+    from harness.report import SCENARIO_JSON
+    from harness.scenario import Scenario
+
+    if not (baseline / SCENARIO_JSON).is_file() or not (baseline / "journal.jsonl").is_file():
+        return f"--baseline {baseline} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl"
+    try:
+        settle(scenario.compare, args.tolerance, args.significance)
+        check_comparable(Scenario.model_validate_json((baseline / SCENARIO_JSON).read_text(encoding="utf-8")),
+                         scenario)
+    except (NotComparable, ToleranceError) as exc:
+        return f"--baseline {baseline}: {exc}"
+    except ValueError as exc:
+        return f"--baseline {baseline}: its {SCENARIO_JSON} is not a scenario this harness reads: {exc}"
+    return None
+
+
+def compare_after_run(baseline: Path, folder: Path, exit_code: int, args: argparse.Namespace) -> int:
+    """Compare a finished run with its baseline and fold the result into its exit code and summary.json.
+
+    A regression turns a passing run (0) into a failed one (1); a run that already failed
+    or could not judge (1-4) keeps its code. The comparison is written beside the run's
+    own results and summarised under summary.json's `compare` key. A run that did not
+    finish its results (the target never came up, a harness error) is not compared.
+    """
+    from harness.compare.folders import NotComparable, compare_folders, write_outputs
+    from harness.compare.outputs import render_table
+
+    if exit_code not in (EXIT_OK, EXIT_REGRESSION):
+        print(f"mrtr-harness run: not compared with {baseline}: the run ended with exit code {exit_code}",
+              file=sys.stderr)
+        return exit_code
+    try:
+        comparison = compare_folders(baseline, folder, tolerances=args.tolerance, significance=args.significance)
+    except NotComparable as exc:
+        print(f"mrtr-harness run: not compared with {baseline}: {exc}", file=sys.stderr)
+        return EXIT_USAGE if exit_code == EXIT_OK else exit_code
+    write_outputs(comparison, folder)
+    print(render_table(comparison), file=sys.stderr)
+    _add_to_summary(folder / "summary.json", {
+        "baseline": str(baseline), "regressed": bool(comparison.regressions),
+        "regressions": [result.metric for result in comparison.regressions],
+        "exit_code": comparison.exit_code, "run_exit_code": exit_code,
+        "files": ["compare.json", "compare-junit.xml", "compare.html"]})
+    return max(exit_code, comparison.exit_code)
+
+
+def _add_to_summary(path: Path, compare: dict[str, Any]) -> None:
+    """summary.json gains a `compare` key (the run's own keys stay as its journal decided them)."""
+    if not path.is_file():
+        return
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["compare"] = compare
+    path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")

@@ -1,0 +1,286 @@
+"""Two runs side by side, metric by metric, each with a verdict: the heart of `mrtr-harness compare`.
+
+A sampled metric (round latency, rounds per call, completion) regresses only when it
+moved the wrong way by more than its tolerance AND the move is real on the samples (the
+one-sided Mann-Whitney test at the table's `significance`), so a noisy night does not
+page anyone. A count that must stay put (rejections, client errors, invariant
+violations, unexplained rejections) compares exactly: one more is a regression. Figures
+a run has once (flows per second, CPU per round) have no samples to test, so their
+tolerance alone decides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from harness.compare.samples import ResultsRun, RunSamples
+from harness.compare.stats import UTest, mann_whitney_greater
+from harness.report.series import percentile
+from harness.scenario import CompareSettings, Scenario
+
+PERCENTILES = ("p50", "p95", "p99")
+IGNORED_SCENARIO_FIELDS = frozenset({"description", "expect", "hypothesis", "compare", "abort_on_violation"})
+"""Scenario fields that judge a run rather than shape its load: two runs differing only there are comparable."""
+
+
+class MetricVerdict(StrEnum):
+    PASS = "pass"
+    IMPROVED = "improved"
+    NOT_SIGNIFICANT = "not significant"  # beyond its tolerance, but within the noise of the samples
+    NOT_COMPARED = "not compared"  # one run has no figure for it
+    REGRESSION = "regression"
+
+
+class Direction(StrEnum):
+    HIGHER_IS_WORSE = "higher is worse"
+    LOWER_IS_WORSE = "lower is worse"
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One row of the comparison: what each run showed, how far it moved, and what that means."""
+
+    metric: str
+    baseline: float | None
+    current: float | None
+    unit: str
+    verdict: MetricVerdict
+    tolerance: float | None = None
+    """The relative change allowed (a fraction); None for counts, which compare exactly."""
+    p_value: float | None = None
+    samples: tuple[int, int] | None = None
+    note: str = ""
+
+    @property
+    def change(self) -> float | None:
+        """Relative change from the baseline; infinite when the baseline was 0 and the current is not."""
+        if self.baseline is None or self.current is None:
+            return None
+        if self.baseline == 0:
+            return 0.0 if self.current == 0 else math.copysign(math.inf, self.current)
+        return (self.current - self.baseline) / abs(self.baseline)
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict is MetricVerdict.REGRESSION
+
+    def as_dict(self) -> dict[str, Any]:
+        change = self.change
+        return {"metric": self.metric, "baseline": self.baseline, "current": self.current, "unit": self.unit,
+                "change": None if change is None or math.isinf(change) else round(change, 6),
+                "tolerance": self.tolerance, "exact": self.tolerance is None, "p_value": self.p_value,
+                "samples": list(self.samples) if self.samples else None, "verdict": self.verdict.value,
+                "note": self.note}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every metric of the current run against the baseline's, and the settings that judged them."""
+
+    baseline: ResultsRun
+    current: ResultsRun
+    settings: CompareSettings
+    results: list[MetricResult]
+    scenario_differences: list[str]
+
+    @property
+    def regressions(self) -> list[MetricResult]:
+        return [result for result in self.results if result.regressed]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.regressions else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline.run_id, "current": self.current.run_id,
+                "scenario": self.current.scenario.name, "scenario_differences": self.scenario_differences,
+                "settings": self.settings.model_dump(), "regressed": bool(self.regressions),
+                "regressions": [result.metric for result in self.regressions], "exit_code": self.exit_code,
+                "metrics": [result.as_dict() for result in self.results]}
+
+
+def scenario_differences(baseline: Scenario, current: Scenario) -> list[str]:
+    """The top-level scenario fields that differ in what the load does (name, target, load, flows, ...)."""
+    before = baseline.model_dump(mode="json", exclude=set(IGNORED_SCENARIO_FIELDS))
+    after = current.model_dump(mode="json", exclude=set(IGNORED_SCENARIO_FIELDS))
+    return sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
+
+
+def compare_runs(baseline: ResultsRun, current: ResultsRun, settings: CompareSettings) -> Comparison:
+    """Judge every metric of `current` against `baseline` (the caller has checked the scenarios match)."""
+    judge = _Judge(settings)
+    before, after = baseline.samples, current.samples
+    results = [*_latency(judge, before, after), *_rounds_per_call(judge, before, after),
+               *_completion(judge, before, after), _flows_per_second(judge, before, after),
+               *_cpu(judge, before, after), *_counts(before, after)]
+    return Comparison(baseline, current, settings, results, scenario_differences(baseline.scenario, current.scenario))
+
+
+class _Judge:
+    """Turns a baseline figure, a current figure, a tolerance and (for samples) a test into a verdict."""
+
+    def __init__(self, settings: CompareSettings) -> None:
+        self.settings = settings
+
+    def sampled(self, metric: str, unit: str, before: Sequence[float], after: Sequence[float], value_before: float,
+                value_after: float, tolerance: float, direction: Direction = Direction.HIGHER_IS_WORSE,
+                ) -> MetricResult:
+        worse, better = (after, before) if direction is Direction.HIGHER_IS_WORSE else (before, after)
+        test_worse = mann_whitney_greater(better, worse)
+        moved = _worsened(value_before, value_after, direction)
+        alpha = self.settings.significance
+        count = (len(before), len(after))
+        if moved > tolerance:
+            if test_worse.p_value < alpha:
+                verdict, note = MetricVerdict.REGRESSION, f"worse by more than {_percent(tolerance)}, significant"
+            else:
+                verdict = MetricVerdict.NOT_SIGNIFICANT
+                note = (f"worse by more than {_percent(tolerance)}, but not significant on {count[0]} and "
+                        f"{count[1]} samples (p {_p(test_worse)} >= {alpha:g})")
+            return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, test_worse.p_value,
+                                count, note)
+        test_better = mann_whitney_greater(worse, better)
+        if -moved > tolerance and test_better.p_value < alpha:
+            return MetricResult(metric, value_before, value_after, unit, MetricVerdict.IMPROVED, tolerance,
+                                test_better.p_value, count, f"better by more than {_percent(tolerance)}")
+        return MetricResult(metric, value_before, value_after, unit, MetricVerdict.PASS, tolerance,
+                            test_worse.p_value, count, "")
+
+    def single(self, metric: str, unit: str, value_before: float | None, value_after: float | None,
+               tolerance: float, direction: Direction = Direction.HIGHER_IS_WORSE) -> MetricResult:
+        if value_before is None or value_after is None:
+            missing = "the baseline" if value_before is None else "the current run"
+            return MetricResult(metric, value_before, value_after, unit, MetricVerdict.NOT_COMPARED, tolerance,
+                                note=f"{missing} did not record it")
+        moved = _worsened(value_before, value_after, direction)
+        if moved > tolerance:
+            verdict, note = MetricVerdict.REGRESSION, f"worse by more than {_percent(tolerance)} (one figure per run)"
+        elif -moved > tolerance:
+            verdict, note = MetricVerdict.IMPROVED, f"better by more than {_percent(tolerance)}"
+        else:
+            verdict, note = MetricVerdict.PASS, ""
+        return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, note=note)
+
+
+def _latency(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    results = []
+    tolerances = judge.settings.round_duration.model_dump()
+    for key in sorted(before.latency.keys() | after.latency.keys()):
+        flow, tool, number = key
+        name = f"round_duration{{flow='{flow}',tool='{tool}',round='{number}'}}"
+        old, new = sorted(before.latency.get(key, [])), sorted(after.latency.get(key, []))
+        for name_p in PERCENTILES:
+            metric = f"{name}.{name_p}"
+            tolerance = tolerances[name_p]
+            if not old or not new:
+                results.append(_only_one(metric, "s", old, new, tolerance))
+                continue
+            pct = float(name_p.removeprefix("p"))
+            results.append(judge.sampled(metric, "s", old, new, percentile(old, pct), percentile(new, pct), tolerance))
+    return results
+
+
+def _rounds_per_call(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    results = []
+    tolerance = judge.settings.rounds_per_call.mean
+    for flow, tool in sorted(before.rounds_per_call.keys() | after.rounds_per_call.keys()):
+        metric = f"rounds_per_call{{flow='{flow}',tool='{tool}'}}.mean"
+        old, new = before.rounds_per_call.get((flow, tool), []), after.rounds_per_call.get((flow, tool), [])
+        if not old or not new:
+            results.append(_only_one(metric, "rounds", old, new, tolerance))
+            continue
+        results.append(judge.sampled(metric, "rounds", old, new, _mean(old), _mean(new), tolerance))
+    return results
+
+
+def _completion(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    results = []
+    tolerance = judge.settings.completed_ratio
+    for flow in sorted(before.completed.keys() | after.completed.keys()):
+        metric = f"completed_ratio{{flow='{flow}'}}"
+        old, new = before.completed.get(flow, []), after.completed.get(flow, [])
+        if not old or not new:
+            results.append(_only_one(metric, "share", old, new, tolerance))
+            continue
+        results.append(judge.sampled(metric, "share", old, new, _mean(old), _mean(new), tolerance,
+                                     Direction.LOWER_IS_WORSE))
+    return results
+
+
+def _flows_per_second(judge: _Judge, before: RunSamples, after: RunSamples) -> MetricResult:
+    return judge.single("flows_per_second", "flows/s", before.flows_per_second, after.flows_per_second,
+                        judge.settings.flows_per_second, Direction.LOWER_IS_WORSE)
+
+
+def _cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    """CPU per round, only when both runs measured it: a run without the figure is not a regression."""
+    tolerances = judge.settings.cpu
+    pairs = (("harness_per_round_ms", before.harness_per_round_ms, after.harness_per_round_ms,
+              tolerances.harness_per_round_ms),
+             ("replica_per_round_ms", before.replica_per_round_ms, after.replica_per_round_ms,
+              tolerances.replica_per_round_ms))
+    return [judge.single(f"cpu.{name}", "ms", old, new, tolerance)
+            for name, old, new, tolerance in pairs if old is not None and new is not None]
+
+
+def _counts(before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    """Counts that compare exactly: every one a run shows once more than its baseline is a regression."""
+    old_rejections, new_rejections = before.rejections_by_reason(), after.rejections_by_reason()
+    rows: list[tuple[str, int, int]] = [("rejections", sum(old_rejections.values()), sum(new_rejections.values()))]
+    rows += _by_label("rejections{{reason='{}'}}", old_rejections, new_rejections)
+    rows.append(("client_errors", sum(before.client_errors.values()), sum(after.client_errors.values())))
+    rows += _by_label("client_errors{{flow='{}',code='{}'}}", before.client_errors, after.client_errors)
+    old_violations, new_violations = before.figures.violations, after.figures.violations
+    rows.append(("invariant_violations", sum(old_violations.values()), sum(new_violations.values())))
+    rows += _by_label("invariant_violations{{invariant='{}'}}", old_violations, new_violations)
+    rows.append(("unexplained_rejections", before.figures.unexplained, after.figures.unexplained))
+    return [_exact(metric, old, new) for metric, old, new in rows]
+
+
+def _by_label(template: str, before: Counter[Any], after: Counter[Any]) -> list[tuple[str, int, int]]:
+    rows = []
+    for label in sorted(before.keys() | after.keys()):
+        parts = label if isinstance(label, tuple) else (label,)
+        rows.append((template.format(*parts), before.get(label, 0), after.get(label, 0)))
+    return rows
+
+
+def _exact(metric: str, before: int, after: int) -> MetricResult:
+    if after > before:
+        return MetricResult(metric, before, after, "count", MetricVerdict.REGRESSION,
+                            note=f"{after - before} more than the baseline (counts compare exactly)")
+    verdict = MetricVerdict.IMPROVED if after < before else MetricVerdict.PASS
+    return MetricResult(metric, before, after, "count", verdict)
+
+
+def _only_one(metric: str, unit: str, before: Sequence[float], after: Sequence[float],
+              tolerance: float) -> MetricResult:
+    """A flow, tool or round only one run has: shown, not judged (rounds per call judges a round gained)."""
+    missing = "the baseline" if not before else "the current run"
+    return MetricResult(metric, None, None, unit, MetricVerdict.NOT_COMPARED, tolerance,
+                        samples=(len(before), len(after)), note=f"no samples in {missing}")
+
+
+def _worsened(before: float, after: float, direction: Direction) -> float:
+    """How much worse, relative to the baseline (negative: better); a change from 0 is infinitely large."""
+    delta = after - before if direction is Direction.HIGHER_IS_WORSE else before - after
+    if before == 0:
+        return 0.0 if delta == 0 else math.copysign(math.inf, delta)
+    return delta / abs(before)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:g}%"
+
+
+def _p(test: UTest) -> str:
+    return f"{test.p_value:.2g}"

@@ -1,0 +1,106 @@
+"""compare.html: the two runs' distributions side by side, and every metric's verdict, in one offline file.
+
+A percentile shift is easiest to judge on the whole curve: for each flow, tool and round
+the round latency at every percentile, baseline and current on one chart (a curve above
+the other all along is a shift; curves that part only at the right are a tail), and for
+each tool the share of calls by rounds taken. Built from the report's own SVG and page
+helpers, so it opens from a CI artefact with no scripts and no network.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from harness.compare.comparison import Comparison, MetricResult, MetricVerdict
+from harness.compare.outputs import row_cells
+from harness.compare.samples import RunSamples
+from harness.report import svg
+from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table
+from harness.report.series import percentile
+
+_CSS = (PAGE_CSS + META_CSS + TABLE_CSS + CHART_CSS
+        + ".regression{color:#cf222e;font-weight:600}.improved{color:#1a7f37}.noise,.skip{color:#9a6700}\n")
+_VERDICT_CLASSES = {MetricVerdict.REGRESSION: "regression", MetricVerdict.IMPROVED: "improved",
+                    MetricVerdict.NOT_SIGNIFICANT: "noise", MetricVerdict.NOT_COMPARED: "skip"}
+_QUANTILES = [float(q) for q in range(1, 100)] + [99.5, 99.9, 100.0]
+_TOP_ROUNDS = 10
+
+
+def write_page(path: Path, comparison: Comparison) -> Path:
+    path.write_text(render_page(comparison), encoding="utf-8")
+    return path
+
+
+def render_page(comparison: Comparison) -> str:
+    before, after = comparison.baseline.samples, comparison.current.samples
+    title = f"{comparison.current.scenario.name}: {'regression' if comparison.regressions else 'no regression'}"
+    body = [_header(comparison), "<h2>Metrics</h2>", _metrics_table(comparison.results),
+            "<h2>Round latency by percentile</h2>", *_latency_charts(before, after),
+            "<h2>Rounds per call</h2>", *_rounds_charts(before, after)]
+    return page(title, _CSS, body)
+
+
+def _header(comparison: Comparison) -> str:
+    regressions = comparison.regressions
+    verdict = (f'<p class="regression">{len(regressions)} regression{"s" * (len(regressions) != 1)}: '
+               + escape(", ".join(result.metric for result in regressions)) + "</p>"
+               if regressions else '<p class="improved">No regression.</p>')
+    meta = [("baseline", comparison.baseline.run_id), ("current", comparison.current.run_id),
+            ("significance", f"{comparison.settings.significance:g}"),
+            ("exit code", str(comparison.exit_code))]
+    differences = (f'<p class="skip">Compared with --force; the scenarios differ in: '
+                   f'{escape(", ".join(comparison.scenario_differences))}</p>'
+                   if comparison.scenario_differences else "")
+    return (f"<header><h1>{escape(comparison.current.scenario.name)}: baseline comparison</h1>"
+            '<p class="meta">' + "".join(f"<span>{escape(name)} <b>{escape(value)}</b></span>"
+                                         for name, value in meta)
+            + f"</p>{verdict}{differences}</header>")
+
+
+def _metrics_table(results: list[MetricResult]) -> str:
+    rows = []
+    for result in results:
+        cells = row_cells(result)
+        css = _VERDICT_CLASSES.get(result.verdict)
+        rows.append([cell(cells[0]), *(cell(text, numeric=True) for text in cells[1:6]),
+                     cell(cells[6], css=css), cell(result.note)])
+    return table(["metric", "baseline", "current", "change", "tolerance", "significance", "verdict", "note"], rows,
+                 "nothing to compare")
+
+
+def _latency_charts(before: RunSamples, after: RunSamples) -> list[str]:
+    charts = []
+    for key in sorted(before.latency.keys() | after.latency.keys()):
+        flow, tool, number = key
+        series = [svg.Series(name, _quantile_points(samples.latency.get(key, [])))
+                  for name, samples in (("baseline", before), ("current", after))]
+        charts.append(svg.line_chart(series, title=f"{flow} / {tool} / round {number}: latency by percentile",
+                                     x_label="percentile of rounds", y_label="latency (ms)", x_max=100.0))
+    return charts or ['<p class="meta">no rounds in either run</p>']
+
+
+def _quantile_points(values: list[float]) -> list[tuple[float, float | None]]:
+    ordered = sorted(values)
+    return [(q, percentile(ordered, q) * 1000 if ordered else None) for q in _QUANTILES]
+
+
+def _rounds_charts(before: RunSamples, after: RunSamples) -> list[str]:
+    """Per tool: the percentage of calls that took 1, 2, ... 10+ rounds, baseline and current bars side by side."""
+    charts = []
+    categories = [*(str(n) for n in range(1, _TOP_ROUNDS)), f"{_TOP_ROUNDS}+"]
+    for key in sorted(before.rounds_per_call.keys() | after.rounds_per_call.keys()):
+        flow, tool = key
+        groups = [(name, _shares(samples.rounds_per_call.get(key, [])))
+                  for name, samples in (("baseline %", before), ("current %", after))]
+        charts.append(svg.bar_chart(categories, groups, title=f"{flow} / {tool}: calls by rounds taken",
+                                    x_label="rounds in the call", y_label="% of calls"))
+    return charts or ['<p class="meta">no calls in either run</p>']
+
+
+def _shares(rounds: list[int]) -> list[float]:
+    buckets = [0] * _TOP_ROUNDS
+    for count in rounds:
+        buckets[min(count, _TOP_ROUNDS) - 1] += 1
+    total = len(rounds)
+    return [round(100 * bucket / total, 1) if total else 0.0 for bucket in buckets]

@@ -1,0 +1,454 @@
+"""`mrtr-harness compare` and `run --baseline`: regressions against a baseline run, read from journals.
+
+The results folders are written with the real `Journal` and the typed records of
+`harness.records`, the way a run writes them, with seeded latencies: the same seed gives
+the same samples, so "slower by 40%" is the baseline's samples times 1.4, and no test
+depends on how fast this machine is. The command is run as a user runs it (a
+subprocess) and judged by its exit code, what it names and the files it leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from html import unescape
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+from scipy.stats import mannwhitneyu
+
+from harness.compare.cli import TOLERANCE_KEYS
+from harness.compare.stats import mann_whitney_greater
+from harness.compare.tolerances import ToleranceError, settle, tolerance_keys
+from harness.journal import Journal
+from harness.records import (
+    CallSummary,
+    CpuUsed,
+    EndStatus,
+    FlowEnded,
+    FlowOutcome,
+    FlowStarted,
+    InvariantChecked,
+    LoadStarted,
+    LoadStopped,
+    Reconciled,
+    RecordType,
+    RejectionLogged,
+    RoundDone,
+    RunEnded,
+    RunEvent,
+    RunStarted,
+)
+from harness.scenario import CompareSettings, Scenario, ScenarioError, load_scenario, parse_scenario
+from tests.harness_run import ROOT, run_harness
+
+T0 = 1_790_000_000.0
+LOAD_SECONDS = 60.0
+SCENARIO = """\
+name = "nightly-compare"
+seed = 11
+duration = "60s"
+[load]
+arrival_rate = 5
+[[flows]]
+kind = "refund"
+[[flows]]
+kind = "return"
+"""
+SLOW_REFUND_P95 = "round_duration{flow='refund',tool='issue_refund',round='1'}.p95"
+
+
+def scenario(extra: str = "", text: str = SCENARIO) -> Scenario:
+    return parse_scenario(text + extra)
+
+
+def write_run(folder: Path, run: Scenario, *, flows: int = 300, scale: float = 1.0, seed: int = 1,
+              rejections: Sequence[str] = (), return_rounds: int = 2, cpu: bool = True) -> Path:
+    """A results folder: refunds (quote_refund, then issue_refund over 2 rounds) and returns (record_return over
+    `return_rounds`), each round's latency lognormal around 10 ms times `scale`, `rejections` logged by reason."""
+    folder.mkdir(parents=True)
+    (folder / "scenario.json").write_text(run.model_dump_json(indent=2), encoding="utf-8")
+    latencies = random.Random(seed)
+    with Journal(folder / "journal.jsonl") as journal:
+        journal.write(RunStarted(type=RecordType.RUN, event=RunEvent.START, t=T0, run_id=folder.name,
+                                 scenario=run.name, seed=run.seed, duration=LOAD_SECONDS))
+        journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=T0 + 1))
+        for n in range(flows):
+            start = T0 + 1 + n * LOAD_SECONDS / max(flows, 1)
+            calls = ([("quote_refund", 1), ("issue_refund", 2)] if n % 3 else [("record_return", return_rounds)])
+            _flow(journal, f"f{n}", "refund" if n % 3 else "return", start, calls,
+                  lambda: latencies.lognormvariate(math.log(0.010), 0.4) * scale)
+        for index, reason in enumerate(rejections):
+            journal.write(RejectionLogged(type=RecordType.REJECTION, t=T0 + 2 + index, replica="r1", reason=reason,
+                                          method="tools/call"))
+        journal.write(LoadStopped(type=RecordType.RUN, event=RunEvent.LOAD_STOPPED, t=T0 + 1 + LOAD_SECONDS,
+                                  reason="duration"))
+        if cpu:
+            journal.write(CpuUsed(type=RecordType.RUN, event=RunEvent.CPU, t=T0 + 62, rounds=flows * 2,
+                                  harness_seconds=1.0, harness_per_round_ms=1.5, replicas_measured=["r1"],
+                                  replica_seconds=3.0, replica_per_round_ms=5.0))
+        journal.write(InvariantChecked(type=RecordType.INVARIANT, t=T0 + 63, invariant="no_double_release",
+                                       checked=True, violations=0, detail=[]))
+        journal.write(Reconciled(type=RecordType.RECONCILIATION, t=T0 + 63, client_rejections=len(rejections),
+                                 logged=len(rejections), matched=len(rejections), unexplained=0, unmatched_logged=0,
+                                 examples={}))
+        journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=T0 + 64, status=EndStatus.COMPLETED,
+                               reason=None))
+    return folder
+
+
+def _flow(journal: Journal, flow_id: str, kind: str, start: float, calls: list[tuple[str, int]], latency) -> None:
+    journal.write(FlowStarted(type=RecordType.START, t=start, flow_id=flow_id, flow=kind, scheduled=start,
+                              late=False))
+    t = start
+    for tool, rounds in calls:
+        for number in range(1, rounds + 1):
+            seconds = latency()
+            t += seconds
+            journal.write(RoundDone(type=RecordType.ROUND, t=t, flow_id=flow_id, flow=kind, tool=tool, round=number,
+                                    replica="r1", intended=t - seconds, sent=t - seconds, latency=seconds,
+                                    server_time=seconds, outcome="complete" if number == rounds else "input_required",
+                                    http_status=200, code=None))
+    journal.write(FlowEnded(type=RecordType.FLOW, t=t, flow_id=flow_id, flow=kind, outcome=FlowOutcome.COMPLETED,
+                            rounds=sum(rounds for _, rounds in calls), duration=t - start, server_time=t - start,
+                            think_time=0.0, answers=["accept"], late=False,
+                            calls=[CallSummary(tool=tool, rounds=rounds, outcome="complete")
+                                   for tool, rounds in calls]))
+
+
+def compare(baseline: Path, current: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "compare", str(baseline), str(current), *args],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def metrics(folder: Path) -> dict[str, dict]:
+    return {row["metric"]: row for row in json.loads((folder / "compare.json").read_text())["metrics"]}
+
+
+# --- the command, on pairs of journals --------------------------------------------------------------
+
+
+def test_an_identical_pair_passes_and_every_output_says_so(tmp_path):
+    run = scenario()
+    baseline = write_run(tmp_path / "base", run)
+    current = write_run(tmp_path / "current", run)
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no regression, exit code 0" in done.stdout
+    assert SLOW_REFUND_P95 in done.stdout  # the table lists the metrics it compared
+    document = json.loads((current / "compare.json").read_text())
+    assert document["regressed"] is False and document["exit_code"] == 0
+    by_metric = metrics(current)
+    assert by_metric[SLOW_REFUND_P95]["change"] == 0
+    assert {row["verdict"] for row in by_metric.values()} == {"pass"}
+    assert {"cpu.harness_per_round_ms", "cpu.replica_per_round_ms", "flows_per_second"} <= by_metric.keys()
+
+
+def test_rounds_slower_by_40_percent_fail_naming_the_metric_in_every_output(tmp_path):
+    run = scenario()
+    baseline = write_run(tmp_path / "base", run)
+    current = write_run(tmp_path / "current", run, scale=1.4)  # the same samples, each 40% slower
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{SLOW_REFUND_P95}: worse by more than 25%, significant" in done.stdout
+    slow = metrics(current)[SLOW_REFUND_P95]
+    assert slow["verdict"] == "regression" and slow["change"] == pytest.approx(0.4)
+    assert slow["p_value"] < 0.01 and slow["samples"] == [200, 200]
+    assert metrics(current)["rejections"]["verdict"] == "pass"  # counts did not move
+    suite = ET.parse(current / "compare-junit.xml").getroot().find("testsuite")
+    failed = [case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None]
+    assert SLOW_REFUND_P95 in failed
+    assert len(list(suite.iter("testcase"))) == len(metrics(current))  # one case per metric
+    assert int(suite.get("failures")) == len(json.loads((current / "compare.json").read_text())["regressions"])
+
+
+def test_a_small_change_inside_the_tolerance_passes(tmp_path):
+    run = scenario()
+    baseline = write_run(tmp_path / "base", run, seed=1)
+    current = write_run(tmp_path / "current", run, seed=2, scale=1.05)  # other noise, 5% slower
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 0, done.stdout
+    assert not [row for row in metrics(current).values() if row["verdict"] == "regression"]
+
+
+def test_a_large_change_on_too_few_samples_is_not_significant_and_passes_saying_so(tmp_path):
+    run = scenario()
+    baseline = write_run(tmp_path / "base", run, flows=4)
+    current = write_run(tmp_path / "current", run, flows=4, scale=2.0)  # twice as slow, on two rounds per key
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 0, done.stdout
+    slow = metrics(current)[SLOW_REFUND_P95]
+    assert slow["verdict"] == "not significant" and slow["change"] == pytest.approx(1.0)
+    assert "not significant" in done.stdout and "not significant on 2 and 2 samples" in slow["note"]
+
+
+def test_one_extra_rejection_fails_exactly(tmp_path):
+    run = scenario()
+    baseline = write_run(tmp_path / "base", run, rejections=["expired"])
+    current = write_run(tmp_path / "current", run, rejections=["expired", "expired"])
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 1, done.stdout
+    assert "rejections{reason='expired'}: 1 more than the baseline" in done.stdout
+    row = metrics(current)["rejections{reason='expired'}"]
+    assert (row["baseline"], row["current"], row["exact"]) == (1, 2, True)
+
+
+def test_a_return_that_gained_a_round_fails_on_rounds_per_call(tmp_path):
+    run = scenario()
+    baseline = write_run(tmp_path / "base", run)
+    current = write_run(tmp_path / "current", run, return_rounds=3)
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 1
+    assert metrics(current)["rounds_per_call{flow='return',tool='record_return'}.mean"]["verdict"] == "regression"
+    assert metrics(current)["round_duration{flow='return',tool='record_return',round='3'}.p95"]["verdict"] == \
+        "not compared"
+
+
+def test_the_scenario_table_sets_tolerances_and_the_command_line_overrides_them(tmp_path):
+    lenient = scenario('[compare]\nround_duration = { p50 = "50%", p95 = "50%", p99 = "60%" }\n')
+    baseline = write_run(tmp_path / "base", scenario())
+    current = write_run(tmp_path / "current", lenient, scale=1.4)
+
+    assert compare(baseline, current).returncode == 0  # 40% slower is inside the run's own 50%
+
+    done = compare(baseline, current, "--tolerance", "round_duration.p95=20%", "--output", str(tmp_path / "out"))
+    assert done.returncode == 1
+    regressions = json.loads((tmp_path / "out" / "compare.json").read_text())["regressions"]
+    assert SLOW_REFUND_P95 in regressions and all(metric.endswith(".p95") for metric in regressions)
+
+
+def test_folders_that_are_not_results_exit_2(tmp_path):
+    current = write_run(tmp_path / "current", scenario())
+    (tmp_path / "empty").mkdir()
+
+    for baseline in (tmp_path / "empty", tmp_path / "missing"):
+        done = compare(baseline, current)
+        assert done.returncode == 2
+        assert "is not a results folder" in done.stderr
+    assert not (current / "compare.json").exists()
+
+
+def test_a_bad_tolerance_exits_2_naming_the_keys(tmp_path):
+    run = write_run(tmp_path / "run", scenario())
+    done = compare(run, run, "--tolerance", "round_duration.p95=20")
+    assert done.returncode == 2 and "percentage" in done.stderr
+    done = compare(run, run, "--tolerance", "latency=20%")
+    assert done.returncode == 2 and "round_duration.p95" in done.stderr
+
+
+def test_different_scenarios_exit_2_unless_forced(tmp_path):
+    baseline = write_run(tmp_path / "base", scenario())
+    current = write_run(tmp_path / "current", scenario(text=SCENARIO.replace("arrival_rate = 5", "arrival_rate = 9")))
+
+    done = compare(baseline, current)
+    assert done.returncode == 2
+    assert "different scenarios" in done.stderr and "load" in done.stderr and "--force" in done.stderr
+
+    forced = compare(baseline, current, "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert json.loads((current / "compare.json").read_text())["scenario_differences"] == ["load"]
+
+
+def test_cpu_is_compared_only_when_both_runs_measured_it(tmp_path):
+    baseline = write_run(tmp_path / "base", scenario(), cpu=False)
+    current = write_run(tmp_path / "current", scenario())
+
+    assert compare(baseline, current).returncode == 0
+    assert not [metric for metric in metrics(current) if metric.startswith("cpu.")]
+
+
+def test_compare_html_draws_both_runs_per_round_and_needs_no_network(tmp_path):
+    run = scenario()
+    baseline = write_run(tmp_path / "base", run)
+    current = write_run(tmp_path / "current", run, scale=1.4)
+    compare(baseline, current)
+
+    page = (current / "compare.html").read_text()
+    collector = _Tags()
+    collector.feed(page)
+    round_keys = {(m.split("'")[1], m.split("'")[3], m.split("'")[5]) for m in metrics(current)
+                  if m.startswith("round_duration")}
+    latency_charts = [title for title in collector.titles if "latency by percentile" in title]
+    assert len(latency_charts) == len(round_keys) == 5  # refund: quote r1, issue r1-2; return: r1-2
+    assert page.count("<title>baseline</title>") >= len(round_keys)  # both runs on every chart
+    assert page.count("<title>current</title>") >= len(round_keys)
+    assert "script" not in collector.tags and not collector.links
+    assert SLOW_REFUND_P95 in unescape(page) and "regression" in page
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.titles: list[str] = []
+        self.links: list[str] = []
+        self._in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self._in_title = tag == "title"
+        self.links += [value for name, value in attrs if name in ("href", "src") and value]
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.titles.append(data)
+
+    def handle_endtag(self, tag):
+        self._in_title = False
+
+
+# --- the pieces ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n_baseline", "n_current", "shift", "whole"),
+                         [(300, 300, 1.4, False), (3, 3, 2.0, False), (50, 80, 1.0, True), (200, 150, 1.05, False),
+                          (10, 12, 1.0, True), (1, 1, 2.0, False)])
+def test_the_u_test_agrees_with_scipy(n_baseline, n_current, shift, whole):
+    draw = random.Random(n_baseline * 1000 + n_current)
+    baseline = [draw.lognormvariate(0, 0.5) for _ in range(n_baseline)]
+    current = [draw.lognormvariate(0, 0.5) * shift for _ in range(n_current)]
+    if whole:  # rounds per call: small integers, many ties
+        baseline, current = [round(v * 2) for v in baseline], [round(v * 2) for v in current]
+
+    ours = mann_whitney_greater(baseline, current)
+    reference = mannwhitneyu(current, baseline, alternative="greater", method="asymptotic")
+
+    assert ours.u == reference.statistic
+    assert ours.p_value == pytest.approx(reference.pvalue, rel=1e-9)
+
+
+def test_the_u_test_finds_no_evidence_without_samples_or_with_every_value_tied():
+    assert mann_whitney_greater([], [1.0, 2.0]).p_value == 1.0
+    assert mann_whitney_greater([2.0, 2.0], [2.0, 2.0, 2.0]).p_value == 1.0
+
+
+def test_tolerances_read_as_percentages_and_a_bad_one_is_named_with_its_line():
+    settings = settle(CompareSettings(), ["round_duration.p95=20%", "completed_ratio=2.5%"], significance=0.05)
+    assert (settings.round_duration.p95, settings.completed_ratio, settings.significance) == (0.2, 0.025, 0.05)
+    with pytest.raises(ToleranceError, match="round_duration.p99"):
+        settle(CompareSettings(), ["round_duration.p99=lots"])
+    with pytest.raises(ScenarioError, match=r"<scenario>:\d+: compare.round_duration.p95: a tolerance is a percentage"):
+        scenario('[compare]\nround_duration.p95 = "20"\n')
+    written = scenario('[compare]\nround_duration.p95 = "20%"\n')
+    assert Scenario.model_validate_json(written.model_dump_json()).compare == written.compare  # as results keep it
+
+
+def test_the_help_lists_exactly_the_keys_tolerance_takes():
+    assert list(TOLERANCE_KEYS) == tolerance_keys()
+
+
+# --- run --baseline -------------------------------------------------------------------------------------
+
+
+def test_run_with_a_baseline_that_is_not_results_exits_2_and_starts_nothing(tmp_path):
+    (tmp_path / "nothing").mkdir()
+    done = run_harness(ROOT / "scenarios" / "smoke.toml", tmp_path / "results", "--baseline", str(tmp_path / "nothing"),
+                       timeout=60)
+    assert done.code == 2 and "is not a results folder" in done.output
+    assert done.folder is None
+
+
+def test_run_with_a_baseline_of_another_scenario_exits_2_and_starts_nothing(tmp_path):
+    other = write_run(tmp_path / "base", scenario())
+    done = run_harness(ROOT / "scenarios" / "smoke.toml", tmp_path / "results", "--baseline", str(other), timeout=60)
+    assert done.code == 2 and "different scenarios" in done.output
+    assert done.folder is None
+
+
+def test_run_with_a_bad_tolerance_exits_2_before_the_run_not_after_it(tmp_path):
+    smoke = ROOT / "scenarios" / "smoke.toml"
+    baseline = write_run(tmp_path / "base", load_scenario(smoke), flows=3)
+    done = run_harness(smoke, tmp_path / "results", "--baseline", str(baseline), "--tolerance",
+                       "round_duration.p95=lots", timeout=60)
+    assert done.code == 2 and "a tolerance is a percentage" in done.output
+    assert done.folder is None
+    done = run_harness(smoke, tmp_path / "results", "--tolerance", "round_duration.p95=20%", timeout=60)
+    assert done.code == 2 and "need --baseline" in done.output
+    assert done.folder is None
+
+
+def test_run_baseline_folds_a_regression_into_a_passing_run(tmp_path):
+    """A real run of a scenario with no timing threshold (it passes), against a baseline whose rounds took
+    0.1 ms each: the run is far slower than that on any machine, so the comparison fails it."""
+    path = tmp_path / "quick.toml"
+    path.write_text((ROOT / "scenarios" / "smoke.toml").read_text().split("[expect]")[0]
+                    + '[expect]\ninvariant_violations = "== 0"\n', encoding="utf-8")
+    as_run = load_scenario(path, {"duration": "6s"})
+    baseline = tmp_path / "baseline"
+    write_run(baseline, as_run, flows=300, scale=0.01)  # the shop's own refund and return flows and tools
+
+    done = run_harness(path, tmp_path / "results", "--duration", "6s", "--baseline", str(baseline))
+
+    assert done.folder is not None, done.output
+    folded = done.summary["compare"]
+    assert folded["run_exit_code"] == 0, done.output  # the run itself passed ...
+    assert done.code == 1, done.output  # ... and the comparison failed it
+    assert folded["regressed"] is True and folded["exit_code"] == 1
+    assert any(metric.startswith("round_duration{flow='refund'") for metric in folded["regressions"])
+    assert (done.folder / "compare.json").is_file() and (done.folder / "compare-junit.xml").is_file()
+    assert (done.folder / "compare.html").is_file()
+
+
+
+# --- the nightly CI example and the README ---------------------------------------------------------------
+
+
+def _readme_section(title: str) -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index(f"### {title}\n")
+    end = readme.find("\n#", start + 4)
+    return readme[start:end if end != -1 else None]
+
+
+def _blocks(section: str, language: str) -> list[str]:
+    parts = section.split(f"```{language}\n")[1:]
+    return [part.split("```")[0] for part in parts]
+
+
+def test_the_nightly_workflow_is_valid_yaml_and_runs_the_readmes_commands():
+    workflow = yaml.safe_load((ROOT / "docs" / "ci" / "nightly.yml").read_text(encoding="utf-8"))
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert triggers["schedule"][0]["cron"].split()[2:] == ["*", "*", "*"]  # every night
+    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
+    lines = [line.strip() for step in steps for line in step.get("run", "").splitlines()]
+
+    commands = [line.strip() for line in _blocks(_readme_section("Nightly regression runs"), "sh")[0].splitlines()
+                if line.strip()]
+    install, run = commands
+    assert "pip install -e '.[test]'" in install and "--baseline" in run
+    assert install in lines and run in lines
+    assert run.replace(" --baseline baseline", "") in lines  # the first night, with no baseline yet
+    assert (ROOT / run.split("mrtr-harness run ")[1].split()[0]).is_file()
+
+    uploads = [step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@")]
+    uploaded = "\n".join(step["with"]["path"] for step in uploads)
+    assert all(step.get("if") == "always()" for step in uploads)  # a failing night still leaves its results
+    assert "results/" in uploaded and "junit.xml" in uploaded and "compare-junit.xml" in uploaded
+    saved = [step for step in steps if step.get("uses", "").startswith("actions/cache/save@")]
+    assert len(saved) == 1 and saved[0]["if"] == "success()" and saved[0]["with"]["path"] == "baseline"
+    restored = [step for step in steps if step.get("uses", "").startswith("actions/cache/restore@")]
+    assert restored[0]["with"]["restore-keys"] in saved[0]["with"]["key"]
+
+
+def test_the_readmes_compare_table_is_the_defaults():
+    table = _blocks(_readme_section("Nightly regression runs"), "toml")[0]
+    assert scenario(table).compare == CompareSettings()
