@@ -6,6 +6,12 @@ done the way the SDK documents it ([old] -> [old,new] -> [new,old], then [new] o
 later, every phase fully rolled out before the next) or wrong on purpose:
 `minter-first` promotes the new sealing key on one replica while the others cannot open
 it yet; `retire-early` drops the old key before one TTL has passed.
+
+On a deployment the harness did not start, an action is the scenario's command for it
+(`[target.commands]`, run by `harness.target.commands`): an action with a command runs it,
+on any target, and one without goes to the target, which may raise `ChaosUnsupported`.
+A key rotation by command hands each step (add-key, promote-key, retire-key) the new key
+as a file and its fingerprint, since the harness never holds the deployment's old keys.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from harness.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
 from harness.scenario import (
     ChaosStep,
     ClockSkew,
+    CommandAction,
     MemoryRecords,
     PauseAction,
     Rename,
@@ -34,6 +41,7 @@ from harness.scenario import (
     SetTtl,
 )
 from harness.target.base import ChaosUnsupported, Target
+from harness.target.commands import ChaosCommands, CommandFailed
 
 Sleep = Callable[[float], None]
 
@@ -42,7 +50,7 @@ class ChaosRunner:
     """Runs the scenario's chaos steps against a target at their times; journals each one."""
 
     def __init__(self, scenario: Scenario, target: Target, journal: Journal, measurements: Measurements,
-                 sleep: Sleep = time.sleep) -> None:
+                 sleep: Sleep = time.sleep, run_id: str = "") -> None:
         self.scenario = scenario
         self.target = target
         self.journal = journal
@@ -51,6 +59,9 @@ class ChaosRunner:
         self.pending = sorted(scenario.chaos, key=lambda step: step.at)
         self.failures = 0
         self.running: ChaosStep | None = None
+        self.commands = ChaosCommands(scenario.target, target.labels, target.urls, journal, run_id, sleep)
+        self.undo: list[tuple[str, Callable[[], object]]] = []
+        """What the rollback must do for actions done by command, newest last: (what it puts back, how)."""
 
     def next_step(self) -> ChaosStep | None:
         return self.pending[0] if self.pending else None
@@ -84,6 +95,8 @@ class ChaosRunner:
             raise
         except ChaosUnsupported as exc:
             ok, error, detail = False, f"unsupported: {exc}", {}
+        except CommandFailed as exc:  # its exit code and output are in its own `command` record
+            ok, error, detail = False, f"command failed: {exc}", {}
         except Exception as exc:  # noqa: BLE001 - a failed action is a run event, not a crash of the run
             ok, error, detail = False, f"{type(exc).__name__}: {exc}", {"trace": traceback.format_exc(limit=3)}
         finally:
@@ -117,9 +130,13 @@ class ChaosRunner:
     # --- actions ---------------------------------------------------------------------------
 
     def _restart(self, step: ReplicaAction, index: int) -> dict:
+        if self.commands.has(step.action):
+            return {"commands": self.commands.run_on(step.action, step.action, [index])}
         return {"ready_after": round(self.target.restart(index, kill=step.action == "kill"), 3)}
 
     def _pause(self, step: PauseAction, index: int) -> dict:
+        if self.commands.has("pause"):
+            return self._pause_by_command(step, index)
         self.target.pause(index)
         try:
             self.sleep(step.duration)
@@ -127,7 +144,29 @@ class ChaosRunner:
             self.target.resume(index)
         return {"paused_for": step.duration}
 
+    def _pause_by_command(self, step: PauseAction, index: int) -> dict:
+        """pause, wait, resume; a resume the run never reached is the rollback's (a paused replica stays paused)."""
+        if not self.commands.has("resume"):
+            raise ChaosUnsupported("pause by command needs a resume command too ([target.commands] resume)")
+
+        def resume() -> dict[str, object]:
+            return self.commands.run(step.action, "resume", self.commands.table["resume"], index)
+
+        undo = (f"resumed {self.target.labels[index]}", resume)
+        self.undo.append(undo)
+        done = [self.commands.run(step.action, "pause", self.commands.table["pause"], index, wait=False)]
+        self.sleep(step.duration)
+        self.undo.remove(undo)
+        done.append(resume())
+        return {"paused_for": step.duration, "commands": done}
+
     def _rolling_restart(self, step: RollingRestart, index: int) -> dict:
+        if self.commands.has("restart"):
+            done = []
+            for replica in range(len(self.target.labels)):
+                done += self.commands.run_on(step.action, "restart", [replica])
+                self.sleep(step.interval)
+            return {"commands": done}
         ready = []
         for replica in range(len(self.target.labels)):
             ready.append(round(self.target.restart(replica), 3))
@@ -135,6 +174,8 @@ class ChaosRunner:
         return {"ready_after": ready}
 
     def _rotate(self, step: RotateKeys, index: int) -> dict:
+        if self.commands.has("add-key"):
+            return self._rotate_by_command(step, index)
         replicas = range(len(self.target.labels))
         old = self.target.ring(0)[0]
         new = new_key()
@@ -165,35 +206,119 @@ class ChaosRunner:
             roll([new], replicas)
         return {"old": fingerprint(old), "new": fingerprint(new), "phases": phases}
 
+    def _rotate_by_command(self, step: RotateKeys, index: int) -> dict:
+        """The same phases as `_rotate`, each a command: add-key, promote-key, retire-key, with the new key's file.
+
+        The harness never holds the deployment's old keys, so a rotation cut short is put
+        right going forward: the rollback adds and promotes the new key everywhere, so
+        every replica opens what any of them seals.
+        """
+        replicas = list(range(len(self.target.labels)))
+        new = new_key()
+        handed = {"key_id": fingerprint(new), "key_file": str(self.commands.key_file(new))}
+        phases: list[str] = []
+        done: list[dict[str, object]] = []
+
+        def phase(name: str, who: list[int]) -> None:
+            done.extend(self.commands.run_on(step.action, name, who, handed))
+            phases.append(f"{name} on {','.join(self.target.labels[r] for r in who)}")
+
+        def finish() -> None:
+            phase("add-key", replicas)
+            phase("promote-key", replicas)
+
+        undo = (f"new key {handed['key_id']} added and promoted on every replica", finish)
+        self.undo.append(undo)
+        if step.order == "minter-first":
+            others = [r for r in replicas if r != index]
+            phase("add-key", [index])
+            phase("promote-key", [index])
+            self.sleep(step.phase_gap)
+            phase("add-key", others)
+            self.sleep(step.phase_gap)
+            phase("promote-key", others)
+        else:
+            phase("add-key", replicas)
+            self.sleep(step.phase_gap)
+            phase("promote-key", replicas)
+            wait = step.phase_gap if step.order == "retire-early" \
+                else self.scenario.real(self.scenario.target.ttl) + step.phase_gap
+            self.sleep(wait)
+            phase("retire-key", replicas)
+        self.undo.remove(undo)
+        return {"new": handed["key_id"], "phases": phases, "commands": done}
+
     def _set_ttl(self, step: SetTtl, index: int) -> dict:
         """A TTL change is a config rollout: every replica in turn, or only the one named."""
         real = self.scenario.real(step.ttl)
-        who = [index] if step.replica is not None else range(len(self.target.labels))
+        who = [index] if step.replica is not None else list(range(len(self.target.labels)))
+        if self.commands.has("set-ttl"):
+            back = {"ttl": f"{self.scenario.real(self.scenario.target.ttl):g}"}
+            return {"ttl_real": real, "commands": self._reconfigure_by_command(step, "set-ttl", who,
+                                                                             {"ttl": f"{real:g}"}, back)}
         return {"ttl_real": real, "ready_after": [round(self.target.reconfigure(r, ttl=real), 3) for r in who]}
 
     def _rename(self, step: Rename, index: int) -> dict:
+        if self.commands.has("rename"):
+            return {"name": step.name, "commands": self._reconfigure_by_command(
+                step, "rename", [index], {"name": step.name}, {"name": self.scenario.target.name})}
         return {"name": step.name, "ready_after": round(self.target.reconfigure(index, name=step.name), 3)}
 
     def _clock(self, step: ClockSkew, index: int) -> dict:
         offset = -step.offset if step.behind else step.offset
+        if self.commands.has("clock-skew"):
+            return {"offset": offset, "commands": self._reconfigure_by_command(
+                step, "clock-skew", [index], {"offset": f"{offset:g}"}, {"offset": "0"})}
         return {"offset": offset, "ready_after": round(self.target.reconfigure(index, clock_offset=offset), 3)}
+
+    def _reconfigure_by_command(self, step: ChaosStep, name: str, who: list[int], change: dict[str, str],
+                                back: dict[str, str]) -> list[dict[str, object]]:
+        """Run a config command; the rollback runs it again with the target's own value (its ttl, name, no skew)."""
+        self.undo.append((f"{name} {' '.join(back.values())} on {','.join(self.target.labels[r] for r in who)}",
+                          lambda: self.commands.run_on("rollback", name, who, back)))
+        return self.commands.run_on(step.action, name, who, change)
+
+    def _command(self, step: CommandAction, index: int) -> dict:
+        """Any command at its time; its rollback, if any, is owed from the moment it started."""
+        rollback = step.rollback
+        if rollback is not None:
+            self.undo.append((f"{' '.join(rollback)}",
+                              lambda: self.commands.run("rollback", "rollback", rollback, index)))
+        return {"commands": [self.commands.run(step.action, "command", step.command, index)]}
 
     def _memory(self, step: MemoryRecords, index: int) -> dict:
         return {"ready_after": round(self.target.reconfigure(index, store="memory"), 3)}
 
     def rollback(self) -> list[str]:
-        """Put the target back (replicas up, rings restored); journaled like an action."""
+        """Put the target back (replicas up, rings restored, commands' changes undone); journaled like an action."""
         started = time.time()
         self.journal.write(ChaosStarted(type=RecordType.CHAOS, phase=ChaosPhase.START, t=started, action="rollback",
                                         target="all", detail={}))
+        undone, errors = self._undo_commands()
         try:
-            undone, ok, error = self.target.rollback(), True, None
+            undone += self.target.rollback()
         except Exception as exc:  # noqa: BLE001 - a rollback that failed is journaled; the teardown goes on
-            undone, ok, error = [], False, f"{type(exc).__name__}: {exc}"
+            errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.commands.close()
+        ok, error = not errors, "; ".join(errors) or None
         self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=time.time(), action="rollback",
                                       target="all", ok=ok, error=error, seconds=round(time.time() - started, 3),
                                       detail={"undone": undone}))
         return undone
+
+    def _undo_commands(self) -> tuple[list[str], list[str]]:
+        """Every rollback command owed, newest first; one that fails is reported and the others still run."""
+        undone: list[str] = []
+        errors: list[str] = []
+        while self.undo:
+            what, how = self.undo.pop()
+            try:
+                how()
+                undone.append(what)
+            except Exception as exc:  # noqa: BLE001 - each undo is tried; the failure is journaled
+                errors.append(f"{type(exc).__name__}: {exc}")
+        return undone, errors
 
 
 _ACTIONS: dict[type, Callable[[ChaosRunner, Any, int], dict]] = {
@@ -205,4 +330,5 @@ _ACTIONS: dict[type, Callable[[ChaosRunner, Any, int], dict]] = {
     Rename: ChaosRunner._rename,
     ClockSkew: ChaosRunner._clock,
     MemoryRecords: ChaosRunner._memory,
+    CommandAction: ChaosRunner._command,
 }

@@ -28,6 +28,7 @@ class RecordType(StrEnum):
     ROUND = "round"
     FLOW = "flow"
     CHAOS = "chaos"
+    COMMAND = "command"
     REJECTION = "rejection"
     HYPOTHESIS = "hypothesis"
     INVARIANT = "invariant"
@@ -264,6 +265,30 @@ class ChaosEnded(TypedDict):
     detail: dict[str, Any]
 
 
+class CommandRan(TypedDict):
+    """One `[target.commands]` command (or a `command` action's) a chaos action ran, on one replica or on all.
+
+    `name`: the command's name (`restart`, `add-key`, ..., `command`, `rollback`); `argv` as run,
+    placeholders filled (a key is named by `{key_id}`, its fingerprint; `{key_file}` is a path);
+    `exit_code` null when it could not start or ran out of time (`error` says which);
+    `output`: the end of its stdout and stderr, on one line, anything that looks like a key or
+    token replaced; `ready`: false when the replica's URL did not accept connections again in time.
+    """
+
+    type: Literal[RecordType.COMMAND]
+    t: float
+    action: str
+    name: str
+    target: str
+    argv: list[str]
+    exit_code: int | None
+    seconds: float
+    output: str
+    ok: bool
+    error: str | None
+    ready: NotRequired[bool]
+
+
 class RejectionLogged(TypedDict):
     """A replica logged a requestState rejection (`t`: the log line's own time when it has one)."""
 
@@ -314,12 +339,12 @@ class Reconciled(TypedDict):
 
 
 Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessError | RunEnded | FlowStarted
-          | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | RejectionLogged | HypothesisProbed | InvariantChecked
-          | Reconciled)
+          | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | CommandRan | RejectionLogged | HypothesisProbed
+          | InvariantChecked | Reconciled)
 """Anything a writer may journal."""
 
 RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessError, RunEnded,
-                             FlowStarted, RoundDone, FlowEnded, ChaosStarted, ChaosEnded, RejectionLogged,
+                             FlowStarted, RoundDone, FlowEnded, ChaosStarted, ChaosEnded, CommandRan, RejectionLogged,
                              HypothesisProbed, InvariantChecked, Reconciled)
 """Every record type, in the order the schema documents them."""
 

@@ -192,7 +192,8 @@ class Run:
         self.load.start()
         self.started = time.time()  # the duration counts from when the load runs (workers take a while)
         self.journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=self.started))
-        self.chaos = ChaosRunner(self.scenario, self.target, self.journal, self.measurements, sleep=gevent.sleep)
+        self.chaos = ChaosRunner(self.scenario, self.target, self.journal, self.measurements, sleep=gevent.sleep,
+                                 run_id=self.folder.name)
         chaos = self._background(self._chaos_loop)
         background = [chaos, self._background(self._watch),
                       self._background(self.progress.follow, self._progress_now, gevent.sleep)]

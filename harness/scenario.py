@@ -15,7 +15,16 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from harness.durations import Duration, PositiveDuration
 from harness.leads import LeadProfile, ThinkTime
@@ -61,6 +70,39 @@ class ReplicaOverride(_Strict):
                                                                                      "only this process sees")
 
 
+COMMAND_NAMES: dict[str, frozenset[str]] = {
+    "restart": frozenset(), "kill": frozenset(), "pause": frozenset(), "resume": frozenset(),
+    "add-key": frozenset({"key_id", "key_file"}), "promote-key": frozenset({"key_id", "key_file"}),
+    "retire-key": frozenset({"key_id", "key_file"}), "set-ttl": frozenset({"ttl"}),
+    "rename": frozenset({"name"}), "clock-skew": frozenset({"offset"}), "scale": frozenset({"replicas"}),
+}
+"""The commands `[target.commands]` may name, each with the placeholders it gets beside the replica's own."""
+
+REPLICA_PLACEHOLDERS = frozenset({"replica", "index", "url"})
+"""Every command's placeholders for the replica it acts on: `r1`, `0`, its MCP URL. A command that uses none of
+them acts on the whole deployment and runs once, not once per replica."""
+
+PLACEHOLDER = re.compile(r"(?<![${])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+"""`{name}` in a command's argument; `${VAR}` (the shell's) and `{{...}}` (a literal brace) are left alone."""
+
+
+def placeholders_in(argv: list[str]) -> set[str]:
+    """The placeholder names a command's arguments use."""
+    return {match.group(1) for arg in argv for match in PLACEHOLDER.finditer(arg)}
+
+
+def check_command(name: str, argv: list[str], allowed: frozenset[str], where: tuple[str, ...] | None = None) -> None:
+    """An empty command, or one with a placeholder this command does not get, is refused (FieldProblem)."""
+    if not argv or not argv[0]:
+        raise FieldProblem(f"{name} is empty: give an argv list, e.g. [\"kubectl\", \"...\"]",
+                           *(where if where is not None else (name,)))
+    unknown = sorted(placeholders_in(argv) - allowed)
+    if unknown:
+        known = ", ".join(f"{{{p}}}" for p in sorted(allowed))
+        raise FieldProblem(f"{name} uses unknown placeholder {{{unknown[0]}}} (it gets {known}; write "
+                           f"{{{{ and }}}} for a literal brace)", *(where if where is not None else (name,)))
+
+
 class Target(_Strict):
     """The deployment under test: embedded (the harness starts the shop), external, or docker."""
 
@@ -84,6 +126,33 @@ class Target(_Strict):
     image: str | None = Field(default=None, description="docker: the image the harness starts the shop from")
     compose_project: str | None = Field(default=None, description="docker: a running compose deployment's project")
     compose_service: str | None = Field(default=None, description="docker: the replicas' compose service")
+    commands: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="external, docker: chaos by command, an argv list per name (no shell unless you write "
+                    "`sh -c`): restart, kill, pause, resume, add-key, promote-key, retire-key, set-ttl, rename, "
+                    "clock-skew, scale. Placeholders: {replica} (r1, ...), {index} (0-based), {url}; the key steps "
+                    "{key_id} (a fingerprint) and {key_file} (the new key, a 0600 file deleted after the run); "
+                    "set-ttl {ttl} (real seconds), rename {name}, clock-skew {offset} (signed seconds), scale "
+                    "{replicas}. `MRTR_RUN_ID` is in its environment")
+    command_timeout: PositiveDuration = Field(default=120.0, description="how long one command may run, real")
+    ready_timeout: PositiveDuration = Field(default=60.0, description="after a command, how long the replica's "
+                                                                      "URL may take to accept connections again")
+
+    @field_validator("commands")
+    @classmethod
+    def _known_commands(cls, commands: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Unknown names and placeholders are refused here, with their line, not when the action runs."""
+        for name, argv in commands.items():
+            if name not in COMMAND_NAMES:
+                raise FieldProblem(f"unknown command name {name!r}: the names are {', '.join(COMMAND_NAMES)}", name)
+            extra = COMMAND_NAMES[name] if name == "scale" else COMMAND_NAMES[name] | REPLICA_PLACEHOLDERS
+            check_command(name, argv, extra)
+        return commands
+
+    @property
+    def replica_count(self) -> int:
+        """How many replicas chaos can name: the URLs of an external target, else `replicas`."""
+        return len(self.urls) if self.kind == "external" else self.replicas
 
     @field_validator("logs")
     @classmethod
@@ -105,6 +174,9 @@ class Target(_Strict):
         if self.kind != "docker" and docker_only:
             raise FieldProblem("image, compose_project and compose_service apply to kind = \"docker\" only",
                                docker_only[0])
+        if self.kind == "embedded" and self.commands:
+            raise FieldProblem("[target.commands] applies to external and docker targets: the harness runs an "
+                               "embedded target's chaos itself", "commands")
         for override in self.overrides:
             if override.replica > self.replicas:
                 raise FieldProblem(f"overrides names replica {override.replica}, but there are {self.replicas}",
@@ -282,10 +354,42 @@ class MemoryRecords(_Chaos):
     action: Literal["memory-records"]
 
 
+class CommandAction(_Chaos):
+    """Run any command at its time (a network fault, a config push); `rollback` runs when the run ends."""
+
+    action: Literal["command"]
+    command: list[str] = Field(description="an argv list (no shell unless you write `sh -c`); placeholders "
+                                           "{replica}, {index}, {url} of `replica` (default: the first)")
+    rollback: list[str] | None = Field(default=None, description="run when the run ends, if the command ran: "
+                                                                 "what puts the deployment back")
+
+    @field_validator("command", "rollback")
+    @classmethod
+    def _placeholders(cls, argv: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if argv is not None:
+            check_command(str(info.field_name), argv, REPLICA_PLACEHOLDERS, where=())
+        return argv
+
+
 ChaosStep = Annotated[
-    ReplicaAction | PauseAction | RollingRestart | RotateKeys | SetTtl | Rename | ClockSkew | MemoryRecords,
+    ReplicaAction | PauseAction | RollingRestart | RotateKeys | SetTtl | Rename | ClockSkew | MemoryRecords
+    | CommandAction,
     Field(discriminator="action"),
 ]
+
+
+def commands_needed(step: ChaosStep) -> tuple[str, ...]:
+    """The `[target.commands]` names an action needs on a target whose chaos is all by command."""
+    if isinstance(step, RotateKeys):
+        return ("add-key", "promote-key") if step.order == "minter-first" else ("add-key", "promote-key",
+                                                                                 "retire-key")
+    if isinstance(step, PauseAction):
+        return ("pause", "resume")
+    if isinstance(step, RollingRestart):
+        return ("restart",)
+    if isinstance(step, CommandAction):
+        return ()
+    return (step.action,)
 
 
 # --- [compare]: how far a run may drift from its baseline (read by `mrtr-harness compare`) ------------
@@ -385,10 +489,32 @@ class Scenario(_Strict):
             if step.at > self.duration:
                 raise FieldProblem(f"a {step.action} at {step.at:g}s falls after the end of the run "
                                    f"({self.duration:g}s)", "chaos", index, "at")
-            if step.replica is not None and step.replica > self.target.replicas:
-                raise FieldProblem(f"{step.action} names replica {step.replica}, but there are {self.target.replicas}",
-                                   "chaos", index, "replica")
+            if step.replica is not None and step.replica > self.target.replica_count:
+                raise FieldProblem(f"{step.action} names replica {step.replica}, but there are "
+                                   f"{self.target.replica_count}", "chaos", index, "replica")
+            self._by_command_fits(index, step)
         return self
+
+    def _by_command_fits(self, index: int, step: ChaosStep) -> None:
+        """On an external target every action is a command: one not configured is refused here, with its line."""
+        commands = self.target.commands
+        if self.target.kind == "external":
+            needed = commands_needed(step)
+            if any(name not in COMMAND_NAMES for name in needed):
+                raise FieldProblem(f"{step.action} has no command form: an external target cannot do it "
+                                   f"(use action = \"command\" with your own command)", "chaos", index, "action")
+            missing = [name for name in needed if name not in commands]
+            if missing:
+                raise FieldProblem(f"{step.action} on an external target needs [target.commands] "
+                                   f"{' and '.join(missing)} = [...]: the harness reaches that deployment only "
+                                   f"through commands", "chaos", index, "action")
+        if isinstance(step, RotateKeys) and step.order == "minter-first" and commands:
+            wide = [name for name in ("add-key", "promote-key")
+                    if name in commands and not placeholders_in(commands[name]) & REPLICA_PLACEHOLDERS]
+            if wide:
+                raise FieldProblem(f"minter-first promotes the new key on one replica before the others: "
+                                   f"{wide[0]} must act on one replica ({{replica}}, {{index}} or {{url}})",
+                                   "chaos", index, "order")
 
     def real(self, modelled_seconds: float) -> float:
         """Modelled seconds (lead times, TTL) as real seconds in this run."""
@@ -429,8 +555,7 @@ def _explain(exc: ValidationError, text: str, source: str) -> str:
     error = exc.errors()[0]
     problem = (error.get("ctx") or {}).get("error")
     loc = [*error["loc"], *(problem.where if isinstance(problem, FieldProblem) else ())]
-    location = [part for part in loc if not (isinstance(part, str) and part.endswith("Flow") or
-                                             isinstance(part, str) and part in _UNION_TAGS)]
+    location = [part for n, part in enumerate(loc) if not _is_union_tag(loc, n)]
     field = _dotted(location) or "(top level)"
     line = _find_line(text, location)
     where = f"{source}:{line}" if line else source
@@ -455,6 +580,23 @@ def _union_tags(*unions: Any) -> frozenset[str]:
 
 
 _UNION_TAGS = _union_tags(FlowSpec, ChaosStep, ThinkTime)
+_UNION_FIELDS = frozenset(name for name, info in LeadProfile.model_fields.items()
+                          if info.annotation == typing.get_args(ThinkTime)[0])
+"""Fields holding one union value (not a list of them): pydantic puts the tag right after their name."""
+
+
+def _is_union_tag(loc: list[Any], n: int) -> bool:
+    """Whether `loc[n]` is a tag pydantic put in (right after a list index or a union field), not a key of the file.
+
+    By position, not by name alone: `restart` is a chaos action's tag in `chaos.1.restart.at`
+    and a key of the file in `target.commands.restart`.
+    """
+    part = loc[n]
+    if not isinstance(part, str) or n == 0:
+        return False
+    if part.endswith("Flow"):
+        return True
+    return part in _UNION_TAGS and (isinstance(loc[n - 1], int) or loc[n - 1] in _UNION_FIELDS)
 
 
 def _dotted(location: list[Any]) -> str:
@@ -471,7 +613,8 @@ def _find_line(text: str, location: list[Any]) -> int | None:
     keys = [part for part in location if isinstance(part, str)]
     if not keys:
         return None
-    table, rest = keys[0], keys[1:]
+    depth = _header_depth(lines, keys)
+    table, rest = ".".join(keys[:depth]), keys[depth:]
     index = next((part for part in location[1:2] if isinstance(part, int)), None)
     headers = [n for n, line in enumerate(lines) if re.match(rf"^\s*\[\[?\s*{re.escape(table)}\s*\]\]?", line)]
     if headers:
@@ -485,3 +628,12 @@ def _find_line(text: str, location: list[Any]) -> int | None:
         if re.match(rf"^\s*{re.escape(wanted)}\s*=", lines[n]) or re.match(rf'^\s*"{re.escape(wanted)}"\s*=', lines[n]):
             return n + 1
     return start + 1 if headers else None
+
+
+def _header_depth(lines: list[str], keys: list[str]) -> int:
+    """How many leading keys name the deepest table header the file has (`[target.commands]`: 2), at least 1."""
+    for depth in range(len(keys), 1, -1):
+        dotted = re.escape(".".join(keys[:depth]))
+        if any(re.match(rf"^\s*\[\[?\s*{dotted}\s*\]\]?", line) for line in lines):
+            return depth
+    return 1

@@ -197,6 +197,27 @@ def test_a_restart_on_ephemeral_keys_in_a_container_gives_unknown_key(engine, no
         assert first["replica"] == "r1" and first["t"] < end["t"] and retry["t"] >= start["t"], (first, retry)
 
 
+def test_a_restart_through_the_docker_cli_in_target_commands_replaces_the_engine_call(engine, no_leftovers,
+                                                                                      tmp_path):
+    """A `[target.commands] restart` runs instead of the backend's own restart: here the docker CLI, finding the
+    replica's container by the run id in its environment and the replica label the backend gives it."""
+    command = ('restart = ["sh", "-c", "docker restart $(docker ps -q --filter name=mrtr-$MRTR_RUN_ID- '
+               '--filter label=mrtr-harness.replica={replica})"]')
+    scenario = tmp_path / "cli-restart.toml"
+    scenario.write_text(EPHEMERAL_RESTART.replace('ttl = "10m"\n', f'ttl = "10m"\n\n[target.commands]\n{command}\n', 1))
+    finished = run_harness(scenario, tmp_path / "results", timeout=120)
+    assert finished.code == 0, finished.output
+    journal = finished.journal()
+    [ran] = [record for record in journal if record["type"] == "command"]
+    assert (ran["name"], ran["target"], ran["exit_code"], ran.get("ready")) == ("restart", "r1", 0, True), ran
+    assert len(ran["output"].strip()) >= 12, "docker restart prints the id of the container it restarted"
+    [end] = [record for record in journal if record["type"] == "chaos" and record["phase"] == "end"
+             and record["action"] == "restart"]
+    assert end["ok"] and end["detail"]["commands"][0]["name"] == "restart", end
+    rejections = [record for record in journal if record["type"] == "rejection"]
+    assert rejections and {record["reason"] for record in rejections} == {"unknown key"}
+
+
 def test_the_log_collector_follows_a_container_across_restart_and_recreation(target):
     from harness.logs import Collector
 

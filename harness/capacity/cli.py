@@ -35,7 +35,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                             "then bisect (default: from the scenario's rate to 16 times it)")
     capacity.add_argument("--refine", type=int, default=2, help="bisection steps after a search's first break "
                                                                 "(default 2)")
-    capacity.add_argument("--replicas", help="replica counts on an embedded target, e.g. 1,2 or 1-4 "
+    capacity.add_argument("--replicas", help="replica counts, e.g. 1,2 or 1-4: on an embedded target, or through "
+                                             "[target.commands] scale on an external or docker one "
                                              "(default: the scenario's)")
     capacity.add_argument("--every-rate", action="store_true",
                           help="run every rate on every replica count (default: a count after the first starts "

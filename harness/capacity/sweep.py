@@ -2,7 +2,10 @@
 
 A step is `Run(scenario with overrides)` in this process: the arrival rate, the step's
 duration and (on a target the harness starts) the replica count are overridden, and the
-step's own results folder goes under the sweep's `steps/`. The step's journal is then
+step's own results folder goes under the sweep's `steps/`. On a deployment the harness did
+not start, the replica count is changed by the scenario's `[target.commands] scale`
+command, once before each count's steps, and the sweep waits for the target's URLs to
+accept connections again; the deployment is left at the last count swept. The step's journal is then
 read again to judge it over the steady window only (the warm-up discarded): the
 scenario's `[expect]` thresholds evaluated on the rounds and flows that ended after the
 warm-up, plus the run's invariants and reconciliation. A step holds when all of those
@@ -40,6 +43,7 @@ from harness.report.folder import results_folder
 from harness.report.series import percentile
 from harness.report.verdict import ExitCode
 from harness.scenario import Scenario, parse_scenario
+from harness.target.commands import accepts, fill, run_command
 from harness.thresholds import evaluate, parse_thresholds
 
 RISING, RISING_FLOOR = 2.0, 0.05
@@ -246,8 +250,10 @@ class Sweep:
         self.plan = plan.with_default_search(scenario.load.arrival_rate)
         self.stream = stream if stream is not None else io.StringIO()
         embedded = scenario.target.kind == "embedded"
-        if self.plan.replicas is not None and not embedded:
-            raise ValueError("replica counts can be swept only on a target the harness starts (kind = \"embedded\")")
+        self.scale = scenario.target.commands.get("scale")
+        if self.plan.replicas is not None and not embedded and self.scale is None:
+            raise ValueError("replica counts can be swept on a target the harness starts (kind = \"embedded\"), or "
+                             "through a scale command ([target.commands] scale = [\"kubectl\", \"scale\", ...])")
         own = scenario.target.replicas if embedded else max(1, len(scenario.target.urls))
         self.replica_counts = self.plan.replicas or [own]
         self.embedded = embedded
@@ -281,6 +287,9 @@ class Sweep:
         previous: float | None = None
         try:
             for replicas in self.replica_counts:
+                if self.scale is not None and self.plan.replicas is not None:
+                    self._scale_to(replicas)
+
                 def judge(rate: float, replicas: int = replicas) -> Judgement:
                     step = run_step(self.step_scenario(replicas, rate), replicas, rate)
                     if step.exit_code == ExitCode.TARGET:
@@ -351,6 +360,29 @@ class Sweep:
         step.wall_seconds = time.time() - started
         step.other_cores = other_cores
         return step
+
+    def _scale_to(self, replicas: int) -> None:
+        """Run the scale command for this count (in steps.log); a failure stops the sweep like a dead target."""
+        assert self.scale is not None and self.folder is not None
+        spec = self.scenario.target
+        result = run_command(fill(self.scale, {"replicas": str(replicas)}), timeout=spec.command_timeout,
+                             env={"MRTR_RUN_ID": self.folder.name})
+        line = (f"scale to {replicas}: {' '.join(result.argv)} -> exit {result.exit_code} in {result.seconds:g} s"
+                f"{': ' + result.error if result.error else ''}; output: {result.output or '(none)'}")
+        with open(self.folder / "steps.log", "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+        self.stream.write(f"scaled to {replicas_text(replicas)} (exit {result.exit_code}, {result.seconds:g} s)\n")
+        if not result.ok:
+            raise TargetDown(f"the scale command for {replicas_text(replicas)} failed: {line}")
+        deadline = time.monotonic() + spec.ready_timeout
+        waiting = list(spec.urls)
+        while waiting and time.monotonic() < deadline:
+            waiting = [url for url in waiting if not accepts(url, timeout=1.0)]
+            if waiting:
+                time.sleep(0.2)
+        if waiting:
+            raise TargetDown(f"after scaling to {replicas_text(replicas)}, {', '.join(waiting)} did not accept "
+                             f"connections within {spec.ready_timeout:g} s")
 
     def _expiry(self) -> ExpiryAssessment:
         """Predicted from the lead model and the TTL; measured, pooled over the steps that held."""

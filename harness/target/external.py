@@ -3,18 +3,17 @@
 Logs come from the files, commands or containers the scenario names (`file:PATH` or
 `file:PATH@replica`, `command:kubectl logs -f deploy/mcp --since=1s --prefix`,
 `docker:LABEL=VALUE`; see `harness.logs.spec`), so rejections are still explained by
-reason. Chaos is whatever the scenario can reach: none of the process
-operations, so each raises `ChaosUnsupported` and the run records it.
+reason. Chaos is whatever the scenario's `[target.commands]` can reach (run by the chaos
+runner through `harness.target.commands`); the process operations themselves are not
+the harness's to do here, so each raises `ChaosUnsupported` and the run records it.
 """
 
 from __future__ import annotations
 
-import socket
-from urllib.parse import urlsplit
-
 from harness.logs.spec import LogSource, parse_log_location
 from harness.scenario import Scenario
 from harness.target.base import ChaosUnsupported, TargetError
+from harness.target.commands import accepts
 
 
 class ExternalTarget:
@@ -32,7 +31,7 @@ class ExternalTarget:
         that never ends, and a POST would be a call the scenario did not ask for.
         """
         for url in self.urls:
-            if not _accepts(url, timeout=5.0):
+            if not accepts(url, timeout=5.0):
                 raise TargetError(f"cannot reach {url}: nothing accepts connections there")
 
     def stop(self) -> None:
@@ -49,7 +48,7 @@ class ExternalTarget:
         return set()
 
     def replicas_up(self) -> int:
-        return sum(1 for url in self.urls if _accepts(url, timeout=1.0))
+        return sum(1 for url in self.urls if accepts(url, timeout=1.0))
 
     def restart(self, index: int, *, kill: bool = False) -> float:
         raise ChaosUnsupported("an external target cannot be restarted by the harness")
@@ -71,14 +70,3 @@ class ExternalTarget:
 
     def rollback(self) -> list[str]:
         return []
-
-
-def _accepts(url: str, timeout: float) -> bool:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
-
