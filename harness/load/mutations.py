@@ -18,6 +18,7 @@ not): `foreign_state` imports the SDK's codec lazily, the first time a flow need
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import random
 import time
@@ -312,9 +313,10 @@ class StatePool:
 
             from harness.keys import new_key
 
-            now = time.time()
-            envelope = {"v": 1, "iat": now, "exp": now + 600.0, "m": "tools/call", "t": tool,
-                        "a": json.dumps(dict(arguments), sort_keys=True), "s": "", "aud": None, "p": None}
+            now = int(time.time())
+            digest = hashlib.sha256(json.dumps(dict(arguments), sort_keys=True).encode()).hexdigest()
+            envelope = {"v": 1, "iat": now, "exp": now + 600, "m": "tools/call", "t": tool, "a": digest, "s": "",
+                        "aud": None, "p": None}
             codec = AESGCMRequestStateCodec([new_key()])
             self._foreign = codec.seal(json.dumps(envelope, separators=(",", ":")).encode())
         return self._foreign
