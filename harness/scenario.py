@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.durations import Duration, PositiveDuration
 from harness.leads import LeadProfile, ThinkTime
-from harness.load.mutations import DEFAULT_MUTATIONS, Mutation, skipped_for
+from harness.load.mutations import DEFAULT_MUTATIONS, Mutation, skipped_mutations
 from harness.logs.spec import parse_log_location
 from harness.mrtr.routing import Routing
 from harness.thresholds import parse_thresholds
@@ -244,9 +244,20 @@ class FuzzFlow(_Flow):
             raise ValueError("mutations names a class twice")
         return mutations
 
+    def skipped(self) -> dict[Mutation, str]:
+        """The chosen classes this flow cannot send, with why: the shop's flow has other quotes and tools to hand."""
+        shop = self.tool is None
+        return skipped_mutations(self.mutations, several_arguments=shop or len(self.arguments) > 1,
+                                 other_tool=shop or self.swap_tool is not None)
+
+    def runnable(self) -> list[Mutation]:
+        """The classes the flow picks from: its `mutations` less those it cannot send, in their given order."""
+        skipped = self.skipped()
+        return [mutation for mutation in self.mutations if mutation not in skipped]
+
     @model_validator(mode="after")
     def _something_to_send(self) -> FuzzFlow:
-        skipped = skipped_for(self)
+        skipped = self.skipped()
         if all(mutation in skipped for mutation in self.mutations):
             raise FieldProblem("none of these mutations can be sent: " + "; ".join(
                 f"{mutation.value}: {why}" for mutation, why in skipped.items()), "mutations")

@@ -20,7 +20,7 @@ import gevent
 
 from harness.journal import Journal
 from harness.leads import Action, Lead, LeadProfile, UnanswerableRequest
-from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token, runnable_mutations
+from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
 from harness.metrics import Measurements
 from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, RoundRecord, Transport
 from harness.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
@@ -340,7 +340,7 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> FlowOutcome:
     retry did not complete, a swap with no other state to be had) sends nothing, and the
     flow's record then carries no `mutation`.
     """
-    mutation = flow.rng.choice(runnable_mutations(spec))
+    mutation = flow.rng.choice(spec.runnable())
     if spec.tool is None:
         tool, arguments = "issue_refund", {"quote_id": _quote(flow, True, intended_at)}
         intended_at = None

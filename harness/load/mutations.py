@@ -26,12 +26,9 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from harness.mrtr.wire import JSON_NULL
-
-if TYPE_CHECKING:
-    from harness.scenario import FuzzFlow
 
 
 class Mutation(StrEnum):
@@ -209,19 +206,6 @@ TOKEN_MUTATIONS: Final = frozenset(_TOKEN_EDITS)
 
 
 # --- what a run can and cannot send ------------------------------------------------------------------
-
-
-def runnable_mutations(spec: FuzzFlow) -> list[Mutation]:
-    """The classes a fuzz flow picks from: its `mutations` less those it cannot send (in their given order)."""
-    skipped = skipped_for(spec)
-    return [mutation for mutation in spec.mutations if mutation not in skipped]
-
-
-def skipped_for(spec: FuzzFlow) -> dict[Mutation, str]:
-    """`skipped_mutations` for a flow spec: the shop's flow has other quotes and another tool to hand."""
-    shop = spec.tool is None
-    return skipped_mutations(spec.mutations, several_arguments=shop or len(spec.arguments) > 1,
-                             other_tool=shop or spec.swap_tool is not None)
 
 
 def skipped_mutations(chosen: Sequence[Mutation], *, several_arguments: bool,

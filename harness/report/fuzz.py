@@ -26,8 +26,6 @@ from harness.load.mutations import (
     FINDINGS,
     MutantAnswer,
     Mutation,
-    runnable_mutations,
-    skipped_for,
 )
 from harness.mrtr.outcome import Outcome
 from harness.reconcile import SLACK_AFTER, SLACK_BEFORE
@@ -168,6 +166,6 @@ def _expected(mutation: str) -> frozenset[str]:
 def _skipped(flows: Sequence[Any]) -> dict[str, str]:
     """The classes a scenario's fuzz flows chose but none of them can send, each with why."""
     fuzz_flows = [flow for flow in flows if isinstance(flow, FuzzFlow)]
-    runnable = {mutation for flow in fuzz_flows for mutation in runnable_mutations(flow)}
-    return {mutation.value: why for flow in fuzz_flows for mutation, why in skipped_for(flow).items()
+    runnable = {mutation for flow in fuzz_flows for mutation in flow.runnable()}
+    return {mutation.value: why for flow in fuzz_flows for mutation, why in flow.skipped().items()
             if mutation not in runnable}
