@@ -84,6 +84,7 @@ POOL_SIZE: Final = 16
 _PREFIX: Final = "v1."
 _KID_LEN: Final = 4
 _B64URL: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_STANDARD: Final = str.maketrans("-_", "+/")
 
 
 class MutantAnswer(StrEnum):
@@ -164,13 +165,12 @@ def _extend(state: str, rng: random.Random) -> tuple[object, str]:
 
 
 def _re_encode(state: str, rng: random.Random) -> tuple[object, str]:
-    raw = _sealed(state)
-    if raw is None:
+    if _sealed(state) is None:
         return base64.b64encode(state.encode()).decode(), "base64 of the whole token"
-    standard = _PREFIX + base64.b64encode(raw).decode()
-    if rng.random() < 0.5 and standard != state:
-        return standard, "standard alphabet, padded"
-    return state + "=" * (-(len(state) - len(_PREFIX)) % 4 or 4), "padding added"
+    padding = "=" * (-(len(state) - len(_PREFIX)) % 4 or 4)  # always some: a token of no -/_ must change too
+    if rng.random() < 0.5:
+        return state.translate(_STANDARD) + padding, "standard alphabet, padded"
+    return state + padding, "padding added"
 
 
 def _empty(state: str, rng: random.Random) -> tuple[object, str]:
