@@ -366,7 +366,7 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> FlowOutcome:
             return outcome_of(CallResult(previous.outcome, rounds, previous.result), flow)
     mutant, sent_arguments = _mutant(flow, spec, mutation, tool, arguments, state)
     if mutant is None:
-        flow.call_done(tool, 1, Outcome.ABANDONED)
+        flow.call_done(tool, len(rounds), Outcome.ABANDONED)
         return FlowOutcome.ABANDONED
     number = len(rounds) + 1
     retry = flow.send(tool, sent_arguments, input_responses=answers, request_state=mutant.value,
