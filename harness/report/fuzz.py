@@ -2,14 +2,16 @@
 
 Folded from the journal in the reports' one pass: a `fuzz` flow's `flow` record says which
 class it sent and how the answer counts (`harness.load.mutations.answer_of`); the reason
-exists only in a replica's log line. A rejected mutant is paired with a logged line the
-simple way: on the replica that served its round, a line not yet taken inside the round
-itself (one with a reason the class expects first, since two mutants sent to one replica
-in the same millisecond cannot be told apart by time), else the earliest inside the
-round's window with the reconciliation's slack either side. The reconciliation
-itself keeps no pairs, and other flows' rejections in the same window on the same
-replica can take a mutant's line: the reasons are exact for a run of fuzz flows alone
-and close otherwise. A rejected mutant no line explains counts as `unlogged`.
+exists only in a replica's log line. A rejected mutant is paired with a logged line on the
+replica that served its round, in three passes: a line with a reason its class expects
+inside the round itself (the mutants with the fewest such lines first), then any line
+inside the round, then any line inside the round's window widened by the reconciliation's
+slack. Two mutants sent to one replica in the same millisecond cannot be told apart by
+time, hence the expected reasons first; a mutant whose round holds only unexpected lines
+still gets one, so a wrong reason shows. The reconciliation itself keeps no pairs, and
+other flows' rejections on the same replica at the same moment can take a mutant's line:
+the reasons are exact for well-separated rounds and close otherwise. A rejected mutant
+no line explains counts as `unlogged`.
 """
 
 from __future__ import annotations
@@ -114,48 +116,47 @@ class FuzzFold(JournalView):
                          _skipped(scenario.flows if scenario is not None else []))
 
     def _reasons(self, rows: dict[str, MutationRow]) -> None:
-        """Pair each rejected mutant with the earliest free line on its replica inside its window."""
+        """Pair each rejected mutant with a free logged line on its replica, in three passes (see the module)."""
         lines = {replica: sorted(found) for replica, found in self.logged.items()}
         taken: dict[str, set[int]] = {replica: set() for replica in lines}
-        rejected = []
+        waiting = []
         for mutant in self.mutants:
             window = self.rejected_rounds.get((str(mutant["flow_id"]), int(mutant.get("mutant_round") or 0)))
             if mutant.get("mutant_answer") == MutantAnswer.REJECTED and window is not None:
-                rejected.append((window[1], window, str(mutant["mutation"])))
-        rejected.sort(key=lambda item: item[0])
-        unpaired = []
-        for _, window, mutation in rejected:  # first the lines inside the round itself
-            reason = _take(lines, taken, window, 0.0, 0.0, _expected(mutation))
-            if reason is None:
-                unpaired.append((window, mutation))
-            else:
-                rows[mutation].reasons[reason] += 1
-        for window, mutation in unpaired:  # then with the reconciliation's slack, for clocks and late stamps
-            rows[mutation].reasons[_take(lines, taken, window, SLACK_BEFORE, SLACK_AFTER) or "unlogged"] += 1
+                waiting.append((window, str(mutant["mutation"])))
+        waiting.sort(key=lambda item: item[0][1])
+        # 1. a line with an expected reason inside the round, the mutants with fewest such lines first
+        #    (so one that can take only this line gets it); 2. any line inside the round; 3. with slack.
+        waiting.sort(key=lambda item: len(_inside(lines, item[0], 0.0, 0.0, _expected(item[1]))))
+        for passes in ((0.0, 0.0, True), (0.0, 0.0, False), (SLACK_BEFORE, SLACK_AFTER, False)):
+            before, after, expected_only = passes
+            left = []
+            for window, mutation in waiting:
+                wanted = _expected(mutation) if expected_only else None
+                free = [index for index in _inside(lines, window, before, after, wanted)
+                        if index not in taken[window[2]]]
+                if free:
+                    taken[window[2]].add(free[0])
+                    rows[mutation].reasons[lines[window[2]][free[0]][1]] += 1
+                else:
+                    left.append((window, mutation))
+            waiting = left
+        for _, mutation in waiting:
+            rows[mutation].reasons["unlogged"] += 1
 
 
-def _take(lines: dict[str, list[tuple[float, str]]], taken: dict[str, set[int]], window: tuple[float, float, str],
-          before: float, after: float, prefer: frozenset[str] = frozenset()) -> str | None:
-    """The reason of a free line on the window's replica inside it (widened by before/after).
-
-    Two mutants sent to one replica in the same millisecond have both lines inside both
-    rounds, and time cannot tell them apart: the line with a reason in `prefer` (the
-    class's expected reasons) goes first, else the earliest. A mutant whose round holds
-    only unexpected lines still gets one, so a wrong reason shows.
-    """
+def _inside(lines: dict[str, list[tuple[float, str]]], window: tuple[float, float, str], before: float,
+            after: float, reasons: frozenset[str] | None) -> list[int]:
+    """Indexes of the lines on the window's replica inside it (widened by before/after), of `reasons` if given."""
     start, end, replica = window
     found = lines.get(replica, [])
-    free = []
+    inside = []
     for index in range(bisect_left(found, (start - before - _STAMP, "")), len(found)):
         if found[index][0] > end + after + _STAMP:
             break
-        if index not in taken[replica]:
-            free.append(index)
-    if not free:
-        return None
-    index = next((index for index in free if found[index][1] in prefer), free[0])
-    taken[replica].add(index)
-    return found[index][1]
+        if reasons is None or found[index][1] in reasons:
+            inside.append(index)
+    return inside
 
 
 def _expected(mutation: str) -> frozenset[str]:
