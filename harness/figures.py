@@ -49,7 +49,8 @@ class RunFigures(JournalView):
         elif kind == RecordType.FLOW:
             self.flows.append({k: record.get(k) for k in ("t", "flow_id", "flow", "outcome", "rounds", "duration",
                                                           "think_time", "late", "quote_id", "held", "answers",
-                                                          "refund_id")})
+                                                          "refund_id", "mutation", "mutant_answer",
+                                                          "mutant_detail", "mutant_length")})
             self.calls.extend({"t": record.get("t"), "flow": record.get("flow"), "rounds": call.get("rounds")}
                               for call in record.get("calls") or [])
         elif kind == RecordType.REJECTION:

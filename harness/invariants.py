@@ -11,6 +11,10 @@ created (the `quote_id` on its journal `flow` record). A store that outlives run
 compose stack's Redis) holds earlier runs' refunds, and their history is not this run's
 doing. A target that declares a ledger which then cannot be read fails `ledger_readable`:
 an unread ledger proves nothing, so it must never pass as "not checked".
+
+`no_mutant_accepted` judges the fuzzer: every mutated requestState a `fuzz` flow sent
+must have been refused, never run, never answered with a 5xx, never left to hang; and
+with a ledger, no mutant may have released its flow's refund.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.load.mutations import FINDINGS, Mutation
+
+MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
+REPLAY_COMPLETED = Mutation.REPLAY_COMPLETED.value
+
 INVARIANTS = (
     "ledger_readable",
     "no_double_release",
@@ -28,8 +37,11 @@ INVARIANTS = (
     "one_outcome_per_flow",
     "confirmed_refund_released",
     "declined_refund_still_held",
+    "no_mutant_accepted",
 )
-LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name != "one_outcome_per_flow")
+JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted")
+"""The invariants judged from the journal alone."""
+LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name not in JOURNAL_INVARIANTS)
 """The invariants that need the target's ledger: unchecked when the target declares none."""
 
 _REFUND_FLOWS = {"refund", "replay", "tamper", "change-args"}
@@ -62,6 +74,7 @@ def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[dict[
     starts, flows = list(starts), list(flows)
     results = {name: InvariantResult(name) for name in INVARIANTS}
     _one_outcome_per_flow(results["one_outcome_per_flow"], starts, flows)
+    _no_mutant_accepted(results["no_mutant_accepted"], flows)
     if ledger is None:
         for name in LEDGER_INVARIANTS:
             results[name].checked = False
@@ -76,6 +89,7 @@ def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[dict[
         if row["paid"] > 1:
             results["no_double_payout"].violate(_refund(row) + f" paid {row['paid']} times")
     _release_needs_accept(results["no_release_without_accept"], ours, flows)
+    _mutants_left_ledger_alone(results["no_mutant_accepted"], ours, flows)
     _flows_match_ledger(results, {row["quote_id"]: row for row in ours}, flows)
     return list(results.values())
 
@@ -126,3 +140,30 @@ def _flows_match_ledger(results: dict[str, InvariantResult], by_quote: dict[str,
         if flow["outcome"] in _NOT_ANSWERED_YES and row["status"] != "needs_confirmation":
             results["declined_refund_still_held"].violate(
                 f"{flow['flow_id']}: {flow['outcome']}, but {row['refund_id']} is {row['status']}")
+
+
+def _no_mutant_accepted(result: InvariantResult, flows: list[dict]) -> None:
+    """A fuzz flow's mutant that the tool ran on, that got a 5xx or that hung to the timeout (`mutant_answer`).
+
+    Checked in every run, as `one_outcome_per_flow` is: the journal it reads is always
+    there, and a run without fuzz flows accepted no mutant.
+    """
+    for flow in flows:
+        if flow.get("mutant_answer") in MUTANT_FINDINGS:
+            result.violate(f"{flow.get('mutation')}: {flow['flow_id']} {flow['mutant_answer']} "
+                           f"({flow.get('mutant_detail')}, {flow.get('mutant_length')} characters)")
+
+
+def _mutants_left_ledger_alone(result: InvariantResult, ours: list[dict], flows: list[dict]) -> None:
+    """A mutant that released its flow's refund changed the ledger, whatever the client saw.
+
+    Except a replay: its flow's valid retry released the refund first (a second release
+    is `no_double_release`'s to catch).
+    """
+    released = {row["quote_id"]: row for row in ours if row["released"]}
+    for flow in flows:
+        if flow.get("mutant_answer") is None or flow.get("mutation") == REPLAY_COMPLETED:
+            continue
+        row = released.get(flow.get("quote_id"))
+        if row is not None:
+            result.violate(f"{flow.get('mutation')}: {flow['flow_id']} left {row['refund_id']} {row['status']}")

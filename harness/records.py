@@ -215,6 +215,10 @@ class FlowEnded(TypedDict):
     `interrupted_by_run`: the flow was still in flight when the run stopped, and the run
     journaled its end (from its table of flows in flight) rather than the flow itself.
     The shop's flows add what they learned (`order_id`, `quote_id`, `held`, `refund_id`).
+    A `fuzz` flow that sent its mutant adds `mutation` (its class), `mutant_answer`
+    (`rejected`, `accepted`, `server_error` or `other`: `harness.load.mutations.answer_of`),
+    `mutant_round`, `mutant_length` (characters sent) and `mutant_detail` (how it was made);
+    never the mutant itself.
     """
 
     type: Literal[RecordType.FLOW]
@@ -237,6 +241,11 @@ class FlowEnded(TypedDict):
     replay: NotRequired[str]
     unanswerable: NotRequired[str]
     error: NotRequired[str]
+    mutation: NotRequired[str]
+    mutant_answer: NotRequired[str]
+    mutant_round: NotRequired[int]
+    mutant_length: NotRequired[int]
+    mutant_detail: NotRequired[str]
 
 
 # --- chaos, logs and checks ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from pydantic import (
 
 from harness.durations import Duration, PositiveDuration
 from harness.leads import LeadProfile, ThinkTime
+from harness.load.mutations import DEFAULT_MUTATIONS, Mutation, skipped_mutations
 from harness.logs.spec import parse_log_location
 from harness.mrtr.routing import Routing
 from harness.thresholds import parse_thresholds
@@ -277,13 +278,74 @@ class CallFlow(_Flow):
         return answers
 
 
-FlowSpec = Annotated[RefundFlow | ReturnFlow | PayoutFlow | AdversarialFlow | CallFlow, Field(discriminator="kind")]
+class FuzzFlow(_Flow):
+    """A real first round, then a retry with a mutated requestState: every mutant must get -32602.
+
+    Against the shop (no `tool`): a held refund's `issue_refund`. Against any other server:
+    `tool` and `arguments`, as a `call` flow takes them.
+    """
+
+    kind: Literal["fuzz"]
+    tool: str | None = Field(default=None, min_length=1,
+                             description="the tool whose state is mutated (default: the shop's issue_refund on a "
+                                         "held refund)")
+    arguments: list[dict[str, Any]] = Field(default_factory=_no_arguments,
+                                            description="its arguments (with `tool`): one table, or a list to pick "
+                                                        "from; swap-flow and swap-arguments need two or more")
+    name: str = Field(default="fuzz", min_length=1, description="label for metrics")
+    mutations: list[Mutation] = Field(default_factory=lambda: list(DEFAULT_MUTATIONS), min_length=1,
+                                      description="the mutation classes to send, one per flow, picked at random "
+                                                  "(seeded); default: all but expired")
+    swap_tool: str | None = Field(default=None, min_length=1,
+                                  description="with `tool`: another tool whose first-round state swap-tool sends "
+                                              "(the shop: record_return)")
+    swap_tool_arguments: dict[str, Any] = Field(default_factory=dict, description="swap_tool's arguments")
+    answers: dict[str, Any] = Field(default_factory=dict,
+                                    description="what the lead answers on the retry, as a `call` flow's `answers` "
+                                                "(the lead always answers: it never declines, cancels or abandons)")
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
+
+    @field_validator("mutations")
+    @classmethod
+    def _each_once(cls, mutations: list[Mutation]) -> list[Mutation]:
+        if len(set(mutations)) != len(mutations):
+            raise ValueError("mutations names a class twice")
+        return mutations
+
+    def skipped(self) -> dict[Mutation, str]:
+        """The chosen classes this flow cannot send, with why: the shop's flow has other quotes and tools to hand."""
+        shop = self.tool is None
+        return skipped_mutations(self.mutations, several_arguments=shop or len(self.arguments) > 1,
+                                 other_tool=shop or self.swap_tool is not None)
+
+    def runnable(self) -> list[Mutation]:
+        """The classes the flow picks from: its `mutations` less those it cannot send, in their given order."""
+        skipped = self.skipped()
+        return [mutation for mutation in self.mutations if mutation not in skipped]
+
+    @model_validator(mode="after")
+    def _something_to_send(self) -> FuzzFlow:
+        skipped = self.skipped()
+        if all(mutation in skipped for mutation in self.mutations):
+            raise FieldProblem("none of these mutations can be sent: " + "; ".join(
+                f"{mutation.value}: {why}" for mutation, why in skipped.items()), "mutations")
+        return self
+
+
+FlowSpec = Annotated[RefundFlow | ReturnFlow | PayoutFlow | AdversarialFlow | CallFlow | FuzzFlow,
+                     Field(discriminator="kind")]
 
 
 def flow_label(flow: FlowSpec) -> str:
     """The flow's bounded metric label."""
     if isinstance(flow, CallFlow):
         return flow.name or flow.tool
+    if isinstance(flow, FuzzFlow):
+        return flow.name
     return flow.kind
 
 

@@ -4,7 +4,8 @@ Every flow writes a `start` record, a `round` record per POST (as soon as its an
 read, so a flow killed mid-think has left its rounds) and exactly one `flow` record with
 its outcome, also when it is interrupted at the end of a run. The shop's refund, return
 and payout flows are presets on top of the generic `call` flow's machinery; the
-adversarial flows send a retry wrong on purpose for the on-call catalogue.
+adversarial flows send a retry wrong on purpose for the on-call catalogue, and the
+`fuzz` flow sends it wrong in every way `harness.load.mutations` knows.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import gevent
 
 from harness.journal import Journal
 from harness.leads import Action, Lead, LeadProfile, UnanswerableRequest
+from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
 from harness.metrics import Measurements
 from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, RoundRecord, Transport
 from harness.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
@@ -26,6 +28,7 @@ from harness.scenario import (
     AdversarialFlow,
     CallFlow,
     FlowSpec,
+    FuzzFlow,
     PayoutFlow,
     RefundFlow,
     ReturnFlow,
@@ -60,6 +63,8 @@ class FlowEnv:
     sleep: Callable[[float], Any] = gevent.sleep
     pages: Transport = field(default_factory=lambda: Transport(read_timeout=PAGE_TIMEOUT))
     """The leads' browser for URL mode's out-of-band pages (its own pools, apart from the rounds')."""
+    states: StatePool = field(default_factory=StatePool)
+    """Recent first-round states per tool, where the fuzzer's swap classes find another call's state."""
 
     def __post_init__(self) -> None:
         catalogue = self.catalogue
@@ -214,6 +219,10 @@ def lead_profile(profile: LeadProfile, spec: FlowSpec) -> LeadProfile:
         return profile.model_copy(update={"overrides": {**profile.overrides, "release": True}})
     if isinstance(spec, CallFlow) and spec.answers:
         return profile.model_copy(update={"overrides": {**profile.overrides, **spec.answers}})
+    if isinstance(spec, FuzzFlow):  # a mutant should carry an answer that would act: the lead always accepts
+        release = {} if spec.tool else {"release": True}
+        return profile.model_copy(update={"decline": 0.0, "cancel": 0.0, "abandon": 0.0,
+                                          "overrides": {**profile.overrides, **release, **spec.answers}})
     return profile
 
 
@@ -317,6 +326,113 @@ def adversarial(flow: Flow, spec: AdversarialFlow, intended_at: float | None) ->
     return outcome_of(CallResult(retry.outcome, [first, retry], retry.result), flow)
 
 
+EXPIRY_MARGIN = 1.0
+"""Real seconds an `expired` mutant is held past the TTL, so clocks a little apart still see it expired."""
+
+
+def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> FlowOutcome:
+    """A real first round, then the retry with one mutated requestState (`harness.load.mutations`).
+
+    The class is drawn first from the flow's own stream, then the mutation itself, so the
+    same seed sends the same mutants. What the flow learns (`mutation`, `mutant_answer`,
+    the mutant's length and a description) goes on its `flow` record; the mutant does not.
+    A class that needs another call which did not go as planned (a replay whose valid
+    retry did not complete, a swap with no other state to be had) sends nothing, and the
+    flow's record then carries no `mutation`.
+    """
+    mutation = flow.rng.choice(spec.runnable())
+    if spec.tool is None:
+        tool, arguments = "issue_refund", {"quote_id": _quote(flow, True, intended_at)}
+        intended_at = None
+    else:
+        tool, arguments = spec.tool, flow.rng.choice(spec.arguments)
+    first = flow.send(tool, arguments, intended_at=intended_at)
+    state = first.request_state
+    if first.outcome is not Outcome.INPUT_REQUIRED or not isinstance(state, str):
+        flow.call_done(tool, 1, first.outcome)
+        return outcome_of(CallResult(first.outcome, [first], first.result), flow)
+    flow.env.states.add(tool, state, arguments)
+    answers = flow.respond(first)
+    if answers is None:
+        return FlowOutcome.ABANDONED
+    client = flow.env.client
+    previous, rounds = first, [first]
+    if mutation is Mutation.REPLAY_COMPLETED:
+        previous = flow.send(tool, arguments, input_responses=answers, request_state=state, round_number=2,
+                             replica=client.router.pick(first.replica))
+        rounds.append(previous)
+        if previous.outcome is not Outcome.COMPLETE:
+            flow.call_done(tool, 2, previous.outcome)
+            return outcome_of(CallResult(previous.outcome, rounds, previous.result), flow)
+    mutant, sent_arguments = _mutant(flow, spec, mutation, tool, arguments, state)
+    if mutant is None:
+        flow.call_done(tool, len(rounds), Outcome.ABANDONED)
+        return FlowOutcome.ABANDONED
+    number = len(rounds) + 1
+    retry = flow.send(tool, sent_arguments, input_responses=answers, request_state=mutant.value,
+                      round_number=number, replica=client.router.pick(previous.replica))
+    answer = answer_of(mutant, retry.outcome.value, retry.http_status, retry.error_code)
+    flow.facts.update(mutation=mutant.mutation.value, mutant_detail=mutant.detail, mutant_length=mutant.length,
+                      mutant_round=number, mutant_answer=answer.value)
+    flow.call_done(tool, number, retry.outcome)
+    return outcome_of(CallResult(retry.outcome, [*rounds, retry], retry.result), flow)
+
+
+def _mutant(flow: Flow, spec: FuzzFlow, mutation: Mutation, tool: str, arguments: dict[str, Any],
+            state: str) -> tuple[Mutant | None, dict[str, Any]]:
+    """The mutant to send and the arguments to send it with; (None, ...) when no such mutant could be had."""
+    env, rng = flow.env, flow.rng
+    fresh = env.scenario.real(env.scenario.target.ttl) / 2
+    if mutation is Mutation.SWAP_ARGUMENTS:
+        return Mutant(mutation, state, "this state, other arguments"), _other_arguments(flow, spec, arguments)
+    if mutation is Mutation.SWAP_FLOW:
+        other = env.states.other_arguments(tool, arguments, rng, fresh) or _mint(
+            flow, tool, _other_arguments(flow, spec, arguments))
+        return (Mutant(mutation, other, "another flow's state") if other else None), arguments
+    if mutation is Mutation.SWAP_TOOL:
+        other = env.states.other_tool(tool, rng, fresh) or _mint(flow, *_swap_tool(flow, spec))
+        return (Mutant(mutation, other, "another tool's state") if other else None), arguments
+    if mutation is Mutation.REPLAY_COMPLETED:
+        return Mutant(mutation, state, "the completed retry's state, again"), arguments
+    if mutation is Mutation.FOREIGN_KEY:
+        return Mutant(mutation, env.states.foreign_state(tool, arguments), "sealed under a key of its own"), arguments
+    if mutation is Mutation.EXPIRED:
+        held = env.scenario.real(env.scenario.target.ttl) + EXPIRY_MARGIN
+        env.sleep(held)
+        return Mutant(mutation, state, f"held {held:.1f} s"), arguments
+    return mutate_token(mutation, state, rng), arguments
+
+
+def _other_arguments(flow: Flow, spec: FuzzFlow, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Arguments of another call to the same tool: another held refund's quote, or another of `arguments`."""
+    if spec.tool is None:
+        orders = flow.env.held_orders or flow.env.all_orders
+        quote = _require(flow.call("quote_refund", {"order_id": flow.rng.choice(orders)}), flow)
+        return {"quote_id": quote["quote_id"]}
+    return flow.rng.choice([other for other in spec.arguments if other != arguments])
+
+
+def _swap_tool(flow: Flow, spec: FuzzFlow) -> tuple[str, dict[str, Any]]:
+    """Another tool to mint a state with: `swap_tool`, or the shop's record_return on an order of the catalogue."""
+    if spec.swap_tool is not None:
+        return spec.swap_tool, spec.swap_tool_arguments
+    catalogue = flow.env.catalogue
+    assert catalogue is not None, "the shop's fuzz flow runs with the shop's catalogue"
+    order = catalogue.get(flow.rng.choice(flow.env.all_orders))
+    assert order is not None
+    return "record_return", {"order_id": order.order_id, "sku": flow.rng.choice(order.lines).sku}
+
+
+def _mint(flow: Flow, tool: str, arguments: dict[str, Any]) -> str | None:
+    """A first round of another call, for its state (kept in the pool for later flows too)."""
+    record = flow.send(tool, arguments)
+    state = record.request_state
+    if record.outcome is not Outcome.INPUT_REQUIRED or not isinstance(state, str):
+        return None
+    flow.env.states.add(tool, state, arguments)
+    return state
+
+
 FLOWS: dict[str, Callable[[Flow, Any, float | None], FlowOutcome]] = {
     "refund": refund,
     "return": record_return,
@@ -325,6 +441,7 @@ FLOWS: dict[str, Callable[[Flow, Any, float | None], FlowOutcome]] = {
     "replay": adversarial,
     "tamper": adversarial,
     "change-args": adversarial,
+    "fuzz": fuzz,
 }
 
 

@@ -3,7 +3,7 @@
 Router (where each round lands, seeded per worker), transport (connection pools that
 hold nothing across a lead's think time), MRTR client, and the `FlowEnv` every flow
 shares. The shop's catalogue is loaded only when the scenario runs the shop's own flows:
-a `call` flow against another server has no use for it.
+a `call` or `fuzz` flow against another server's tool has no use for it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from harness.leads import capabilities, stream
 from harness.load.flows import FlowEnv, RequestHook, url_labels
 from harness.metrics import Measurements
 from harness.mrtr import MrtrClient, Router, Transport
-from harness.scenario import CallFlow, Scenario
+from harness.scenario import CallFlow, FuzzFlow, Scenario
 
 if TYPE_CHECKING:
     from harness.shop.catalogue import Catalogue
@@ -35,7 +35,7 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
 
 def _catalogue(scenario: Scenario) -> Catalogue | None:
     """The shop's catalogue, imported only for the shop's own flows."""
-    if all(isinstance(flow, CallFlow) for flow in scenario.flows):
+    if all(isinstance(flow, CallFlow) or isinstance(flow, FuzzFlow) and flow.tool for flow in scenario.flows):
         return None
     from harness.shop.catalogue import build_catalogue
 

@@ -234,7 +234,7 @@ class MrtrClient:
         arguments: Mapping[str, Any],
         *,
         input_responses: Mapping[str, Any] | None = None,
-        request_state: str | None = None,
+        request_state: object = None,
         replica: str | None = None,
         headers: Mapping[str, str] | None = None,
         round_number: int = 1,
@@ -244,8 +244,9 @@ class MrtrClient:
 
         With it a caller can send a retry with an edited `requestState`, with changed
         arguments, a replay of a retry that already completed, or with a wrong routing
-        header (`headers` overrides the computed ones). `replica` defaults to the
-        router's choice for a round 1.
+        header (`headers` overrides the computed ones); the fuzzer's `request_state`
+        may be any JSON value (`wire.JSON_NULL` for an explicit null). `replica` defaults
+        to the router's choice for a round 1.
         """
         frame = CallFrame(self.envelope, tool, arguments)
         if headers:
@@ -267,7 +268,7 @@ class MrtrClient:
         frame: CallFrame,
         number: int,
         responses: Mapping[str, Any] | None,
-        state: str | None,
+        state: object,
         replica: str,
         intended_at: float,
     ) -> RoundRecord:

@@ -77,10 +77,22 @@ COMPLETE: Final = "complete"
 
 
 def _mapping(value: Any) -> Any:
-    """orjson's fallback: any other `Mapping` (arguments may be one) is written as an object."""
+    """orjson's fallback: any other `Mapping` (arguments may be one) is written as an object; `JSON_NULL` as null."""
     if isinstance(value, Mapping):
         return dict(value)
+    if isinstance(value, JsonNull):
+        return None
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+class JsonNull:
+    """An explicit JSON `null` where `None` means "leave the field out" (a fuzzer's `requestState: null`)."""
+
+    def __repr__(self) -> str:
+        return "null"
+
+
+JSON_NULL: Final = JsonNull()
 
 
 def dump_bytes(value: Any) -> bytes:
@@ -148,12 +160,13 @@ class CallFrame:
         self,
         request_id: int,
         input_responses: Mapping[str, Any] | None = None,
-        request_state: str | None = None,
+        request_state: object = None,
     ) -> bytes:
         """The request body of one round.
 
         `request_state` is spliced in as the JSON string it was received as: the client
-        never parses, decodes or rewrites the token, it only echoes it.
+        never parses, decodes or rewrites the token, it only echoes it. (Only the fuzzer
+        sends anything else: another JSON value, or `JSON_NULL` for an explicit null.)
         """
         parts = [b'{"jsonrpc":"2.0","id":', str(request_id).encode(), self._prefix]
         if input_responses is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from harness.figures import RunFigures
 from harness.journal import read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
+from harness.report.fuzz import FuzzFold, FuzzTable
 from harness.report.html import write_html
 from harness.report.junit import write_junit
 from harness.report.series import Timeline
@@ -38,6 +39,7 @@ __all__ = [
     "ErrorGroup",
     "ErrorTable",
     "ExitCode",
+    "FuzzTable",
     "HypothesisResult",
     "InvariantResult",
     "JournalRead",
@@ -107,6 +109,7 @@ class JournalRead:
     checks: RunChecks = field(default_factory=RunChecks)
     timeline: Timeline = field(default_factory=Timeline)
     errors: ErrorTable = field(default_factory=ErrorTable)
+    fuzz: FuzzFold = field(default_factory=FuzzFold)
     parts: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     records: int = 0
@@ -139,6 +142,7 @@ def _take(read: JournalRead, record: Any) -> None:
         read.checks.add(record)
         read.timeline.add(record)
         read.errors.add(record)
+        read.fuzz.add(record)
     except (KeyError, TypeError, ValueError):
         read.unreadable += 1
         return
@@ -154,7 +158,8 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
     """
     folder.mkdir(parents=True, exist_ok=True)
     read = read_run(journal_paths)
-    verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top())
+    verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top(),
+                      fuzz=read.fuzz.table(scenario))
     extra = {"cpu": read.checks.cpu, **(extra or {}), "journal": read.as_dict()}
     write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra)
     write_junit(folder / JUNIT_XML, scenario.name, verdict)

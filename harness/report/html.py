@@ -14,7 +14,9 @@ from html import escape
 from pathlib import Path
 
 from harness.figures import RunFigures
+from harness.load.mutations import FINDINGS
 from harness.report import svg
+from harness.report.fuzz import COLUMNS
 from harness.report.series import (
     Bins,
     ChaosAction,
@@ -79,6 +81,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
             "<h2>Invariants</h2>", _invariants_table(verdict),
             "<h2>Reconciliation</h2>", _reconciliation_table(verdict),
             *_hypothesis_section(verdict),
+            *_fuzz_section(verdict),
             "<h2>Rejections by reason and replica</h2>", _rejections_table(figures),
             "<h2>Flows by outcome</h2>", _flows_table(figures),
             "<h2>Top errors</h2>", _top_errors_table(verdict),
@@ -238,6 +241,21 @@ def _flows_table(figures: RunFigures) -> str:
     rows = [[cell(flow), *(cell(counts.get(outcome, 0), True) for outcome in outcomes),
              cell(sum(counts.values()), True)] for flow, counts in sorted(by_flow.items())]
     return table(["flow", *outcomes, "total"], rows, "no flows finished")
+
+
+def _fuzz_section(verdict: RunVerdict) -> list[str]:
+    """The mutants by class (only in a run with fuzz flows); a class any of whose mutants was run is marked ✗."""
+    fuzz = verdict.fuzz
+    if not fuzz:
+        return []
+    rows = [[_mark(not any(row.counts[answer] for answer in FINDINGS)), cell(row.mutation),
+             *(cell(row.counts[column], True) for column in COLUMNS),
+             cell(", ".join(f"{reason} {count}" for reason, count in sorted(row.reasons.items())) or "-"),
+             cell(", ".join(row.expected_reasons) or "-"), cell("; ".join(row.findings))] for row in fuzz.rows]
+    rows += [[_mark(None, "skipped"), cell(mutation), *(cell("", True) for _ in COLUMNS), cell(why), cell(""),
+              cell("")] for mutation, why in sorted(fuzz.skipped.items())]
+    return ["<h2>Fuzzed requestStates</h2>",
+            table(["", "mutation", *COLUMNS, "reasons logged", "expected", "findings"], rows, "no mutant sent")]
 
 
 def _top_errors_table(verdict: RunVerdict) -> str:

@@ -7,6 +7,8 @@ ANSI codes as noise; `color=True` for a terminal.
 
 from __future__ import annotations
 
+from harness.load.mutations import FINDINGS
+from harness.report.fuzz import COLUMNS
 from harness.report.verdict import RunStatus, RunVerdict, condition_text, describe_detail, observed_text
 
 _GREEN, _RED, _YELLOW, _BOLD, _RESET = "\033[32m", "\033[31m", "\033[33m", "\033[1m", "\033[0m"
@@ -14,11 +16,12 @@ _DETAIL_LIMIT = 100
 
 
 def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
-    """The whole closing table: thresholds, invariants, reconciliation, hypothesis, chaos, top errors, the status."""
+    """The whole closing table: thresholds, invariants, reconciliation, hypothesis, chaos, fuzz, top errors, the
+    status."""
     paint = _Paint(color)
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
-             *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_top_errors(verdict, paint),
-             *_status(verdict, paint)]
+             *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_fuzz(verdict, paint),
+             *_top_errors(verdict, paint), *_status(verdict, paint)]
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +114,29 @@ def _chaos(verdict: RunVerdict, paint: _Paint) -> list[str]:
         took = f", {action.end - action.start:.1f}s" if action.start is not None and action.end is not None else ""
         error = f" — {describe_detail(action.error, _DETAIL_LIMIT)}" if action.error else ""
         lines.append(f"    {paint.mark(action.ok)} {action.action}{where}{when}{took}{error}")
+    return lines
+
+
+def _fuzz(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    """The mutants by class: a ✗ on any class with an accepted, 5xx or hung mutant; the reasons logged."""
+    table = verdict.fuzz
+    if not table:
+        return []
+    header = ("mutation", *COLUMNS, "reasons logged")
+    rows = [(row.mutation, *(str(row.counts[column]) for column in COLUMNS),
+             ", ".join(f"{reason} {count}" for reason, count in sorted(row.reasons.items())) or "-")
+            for row in table.rows]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
+    marks = [paint.mark(not any(row.counts[answer] for answer in FINDINGS)) for row in table.rows]
+
+    def line(mark: str, row: tuple[str, ...]) -> str:
+        cells = [cell.ljust(width) if i == 0 else cell.rjust(width)
+                 for i, (cell, width) in enumerate(zip(row, widths, strict=False))]
+        return f"    {mark} " + "  ".join([*cells, row[-1]])
+
+    lines = [*_heading("FUZZ", paint), line(" ", header), *(line(mark, row) for mark, row in zip(marks, rows,
+                                                                                                  strict=True))]
+    lines += [f"    {paint.mark(None)} {mutation}: not sent, {why}" for mutation, why in sorted(table.skipped.items())]
     return lines
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.figures import RunFigures
 from harness.journal import JournalView
@@ -21,6 +21,9 @@ from harness.records import EndStatus, RecordType, RunEvent
 from harness.report.errors import ErrorGroup
 from harness.report.series import ChaosAction, chaos_actions
 from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
+
+if TYPE_CHECKING:
+    from harness.report.fuzz import FuzzTable
 
 _SECONDS_METRICS = frozenset({"round_duration", "flow_duration", "think_time"})
 """Distributions measured in seconds: shown as 250ms / 1.5s rather than 0.25 / 1.5."""
@@ -191,6 +194,9 @@ class RunVerdict:
     chaos: list[ChaosAction] = field(default_factory=list)
     top_errors: list[ErrorGroup] = field(default_factory=list)
     """What the servers said most often when rounds failed: shown beside the decision, never part of it."""
+    fuzz: FuzzTable | None = None
+    """The fuzzer's table (mutants sent and answered, by class): shown beside the decision; the decision
+    reads its findings through the `no_mutant_accepted` invariant."""
 
     @property
     def passed(self) -> bool:
