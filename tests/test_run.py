@@ -12,6 +12,7 @@ import time
 import pytest
 
 from harness.journal import read_journal
+from harness.processes import alive
 from tests.harness_run import ROOT, SCENARIOS, key_files, run_harness
 from tests.services import sigint_default
 
@@ -273,14 +274,6 @@ def _replica_pids(folder) -> list[int]:
             for pid in re.findall(r"Started server process \[(\d+)\]", log.read_text())]
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def test_a_harness_error_exits_4_with_results_written_and_everything_stopped(tmp_path):
     """A metrics port already in use is the harness's failure: exit 4 and status errored, never exit 1 (a failed
     test); the cause on one line, the traceback in a file, and the target torn down all the same."""
@@ -298,7 +291,7 @@ def test_a_harness_error_exits_4_with_results_written_and_everything_stopped(tmp
     assert (last["type"], last["event"], last["status"]) == ("run", "end", "errored")
     pids = _replica_pids(finished.folder)
     assert len(pids) >= 4  # the API and three replicas were up when the error came
-    assert all(_gone(pid) for pid in pids)
+    assert all(not alive(pid) for pid in pids)
     cases = (finished.folder / "junit.xml").read_text()
     assert "status errored, exit code 4" in cases
 
@@ -327,7 +320,7 @@ def test_report_rebuilds_the_results_of_a_run_killed_with_sigkill(tmp_path):
         assert "status interrupted, exit code 1" in rebuilt.stdout
     finally:  # a killed harness cannot stop what it started; this test's own children go here
         for pid in _replica_pids(folder):
-            if not _gone(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 

@@ -13,8 +13,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 __all__ = ["Running", "free_port", "start_server"]
 
@@ -110,3 +111,15 @@ def start_server(
     if wait:
         running.wait_ready()
     return running
+
+
+def serve_main(build_app: Callable[[], Any], description: str) -> None:
+    """A test server's `main`: `--port P`, served on 127.0.0.1 by uvicorn, quietly."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    uvicorn.run(build_app(), host="127.0.0.1", port=args.port, log_level="warning")

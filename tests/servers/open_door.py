@@ -14,18 +14,18 @@ Run: `python -m tests.servers.open_door --port P`.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import itertools
 import json
 import os
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from tests.servers import serve_main
 
 TOOLS = ("open", "other")
 QUESTION = {"method": "elicitation/create",
@@ -56,10 +56,7 @@ def build_app() -> Starlette:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    args = parser.parse_args()
-    uvicorn.run(build_app(), host="127.0.0.1", port=args.port, log_level="warning")
+    serve_main(build_app, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

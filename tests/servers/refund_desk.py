@@ -11,16 +11,16 @@ Run: `python -m tests.servers.refund_desk --port P` (`REFUND_DESK_KEY` shares th
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 from starlette.types import ASGIApp
+
+from tests.servers import serve_main
 
 KEY_ENV = "REFUND_DESK_KEY"
 
@@ -64,10 +64,7 @@ def build_app() -> ASGIApp:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    args = parser.parse_args()
-    uvicorn.run(build_app(), host="127.0.0.1", port=args.port, log_level="warning")
+    serve_main(build_app, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":
