@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import gevent
 
@@ -27,9 +27,9 @@ from harness.mrtr.error_text import content_text, scrub
 from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import NOT_SENT, HttpAnswer, RoundTransport, Transport
-from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply
+from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply, dump_bytes
 
-__all__ = ["CallResult", "MrtrClient", "Responder", "RoundRecord"]
+__all__ = ["CallResult", "CallSteps", "MrtrClient", "Reply", "Responder", "RoundHook", "RoundRecord", "drive"]
 
 DEFAULT_INPUT_REQUIRED_MAX_ROUNDS: Final = 10
 """The SDK's `mcp.client._input_required.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS`, spelled here so a load process
@@ -110,37 +110,75 @@ class RoundRecord:
         return scrub(text) or None
 
 
-Responder = Callable[[RoundRecord], "Mapping[str, Any] | None"]
-"""Answers a round's questions: the `inputResponses` object, or None to abandon the call.
+class Reply(NamedTuple):
+    """A person's answer to a round's questions, and how long they took to give it."""
 
-It may block (a `gevent.sleep` for a person's think time); no connection is held meanwhile.
+    responses: Mapping[str, Any] | None
+    """The `inputResponses` object, or None to abandon the call."""
+    think_seconds: float = 0.0
+    """Real seconds before the answer is sent; the client waits them with no connection held."""
+
+
+Responder = Callable[[RoundRecord], "Reply | Mapping[str, Any] | None"]
+"""Answers a round's questions without waiting: a `Reply` (the answers and the seconds the
+person thinks first), or just the `inputResponses` object to answer at once, or None to
+abandon the call.
 """
+
+RoundHook = Callable[[str, RoundRecord], None]
+"""Sees each round (tool, record) as soon as its response is read."""
 
 
 @dataclass(slots=True)
 class CallResult:
-    """How a whole call ended, with every round it took."""
+    """How a whole call ended.
+
+    `last` is the round that ended it. `rounds` holds every round's record only when the
+    caller asked for them (`call_tool`); a call driven step by step (`call_steps`) keeps
+    none of them while it waits, so a flow parked on its lead holds no parsed response.
+    """
 
     outcome: Outcome
-    rounds: list[RoundRecord]
-    result: dict[str, Any] | None = None
-    """The final result body for complete and tool_error."""
+    last: RoundRecord | None
+    round_count: int
+    server_time: float = 0.0
+    """Seconds from send to response, summed over the rounds."""
     think_time: float = 0.0
-    """Seconds spent in the responder (the person)."""
+    """Seconds spent waiting on the responder (the person)."""
     backoff_time: float = 0.0
     """Seconds waited before state-only retries."""
-    server_time: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.server_time = sum(record.server_time for record in self.rounds)
+    rounds: list[RoundRecord] = field(default_factory=list)
 
     @property
-    def round_count(self) -> int:
-        return len(self.rounds)
+    def result(self) -> dict[str, Any] | None:
+        """The final result body for complete and tool_error (None for the other outcomes)."""
+        if self.last is None or self.outcome not in (Outcome.COMPLETE, Outcome.TOOL_ERROR):
+            return None
+        return self.last.result
 
-    @property
-    def last(self) -> RoundRecord | None:
-        return self.rounds[-1] if self.rounds else None
+    @classmethod
+    def of(cls, records: list[RoundRecord], outcome: Outcome | None = None) -> CallResult:
+        """The result of hand-sent rounds (the adversarial flows), ended by the last of them."""
+        last = records[-1]
+        return cls(outcome or last.outcome, last, len(records), sum(r.server_time for r in records))
+
+
+CallSteps = Generator[float, None, CallResult]
+"""A call in progress: yields each wait in seconds (a person thinking, a shed's backoff) and
+returns the call's result. Whoever drives it does the waiting: `drive` sleeps in the calling
+greenlet; the load plan parks the call as data until it is due."""
+
+
+def drive(steps: Generator[float, None, Any], sleep: Callable[[float], Any]) -> Any:
+    """Run steps to their end in the calling greenlet, sleeping each wait; returns what they return."""
+    try:
+        wait = next(steps)
+        while True:
+            if wait > 0:
+                sleep(wait)
+            wait = next(steps)
+    except StopIteration as done:
+        return done.value
 
 
 class MrtrClient:
@@ -189,44 +227,80 @@ class MrtrClient:
         intended_at: float | None = None,
         on_round: Callable[[RoundRecord], None] | None = None,
     ) -> CallResult:
-        """Drive one call to its end: complete, an error, abandoned or rounds_exceeded.
+        """Drive one call to its end in this greenlet, sleeping while the person thinks.
 
-        `on_round` sees each record as soon as its response is read (before the
-        person is asked), so journals and metrics are written as the call happens
-        and a call killed mid-think (Locust's `GreenletExit`) has left its rounds.
+        The result keeps every round's record (`rounds`). `on_round` sees each record as
+        soon as its response is read, before the person is asked.
+        """
+        rounds: list[RoundRecord] = []
+
+        def keep(_tool: str, record: RoundRecord) -> None:
+            rounds.append(record)
+            if on_round is not None:
+                on_round(record)
+
+        result: CallResult = drive(self.call_steps(tool, arguments, respond, intended_at=intended_at, on_round=keep),
+                                   self._sleep)
+        result.rounds = rounds
+        return result
+
+    def call_steps(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        respond: Responder,
+        *,
+        intended_at: float | None = None,
+        on_round: RoundHook | None = None,
+    ) -> CallSteps:
+        """One call to its end (complete, an error, abandoned or rounds_exceeded), as steps.
+
+        Yields every wait instead of sleeping it, and holds across a wait only what the
+        next round needs: the frame, the answers, the state string and the replica, not
+        the round's parsed response. `on_round` sees each record as soon as its response
+        is read (before the person is asked), so journals and metrics are written as the
+        call happens and a call stopped mid-think has left its rounds. A round after a
+        wait counts its latency from when the wait was due: a late resume (a busy load
+        process) is latency a user would have felt.
         """
         frame = CallFrame(self.envelope, tool, arguments)
-        rounds: list[RoundRecord] = []
-        think = backoff = 0.0
+        count = 0
+        server_time = think = backoff = 0.0
         delay = STATE_ONLY_BACKOFF_INITIAL
-        responses: Mapping[str, Any] | None = None
+        responses: bytes | None = None
         state: str | None = None
         replica: str | None = None
         at = intended_at if intended_at is not None else self._clock()
         while True:
-            record = self._round(frame, len(rounds) + 1, responses, state, self.router.pick(replica), at)
-            rounds.append(record)
+            count += 1
+            record = self._round(frame, count, responses, state, self.router.pick(replica), at)
+            server_time += record.server_time
             if on_round is not None:
-                on_round(record)
+                on_round(tool, record)
             if record.outcome is not Outcome.INPUT_REQUIRED:
-                return CallResult(record.outcome, rounds, record.result, think, backoff)
-            if len(rounds) > self.max_rounds:
-                return CallResult(Outcome.ROUNDS_EXCEEDED, rounds, None, think, backoff)
+                return CallResult(record.outcome, record, count, server_time, think, backoff)
+            if count > self.max_rounds:
+                return CallResult(Outcome.ROUNDS_EXCEEDED, record, count, server_time, think, backoff)
             replica, state = record.replica, record.request_state
-            started = self._clock()
             if record.input_requests:
                 delay = STATE_ONLY_BACKOFF_INITIAL
-                responses = respond(record)
-                at = self._clock()
-                think += at - started
-                if responses is None:
-                    return CallResult(Outcome.ABANDONED, rounds, None, think, backoff)
+                reply = respond(record)
+                answers, wait = reply if isinstance(reply, Reply) else (reply, 0.0)
+                if answers is None:
+                    return CallResult(Outcome.ABANDONED, record, count, server_time, think, backoff)
+                # Held encoded while waiting: bytes, not nested dicts. orjson's bytes keep its
+                # 4 KiB write buffer, so the wait keeps an exact-size copy.
+                responses = memoryview(dump_bytes(answers)).tobytes()
+                think += wait
+                del reply, answers
             else:
-                self._sleep(delay)
-                delay = min(delay * 2, STATE_ONLY_BACKOFF_CAP)
+                wait, delay = delay, min(delay * 2, STATE_ONLY_BACKOFF_CAP)
                 responses = None
-                at = self._clock()
-                backoff += at - started
+                backoff += wait
+            del record  # nothing of the response is held while waiting
+            at = self._clock() + wait
+            if wait > 0:
+                yield wait
 
     def send_round(
         self,
@@ -248,11 +322,9 @@ class MrtrClient:
         may be any JSON value (`wire.JSON_NULL` for an explicit null). `replica` defaults
         to the router's choice for a round 1.
         """
-        frame = CallFrame(self.envelope, tool, arguments)
-        if headers:
-            if any("\r" in f"{k}{v}" or "\n" in f"{k}{v}" for k, v in headers.items()):
-                raise ValueError("header names and values must not contain CR or LF")
-            frame.headers.update(headers)
+        if headers and any("\r" in f"{k}{v}" or "\n" in f"{k}{v}" for k, v in headers.items()):
+            raise ValueError("header names and values must not contain CR or LF")
+        frame = CallFrame(self.envelope, tool, arguments, headers)
         url = replica if replica is not None else self.router.pick(None)
         at = intended_at if intended_at is not None else self._clock()
         return self._round(frame, round_number, input_responses, request_state, url, at)
@@ -267,7 +339,7 @@ class MrtrClient:
         self,
         frame: CallFrame,
         number: int,
-        responses: Mapping[str, Any] | None,
+        responses: Mapping[str, Any] | bytes | None,
         state: object,
         replica: str,
         intended_at: float,

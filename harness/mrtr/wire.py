@@ -116,7 +116,7 @@ class Envelope:
     call this client makes; a round only concatenates it.
     """
 
-    __slots__ = ("capabilities", "client_info", "meta_json", "base_headers")
+    __slots__ = ("capabilities", "client_info", "meta_json", "meta_suffix", "base_headers", "_tool_headers")
 
     def __init__(self, capabilities: Mapping[str, Any], client_info: tuple[str, str]) -> None:
         name, version = client_info
@@ -129,12 +129,25 @@ class Envelope:
                 CLIENT_INFO_META_KEY: self.client_info,
             }
         )
+        self.meta_suffix = f',"_meta":{self.meta_json}}}}}'.encode()
         self.base_headers: dict[str, str] = {
             "Content-Type": JSON_CONTENT_TYPE,
             "Accept": ACCEPT,
             MCP_PROTOCOL_VERSION_HEADER: PROTOCOL_VERSION,
             MCP_METHOD_HEADER: TOOLS_CALL,
         }
+        self._tool_headers: dict[str, dict[str, str]] = {}
+
+    def headers_for(self, tool: str) -> dict[str, str]:
+        """The headers of every call to `tool`, one shared dict per tool: not a copy per call.
+
+        A flow waiting on its lead keeps its call's frame; 100,000 of them must not keep
+        100,000 copies of the same five headers. Callers never mutate the dict they get.
+        """
+        headers = self._tool_headers.get(tool)
+        if headers is None:
+            headers = self._tool_headers[tool] = {**self.base_headers, MCP_NAME_HEADER: encode_header_value(tool)}
+        return headers
 
 
 class CallFrame:
@@ -148,21 +161,24 @@ class CallFrame:
 
     __slots__ = ("tool", "arguments", "headers", "_prefix", "_meta_suffix")
 
-    def __init__(self, envelope: Envelope, tool: str, arguments: Mapping[str, Any]) -> None:
+    def __init__(self, envelope: Envelope, tool: str, arguments: Mapping[str, Any],
+                 headers: Mapping[str, str] | None = None) -> None:
+        """`headers` override the computed ones for this call only (the adversarial hook)."""
         self.tool = tool
         self.arguments = arguments
-        self.headers: dict[str, str] = {**envelope.base_headers, MCP_NAME_HEADER: encode_header_value(tool)}
+        shared = envelope.headers_for(tool)
+        self.headers: Mapping[str, str] = {**shared, **headers} if headers else shared
         self._prefix = (f',"method":"{TOOLS_CALL}","params":{{"name":{dumps(tool)},"arguments":{dumps(arguments)}'
                         .encode())
-        self._meta_suffix = f',"_meta":{envelope.meta_json}}}}}'.encode()
+        self._meta_suffix = envelope.meta_suffix
 
     def body(
         self,
         request_id: int,
-        input_responses: Mapping[str, Any] | None = None,
+        input_responses: Mapping[str, Any] | bytes | None = None,
         request_state: object = None,
     ) -> bytes:
-        """The request body of one round.
+        """The request body of one round; `input_responses` may come already encoded (`dump_bytes`).
 
         `request_state` is spliced in as the JSON string it was received as: the client
         never parses, decodes or rewrites the token, it only echoes it. (Only the fuzzer
@@ -171,7 +187,7 @@ class CallFrame:
         parts = [b'{"jsonrpc":"2.0","id":', str(request_id).encode(), self._prefix]
         if input_responses is not None:
             parts.append(b',"inputResponses":')
-            parts.append(dump_bytes(input_responses))
+            parts.append(input_responses if isinstance(input_responses, bytes) else dump_bytes(input_responses))
         if request_state is not None:
             parts.append(b',"requestState":')
             parts.append(dump_bytes(request_state))
