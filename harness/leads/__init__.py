@@ -7,7 +7,7 @@ schema (`answers`), the per-round decision (`lead`) and per-flow random streams
 
 from harness.leads.answers import UnanswerableRequest, UnanswerableSchema, answer_form
 from harness.leads.lead import Action, Lead, LeadProfile, LeadResponse, capabilities
-from harness.leads.seeding import derive_seed, stream
+from harness.leads.seeding import FlowStream, RandomStream, derive_seed, flow_stream, stream
 from harness.leads.think import (
     ConstantThink,
     ExponentialThink,
@@ -24,10 +24,12 @@ __all__ = [
     "Action",
     "ConstantThink",
     "ExponentialThink",
+    "FlowStream",
     "Lead",
     "LeadProfile",
     "LeadResponse",
     "LognormalThink",
+    "RandomStream",
     "ThinkTime",
     "TimeScale",
     "UnanswerableRequest",
@@ -36,6 +38,7 @@ __all__ = [
     "answer_form",
     "capabilities",
     "derive_seed",
+    "flow_stream",
     "parse_think_time",
     "stream",
     "to_modelled",

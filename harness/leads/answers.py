@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import random
 import string
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from harness.leads.seeding import RandomStream
 
 OPTIONAL_SHARE = 0.5
 """How often a lead fills an optional field: people skip about half of them."""
@@ -63,7 +64,7 @@ class UnanswerableSchema(UnanswerableRequest):
 
 def answer_form(
     schema: Mapping[str, Any],
-    rng: random.Random,
+    rng: RandomStream,
     overrides: Mapping[str, Any] | None = None,
     *,
     optional_share: float = OPTIONAL_SHARE,
@@ -100,7 +101,7 @@ def answer_form(
     return content
 
 
-def pinned_answer(pinned: Any, rng: random.Random) -> Any:
+def pinned_answer(pinned: Any, rng: RandomStream) -> Any:
     """A pinned field's answer: the value itself, or one of a list of choices (one draw).
 
     A list means choices, never a value, so "sku = ['mug', 'tee']" reads as a person would
@@ -129,7 +130,7 @@ def _field_order(properties: Mapping[str, Any], required: set[str]) -> list[str]
     return list(properties) + sorted(required - properties.keys())
 
 
-def _answer_property(prop: Any, rng: random.Random, default_share: float) -> Answer:
+def _answer_property(prop: Any, rng: RandomStream, default_share: float) -> Answer:
     """One field's value: keep the default some of the time, else draw by the field's type."""
     if not isinstance(prop, Mapping):
         raise UnanswerableSchema("property definition is not an object")
@@ -151,7 +152,7 @@ def _answer_property(prop: Any, rng: random.Random, default_share: float) -> Ans
     return generator(prop, rng)
 
 
-def _pick_enum(options: Any, rng: random.Random) -> Any:
+def _pick_enum(options: Any, rng: RandomStream) -> Any:
     """A single-select answer: one of the listed values."""
     if not isinstance(options, list) or not options:
         raise UnanswerableSchema("an enum needs at least one option")
@@ -165,11 +166,11 @@ def _consts(items: Any) -> list[Any]:
     return [item["const"] for item in items]
 
 
-def _answer_boolean(prop: Mapping[str, Any], rng: random.Random) -> bool:
+def _answer_boolean(prop: Mapping[str, Any], rng: RandomStream) -> bool:
     return rng.random() < 0.5
 
 
-def _answer_integer(prop: Mapping[str, Any], rng: random.Random) -> int:
+def _answer_integer(prop: Mapping[str, Any], rng: RandomStream) -> int:
     """An integer inside every bound, inclusive or exclusive."""
     low, high = _numeric_bounds(prop)
     lo = math.floor(low.value) + 1 if low.exclusive else math.ceil(low.value)
@@ -179,7 +180,7 @@ def _answer_integer(prop: Mapping[str, Any], rng: random.Random) -> int:
     return rng.randint(lo, hi)
 
 
-def _answer_number(prop: Mapping[str, Any], rng: random.Random) -> float:
+def _answer_number(prop: Mapping[str, Any], rng: RandomStream) -> float:
     """A number inside every bound; rounded to cents when that keeps it inside, as people type."""
     low, high = _numeric_bounds(prop)
     if low.value > high.value or (low.value == high.value and (low.exclusive or high.exclusive)):
@@ -240,7 +241,7 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def _answer_string(prop: Mapping[str, Any], rng: random.Random) -> str:
+def _answer_string(prop: Mapping[str, Any], rng: RandomStream) -> str:
     """Free text or a formatted string whose length fits minLength/maxLength."""
     fmt = prop.get("format")
     shape = _STRING_FORMATS.get(fmt)
@@ -251,7 +252,7 @@ def _answer_string(prop: Mapping[str, Any], rng: random.Random) -> str:
     return shape(rng, min_len, max_len)
 
 
-def _free_text(rng: random.Random, min_len: int, max_len: int) -> str:
+def _free_text(rng: RandomStream, min_len: int, max_len: int) -> str:
     """A short note made of words, cut to a length inside the bounds (at least 1 if allowed)."""
     length = _pick_length(rng, max(min_len, min(1, max_len)), max_len)
     words: list[str] = []
@@ -261,30 +262,30 @@ def _free_text(rng: random.Random, min_len: int, max_len: int) -> str:
     return text[:-1] + "." if text.endswith(" ") else text
 
 
-def _email(rng: random.Random, min_len: int, max_len: int) -> str:
+def _email(rng: RandomStream, min_len: int, max_len: int) -> str:
     return _padded(rng, "lead.", "@example.com", min_len, max_len)
 
 
-def _uri(rng: random.Random, min_len: int, max_len: int) -> str:
+def _uri(rng: RandomStream, min_len: int, max_len: int) -> str:
     return _padded(rng, "https://shop.example/n/", "", min_len, max_len)
 
 
-def _padded(rng: random.Random, head: str, tail: str, min_len: int, max_len: int) -> str:
+def _padded(rng: RandomStream, head: str, tail: str, min_len: int, max_len: int) -> str:
     """head + random alphanumerics + tail, the middle sized so the whole fits the bounds."""
     fixed = len(head) + len(tail)
     middle = _pick_length(rng, max(1, min_len - fixed), min(max_len - fixed, 12 + max(0, min_len - fixed)))
     return head + "".join(rng.choice(_ALNUM) for _ in range(middle)) + tail
 
 
-def _date(rng: random.Random, min_len: int, max_len: int) -> str:
+def _date(rng: RandomStream, min_len: int, max_len: int) -> str:
     return _fixed(_random_instant(rng).date().isoformat(), min_len, max_len)
 
 
-def _date_time(rng: random.Random, min_len: int, max_len: int) -> str:
+def _date_time(rng: RandomStream, min_len: int, max_len: int) -> str:
     return _fixed(_random_instant(rng).strftime("%Y-%m-%dT%H:%M:%SZ"), min_len, max_len)
 
 
-def _random_instant(rng: random.Random) -> dt.datetime:
+def _random_instant(rng: RandomStream) -> dt.datetime:
     """A second within the protocol revision's year: plausible, and independent of the clock."""
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     return start + dt.timedelta(seconds=rng.randrange(365 * 86400))
@@ -297,13 +298,13 @@ def _fixed(value: str, min_len: int, max_len: int) -> str:
     return value
 
 
-def _pick_length(rng: random.Random, low: int, high: int) -> int:
+def _pick_length(rng: RandomStream, low: int, high: int) -> int:
     if low > high:
         raise UnanswerableSchema(f"no length fits between {low} and {high}")
     return rng.randint(low, high)
 
 
-def _answer_array(prop: Mapping[str, Any], rng: random.Random) -> list[Any]:
+def _answer_array(prop: Mapping[str, Any], rng: RandomStream) -> list[Any]:
     """A multi-select: distinct options, as many as minItems/maxItems allow, in listed order."""
     items = prop.get("items")
     if not isinstance(items, Mapping):
@@ -321,7 +322,7 @@ def _answer_array(prop: Mapping[str, Any], rng: random.Random) -> list[Any]:
     return [options[i] for i in sorted(chosen)]
 
 
-_GENERATORS: dict[str, Callable[[Mapping[str, Any], random.Random], Answer]] = {
+_GENERATORS: dict[str, Callable[[Mapping[str, Any], RandomStream], Answer]] = {
     "boolean": _answer_boolean,
     "integer": _answer_integer,
     "number": _answer_number,
@@ -329,7 +330,7 @@ _GENERATORS: dict[str, Callable[[Mapping[str, Any], random.Random], Answer]] = {
     "array": _answer_array,
 }
 
-_STRING_FORMATS: dict[str | None, Callable[[random.Random, int, int], str]] = {
+_STRING_FORMATS: dict[str | None, Callable[[RandomStream, int, int], str]] = {
     None: _free_text,
     "email": _email,
     "uri": _uri,

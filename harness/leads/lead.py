@@ -5,7 +5,7 @@ decision, the modelled think time to sleep first, and the `inputResponses` to se
 the retry. The lead never sleeps or talks to the network; the caller does both, so this
 stays pure and a seed reproduces it.
 
-Draw order per round, fixed so one `random.Random` state always gives the same round:
+Draw order per round, fixed so one stream state always gives the same round:
   1. the decision (one `rng.random()`), applied to every question of the round;
   2. the think time (`profile.think.sample`);
   3. for an accept, per request in `input_requests` order: a form's answers
@@ -15,7 +15,6 @@ Requests are checked before any draw, so a bad request consumes nothing.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -24,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.leads.answers import UnanswerableRequest, UnanswerableSchema, answer_form
+from harness.leads.seeding import RandomStream
 from harness.leads.think import ConstantThink, LognormalThink, ThinkTime
 
 ELICITATION = "elicitation/create"
@@ -102,7 +102,7 @@ class Lead:
 
     __slots__ = ("profile", "rng")
 
-    def __init__(self, profile: LeadProfile, rng: random.Random) -> None:
+    def __init__(self, profile: LeadProfile, rng: RandomStream) -> None:
         self.profile = profile
         self.rng = rng
 

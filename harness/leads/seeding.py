@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import MutableSequence, Sequence
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 _DOMAIN = b"mrtr-harness/leads/stream/v1"
 """Prefix of every digest, so these streams never collide with another use of sha256(seed)."""
@@ -30,6 +34,89 @@ def stream(seed: int, *parts: str | int) -> random.Random:
     Same arguments, same stream, in any process; different arguments, independent streams.
     """
     return random.Random(derive_seed(seed, *parts))
+
+
+class RandomStream(Protocol):
+    """What flows, leads and the fuzzer draw from: a `random.Random` or a `FlowStream`."""
+
+    def random(self) -> float: ...
+    def getrandbits(self, k: int, /) -> int: ...
+    def choice(self, seq: Sequence[T]) -> T: ...
+    def choices(self, population: Sequence[T], weights: Sequence[float] | None = None, *,
+                cum_weights: Sequence[float] | None = None, k: int = 1) -> list[T]: ...
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int: ...
+    def randint(self, a: int, b: int) -> int: ...
+    def uniform(self, a: float, b: float) -> float: ...
+    def expovariate(self, lambd: float) -> float: ...
+    def lognormvariate(self, mu: float, sigma: float) -> float: ...
+    def gauss(self, mu: float = 0.0, sigma: float = 1.0) -> float: ...
+    def randbytes(self, n: int) -> bytes: ...
+    def shuffle(self, x: MutableSequence[Any]) -> None: ...
+    def sample(self, population: Sequence[T], k: int, *, counts: Sequence[int] | None = None) -> list[T]: ...
+
+
+_MASK64 = (1 << 64) - 1
+_Random = random.Random
+"""Spelled apart: inside `FlowStream`'s body, `random` is its own method."""
+
+
+class FlowStream:
+    """A flow's own random stream in one 64-bit integer (SplitMix64), not a Mersenne Twister.
+
+    A `random.Random` holds 2.5 KiB of state; 100,000 flows waiting on their leads cannot
+    each keep one. SplitMix64 passes BigCrush, is seeded by any integer and needs no
+    warm-up; a simulated person's choices need nothing stronger. The distributions are
+    `random.Random`'s own methods, drawing from this stream's `random` and `getrandbits`,
+    so they behave exactly as documented there.
+    """
+
+    __slots__ = ("_state", "gauss_next")
+
+    def __init__(self, seed: int) -> None:
+        self._state = seed & _MASK64
+        self.gauss_next: float | None = None
+        """Used by `gauss`, which draws its normals in pairs (as `random.Random` does)."""
+
+    def _next64(self) -> int:
+        self._state = state = (self._state + 0x9E3779B97F4A7C15) & _MASK64
+        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        return z ^ (z >> 31)
+
+    def random(self) -> float:
+        """A float in [0, 1) with 53 random bits, like `random.Random.random`."""
+        return (self._next64() >> 11) * (1.0 / (1 << 53))
+
+    def getrandbits(self, k: int, /) -> int:
+        """An integer of `k` random bits (a long one, for the fuzzer's oversize states, from a seeded generator)."""
+        if k < 0:
+            raise ValueError("number of bits must be non-negative")
+        if k > 4096:
+            return _Random(self._next64()).getrandbits(k)
+        bits, have = 0, 0
+        while have < k:
+            bits = (bits << 64) | self._next64()
+            have += 64
+        return bits >> (have - k)
+
+    _randbelow = _Random._randbelow_with_getrandbits  # type: ignore[attr-defined]  # private in typeshed, public in random.py
+    choice = _Random.choice
+    choices = _Random.choices
+    randrange = _Random.randrange
+    randint = _Random.randint
+    uniform = _Random.uniform
+    expovariate = _Random.expovariate
+    normalvariate = _Random.normalvariate
+    lognormvariate = _Random.lognormvariate
+    gauss = _Random.gauss
+    randbytes = _Random.randbytes
+    shuffle = _Random.shuffle
+    sample = _Random.sample
+
+
+def flow_stream(seed: int, *parts: str | int) -> FlowStream:
+    """A small stream for (seed, *parts), one per flow: same arguments, same draws, in any process."""
+    return FlowStream(derive_seed(seed, *parts))
 
 
 def _encode(part: str | int) -> bytes:

@@ -14,13 +14,13 @@ Everything here is modelled time. The caller sleeps `to_real(seconds, time_scale
 from __future__ import annotations
 
 import math
-import random
 from statistics import NormalDist
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
 
 from harness.durations import Duration, format_duration
+from harness.leads.seeding import RandomStream
 
 Z_95 = 1.6448536269514722
 """The standard normal's 95th percentile: ln(p95) = mu + Z_95 * sigma for a lognormal."""
@@ -41,7 +41,7 @@ class _Think(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def sample(self, rng: random.Random) -> float:
+    def sample(self, rng: RandomStream) -> float:
         """Draw one think time in modelled seconds (>= 0) from the caller's stream."""
         raise NotImplementedError
 
@@ -68,7 +68,7 @@ class ConstantThink(_Think):
     dist: Literal["constant"] = "constant"
     value: Duration = Field(description="every lead's time (0: instant answers)")
 
-    def sample(self, rng: random.Random) -> float:
+    def sample(self, rng: RandomStream) -> float:
         return self.value
 
     def cdf(self, x: float) -> float:
@@ -100,7 +100,7 @@ class UniformThink(_Think):
             raise ValueError(f"high ({format_duration(high)}) must not be below low ({format_duration(low)})")
         return high
 
-    def sample(self, rng: random.Random) -> float:
+    def sample(self, rng: RandomStream) -> float:
         return rng.uniform(self.low, self.high)
 
     def cdf(self, x: float) -> float:
@@ -133,7 +133,7 @@ class ExponentialThink(_Think):
         frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
     )
 
-    def sample(self, rng: random.Random) -> float:
+    def sample(self, rng: RandomStream) -> float:
         return rng.expovariate(1.0 / self.mean_)
 
     def cdf(self, x: float) -> float:
@@ -189,7 +189,7 @@ class LognormalThink(_Think):
     def _log_normal(self) -> NormalDist:
         return NormalDist(self.mu, self.sigma)
 
-    def sample(self, rng: random.Random) -> float:
+    def sample(self, rng: RandomStream) -> float:
         return rng.lognormvariate(self.mu, self.sigma)
 
     def cdf(self, x: float) -> float:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import random
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
+from harness.leads import RandomStream
 from harness.mrtr.wire import JSON_NULL
 
 
@@ -119,7 +119,7 @@ class Mutant:
 # --- the classes that edit the token itself ----------------------------------------------------------
 
 
-def mutate_token(mutation: Mutation, state: str, rng: random.Random) -> Mutant:
+def mutate_token(mutation: Mutation, state: str, rng: RandomStream) -> Mutant:
     """A mutant of `state` for the classes that only edit the token (no other call needed)."""
     edit = _TOKEN_EDITS[mutation]
     value, detail = edit(state, rng)
@@ -142,7 +142,7 @@ def _token(raw: bytes) -> str:
     return _PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _bit_flip(state: str, rng: random.Random) -> tuple[object, str]:
+def _bit_flip(state: str, rng: RandomStream) -> tuple[object, str]:
     raw = _sealed(state)
     if raw is None:  # not the SDK's format: change one character instead
         position = rng.randrange(len(state))
@@ -154,17 +154,17 @@ def _bit_flip(state: str, rng: random.Random) -> tuple[object, str]:
     return _token(bytes(flipped)), f"bit {bit} of {len(raw) * 8}"
 
 
-def _truncate(state: str, rng: random.Random) -> tuple[object, str]:
+def _truncate(state: str, rng: RandomStream) -> tuple[object, str]:
     keep = rng.randrange(1, len(state)) if len(state) > 1 else 0
     return state[:keep], f"cut to {keep} of {len(state)}"
 
 
-def _extend(state: str, rng: random.Random) -> tuple[object, str]:
+def _extend(state: str, rng: RandomStream) -> tuple[object, str]:
     extra = rng.randint(1, 8)
     return state + "".join(rng.choice(_B64URL) for _ in range(extra)), f"{extra} characters appended"
 
 
-def _re_encode(state: str, rng: random.Random) -> tuple[object, str]:
+def _re_encode(state: str, rng: RandomStream) -> tuple[object, str]:
     if _sealed(state) is None:
         return base64.b64encode(state.encode()).decode(), "base64 of the whole token"
     padding = "=" * (-(len(state) - len(_PREFIX)) % 4 or 4)  # always some: a token of no -/_ must change too
@@ -173,18 +173,18 @@ def _re_encode(state: str, rng: random.Random) -> tuple[object, str]:
     return state + padding, "padding added"
 
 
-def _empty(state: str, rng: random.Random) -> tuple[object, str]:
+def _empty(state: str, rng: RandomStream) -> tuple[object, str]:
     return "", "empty string"
 
 
-def _non_string(state: str, rng: random.Random) -> tuple[object, str]:
+def _non_string(state: str, rng: RandomStream) -> tuple[object, str]:
     kind = rng.choice(("number", "object", "array", "null", "bool"))
     value: object = {"number": rng.randint(0, 2**31), "object": {"v": 1, "s": "x"}, "array": ["v1"],
                      "null": JSON_NULL, "bool": rng.random() < 0.5}[kind]
     return value, kind
 
 
-def _oversize(state: str, rng: random.Random) -> tuple[object, str]:
+def _oversize(state: str, rng: RandomStream) -> tuple[object, str]:
     raw = _sealed(state)
     if raw is None:
         return state + "A" * max(0, OVERSIZE_CHARS - len(state)), "padded to 1 MiB"
@@ -268,7 +268,7 @@ class StatePool:
     def add(self, tool: str, state: str, arguments: Mapping[str, Any]) -> None:
         self.by_tool.setdefault(tool, deque(maxlen=self.size)).append((time.time(), state, dict(arguments)))
 
-    def other_arguments(self, tool: str, arguments: Mapping[str, Any], rng: random.Random,
+    def other_arguments(self, tool: str, arguments: Mapping[str, Any], rng: RandomStream,
                         max_age: float) -> str | None:
         """A state this tool minted for other arguments less than `max_age` seconds ago, if the pool holds one.
 
@@ -279,7 +279,7 @@ class StatePool:
         others = [state for t, state, used in self.by_tool.get(tool, ()) if used != arguments and t > since]
         return rng.choice(others) if others else None
 
-    def other_tool(self, tool: str, rng: random.Random, max_age: float) -> str | None:
+    def other_tool(self, tool: str, rng: RandomStream, max_age: float) -> str | None:
         """A state another tool minted less than `max_age` seconds ago, if the pool holds one."""
         since = time.time() - max_age
         others = [state for name, states in sorted(self.by_tool.items()) if name != tool
