@@ -53,7 +53,7 @@ arguments = [{{ order_id = "O-1001" }}, {{ order_id = "O-1002" }}]
 
 [leads]
 think = {{ dist = "constant", value = "15s" }}
-decline = 0.2
+decline = 0.4
 """
 
 

@@ -10,19 +10,18 @@ adversarial flows send a retry wrong on purpose for the on-call catalogue, and t
 
 from __future__ import annotations
 
-import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gevent
 
 from harness.journal import Journal
-from harness.leads import Action, Lead, LeadProfile, UnanswerableRequest
+from harness.leads import Action, Lead, LeadProfile, RandomStream, UnanswerableRequest
 from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
 from harness.metrics import Measurements
-from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, RoundRecord, Transport
+from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, Reply, RoundRecord, Transport, drive
 from harness.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
 from harness.scenario import (
     AdversarialFlow,
@@ -39,8 +38,13 @@ from harness.scenario import (
 if TYPE_CHECKING:
     from harness.shop.catalogue import Catalogue
 
+T = TypeVar("T")
+
 PAGE_TIMEOUT = 10.0
 """Seconds a lead waits for a provider's page to answer."""
+
+Steps = Generator[float, None, T]
+"""Part of a flow in progress: yields each wait in seconds (the driver waits it), returns a T."""
 
 RequestHook = Callable[..., None]
 """Locust's `events.request.fire`, or None outside Locust."""
@@ -105,9 +109,16 @@ class FlowFailed(Exception):
 
 
 class Flow:
-    """One running flow: its lead, its rounds and what it learned (quote, refund, answers)."""
+    """One running flow: its rounds and what it learned (quote, refund, answers).
 
-    def __init__(self, env: FlowEnv, spec: FlowSpec, flow_id: str, rng: random.Random, *,
+    Slotted and small: 100,000 of them wait on leads at once in one load process. Its
+    lead is built when it is asked (a profile and the flow's stream are all it holds).
+    """
+
+    __slots__ = ("env", "spec", "flow_id", "kind", "rng", "late", "started", "ended", "rounds", "server_time",
+                 "think_time", "thinking_until", "answers", "calls", "facts")
+
+    def __init__(self, env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream, *,
                  late: bool = False) -> None:
         self.env = env
         self.spec = spec
@@ -118,20 +129,21 @@ class Flow:
         self.started = time.time()
         self.ended = False
         """True once its one `flow` record is written (by the flow, or by the run that interrupted it)."""
-        self.lead = Lead(env.profile_for(spec), rng)
         self.rounds = 0
         self.server_time = 0.0
         self.think_time = 0.0
+        self.thinking_until = 0.0
+        """When the lead's current thought ends: a flow stopped mid-think counts only the part thought."""
         self.answers: list[str] = []
         self.calls: list[CallSummary] = []
         self.facts: dict[str, Any] = {}
 
     # --- calling tools -------------------------------------------------------------------
 
-    def call(self, tool: str, arguments: Mapping[str, Any], *, intended_at: float | None = None) -> CallResult:
+    def call(self, tool: str, arguments: Mapping[str, Any], *, intended_at: float | None = None) -> Steps[CallResult]:
         """One tool call through its rounds, the lead answering; every round journaled as it ends."""
-        result = self.env.client.call_tool(tool, arguments, self.respond, intended_at=intended_at,
-                                           on_round=lambda record: self.record_round(tool, record))
+        result = yield from self.env.client.call_steps(tool, arguments, self.decide, intended_at=intended_at,
+                                                       on_round=self.record_round)
         self.server_time += result.server_time
         self.call_done(tool, result.round_count, result.outcome)
         return result
@@ -148,10 +160,10 @@ class Flow:
         self.server_time += record.server_time
         return record
 
-    def respond(self, record: RoundRecord) -> Mapping[str, Any] | None:
-        """The lead thinks (a real sleep of modelled/time_scale seconds), then answers or walks away."""
+    def decide(self, record: RoundRecord) -> Reply | None:
+        """The lead decides and answers; the think time (modelled/time_scale real seconds) is the caller's to wait."""
         try:
-            answer = self.lead.respond(record.input_requests or {})
+            answer = Lead(self.env.profile_for(self.spec), self.rng).respond(record.input_requests or {})
         except UnanswerableRequest as exc:
             self.facts["unanswerable"] = str(exc)
             self.answers.append("unanswerable")
@@ -159,13 +171,23 @@ class Flow:
         self.answers.append(answer.action.value)
         if answer.action is Action.ABANDON:
             return None
-        real = self.env.scenario.real(answer.think_seconds)
-        self.env.measurements.thought(real)
-        self.env.sleep(real)
+        env = self.env
+        real = env.scenario.real(answer.think_seconds)
+        env.measurements.thought(real)
         self.think_time += real
+        self.thinking_until = time.time() + real
         for url, delay in answer.url_visits:
-            gevent.spawn(self._finish_on_page, url, self.env.scenario.real(delay))
-        return answer.input_responses
+            gevent.spawn(self._finish_on_page, url, env.scenario.real(delay))
+        return Reply(answer.input_responses, real)
+
+    def respond(self, record: RoundRecord) -> Steps[Mapping[str, Any] | None]:
+        """The lead answers a hand-sent round: the answers, after the think time; None to walk away."""
+        reply = self.decide(record)
+        if reply is None:
+            return None
+        if reply.think_seconds > 0:
+            yield reply.think_seconds
+        return reply.responses
 
     def _finish_on_page(self, url: str, delay: float) -> None:
         """The out-of-band step of URL mode: the lead finishes on the provider's page after a while.
@@ -255,57 +277,57 @@ def _text(call: CallResult) -> str:
 
 # --- the flows ------------------------------------------------------------------------------
 
-def _quote(flow: Flow, held: bool | None, intended_at: float | None) -> str:
+def _quote(flow: Flow, held: bool | None, intended_at: float | None) -> Steps[str]:
     orders = {True: flow.env.held_orders, False: flow.env.small_orders}.get(held) if held is not None else None
     order_id = flow.rng.choice(orders if orders else flow.env.all_orders)
-    quote = _require(flow.call("quote_refund", {"order_id": order_id}, intended_at=intended_at), flow)
+    quote = _require((yield from flow.call("quote_refund", {"order_id": order_id}, intended_at=intended_at)), flow)
     flow.facts.update(order_id=order_id, quote_id=quote["quote_id"], held=quote["needs_confirmation"])
-    return quote["quote_id"]
+    return str(quote["quote_id"])
 
 
-def refund(flow: Flow, spec: RefundFlow, intended_at: float | None) -> FlowOutcome:
+def refund(flow: Flow, spec: RefundFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     held = {"above-limit": True, "below-limit": False}.get(spec.amount)
-    quote_id = _quote(flow, held, intended_at)
-    call = flow.call("issue_refund", {"quote_id": quote_id})
+    quote_id = yield from _quote(flow, held, intended_at)
+    call = yield from flow.call("issue_refund", {"quote_id": quote_id})
     if call.outcome is Outcome.COMPLETE:
         flow.facts["refund_id"] = ((call.result or {}).get("structuredContent") or {}).get("refund_id")
     return outcome_of(call, flow)
 
 
-def record_return(flow: Flow, spec: ReturnFlow, intended_at: float | None) -> FlowOutcome:
+def record_return(flow: Flow, spec: ReturnFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     assert flow.env.catalogue is not None, "the shop's flows run with the shop's catalogue"
     order = flow.env.catalogue.get(flow.rng.choice(flow.env.all_orders))
     assert order is not None
     sku = flow.rng.choice(order.lines).sku
-    call = flow.call("record_return", {"order_id": order.order_id, "sku": sku}, intended_at=intended_at)
+    call = yield from flow.call("record_return", {"order_id": order.order_id, "sku": sku}, intended_at=intended_at)
     return outcome_of(call, flow)
 
 
-def payout(flow: Flow, spec: PayoutFlow, intended_at: float | None) -> FlowOutcome:
-    quote_id = _quote(flow, False, intended_at)
-    refund_id = _require(flow.call("issue_refund", {"quote_id": quote_id}), flow)["refund_id"]
+def payout(flow: Flow, spec: PayoutFlow, intended_at: float | None) -> Steps[FlowOutcome]:
+    quote_id = yield from _quote(flow, False, intended_at)
+    refund_id = _require((yield from flow.call("issue_refund", {"quote_id": quote_id})), flow)["refund_id"]
     flow.facts["refund_id"] = refund_id
-    call = flow.call("pay_refund", {"refund_id": refund_id})
+    call = yield from flow.call("pay_refund", {"refund_id": refund_id})
     if call.outcome is Outcome.COMPLETE and _text(call).startswith("Not paid"):
         return _ANSWERED.get(Action(flow.answers[-1]), FlowOutcome.UNFINISHED) if flow.answers \
             else FlowOutcome.UNFINISHED
     return outcome_of(call, flow)
 
 
-def generic_call(flow: Flow, spec: CallFlow, intended_at: float | None) -> FlowOutcome:
+def generic_call(flow: Flow, spec: CallFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     arguments = flow.rng.choice(spec.arguments)
-    return outcome_of(flow.call(spec.tool, arguments, intended_at=intended_at), flow)
+    return outcome_of((yield from flow.call(spec.tool, arguments, intended_at=intended_at)), flow)
 
 
-def adversarial(flow: Flow, spec: AdversarialFlow, intended_at: float | None) -> FlowOutcome:
+def adversarial(flow: Flow, spec: AdversarialFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     """A held refund whose retry is replayed, tampered with, or sent with other arguments."""
-    quote_id = _quote(flow, True, intended_at)
+    quote_id = yield from _quote(flow, True, intended_at)
     arguments = {"quote_id": quote_id}
     first = flow.send("issue_refund", arguments)
     if first.outcome is not Outcome.INPUT_REQUIRED:
         flow.call_done("issue_refund", 1, first.outcome)
-        return outcome_of(CallResult(first.outcome, [first], first.result), flow)
-    answers = flow.respond(first)
+        return outcome_of(CallResult.of([first]), flow)
+    answers = yield from flow.respond(first)
     if answers is None:
         return FlowOutcome.ABANDONED
     state = first.request_state or ""
@@ -313,7 +335,7 @@ def adversarial(flow: Flow, spec: AdversarialFlow, intended_at: float | None) ->
         position = flow.rng.randrange(40, max(41, len(state) - 4))  # inside the ciphertext, not the key id
         state = state[:position] + ("A" if state[position] != "A" else "B") + state[position + 1:]
     elif spec.kind == "change-args":
-        arguments = {"quote_id": _quote(flow, True, None)}
+        arguments = {"quote_id": (yield from _quote(flow, True, None))}
     client = flow.env.client
     retry = flow.send("issue_refund", arguments, input_responses=answers, request_state=state, round_number=2,
                       replica=client.router.pick(first.replica))
@@ -323,14 +345,14 @@ def adversarial(flow: Flow, spec: AdversarialFlow, intended_at: float | None) ->
         again = flow.send("issue_refund", arguments, input_responses=answers, request_state=state, round_number=3,
                           replica=client.router.pick(retry.replica))
         flow.facts["replay"] = again.outcome.value
-    return outcome_of(CallResult(retry.outcome, [first, retry], retry.result), flow)
+    return outcome_of(CallResult.of([first, retry]), flow)
 
 
 EXPIRY_MARGIN = 1.0
 """Real seconds an `expired` mutant is held past the TTL, so clocks a little apart still see it expired."""
 
 
-def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> FlowOutcome:
+def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     """A real first round, then the retry with one mutated requestState (`harness.load.mutations`).
 
     The class is drawn first from the flow's own stream, then the mutation itself, so the
@@ -342,7 +364,7 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> FlowOutcome:
     """
     mutation = flow.rng.choice(spec.runnable())
     if spec.tool is None:
-        tool, arguments = "issue_refund", {"quote_id": _quote(flow, True, intended_at)}
+        tool, arguments = "issue_refund", {"quote_id": (yield from _quote(flow, True, intended_at))}
         intended_at = None
     else:
         tool, arguments = spec.tool, flow.rng.choice(spec.arguments)
@@ -350,9 +372,9 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> FlowOutcome:
     state = first.request_state
     if first.outcome is not Outcome.INPUT_REQUIRED or not isinstance(state, str):
         flow.call_done(tool, 1, first.outcome)
-        return outcome_of(CallResult(first.outcome, [first], first.result), flow)
+        return outcome_of(CallResult.of([first]), flow)
     flow.env.states.add(tool, state, arguments)
-    answers = flow.respond(first)
+    answers = yield from flow.respond(first)
     if answers is None:
         return FlowOutcome.ABANDONED
     client = flow.env.client
@@ -363,8 +385,8 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> FlowOutcome:
         rounds.append(previous)
         if previous.outcome is not Outcome.COMPLETE:
             flow.call_done(tool, 2, previous.outcome)
-            return outcome_of(CallResult(previous.outcome, rounds, previous.result), flow)
-    mutant, sent_arguments = _mutant(flow, spec, mutation, tool, arguments, state)
+            return outcome_of(CallResult.of(rounds), flow)
+    mutant, sent_arguments = yield from _mutant(flow, spec, mutation, tool, arguments, state)
     if mutant is None:
         flow.call_done(tool, len(rounds), Outcome.ABANDONED)
         return FlowOutcome.ABANDONED
@@ -375,19 +397,21 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> FlowOutcome:
     flow.facts.update(mutation=mutant.mutation.value, mutant_detail=mutant.detail, mutant_length=mutant.length,
                       mutant_round=number, mutant_answer=answer.value)
     flow.call_done(tool, number, retry.outcome)
-    return outcome_of(CallResult(retry.outcome, [*rounds, retry], retry.result), flow)
+    return outcome_of(CallResult.of([*rounds, retry]), flow)
 
 
 def _mutant(flow: Flow, spec: FuzzFlow, mutation: Mutation, tool: str, arguments: dict[str, Any],
-            state: str) -> tuple[Mutant | None, dict[str, Any]]:
+            state: str) -> Steps[tuple[Mutant | None, dict[str, Any]]]:
     """The mutant to send and the arguments to send it with; (None, ...) when no such mutant could be had."""
     env, rng = flow.env, flow.rng
     fresh = env.scenario.real(env.scenario.target.ttl) / 2
     if mutation is Mutation.SWAP_ARGUMENTS:
-        return Mutant(mutation, state, "this state, other arguments"), _other_arguments(flow, spec, arguments)
+        other_arguments = yield from _other_arguments(flow, spec, arguments)
+        return Mutant(mutation, state, "this state, other arguments"), other_arguments
     if mutation is Mutation.SWAP_FLOW:
-        other = env.states.other_arguments(tool, arguments, rng, fresh) or _mint(
-            flow, tool, _other_arguments(flow, spec, arguments))
+        other = env.states.other_arguments(tool, arguments, rng, fresh)
+        if not other:
+            other = _mint(flow, tool, (yield from _other_arguments(flow, spec, arguments)))
         return (Mutant(mutation, other, "another flow's state") if other else None), arguments
     if mutation is Mutation.SWAP_TOOL:
         other = env.states.other_tool(tool, rng, fresh) or _mint(flow, *_swap_tool(flow, spec))
@@ -398,16 +422,16 @@ def _mutant(flow: Flow, spec: FuzzFlow, mutation: Mutation, tool: str, arguments
         return Mutant(mutation, env.states.foreign_state(tool, arguments), "sealed under a key of its own"), arguments
     if mutation is Mutation.EXPIRED:
         held = env.scenario.real(env.scenario.target.ttl) + EXPIRY_MARGIN
-        env.sleep(held)
+        yield held
         return Mutant(mutation, state, f"held {held:.1f} s"), arguments
     return mutate_token(mutation, state, rng), arguments
 
 
-def _other_arguments(flow: Flow, spec: FuzzFlow, arguments: dict[str, Any]) -> dict[str, Any]:
+def _other_arguments(flow: Flow, spec: FuzzFlow, arguments: dict[str, Any]) -> Steps[dict[str, Any]]:
     """Arguments of another call to the same tool: another held refund's quote, or another of `arguments`."""
     if spec.tool is None:
         orders = flow.env.held_orders or flow.env.all_orders
-        quote = _require(flow.call("quote_refund", {"order_id": flow.rng.choice(orders)}), flow)
+        quote = _require((yield from flow.call("quote_refund", {"order_id": flow.rng.choice(orders)})), flow)
         return {"quote_id": quote["quote_id"]}
     return flow.rng.choice([other for other in spec.arguments if other != arguments])
 
@@ -433,7 +457,7 @@ def _mint(flow: Flow, tool: str, arguments: dict[str, Any]) -> str | None:
     return state
 
 
-FLOWS: dict[str, Callable[[Flow, Any, float | None], FlowOutcome]] = {
+FLOWS: dict[str, Callable[[Flow, Any, float | None], Steps[FlowOutcome]]] = {
     "refund": refund,
     "return": record_return,
     "payout": payout,
@@ -445,15 +469,16 @@ FLOWS: dict[str, Callable[[Flow, Any, float | None], FlowOutcome]] = {
 }
 
 
-def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: random.Random,
-             scheduled: float | None = None, late: bool = False,
-             in_flight: dict[str, Flow] | None = None) -> FlowOutcome:
-    """Run one flow to its end and journal exactly one outcome for it.
+def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
+               scheduled: float | None = None, late: bool = False,
+               in_flight: dict[str, Flow] | None = None) -> Steps[FlowOutcome]:
+    """One flow to its end, as steps (it yields each wait), journaling exactly one outcome for it.
 
     While it runs it is in `in_flight` (the load plan's table), so a run that stops with
     flows still waiting on their leads journals their ends itself, in bulk (`interrupt`),
-    instead of waiting for each greenlet to die; a flow whose end is already journaled
-    writes nothing more when it is killed.
+    instead of waiting for each flow to be stopped; a flow whose end is already journaled
+    writes nothing more when it is stopped (its greenlet killed mid-round, or its parked
+    steps closed).
     """
     flow = Flow(env, spec, flow_id, rng, late=late)
     env.journal.write(FlowStarted(type=RecordType.START, t=flow.started, flow_id=flow_id, flow=flow.kind,
@@ -463,10 +488,10 @@ def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: random.Random,
         in_flight[flow_id] = flow
     outcome = FlowOutcome.INTERRUPTED
     try:
-        outcome = FLOWS[spec.kind](flow, spec, scheduled)
+        outcome = yield from FLOWS[spec.kind](flow, spec, scheduled)
     except FlowFailed as failed:
         outcome = failed.outcome
-    except gevent.GreenletExit:
+    except (gevent.GreenletExit, GeneratorExit):
         outcome = FlowOutcome.INTERRUPTED
         raise
     except Exception as exc:  # noqa: BLE001 - a bug in a flow must be an outcome, not vanish with its greenlet
@@ -477,6 +502,14 @@ def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: random.Random,
             in_flight.pop(flow_id, None)
         if not flow.ended:
             _finish(env, flow, outcome)
+    return outcome
+
+
+def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
+             scheduled: float | None = None, late: bool = False,
+             in_flight: dict[str, Flow] | None = None) -> FlowOutcome:
+    """Run one flow to its end in the calling greenlet, sleeping its waits (the closed model's agents)."""
+    outcome: FlowOutcome = drive(flow_steps(env, spec, flow_id, rng, scheduled, late, in_flight), env.sleep)
     return outcome
 
 
@@ -497,6 +530,8 @@ def _finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, *, by_run: bool = Fa
     flow.ended = True
     now = time.time()
     duration = now - flow.started
+    if flow.thinking_until > now:  # stopped mid-think: only the part thought so far counts
+        flow.think_time = max(0.0, flow.think_time - (flow.thinking_until - now))
     record = FlowEnded(type=RecordType.FLOW, t=now, flow_id=flow.flow_id, flow=flow.kind, outcome=outcome.value,
                        rounds=flow.rounds, duration=round(duration, 6), server_time=round(flow.server_time, 6),
                        think_time=round(flow.think_time, 6), answers=flow.answers, calls=flow.calls,

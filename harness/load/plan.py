@@ -3,23 +3,24 @@
 Locust has no seed and no open model, so both are ours. Every flow gets its own random
 stream derived from (scenario seed, worker, flow number), so one seed reproduces the
 same flows, answers and think times in every run, on any number of workers. In the open
-model, arrivals are a Poisson process independent of how long flows take: each flow is
-its own greenlet, and a start that comes later than scheduled is counted as late
-(the generator fell behind) instead of silently stretching the schedule.
+model, arrivals are a Poisson process independent of how long flows take, and a start
+that comes later than scheduled is counted as late (the generator fell behind) instead
+of silently stretching the schedule. A flow runs on a greenlet only while it does a
+round: while its lead thinks it is parked as data (`harness.load.parking`).
 """
 
 from __future__ import annotations
 
 import itertools
-import random
 import time
 from collections.abc import Callable
 
 import gevent
 from gevent.pool import Group
 
-from harness.leads import stream
-from harness.load.flows import Flow, FlowEnv, interrupt, run_flow
+from harness.leads import FlowStream, flow_stream, stream
+from harness.load.flows import Flow, FlowEnv, flow_steps, interrupt, run_flow
+from harness.load.parking import Parking
 from harness.scenario import FlowSpec, Scenario
 
 LATE_AFTER = 0.1
@@ -35,6 +36,8 @@ class LoadPlan:
         self.worker = worker
         self.workers = workers
         self.greenlets = Group()
+        """The greenlets of flows doing a round now (and of the closed model's agents' flows)."""
+        self.parking = Parking(self.greenlets)
         self.in_flight: dict[str, Flow] = {}
         """Every flow started and not yet ended, by id: what the run accounts for when it stops."""
         self.accepting = True
@@ -46,16 +49,16 @@ class LoadPlan:
         """No new flows from now on; those in flight go on until they end or are killed."""
         self.accepting = False
 
-    def next_flow(self) -> tuple[FlowSpec, str, random.Random]:
+    def next_flow(self) -> tuple[FlowSpec, str, FlowStream]:
         number = next(self._numbers)
         spec = self._pick_rng.choices(self.scenario.flows, self._weights)[0]
         flow_id = f"w{self.worker}-{number:06d}"
-        return spec, flow_id, stream(self.scenario.seed, "worker", self.worker, "flow", number)
+        return spec, flow_id, flow_stream(self.scenario.seed, "worker", self.worker, "flow", number)
 
     def run_one(self, scheduled: float | None = None) -> None:
         """Run the next flow in the calling greenlet (the closed model's agent does this in turn)."""
         spec, flow_id, rng = self.next_flow()
-        self._tracked(spec, flow_id, rng, scheduled)
+        run_flow(self.env, spec, flow_id, rng, scheduled, in_flight=self.in_flight)
 
     def arrivals(self, started: float, should_stop: Callable[[], bool], sleep: Callable[[float], object] = gevent.sleep,
                  clock: Callable[[], float] = time.time) -> None:
@@ -88,16 +91,12 @@ class LoadPlan:
         if late:
             self.env.measurements.late_start()
         spec, flow_id, rng = self.next_flow()
-        self.greenlets.spawn(self._tracked, spec, flow_id, rng, scheduled, late)
+        self.parking.start(flow_steps(self.env, spec, flow_id, rng, scheduled, late, self.in_flight))
 
     @property
     def active(self) -> int:
         """Flows started and not ended (most of them wait on a lead)."""
         return len(self.in_flight)
-
-    def _tracked(self, spec: FlowSpec, flow_id: str, rng: random.Random, scheduled: float | None,
-                 late: bool = False) -> None:
-        run_flow(self.env, spec, flow_id, rng, scheduled, late, self.in_flight)
 
     def wait_in_flight(self, timeout: float) -> int:
         """Wait up to `timeout` for flows in flight to end; returns how many are still running."""
@@ -107,13 +106,15 @@ class LoadPlan:
         return self.active
 
     def kill_in_flight(self) -> int:
-        """End every flow still running: journal each as interrupted, in bulk, then stop their greenlets.
+        """End every flow still running: journal each as interrupted, in bulk, then stop them.
 
-        The accounting comes first and does not depend on the greenlets: each killed flow finds
-        its end already journaled and writes nothing more. Returns how many were interrupted.
+        The accounting comes first and depends neither on the greenlets nor on the parked
+        flows: each stopped flow finds its end already journaled and writes nothing more.
+        Returns how many were interrupted.
         """
         interrupted = interrupt(self.env, list(self.in_flight.values()))
         self.in_flight.clear()
+        self.parking.clear()
         self.greenlets.kill(block=False)
         return interrupted
 
