@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.figures import Fields
 from harness.load.mutations import FINDINGS, Mutation
 
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
@@ -63,8 +64,8 @@ class InvariantResult:
             self.examples.append(example)
 
 
-def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[dict[str, Any]],
-                     flows: Iterable[dict[str, Any]], *, ledger_error: str | None = None) -> list[InvariantResult]:
+def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Fields],
+                     flows: Iterable[Fields], *, ledger_error: str | None = None) -> list[InvariantResult]:
     """Every invariant's result, judged on this run's flows and the ledger rows of the quotes they created.
 
     `ledger` None with `ledger_error` None: the target declares no ledger, so the ledger
@@ -94,7 +95,7 @@ def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[dict[
     return list(results.values())
 
 
-def this_runs_refunds(ledger: list[dict[str, Any]], flows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def this_runs_refunds(ledger: list[dict[str, Any]], flows: Iterable[Fields]) -> list[dict[str, Any]]:
     """The ledger rows whose quote a flow of this run created; earlier runs' refunds are left out."""
     quotes = {flow["quote_id"] for flow in flows if flow.get("quote_id")}
     return [row for row in ledger if row.get("quote_id") in quotes]
@@ -112,7 +113,7 @@ def _refund(row: dict[str, Any]) -> str:
     return f"{row['refund_id']} (quote {row['quote_id']})"
 
 
-def _one_outcome_per_flow(result: InvariantResult, starts: list[dict], flows: list[dict]) -> None:
+def _one_outcome_per_flow(result: InvariantResult, starts: list[Fields], flows: list[Fields]) -> None:
     started = Counter(record["flow_id"] for record in starts)
     ended = Counter(record["flow_id"] for record in flows)
     for flow_id in started.keys() | ended.keys():
@@ -120,7 +121,7 @@ def _one_outcome_per_flow(result: InvariantResult, starts: list[dict], flows: li
             result.violate(f"{flow_id}: started {started[flow_id]} times, ended {ended[flow_id]} times")
 
 
-def _release_needs_accept(result: InvariantResult, ours: list[dict], flows: list[dict]) -> None:
+def _release_needs_accept(result: InvariantResult, ours: list[dict], flows: list[Fields]) -> None:
     """A refund this run's journal says was held is released only if some flow on its quote accepted."""
     held = {flow["quote_id"] for flow in flows if flow.get("held") and flow.get("quote_id")}
     accepted = {flow.get("quote_id") for flow in flows if "accept" in (flow.get("answers") or [])}
@@ -129,7 +130,7 @@ def _release_needs_accept(result: InvariantResult, ours: list[dict], flows: list
             result.violate(_refund(row) + " released with no accepted answer")
 
 
-def _flows_match_ledger(results: dict[str, InvariantResult], by_quote: dict[str, dict], flows: list[dict]) -> None:
+def _flows_match_ledger(results: dict[str, InvariantResult], by_quote: dict[str, dict], flows: list[Fields]) -> None:
     for flow in flows:
         if flow.get("flow") not in _REFUND_FLOWS or not flow.get("held") or flow.get("quote_id") not in by_quote:
             continue
@@ -142,7 +143,7 @@ def _flows_match_ledger(results: dict[str, InvariantResult], by_quote: dict[str,
                 f"{flow['flow_id']}: {flow['outcome']}, but {row['refund_id']} is {row['status']}")
 
 
-def _no_mutant_accepted(result: InvariantResult, flows: list[dict]) -> None:
+def _no_mutant_accepted(result: InvariantResult, flows: list[Fields]) -> None:
     """A fuzz flow's mutant that the tool ran on, that got a 5xx or that hung to the timeout (`mutant_answer`).
 
     Checked in every run, as `one_outcome_per_flow` is: the journal it reads is always
@@ -154,7 +155,7 @@ def _no_mutant_accepted(result: InvariantResult, flows: list[dict]) -> None:
                            f"({flow.get('mutant_detail')}, {flow.get('mutant_length')} characters)")
 
 
-def _mutants_left_ledger_alone(result: InvariantResult, ours: list[dict], flows: list[dict]) -> None:
+def _mutants_left_ledger_alone(result: InvariantResult, ours: list[dict], flows: list[Fields]) -> None:
     """A mutant that released its flow's refund changed the ledger, whatever the client saw.
 
     Except a replay: its flow's valid retry released the refund first (a second release

@@ -153,9 +153,9 @@ class Timeline(JournalView):
         """A best effort without the records: rows keep `t` only if `RunFigures` one day keeps it."""
         timeline = cls(started=figures.started)
         for row in figures.rounds:
-            timeline.add({"type": RecordType.ROUND, **row})
-        for row in figures.flows:
-            timeline.add({"type": RecordType.FLOW, **row})
+            timeline.add({"type": RecordType.ROUND, **row.as_dict()})
+        for flow in figures.flows:
+            timeline.add({"type": RecordType.FLOW, **flow.as_dict()})
         return timeline
 
     def add(self, record: Mapping[str, Any]) -> None:
