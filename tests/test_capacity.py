@@ -340,7 +340,7 @@ def test_two_replicas_hold_a_higher_arrival_rate_than_one(tmp_path):
     not failed."""
     text = _scenario_text(rate=20, think='{ dist = "lognormal", median = "6s", p95 = "18s" }', slo="750ms",
                           grace="1s").replace('kind = "refund"\namount = "any"', 'kind = "return"')
-    process = _start_capacity(text, tmp_path, "--replicas", "1,2", "--rates", "50,62,78,97", "--step", "4s",
+    process = _start_capacity(text, tmp_path, "--replicas", "1,2", "--rates", "62,78,97,121,151", "--step", "4s",
                               "--warmup", "1s")
     document = _finish_capacity(process, tmp_path)
     held = {row["replicas"]: row["highest_rate_holding_slo"] or 0 for row in document["capacity"]}
