@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -39,6 +40,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from harness.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "benchmarks"
@@ -104,7 +107,7 @@ def wait_listening(port: int, timeout: float = 20.0) -> None:
     raise RuntimeError(f"stub server on port {port} did not start")
 
 
-def measure_run(rate: float, seconds: float, work: Path) -> dict[str, Any]:
+def measure_run(rate: float, seconds: float, work: Path, workers: int = 0) -> dict[str, Any]:
     ports = [free_port(), free_port()]
     servers = [subprocess.Popen([sys.executable, "-m", "benchmarks.stub_server", "--port", str(port)], cwd=ROOT,
                                 stdin=subprocess.DEVNULL) for port in ports]
@@ -115,11 +118,12 @@ def measure_run(rate: float, seconds: float, work: Path) -> dict[str, Any]:
         urls = ", ".join(f'"http://127.0.0.1:{port}/mcp"' for port in ports)
         scenario.write_text(SCENARIO.format(seconds=seconds, rate=rate, urls=urls))
         started = time.monotonic()
+        command = [sys.executable, "-m", "harness", "run", str(scenario), "--results", str(work / "results"),
+                   "--quiet", *(["--workers", str(workers)] if workers else [])]
         with open(work / "run.log", "w+", encoding="utf-8") as log:
-            run = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results",
-                                    str(work / "results"), "--quiet"], cwd=ROOT, stdout=log, stderr=log)
+            run = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
             memory = sample_memory(run, work / "results", deadline=time.monotonic() + seconds * 4 + 600)
-            code = run.wait(60)
+            code = run.wait(120)
             log.seek(0)
             tail = log.read()[-600:]
         wall = time.monotonic() - started
@@ -128,45 +132,115 @@ def measure_run(rate: float, seconds: float, work: Path) -> dict[str, Any]:
             server.kill()
             server.wait(10)
     (folder,) = [path for path in (work / "results").iterdir() if path.is_dir()]
-    return {"exit_code": code, "wall_seconds": round(wall, 1), "memory": memory, **read_journal_figures(folder),
-            "tail": tail}
+    return {"exit_code": code, "wall_seconds": round(wall, 1), "workers": workers, "memory": memory,
+            **read_journal_figures(folder), "tail": tail}
+
+
+class Process:
+    """One process of the run (the run itself, or a Locust worker) and the flows it holds."""
+
+    def __init__(self, name: str, pid: int) -> None:
+        self.name, self.pid = name, pid
+        self.base: tuple[int, float] | None = None
+        self.peak: tuple[int, float] | None = None
+
+    def sample(self, flows: int) -> None:
+        rss = rss_mib(self.pid)
+        if rss is None:
+            return
+        if self.base is None:
+            self.base = (flows, rss)
+        if self.peak is None or rss >= self.peak[1]:
+            self.peak = (flows, rss)
+
+    def figures(self) -> dict[str, Any]:
+        if self.base is None or self.peak is None or self.peak[0] == self.base[0]:
+            return {"name": self.name}
+        per_thousand = (self.peak[1] - self.base[1]) / (self.peak[0] - self.base[0]) * 1000
+        return {"name": self.name, "rss_at_load_start_mib": round(self.base[1], 1),
+                "flows_waiting_at_peak": self.peak[0], "rss_at_peak_mib": round(self.peak[1], 1),
+                "mib_per_1000_waiting": round(per_thousand, 2),
+                "projected_rss_at_100k_mib": round(self.base[1] + per_thousand * 100, 1)}
 
 
 def sample_memory(run: subprocess.Popen[bytes], results: Path, deadline: float) -> dict[str, Any]:
-    """RSS of the run process against flows started, twice a second, from the load's start to its stop."""
-    journal: Path | None = None
-    offset = starts = 0
-    base = peak = None
+    """RSS of the run process (and of each worker) against the flows each holds, twice a second, over the load.
+
+    Flows are counted from the journal's `start` records as they are written: the run's
+    own `journal.jsonl`, or each worker's part `journal-w<i>.jsonl` (flow ids `w<i>-…`).
+    The baseline of each process is its RSS when the load starts; the figure, its RSS
+    growth per 1,000 flows it holds (the run process, with workers, per 1,000 of all).
+    """
+    offsets: dict[Path, int] = {}
+    starts: Counter[str] = Counter()
+    processes: dict[str, Process] = {}
+    loading = False
     samples: list[tuple[float, int, float]] = []
     while run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
-        if journal is None:
-            folders = [path for path in results.glob("*") if (path / "journal.jsonl").is_file()]
-            journal = folders[0] / "journal.jsonl" if folders else None
+        folders = [path for path in results.glob("*") if (path / "journal.jsonl").is_file()]
+        if not folders:
             continue
-        with open(journal, "rb") as lines:
-            lines.seek(offset)
+        chunks = read_new(folders[0], offsets)
+        for part, chunk in chunks.items():
+            starts[part] += chunk.count(b'"type":"start"')
+        text = b"".join(chunks.values())
+        loading = loading or b'"event":"load-started"' in text
+        if loading:
+            find_processes(run.pid, processes)
+            total = sum(starts.values())
+            for name, process in processes.items():
+                process.sample(total if name == "run" else starts[f"journal-{name}.jsonl"])
+            rss = rss_mib(run.pid)
+            if rss is not None:
+                samples.append((round(time.monotonic(), 1), total, rss))
+        if b'"event":"load-stopped"' in text:
+            break
+    figures = [process.figures() for process in processes.values()]
+    run_figures = next((f for f in figures if f["name"] == "run"), {})
+    return {**run_figures, "processes": figures, "samples": samples[:: max(1, len(samples) // 40)]}
+
+
+def read_new(folder: Path, offsets: dict[Path, int]) -> dict[str, bytes]:
+    """The complete lines written since the last call to the run's journal and to each worker's part."""
+    chunks: dict[str, bytes] = {}
+    for path in sorted(folder.glob("journal*.jsonl")):
+        with open(path, "rb") as lines:
+            lines.seek(offsets.get(path, 0))
             chunk = lines.read()
         chunk = chunk[: chunk.rfind(b"\n") + 1]
-        offset += len(chunk)
-        starts += chunk.count(b'"type":"start"')
-        rss = rss_mib(run.pid)
-        if rss is None:
-            break
-        if base is None and b'"event":"load-started"' in chunk:
-            base = (starts, rss)
-        if base is not None:
-            samples.append((round(time.monotonic(), 1), starts, rss))
-            peak = (starts, rss) if peak is None or rss >= peak[1] else peak
-        if b'"event":"load-stopped"' in chunk:
-            break
-    if base is None or peak is None or peak[0] == base[0]:
-        return {"samples": samples}
-    per_thousand = (peak[1] - base[1]) / (peak[0] - base[0]) * 1000
-    return {"rss_at_load_start_mib": round(base[1], 1), "flows_waiting_at_peak": peak[0],
-            "rss_at_peak_mib": round(peak[1], 1), "mib_per_1000_waiting": round(per_thousand, 2),
-            "projected_rss_at_100k_mib": round(base[1] + per_thousand * 100, 1),
-            "samples": samples[:: max(1, len(samples) // 40)]}
+        offsets[path] = offsets.get(path, 0) + len(chunk)
+        chunks[path.name] = chunk
+    return chunks
+
+
+def find_processes(run_pid: int, processes: dict[str, Process]) -> None:
+    """The run process, and each Locust worker below it, named by the journal spool it has open (`w0`, ...).
+
+    The master gives a worker its index when it says hello; the worker then journals to
+    `journal-w<i>.jsonl` in a spool folder of its own, which is how it is told apart here.
+    """
+    processes.setdefault("run", Process("run", run_pid))
+    for pid in descendants(run_pid):
+        name = spool_name(pid)
+        if name is not None:
+            processes.setdefault(name, Process(name, pid))
+
+
+def spool_name(pid: int) -> str | None:
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        match = re.search(r"journal-(w\d+)\.jsonl$", target)
+        if match:
+            return match.group(1)
+    return None
 
 
 def rss_mib(pid: int) -> float | None:
@@ -220,11 +294,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="flows per second (default 1000)")
     parser.add_argument("--seconds", type=float, default=100.0, help="load duration (default 100)")
     parser.add_argument("--flush-trials", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=0,
+                        help="run the load on this many local Locust workers (default: in the run process)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mrtr-waiting-flows-") as tmp:
         work = Path(tmp)
         figures = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
-                   "rate": args.rate, "seconds": args.seconds, "run": measure_run(args.rate, args.seconds, work),
+                   "rate": args.rate, "seconds": args.seconds,
+                   "run": measure_run(args.rate, args.seconds, work, args.workers),
                    "flush": measure_flush(args.flush_trials, work)}
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"waiting_flows-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
