@@ -18,10 +18,16 @@ handle, over `--flush-trials` writes each followed by quiet.
 
     python -m benchmarks.waiting_flows --rate 1000 --seconds 100
 
+    python -m benchmarks.waiting_flows --rate 1000 --seconds 60 --workers 2
+
+With `--workers N` the load runs on N local Locust workers: each worker's RSS is sampled
+against the flows it holds (its journal part's `start` records), and the run process's
+against all of them. The whole-life peak RSS (`ru_maxrss` of the run, or of its largest
+worker) covers the wind-down and the reports too.
+
 Prints the figures and writes JSON to `results/benchmarks/`. What it leaves out: CPU
-(see the CPU benchmark), the master and workers path (`--workers`, where each worker
-holds and journals its own flows), and where the memory goes inside the process (a
-tracemalloc breakdown needs code inside the run).
+(see the CPU benchmark) and where the memory goes inside the process (a tracemalloc
+breakdown needs code inside the run; `benchmarks/README.md` gives one).
 """
 
 from __future__ import annotations
@@ -31,12 +37,14 @@ import json
 import os
 import platform
 import re
+import resource
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -124,6 +132,8 @@ def measure_run(rate: float, seconds: float, work: Path, workers: int = 0) -> di
             run = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
             memory = sample_memory(run, work / "results", deadline=time.monotonic() + seconds * 4 + 600)
             code = run.wait(120)
+            # The largest RSS the run process (or a worker of it) ever had, wind-down and reports included.
+            lifetime_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             log.seek(0)
             tail = log.read()[-600:]
         wall = time.monotonic() - started
@@ -132,7 +142,8 @@ def measure_run(rate: float, seconds: float, work: Path, workers: int = 0) -> di
             server.kill()
             server.wait(10)
     (folder,) = [path for path in (work / "results").iterdir() if path.is_dir()]
-    return {"exit_code": code, "wall_seconds": round(wall, 1), "workers": workers, "memory": memory,
+    return {"exit_code": code, "wall_seconds": round(wall, 1), "workers": workers,
+            "memory": {**memory, "peak_rss_whole_life_mib": round(lifetime_peak, 1)},
             **read_journal_figures(folder), "tail": tail}
 
 
@@ -252,26 +263,32 @@ def rss_mib(pid: int) -> float | None:
     return None if kib is None else kib / 1024
 
 
+def journal_lines(folder: Path) -> Iterator[str]:
+    """Every line of the run's journal and of each worker's part (flows live in the parts with workers)."""
+    for path in sorted(folder.glob("journal*.jsonl")):
+        with open(path, encoding="utf-8") as lines:
+            yield from lines
+
+
 def read_journal_figures(folder: Path) -> dict[str, Any]:
     starts: Counter[str] = Counter()
     ends: Counter[str] = Counter()
     by_run = 0
     stopped = last_end = None
     marks: dict[str, float] = {}
-    with open(folder / "journal.jsonl", encoding="utf-8") as lines:
-        for line in lines:
-            record = json.loads(line)
-            kind = record.get("type")
-            if kind == "start":
-                starts[record["flow_id"]] += 1
-            elif kind == "flow":
-                ends[record["flow_id"]] += 1
-                by_run += bool(record.get("interrupted_by_run"))
-                last_end = record["t"]
-            elif kind == "run" and record.get("event") == "load-stopped":
-                stopped = record["t"]
-            elif kind in ("reconciliation", "invariant") or (kind == "run" and record.get("event") == "end"):
-                marks.setdefault(kind if kind != "run" else "run end", record["t"])
+    for line in journal_lines(folder):
+        record = json.loads(line)
+        kind = record.get("type")
+        if kind == "start":
+            starts[record["flow_id"]] += 1
+        elif kind == "flow":
+            ends[record["flow_id"]] += 1
+            by_run += bool(record.get("interrupted_by_run"))
+            last_end = max(last_end or 0.0, record["t"])  # parts are read one after another
+        elif kind == "run" and record.get("event") == "load-stopped":
+            stopped = record["t"]
+        elif kind in ("reconciliation", "invariant") or (kind == "run" and record.get("event") == "end"):
+            marks.setdefault(kind if kind != "run" else "run end", record["t"])
     exactly_one = sum(1 for flow_id in starts if starts[flow_id] == 1 and ends[flow_id] == 1)
     return {"flows_started": len(starts), "flows_with_exactly_one_end": exactly_one,
             "flows_without_end": sum(1 for flow_id in starts if ends[flow_id] == 0),
