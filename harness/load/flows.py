@@ -516,9 +516,9 @@ def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
 def interrupt(env: FlowEnv, flows: list[Flow]) -> int:
     """Journal every flow in `flows` as interrupted by the run, now; returns how many.
 
-    One record each, written from the run's table rather than from each flow's greenlet:
-    100,000 flows waiting on leads are accounted for in well under a second, and none is
-    lost because its greenlet was slow to die.
+    One record each, written from the run's table rather than by each flow as it is
+    stopped: 100,000 flows waiting on leads are accounted for in about a second, and none
+    is lost because stopping it was slow.
     """
     for flow in flows:
         if not flow.ended:

@@ -59,7 +59,7 @@ def _agent(plan: LoadPlan | None) -> type[User]:
 
 def _arrivals(plan: LoadPlan | None, run_started: float | None) -> type[User]:
     class Arrivals(User):
-        """The open model's clock: starts each flow as its own greenlet at its scheduled time."""
+        """The open model's clock: starts each flow at its scheduled time (parked as data while its lead thinks)."""
 
         fixed_count = 1
         wait_time = constant(0)
