@@ -42,7 +42,7 @@ def _users(scenario: Scenario, per_worker_arrivals: int) -> tuple[int, float]:
 
 
 class LocalLoad:
-    """Locust's local runner in this process, flows as greenlets beside the run's own."""
+    """Locust's local runner in this process, its flows beside the run's own greenlets."""
 
     def __init__(self, env: Environment, plan: LoadPlan, started: float) -> None:
         self.env, self.plan = env, plan
