@@ -31,7 +31,7 @@ from mcp_types import (
     ElicitResult,
 )
 
-from harness.mrtr import MrtrClient, Outcome, OutcomeError, RoundRecord, Router, Routing, Transport
+from harness.mrtr import MrtrClient, Outcome, OutcomeError, Reply, RoundRecord, Router, Routing, Transport
 from harness.mrtr.client import STATE_ONLY_BACKOFF_CAP, STATE_ONLY_BACKOFF_INITIAL
 from harness.mrtr.transport import HttpAnswer
 from harness.mrtr.wire import PROTOCOL_VERSION, CallFrame, SseScanner, decode_reply
@@ -138,6 +138,30 @@ def test_latency_counts_from_the_intended_send_time(gardens: Gardens) -> None:
     result = client.call_tool("water", {"bed_id": "B-1"}, answer, intended_at=time.time() - late_by)
     (only,) = result.rounds
     assert only.latency >= late_by > only.server_time
+
+
+def test_a_call_in_steps_yields_the_think_time_and_holds_no_response_while_it_waits(gardens: Gardens) -> None:
+    """The load plan drives calls step by step: each wait is yielded, never slept, and a resume later than
+    the wait was due counts in the next round's latency (a late load process is latency a user felt)."""
+    seen: list[RoundRecord] = []
+    steps = client_for(gardens.recorded.url).call_steps(
+        "plan_bed", {"bed_id": "B-7"}, lambda record: Reply(answer(record), 0.2),
+        on_round=lambda tool, record: seen.append(record))
+    assert next(steps) == 0.2
+    assert [record.round for record in seen] == [1]
+    waiting = steps.gi_frame.f_locals  # what a parked call keeps: the encoded answers and the state, no record
+    assert "record" not in waiting and isinstance(waiting["responses"], bytes) and isinstance(waiting["state"], str)
+    late_by = 0.3
+    time.sleep(0.2 + late_by)  # the driver comes back late
+    assert next(steps) == 0.2
+    second = seen[1]
+    assert second.latency >= late_by > second.server_time
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    result = done.value.value
+    assert (result.outcome, result.round_count, result.think_time) == (Outcome.COMPLETE, 3, 0.4)
+    assert result.rounds == [] and result.last is seen[-1]
+    assert steps.gi_frame is None  # ended: nothing of the call is held
 
 
 def test_no_connection_is_held_while_the_person_thinks(gardens: Gardens) -> None:

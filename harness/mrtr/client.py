@@ -157,10 +157,10 @@ class CallResult:
         return self.last.result
 
     @classmethod
-    def of(cls, records: list[RoundRecord], outcome: Outcome | None = None) -> CallResult:
+    def of(cls, records: list[RoundRecord]) -> CallResult:
         """The result of hand-sent rounds (the adversarial flows), ended by the last of them."""
         last = records[-1]
-        return cls(outcome or last.outcome, last, len(records), sum(r.server_time for r in records))
+        return cls(last.outcome, last, len(records), sum(r.server_time for r in records))
 
 
 CallSteps = Generator[float, None, CallResult]
