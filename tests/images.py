@@ -240,15 +240,16 @@ RUN printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/s
 # The official redis image: docker-entrypoint.sh (flags alone run redis-server, which drops
 # to the redis user), working folder /data. It is built with protected mode off, so other
 # containers on the compose network reach it without a password; Debian's binary has it on,
-# so the stand-in turns it off ahead of the command's own flags (which still win).
+# so the stand-in turns it off unless the command sets it (or only asks for the version).
 _REDIS_ENTRYPOINT = """\
 #!/bin/sh
 set -e
 case "$1" in -*|*.conf) set -- redis-server "$@" ;; esac
 if [ "$1" = redis-server ]; then
-    shift
-    case "$1" in -*|"") set -- --protected-mode no "$@" ;; esac
-    set -- redis-server "$@"
+    case " $* " in
+        *" --protected-mode "*|*" -v "*|*" --version "*|*" -h "*|*" --help "*) ;;
+        *) set -- "$@" --protected-mode no ;;
+    esac
     if [ "$(id -u)" = 0 ]; then
         set -- setpriv --reuid=redis --regid=redis --init-groups "$@"
     fi
