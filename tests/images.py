@@ -186,8 +186,17 @@ class Base:
     tarball: Path
     debootstrap_s: float | None
     """Seconds the debootstrap took; None when the cached root was used."""
+    root_s: float
+    """Seconds until the root was there: the debootstrap, or the wait for another test's (its lock)."""
     import_s: float | None
     """Seconds the `docker import` took; None when the engine had it already."""
+
+    @property
+    def root_line(self) -> str:
+        """How the root was had, for a test's timing lines."""
+        if self.debootstrap_s is not None:
+            return f"debootstrap root ({self.tarball}): {self.debootstrap_s:.1f} s"
+        return f"debootstrap root ({self.tarball}): cached ({self.root_s:.1f} s waiting for its lock)"
 
 
 def debian_base(client: Any) -> Base:
@@ -195,9 +204,11 @@ def debian_base(client: Any) -> Base:
     require_binary("debootstrap")
     mirror = apt_mirror()
     key = root_key(mirror) + "-" + hashlib.sha256(HOST_CA_BUNDLE.read_bytes()).hexdigest()[:8]
+    start = time.monotonic()
     tarball, debootstrap_s = debootstrap_root_tarball(mirror)
+    root_s = time.monotonic() - start
     reference, import_s = import_base(client, tarball, key)
-    return Base(reference, key, tarball, debootstrap_s, import_s)
+    return Base(reference, key, tarball, debootstrap_s, root_s, import_s)
 
 
 def build_app_image(client: Any, base: str, tag: str) -> tuple[Any, float, list[str]]:
@@ -234,7 +245,7 @@ FROM {{base}}
 RUN printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d \\
  && apt-get update -qq \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {' '.join(STAND_IN_PACKAGES)} \\
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/cache/apt/*.bin
 """
 
 # The official redis image: docker-entrypoint.sh (flags alone run redis-server, which drops

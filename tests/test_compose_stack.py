@@ -21,6 +21,8 @@ What runs:
     deploy/prometheus-targets/ and of scenarios/compose.toml (mounted over the image's);
   - `--host 0.0.0.0` and friends listen on 127.0.0.1 only;
   - the harness's results go to a temporary folder, and it talks to the private engine;
+  - the scenario runs one minute instead of three (`--duration`, and its restart and key
+    rotation moved to the same points of the shorter run), to keep the suite short;
   - the top-level `name:` (which compose 1.29 does not know) becomes `--project-name`.
 
   Everything else (commands, users, volumes, the key-ring service, depends_on, the mounted
@@ -30,10 +32,13 @@ What runs:
   tests/test_dashboards.py.
 
 The test then reads what a user would: the run's summary.json (completed flows, zero
-rejections, the verdict) and Prometheus's /api/v1/targets (every replica and the harness
-scraped and up). Everything the test started is removed by id at the end (`docker-compose
-down -v`, then any container, network or volume of the project that is left); on a shared
-engine, the app image and the stand-ins it built too. Fails instead of skipping when
+rejections, the chaos done, the verdict), the replicas' logs (each one sealed with the
+rotation's new key: the ring the harness rewrote, as root, stayed readable to them) and
+Prometheus's /api/v1/targets (every replica and the harness scraped and up).
+
+Everything the test started is removed by id at the end (`docker-compose down -v`, then any
+container, network or volume of the project that is left); on a shared engine, the app
+image and the stand-ins it built too. Fails instead of skipping when
 debootstrap, dockerd or docker-compose is missing and MRTR_REQUIRE_SERVICES=1.
 """
 
@@ -46,6 +51,7 @@ import subprocess
 import time
 import tomllib
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,10 +145,8 @@ def render(folder: Path, docker_host: str) -> Rendered:
     shipped_file = yaml.safe_load(COMPOSE_FILE.read_text())
     services: dict[str, Any] = {name: dict(spec) for name, spec in shipped_file["services"].items()
                                 if name not in LEFT_OUT}
-    haproxy_cfg = (ROOT / "deploy" / "haproxy.cfg").read_text()
-    shipped = listen_ports(services, haproxy_cfg)
-    moved = {name: free_port() for name in shipped}
-    assert len(set(moved.values())) == len(moved), "free_port gave one port twice: run again"
+    shipped = listen_ports(services, (ROOT / "deploy" / "haproxy.cfg").read_text())
+    moved = distinct_free_ports(list(shipped))
 
     def copy(source: Path, target: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -156,7 +160,7 @@ def render(folder: Path, docker_host: str) -> Rendered:
     for source in sorted((ROOT / "deploy" / "prometheus-targets").glob("*.json")):
         copy(source, targets / source.name)
     scenario = copy(ROOT / "scenarios" / "compose.toml", folder / "compose.toml")
-    factor = shorten_chaos(scenario, RUN_S)
+    speedup = shorten_chaos(scenario, RUN_S)
     results = folder / "results"
     results.mkdir()
     mounts = {  # container path -> the host path that replaces the shipped file's
@@ -165,28 +169,42 @@ def render(folder: Path, docker_host: str) -> Rendered:
         "/app/results": f"{results}:/app/results",
         "/var/run/docker.sock": f"{docker_host.removeprefix('unix://')}:/var/run/docker.sock",
     }
-    hosts = [f"{name}:127.0.0.1" for name in services]
     for name, service in services.items():
-        service.pop("ports", None)
-        service["network_mode"] = "host"
-        service["extra_hosts"] = hosts
-        check = service.get("healthcheck") or {}
-        if list(check.get("test", []))[:2] == ["CMD", "redis-cli"]:  # redis-cli asks the default port
-            service["healthcheck"] = {**check, "test": ["CMD", "redis-cli", "-p", str(moved[name]), *check["test"][2:]]}
-        if "command" in service:
-            service["command"] = _listen_on_loopback(name, [retarget(str(word), shipped, moved)
-                                                            for word in service["command"]], moved)
-        volumes = [mounts.get(str(volume).split(":")[1], volume) for volume in service.get("volumes") or []]
-        if name == "harness":
-            volumes.append(f"{scenario}:/app/scenarios/compose.toml:ro")
-            service["command"] = [*service["command"], "--duration", format_duration(RUN_S)]
-        if volumes:
-            service["volumes"] = volumes
+        on_host_network(service, list(services), moved.get(name), lambda word: retarget(word, shipped, moved))
+        service["volumes"] = [mounts.get(str(volume).split(":")[1], volume) for volume in service.get("volumes") or []]
+        if not service["volumes"]:
+            del service["volumes"]
+    services["harness"]["volumes"].append(f"{scenario}:/app/scenarios/compose.toml:ro")
+    services["harness"]["command"] += ["--duration", format_duration(RUN_S)]
     rendered = {key: value for key, value in shipped_file.items() if key not in ("name", "services")}
     rendered["services"] = services
     compose = folder / "docker-compose.yml"
     compose.write_text(yaml.dump(rendered, Dumper=_PlainDumper, sort_keys=False))
-    return Rendered(compose, shipped_file["name"], moved, results, list(services), factor)
+    return Rendered(compose, shipped_file["name"], moved, results, list(services), speedup)
+
+
+def distinct_free_ports(names: list[str]) -> dict[str, int]:
+    """A free 127.0.0.1 port for each name, no two the same."""
+    ports: dict[str, int] = {}
+    while len(ports) < len(names):
+        port = free_port()
+        if port not in ports.values():
+            ports[names[len(ports)]] = port
+    return ports
+
+
+def on_host_network(service: dict[str, Any], names: list[str], port: int | None,
+                    retargeted: Callable[[str], str]) -> None:
+    """Change `service` (in place) to host networking: every service name resolves to 127.0.0.1, no published
+    port, its command listening on 127.0.0.1 at `port` and reaching the others at theirs."""
+    service.pop("ports", None)
+    service["network_mode"] = "host"
+    service["extra_hosts"] = [f"{name}:127.0.0.1" for name in names]
+    check = service.get("healthcheck") or {}
+    if list(check.get("test", []))[:2] == ["CMD", "redis-cli"]:  # redis-cli asks the default port
+        service["healthcheck"] = {**check, "test": ["CMD", "redis-cli", "-p", str(port), *check["test"][2:]]}
+    if "command" in service:
+        service["command"] = _listen_on_loopback([retargeted(str(word)) for word in service["command"]], port)
 
 
 def shorten_chaos(scenario: Path, run_s: float) -> float:
@@ -210,18 +228,20 @@ class _PlainDumper(yaml.SafeDumper):
         return True
 
 
-def _listen_on_loopback(name: str, command: list[str], ports: dict[str, int]) -> list[str]:
-    """The service's command listening on 127.0.0.1 at its new port instead of every address at the shipped one."""
+def _listen_on_loopback(command: list[str], port: int | None) -> list[str]:
+    """The command listening on 127.0.0.1 at `port` instead of every address at the shipped port."""
     for flag in ("--host", "--metrics-host"):
         if _flag(command, flag) == "0.0.0.0":
             command = _with_flag(command, flag, "127.0.0.1")
+    if port is None:
+        return command
     for flag in ("--port", "--metrics-port"):
         if _flag(command, flag) is not None:
-            command = _with_flag(command, flag, str(ports[name]))
-    command = [f"--web.listen-address=127.0.0.1:{ports[name]}" if word.startswith("--web.listen-address=") else word
+            command = _with_flag(command, flag, str(port))
+    command = [f"--web.listen-address=127.0.0.1:{port}" if word.startswith("--web.listen-address=") else word
                for word in command]
     if command[:1] == ["redis-server"]:
-        command = [*command, "--port", str(ports[name]), "--bind", "127.0.0.1"]
+        command = [*command, "--port", str(port), "--bind", "127.0.0.1"]
     return command
 
 
@@ -400,12 +420,14 @@ def test_the_compose_stack_runs_its_scenario_through_the_balancer_and_prometheus
     assert not left, f"docker-compose down -v left {left} (removed by id)"
     report(request, "compose stack", [
         f"total {time.monotonic() - started:.1f} s ({'cached root' if base.debootstrap_s is None else 'first run'})",
-        seconds(base.debootstrap_s, "debootstrap root"),
+        base.root_line,
         seconds(base.import_s, f"docker import {base.reference}"),
         f"stand-ins {', '.join(stand_ins.ids)}: {stand_ins.seconds:.1f} s",
         f"docker build {APP_IMAGE}: {build_s:.1f} s",
         f"docker-compose up: {up_s:.1f} s; the harness's run until summary.json: {run_s:.1f} s",
         f"services: {', '.join(rendered.services)} (left out: {', '.join(LEFT_OUT)})",
+        f"the run ({format_duration(RUN_S)}, {rendered.speedup:g}x shorter than the scenario): "
+        f"flows {summary['flows']['by_outcome']}, rejections {summary['rejections']['client_rejections']}",
     ])
 
 

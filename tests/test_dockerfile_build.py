@@ -68,7 +68,7 @@ def test_the_real_dockerfile_builds_on_a_debootstrapped_base_and_the_image_runs(
             client.close()
     report(request, "dockerfile build", [
         f"total {time.monotonic() - started:.1f} s ({'cached root' if base.debootstrap_s is None else 'first run'})",
-        seconds(base.debootstrap_s, f"debootstrap root ({base.tarball})"),
+        base.root_line,
         seconds(base.import_s, f"docker import {base.reference}"),
         f"docker build {app}: {build_s:.1f} s, image {size_mb:.0f} MB",
         f"docker run --version / validate / checks: {run_s:.1f} s",
