@@ -16,7 +16,11 @@ RUN python3 -m venv /opt/mrtr && pip install --no-compile .
 COPY scenarios ./scenarios
 COPY dashboards ./dashboards
 
-# No secrets in the image: key rings are mounted at run time.
+# No secrets in the image: key rings are mounted at run time. /keys is where docker-compose.yml
+# mounts its ring volume: owned by the image's user, so a fresh volume is too (the engine copies
+# the folder's owner into a new volume) and the key-ring service, running as that user, writes a
+# ring the replicas can read.
+RUN install -d -o nobody -g nogroup -m 0700 /keys
 USER nobody
 ENTRYPOINT ["mrtr-harness"]
 CMD ["--help"]

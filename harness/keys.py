@@ -61,13 +61,23 @@ def write_ring(path: Path, keys: Sequence[str]) -> None:
 
     The new ring is written to a temporary file created with mode 0600 (not chmod-ed
     afterwards: it would be readable at the umask in between), then renamed over the ring.
+    A ring that is there already keeps its owner where this process may give it (root): a
+    harness running as root (compose's, for the engine's socket) rotating the ring of replicas
+    that run as another user must not leave them a ring only root can read.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()  # left by a process with our PID that died mid-write
+    try:
+        owner: os.stat_result | None = path.stat()
+    except FileNotFoundError:
+        owner = None
     descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, RING_MODE)
     with os.fdopen(descriptor, "w") as ring:
+        if owner is not None and (owner.st_uid, owner.st_gid) != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(PermissionError):
+                os.fchown(ring.fileno(), owner.st_uid, owner.st_gid)
         ring.write("".join(f"{key}\n" for key in keys))
     os.replace(tmp, path)
 

@@ -1,8 +1,7 @@
 """The compose stack as a file: every service the harness expects, every mounted file in the repository.
 
-The stack's images come from a registry this machine cannot reach, so the file itself is
-what is checked here; the containers it describes run the same commands the process
-backend's tests run.
+Quick checks of the files themselves; tests/test_compose_stack.py brings the stack up (with
+stand-ins for its public images, and without Grafana) and runs its scenario.
 """
 
 from __future__ import annotations

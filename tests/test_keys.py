@@ -64,6 +64,21 @@ def test_a_ring_file_is_never_readable_by_others_even_while_written(watched, tmp
     assert stat.S_IMODE(ring.stat().st_mode) == 0o600
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_a_rotation_by_root_leaves_the_ring_to_its_owner(tmp_path):
+    """The compose stack's harness (root) rotates the ring its replicas (nobody) read: they must still read it."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    ring = tmp_path / "ring"
+    write_ring(ring, [new_key()])
+    os.chown(ring, nobody.pw_uid, nobody.pw_gid)  # as compose's key-ring service, running as nobody, leaves it
+    write_ring(ring, [new_key(), *read_ring(ring)])
+    assert (ring.stat().st_uid, ring.stat().st_gid) == (nobody.pw_uid, nobody.pw_gid)
+    assert stat.S_IMODE(ring.stat().st_mode) == 0o600
+    assert len(read_ring(ring)) == 2
+
+
 SCENARIO = """
 name = "rings"
 duration = "5s"
