@@ -70,3 +70,16 @@ def test_workers_share_the_rate_and_each_keeps_its_own_stream():
     both = len(one) + len(other)
     alone = len(scheduled_starts(4, 100.0))
     assert 0.85 <= both / alone <= 1.15, (both, alone)
+
+
+def test_arrivals_behind_schedule_still_yield_at_every_start():
+    """A busy process falls behind its schedule; each start must still yield to the hub (a sleep of 0), or
+    the flows already started, and the journal's writer, wait until the clock has caught up."""
+    scenario = parse_scenario(SCENARIO.format(seed=5, rate=50))
+    plan = LoadPlan(scenario, None)  # type: ignore[arg-type]
+    starts: list[float] = []
+    plan._start_at = starts.append  # type: ignore[method-assign] - record instead of running a flow
+    slept: list[float] = []
+    plan.arrivals(0.0, should_stop=lambda: len(starts) >= 200, sleep=slept.append, clock=lambda: 1e6)
+    assert len(starts) == 200
+    assert len(slept) >= len(starts) and set(slept) == {0.0}
