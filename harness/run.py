@@ -77,6 +77,9 @@ WATCH_EVERY = 1.0
 """Seconds between checks of the replicas (up or not) and of the chaos window's hypothesis."""
 LOOP_EVERY = 0.25
 """Seconds between looks at whether the load is done: it ends within this much of its duration."""
+BACKGROUND_STOP_TIMEOUT = 30.0
+"""Seconds the run's own greenlets (chaos, watch, progress) get to stop; longer means an overloaded process."""
+
 TRACEBACK_FILE = "harness-error.txt"
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -155,7 +158,7 @@ class Run:
             except TargetError as exc:
                 self.target_error = str(exc)
                 self.say(f"target could not be started or reached: {exc}")
-            except Exception as exc:  # noqa: BLE001 - whatever it was, it is the harness's failure: exit 4
+            except (Exception, gevent.Timeout) as exc:  # noqa: BLE001 - whatever it was, it is the harness's: exit 4
                 self._harness_failed(exc)
             finally:
                 self._wind_down()
@@ -202,10 +205,12 @@ class Run:
                 gevent.sleep(LOOP_EVERY)
             self._stop_load(self.load)
         finally:
-            gevent.killall(background, block=True, timeout=10)
-            interrupted = self.load.quit()
-            if interrupted:
-                self.say(f"{interrupted} flows still in flight: journaled as interrupted")
+            try:
+                _stop_greenlets(background, timeout=BACKGROUND_STOP_TIMEOUT)
+            finally:  # the flows in flight are accounted for whatever else failed
+                interrupted = self.load.quit()
+                if interrupted:
+                    self.say(f"{interrupted} flows still in flight: journaled as interrupted")
 
     def _background(self, function: Callable[..., Any], *args: Any) -> gevent.Greenlet:
         """A greenlet of the run's own; if it dies of an error, that is a harness failure and the load stops."""
@@ -482,3 +487,21 @@ class Run:
 
     def say(self, message: str) -> None:
         self.progress.say(message)
+
+
+class OverloadedError(RuntimeError):
+    """The load process was too busy to stop its own greenlets: its figures cannot be trusted."""
+
+
+def _stop_greenlets(greenlets: list[gevent.Greenlet], timeout: float) -> None:
+    """Kill the run's own greenlets; one that has not stopped after `timeout` is the harness's failure.
+
+    `gevent.Timeout` is a BaseException: left to itself it would escape every handler
+    of the run (and skip the accounting of the flows in flight).
+    """
+    try:
+        gevent.killall(greenlets, block=True, timeout=timeout)
+    except gevent.Timeout:
+        raise OverloadedError(f"the run's own greenlets did not stop within {timeout:.0f} s: the load process "
+                              "was too busy (lower the arrival rate, or spread the load with --workers)") from None
+

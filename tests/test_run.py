@@ -381,3 +381,36 @@ def test_every_flow_still_waiting_on_its_lead_at_the_stop_has_exactly_one_end_re
     assert len(by_run) > 0.9 * len(starts)
     assert all(record["outcome"] == "interrupted" for record in by_run)
     assert finished.summary["invariants"]["one_outcome_per_flow"]["violations"] == 0
+
+
+STUBBORN = """
+import gevent
+from harness.run import OverloadedError, _stop_greenlets
+
+stopping = []
+
+def stubborn():
+    while not stopping:
+        try:
+            gevent.sleep(10)
+        except gevent.GreenletExit:
+            continue  # too busy to die: what an overloaded hub looks like from here
+
+greenlet = gevent.spawn(stubborn)
+gevent.sleep(0)
+try:
+    _stop_greenlets([greenlet], timeout=0.2)
+except Exception as exc:  # an ordinary error, which the run reports as its own (exit 4)
+    print(type(exc).__name__, exc)
+stopping.append(True)
+greenlet.kill()
+"""
+
+
+def test_a_greenlet_of_the_run_that_will_not_stop_is_the_harness_s_error_not_an_escape():
+    """An overloaded load process once let gevent's Timeout (a BaseException) escape the run: exit 1, a false
+    "failed", and the flows in flight never journaled. It is now an ordinary error the run reports as its own.
+    (In a process of its own: importing the run lets Locust patch gevent, which pytest's process must not.)"""
+    done = subprocess.run([sys.executable, "-c", STUBBORN], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OverloadedError the run's own greenlets did not stop within 0 s"), done.stdout
