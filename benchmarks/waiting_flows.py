@@ -131,7 +131,7 @@ def measure_run(rate: float, seconds: float, work: Path, workers: int = 0) -> di
         with open(work / "run.log", "w+", encoding="utf-8") as log:
             run = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
             memory = sample_memory(run, work / "results", deadline=time.monotonic() + seconds * 4 + 600)
-            code = run.wait(120)
+            code = run.wait(900)  # a million flows take minutes to journal, reconcile and report
             # The largest RSS the run process (or a worker of it) ever had, wind-down and reports included.
             lifetime_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             log.seek(0)
