@@ -513,6 +513,10 @@ def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
     return outcome
 
 
+INTERRUPT_BATCH = 10_000
+"""Flows journaled as interrupted between two writes of the journal (a few MB of lines)."""
+
+
 def interrupt(env: FlowEnv, flows: list[Flow]) -> int:
     """Journal every flow in `flows` as interrupted by the run, now; returns how many.
 
@@ -520,9 +524,11 @@ def interrupt(env: FlowEnv, flows: list[Flow]) -> int:
     stopped: 100,000 flows waiting on leads are accounted for in about a second, and none
     is lost because stopping it was slow.
     """
-    for flow in flows:
+    for count, flow in enumerate(flows, 1):
         if not flow.ended:
             _finish(env, flow, FlowOutcome.INTERRUPTED, by_run=True)
+        if count % INTERRUPT_BATCH == 0:
+            env.journal.flush()  # this loop never yields to the flusher: a million lines would wait in memory
     return len(flows)
 
 
