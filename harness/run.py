@@ -32,7 +32,6 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 import gevent
-import httpx
 from locust.env import Environment
 from locust.event import Events
 from locust.stats import save_stats_json
@@ -67,7 +66,7 @@ from harness.records import (
     RunEvent,
     RunStarted,
 )
-from harness.report.folder import results_folder
+from harness.results_folder import results_folder
 from harness.scenario import Scenario, flow_label
 from harness.target.base import Target, TargetError
 from harness.target.factory import build_target
@@ -401,6 +400,8 @@ class Run:
         api = self.target.api_url if self.target is not None else None
         if api is None:
             return None, None
+        import httpx  # only a target with a ledger needs it, and only here: the load's start-up does not
+
         try:
             response = httpx.get(f"{api}/ledger", timeout=30.0)
             response.raise_for_status()
