@@ -132,12 +132,14 @@ def machine_busy_seconds() -> float:
 
 @dataclass
 class ChildRun:
-    """`python -m harness run SCENARIO --quiet --results RESULTS` started from `code` (default: this checkout)."""
+    """`python -m harness run SCENARIO [--quiet] --results RESULTS` started from `code` (default: this checkout)."""
 
     scenario: Path
     results: Path
     code: Path = REPO_ROOT
     args: Sequence[str] = ()
+    quiet: bool = True
+    """`--quiet` (no progress line); without it the line goes to the child's stderr, a pipe: a log, not a tty."""
     process: subprocess.Popen[bytes] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     _offset: int = 0
@@ -148,8 +150,8 @@ class ChildRun:
         """Start it; the child imports the harness of `code` (its folder first on the path)."""
         self.results.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(self.code)}
-        command = [sys.executable, "-m", "harness", "run", str(self.scenario), "--quiet", "--results",
-                   str(self.results), *self.args]
+        command = [sys.executable, "-m", "harness", "run", str(self.scenario), *(["--quiet"] * self.quiet),
+                   "--results", str(self.results), *self.args]
         self.started_at = time.time()
         self.process = subprocess.Popen(command, cwd=self.code, env=env, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
