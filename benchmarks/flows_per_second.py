@@ -30,7 +30,7 @@ as a ratio of it. `--no-plain` leaves the floor out.
 Run from the repository root:
 
     python -m benchmarks.flows_per_second [--server stub|garden] [--replicas 2] [--users 16,64]
-                                          [--seconds 15] [--repeat 2] [--no-plain]
+                                          [--seconds 15] [--repeat 2] [--no-plain] [--code DIR]
 
 Raw figures go to `results/benchmarks/flows_per_second-<utc>.json`; the run folders to
 `results/benchmarks/runs/`.
@@ -145,8 +145,9 @@ def at(samples: list[Sample], moment: float, field: str) -> float:
     return low + (high - low) * min(max(share, 0.0), 1.0)
 
 
-def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float) -> dict[str, Any]:
-    """One `mrtr-harness run` with `users` agents; the figures of its load window."""
+def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float,
+            code: Path = REPO_ROOT) -> dict[str, Any]:
+    """One `mrtr-harness run` (of the harness in `code`) with `users` agents; the figures of its load window."""
     folder = RESULTS / "runs"
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="flows-per-second-") as tmp:
@@ -155,7 +156,8 @@ def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float
                                             users=users, flow=kind.flow_toml))
         before = set(folder.iterdir())
         command = [sys.executable, "-m", "harness", "run", str(scenario), "--quiet", "--results", str(folder)]
-        child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(command, cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         server_pids = [s.pid for s in running]
         samples: list[Sample] = []
         deadline = time.monotonic() + RUN_TIMEOUT
@@ -268,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", default="16,64", help="agents per run, comma-separated (default 16,64)")
     parser.add_argument("--seconds", type=float, default=15.0, help="load duration of each run (default 15)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per user count (default 2)")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="another checkout of the harness (the code before a change): each of its runs follows "
+                             "this checkout's, against the same servers")
     parser.add_argument("--no-plain", action="store_true",
                         help="leave out the floor (Locust's FastHttpUser POSTing round 1 after each run)")
     args = parser.parse_args(argv)
@@ -283,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": started.isoformat(timespec="seconds"),
         "machine": machine_facts(),
         "load_average_before": round(load_average(), 2),
-        "settings": vars(args),
+        "settings": vars(args) | {"code": str(args.code) if args.code else None},
         "runs": [],
         "plain": [],
     }
@@ -300,6 +305,14 @@ def main(argv: list[str] | None = None) -> int:
                       f"{cores['others']:.2f}; CPU/round: load {run['cpu_us_per_round']['load_process']} µs, "
                       f"servers {run['cpu_us_per_round']['servers']} µs; exit {run['exit_code']}; "
                       f"load avg {run['load_average_after']}", flush=True)
+                if args.code is not None:
+                    before = one_run(kind, running, users, args.seconds, code=args.code.resolve())
+                    before["code"] = str(args.code)
+                    before["load_average_after"] = round(load_average(), 2)
+                    figures.setdefault("code_runs", []).append(before)
+                    print(f"{users:4d} users, {args.code}: {before['flows_per_s']:7.1f} flows/s, CPU/round: load "
+                          f"{before['cpu_us_per_round']['load_process']} µs; cores: load process "
+                          f"{before['cores']['load_process']:.2f}; exit {before['exit_code']}", flush=True)
                 if not args.no_plain:
                     plain = plain_run(running, users, args.seconds)
                     plain["load_average_after"] = round(load_average(), 2)
