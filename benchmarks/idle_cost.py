@@ -16,7 +16,12 @@ switch is the process going to sleep until something wakes it), per second.
 from `git archive`), alternating with this one, so the two are compared under the same
 machine load.
 
-    python -m benchmarks.idle_cost [--seconds 40] [--repeat 2] [--code DIR]
+Then the floors, what one wake-up costs on this machine whatever the code: a process that
+does nothing but wake 100 times a second, with `time.sleep` (a plain thread) and with
+`gevent.sleep` after the harness's own Locust import (a load process), each sampled the
+same way for `--floor-seconds`.
+
+    python -m benchmarks.idle_cost [--seconds 40] [--repeat 2] [--code DIR] [--floor-seconds 10] [--floors-only]
 
 Raw figures go to `results/benchmarks/idle_cost-<utc>.json`.
 """
@@ -27,8 +32,10 @@ import argparse
 import json
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -101,6 +108,36 @@ def one_run(code: Path, work: Path, seconds: float, skip: float, tail: float) ->
             "load_average": round(load_average(), 2)}
 
 
+WAKERS = {
+    "time.sleep (a plain thread)": "import time\nwhile True:\n    time.sleep(0.01)\n",
+    "gevent.sleep (a load process)": ("from harness.locust_first import import_locust\nimport_locust()\n"
+                                      "import gevent, harness.run\nwhile True:\n    gevent.sleep(0.01)\n"),
+}
+"""Processes that only wake 100 times a second: the floor of one wake-up's CPU, by how the process sleeps."""
+
+
+def wake_floors(seconds: float) -> dict[str, dict[str, float]]:
+    """CPU µs per wake-up of each `WAKERS` process, sampled over `seconds` after 3 s of settling."""
+    floors = {}
+    for name, code in WAKERS.items():
+        process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT)
+        try:
+            time.sleep(3.0)
+            first = process_sample(process.pid)
+            time.sleep(seconds)
+            last = process_sample(process.pid)
+        finally:
+            process.kill()  # the child we started, by its PID
+            process.wait(10)
+        assert first is not None and last is not None, f"{name}: the process died"
+        wakeups = last.voluntary - first.voluntary
+        floors[name] = {"wakeups_per_s": round(wakeups / (last.at - first.at), 1),
+                        "cpu_us_per_wakeup": round((last.cpu - first.cpu) / wakeups * 1e6, 1)}
+        print(f"floor, {name}: {floors[name]['wakeups_per_s']} wake-ups/s, "
+              f"{floors[name]['cpu_us_per_wakeup']} µs CPU per wake-up", flush=True)
+    return floors
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=40.0, help="load duration of each run (default 40)")
@@ -109,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="runs of each code, alternating (default 2)")
     parser.add_argument("--code", type=Path, action="append", default=[],
                         help="another checkout of the harness to measure alongside this one (repeatable)")
+    parser.add_argument("--floor-seconds", type=float, default=10.0, help="seconds each floor is sampled")
+    parser.add_argument("--floors-only", action="store_true", help="only the wake-up floors, no run")
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.seconds - args.skip - args.tail < 5:
         parser.error("--repeat must be positive and the window (seconds - skip - tail) at least 5 s")
@@ -121,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": vars(args) | {"code": [str(path) for path in args.code]}, "runs": {},
     }
     with tempfile.TemporaryDirectory(prefix="idle-cost-") as tmp:
-        for _ in range(args.repeat):
+        for _ in range(0 if args.floors_only else args.repeat):
             for name, code in codes.items():
                 work = Path(tmp) / name.replace("/", "_").replace(":", "_")
                 work.mkdir(exist_ok=True)
@@ -134,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["median"] = {name: {key: statistics.median(run[key] for run in runs)
                                 for key in ("wakeups_per_s", "context_switches_per_s", "cpu_ms_per_s")}
                          for name, runs in figures["runs"].items()}
+    figures["wake_floors"] = wake_floors(args.floor_seconds)
     figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"idle_cost-{started:%Y%m%dT%H%M%SZ}.json"
