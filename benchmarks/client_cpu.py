@@ -22,17 +22,23 @@ window also records what the rest of the machine used. A bare keep-alive request
 gevent socket (no pool, no parser, no JSON) is measured after the windows, as the floor
 any gevent-based client pays per round on this machine.
 
-`--whole-run N` then runs the whole harness N times, `mrtr-harness run` on the smoke
-scenario at 16 flows/s for 20 s (three replicas, leads thinking, journal, metrics,
-Locust): its `summary.json` carries `extra.cpu`, the harness process's CPU per round
-against the replicas' over the same load window. That figure counts everything a load
-process does, not only the client; it says how many replica cores one harness core
-drives in a real run.
+`--whole-run N` then measures the whole load process in a real run, N times: `mrtr-harness
+run` (a child process) on the smoke scenario (embedded shop, three replicas, leads thinking,
+journal, metrics, Locust, the log collector) at `--rate` flows/s (default 16) for
+`--seconds`. This script samples the run's process and each replica the zygote forked from
+`/proc` every 0.5 s, and takes the load's middle as the window (`--skip` seconds after the
+load started to 3 s before it stops): the harness's CPU per round against the replicas'
+CPU per round, side by side, on the same rounds (the journal's round records inside the
+window). That figure counts everything a load process does, not only the client; it says
+how many replica cores one harness core drives in a real run. The run's own `cpu` record
+(load start to stop, ramp and grace included) is kept beside it. `--code DIR` alternates
+whole runs of another checkout (the code before a change) with this one's.
 
 Run from the repository root:
 
     python -m benchmarks.client_cpu [--server shop|garden] [--flows 200] [--repeat 3] [--concurrency 8]
-                                    [--sse] [--whole-run 2]
+                                    [--sse] [--whole-run 2 [--rate 16] [--seconds 40] [--code DIR]]
+                                    [--no-client-alone]
 
 It prints the figures and writes them as JSON to `results/benchmarks/client_cpu-<utc>.json`.
 """
@@ -49,7 +55,6 @@ import secrets
 import shlex
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +68,15 @@ from typing import Any
 import gevent.pool
 
 from benchmarks.cpu import machine_facts, window
+from benchmarks.runs import (
+    ChildRun,
+    ProcessSample,
+    embedded_target_pids,
+    interpolate,
+    load_average,
+    machine_busy_seconds,
+    process_sample,
+)
 from harness.mrtr import MrtrClient, Outcome, RoundRecord, Router, Transport
 from harness.mrtr.wire import CallFrame
 
@@ -272,41 +286,91 @@ def _window_line(w: dict[str, Any]) -> str:
             f"load {w['load_average'][0]}-{w['load_average'][1]}; outcomes {w['outcomes']}")
 
 
-# --- the whole harness, for comparison ---------------------------------------------------------------
+# --- the whole harness, in a real run -----------------------------------------------------------------
 
 
-def fast_smoke(path: Path) -> None:
-    """The smoke scenario at 16 flows/s for 20 s (README's whole-run command, as a file)."""
+def fast_smoke(path: Path, rate: int, seconds: int) -> None:
+    """The smoke scenario (embedded shop, three replicas) at `rate` flows/s for `seconds`."""
     text = (REPO_ROOT / "scenarios" / "smoke.toml").read_text()
-    fast = text.replace("arrival_rate = 4 ", "arrival_rate = 16 ").replace('duration = "30s"', 'duration = "20s"')
-    if fast.count("arrival_rate = 16 ") != 1 or fast.count('duration = "20s"') != 1:
+    fast = text.replace("arrival_rate = 4 ", f"arrival_rate = {rate} ").replace('duration = "30s"',
+                                                                               f'duration = "{seconds}s"')
+    if fast.count(f"arrival_rate = {rate} ") != 1 or fast.count(f'duration = "{seconds}s"') != 1:
         raise SystemExit("scenarios/smoke.toml changed: the whole-run scenario can no longer be derived from it")
     path.write_text(fast)
 
 
-def whole_runs(count: int) -> list[dict[str, Any]]:
-    """`mrtr-harness run` on the fast smoke scenario, `count` times in a row; each run's `extra.cpu`."""
-    runs = []
-    folder = RESULTS / "runs"
+def whole_run(code: Path, work: Path, rate: int, seconds: int, skip: float, tail: float) -> dict[str, Any]:
+    """`mrtr-harness run` on the fast smoke scenario, its process and each replica sampled from `/proc`.
+
+    The window is the load's middle (`skip` seconds after the load started to `tail` seconds
+    before it stops: no ramp, no wind-down); rounds are the journal's round records inside it,
+    each served by one replica, so the replicas' CPU per round is their CPU summed over the
+    rounds they served together.
+    """
+    scenario = work / "fast.toml"
+    fast_smoke(scenario, rate, seconds)
+    child = ChildRun(scenario, work / f"results-{time.monotonic_ns()}", code=code).start()
+    child.watch(lambda run: run.event("load-started") is not None, every=0.2, timeout=180)
+    started = child.event("load-started")
+    if started is None:
+        exit_code, stderr = child.finish(timeout=60)
+        raise SystemExit(f"the run never started its load (exit {exit_code}): {stderr}")
+    pids = {"harness": child.pid, **embedded_target_pids(child.pid)}
+    replicas = [name for name in pids if name.startswith("replica")]
+    opened, closed = started["t"] + skip, started["t"] + seconds - tail
+    samples: dict[str, list[ProcessSample]] = {name: [] for name in pids}
+    machine: list[tuple[float, float]] = []
+
+    def look() -> None:
+        for name, pid in pids.items():
+            sample = process_sample(pid)
+            if sample is not None:
+                samples[name].append(sample)
+        machine.append((time.time(), machine_busy_seconds()))
+
+    child.watch(lambda run: machine[-1][0] > closed + 0.5 if machine else False, every=0.5,
+                timeout=seconds + 120, on_tick=look)
+    exit_code, stderr = child.finish(timeout=seconds + 180)
+    wall = closed - opened
+    spent = {name: interpolate(taken, closed, "cpu") - interpolate(taken, opened, "cpu")
+             for name, taken in samples.items() if len(taken) >= 2}
+    rounds = sum(1 for record in child.records if record.get("type") == "round" and opened <= record["t"] < closed)
+    flows = sum(1 for record in child.records if record.get("type") == "start" and opened <= record["t"] < closed)
+    busy = [value for at, value in machine if opened <= at <= closed]
+    replica_cpu = sum(spent.get(name, 0.0) for name in replicas)
+    harness_ms = spent["harness"] / rounds * 1000 if rounds else None
+    replica_ms = replica_cpu / rounds * 1000 if rounds else None
+    own = child.event("cpu") or {}
+    return {
+        "exit_code": exit_code, "stderr_tail": stderr.strip().splitlines()[-2:],
+        "results": str(child.folder.relative_to(work)) if child.folder else None,
+        "window_s": round(wall, 1), "rounds": rounds, "flows_started": flows,
+        "harness_cpu_s": round(spent["harness"], 3), "replicas_cpu_s": round(replica_cpu, 3),
+        "api_cpu_s": round(spent.get("api", 0.0), 3), "replicas_sampled": len(replicas),
+        "harness_ms_per_round": round(harness_ms, 3) if harness_ms else None,
+        "replica_ms_per_round": round(replica_ms, 3) if replica_ms else None,
+        "harness_to_replica": round(harness_ms / replica_ms, 3) if harness_ms and replica_ms else None,
+        "cores": {"harness": round(spent["harness"] / wall, 2), "replicas": round(replica_cpu / wall, 2),
+                  "machine": round((busy[-1] - busy[0]) / (len(busy) - 1) / 0.5, 2) if len(busy) > 1 else None},
+        "run_own_cpu_record": {key: own.get(key) for key in ("rounds", "harness_per_round_ms", "replica_per_round_ms",
+                                                             "harness_to_replica", "harness_startup_seconds")},
+        "load_average": round(load_average(), 2),
+    }
+
+
+def whole_runs(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """`--whole-run` runs of each code (this checkout, and each `--code`), alternating."""
+    codes = {"this": REPO_ROOT, **{f"code:{path}": path.resolve() for path in args.code}}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in codes}
     with tempfile.TemporaryDirectory(prefix="client-cpu-run-") as tmp:
-        scenario = Path(tmp) / "fast.toml"
-        fast_smoke(scenario)
-        for _ in range(count):
-            before = set(folder.glob("*")) if folder.exists() else set()
-            command = [sys.executable, "-m", "harness", "run", str(scenario), "--quiet", "--results", str(folder)]
-            started = time.monotonic()
-            done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-            code = done.returncode
-            if code != 0:
-                print(done.stderr[-2000:], file=sys.stderr)
-            (made,) = set(folder.glob("*")) - before
-            summary = json.loads((made / "summary.json").read_text())
-            cpu = summary["extra"]["cpu"]
-            runs.append({"exit_code": code, "results": str(made.relative_to(REPO_ROOT)),
-                         "seconds": round(time.monotonic() - started, 1), "cpu": cpu})
-            print(f"  whole run {made.name}: exit {code}, {cpu['rounds']} rounds, harness "
-                  f"{cpu['harness_per_round_ms']} ms/round, replicas {cpu['replica_per_round_ms']} ms/round, "
-                  f"ratio {cpu.get('harness_to_replica')}", flush=True)
+        for _ in range(args.whole_run):
+            for name, code in codes.items():
+                run = whole_run(code, Path(tmp), args.rate, args.seconds, args.skip, 3.0)
+                runs[name].append(run)
+                print(f"  whole run, {name}: exit {run['exit_code']}, {run['rounds']} rounds in {run['window_s']} s; "
+                      f"harness {run['harness_ms_per_round']} ms/round, replicas {run['replica_ms_per_round']} "
+                      f"ms/round, ratio {run['harness_to_replica']}; cores {run['cores']}; load average "
+                      f"{run['load_average']}", flush=True)
     return runs
 
 
@@ -319,7 +383,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8, help="greenlets running flows at once (default 8)")
     parser.add_argument("--sse", action="store_true", help="run the replica in SSE mode")
     parser.add_argument("--whole-run", type=int, default=0, metavar="N",
-                        help="then run the whole harness N times on the smoke scenario at 16 flows/s (default 0)")
+                        help="then run the whole harness N times on the smoke scenario at --rate (default 0)")
+    parser.add_argument("--rate", type=int, default=16, help="flows/s of the whole runs (default 16)")
+    parser.add_argument("--seconds", type=int, default=40, help="load duration of each whole run (default 40)")
+    parser.add_argument("--skip", type=float, default=10.0,
+                        help="seconds after the load's start left out of a whole run's window (default 10)")
+    parser.add_argument("--code", type=Path, action="append", default=[],
+                        help="another checkout of the harness whose whole runs alternate with this one's")
+    parser.add_argument("--no-client-alone", action="store_true", help="only the whole runs")
     args = parser.parse_args(argv)
     if min(args.flows, args.repeat, args.warmup, args.concurrency) < 1 or args.whole_run < 0:
         parser.error("counts must be positive")
@@ -329,25 +400,28 @@ def main(argv: list[str] | None = None) -> int:
         "command": shlex.join(["python", "-m", "benchmarks.client_cpu", *(sys.argv[1:] if argv is None else argv)]),
         "date": started.isoformat(timespec="seconds"),
         "machine": machine_facts(),
-        "settings": vars(args),
+        "settings": vars(args) | {"code": [str(path) for path in args.code]},
     }
-    print(f"client alone against one {args.server} replica ({args.flows} flows x {args.repeat}, "
-          f"{args.concurrency} greenlets):", flush=True)
-    figures["client_alone"] = client_alone(args)
-    alone = figures["client_alone"]
-    print(f"client alone: ratio {alone['ratio']['min']:.3f}-{alone['ratio']['max']:.3f} "
-          f"(median {alone['ratio']['median']:.3f}; goal <= 0.1); bare gevent socket floor "
-          f"{alone['gevent_socket_floor_cpu_us_per_request']:,.0f} µs/request "
-          f"({min(alone['floor_to_replica']):.3f}-{max(alone['floor_to_replica']):.3f} of the replica's round)")
+    alone: dict[str, Any] = {"all_complete": True}
+    if not args.no_client_alone:
+        print(f"client alone against one {args.server} replica ({args.flows} flows x {args.repeat}, "
+              f"{args.concurrency} greenlets):", flush=True)
+        figures["client_alone"] = alone = client_alone(args)
+        print(f"client alone: ratio {alone['ratio']['min']:.3f}-{alone['ratio']['max']:.3f} "
+              f"(median {alone['ratio']['median']:.3f}; goal <= 0.1); bare gevent socket floor "
+              f"{alone['gevent_socket_floor_cpu_us_per_request']:,.0f} µs/request "
+              f"({min(alone['floor_to_replica']):.3f}-{max(alone['floor_to_replica']):.3f} of the replica's round)")
     if args.whole_run:
-        print(f"whole harness, {args.whole_run} run(s) of the smoke scenario at 16 flows/s:", flush=True)
-        figures["whole_run"] = whole_runs(args.whole_run)
+        print(f"whole harness, {args.whole_run} run(s) of the smoke scenario at {args.rate} flows/s for "
+              f"{args.seconds} s (window: the load's middle):", flush=True)
+        figures["whole_run"] = whole_runs(args)
     figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"client_cpu-{started:%Y%m%dT%H%M%SZ}.json"
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"written to {out.relative_to(REPO_ROOT)}")
-    failed = not alone["all_complete"] or any(run["exit_code"] != 0 for run in figures.get("whole_run", []))
+    failed = not alone["all_complete"] or any(run["exit_code"] != 0 for runs in figures.get("whole_run", {}).values()
+                                              for run in runs)
     return 1 if failed else 0
 
 

@@ -20,10 +20,17 @@ of the whole machine (`/proc`) every 0.2 s. The window is taken from the run's o
 journal: from one second after the first flow started (past the spawn) to the moment
 the load stopped. Flows and rounds are the journal's records inside that window.
 
+The floor, in the same session: after each harness run, Locust's own `FastHttpUser` (the
+`locust` command on `benchmarks/plain_posts.py`) with as many users, POSTing the
+harness's round 1 again and again to the same servers, nothing else on. Its requests/s
+and its CPU per request (sampled the same way, over its run less the first second) are
+what one Locust process does without MRTR; the harness's rounds/s and flows/s are given
+as a ratio of it. `--no-plain` leaves the floor out.
+
 Run from the repository root:
 
     python -m benchmarks.flows_per_second [--server stub|garden] [--replicas 2] [--users 16,64]
-                                          [--seconds 15] [--repeat 2]
+                                          [--seconds 15] [--repeat 2] [--no-plain] [--code DIR]
 
 Raw figures go to `results/benchmarks/flows_per_second-<utc>.json`; the run folders to
 `results/benchmarks/runs/`.
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import shlex
 import statistics
@@ -137,8 +145,9 @@ def at(samples: list[Sample], moment: float, field: str) -> float:
     return low + (high - low) * min(max(share, 0.0), 1.0)
 
 
-def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float) -> dict[str, Any]:
-    """One `mrtr-harness run` with `users` agents; the figures of its load window."""
+def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float,
+            code: Path = REPO_ROOT) -> dict[str, Any]:
+    """One `mrtr-harness run` (of the harness in `code`) with `users` agents; the figures of its load window."""
     folder = RESULTS / "runs"
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="flows-per-second-") as tmp:
@@ -147,7 +156,8 @@ def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float
                                             users=users, flow=kind.flow_toml))
         before = set(folder.iterdir())
         command = [sys.executable, "-m", "harness", "run", str(scenario), "--quiet", "--results", str(folder)]
-        child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(command, cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         server_pids = [s.pid for s in running]
         samples: list[Sample] = []
         deadline = time.monotonic() + RUN_TIMEOUT
@@ -164,6 +174,51 @@ def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float
             _, stderr = child.communicate(timeout=60)
     (made,) = set(folder.iterdir()) - before
     return figures_of(made, samples, child.returncode, stderr, users, kind.rounds_per_flow)
+
+
+def plain_run(running: list[Running], users: int, seconds: float) -> dict[str, Any]:
+    """Locust's `FastHttpUser` POSTing round 1 with `users` users for `seconds`: requests/s and CPU per request."""
+    command = [sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "benchmarks" / "plain_posts.py"), "--headless",
+               "--users", str(users), "--spawn-rate", str(users), "--run-time", f"{seconds:g}s", "--json",
+               "--only-summary", "--loglevel", "WARNING"]
+    env = {**os.environ, "PLAIN_POST_URLS": ",".join(server.url for server in running)}
+    child = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    server_pids = [s.pid for s in running]
+    samples: list[Sample] = []
+    deadline = time.monotonic() + RUN_TIMEOUT
+    try:
+        while child.poll() is None and time.monotonic() < deadline:
+            try:
+                samples.append(sample(child.pid, server_pids))
+            except (FileNotFoundError, ProcessLookupError):
+                break
+            time.sleep(SAMPLE_EVERY)
+    finally:
+        if child.poll() is None:
+            child.kill()  # the child we started, by its PID
+        stdout, stderr = child.communicate(timeout=60)
+    entries = json.loads(stdout)
+    requests = sum(entry["num_requests"] for entry in entries)
+    failures = sum(entry["num_failures"] for entry in entries)
+    began = min(entry["start_time"] for entry in entries)
+    ended = max(entry["last_request_timestamp"] for entry in entries)
+    opened = began + SKIP_SPAWN
+    wall = ended - opened
+    rate = requests / (ended - began)
+
+    def spent(field: str) -> float:
+        return at(samples, ended, field) - at(samples, opened, field)
+
+    load, server, machine = spent("load"), spent("servers"), spent("machine")
+    return {"users": users, "exit_code": child.returncode, "requests": requests, "failures": failures,
+            "requests_per_s": round(rate, 1),
+            "cores": {"locust_process": round(load / wall, 2), "servers": round(server / wall, 2),
+                      "others": round(max(0.0, machine - load - server) / wall, 2),
+                      "machine": round(machine / wall, 2)},
+            "cpu_us_per_request": {"locust_process": round(load / (rate * wall) * 1e6, 1),
+                                   "servers": round(server / (rate * wall) * 1e6, 1)},
+            "stderr_tail": stderr.strip().splitlines()[-2:] if child.returncode else []}
 
 
 def figures_of(folder: Path, samples: list[Sample], code: int, stderr: str, users: int,
@@ -215,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", default="16,64", help="agents per run, comma-separated (default 16,64)")
     parser.add_argument("--seconds", type=float, default=15.0, help="load duration of each run (default 15)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per user count (default 2)")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="another checkout of the harness (the code before a change): each of its runs follows "
+                             "this checkout's, against the same servers")
+    parser.add_argument("--no-plain", action="store_true",
+                        help="leave out the floor (Locust's FastHttpUser POSTing round 1 after each run)")
     args = parser.parse_args(argv)
     user_counts = [int(part) for part in args.users.split(",") if part.strip()]
     if min([args.replicas, args.repeat, *user_counts]) < 1 or not 3 <= args.seconds <= 120:
@@ -228,8 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         "date": started.isoformat(timespec="seconds"),
         "machine": machine_facts(),
         "load_average_before": round(load_average(), 2),
-        "settings": vars(args),
+        "settings": vars(args) | {"code": str(args.code) if args.code else None},
         "runs": [],
+        "plain": [],
     }
     with servers(kind, args.replicas) as running:
         for users in user_counts:
@@ -244,6 +305,26 @@ def main(argv: list[str] | None = None) -> int:
                       f"{cores['others']:.2f}; CPU/round: load {run['cpu_us_per_round']['load_process']} µs, "
                       f"servers {run['cpu_us_per_round']['servers']} µs; exit {run['exit_code']}; "
                       f"load avg {run['load_average_after']}", flush=True)
+                if args.code is not None:
+                    before = one_run(kind, running, users, args.seconds, code=args.code.resolve())
+                    before["code"] = str(args.code)
+                    before["load_average_after"] = round(load_average(), 2)
+                    figures.setdefault("code_runs", []).append(before)
+                    print(f"{users:4d} users, {args.code}: {before['flows_per_s']:7.1f} flows/s, CPU/round: load "
+                          f"{before['cpu_us_per_round']['load_process']} µs; cores: load process "
+                          f"{before['cores']['load_process']:.2f}; exit {before['exit_code']}", flush=True)
+                if not args.no_plain:
+                    plain = plain_run(running, users, args.seconds)
+                    plain["load_average_after"] = round(load_average(), 2)
+                    plain["harness_rounds_to_plain_requests"] = round(run["rounds_per_s"] / plain["requests_per_s"], 3)
+                    plain["harness_flows_to_plain_requests"] = round(run["flows_per_s"] / plain["requests_per_s"], 3)
+                    figures["plain"].append(plain)
+                    print(f"{users:4d} users, FastHttpUser plain POSTs: {plain['requests_per_s']:8.1f} requests/s "
+                          f"({plain['failures']} failed); cores: locust {plain['cores']['locust_process']:.2f}, "
+                          f"servers {plain['cores']['servers']:.2f}; CPU/request "
+                          f"{plain['cpu_us_per_request']['locust_process']} µs; harness rounds/s to requests/s "
+                          f"{plain['harness_rounds_to_plain_requests']}, flows/s to requests/s "
+                          f"{plain['harness_flows_to_plain_requests']}", flush=True)
     best = max(figures["runs"], key=lambda run: run["flows_per_s"])
     figures["best"] = {"users": best["users"], "flows_per_s": best["flows_per_s"], "cores": best["cores"]}
     per_round = [run["cpu_us_per_round"]["load_process"] for run in figures["runs"]]
@@ -255,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"written to {out.relative_to(REPO_ROOT)}")
     bad = [run for run in figures["runs"] if set(run["outcomes"]) != {"completed"}]
+    bad += [plain for plain in figures["plain"] if plain["exit_code"] or plain["failures"]]
     return 1 if bad else 0
 
 

@@ -13,8 +13,8 @@ flows, and the RSS at the peak. After the run it reads from the journal: flows
 started, flows with exactly one end record, flows journaled as interrupted by the run,
 and the time from the `load-stopped` record to the last `flow` record and to the
 reconciliation, invariants and `run end`. It also measures the journal's flush delay
-in a separate process: from `write` to the record being readable through another file
-handle, over `--flush-trials` writes each followed by quiet.
+in a separate process patched as a run is (gevent): from `write` to the record being
+readable through another file handle, over `--flush-trials` writes each followed by quiet.
 
     python -m benchmarks.waiting_flows --rate 1000 --seconds 100
 
@@ -78,6 +78,8 @@ think = {{ dist = "constant", value = "20m" }}
 FLUSH_PROBE = """
 import sys, time
 from pathlib import Path
+from harness.locust_first import import_locust
+import_locust()  # patched as a run is: the journal's batches are written by a timer on gevent's loop
 from harness.journal import Journal
 from harness.records import FlowStarted, RecordType
 path = Path(sys.argv[1]); trials = int(sys.argv[2])

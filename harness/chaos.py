@@ -66,13 +66,22 @@ class ChaosRunner:
     def next_step(self) -> ChaosStep | None:
         return self.pending[0] if self.pending else None
 
-    def run_schedule(self, run_started: float, should_stop: Callable[[], bool]) -> None:
-        """Run every step at its time after `run_started`; returns early when `should_stop()`."""
+    def run_schedule(self, run_started: float, should_stop: Callable[[], bool],
+                     wait: Callable[[float], object] | None = None) -> None:
+        """Run every step at its time after `run_started`; returns early when `should_stop()`.
+
+        `wait(seconds)` sleeps until the next step is due and returns early when the run
+        stops (the run's own stop event), so nothing wakes in between; without it the
+        schedule looks at `should_stop` four times a second.
+        """
         while self.pending and not should_stop():
             step = self.pending[0]
-            wait = run_started + step.at - time.time()
-            if wait > 0:
-                self.sleep(min(wait, 0.25))
+            due = run_started + step.at - time.time()
+            if due > 0:
+                if wait is not None:
+                    wait(due)
+                else:
+                    self.sleep(min(due, 0.25))
                 continue
             self.pending.pop(0)
             self.run_step(step)

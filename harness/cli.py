@@ -115,7 +115,9 @@ def _add_worker(commands: argparse._SubParsersAction) -> None:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    import locust  # noqa: F401 - patches gevent first, as Locust needs
+    from harness.locust_first import import_locust
+
+    import_locust()  # patches gevent first, as Locust needs
 
     from harness.load.distributed import run_worker
 
@@ -191,7 +193,9 @@ def _run(args: argparse.Namespace) -> int:
         print("mrtr-harness run: a scenario file is needed (only --worker takes it from the master)",
               file=sys.stderr)
         return EXIT_USAGE
-    import locust  # noqa: F401 - patches gevent first, as Locust needs
+    from harness.locust_first import import_locust
+
+    import_locust()  # patches gevent first, as Locust needs
 
     from harness.run import Run, RunOptions
     from harness.scenario import ScenarioError

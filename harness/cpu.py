@@ -2,7 +2,9 @@
 
 The harness must never be the bottleneck, and this is where a run proves it: one
 snapshot when the load starts and one when it stops, of this process's CPU and of every
-target process (from /proc, by PID), and the round count at each. Start-up is left out
+target process (from /proc, by PID), and the round count at each. The first snapshot is
+also the harness's start-up cost (its CPU from exec to the load's start), which the
+record keeps beside the window's. Start-up is left out
 on both sides; a replica restarted during the load (another PID at the end) is left out
 of the replicas' figure, which makes the comparison err against the harness.
 """
@@ -43,6 +45,7 @@ def account(start: CpuSnapshot, end: CpuSnapshot) -> CpuUsed:
     record = CpuUsed(type=RecordType.RUN, event=RunEvent.CPU, t=time.time(), rounds=rounds,
                      harness_seconds=round(harness_cpu, 3),
                      harness_per_round_ms=round(harness_cpu / rounds * 1000, 3) if rounds else None,
+                     harness_startup_seconds=round(start.harness_seconds, 3),
                      replicas_measured=same, replica_seconds=round(replica_cpu, 3),
                      replica_per_round_ms=round(replica_cpu / replica_rounds * 1000, 3) if replica_rounds else None)
     if record["harness_per_round_ms"] and record["replica_per_round_ms"]:

@@ -125,7 +125,11 @@ class LoadStopped(TypedDict):
 
 
 class CpuUsed(TypedDict):
-    """The harness's CPU per round beside the replicas', over the load window."""
+    """The harness's CPU per round beside the replicas', over the load window.
+
+    `harness_startup_seconds` is the harness's CPU before that window: from the process's
+    start to the load's (imports, the scenario, the target brought up).
+    """
 
     type: Literal[RecordType.RUN]
     event: Literal[RunEvent.CPU]
@@ -133,6 +137,7 @@ class CpuUsed(TypedDict):
     rounds: int
     harness_seconds: float
     harness_per_round_ms: float | None
+    harness_startup_seconds: float
     replicas_measured: list[str]
     replica_seconds: float
     replica_per_round_ms: float | None

@@ -32,7 +32,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 import gevent
-import httpx
+from gevent.event import Event
 from locust.env import Environment
 from locust.event import Events
 from locust.stats import save_stats_json
@@ -67,7 +67,7 @@ from harness.records import (
     RunEvent,
     RunStarted,
 )
-from harness.report.folder import results_folder
+from harness.results_folder import results_folder
 from harness.scenario import Scenario, flow_label
 from harness.target.base import Target, TargetError
 from harness.target.factory import build_target
@@ -75,8 +75,6 @@ from harness.thresholds import parse_thresholds
 
 WATCH_EVERY = 1.0
 """Seconds between checks of the replicas (up or not) and of the chaos window's hypothesis."""
-LOOP_EVERY = 0.25
-"""Seconds between looks at whether the load is done: it ends within this much of its duration."""
 BACKGROUND_STOP_TIMEOUT = 30.0
 """Seconds the run's own greenlets (chaos, watch, progress) get to stop; longer means an overloaded process."""
 
@@ -128,8 +126,9 @@ class Run:
         self.chaos_window: tuple[float | None, float | None] = (None, None)
         self.cpu_start: cpu.CpuSnapshot | None = None
         self.cpu_end: cpu.CpuSnapshot | None = None
-        self.stop_reason: str | None = None
-        """Set when the run stops early (an abort, a signal, a harness error): the load stops at once."""
+        self._stopping = Event()
+        """Set with `stop_reason`: whatever waits for the load's end (or a chaos step's time) wakes at once."""
+        self._stop_reason: str | None = None
         self.stopped_because = "duration"
         self.interrupted = False
         self.target_error: str | None = None
@@ -139,6 +138,17 @@ class Run:
         """Double releases and payouts the ledger held when the live check first read it (another run's)."""
         self._overrun_said = False
         self._previous_handlers: dict[signal.Signals, Any] = {}
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Set when the run stops early (an abort, a signal, a harness error): the load stops at once."""
+        return self._stop_reason
+
+    @stop_reason.setter
+    def stop_reason(self, reason: str | None) -> None:
+        self._stop_reason = reason
+        if reason is not None:
+            self._stopping.set()
 
     # --- the whole run -----------------------------------------------------------------------
 
@@ -202,7 +212,9 @@ class Run:
                       self._background(self.progress.follow, self._progress_now, gevent.sleep)]
         try:
             while self.stop_reason is None and not self._load_done(chaos):
-                gevent.sleep(LOOP_EVERY)
+                # Asleep until the clock can end the load, the chaos schedule ends, or the run stops early:
+                # no wake-ups in between (a run's fixed cost per second, benchmarks/idle_cost.py).
+                gevent.wait([self._stopping, *([] if chaos.dead else [chaos])], timeout=self._until_due(), count=1)
             self._stop_load(self.load)
         finally:
             try:
@@ -239,6 +251,14 @@ class Run:
             return False
         self.stopped_because = "chaos_overrun reached with a chaos action still running"
         return True
+
+    def _until_due(self) -> float:
+        """Seconds until `_load_done` can next say yes by the clock: the end of `duration`, then of the overrun."""
+        elapsed = time.time() - self.started
+        due = self.scenario.duration
+        if elapsed >= due:
+            due += self.scenario.chaos_overrun
+        return max(due - elapsed, 0.001)
 
     def _load_driver(self, target: Target) -> LocalLoad | DistributedLoad:
         self.env = Environment(events=Events())
@@ -284,7 +304,7 @@ class Run:
             self._wait_until(steps[0].at)
             self.steady_state.probe("before", self.figures, time.time() - self.started)
             self.chaos_window = (time.time(), None)
-            self.chaos.run_schedule(self.started, lambda: self.stop_reason is not None)
+            self.chaos.run_schedule(self.started, lambda: self.stop_reason is not None, wait=self._stopping.wait)
         finally:  # ended by its schedule, an abort, or the kill at the end of the run
             if self.chaos_window[0] is not None:
                 self.chaos_window = (self.chaos_window[0], time.time())
@@ -293,7 +313,7 @@ class Run:
 
     def _wait_until(self, offset: float) -> None:
         while time.time() < self.started + offset and self.stop_reason is None:
-            gevent.sleep(LOOP_EVERY)
+            self._stopping.wait(self.started + offset - time.time())
 
     def _watch(self) -> None:
         """Replicas up, the steady-state hypothesis during chaos, and the live double-payment check."""
@@ -406,6 +426,8 @@ class Run:
         api = self.target.api_url if self.target is not None else None
         if api is None:
             return None, None
+        import httpx  # only a target with a ledger needs it, and only here: the load's start-up does not
+
         try:
             response = httpx.get(f"{api}/ledger", timeout=30.0)
             response.raise_for_status()

@@ -35,11 +35,21 @@ class Finished:
         return list(read_journal(self.folder / "journal.jsonl"))
 
 
-def run_harness(scenario: Path, results: Path, *args: str, timeout: float = 180) -> Finished:
-    process = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(results),
-                              "--quiet", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+def run_harness(scenario: Path, results: Path, *args: str, timeout: float = 180,
+                python_options: tuple[str, ...] = ()) -> Finished:
+    """`mrtr-harness run` as a user runs it; `python_options` go to the run's own interpreter only (e.g.
+    `("-X", "importtime")`: the processes the run starts do not inherit them)."""
+    process = subprocess.run([sys.executable, *python_options, "-m", "harness", "run", str(scenario), "--results",
+                              str(results), "--quiet", *args], capture_output=True, text=True, timeout=timeout,
+                             cwd=ROOT)
     folders = sorted(path for path in results.iterdir() if path.is_dir()) if results.exists() else []
     return Finished(process.returncode, process.stdout + process.stderr, folders[-1] if folders else None)
+
+
+def imported_modules(output: str) -> set[str]:
+    """The modules a process run with `-X importtime` imported, read from its stderr."""
+    return {line.split("|")[2].strip() for line in output.splitlines() if line.startswith("import time:")
+            and not line.rstrip().endswith("package")}
 
 
 def key_files(folder: Path) -> list[Path]:

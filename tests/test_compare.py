@@ -92,7 +92,8 @@ def write_run(folder: Path, run: Scenario, *, flows: int = 300, scale: float = 1
                                   reason="duration"))
         if cpu:
             journal.write(CpuUsed(type=RecordType.RUN, event=RunEvent.CPU, t=T0 + 62, rounds=flows * 2,
-                                  harness_seconds=1.0, harness_per_round_ms=1.5, replicas_measured=["r1"],
+                                  harness_seconds=1.0, harness_per_round_ms=1.5, harness_startup_seconds=0.5,
+                                  replicas_measured=["r1"],
                                   replica_seconds=3.0, replica_per_round_ms=5.0))
         journal.write(InvariantChecked(type=RecordType.INVARIANT, t=T0 + 63, invariant="no_double_release",
                                        checked=True, violations=0, detail=[]))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import typing
 from pathlib import Path
 
 from harness.journal import Journal, read_journal
 from harness.records import RECORDS, FlowStarted, RecordType, RunEvent, RunStarted, advance_time_zero
+from tests.harness_run import ROOT
 
 
 def test_records_reach_the_disk_even_when_nothing_follows_them(tmp_path: Path) -> None:
@@ -22,6 +25,26 @@ def test_records_reach_the_disk_even_when_nothing_follows_them(tmp_path: Path) -
     on_disk = (tmp_path / "journal.jsonl").read_bytes().splitlines()
     journal.close()
     assert [json.loads(line)["type"] for line in on_disk] == ["run", "start"]
+
+
+def test_in_a_load_process_too_records_reach_the_disk_when_nothing_follows_them(tmp_path: Path) -> None:
+    """Under gevent's patching (a run, a worker) the batch is written by a timer on gevent's loop, not a thread:
+    the same promise, in a fresh interpreter patched the way a run is."""
+    probe = ("import json, sys, time\nfrom pathlib import Path\n"
+             "from harness.locust_first import import_locust\nimport_locust()\n"
+             "from harness.journal import Journal\nfrom harness.records import FlowStarted, RecordType\n"
+             "path = Path(sys.argv[1])\njournal = Journal(path)\n"
+             "for n in range(3):\n"
+             "    journal.write(FlowStarted(type=RecordType.START, t=time.time(), flow_id=f'f{n}', flow='call', "
+             "scheduled=None, late=False))\n"
+             "time.sleep(1.0)  # gevent's sleep here: quiet, no record follows\n"
+             "print(len(path.read_bytes().splitlines()))\n"
+             "journal.write(FlowStarted(type=RecordType.START, t=time.time(), flow_id='f3', flow='call', "
+             "scheduled=None, late=False))\njournal.close()\nprint(len(path.read_bytes().splitlines()))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "journal.jsonl")], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "4"]
 
 
 def test_a_closed_journal_holds_every_record_in_order(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from harness.journal import read_journal
 from harness.logs import Collector, LogSource, RejectionEvent, parse_log_location
+from harness.logs.changes import FileChanges
 from tests.harness_run import ROOT
 from tests.servers import start_server
 
@@ -207,6 +208,49 @@ def test_one_poller_thread_follows_every_file(tmp_path):
     assert [thread.name for thread in started] == ["logs-file-poller"], "one thread for six files"
     assert sorted(event.replica for event in events) == [log.stem for log in logs]
     assert not any(thread.is_alive() for thread in started), "the poller ends with the collector"
+
+
+def test_the_kernel_says_when_a_followed_name_changes_and_nothing_else_wakes_the_wait(tmp_path):
+    """inotify on the folder: a write to a followed file ends the wait; one to another file there does not."""
+    followed, other = tmp_path / "r1.log", tmp_path / "api.log"
+    changes = FileChanges()
+    if not changes.available:
+        pytest.skip("no inotify here: every wait is the poller's timer")
+    try:
+        assert changes.watch([followed])
+        append(other, "not followed\n")
+        assert changes.wait(0.3) is False
+        append(followed, "followed\n")
+        assert changes.wait(WAIT_SECONDS) is True
+        threading.Timer(0.2, changes.wake).start()
+        assert changes.wait(WAIT_SECONDS) is False, "wake() ends a wait"
+        assert not changes.watch([tmp_path / "not yet" / "r2.log"]), "a folder that is not there cannot be watched"
+    finally:
+        changes.close()
+
+
+def test_a_followed_file_is_read_after_quiet_rotation_truncation_and_a_folder_that_came_later(tmp_path):
+    """However a followed file changes, its lines are read while the run goes on (not only at the stop)."""
+    log, late = tmp_path / "r1.log", tmp_path / "later" / "r2.log"
+    log.write_text("")
+    collector, events = collect(since=time.time())
+    collector.follow(LogSource("file", str(log), "r1"))
+    collector.follow(LogSource("file", str(late), "r2"))
+    reasons = lambda: [event.reason for event in events]  # noqa: E731
+    time.sleep(0.5)  # quiet: the poller waits on the kernel
+    append(log, shop_line(time.time(), "expired"))
+    wait_for(lambda: reasons() == ["expired"], "a line after a quiet spell")
+    log.rename(tmp_path / "r1.log.1")
+    append(tmp_path / "r1.log.1", shop_line(time.time(), "seal"))  # the writer still held the old file
+    append(log, shop_line(time.time(), "audience"))
+    wait_for(lambda: sorted(reasons()) == ["audience", "expired", "seal"], "both sides of a rotation")
+    log.write_text("requestState rejected on tools/call: malformed\n")  # truncated, shorter: rewritten in place
+    wait_for(lambda: "malformed" in reasons(), "a line after a truncation")
+    late.parent.mkdir()
+    append(late, shop_line(time.time(), "unknown key", replica="r2"))
+    wait_for(lambda: "unknown key" in reasons(), "a file whose folder appeared after it was followed")
+    collector.stop(settle=0)
+    assert sorted(reasons()) == ["audience", "expired", "malformed", "seal", "unknown key"]
 
 
 # --- the scenario's log entries ---------------------------------------------------------------

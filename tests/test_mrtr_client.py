@@ -656,24 +656,34 @@ def _scanned(body: bytes, request_id: int) -> SseScanner:
 def test_the_wire_constants_spelled_in_the_harness_are_the_sdk_s() -> None:
     """The load process spells the SDK's routing headers, its header encoding and its round cap itself, so it
     never imports the SDK (whose package imports its server); they must stay the SDK's."""
+    import mcp_types
     from mcp.shared import inbound
+    from mcp_types.version import LATEST_MODERN_VERSION
 
-    from harness.mrtr import client, wire
+    from harness.mrtr import client, outcome, wire
 
     assert (wire.MCP_METHOD_HEADER, wire.MCP_NAME_HEADER, wire.MCP_PROTOCOL_VERSION_HEADER) == \
         (inbound.MCP_METHOD_HEADER, inbound.MCP_NAME_HEADER, inbound.MCP_PROTOCOL_VERSION_HEADER)
     assert client.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS == sdk_driver.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
+    assert (wire.PROTOCOL_VERSION_META_KEY, wire.CLIENT_CAPABILITIES_META_KEY, wire.CLIENT_INFO_META_KEY) == \
+        (mcp_types.PROTOCOL_VERSION_META_KEY, mcp_types.CLIENT_CAPABILITIES_META_KEY, mcp_types.CLIENT_INFO_META_KEY)
+    assert wire.PROTOCOL_VERSION == LATEST_MODERN_VERSION
+    assert (outcome.INVALID_PARAMS, outcome.MISSING_REQUIRED_CLIENT_CAPABILITY, outcome.HEADER_MISMATCH) == \
+        (mcp_types.INVALID_PARAMS, mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY, mcp_types.HEADER_MISMATCH)
     for value in ("plan_bed", "issue refund", " edge", "tab\there", "héllo", "=?base64?eA==?=", "", "ü" * 40):
         assert wire.encode_header_value(value) == inbound.encode_header_value(value), value
 
 
 def test_a_load_process_imports_no_server_code() -> None:
-    """Start-up of a load process (a run, a worker) must not pay for the MCP server SDK it never runs."""
+    """Start-up of a load process (a run, a worker) must not pay for the MCP server SDK it never runs, nor for
+    the SDK's types (pydantic models: about 0.1 s of CPU), nor for Locust's web UI (flask). `tests/test_run.py`
+    checks a whole run the same way."""
     import subprocess
     import sys
 
-    probe = ("import locust, sys\nimport harness.run, harness.load.distributed\n"
-             "print(sorted({m.split('.')[0] + '.' + m.split('.')[1] for m in sys.modules if m.startswith('mcp.')}))\n"
-             "print('harness.shop.server' in sys.modules, 'uvicorn' in sys.modules)")
+    probe = ("import sys\nimport harness.cli\nfrom harness.locust_first import import_locust\nimport_locust()\n"
+             "import harness.run, harness.load.distributed, harness.load.stack\n"
+             "print(sorted({m for m in sys.modules if m.split('.')[0] in "
+             "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'sse_starlette', 'flask') or m == 'harness.shop.server'}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.split("\n")[:2] == ["[]", "False False"], out.stdout + out.stderr
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

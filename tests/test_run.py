@@ -13,15 +13,22 @@ import pytest
 
 from harness.journal import read_journal
 from harness.processes import alive
-from tests.harness_run import ROOT, SCENARIOS, key_files, run_harness
+from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness
 from tests.services import sigint_default
 
 SMOKE = SCENARIOS / "smoke.toml"
 
 
+SERVER_PACKAGES = {"mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette", "flask"}
+"""What serves MCP (the SDK, its types' pydantic models) or HTTP (a replica's, Locust's web UI): never imported by
+the load process of a headless run."""
+SHOP_MODULES_A_RUN_MAY_IMPORT = {"harness.shop", "harness.shop.catalogue", "harness.shop.replica"}
+"""The orders its flows pick from, and the replica's command-line options (the CLI's `shop replica`)."""
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    return run_harness(SMOKE, tmp_path_factory.mktemp("smoke"))
+    return run_harness(SMOKE, tmp_path_factory.mktemp("smoke"), python_options=("-X", "importtime"))
 
 
 def test_smoke_passes_and_leaves_every_result(smoke):
@@ -31,6 +38,15 @@ def test_smoke_passes_and_leaves_every_result(smoke):
                  "locust_stats.json", "metrics.prom"):
         assert (smoke.folder / name).stat().st_size > 0, name
     assert "✓ status completed, exit code 0" in smoke.output
+
+
+def test_the_run_s_own_process_imports_no_server_code(smoke):
+    """Start-up is a load process's fixed cost (`benchmarks/startup.py`): the run imports Locust and its own
+    code, never the SDK's server side or a web server, even while it starts the embedded shop's replicas."""
+    imported = imported_modules(smoke.output)
+    assert {"locust", "harness.run", "harness.shop.catalogue"} <= imported, sorted(imported)[:20]
+    assert not {name for name in imported if name.split(".")[0] in SERVER_PACKAGES}
+    assert {name for name in imported if name.split(".")[:2] == ["harness", "shop"]} <= SHOP_MODULES_A_RUN_MAY_IMPORT
 
 
 def test_the_results_folder_keeps_no_key(smoke):

@@ -96,7 +96,9 @@ def _plan(args: argparse.Namespace):
 
 
 def run_capacity(args: argparse.Namespace) -> int:
-    import locust  # noqa: F401 - patches gevent first, as Locust needs
+    from harness.locust_first import import_locust
+
+    import_locust()  # patches gevent first, as Locust needs
 
     from harness.capacity.plan import PlanError
     from harness.capacity.report import render_text, write_report

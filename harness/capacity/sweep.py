@@ -39,9 +39,9 @@ from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, s
 from harness.figures import RunFigures
 from harness.journal import read_journal
 from harness.records import FlowOutcome, RecordType, RunEvent
-from harness.report.folder import results_folder
 from harness.report.series import percentile
 from harness.report.verdict import ExitCode
+from harness.results_folder import results_folder
 from harness.scenario import Scenario, parse_scenario
 from harness.target.commands import accepts, fill, run_command
 from harness.thresholds import evaluate, parse_thresholds

@@ -131,6 +131,11 @@ class LineParser:
         with self._lock:
             self._parse(line, replica, t)
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a rich record waits for its continuation lines (`flush` will finish it when they do not come)."""
+        return bool(self._pending)
+
     def flush(self, older_than: float | None = None) -> None:
         """Finish unfinished rich records (all, or those waiting more than `older_than` seconds)."""
         if not self._pending:

@@ -2,9 +2,12 @@
 
 A followed file has no way to say it grew except being looked at again, and the old way
 (a thread per file, each waking ten times a second) cost a wake-up per file per tenth of
-a second. Here one poller looks at every file of a reader set in turn, ten times a
-second whatever their number, and reads on at once while any file still has lines (in
-bounded chunks, one file after another, so a huge file does not starve the others).
+a second. Here one poller looks at every file of a reader set in turn, and reads on at
+once while any file still has lines (in bounded chunks, one file after another, so a
+huge file does not starve the others). Between looks it sleeps until the kernel says a
+followed file changed (`harness.logs.changes`, inotify), at most ten looks a second
+while lines keep coming, and one look every `FALLBACK_SECONDS` anyway: a quiet log
+costs almost no wake-ups. Without inotify it looks ten times a second, as before.
 Streams (a command's pipe, a container's log, standard input) block in the kernel or the
 engine until a line comes, so each gets a thread (a greenlet under Locust) that costs
 nothing while it waits.
@@ -16,11 +19,16 @@ import threading
 import time
 from collections.abc import Sequence
 
+from harness.logs.changes import FileChanges
 from harness.logs.parse import LineParser
 from harness.logs.sources import FileSource, Source
 
 POLL_SECONDS = 0.1
-"""How often the poller looks at the files when none had anything new: one wake-up for all of them."""
+"""The shortest time between two looks at the files after one found nothing new (a burst of writes is read in
+one look, not one per write); the time between looks when the kernel cannot report changes."""
+FALLBACK_SECONDS = 2.0
+"""The longest time between two looks while the kernel reports changes: a file it cannot watch for another
+machine's writes (a network file system), or lines a rotated file got after its rename, wait at most this."""
 RICH_SETTLE = 0.5
 """Seconds a rich record may wait for its continuation lines before it is counted as it stands."""
 DRAIN_SECONDS = 5.0
@@ -48,6 +56,7 @@ class Readers:
         self._files: list[Reader] = []
         self._threads: list[threading.Thread] = []
         self._poller: threading.Thread | None = None
+        self._changes: FileChanges | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._active = 0
@@ -64,7 +73,9 @@ class Readers:
             if isinstance(source, FileSource):
                 self._files.append(reader)
                 if self._poller is None or not self._poller.is_alive():
-                    self._poller = threading.Thread(target=self._poll, daemon=True, name="logs-file-poller")
+                    self._changes = FileChanges()
+                    self._poller = threading.Thread(target=self._poll, args=(self._changes,), daemon=True,
+                                                    name="logs-file-poller")
                     self._poller.start()
                 return reader
         thread = threading.Thread(target=self._stream, args=(reader,), daemon=True, name=f"logs-{source.name}")
@@ -99,6 +110,9 @@ class Readers:
     def stop(self, timeout: float = 5.0) -> None:
         """Close every source (commands by their PID), read what the files still hold, finish the parsers."""
         self._stop.set()
+        changes = self._changes
+        if changes is not None:
+            changes.wake()
         for reader in self.readers:
             if not reader.source.polled:
                 reader.source.close()
@@ -132,10 +146,11 @@ class Readers:
         finally:
             self._end(reader)
 
-    def _poll(self) -> None:
-        """Look at every file in turn; sleep only when none had anything new. Ends when no file is left to read,
-        or after the last reading once `stop()` was called."""
+    def _poll(self, changes: FileChanges) -> None:
+        """Look at every file in turn; wait for a change only when none had anything new. Ends when no file is
+        left to read, or after the last reading once `stop()` was called."""
         drain_until: float | None = None
+        changed = False
         try:
             while True:
                 stopping = self._stop.is_set()
@@ -154,13 +169,28 @@ class Readers:
                 if not busy:
                     for reader in files:
                         reader.parser.flush(older_than=self.settle)
-                    self._stop.wait(POLL_SECONDS)
+                    changed = self._wait_for_change(changes, files, after_change=changed)
         finally:
+            changes.close()
             with self._lock:
                 files = [reader for reader in self._files if not reader.ended]
             for reader in files:
                 reader.source.close()
                 self._end(reader)
+
+    def _wait_for_change(self, changes: FileChanges, files: list[Reader], *, after_change: bool) -> bool:
+        """Sleep until a file may have grown (True when the kernel said so), a timeout, or `stop()`.
+
+        After a look the kernel woke, first `POLL_SECONDS` of quiet, so a file written without
+        pause is looked at ten times a second, not once per write. While a rich record waits
+        for its continuation lines, or a folder cannot be watched, the timeout is the old poll.
+        """
+        if after_change and self._stop.wait(POLL_SECONDS):
+            return False
+        paths = [reader.source.path for reader in files if isinstance(reader.source, FileSource)]
+        watched = changes.watch(paths)
+        settling = any(reader.parser.waiting for reader in files)
+        return changes.wait(FALLBACK_SECONDS if watched and not settling else POLL_SECONDS)
 
     def _read_file(self, reader: Reader) -> bool:
         """One bounded read of one file into its parser; True if it had lines."""

@@ -13,8 +13,6 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
-
 from harness.mrtr.error_text import error_pattern
 
 __all__ = ["Outcome", "OutcomeError", "describe", "outcome_for_error_code"]
@@ -59,6 +57,12 @@ class Outcome(enum.StrEnum):
         """
         return self not in _NOT_FAILURES
 
+
+INVALID_PARAMS: Final = -32602
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+HEADER_MISMATCH: Final = -32020
+"""The SDK's codes (`mcp_types`), spelled here: importing `mcp_types` builds its pydantic models (about 0.1 s
+of CPU), and a load process needs three integers of it. `tests/test_mrtr_client.py` checks they are the SDK's."""
 
 _NOT_FAILURES: Final = frozenset({Outcome.COMPLETE, Outcome.INPUT_REQUIRED, Outcome.ABANDONED})
 

@@ -37,17 +37,20 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import select
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 from urllib.parse import SplitResult, urlsplit
 
 import gevent
 import gevent.socket
 import gevent.ssl
+from gevent import getcurrent
 from gevent.lock import BoundedSemaphore
+from gevent.monkey import get_original
 
 import harness
 from harness.mrtr.outcome import Outcome
@@ -60,6 +63,9 @@ DEFAULT_MAX_IDLE: Final = 1.0
 
 DEFAULT_POOL_SIZE: Final = 32
 """Connections per origin (a replica, or a balancer); a round waits for a free one beyond that."""
+
+_POLL: Final = get_original("select", "poll")
+"""The operating system's `select.poll`, also in a process gevent patched (see `_Connection.peer_closed`)."""
 
 RECV_SIZE: Final = 65536
 MAX_HEAD: Final = 65536
@@ -105,34 +111,28 @@ class _RoundTimeout(Exception):
 
 
 class _Connection:
-    """One open socket and when it last went idle."""
+    """One open socket, when it last went idle, and (plain TCP) a poll object to look at it without blocking."""
 
-    __slots__ = ("sock", "idle_since")
+    __slots__ = ("sock", "idle_since", "_poll")
 
     def __init__(self, sock: gevent.socket.socket) -> None:
         self.sock = sock
         self.idle_since = 0.0
+        self._poll: Any = None
+        if not isinstance(sock, gevent.ssl.SSLSocket):
+            self._poll = _POLL()
+            self._poll.register(sock.fileno(), select.POLLIN | select.POLLPRI)
 
     def peer_closed(self) -> bool:
-        """Whether the server closed (or wrote to) this idle connection: one non-blocking peek.
+        """Whether the server closed (or wrote to) this idle connection: one `poll` with no wait.
 
-        An idle HTTP/1.1 connection has nothing to read; EOF or stray bytes mean the next
-        request on it would fail or be misread. A TLS socket cannot peek: over TLS only
-        the idle expiry protects a reuse.
+        An idle HTTP/1.1 connection has nothing to read; readable (EOF, stray bytes) or hung
+        up means the next request on it would fail or be misread. The operating system's own
+        `poll` (never gevent's): it answers at once, with no exception to raise and catch on
+        the usual answer, which a non-blocking peek needed. Over TLS readable data may be the
+        protocol's own (a session ticket): there only the idle expiry protects a reuse.
         """
-        sock = self.sock
-        sock.settimeout(0.0)
-        try:
-            sock.recv(1, socket.MSG_PEEK)  # returns at once: b"" (closed) or stray bytes
-            return True
-        except BlockingIOError:
-            return False
-        except ValueError:  # an SSL socket refuses recv flags
-            return False
-        except OSError:
-            return True
-        finally:
-            sock.settimeout(None)
+        return self._poll is not None and bool(self._poll.poll(0))
 
     def close(self) -> None:
         try:
@@ -279,7 +279,10 @@ class Transport:
             connection = endpoint.checkout(self._clock(), self.max_idle, self.connect_timeout)
             if connection is None:
                 return NOT_SENT
-            timer = gevent.Timeout.start_new(self.read_timeout, _RoundTimeout)
+            # One loop timer per round, started and closed directly: a `gevent.Timeout` object does the same with
+            # more Python on a path every round takes.
+            timer = gevent.get_hub().loop.timer(self.read_timeout)
+            timer.start(getcurrent().throw, _RoundTimeout)
             try:
                 answer, reusable = _exchange(connection.sock, request, sse)
             except _RoundTimeout:
@@ -343,7 +346,7 @@ def _ip_literal(host: str) -> socket.AddressFamily | None:
 
 def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None) -> tuple[HttpAnswer, bool]:
     """Write the request, read the answer; returns it and whether the connection may be reused."""
-    sock.sendall(request)
+    _send_all(sock, request)
     status_line, head, rest = _read_head(sock, sock.recv(RECV_SIZE))
     status = int(status_line[9:12])
     while 100 <= status < 200:  # interim answers (103 Early Hints): the real one follows
@@ -398,6 +401,14 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
         sse.feed(body)
         return HttpAnswer(status, content_type, b""), keep_alive
     return HttpAnswer(status, content_type, body), keep_alive
+
+
+def _send_all(sock: gevent.socket.socket, data: bytes) -> None:
+    """`sendall` without its per-call work: gevent's reads the socket's send buffer size (a system call) on every
+    call to cut the data in chunks; a request is one small write, usually taken whole."""
+    while data:
+        sent = sock.send(data)
+        data = data[sent:]
 
 
 def _read_head(sock: gevent.socket.socket, data: bytes) -> tuple[bytes, list[bytes], bytes]:

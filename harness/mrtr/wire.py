@@ -7,8 +7,9 @@ thousands of these a second, so the parts that never change are serialised once
 (`Envelope` per client, `CallFrame` per call) and a round only splices in its id,
 the answers and the echoed `requestState`.
 
-Names and codes come from the SDK (`mcp_types`, `mcp.shared.inbound`) so the
-harness cannot drift from the server it tests.
+Names and codes are the SDK's (`mcp_types`, `mcp.shared.inbound`), spelled here because importing
+either costs a load process a tenth of a second or more of start-up; `tests/test_mrtr_client.py`
+checks each against the SDK, so the harness cannot drift from the server it tests.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
-from mcp_types.version import LATEST_MODERN_VERSION
 
 from harness.mrtr.error_text import http_excerpt
 from harness.mrtr.outcome import Outcome, outcome_for_error_code
@@ -55,14 +54,21 @@ def encode_header_value(value: str) -> str:
 
     Printable ASCII without edge whitespace passes as is; anything else is wrapped as
     `=?base64?...?=`. Kept byte for byte equal to the SDK's (checked by a test), for the
-    same reason as the constants above.
+    same reason as the constants above. A client encodes each tool's name once
+    (`Envelope.headers_for`): two regular expressions per call showed in a profile.
     """
     if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not _B64_SENTINEL.fullmatch(value):
         return value
     return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
-PROTOCOL_VERSION: Final = LATEST_MODERN_VERSION
-"""`2026-07-28`: the stateless revision. Without the header a server serves the 2025 path."""
+PROTOCOL_VERSION: Final = "2026-07-28"
+"""The SDK's `mcp_types.version.LATEST_MODERN_VERSION`: the stateless revision. Without the header a server serves
+the 2025 path."""
+
+PROTOCOL_VERSION_META_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_META_KEY: Final = "io.modelcontextprotocol/clientInfo"
+"""The `params._meta` keys of `mcp_types`."""
 
 TOOLS_CALL: Final = "tools/call"
 

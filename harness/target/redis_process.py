@@ -7,8 +7,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import redis
-
 from harness.processes import free_port, start_child
 from harness.target.base import TargetError
 
@@ -26,6 +24,8 @@ class RedisProcess:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> None:
+        import redis  # here, not at the top: a run on sqlite or memory should not import it (0.07 s of CPU)
+
         binary = shutil.which("redis-server")
         if binary is None:
             raise TargetError("the scenario asks for store = \"redis\", but redis-server is not on PATH "

@@ -1,4 +1,8 @@
-"""Where a run's (or a sweep's) results go: one fresh folder per run, named by its UTC start and name."""
+"""Where a run's (or a sweep's) results go: one fresh folder per run, named by its UTC start and name.
+
+Apart from `harness.report`, whose writers a run needs only at its end: a run makes its
+folder first thing, and its start-up should not pay for importing the HTML and JUnit writers.
+"""
 
 from __future__ import annotations
 
