@@ -56,9 +56,7 @@ class Journal:
     """
 
     def __init__(self, path: Path, on_record: Callable[[Mapping[str, Any]], None] | None = None,
-                 *, flush_delay: float = FLUSH_DELAY, on_write: Callable[[], None] | None = None) -> None:
-        """`on_record` sees every record as it is written; `on_write` is called after each batch reached the file
-        (a worker ships its journal then)."""
+                 *, flush_delay: float = FLUSH_DELAY) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._on_record = on_record
@@ -68,7 +66,6 @@ class Journal:
         self._dirty = threading.Event()
         self._closing = False
         self._flush_delay = flush_delay
-        self._on_write = on_write
         self.records = 0
         """Records written to the file so far (queued ones count once flushed)."""
         self._loop = _gevent_loop()
@@ -155,8 +152,6 @@ class Journal:
         self._file.write(b"".join(lines))
         self._file.flush()
         self.records += len(lines)
-        if self._on_write is not None:
-            self._on_write()
 
     def __enter__(self) -> Journal:
         return self
