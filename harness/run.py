@@ -102,11 +102,13 @@ def _collect_from_now_on() -> None:
     `mrtr-harness run` turns it off before its imports: start-up creates some 50,000
     long-lived objects (modules, pydantic's schemas, Locust) and almost no garbage, and
     collecting while it does cost about 45 ms of a 0.5 s start-up. Frozen, those objects
-    are never walked again by the collections the load makes. (A run started another
-    way, with the collector on, only gets the freeze.)
+    are never walked again by the collections the load makes. Only then: a run started
+    another way (a capacity sweep runs several in one process) keeps its collector as it
+    is, since a freeze there would keep an earlier run's uncollected cycles for good.
     """
-    gc.freeze()
-    gc.enable()
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 class Run:
