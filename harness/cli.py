@@ -193,6 +193,9 @@ def _run(args: argparse.Namespace) -> int:
         print("mrtr-harness run: a scenario file is needed (only --worker takes it from the master)",
               file=sys.stderr)
         return EXIT_USAGE
+    import gc
+
+    gc.disable()  # start-up makes many objects and little garbage: no collections until the load starts (Run._drive)
     from harness.locust_first import import_locust
 
     import_locust()  # patches gevent first, as Locust needs
