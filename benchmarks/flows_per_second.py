@@ -158,22 +158,28 @@ def one_run(kind: ServerKind, running: list[Running], users: int, seconds: float
         command = [sys.executable, "-m", "harness", "run", str(scenario), "--quiet", "--results", str(folder)]
         child = subprocess.Popen(command, cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        server_pids = [s.pid for s in running]
-        samples: list[Sample] = []
-        deadline = time.monotonic() + RUN_TIMEOUT
-        try:
-            while child.poll() is None and time.monotonic() < deadline:
-                try:
-                    samples.append(sample(child.pid, server_pids))
-                except (FileNotFoundError, ProcessLookupError):
-                    break  # the child exited between poll() and the read
-                time.sleep(SAMPLE_EVERY)
-        finally:
-            if child.poll() is None:
-                child.kill()  # the child we started, by its PID
-            _, stderr = child.communicate(timeout=60)
+        samples, (_, stderr) = sample_until_exit(child, [s.pid for s in running])
     (made,) = set(folder.iterdir()) - before
     return figures_of(made, samples, child.returncode, stderr, users, kind.rounds_per_flow)
+
+
+def sample_until_exit(child: subprocess.Popen[str], server_pids: list[int]) -> tuple[list[Sample], tuple[str, str]]:
+    """Sample the child and the servers every `SAMPLE_EVERY` until the child exits (killed, by its PID, at
+    `RUN_TIMEOUT`); the samples, and the child's output."""
+    samples: list[Sample] = []
+    deadline = time.monotonic() + RUN_TIMEOUT
+    try:
+        while child.poll() is None and time.monotonic() < deadline:
+            try:
+                samples.append(sample(child.pid, server_pids))
+            except (FileNotFoundError, ProcessLookupError):
+                break  # the child exited between poll() and the read
+            time.sleep(SAMPLE_EVERY)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        output = child.communicate(timeout=60)
+    return samples, output
 
 
 def plain_run(running: list[Running], users: int, seconds: float) -> dict[str, Any]:
@@ -184,20 +190,7 @@ def plain_run(running: list[Running], users: int, seconds: float) -> dict[str, A
     env = {**os.environ, "PLAIN_POST_URLS": ",".join(server.url for server in running)}
     child = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-    server_pids = [s.pid for s in running]
-    samples: list[Sample] = []
-    deadline = time.monotonic() + RUN_TIMEOUT
-    try:
-        while child.poll() is None and time.monotonic() < deadline:
-            try:
-                samples.append(sample(child.pid, server_pids))
-            except (FileNotFoundError, ProcessLookupError):
-                break
-            time.sleep(SAMPLE_EVERY)
-    finally:
-        if child.poll() is None:
-            child.kill()  # the child we started, by its PID
-        stdout, stderr = child.communicate(timeout=60)
+    samples, (stdout, stderr) = sample_until_exit(child, [s.pid for s in running])
     entries = json.loads(stdout)
     requests = sum(entry["num_requests"] for entry in entries)
     failures = sum(entry["num_failures"] for entry in entries)
