@@ -11,9 +11,9 @@ adversarial flows send a retry wrong on purpose for the on-call catalogue, and t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
@@ -21,7 +21,7 @@ from harness.journal import Journal
 from harness.leads import Action, Lead, LeadProfile, RandomStream, UnanswerableRequest
 from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
 from harness.metrics import Measurements
-from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, Reply, RoundRecord, Transport, drive
+from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, Reply, RoundRecord, Steps, Transport, drive
 from harness.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
 from harness.scenario import (
     AdversarialFlow,
@@ -38,13 +38,8 @@ from harness.scenario import (
 if TYPE_CHECKING:
     from harness.shop.catalogue import Catalogue
 
-T = TypeVar("T")
-
 PAGE_TIMEOUT = 10.0
 """Seconds a lead waits for a provider's page to answer."""
-
-Steps = Generator[float, None, T]
-"""Part of a flow in progress: yields each wait in seconds (the driver waits it), returns a T."""
 
 RequestHook = Callable[..., None]
 """Locust's `events.request.fire`, or None outside Locust."""
@@ -509,8 +504,7 @@ def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
              scheduled: float | None = None, late: bool = False,
              in_flight: dict[str, Flow] | None = None) -> FlowOutcome:
     """Run one flow to its end in the calling greenlet, sleeping its waits (the closed model's agents)."""
-    outcome: FlowOutcome = drive(flow_steps(env, spec, flow_id, rng, scheduled, late, in_flight), env.sleep)
-    return outcome
+    return drive(flow_steps(env, spec, flow_id, rng, scheduled, late, in_flight), env.sleep)
 
 
 INTERRUPT_BATCH = 10_000

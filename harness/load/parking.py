@@ -14,15 +14,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
 import gevent
 from gevent.event import Event
 from gevent.pool import Group
 
-Steps = Generator[float, None, Any]
-"""A flow in progress: yields the seconds until its next step, returns when it ends."""
+from harness.mrtr import Steps
 
 
 class Parking:
@@ -31,7 +30,7 @@ class Parking:
     def __init__(self, group: Group, clock: Callable[[], float] = time.time) -> None:
         self._group = group
         self._clock = clock
-        self._heap: list[tuple[float, int, Steps]] = []
+        self._heap: list[tuple[float, int, Steps[Any]]] = []
         self._order = itertools.count()
         """Ties broken by parking order: a heap never compares two generators."""
         self._changed = Event()
@@ -41,11 +40,11 @@ class Parking:
         """Steps parked now (flows waiting on a lead or a backoff)."""
         return len(self._heap)
 
-    def start(self, steps: Steps) -> None:
+    def start(self, steps: Steps[Any]) -> None:
         """Run new steps on a greenlet of the group until their first wait."""
         self._group.spawn(self.advance, steps)
 
-    def advance(self, steps: Steps) -> None:
+    def advance(self, steps: Steps[Any]) -> None:
         """Run steps in this greenlet until they wait (then park them) or end.
 
         A wait of zero (a lead who answers at once) goes on here, without a trip through
@@ -59,7 +58,7 @@ class Parking:
             return
         self._park(steps, self._clock() + wait)
 
-    def _park(self, steps: Steps, due: float) -> None:
+    def _park(self, steps: Steps[Any], due: float) -> None:
         heapq.heappush(self._heap, (due, next(self._order), steps))
         if self._timer is None:
             self._timer = gevent.spawn(self._resume_due)

@@ -8,7 +8,17 @@ round comes back as a `RoundRecord`, classified by the one `Outcome` enum that
 Locust, the metrics and the journal all use.
 """
 
-from harness.mrtr.client import CallResult, CallSteps, MrtrClient, Reply, Responder, RoundHook, RoundRecord, drive
+from harness.mrtr.client import (
+    CallResult,
+    CallSteps,
+    MrtrClient,
+    Reply,
+    Responder,
+    RoundHook,
+    RoundRecord,
+    Steps,
+    drive,
+)
 from harness.mrtr.outcome import Outcome, OutcomeError, describe
 from harness.mrtr.routing import Router, Routing
 from harness.mrtr.transport import HttpAnswer, RoundTransport, Transport
@@ -27,6 +37,7 @@ __all__ = [
     "RoundTransport",
     "Router",
     "Routing",
+    "Steps",
     "Transport",
     "describe",
     "drive",

@@ -18,7 +18,7 @@ import itertools
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 import gevent
 
@@ -29,7 +29,8 @@ from harness.mrtr.routing import Router
 from harness.mrtr.transport import NOT_SENT, HttpAnswer, RoundTransport, Transport
 from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply, dump_bytes
 
-__all__ = ["CallResult", "CallSteps", "MrtrClient", "Reply", "Responder", "RoundHook", "RoundRecord", "drive"]
+__all__ = ["CallResult", "CallSteps", "MrtrClient", "Reply", "Responder", "RoundHook", "RoundRecord", "Steps",
+           "drive"]
 
 DEFAULT_INPUT_REQUIRED_MAX_ROUNDS: Final = 10
 """The SDK's `mcp.client._input_required.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS`, spelled here so a load process
@@ -163,13 +164,18 @@ class CallResult:
         return cls(last.outcome, last, len(records), sum(r.server_time for r in records))
 
 
-CallSteps = Generator[float, None, CallResult]
-"""A call in progress: yields each wait in seconds (a person thinking, a shed's backoff) and
-returns the call's result. Whoever drives it does the waiting: `drive` sleeps in the calling
-greenlet; the load plan parks the call as data until it is due."""
+T = TypeVar("T")
+
+Steps = Generator[float, None, T]
+"""Work in progress (a call, a flow) that yields each wait in seconds (a person thinking, a
+shed's backoff) instead of sleeping it, and returns a T. Whoever drives it does the waiting:
+`drive` sleeps in the calling greenlet; the load plan parks it as data until it is due."""
+
+CallSteps = Steps[CallResult]
+"""A call in progress, returning the call's result."""
 
 
-def drive(steps: Generator[float, None, Any], sleep: Callable[[float], Any]) -> Any:
+def drive(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
     """Run steps to their end in the calling greenlet, sleeping each wait; returns what they return."""
     try:
         wait = next(steps)
@@ -239,8 +245,7 @@ class MrtrClient:
             if on_round is not None:
                 on_round(record)
 
-        result: CallResult = drive(self.call_steps(tool, arguments, respond, intended_at=intended_at, on_round=keep),
-                                   self._sleep)
+        result = drive(self.call_steps(tool, arguments, respond, intended_at=intended_at, on_round=keep), self._sleep)
         result.rounds = rounds
         return result
 
