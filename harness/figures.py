@@ -209,7 +209,7 @@ class RunFigures(JournalView):
         return table
 
 
-def _matches(labels: Mapping[str, Any] | Row, selector: dict[str, str]) -> bool:
+def _matches(labels: Fields, selector: dict[str, str]) -> bool:
     return all(str(labels.get(name)) == value for name, value in selector.items())
 
 
