@@ -6,15 +6,16 @@ second bookkeeping, and `mrtr-harness report` rebuilds them from it after the fa
 Its record types live in `harness.records` (documented in docs/journal.md).
 
 A load process writes two or three records per MRTR round, so a record costs one
-`orjson` encode and a queue append; the queue is written out in one write
+`orjson` encode and a queue append; the queue is written out in one write at most
 `FLUSH_DELAY` seconds after the first record of a batch arrived, also when no record
 follows it (leads thinking for minutes). So a run killed with SIGKILL loses only its
 last fraction of a second, and an idle journal costs no wake-ups at all.
 
 Who writes the batch out depends on the process. In a load process (gevent's patching
-on, as Locust does it) it is a timer on gevent's loop whose callback writes: no flusher
-greenlet to switch into and out of twice per batch, a few dozen times a second. Anywhere
-else it is a flusher thread.
+on, as Locust does it) it is a `harness.timers.Timers` callback in gevent's hub: the
+batch is written on the first wake-up the process has anyway (a reply, a lead's answer)
+once `FLUSH_DELAY - FLUSH_SLACK` has passed, and only a quiet process is woken for it.
+Anywhere else it is a flusher thread.
 """
 
 from __future__ import annotations
@@ -25,15 +26,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import IO, TYPE_CHECKING, Any, Self
 
 import orjson
 
 from harness.records import FlowOutcome, Record
 
+if TYPE_CHECKING:
+    from harness.timers import Timers
+
 __all__ = ["FLUSH_DELAY", "FlowOutcome", "Journal", "JournalView", "read_journal"]
 
-FLUSH_DELAY = 0.05
+FLUSH_DELAY = 0.1
 """Seconds a record may wait in memory before it is written: a batch of records costs one write.
 
 Writing every line costs a system call per record; every other way a run ends
@@ -41,6 +45,10 @@ Writing every line costs a system call per record; every other way a run ends
 may lose at most 0.2 s: this leaves the rest for a core so busy that the flusher wakes
 late (benchmarks/README.md has the delays measured on a loaded machine).
 """
+
+FLUSH_SLACK = 0.09
+"""Seconds before `FLUSH_DELAY` a batch may be written: in a load process on a wake-up it has anyway, which
+at a few rounds a second comes long before `FLUSH_DELAY`; a flusher thread always waits the shorter time."""
 
 _ENCODE_OPTIONS = orjson.OPT_NON_STR_KEYS
 """Keys that are not strings are written as strings, as `json.dumps` does; anything else unknown goes through `str`."""
@@ -68,9 +76,9 @@ class Journal:
         self._flush_delay = flush_delay
         self.records = 0
         """Records written to the file so far (queued ones count once flushed)."""
-        self._loop = _gevent_loop()
-        self._timer: Any = None
-        if self._loop is None:
+        self._timers = _gevent_timers()
+        self._flush_queued = False
+        if self._timers is None:
             self._flusher = threading.Thread(target=self._flush_when_dirty, name="journal-flush", daemon=True)
             self._flusher.start()
 
@@ -81,10 +89,10 @@ class Journal:
         if self._file is None:
             return
         self._pending.append(line)
-        if self._loop is not None:
-            if self._timer is None:
-                self._timer = self._loop.timer(self._flush_delay)
-                self._timer.start(self._flush_due)
+        if self._timers is not None:
+            if not self._flush_queued:
+                self._flush_queued = True
+                self._timers.call_at(time.time() + self._flush_delay, self._flush_due)
         elif not self._dirty.is_set():
             self._dirty.set()
 
@@ -100,16 +108,16 @@ class Journal:
             count += 1
         return count
 
-    def _flush_due(self) -> None:
-        """The batch's timer, called by gevent's loop: write the queue out (the lock is only ever held around a
+    def _flush_due(self, _: object = None) -> None:
+        """The batch's timer, called in gevent's hub: write the queue out (the lock is only ever held around a
         write, which never yields to the loop, so it is free here; if not, the batch waits for the next timer)."""
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.close()
+        self._flush_queued = False
+        if self._timers is None:
+            return
         if not self._lock.acquire(blocking=False):
             if self._pending and self._file is not None:
-                self._timer = self._loop.timer(self._flush_delay)
-                self._timer.start(self._flush_due)
+                self._flush_queued = True
+                self._timers.call_at(time.time() + self._flush_delay, self._flush_due)
             return
         try:
             self._write_pending()
@@ -121,7 +129,8 @@ class Journal:
             self._dirty.wait()
             if self._closing:
                 return
-            time.sleep(self._flush_delay)  # let the rest of the batch arrive: one write for all of it
+            # let the rest of the batch arrive: one write for all of it
+            time.sleep(max(0.0, self._flush_delay - FLUSH_SLACK))
             self._dirty.clear()
             self.flush()
 
@@ -133,9 +142,9 @@ class Journal:
     def close(self) -> None:
         self._closing = True
         self._dirty.set()
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.close()
+        timers, self._timers = self._timers, None
+        if timers is not None:
+            timers.clear()
         with self._lock:
             if self._file is not None:
                 self._write_pending()
@@ -160,13 +169,17 @@ class Journal:
         self.close()
 
 
-def _gevent_loop() -> Any:
-    """gevent's loop when this process runs under gevent's patching (a load process), else None."""
+def _gevent_timers() -> Timers | None:
+    """A `Timers` on gevent's hub when this process runs under gevent's patching (a load process), else None."""
     if "gevent.monkey" not in sys.modules:
         return None
-    from gevent import get_hub, monkey
+    from gevent import monkey
 
-    return get_hub().loop if monkey.is_module_patched("threading") else None
+    if not monkey.is_module_patched("threading"):
+        return None
+    from harness.timers import Timers
+
+    return Timers(FLUSH_SLACK)
 
 
 class JournalView:

@@ -13,7 +13,7 @@ import gevent
 import pytest
 from gevent.pool import Group
 
-from harness.load.parking import Parking
+from harness.load.parking import IDLE_WORKERS, Parking
 
 DEADLINE = 3.0
 
@@ -25,10 +25,10 @@ def waits(name: str, seconds: list[float], log: list[str]) -> Generator[float, N
         log.append(name)
 
 
-def settle(group: Group, parking: Parking) -> None:
-    """Until nothing is parked or running, or the deadline."""
+def settle(group: Group, parking: Parking, log: list[str], expected: int) -> None:
+    """Until nothing is parked and `expected` steps went on, or the deadline."""
     with gevent.Timeout(DEADLINE, False):
-        while len(parking) or len(group):
+        while len(parking) or len(log) < expected:
             gevent.sleep(0.01)
 
 
@@ -46,7 +46,7 @@ def test_parked_steps_go_on_in_the_order_they_are_due_not_the_order_they_were_pa
     log: list[str] = []
     for name, wait in (("slow", 0.3), ("fast", 0.05), ("middle", 0.15)):
         parking.start(waits(name, [wait], log))
-    settle(group, parking)
+    settle(group, parking, log, 3)
     assert log == ["fast", "middle", "slow"]
 
 
@@ -72,7 +72,7 @@ def test_a_waiting_flow_holds_no_greenlet_only_a_heap_entry(parked):
         while len(parking) < 500:
             gevent.sleep(0.01)
     assert len(parking) == 500
-    assert len(group) == 0  # every greenlet that started a flow has returned
+    assert len(group) <= IDLE_WORKERS  # what is left is a few idle workers, not a greenlet per waiting flow
     assert log == []
 
 
@@ -80,9 +80,9 @@ def test_a_flow_that_waits_several_times_is_resumed_each_time_and_ends(parked):
     group, parking = parked
     log: list[str] = []
     parking.start(waits("thrice", [0.02, 0.02, 0.02], log))
-    settle(group, parking)
+    settle(group, parking, log, 3)
     assert log == ["thrice"] * 3
-    assert len(parking) == 0 and len(group) == 0
+    assert len(parking) == 0 and len(group) <= 1  # the one worker that ran it, idle
 
 
 def test_a_wait_of_zero_goes_on_at_once_without_parking(parked):

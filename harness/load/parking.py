@@ -3,46 +3,69 @@
 At 100 flows/s with leads who take five minutes, 30,000 flows wait at once; a parked
 greenlet keeps its saved C stack (several KiB) for the whole wait. A flow here is a
 generator of steps (`harness.load.flows.flow_steps`) that yields each wait instead of
-sleeping it. A waiting flow is one heap entry and the generator's frames, which hold only
-what its next round needs. One timer greenlet pops the flows that are due and resumes
-each on a greenlet of the load's group, which runs it until its next wait (or its end)
-and then returns: greenlets exist only for flows doing a round.
+sleeping it. A waiting flow is one entry on a `harness.timers.Timers` heap and the
+generator's frames, which hold only what its next round needs. When it is due the flow
+is resumed on a worker greenlet of the load's group, which runs it until its next wait
+(or its end): greenlets exist only for flows doing a round, plus a few idle workers.
+
+Workers are kept (up to `IDLE_WORKERS`) rather than spawned per round: a new greenlet
+costs an allocation and release of its own frame stack (an mmap and a munmap, and the
+page faults between them, on Python 3.11) and the group's bookkeeping, every round.
+
+A flow goes on up to `harness.timers.SLACK` before its lead's answer is due when the
+process is awake anyway (a reply came in), instead of being woken once more for it.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import time
 from collections.abc import Callable
 from typing import Any
 
-import gevent
-from gevent.event import Event
+from gevent import get_hub, getcurrent
+from gevent.hub import Waiter
 from gevent.pool import Group
 
 from harness.mrtr import Steps
+from harness.timers import SLACK, Timers
+
+IDLE_WORKERS = 32
+"""Idle worker greenlets kept for the next due flow; more than this many idle at once end."""
 
 
 class Parking:
     """Resumes parked steps when they are due, each on a greenlet of `group`."""
 
-    def __init__(self, group: Group, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, group: Group, clock: Callable[[], float] = time.time, slack: float = SLACK) -> None:
         self._group = group
         self._clock = clock
-        self._heap: list[tuple[float, int, Steps[Any]]] = []
-        self._order = itertools.count()
-        """Ties broken by parking order: a heap never compares two generators."""
-        self._changed = Event()
-        self._timer: gevent.Greenlet[Any, Any] | None = None
+        self._timers = Timers(slack, clock)
+        self._hub = get_hub()
+        self._idle: list[Waiter[Steps[Any]]] = []
+        """One waiter per idle worker: switching into it hands that worker its next steps."""
 
     def __len__(self) -> int:
         """Steps parked now (flows waiting on a lead or a backoff)."""
-        return len(self._heap)
+        return len(self._timers)
 
     def start(self, steps: Steps[Any]) -> None:
-        """Run new steps on a greenlet of the group until their first wait."""
-        self._group.spawn(self.advance, steps)
+        """Run steps on a worker of the group until their next wait: an idle worker, or a new one."""
+        if not self._idle:
+            self._group.spawn(self._work, steps)
+        elif getcurrent() is self._hub:
+            self._idle.pop().switch(steps)
+        else:
+            self._hub.loop.run_callback(self._idle.pop().switch, steps)
+
+    def _work(self, steps: Steps[Any]) -> None:
+        """A worker: advance the steps it is handed, then wait idle for more (or end, when enough wait)."""
+        while True:
+            self.advance(steps)
+            if len(self._idle) >= IDLE_WORKERS:
+                return
+            waiter: Waiter[Steps[Any]] = Waiter()
+            self._idle.append(waiter)
+            steps = waiter.get()
 
     def advance(self, steps: Steps[Any]) -> None:
         """Run steps in this greenlet until they wait (then park them) or end.
@@ -56,42 +79,16 @@ class Parking:
                 wait = next(steps)
         except StopIteration:
             return
-        self._park(steps, self._clock() + wait)
-
-    def _park(self, steps: Steps[Any], due: float) -> None:
-        heapq.heappush(self._heap, (due, next(self._order), steps))
-        if self._timer is None:
-            self._timer = gevent.spawn(self._resume_due)
-        elif self._heap[0][2] is steps:
-            self._changed.set()  # due before everything else: the timer sleeps too long
-
-    def _resume_due(self) -> None:
-        """The one timer: sleep until the earliest step is due, resume it, repeat."""
-        heap = self._heap
-        while True:
-            if not heap:
-                self._changed.clear()
-                self._changed.wait()
-                continue
-            delay = heap[0][0] - self._clock()
-            if delay > 0:
-                self._changed.clear()
-                self._changed.wait(delay)
-                continue
-            _, _, steps = heapq.heappop(heap)
-            self._group.spawn(self.advance, steps)
+        self._timers.call_at(self._clock() + wait, self.start, steps)
 
     def clear(self) -> int:
-        """Stop the timer and drop every parked step; returns how many were dropped.
+        """Drop every parked step; returns how many were dropped.
 
         Dropping a generator closes it: its flow's `finally` runs (and writes nothing when
         the run has already journaled the flow's end).
         """
-        if self._timer is not None:
-            self._timer.kill(block=False)
-            self._timer = None
-        dropped = len(self._heap)
-        heap, self._heap = self._heap, []
-        for _, _, steps in heap:
+        self._idle.clear()
+        dropped = self._timers.clear()
+        for steps in dropped:
             steps.close()
-        return dropped
+        return len(dropped)

@@ -22,6 +22,7 @@ from harness.leads import FlowStream, flow_stream, stream
 from harness.load.flows import Flow, FlowEnv, flow_steps, interrupt, run_flow
 from harness.load.parking import Parking
 from harness.scenario import FlowSpec, Scenario
+from harness.timers import SLACK, Timers
 
 LATE_AFTER = 0.1
 """Seconds past its scheduled time after which a flow's start counts as late (sleep lateness p99 ≈ 7 ms)."""
@@ -60,15 +61,20 @@ class LoadPlan:
         spec, flow_id, rng = self.next_flow()
         run_flow(self.env, spec, flow_id, rng, scheduled, in_flight=self.in_flight)
 
-    def arrivals(self, started: float, should_stop: Callable[[], bool], sleep: Callable[[float], object] = gevent.sleep,
-                 clock: Callable[[], float] = time.time) -> None:
+    def arrivals(self, started: float, should_stop: Callable[[], bool],
+                 sleep: Callable[[float], object] | None = None, clock: Callable[[], float] = time.time) -> None:
         """The open model: Poisson arrivals at the scenario's rate (this process's share of it), ramped.
 
         The ramp makes the rate change with time, so arrivals are drawn at the full rate and
         each is kept with probability (rate now / full rate): thinning, which gives a Poisson
         process whose rate follows the ramp exactly. Drawing each gap at the rate of the
         moment instead would hold the first flow back by a gap drawn at a tenth of the rate.
+
+        Each arrival sleeps on a `Timers`: it may start up to `SLACK` early, on a wake-up
+        the process has anyway, instead of waking it once more.
         """
+        if sleep is None:
+            sleep = Timers(SLACK, clock).sleep
         load = self.scenario.load
         rate = (load.arrival_rate or 0.0) / self.workers
         gaps = stream(self.scenario.seed, "worker", self.worker, "arrivals")

@@ -2,8 +2,10 @@
 
 Router (where each round lands, seeded per worker), transport (connection pools that
 hold nothing across a lead's think time), MRTR client, and the `FlowEnv` every flow
-shares. The shop's catalogue is loaded only when the scenario runs the shop's own flows:
-a `call` or `fuzz` flow against another server's tool has no use for it.
+shares, whose sleeps (an agent's lead thinking, a page visit) end on the process's
+wake-ups where they can (`harness.timers`). The shop's catalogue is loaded only when the
+scenario runs the shop's own flows: a `call` or `fuzz` flow against another server's
+tool has no use for it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from harness.load.flows import FlowEnv, RequestHook, url_labels
 from harness.metrics import Measurements
 from harness.mrtr import MrtrClient, Router, Transport
 from harness.scenario import CallFlow, FuzzFlow, Scenario
+from harness.timers import SLACK, Timers
 
 if TYPE_CHECKING:
     from harness.shop.catalogue import Catalogue
@@ -30,7 +33,7 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
                         transport=transport)
     return FlowEnv(scenario, client, journal, measurements, _catalogue(scenario),
-                   url_labels(list(urls), list(labels)), fire_request=fire_request)
+                   url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep)
 
 
 def _catalogue(scenario: Scenario) -> Catalogue | None:

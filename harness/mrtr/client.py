@@ -367,7 +367,7 @@ class MrtrClient:
             number,
             replica,
             request_id,
-            intended_at,
+            min(intended_at, sent_at),  # sent early (a timer's slack): latency is never below the server's time
             sent_at,
             received_at,
             Outcome.CONNECTION_ERROR,
