@@ -38,6 +38,47 @@ more for it.
 """
 
 
+class _EveryPass:
+    """One libev prepare watcher for every `Timers` of a hub that holds callbacks: one Python call per pass.
+
+    A load process has a few (flows, arrivals, the journal, sleeps), and its loop makes a
+    pass or two per round; a watcher each would call into Python once per `Timers` per pass.
+    """
+
+    _of_loop: dict[int, _EveryPass] = {}
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+        self._waiting: list[Timers] = []
+        self._watcher: Any = loop.prepare(ref=False)
+        """Called on every pass of the loop, just before it polls."""
+
+    @classmethod
+    def of(cls, loop: Any) -> _EveryPass:
+        every_pass = cls._of_loop.get(id(loop))
+        if every_pass is None or every_pass._loop is not loop:
+            every_pass = cls._of_loop[id(loop)] = cls(loop)
+        return every_pass
+
+    def add(self, timers: Timers) -> None:
+        if timers not in self._waiting:
+            self._waiting.append(timers)
+            if not self._watcher.active:
+                self._watcher.start(self._run)
+
+    def remove(self, timers: Timers) -> None:
+        if timers in self._waiting:
+            self._waiting.remove(timers)
+            if not self._waiting:
+                self._watcher.stop()
+
+    def _run(self) -> None:
+        for timers in tuple(self._waiting):
+            heap = timers._heap
+            if heap and heap[0][0] <= timers._clock() + timers.slack:
+                timers._run_due()
+
+
 class Timers:
     """Callbacks at their due times, run early by up to `slack` seconds on a wake-up the process has anyway."""
 
@@ -50,8 +91,7 @@ class Timers:
         self._loop: Any = get_hub().loop
         self._timer: Any = None
         self._armed_for = math.inf
-        self._every_pass: Any = self._loop.prepare(ref=False)
-        """libev's prepare watcher: called on every pass of the loop, just before it polls."""
+        self._every_pass = _EveryPass.of(self._loop)
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -64,8 +104,7 @@ class Timers:
         heapq.heappush(self._heap, (due, next(self._order), callback, argument))
         if due < self._armed_for:
             self._arm(due)
-        if not self._every_pass.active:
-            self._every_pass.start(self._run_due)
+            self._every_pass.add(self)
 
     def sleep(self, seconds: float) -> None:
         """Block this greenlet for `seconds`, or up to `slack` less; always yields, also for zero."""
@@ -92,8 +131,7 @@ class Timers:
             self._timer.close()
             self._timer = None
         self._armed_for = math.inf
-        if self._every_pass.active:
-            self._every_pass.stop()
+        self._every_pass.remove(self)
 
     def _run_due(self) -> None:
         """Run what is due within the slack; callbacks added meanwhile wait for the next pass.

@@ -22,7 +22,16 @@ from harness.leads import FlowStream, flow_stream, stream
 from harness.load.flows import Flow, FlowEnv, flow_steps, interrupt, run_flow
 from harness.load.parking import Parking
 from harness.scenario import FlowSpec, Scenario
-from harness.timers import SLACK, Timers
+from harness.timers import Timers
+
+ARRIVAL_SLACK = 0.05
+"""Seconds an arrival may start early, on a wake-up the process has anyway (a reply) instead of one of its own.
+
+At 16 flows/s this takes about a tenth of the load process's CPU per round off
+(benchmarks/README.md). The arrivals stay a Poisson process at the scenario's rate, each
+start shifted by at most this much, and nothing measured counts from before a round was
+sent: a round sent before its intended time counts its latency from the send.
+"""
 
 LATE_AFTER = 0.1
 """Seconds past its scheduled time after which a flow's start counts as late (sleep lateness p99 ≈ 7 ms)."""
@@ -70,11 +79,11 @@ class LoadPlan:
         process whose rate follows the ramp exactly. Drawing each gap at the rate of the
         moment instead would hold the first flow back by a gap drawn at a tenth of the rate.
 
-        Each arrival sleeps on a `Timers`: it may start up to `SLACK` early, on a wake-up
-        the process has anyway, instead of waking it once more.
+        Each arrival sleeps on a `Timers`: it may start up to `ARRIVAL_SLACK` early, on a
+        wake-up the process has anyway, instead of waking it once more.
         """
         if sleep is None:
-            sleep = Timers(SLACK, clock).sleep
+            sleep = Timers(ARRIVAL_SLACK, clock).sleep
         load = self.scenario.load
         rate = (load.arrival_rate or 0.0) / self.workers
         gaps = stream(self.scenario.seed, "worker", self.worker, "arrivals")
