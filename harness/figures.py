@@ -42,7 +42,7 @@ class Row(tuple[Any, ...]):
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Self:
-        return cls(record.get(name) for name in cls.columns)
+        return cls(map(record.get, cls.columns))
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
