@@ -140,6 +140,16 @@ def test_latency_counts_from_the_intended_send_time(gardens: Gardens) -> None:
     assert only.latency >= late_by > only.server_time
 
 
+def test_a_round_sent_before_its_intended_time_counts_its_latency_from_the_send(gardens: Gardens) -> None:
+    """A timer's slack may start a round early (on a wake-up the load process had anyway): its latency must
+    never come out shorter than the time the server took."""
+    client = client_for(gardens.recorded.url)
+    result = client.call_tool("water", {"bed_id": "B-1"}, answer, intended_at=time.time() + 5.0)
+    (only,) = result.rounds
+    assert only.intended_at == only.sent_at
+    assert only.latency == only.server_time > 0
+
+
 def test_a_call_in_steps_yields_the_think_time_and_holds_no_response_while_it_waits(gardens: Gardens) -> None:
     """The load plan drives calls step by step: each wait is yielded, never slept, and a resume later than
     the wait was due counts in the next round's latency (a late load process is latency a user felt)."""
