@@ -55,7 +55,8 @@ def test_a_callback_never_goes_on_before_its_slack_allows() -> None:
     assert ran[0] >= 0.35
 
 
-def test_callbacks_go_on_in_due_order_and_a_failing_one_drops_none_of_the_others(capsys: pytest.CaptureFixture[str]) -> None:
+def test_callbacks_go_on_in_due_order_and_a_failing_one_drops_none_of_the_others(
+        capsys: pytest.CaptureFixture[str]) -> None:
     timers = Timers(slack=0.0)
     ran: list[str] = []
     now = time.time()
