@@ -41,6 +41,8 @@ class Parking:
         self._clock = clock
         self._timers = Timers(slack, clock)
         self._hub = get_hub()
+        self._resume = self.start
+        """One bound method for every heap entry: `self.start` would make a new one per waiting flow."""
         self._idle: list[Waiter[Steps[Any]]] = []
         """One waiter per idle worker: switching into it hands that worker its next steps."""
 
@@ -79,7 +81,7 @@ class Parking:
                 wait = next(steps)
         except StopIteration:
             return
-        self._timers.call_at(self._clock() + wait, self.start, steps)
+        self._timers.call_at(self._clock() + wait, self._resume, steps)
 
     def clear(self) -> int:
         """Drop every parked step; returns how many were dropped.
