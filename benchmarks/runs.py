@@ -149,7 +149,7 @@ class ChildRun:
     def start(self) -> ChildRun:
         """Start it; the child imports the harness of `code` (its folder first on the path)."""
         self.results.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYTHONPATH": str(self.code) + os.environ.get("XPATH", "")}
+        env = {**os.environ, "PYTHONPATH": str(self.code)}
         command = [sys.executable, "-m", "harness", "run", str(self.scenario), *(["--quiet"] * self.quiet),
                    "--results", str(self.results), *self.args]
         self.started_at = time.time()

@@ -1,0 +1,148 @@
+"""How often a real run's load process wakes up per MRTR round, and what one wake-up costs on this machine.
+
+At 16 flows/s a load process sleeps between events, and on a small VM being woken costs
+more CPU than a round's work. This measures both sides of that:
+
+* **Per round, in a real run:** `mrtr-harness run` of the smoke scenario (embedded shop,
+  three replicas) at `--rate` flows/s; over the load's middle (`--skip` seconds after its
+  start, for `--window` seconds) the run process's CPU and context switches (voluntary:
+  it slept; involuntary: it was preempted, usually by the replica its send woke), from
+  `/proc/<pid>/task/*`, and the replicas' CPU, each divided by the journal's rounds in
+  the window. `--code DIR` alternates runs of another checkout.
+* **The floor:** what one wake-up costs a process that does nothing else, in a child
+  process each: `time.sleep`, a bare `epoll` wait, a libev timer with an empty Python
+  callback, and `gevent.sleep` (a greenlet switched out and back), each every 20 ms.
+
+Run from the repository root:
+
+    python -m benchmarks.wakeups [--rate 16] [--repeat 2] [--code DIR] [--no-floor]
+
+It prints the figures and writes them as JSON to `results/benchmarks/wakeups-<utc>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.client_cpu import fast_smoke
+from benchmarks.cpu import machine_facts
+from benchmarks.runs import REPO_ROOT, RESULTS, ChildRun, embedded_target_pids, load_average, process_sample
+
+FLOOR_PERIOD = 0.02
+FLOOR_SECONDS = 5.0
+FLOOR = """
+import sys, time
+kind = sys.argv[1]
+period, count = {period}, int({seconds} / {period})
+if kind in ("libev", "gevent"):
+    from gevent import monkey; monkey.patch_all()
+    import gevent
+start = time.process_time()
+if kind == "time.sleep":
+    for _ in range(count):
+        time.sleep(period)
+elif kind == "epoll":
+    import select
+    poller = select.epoll()
+    for _ in range(count):
+        poller.poll(period)
+elif kind == "libev":
+    timer = gevent.get_hub().loop.timer(period, period)
+    timer.start(lambda: None)
+    gevent.sleep(count * period + period / 2)
+    timer.stop()
+else:
+    for _ in range(count):
+        gevent.sleep(period)
+print((time.process_time() - start) / count * 1e6)
+"""
+
+
+def floor(kind: str) -> float:
+    """CPU µs per wake-up of a child process that wakes every 20 ms and does nothing else."""
+    code = FLOOR.format(period=FLOOR_PERIOD, seconds=FLOOR_SECONDS)
+    done = subprocess.run([sys.executable, "-c", code, kind], capture_output=True, text=True, check=True,
+                          timeout=FLOOR_SECONDS * 4)
+    return round(float(done.stdout.strip()), 1)
+
+
+def one_run(code: Path, rate: int, skip: float, window: float) -> dict[str, Any]:
+    """A smoke run at `rate`; the run process's CPU and switches per round over the load's middle."""
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = Path(tmp) / "smoke.toml"
+        fast_smoke(scenario, rate, int(skip + window + 5))
+        child = ChildRun(scenario, Path(tmp) / "results", code=code).start()
+        child.watch(lambda run: run.event("load-started") is not None, 0.2, 90)
+        time.sleep(skip)
+        replicas = [pid for name, pid in embedded_target_pids(child.pid).items() if name.startswith("replica")]
+        before = _look(child, replicas)
+        time.sleep(window)
+        after = _look(child, replicas)
+        exit_code, stderr = child.finish(timeout=window + 180)
+    if exit_code != 0:
+        raise SystemExit(f"the run exited {exit_code}: {stderr}")
+    rounds = after["rounds"] - before["rounds"]
+    spent = {name: after[name] - before[name] for name in ("cpu", "voluntary", "involuntary", "replicas")}
+    return {
+        "rounds": rounds,
+        "harness_us_per_round": round(spent["cpu"] / rounds * 1e6),
+        "replicas_us_per_round": round(spent["replicas"] / rounds * 1e6),
+        "harness_to_replica": round(spent["cpu"] / spent["replicas"], 3),
+        "sleeps_per_round": round(spent["voluntary"] / rounds, 2),
+        "preemptions_per_round": round(spent["involuntary"] / rounds, 2),
+        "load_average": load_average(),
+    }
+
+
+def _look(child: ChildRun, replicas: list[int]) -> dict[str, float]:
+    child.read()
+    harness = process_sample(child.pid)
+    assert harness is not None, "the run ended before the window did"
+    replica_cpu = sum(sample.cpu for pid in replicas if (sample := process_sample(pid)) is not None)
+    return {"rounds": sum(1 for record in child.records if record.get("type") == "round"), "cpu": harness.cpu,
+            "voluntary": harness.voluntary, "involuntary": harness.switches - harness.voluntary,
+            "replicas": replica_cpu}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--rate", type=int, default=16, help="flows/s of each run (default 16)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each code (default 2)")
+    parser.add_argument("--skip", type=float, default=10.0, help="seconds after the load's start left out (default 10)")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds measured (default 20)")
+    parser.add_argument("--code", type=Path, default=None, help="another checkout whose runs alternate with these")
+    parser.add_argument("--no-floor", action="store_true", help="skip the cost of a bare wake-up")
+    args = parser.parse_args(argv)
+    started = datetime.now(UTC)
+    figures: dict[str, Any] = {"date": started.isoformat(timespec="seconds"), "machine": machine_facts(),
+                               "command": "python -m benchmarks.wakeups " + " ".join(argv or sys.argv[1:]),
+                               "runs": {"this": []}}
+    codes = {"this": REPO_ROOT}
+    if args.code is not None:
+        codes["code:" + str(args.code)] = args.code.resolve()
+        figures["runs"]["code:" + str(args.code)] = []
+    for _ in range(args.repeat):
+        for name, code in codes.items():
+            run = one_run(code, args.rate, args.skip, args.window)
+            figures["runs"][name].append(run)
+            print(f"  {name}: {run}", flush=True)
+    if not args.no_floor:
+        figures["floor_us_per_wakeup"] = {kind: floor(kind) for kind in ("time.sleep", "epoll", "libev", "gevent")}
+        print(f"  one wake-up every {FLOOR_PERIOD * 1000:.0f} ms, CPU µs each: {figures['floor_us_per_wakeup']}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"wakeups-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(json.dumps(figures, indent=2))
+    print(f"written to {path.relative_to(REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
