@@ -192,7 +192,8 @@ class Load(_Strict):
         default="open", description="open: flows arrive at `arrival_rate` whatever is in flight; closed: `users` "
                                     "agents each work one flow after another")
     arrival_rate: float | None = Field(default=None, gt=0, allow_inf_nan=False,
-                                       description="flows per second, open model (Poisson arrivals)")
+                                       description="flows per second, open model (Poisson arrivals; each may "
+                                                   "start up to 50 ms early, on a wake-up the process has anyway)")
     users: int | None = Field(default=None, ge=1, description="support agents, closed model")
     ramp: Duration = Field(default=0.0, description="time to reach the full arrival rate (from a tenth "
                                                      "of it) or all users (0: at once)")

@@ -47,7 +47,8 @@ class LeadProfile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     think: ThinkTime = Field(default_factory=lambda: LognormalThink(median=120.0, p95=720.0),
-                             description="how long a lead thinks before each answer, modelled")
+                             description="how long a lead thinks before each answer, modelled (the answer "
+                                         "may go out up to 20 ms of real time early)")
     decline: float = Field(default=0.0, ge=0.0, le=1.0, description="share of rounds the lead declines")
     cancel: float = Field(default=0.0, ge=0.0, le=1.0, description="share of rounds the lead dismisses")
     abandon: float = Field(default=0.0, ge=0.0, le=1.0, description="share of rounds the lead never answers")
