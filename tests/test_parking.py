@@ -111,3 +111,16 @@ def test_clearing_closes_every_parked_flow_and_runs_its_finally(parked):
     assert parking.clear() == 50
     assert sorted(closed) == list(range(50))
     assert len(parking) == 0
+
+
+def test_workers_killed_while_idle_are_never_handed_a_flow_again(parked):
+    """A flow handed to a dead worker would never run, and never end: the worst loss a run can have."""
+    group, parking = parked
+    log: list[str] = []
+    parking.start(waits("first", [0.01], log))
+    settle(group, parking, log, 1)
+    assert len(group) == 1  # the worker that ran it, idle
+    group.kill()
+    parking.start(waits("after", [0.01], log))
+    settle(group, parking, log, 2)
+    assert log == ["first", "after"]

@@ -67,7 +67,12 @@ class Parking:
                 return
             waiter: Waiter[Steps[Any]] = Waiter()
             self._idle.append(waiter)
-            steps = waiter.get()
+            try:
+                steps = waiter.get()
+            except BaseException:  # killed while idle (the load stopping): never to be handed steps again
+                if waiter in self._idle:
+                    self._idle.remove(waiter)
+                raise
 
     def advance(self, steps: Steps[Any]) -> None:
         """Run steps in this greenlet until they wait (then park them) or end.
