@@ -1,8 +1,8 @@
 """Timers that ride on the wake-ups a load process has anyway, instead of each adding one.
 
 A load process spends most of its CPU on being woken, not on its work: on a 2-core VM a
-bare `gevent.sleep` that wakes the process costs 150-200 µs of CPU, more than the Python
-work of a whole MRTR round when the caches are warm (benchmarks/README.md). At 16 flows/s
+wake-up costs 75 µs of CPU to a bare `time.sleep` and about 250 µs through gevent's loop,
+more than the work of a whole MRTR round when the caches are warm (benchmarks/README.md). At 16 flows/s
 the process woke about 115 times a second, half of them for timers: an arrival, a lead's
 answer, a journal batch, each at its own moment between the replies.
 
@@ -31,7 +31,7 @@ from typing import Any
 from gevent.hub import Waiter, get_hub
 
 SLACK = 0.02
-"""Seconds a load process's waits (a lead's think time, the next arrival, a page visit) may end early.
+"""Seconds a load process's waits (a lead's think time, a page visit, an agent's wait) may end early.
 
 A lead who thinks 20 s answers 20 ms sooner, at most, and the process is not woken once
 more for it.

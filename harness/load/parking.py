@@ -94,7 +94,6 @@ class Parking:
         Dropping a generator closes it: its flow's `finally` runs (and writes nothing when
         the run has already journaled the flow's end).
         """
-        self._idle.clear()
         dropped = self._timers.clear()
         for steps in dropped:
             steps.close()
