@@ -77,7 +77,7 @@ class Journal:
         self.records = 0
         """Records written to the file so far (queued ones count once flushed)."""
         self._timers = _gevent_timers()
-        self._flush_queued = False
+        """A load process's: it holds this journal's next batch write, when one is due."""
         if self._timers is None:
             self._flusher = threading.Thread(target=self._flush_when_dirty, name="journal-flush", daemon=True)
             self._flusher.start()
@@ -90,8 +90,7 @@ class Journal:
             return
         self._pending.append(line)
         if self._timers is not None:
-            if not self._flush_queued:
-                self._flush_queued = True
+            if not self._timers:
                 self._timers.call_at(time.time() + self._flush_delay, self._flush_due)
         elif not self._dirty.is_set():
             self._dirty.set()
@@ -111,12 +110,10 @@ class Journal:
     def _flush_due(self, _: object = None) -> None:
         """The batch's timer, called in gevent's hub: write the queue out (the lock is only ever held around a
         write, which never yields to the loop, so it is free here; if not, the batch waits for the next timer)."""
-        self._flush_queued = False
         if self._timers is None:
             return
         if not self._lock.acquire(blocking=False):
             if self._pending and self._file is not None:
-                self._flush_queued = True
                 self._timers.call_at(time.time() + self._flush_delay, self._flush_due)
             return
         try:
