@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -116,10 +117,11 @@ WAKERS = {
 """Processes that only wake 100 times a second: the floor of one wake-up's CPU, by how the process sleeps."""
 
 
-def wake_floors(seconds: float) -> dict[str, dict[str, float]]:
-    """CPU µs per wake-up of each `WAKERS` process, sampled over `seconds` after 3 s of settling."""
+def wake_floors(seconds: float, wakers: Mapping[str, str] = WAKERS) -> dict[str, dict[str, float]]:
+    """CPU µs per wake-up of each of `wakers` (name: a Python program that only wakes), sampled over `seconds`
+    after 3 s of settling."""
     floors = {}
-    for name, code in WAKERS.items():
+    for name, code in wakers.items():
         process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT)
         try:
             time.sleep(3.0)

@@ -9,9 +9,10 @@ more CPU than a round's work. This measures both sides of that:
   it slept; involuntary: it was preempted, usually by the replica its send woke), from
   `/proc/<pid>/task/*`, and the replicas' CPU, each divided by the journal's rounds in
   the window. `--code DIR` alternates runs of another checkout.
-* **The floor:** what one wake-up costs a process that does nothing else, in a child
-  process each: `time.sleep`, a bare `epoll` wait, a libev timer with an empty Python
-  callback, and `gevent.sleep` (a greenlet switched out and back), each every 20 ms.
+* **The floor:** what one wake-up costs a process that does nothing else but wake 100
+  times a second: `benchmarks.idle_cost`'s `time.sleep` and `gevent.sleep` (after the
+  harness's Locust import), and between them a bare `epoll` wait and a libev timer with
+  an empty Python callback.
 
 Run from the repository root:
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,46 +32,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks import idle_cost
 from benchmarks.client_cpu import fast_smoke
 from benchmarks.cpu import machine_facts
 from benchmarks.runs import REPO_ROOT, RESULTS, ChildRun, embedded_target_pids, load_average, process_sample
 
-FLOOR_PERIOD = 0.02
-FLOOR_SECONDS = 5.0
-FLOOR = """
-import sys, time
-kind = sys.argv[1]
-period, count = {period}, int({seconds} / {period})
-if kind in ("libev", "gevent"):
-    from gevent import monkey; monkey.patch_all()
-    import gevent
-start = time.process_time()
-if kind == "time.sleep":
-    for _ in range(count):
-        time.sleep(period)
-elif kind == "epoll":
-    import select
-    poller = select.epoll()
-    for _ in range(count):
-        poller.poll(period)
-elif kind == "libev":
-    timer = gevent.get_hub().loop.timer(period, period)
-    timer.start(lambda: None)
-    gevent.sleep(count * period + period / 2)
-    timer.stop()
-else:
-    for _ in range(count):
-        gevent.sleep(period)
-print((time.process_time() - start) / count * 1e6)
-"""
-
-
-def floor(kind: str) -> float:
-    """CPU µs per wake-up of a child process that wakes every 20 ms and does nothing else."""
-    code = FLOOR.format(period=FLOOR_PERIOD, seconds=FLOOR_SECONDS)
-    done = subprocess.run([sys.executable, "-c", code, kind], capture_output=True, text=True, check=True,
-                          timeout=FLOOR_SECONDS * 4)
-    return round(float(done.stdout.strip()), 1)
+FLOOR_SECONDS = 10.0
+WAKERS = {
+    **idle_cost.WAKERS,
+    "a bare epoll wait": "import select\npoller = select.epoll()\nwhile True:\n    poller.poll(0.01)\n",
+    "a libev timer, empty Python callback (gevent's loop)": (
+        "from gevent import monkey\nmonkey.patch_all()\nimport gevent\n"
+        "timer = gevent.get_hub().loop.timer(0.01, 0.01)\ntimer.start(lambda: None)\n"
+        "while True:\n    gevent.sleep(3600)\n"),
+}
+"""`benchmarks.idle_cost`'s floors, and two between them: how much of a wake-up is the kernel's, how much gevent's."""
 
 
 def one_run(code: Path, rate: int, skip: float, window: float) -> dict[str, Any]:
@@ -135,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             figures["runs"][name].append(run)
             print(f"  {name}: {run}", flush=True)
     if not args.no_floor:
-        figures["floor_us_per_wakeup"] = {kind: floor(kind) for kind in ("time.sleep", "epoll", "libev", "gevent")}
-        print(f"  one wake-up every {FLOOR_PERIOD * 1000:.0f} ms, CPU µs each: {figures['floor_us_per_wakeup']}")
+        figures["wake_floors"] = idle_cost.wake_floors(FLOOR_SECONDS, WAKERS)
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"wakeups-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
     path.write_text(json.dumps(figures, indent=2))
