@@ -8,6 +8,7 @@ validate` as a user runs it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -167,6 +168,51 @@ def test_a_followed_file_is_read_from_its_end_and_old_stamps_are_dropped_in_ever
         ("shop-1", "unknown key")]
     assert collector.dropped == 4
     assert all(now - 0.01 <= event.t <= time.time() for event in events), [event.t - now for event in events]
+
+
+def utc_container_line(t: float, reason: str) -> str:
+    """Python's default format in a container whose clock is UTC: a naive stamp, in UTC."""
+    moment = datetime.fromtimestamp(t, UTC)
+    return (moment.strftime("%Y-%m-%d %H:%M:%S") + f",{moment.microsecond // 1000:03d} WARNING "
+            f"mcp.server.request_state: requestState rejected on tools/call: {reason}\n")
+
+
+@pytest.fixture
+def local_zone():
+    """Sets this process's local time zone (a POSIX TZ string: no zone database needed); restores it after."""
+    before = os.environ.get("TZ")
+
+    def set_zone(zone: str) -> None:
+        os.environ["TZ"] = zone
+        time.tzset()
+
+    yield set_zone
+    if before is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = before
+    time.tzset()
+
+
+@pytest.mark.parametrize("zone", ["CET-1", "JST-9", "EST5", "UTC0"])
+def test_a_stamp_without_a_zone_is_read_as_utc_or_local_time_whichever_the_run_can_have_seen(
+        tmp_path, local_zone, zone):
+    local_zone(zone)  # the machine reading the logs: Berlin in winter, Tokyo, New York, UTC
+    log = tmp_path / "app.log"
+    log.write_text("")
+    began = time.time()
+    collector, events = collect(since=began)
+    collector.follow(LogSource("file", str(log), "app"))
+    now = time.time()
+    append(log,
+           utc_container_line(now, "seal"),  # a container's fresh line, its clock in UTC
+           python_default_line(now, "expired"),  # a local process's fresh line, in local time
+           # a container's history, replayed (a command, a shipper late): before the run in any zone
+           *(utc_container_line(began - hours * HOUR, "audience") for hours in (0.5, 1, 3, 10)))
+    collector.stop(settle=0.3)
+    assert sorted(event.reason for event in events) == ["expired", "seal"]
+    assert all(event.t == pytest.approx(now, abs=0.01) for event in events), [event.t - now for event in events]
+    assert collector.dropped == 4
 
 
 def test_a_file_that_appears_after_it_is_followed_is_read_from_its_start(tmp_path):

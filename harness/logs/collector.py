@@ -87,7 +87,7 @@ class _Parser(LineParser):
     """The line parser, also showing every line to an `on_line` observer when there is one."""
 
     def __init__(self, emit: Callable[[Rejection], None], label: str, on_line: OnLine | None) -> None:
-        super().__init__(emit)
+        super().__init__(emit, wall=time.time)
         self._label = label
         self._on_line = on_line
 

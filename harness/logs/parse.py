@@ -117,9 +117,13 @@ class LineParser:
     common path takes no lock, and everything that touches the unfinished records does.
     """
 
-    def __init__(self, on_rejection: OnRejection, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, on_rejection: OnRejection, *, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] | None = None) -> None:
+        """`wall`: the clock a line is read by as it is written (a run's collector), against which a stamp
+        without a zone is read as local time or UTC (`harness.logs.stamps`); without it, local time."""
         self._emit = on_rejection
         self._clock = clock
+        self._wall = wall
         self._pending: dict[str | None, _Pending] = {}
         self._lock = threading.Lock()
 
@@ -189,7 +193,7 @@ class LineParser:
         if replica is None:
             field = _REPLICA_FIELD.search(text)
             replica = clean_label(field["replica"]) if field else None
-        self._emit(Rejection(replica, parsed[1], parsed[0], _first(line_time(text), t)))
+        self._emit(Rejection(replica, parsed[1], parsed[0], _first(line_time(text, self._near(t)), t)))
         return True
 
     def _parse_json(self, text: str, replica: str | None, t: float | None) -> bool:
@@ -202,7 +206,8 @@ class LineParser:
         message = next((record[key] for key in MESSAGE_KEYS if isinstance(record.get(key), str)), None)
         if message is None or MARK not in message:
             return True  # a JSON record, and not a rejection
-        return self._parse_plain(message, replica or _json_replica(record), _first(record_time(record), t))
+        return self._parse_plain(message, replica or _json_replica(record),
+                                 _first(record_time(record, self._near(t)), t))
 
     def _parse_rich_head(self, line: str, replica: str | None, t: float | None) -> bool:
         match = _RICH_HEAD.match(line)
@@ -212,10 +217,17 @@ class LineParser:
         compact = _compact(message)
         if not (compact.startswith(_COMPACT_HEAD) or _COMPACT_HEAD.startswith(compact)):
             return False  # another WARNING, or a plain line with the level before other fields
-        pending = _Pending(replica, match.end("lead"), compact, self._clock(), _first(line_time(line), t))
+        logged_at = _first(line_time(line, self._near(t)), t)
+        pending = _Pending(replica, match.end("lead"), compact, self._clock(), logged_at)
         if not self._complete(pending):
             self._pending[replica] = pending
         return True
+
+    def _near(self, t: float | None) -> float | None:
+        """When the line was received: its source's time for it, else now on the wall clock, if reading live."""
+        if t is not None:
+            return t
+        return self._wall() if self._wall is not None else None
 
     def _continues(self, pending: _Pending, line: str) -> bool:
         """Append `line` to `pending` if it is its continuation (text in the message column, blanks before)."""

@@ -9,7 +9,18 @@ Read: ISO 8601 / RFC 3339 at the start (`2026-11-30T05:12:57.934Z`, `...+01:00`,
 Python's default `2026-11-30 05:12:57,934`), rich's console column (`[11/30/26
 05:12:57]`), and a JSON record's `time`, `timestamp`, `ts` or `@timestamp` (a string as
 above, or a number of seconds, milliseconds, microseconds or nanoseconds since the
-epoch). A time without a zone is local time, as Python's logging and rich write it.
+epoch). A time with a zone is exact. A time without one is local time, as Python's logging
+and rich write it, unless the caller knows when the line was read or received (`near`):
+then it is local time or UTC, whichever is the later one not after `near` (plus
+`FUTURE_SLACK`). A container or a pod usually runs in UTC while the machine reading its log
+may not; read as local time, a Berlin laptop would date a container's fresh line an hour
+before it was written (and the run would drop it as history), a New York one five hours
+after. A line is never written after it is read, and of the two readings not after that, the
+later is the one written closer to then (a zone behind UTC dates a local line later than
+the UTC reading; one ahead dates a UTC line earlier). What stays ambiguous: on a machine k
+hours ahead of UTC, a local-time line replayed from k hours (up to k hours plus the run's
+age) ago reads the same as a fresh UTC line, and is taken for one. A stamp with a zone has
+no such doubt.
 """
 
 from __future__ import annotations
@@ -17,6 +28,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final
+
+FUTURE_SLACK: Final = 60.0
+"""Seconds a line's own time may read after it was received (clocks a little apart) and still be that time."""
 
 TIME_KEYS: Final = ("time", "timestamp", "ts", "@timestamp")
 """JSON fields that hold when the record was written, most common first."""
@@ -26,21 +40,21 @@ _RICH = re.compile(r"\s*\[(\d\d)/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\]")
 """rich's default `log_time_format` (`[%x %X]` in the C locale): month/day/two-digit year, local time."""
 
 
-def line_time(text: str) -> float | None:
-    """Seconds since the epoch of the timestamp `text` starts with, or None."""
+def line_time(text: str, near: float | None = None) -> float | None:
+    """Seconds since the epoch of the timestamp `text` starts with, or None; `near`: when it was read."""
     match = _ISO.match(text)
     if match is not None:
         year, month, day, hour, minute, second, fraction, zone = match.groups()
-        return _epoch(int(year), int(month), int(day), int(hour), int(minute), int(second), fraction, zone)
+        return _epoch(int(year), int(month), int(day), int(hour), int(minute), int(second), fraction, zone, near)
     match = _RICH.match(text)
     if match is not None:
         month, day, year, hour, minute, second = (int(part) for part in match.groups())
-        return _epoch(2000 + year, month, day, hour, minute, second, None, None)
+        return _epoch(2000 + year, month, day, hour, minute, second, None, None, near)
     return None
 
 
-def record_time(record: dict[str, Any]) -> float | None:
-    """Seconds since the epoch of a JSON record's own time field, or None."""
+def record_time(record: dict[str, Any], near: float | None = None) -> float | None:
+    """Seconds since the epoch of a JSON record's own time field, or None; `near`: when it was read."""
     for key in TIME_KEYS:
         value = record.get(key)
         if isinstance(value, bool):
@@ -48,24 +62,36 @@ def record_time(record: dict[str, Any]) -> float | None:
         if isinstance(value, int | float):
             return _epoch_number(float(value))
         if isinstance(value, str):
-            stamp = line_time(value)
+            stamp = line_time(value, near)
             if stamp is not None:
                 return stamp
     return None
 
 
 def _epoch(year: int, month: int, day: int, hour: int, minute: int, second: int, fraction: str | None,
-           zone: str | None) -> float | None:
+           zone: str | None, near: float | None) -> float | None:
     try:
         moment = datetime(year, month, day, hour, minute, min(second, 59))
     except ValueError:
         return None
     if zone is not None:
-        moment = moment.replace(tzinfo=_zone(zone))
-    seconds = moment.timestamp()  # naive: local time
+        seconds = moment.replace(tzinfo=_zone(zone)).timestamp()
+    elif near is None:
+        seconds = moment.timestamp()  # naive: local time
+    else:
+        seconds = _local_or_utc(moment, near)
     if fraction:
         seconds += int(fraction) / 10 ** len(fraction)
     return seconds
+
+
+def _local_or_utc(moment: datetime, near: float) -> float:
+    """A naive moment read as local time or as UTC: the later reading not after `near`, else the nearer."""
+    readings = (moment.timestamp(), moment.replace(tzinfo=UTC).timestamp())
+    possible = [seconds for seconds in readings if seconds <= near + FUTURE_SLACK]
+    if possible:
+        return max(possible)
+    return min(readings, key=lambda seconds: seconds - near)
 
 
 def _zone(text: str) -> timezone:
