@@ -129,16 +129,19 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
         "report", help="rebuild a results folder's summary.json, junit.xml and report.html from its journal",
         description="Rebuild summary.json, junit.xml and report.html of a results folder from its journal "
                     "(also a run killed with SIGKILL: status interrupted, figures up to its last record), "
-                    "print the closing table, and exit with the code the run's verdict gives.",
+                    "print the closing table, and exit with the code the run's verdict gives (a comparison "
+                    "`run --baseline` made is kept, its regression folded in).",
         epilog=EXIT_CODES)
     report.add_argument("folder", type=Path, help="a run's results folder, e.g. results/20261201T061500Z-smoke")
     report.set_defaults(handler=_report)
 
 
 def _report(args: argparse.Namespace) -> int:
+    from harness.compare.cli import fold_recorded_comparison, recorded_comparison
     from harness.report import NotResults, rebuild_results
     from harness.report.terminal import render_thresholds
 
+    comparison = recorded_comparison(args.folder)
     try:
         verdict = rebuild_results(args.folder)
     except NotResults as exc:
@@ -146,7 +149,11 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print(render_thresholds(verdict))
     print(f"rebuilt summary.json, junit.xml and report.html in {args.folder}", file=sys.stderr)
-    return int(verdict.exit_code)
+    if comparison is None:
+        return int(verdict.exit_code)
+    print(f"kept the comparison with {comparison.get('baseline')} (regressed: {comparison.get('regressed')})",
+          file=sys.stderr)
+    return fold_recorded_comparison(args.folder, comparison, int(verdict.exit_code))
 
 
 def _add_validate(commands: argparse._SubParsersAction) -> None:

@@ -408,6 +408,12 @@ def test_run_baseline_folds_a_regression_into_a_passing_run(tmp_path):
     assert (done.folder / "compare.json").is_file() and (done.folder / "compare-junit.xml").is_file()
     assert (done.folder / "compare.html").is_file()
 
+    rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(done.folder)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert rebuilt.returncode == 1, rebuilt.stderr  # the rebuild keeps the regression's verdict ...
+    summary = json.loads((done.folder / "summary.json").read_text(encoding="utf-8"))
+    assert summary["compare"] == folded  # ... and the comparison in summary.json
+
 
 
 # --- the nightly CI example and the README ---------------------------------------------------------------

@@ -132,6 +132,27 @@ def compare_after_run(baseline: Path, folder: Path, exit_code: int, args: argpar
     return max(exit_code, comparison.exit_code)
 
 
+def recorded_comparison(folder: Path) -> dict[str, Any] | None:
+    """The `compare` key a `run --baseline` folded into the folder's summary.json, if any (a rebuild keeps it)."""
+    try:
+        compare = json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("compare")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return compare if isinstance(compare, dict) and isinstance(compare.get("exit_code"), int) else None
+
+
+def fold_recorded_comparison(folder: Path, compare: dict[str, Any], exit_code: int) -> int:
+    """Put a recorded comparison back into a rebuilt summary.json; the exit code with its regression folded in.
+
+    The comparison read the same journal the rebuild did, so it still holds; the baseline
+    it was made against may be gone, which is why it is kept rather than made again.
+    """
+    _add_to_summary(folder / "summary.json", compare)
+    if exit_code not in (EXIT_OK, EXIT_REGRESSION):
+        return exit_code
+    return max(exit_code, compare["exit_code"])
+
+
 def _add_to_summary(path: Path, compare: dict[str, Any]) -> None:
     """summary.json gains a `compare` key (the run's own keys stay as its journal decided them)."""
     if not path.is_file():
