@@ -119,6 +119,13 @@ class Target(_Strict):
                                     "keys that die with the process")
     ttl: PositiveDuration = Field(default=600.0, description="how long a requestState lives, modelled")
     name: str = Field(default="shop", description="the replicas' server name, the audience states are sealed for")
+    principal_header: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9-]+$",
+        description="a request header the replicas bind every requestState to (embedded, docker image: the shop's "
+                    "replicas are started binding it; otherwise your deployment must): every round carries it, "
+                    "valued `principal`, and the fuzzer's cross-principal mutant goes back under another value")
+    principal: str = Field(default="mrtr-harness", min_length=1, pattern=r"^[\x21-\x7e]+$",
+                           description="the principal_header's value on every round (printable, no spaces)")
     overrides: list[ReplicaOverride] = Field(default_factory=list, description="replicas that differ from the rest")
     urls: list[str] = Field(default_factory=list, description="external: the replicas' (or the balancer's) MCP URLs")
     api: str | None = Field(default=None, description="external: the shop API's base URL, whose `GET /ledger` "
@@ -317,24 +324,19 @@ class FuzzFlow(_Flow):
             raise ValueError("mutations names a class twice")
         return mutations
 
-    def skipped(self) -> dict[Mutation, str]:
-        """The chosen classes this flow cannot send, with why: the shop's flow has other quotes and tools to hand."""
+    def skipped(self, principal: bool) -> dict[Mutation, str]:
+        """The chosen classes this flow cannot send, with why: the shop's flow has other quotes and tools to hand.
+
+        `principal`: whether the target names a `principal_header` (cross-principal needs one).
+        """
         shop = self.tool is None
         return skipped_mutations(self.mutations, several_arguments=shop or len(self.arguments) > 1,
-                                 other_tool=shop or self.swap_tool is not None)
+                                 other_tool=shop or self.swap_tool is not None, principal=principal)
 
-    def runnable(self) -> list[Mutation]:
+    def runnable(self, principal: bool) -> list[Mutation]:
         """The classes the flow picks from: its `mutations` less those it cannot send, in their given order."""
-        skipped = self.skipped()
+        skipped = self.skipped(principal)
         return [mutation for mutation in self.mutations if mutation not in skipped]
-
-    @model_validator(mode="after")
-    def _something_to_send(self) -> FuzzFlow:
-        skipped = self.skipped()
-        if all(mutation in skipped for mutation in self.mutations):
-            raise FieldProblem("none of these mutations can be sent: " + "; ".join(
-                f"{mutation.value}: {why}" for mutation, why in skipped.items()), "mutations")
-        return self
 
 
 FlowSpec = Annotated[RefundFlow | ReturnFlow | PayoutFlow | AdversarialFlow | CallFlow | FuzzFlow,
@@ -545,6 +547,17 @@ class Scenario(_Strict):
     def _thresholds_read(cls, table: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
         parse_thresholds(table)  # raises ThresholdError (a ValueError) naming the threshold
         return table
+
+    @model_validator(mode="after")
+    def _fuzz_can_send(self) -> Scenario:
+        """A fuzz flow none of whose classes can be sent against this target is refused, saying why for each."""
+        principal = self.target.principal_header is not None
+        for index, flow in enumerate(self.flows):
+            if isinstance(flow, FuzzFlow) and not flow.runnable(principal):
+                raise FieldProblem("none of these mutations can be sent: " + "; ".join(
+                    f"{mutation.value}: {why}" for mutation, why in flow.skipped(principal).items()),
+                    "flows", index, "mutations")
+        return self
 
     @model_validator(mode="after")
     def _chaos_fits(self) -> Scenario:

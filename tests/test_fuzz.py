@@ -45,6 +45,7 @@ grace = "5s"
 kind = "embedded"
 replicas = 2
 store = "{store}"
+principal_header = "X-Lead"
 
 [load]
 arrival_rate = 7
@@ -84,7 +85,8 @@ swap_tool = "other"
 think = {{ dist = "constant", value = "6s" }}
 """
 
-SENT_TO_THE_SHOP = [mutation for mutation in DEFAULT_MUTATIONS if mutation is not Mutation.CROSS_PRINCIPAL]
+SENT_TO_THE_SHOP = list(DEFAULT_MUTATIONS)
+"""Every class but expired (a whole TTL): the shop's replicas bind states to the principal header too."""
 
 
 # --- in-process: the classes ------------------------------------------------------------------------
@@ -167,8 +169,13 @@ def test_no_mutant_accepted_names_the_class_and_an_example():
 
 def test_a_fuzz_flow_that_can_send_nothing_is_refused_naming_why():
     base = "name='x'\nduration='5s'\n[load]\narrival_rate=1\n[[flows]]\nkind='fuzz'\n"
-    with pytest.raises(ScenarioError, match=r"flows\[1\]\.mutations.*no principal"):
+    with pytest.raises(ScenarioError, match=r"flows\[1\]\.mutations.*no principal.*principal_header"):
         parse_scenario(base + "mutations=['cross-principal']\n")
+    bound = parse_scenario(base.replace("[load]", "[target]\nprincipal_header='X-Lead'\n[load]")
+                           + "mutations=['cross-principal']\n")
+    assert bound.flows[0].runnable(principal=True) == [Mutation.CROSS_PRINCIPAL]
+    with pytest.raises(ScenarioError, match=r"target\.principal_header"):
+        parse_scenario(base.replace("[load]", "[target]\nprincipal_header='X Lead'\n[load]"))
     with pytest.raises(ScenarioError, match=r"flows\[1\]\.mutations\[1\]"):
         parse_scenario(base + "mutations=['bit-twiddle']\n")
     with pytest.raises(ScenarioError, match="two or more `arguments`"):
@@ -207,8 +214,7 @@ def test_the_shop_on_every_store_rejects_every_class_with_its_reason(store, tmp_
     # same millisecond can swap lines, so one stray reason is tolerated, never a class's usual one.
     rejected = sum(row["rejected"] for row in by_mutation.values())
     assert sum(row["unexpected_reasons"] for row in by_mutation.values()) <= max(1, rejected // 50), by_mutation
-    assert summary["fuzz"]["skipped"] == {"cross-principal": "the harness sends no principal (no principal header "
-                                                             "is configured)"}
+    assert summary["fuzz"]["skipped"] == {}
     assert _tokens_in(finished.folder) == []  # neither a state nor a mutant is kept, only class and length
 
 

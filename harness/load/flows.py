@@ -34,6 +34,7 @@ from harness.scenario import (
     Scenario,
     flow_label,
 )
+from harness.scenario import Target as TargetSpec
 
 if TYPE_CHECKING:
     from harness.shop.catalogue import Catalogue
@@ -357,7 +358,8 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOut
     retry did not complete, a swap with no other state to be had) sends nothing, and the
     flow's record then carries no `mutation`.
     """
-    mutation = flow.rng.choice(spec.runnable())
+    target = flow.env.scenario.target
+    mutation = flow.rng.choice(spec.runnable(target.principal_header is not None))
     if spec.tool is None:
         tool, arguments = "issue_refund", {"quote_id": (yield from _quote(flow, True, intended_at))}
         intended_at = None
@@ -387,7 +389,8 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOut
         return FlowOutcome.ABANDONED
     number = len(rounds) + 1
     retry = flow.send(tool, sent_arguments, input_responses=answers, request_state=mutant.value,
-                      round_number=number, replica=client.router.pick(previous.replica))
+                      round_number=number, replica=client.router.pick(previous.replica),
+                      headers=_as_another_principal(target) if mutation is Mutation.CROSS_PRINCIPAL else None)
     answer = answer_of(mutant, retry.outcome.value, retry.http_status, retry.error_code)
     flow.facts.update(mutation=mutant.mutation.value, mutant_detail=mutant.detail, mutant_length=mutant.length,
                       mutant_round=number, mutant_answer=answer.value)
@@ -413,6 +416,8 @@ def _mutant(flow: Flow, spec: FuzzFlow, mutation: Mutation, tool: str, arguments
         return (Mutant(mutation, other, "another tool's state") if other else None), arguments
     if mutation is Mutation.REPLAY_COMPLETED:
         return Mutant(mutation, state, "the completed retry's state, again"), arguments
+    if mutation is Mutation.CROSS_PRINCIPAL:
+        return Mutant(mutation, state, "this state, sent as another principal"), arguments
     if mutation is Mutation.FOREIGN_KEY:
         return Mutant(mutation, env.states.foreign_state(tool, arguments), "sealed under a key of its own"), arguments
     if mutation is Mutation.EXPIRED:
@@ -420,6 +425,12 @@ def _mutant(flow: Flow, spec: FuzzFlow, mutation: Mutation, tool: str, arguments
         yield held
         return Mutant(mutation, state, f"held {held:.1f} s"), arguments
     return mutate_token(mutation, state, rng), arguments
+
+
+def _as_another_principal(target: TargetSpec) -> dict[str, str]:
+    """The principal header of a round sent as someone else: the run's principal with `-other` appended."""
+    assert target.principal_header is not None, "cross-principal is only run with a principal header"
+    return {target.principal_header: f"{target.principal}-other"}
 
 
 def _other_arguments(flow: Flow, spec: FuzzFlow, arguments: dict[str, Any]) -> Steps[dict[str, Any]]:

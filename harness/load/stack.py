@@ -30,8 +30,10 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     """Everything the flows of one load process share (worker 0 is the local runner)."""
     router = Router(list(urls), scenario.load.routing, rng=stream(scenario.seed, "worker", worker, "router"))
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
+    target = scenario.target
+    principal = {target.principal_header: target.principal} if target.principal_header is not None else None
     client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
-                        transport=transport)
+                        transport=transport, headers=principal)
     return FlowEnv(scenario, client, journal, measurements, _catalogue(scenario),
                    url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep)
 

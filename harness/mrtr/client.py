@@ -209,15 +209,19 @@ class MrtrClient:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = gevent.sleep,
         redispatch: bool = True,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        """`redispatch`: when no connection to a round's replica can be opened (a replica that is
+        """`headers`: sent on every round besides the protocol's own (the principal header a deployment binds
+        states to). `redispatch`: when no connection to a round's replica can be opened (a replica that is
         down or restarting), send the round to another replica, as a health-checking balancer
         would. The server never saw the request, so this hides no MRTR failure: a rejected
         state, a lost record or a broken answer is still reported as it happened.
         """
         self.redispatch = redispatch
         self.router = router
-        self.envelope = Envelope(capabilities, client_info)
+        if headers and any("\r" in f"{k}{v}" or "\n" in f"{k}{v}" for k, v in headers.items()):
+            raise ValueError("a header name or value holds a line break")
+        self.envelope = Envelope(capabilities, client_info, headers)
         self.max_rounds = max_rounds
         self.transport = transport if transport is not None else Transport(read_timeout=timeout)
         self._clock = clock

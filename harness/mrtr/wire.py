@@ -124,7 +124,9 @@ class Envelope:
 
     __slots__ = ("capabilities", "client_info", "meta_json", "meta_suffix", "base_headers", "_tool_headers")
 
-    def __init__(self, capabilities: Mapping[str, Any], client_info: tuple[str, str]) -> None:
+    def __init__(self, capabilities: Mapping[str, Any], client_info: tuple[str, str],
+                 headers: Mapping[str, str] | None = None) -> None:
+        """`headers`: sent on every request besides the protocol's own (a principal header)."""
         name, version = client_info
         self.capabilities = dict(capabilities)
         self.client_info = {"name": name, "version": version}
@@ -141,6 +143,7 @@ class Envelope:
             "Accept": ACCEPT,
             MCP_PROTOCOL_VERSION_HEADER: PROTOCOL_VERSION,
             MCP_METHOD_HEADER: TOOLS_CALL,
+            **(headers or {}),
         }
         self._tool_headers: dict[str, dict[str, str]] = {}
 

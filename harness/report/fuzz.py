@@ -113,7 +113,8 @@ class FuzzFold(JournalView):
         self._reasons(rows)
         order = {mutation.value: index for index, mutation in enumerate(Mutation)}
         return FuzzTable(sorted(rows.values(), key=lambda row: order.get(row.mutation, len(order))),
-                         _skipped(scenario.flows if scenario is not None else []))
+                         _skipped(scenario.flows if scenario is not None else [],
+                                  scenario is not None and scenario.target.principal_header is not None))
 
     def _reasons(self, rows: dict[str, MutationRow]) -> None:
         """Pair each rejected mutant with a free logged line on its replica, in three passes (see the module)."""
@@ -164,9 +165,9 @@ def _expected(mutation: str) -> frozenset[str]:
     return EXPECTED_REASONS.get(Mutation(mutation), frozenset()) if known else frozenset()
 
 
-def _skipped(flows: Sequence[Any]) -> dict[str, str]:
+def _skipped(flows: Sequence[Any], principal: bool) -> dict[str, str]:
     """The classes a scenario's fuzz flows chose but none of them can send, each with why."""
     fuzz_flows = [flow for flow in flows if isinstance(flow, FuzzFlow)]
-    runnable = {mutation for flow in fuzz_flows for mutation in flow.runnable()}
-    return {mutation.value: why for flow in fuzz_flows for mutation, why in flow.skipped().items()
+    runnable = {mutation for flow in fuzz_flows for mutation in flow.runnable(principal)}
+    return {mutation.value: why for flow in fuzz_flows for mutation, why in flow.skipped(principal).items()
             if mutation not in runnable}

@@ -166,9 +166,11 @@ class EmbeddedTarget:
 
 
 def replica_options(spec: TargetSpec) -> list[ReplicaOptions]:
-    """Each replica's options as the scenario's target gives them: its store, then its overrides (name, clock
-    offset, behind or ahead, launch, memory stores). The process and docker backends start replicas from these."""
-    options = [ReplicaOptions(store="memory" if spec.store == "memory" else None) for _ in range(spec.replicas)]
+    """Each replica's options as the scenario's target gives them: its store and principal header, then its
+    overrides (name, clock offset, behind or ahead, launch, memory stores). The process and docker backends start
+    replicas from these."""
+    options = [ReplicaOptions(store="memory" if spec.store == "memory" else None,
+                              principal_header=spec.principal_header) for _ in range(spec.replicas)]
     for override in spec.overrides:
         option = options[override.replica - 1]
         offset = override.clock_offset or 0.0
