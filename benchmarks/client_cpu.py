@@ -50,7 +50,6 @@ from gevent import monkey
 monkey.patch_all()  # a load process, like a Locust worker: patch first, once
 
 import argparse
-import json
 import secrets
 import shlex
 import socket
@@ -76,6 +75,7 @@ from benchmarks.runs import (
     load_average,
     machine_busy_seconds,
     process_sample,
+    write_figures,
 )
 from harness.mrtr import MrtrClient, Outcome, RoundRecord, Router, Transport
 from harness.mrtr.wire import CallFrame
@@ -416,10 +416,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.seconds} s (window: the load's middle):", flush=True)
         figures["whole_run"] = whole_runs(args)
     figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"client_cpu-{started:%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"written to {out.relative_to(REPO_ROOT)}")
+    write_figures("client_cpu", figures, started)
     failed = not alone["all_complete"] or any(run["exit_code"] != 0 for runs in figures.get("whole_run", {}).values()
                                               for run in runs)
     return 1 if failed else 0

@@ -57,11 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu import load_average, machine_busy_seconds, machine_facts, process_cpu_seconds
+from benchmarks.runs import RESULTS, write_figures
 from harness.journal import read_journal
 from tests.servers import Running, start_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "results" / "benchmarks"
 SAMPLE_EVERY = 0.2
 SKIP_SPAWN = 1.0
 """Seconds after the first flow starts before the window opens (the agents are still being spawned)."""
@@ -324,10 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["load_cpu_us_per_round"] = {"min": min(per_round), "median": statistics.median(per_round),
                                         "max": max(per_round)}
     figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"flows_per_second-{started:%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"written to {out.relative_to(REPO_ROOT)}")
+    write_figures("flows_per_second", figures, started)
     bad = [run for run in figures["runs"] if set(run["outcomes"]) != {"completed"}]
     bad += [plain for plain in figures["plain"] if plain["exit_code"] or plain["failures"]]
     return 1 if bad else 0

@@ -29,7 +29,6 @@ Raw figures go to `results/benchmarks/idle_cost-<utc>.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import subprocess
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu import machine_facts
-from benchmarks.runs import REPO_ROOT, RESULTS, ChildRun, interpolate, load_average, process_sample
+from benchmarks.runs import REPO_ROOT, ChildRun, interpolate, load_average, process_sample, write_figures
 
 SAMPLE_EVERY = 0.5
 IDLE = """\
@@ -177,12 +176,9 @@ def main(argv: list[str] | None = None) -> int:
                          for name, runs in figures["runs"].items()}
     figures["wake_floors"] = wake_floors(args.floor_seconds)
     figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"idle_cost-{started:%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps(figures, indent=2) + "\n")
+    write_figures("idle_cost", figures, started)
     for name, median in figures["median"].items():
         print(f"{name}: median {median}")
-    print(f"written to {out.relative_to(REPO_ROOT)}")
     return 0 if all(run["exit_code"] == 0 for runs in figures["runs"].values() for run in runs) else 1
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from benchmarks.client_cpu import shop_server
 from benchmarks.cpu import machine_facts
-from benchmarks.runs import REPO_ROOT, RESULTS, load_average, process_sample
+from benchmarks.runs import REPO_ROOT, load_average, process_sample, write_figures
 from benchmarks.wakeups import one_run
 
 MODES = ("client", "bare")
@@ -112,10 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                                "by_flows_per_s": {}}
     for flows in (int(rate) for rate in args.flows.split(",")):
         figures["by_flows_per_s"][flows] = at_flows(flows, args)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"paced_floor-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(figures, indent=2))
-    print(f"written to {path.relative_to(REPO_ROOT)}")
+    write_figures("paced_floor", figures, started)
     return 0
 
 

@@ -14,7 +14,6 @@ Prints the figures and writes JSON to `results/benchmarks/`.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -22,9 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.cpu import load_average, machine_facts
+from benchmarks.runs import write_figures
 from harness.target.local_deployment import LocalDeployment, ReplicaOptions
-
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
 
 
 def restart_once(deployment: LocalDeployment) -> dict[str, float]:
@@ -71,10 +69,7 @@ def main() -> int:
         print(f"{way:12} restart total median {figures['total_median']:.2f} s (max {figures['total_max']:.2f}), "
               f"ready after start median {figures['ready_median']:.2f} s (max {figures['ready_max']:.2f})")
     print(f"forked / interpreter (median total): {result['ratio_total_median']}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"replica_restart-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
-    path.write_text(json.dumps(result, indent=2))
-    print(f"written to {path}")
+    write_figures("replica_restart", result)
     return 0
 
 

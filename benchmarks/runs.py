@@ -11,6 +11,7 @@ counts in 10 ms ticks) and wake-ups as context switches from `/proc/<pid>/task/*
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,16 @@ import orjson
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "results" / "benchmarks"
+
+
+def write_figures(benchmark: str, figures: Any, started: datetime | None = None) -> Path:
+    """Write a benchmark's raw figures to `results/benchmarks/<benchmark>-<UTC start>.json` (git ignores the
+    folder; the README cites the file) and say where."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{benchmark}-{started or datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    path.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"written to {path.relative_to(REPO_ROOT)}", flush=True)
+    return path
 
 
 # --- what the kernel knows of a process ------------------------------------------------------------

@@ -31,7 +31,6 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -52,10 +51,10 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/shop_replica.py` puts b
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds
+from benchmarks.runs import write_figures
 from harness.shop.catalogue import build_catalogue
 from harness.target.local_deployment import LocalDeployment
 
-RESULTS = REPO_ROOT / "results" / "benchmarks"
 PROTOCOL = "2026-07-28"
 CAPABILITIES = {"elicitation": {"form": {}}}
 YES = {"confirm": {"action": "accept", "content": {"release": True}}}
@@ -441,12 +440,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     figures |= run(args)
     figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"shop_replica-{started:%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps(figures, indent=2) + "\n")
+    write_figures("shop_replica", figures, started)
     print_table(figures)
     print(f"\n{figures['command']}  ({figures['duration_s']} s; {figures['machine']['cpus']} cpus, "
-          f"{figures['machine']['cpu_model']})\nwritten to {out.relative_to(REPO_ROOT)}")
+          f"{figures['machine']['cpu_model']})")
     failures = sum(k["failures"] for k in figures["cpu_per_request"]["kinds"].values()) + sum(
         t["failures"] for t in figures["throughput"])
     return 1 if failures else 0

@@ -30,7 +30,6 @@ Raw figures go to `results/benchmarks/startup-<utc>.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu import machine_facts
-from benchmarks.runs import REPO_ROOT, RESULTS, ChildRun, interpolate, load_average, process_sample
+from benchmarks.runs import REPO_ROOT, ChildRun, interpolate, load_average, process_sample, write_figures
 from tests.servers import start_server
 
 EXTERNAL = """\
@@ -172,10 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in floors.items():
         print(f"{name}: median {statistics.median(values):.3f} s ({min(values):.3f}-{max(values):.3f})")
     figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"startup-{started:%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"load average {figures['load_average']}; written to {out.relative_to(REPO_ROOT)}")
+    print(f"load average {figures['load_average']}")
+    write_figures("startup", figures, started)
     return 0 if all(run["exit_code"] == 0 for trials in runs.values() for run in trials) else 1
 
 

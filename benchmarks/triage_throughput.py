@@ -39,9 +39,9 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/triage_throughput.py` p
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.cpu import machine_facts
+from benchmarks.runs import write_figures
 from harness.reasons import REASONS
 
-RESULTS = REPO_ROOT / "results" / "benchmarks"
 REPLICAS = ("r1", "r2", "r3")
 
 NOISE = (
@@ -145,18 +145,16 @@ def main() -> int:
                   f"{run['cpu_seconds']:.2f} s CPU), peak RSS {run['peak_rss_mib']:.1f} MiB "
                   f"(baseline {baseline['peak_rss_mib']:.1f} MiB), exit {run['exit_code']}", flush=True)
         size_mib = big.stat().st_size / 2**20
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC)
     record = {
-        "benchmark": "triage_throughput", "date": stamp, "lines": lines, "rejections": sum(expected.values()),
+        "benchmark": "triage_throughput", "date": started.strftime("%Y%m%dT%H%M%SZ"), "lines": lines,
+        "rejections": sum(expected.values()),
         "log_mib": size_mib, "every": args.every,
         "machine": machine_facts(),
         "baseline": {key: value for key, value in baseline.items() if key != "result"},
         "runs": {name: {key: value for key, value in run.items() if key != "result"} for name, run in runs.items()},
     }
-    out = RESULTS / f"triage_throughput-{stamp}.json"
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"raw figures: {out.relative_to(REPO_ROOT)}")
+    write_figures("triage_throughput", record, started)
     return 0
 
 

@@ -49,10 +49,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.runs import write_figures
 from harness.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "results" / "benchmarks"
 
 SCENARIO = """
 name = "waiting-flows"
@@ -322,11 +322,8 @@ def main() -> None:
                    "rate": args.rate, "seconds": args.seconds,
                    "run": measure_run(args.rate, args.seconds, work, args.workers),
                    "flush": measure_flush(args.flush_trials, work)}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"waiting_flows-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    out.write_text(json.dumps(figures, indent=2))
     print(json.dumps(figures, indent=2))
-    print(f"written to {out.relative_to(ROOT)}")
+    write_figures("waiting_flows", figures)
 
 
 def machine() -> dict[str, Any]:

@@ -24,7 +24,6 @@ It prints the figures and writes them as JSON to `results/benchmarks/wakeups-<ut
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -35,7 +34,14 @@ from typing import Any
 from benchmarks import idle_cost
 from benchmarks.client_cpu import fast_smoke
 from benchmarks.cpu import machine_facts
-from benchmarks.runs import REPO_ROOT, RESULTS, ChildRun, embedded_target_pids, load_average, process_sample
+from benchmarks.runs import (
+    REPO_ROOT,
+    ChildRun,
+    embedded_target_pids,
+    load_average,
+    process_sample,
+    write_figures,
+)
 
 FLOOR_SECONDS = 10.0
 WAKERS = {
@@ -118,10 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name}: {run}", flush=True)
     if not args.no_floor:
         figures["wake_floors"] = idle_cost.wake_floors(FLOOR_SECONDS, WAKERS)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"wakeups-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(figures, indent=2))
-    print(f"written to {path.relative_to(REPO_ROOT)}")
+    write_figures("wakeups", figures, started)
     return 0
 
 
