@@ -187,6 +187,12 @@ def drive(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
         return done.value
 
 
+def _refuse_line_breaks(headers: Mapping[str, str] | None) -> None:
+    """A CR or LF in a header would split the request on the wire: refused before anything is sent."""
+    if headers and any("\r" in f"{k}{v}" or "\n" in f"{k}{v}" for k, v in headers.items()):
+        raise ValueError("header names and values must not contain CR or LF")
+
+
 class MrtrClient:
     """Runs `tools/call` flows over the 2026-07-28 wire, one POST per round.
 
@@ -219,8 +225,7 @@ class MrtrClient:
         """
         self.redispatch = redispatch
         self.router = router
-        if headers and any("\r" in f"{k}{v}" or "\n" in f"{k}{v}" for k, v in headers.items()):
-            raise ValueError("a header name or value holds a line break")
+        _refuse_line_breaks(headers)
         self.envelope = Envelope(capabilities, client_info, headers)
         self.max_rounds = max_rounds
         self.transport = transport if transport is not None else Transport(read_timeout=timeout)
@@ -331,8 +336,7 @@ class MrtrClient:
         may be any JSON value (`wire.JSON_NULL` for an explicit null). `replica` defaults
         to the router's choice for a round 1.
         """
-        if headers and any("\r" in f"{k}{v}" or "\n" in f"{k}{v}" for k, v in headers.items()):
-            raise ValueError("header names and values must not contain CR or LF")
+        _refuse_line_breaks(headers)
         frame = CallFrame(self.envelope, tool, arguments, headers)
         url = replica if replica is not None else self.router.pick(None)
         at = intended_at if intended_at is not None else self._clock()
