@@ -184,7 +184,8 @@ class RoundDone(TypedDict):
 
     `latency` counts from `intended` (coordinated-omission safe), `server_time` from `sent`;
     `outcome` is a `harness.mrtr.Outcome` value; `code` the JSON-RPC code or failure class
-    (null on success); `replica` the label of the replica that served it (`balancer` behind one URL).
+    (null on success); `replica` the replica that served it: the one its answer names in `X-Served-By`
+    (a balancer's backend), else the label of the URL it was sent to (`balancer` behind one URL).
     `error`: what a failed round said (a tool error's text, a JSON-RPC error's message, an HTTP
     error's status and body excerpt), at most 200 characters, secrets replaced by placeholders.
     """

@@ -51,6 +51,7 @@ import subprocess
 import time
 import tomllib
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -404,6 +405,7 @@ def test_the_compose_stack_runs_its_scenario_through_the_balancer_and_prometheus
                         pytest.fail(f"the run did not pass: {summary['status']}, {summary['problems']}\n"
                                     f"{_stack_logs(client, rendered.project)}", pytrace=False)
                     check_summary(summary)
+                    check_balancer_spread_rounds(rendered)
                     check_rotation_reached_every_replica(client, rendered.project, summary)
                     check_targets(targets, rendered)
                 finally:
@@ -443,6 +445,15 @@ def check_summary(summary: dict[str, Any]) -> None:
     assert chaos.get("restart") and chaos.get("rotate-keys"), f"the scenario's chaos failed: {summary['chaos']}"
     assert summary["passed"] and summary["exit_code"] == 0, \
         f"the run's verdict: {summary['status']} {summary.get('reason')} {summary['thresholds']}"
+
+
+def check_balancer_spread_rounds(rendered: Rendered) -> None:
+    """HAProxy passed rounds to every replica: the journal counts each round under the replica that answered
+    it (its `X-Served-By`), though the harness sent every one to the balancer's one URL."""
+    journal = next(rendered.results.glob("*/journal.jsonl"))
+    served = Counter(record.get("replica") for line in journal.read_text().splitlines()
+                     if (record := json.loads(line)).get("type") == "round")
+    assert set(served) == {"r1", "r2", "r3"}, served
 
 
 def check_rotation_reached_every_replica(client: Any, project: str, summary: dict[str, Any]) -> None:

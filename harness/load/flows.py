@@ -20,6 +20,7 @@ import gevent
 from harness.journal import Journal
 from harness.leads import Action, Lead, LeadProfile, RandomStream, UnanswerableRequest
 from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
+from harness.logs.parse import clean_label
 from harness.metrics import Measurements
 from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, Reply, RoundRecord, Steps, Transport, drive
 from harness.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
@@ -72,6 +73,7 @@ class FlowEnv:
         self.small_orders = catalogue.order_ids(needs_confirmation=False) if catalogue else []
         self.all_orders = catalogue.order_ids() if catalogue else []
         self._profiles: dict[int, LeadProfile] = {}
+        self._served_by: dict[str, str] = {}
 
     def profile_for(self, spec: FlowSpec) -> LeadProfile:
         """The lead profile of a flow spec, derived once per run (not per flow).
@@ -84,8 +86,19 @@ class FlowEnv:
             self._profiles[key] = lead_profile(self.scenario.leads, spec)
         return self._profiles[key]
 
-    def label(self, url: str) -> str:
-        return self.replica_labels.get(url, url)
+    def round_label(self, record: RoundRecord) -> str:
+        """The replica a round is counted under: the one its answer names (`X-Served-By`: behind a balancer,
+        the backend that served it), else its URL's label. At most `SERVED_BY_LABELS` names, then `other`:
+        the label reaches metrics, and a header that says something new on every answer must not blow
+        them up."""
+        served_by = record.served_by
+        if served_by is not None:
+            label = self._served_by.get(served_by)
+            if label is None:
+                fresh = clean_label(served_by) if len(self._served_by) < SERVED_BY_LABELS else None
+                label = self._served_by[served_by] = fresh or "other"
+            return label
+        return self.replica_labels.get(record.replica, record.replica)
 
 
 def url_labels(urls: list[str], labels: list[str]) -> dict[str, str]:
@@ -93,6 +106,10 @@ def url_labels(urls: list[str], labels: list[str]) -> dict[str, str]:
     if len(urls) == len(labels):
         return dict(zip(urls, labels, strict=True))
     return {url: "balancer" for url in urls}
+
+
+SERVED_BY_LABELS = 64
+"""Distinct `X-Served-By` names a run counts rounds under; any further one is `other`."""
 
 
 class FlowFailed(Exception):
@@ -204,7 +221,7 @@ class Flow:
         env = self.env
         done = RoundDone(
             type=RecordType.ROUND, t=record.received_at, flow_id=self.flow_id, flow=self.kind, tool=tool,
-            round=record.round, replica=env.label(record.replica), intended=record.intended_at, sent=record.sent_at,
+            round=record.round, replica=env.round_label(record), intended=record.intended_at, sent=record.sent_at,
             latency=round(record.latency, 6), server_time=round(record.server_time, 6),
             outcome=record.outcome.value, http_status=record.http_status, code=failure)
         if message is not None:

@@ -77,6 +77,8 @@ class RoundRecord:
     """For `input_required`: the token to echo (kept so adversarial flows can replay or edit it)."""
     result: dict[str, Any] | None = None
     """The JSON-RPC result for complete / tool_error / input_required rounds."""
+    served_by: str | None = None
+    """The replica the answer says served it (`X-Served-By`), where `replica` may be a balancer's URL."""
 
     @property
     def latency(self) -> float:
@@ -388,6 +390,7 @@ class MrtrClient:
         reply = decode_reply(answer.status, answer.content_type, answer.body, request_id, scanner)
         record.outcome = reply.outcome
         record.http_status = answer.status
+        record.served_by = answer.served_by
         record.error_code = reply.error_code
         record.error_message = reply.error_message
         result = reply.result

@@ -79,6 +79,8 @@ class HttpAnswer:
     status: int
     content_type: str
     body: bytes
+    served_by: str | None = None
+    """The `X-Served-By` header's value: the replica a balancer passed the request to, when it says."""
 
 
 class RoundTransport(Protocol):
@@ -343,6 +345,10 @@ def _ip_literal(host: str) -> socket.AddressFamily | None:
 
 # --- one exchange on one connection -------------------------------------------------------------
 
+SERVED_BY = b"x-served-by"
+"""The response header that names the replica behind a balancer (the shop's replicas send it; HAProxy:
+`http-response set-header X-Served-By %s`), so that rounds sent to one URL are still counted per replica."""
+
 
 def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None) -> tuple[HttpAnswer, bool]:
     """Write the request, read the answer; returns it and whether the connection may be reused."""
@@ -355,6 +361,7 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
     length: int | None = None
     chunked = False
     content_type = ""
+    served_by: str | None = None
     keep_alive = status_line[7:8] == b"1"
     for line in head:
         name, _, value = line.partition(b":")
@@ -367,8 +374,10 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
             chunked = b"chunked" in value.lower()
         elif name == b"connection":
             keep_alive = b"close" not in value.lower() and (keep_alive or b"keep-alive" in value.lower())
+        elif name == SERVED_BY:
+            served_by = value.strip().decode("latin-1")
     if status in (204, 304):
-        return HttpAnswer(status, content_type, b""), keep_alive
+        return HttpAnswer(status, content_type, b"", served_by), keep_alive
     streaming = sse is not None and content_type.startswith(SSE_CONTENT_TYPE)
     if chunked:
         reader = _ChunkedBody(sock, rest)
@@ -377,11 +386,11 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
             for piece in reader:
                 if sse.feed(piece):
                     break  # the rest of the stream is dropped with its connection
-            return HttpAnswer(status, content_type, b""), False
+            return HttpAnswer(status, content_type, b"", served_by), False
         body = b"".join(reader)
         if not reader.complete:
             raise _Broken("connection closed in a chunked body")
-        return HttpAnswer(status, content_type, body), keep_alive
+        return HttpAnswer(status, content_type, body, served_by), keep_alive
     if length is None:  # delimited by the server closing the connection
         parts = [rest]
         while more := sock.recv(RECV_SIZE):
@@ -399,8 +408,8 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
     if streaming:
         assert sse is not None
         sse.feed(body)
-        return HttpAnswer(status, content_type, b""), keep_alive
-    return HttpAnswer(status, content_type, body), keep_alive
+        return HttpAnswer(status, content_type, b"", served_by), keep_alive
+    return HttpAnswer(status, content_type, body, served_by), keep_alive
 
 
 def _send_all(sock: gevent.socket.socket, data: bytes) -> None:

@@ -175,7 +175,33 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
     app = server.streamable_http_app(stateless_http=True, json_response=not settings.sse,
                                      transport_security=_transport_security(settings, TransportSecuritySettings),
                                      host=settings.host)
-    return app, codec, store
+    return _naming_the_replica(app, settings.label), codec, store
+
+
+SERVED_BY_HEADER = b"x-served-by"
+
+
+def _naming_the_replica(app: Any, label: str) -> Any:
+    """The app, its every HTTP answer carrying `X-Served-By: <replica id>`.
+
+    Behind a balancer a client sends every round to one URL; this header tells it which
+    replica answered, so that rounds are counted per replica as the logs' rejections are.
+    """
+    value = label.encode("latin-1", "replace")
+
+    async def named(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_named(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), (SERVED_BY_HEADER, value)]}
+            await send(message)
+
+        await app(scope, receive, send_named)
+
+    return named
 
 
 def _transport_security(settings: ReplicaSettings, cls: Any) -> Any:
