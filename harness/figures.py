@@ -64,7 +64,7 @@ class StartRow(Row):
 
 class RoundRow(Row):
     __slots__ = ()
-    columns = ("t", "flow", "round", "latency", "outcome", "code", "replica")
+    columns = ("t", "flow", "round", "latency", "outcome", "code", "replica", "crossed")
 
 
 class FlowRow(Row):
@@ -174,6 +174,9 @@ class RunFigures(JournalView):
         raise KeyError(metric)
 
     def ratio(self, metric: str, selector: dict[str, str]) -> float | None:
+        if metric == "crossed_replica_share":
+            crossed, continuations = self.crossings(selector)
+            return crossed / continuations if continuations else None
         if metric == "rejection_share":
             total = sum(self.rejections.values())
             return self.count("rejections", selector) / total if total else 0.0
@@ -192,6 +195,12 @@ class RunFigures(JournalView):
             return [row["rounds"] for row in _select(self.calls, selector) if row["rounds"]]
         column = {"flow_duration": "duration", "think_time": "think_time"}[metric]
         return [row[column] for row in _select(self.flows, selector) if row.get(column) is not None]
+
+    def crossings(self, selector: dict[str, str] | None = None) -> tuple[int, int]:
+        """(continuation rounds a replica other than the previous round's served, continuation rounds)."""
+        marks = [row["crossed"] for row in self.rounds if row["crossed"] is not None
+                 and (not selector or _matches(row, selector))]
+        return sum(marks), len(marks)
 
     # --- the summary's figures ------------------------------------------------------------------
 

@@ -188,6 +188,9 @@ class RoundDone(TypedDict):
     (a balancer's backend), else the label of the URL it was sent to (`balancer` behind one URL).
     `error`: what a failed round said (a tool error's text, a JSON-RPC error's message, an HTTP
     error's status and body excerpt), at most 200 characters, secrets replaced by placeholders.
+    `crossed` (round 2 and later): whether another replica than the one that answered the call's
+    previous round served it, so that the state crossed replicas (what a run with no sticky
+    sessions exists to exercise).
     """
 
     type: Literal[RecordType.ROUND]
@@ -205,6 +208,7 @@ class RoundDone(TypedDict):
     http_status: int | None
     code: str | None
     error: NotRequired[str]
+    crossed: NotRequired[bool]
 
 
 class CallSummary(TypedDict):

@@ -36,6 +36,7 @@ RATIOS = {
     "completed_ratio": ("flow",),
     "outcome_share": ("flow", "outcome"),
     "rejection_share": ("reason", "replica"),
+    "crossed_replica_share": ("flow",),
 }
 DISTRIBUTIONS = {
     "round_duration": ("flow", "round"),

@@ -41,6 +41,7 @@ abandon = 0.0
 
 [expect]
 rejections = "== 0"
+crossed_replica_share = "> 0"
 """
 
 
@@ -64,3 +65,8 @@ def test_rounds_sent_through_a_balancer_are_counted_under_the_replica_that_serve
     for record in rounds:
         served[(record["flow_id"], record["tool"])].add(record["replica"])
     assert any(len(replicas) == 2 for replicas in served.values())  # a call's rounds crossed replicas
+    continuations = [record for record in rounds if record["round"] > 1]
+    crossed = sum(record["crossed"] for record in continuations)
+    assert crossed > 0
+    assert finished.summary["crossed_replicas"] == {"continuations": len(continuations), "crossed": crossed,
+                                                    "share": round(crossed / len(continuations), 4)}

@@ -414,3 +414,27 @@ def test_a_flow_the_harness_lost_track_of_is_its_own_error_not_the_target_s(tmp_
 
     assert verdict.status is RunStatus.ERRORED and verdict.exit_code == ExitCode.HARNESS == 4
     assert "harness lost track" in (verdict.reason or "")
+
+
+def test_crossed_replica_share_counts_continuation_rounds_served_elsewhere_and_fails_a_sticky_run():
+    from harness.figures import RunFigures
+    from harness.thresholds import evaluate
+
+    def figures_of(marks: list[bool | None]) -> RunFigures:
+        figures = RunFigures()
+        for n, crossed in enumerate(marks):
+            record = {"type": "round", "t": T0 + n, "flow": "refund", "round": 1 if crossed is None else 2,
+                      "latency": 0.01, "outcome": "complete", "code": None, "replica": "r1"}
+            if crossed is not None:
+                record["crossed"] = crossed
+            figures.add(record)
+        return figures
+
+    wanted = thresholds({"crossed_replica_share": "> 0"})
+    crossing = figures_of([None, True, None, False, True])
+    assert crossing.ratio("crossed_replica_share", {}) == pytest.approx(2 / 3)
+    assert crossing.crossings() == (2, 3)
+    assert all(verdict.passed for verdict in evaluate(wanted, crossing))
+    sticky = figures_of([None, False, None, False])  # every retry back on the replica of its first round
+    assert not any(verdict.passed for verdict in evaluate(wanted, sticky))
+    assert crossing.ratio("crossed_replica_share", {"flow": "return"}) is None  # no such rounds: nothing shown

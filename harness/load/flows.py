@@ -128,8 +128,8 @@ class Flow:
     lead is built when it is asked (a profile and the flow's stream are all it holds).
     """
 
-    __slots__ = ("env", "spec", "flow_id", "kind", "rng", "late", "started", "ended", "rounds", "server_time",
-                 "think_time", "thinking_until", "answers", "calls", "facts")
+    __slots__ = ("env", "spec", "flow_id", "kind", "rng", "late", "started", "ended", "rounds", "previous_replica",
+                 "server_time", "think_time", "thinking_until", "answers", "calls", "facts")
 
     def __init__(self, env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream, *,
                  late: bool = False) -> None:
@@ -143,6 +143,7 @@ class Flow:
         self.ended = False
         """True once its one `flow` record is written (by the flow, or by the run that interrupted it)."""
         self.rounds = 0
+        self.previous_replica: str | None = None  # who answered the latest round: a flow's calls run in turn
         self.server_time = 0.0
         self.think_time = 0.0
         self.thinking_until = 0.0
@@ -219,13 +220,17 @@ class Flow:
         failure = _failure_code(record)
         message = record.message
         env = self.env
+        replica = env.round_label(record)
         done = RoundDone(
             type=RecordType.ROUND, t=record.received_at, flow_id=self.flow_id, flow=self.kind, tool=tool,
-            round=record.round, replica=env.round_label(record), intended=record.intended_at, sent=record.sent_at,
+            round=record.round, replica=replica, intended=record.intended_at, sent=record.sent_at,
             latency=round(record.latency, 6), server_time=round(record.server_time, 6),
             outcome=record.outcome.value, http_status=record.http_status, code=failure)
         if message is not None:
             done["error"] = message
+        if record.round > 1 and self.previous_replica is not None:
+            done["crossed"] = replica != self.previous_replica
+        self.previous_replica = replica
         env.journal.write(done)
         env.measurements.round_done(self.kind, record.round, record.latency, failure)
         if env.fire_request is not None:

@@ -40,6 +40,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "duration": round(figures.duration, 3),
         "flows": _flows(figures),
         "rounds_per_call": rounds_per_call(figures),
+        "crossed_replicas": _crossed(figures),
         "round_latency_seconds": round_latency(figures),
         "rejections": _rejections(figures, verdict),
         "chaos": [action.as_dict() for action in verdict.chaos],
@@ -47,6 +48,14 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "fuzz": verdict.fuzz.as_dict() if verdict.fuzz else None,
         "extra": extra,
     }
+
+
+def _crossed(figures: RunFigures) -> dict[str, Any]:
+    """Continuation rounds (round 2 and later) and how many another replica than the previous round's served:
+    how often the run made a state cross replicas (none behind a sticky balancer, for instance)."""
+    crossed, continuations = figures.crossings()
+    return {"continuations": continuations, "crossed": crossed,
+            "share": round(crossed / continuations, 4) if continuations else None}
 
 
 def _flows(figures: RunFigures) -> dict[str, Any]:
