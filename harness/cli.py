@@ -137,7 +137,7 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from harness.compare.cli import fold_recorded_comparison, recorded_comparison
+    from harness.compare.cli import fold_comparison, recorded_comparison
     from harness.report import NotResults, rebuild_results
     from harness.report.terminal import render_thresholds
 
@@ -153,7 +153,7 @@ def _report(args: argparse.Namespace) -> int:
         return int(verdict.exit_code)
     print(f"kept the comparison with {comparison.get('baseline')} (regressed: {comparison.get('regressed')})",
           file=sys.stderr)
-    return fold_recorded_comparison(args.folder, comparison, int(verdict.exit_code))
+    return fold_comparison(args.folder, comparison, int(verdict.exit_code))
 
 
 def _add_validate(commands: argparse._SubParsersAction) -> None:

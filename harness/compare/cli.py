@@ -124,12 +124,11 @@ def compare_after_run(baseline: Path, folder: Path, exit_code: int, args: argpar
         return EXIT_USAGE if exit_code == EXIT_OK else exit_code
     write_outputs(comparison, folder)
     print(render_table(comparison), file=sys.stderr)
-    _add_to_summary(folder / "summary.json", {
+    return fold_comparison(folder, {
         "baseline": str(baseline), "regressed": bool(comparison.regressions),
         "regressions": [result.metric for result in comparison.regressions],
         "exit_code": comparison.exit_code, "run_exit_code": exit_code,
-        "files": ["compare.json", "compare-junit.xml", "compare.html"]})
-    return max(exit_code, comparison.exit_code)
+        "files": ["compare.json", "compare-junit.xml", "compare.html"]}, exit_code)
 
 
 def recorded_comparison(folder: Path) -> dict[str, Any] | None:
@@ -141,11 +140,12 @@ def recorded_comparison(folder: Path) -> dict[str, Any] | None:
     return compare if isinstance(compare, dict) and isinstance(compare.get("exit_code"), int) else None
 
 
-def fold_recorded_comparison(folder: Path, compare: dict[str, Any], exit_code: int) -> int:
-    """Put a recorded comparison back into a rebuilt summary.json; the exit code with its regression folded in.
+def fold_comparison(folder: Path, compare: dict[str, Any], exit_code: int) -> int:
+    """Put a comparison into the folder's summary.json (`compare`); the run's exit code with its regression folded in.
 
-    The comparison read the same journal the rebuild did, so it still holds; the baseline
-    it was made against may be gone, which is why it is kept rather than made again.
+    `run --baseline` folds the comparison it just made; `report` folds the one it found
+    before rebuilding: that comparison read the same journal the rebuild did, so it still
+    holds, and the baseline it was made against may be gone, so it is kept, not made again.
     """
     _add_to_summary(folder / "summary.json", compare)
     if exit_code not in (EXIT_OK, EXIT_REGRESSION):
