@@ -36,10 +36,10 @@ IDLE_WORKERS = 32
 class Parking:
     """Resumes parked steps when they are due, each on a greenlet of `group`."""
 
-    def __init__(self, group: Group, clock: Callable[[], float] = time.time, slack: float = SLACK) -> None:
+    def __init__(self, group: Group, clock: Callable[[], float] = time.time) -> None:
         self._group = group
         self._clock = clock
-        self._timers = Timers(slack, clock)
+        self._timers = Timers(SLACK, clock)
         self._hub = get_hub()
         self._resume = self.start
         """One bound method for every heap entry: `self.start` would make a new one per waiting flow."""
