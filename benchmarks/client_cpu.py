@@ -78,7 +78,7 @@ from benchmarks.runs import (
     write_figures,
 )
 from harness.mrtr import MrtrClient, Outcome, RoundRecord, Router, Transport
-from harness.mrtr.wire import CallFrame
+from harness.mrtr.wire import CallFrame, Envelope
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "results" / "benchmarks"
@@ -216,31 +216,41 @@ def measure_window(server: Server, client: MrtrClient, first: int, flows: int, c
     }
 
 
+def bare_request(envelope: Envelope, url: str, tool: str, arguments: dict[str, Any]) -> tuple[tuple[str, int], bytes]:
+    """A round-1 request to `url` as the bytes a flow sends, built by hand: (the address to connect to, the bytes)."""
+    host, _, path = url.removeprefix("http://").partition("/")
+    address, _, port = host.rpartition(":")
+    frame = CallFrame(envelope, tool, arguments)
+    body = frame.body(1)
+    head = f"POST /{path} HTTP/1.1\r\nHost: {host}\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in frame.headers.items())
+    return (address, int(port)), f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def read_bare_answer(sock: socket.socket) -> bytes:
+    """Read one answer up to its Content-Length, by hand (no parser, no JSON); returns its head."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    fields, _, rest = data.partition(b"\r\n\r\n")
+    length = next(int(line[15:]) for line in fields.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return fields
+
+
 def socket_floor(client: MrtrClient, url: str, tool: str, arguments: dict[str, Any], requests: int) -> float:
     """CPU µs of a bare keep-alive request/response on a gevent socket (no pool, no parser, no JSON).
 
     The same round-1 request a flow sends, written and read by hand: what any
     gevent-based client must pay per round on this machine, whatever its design.
     """
-    host, _, rest = url.removeprefix("http://").partition("/")
-    address, _, port = host.rpartition(":")
-    frame = CallFrame(client.envelope, tool, arguments)
-    body = frame.body(1)
-    head = f"POST /{rest} HTTP/1.1\r\nHost: {host}\r\n"
-    head += "".join(f"{name}: {value}\r\n" for name, value in frame.headers.items())
-    request = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
-    with socket.create_connection((address, int(port))) as sock:
+    address, request = bare_request(client.envelope, url, tool, arguments)
+    with socket.create_connection(address) as sock:
 
         def one() -> None:
             sock.sendall(request)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += sock.recv(65536)
-            fields, _, rest = data.partition(b"\r\n\r\n")
-            length = next(int(line[15:]) for line in fields.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
-            while len(rest) < length:
-                rest += sock.recv(65536)
+            read_bare_answer(sock)
 
         for _ in range(20):
             one()

@@ -33,39 +33,27 @@ import resource
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
 
 import gevent
 from gevent.queue import SimpleQueue
 
+from benchmarks.client_cpu import bare_request, read_bare_answer
 from harness.mrtr import MrtrClient, Outcome, Router, Transport
-from harness.mrtr.wire import CallFrame
+from harness.mrtr.wire import Envelope
 
 CAPABILITIES = {"elicitation": {"form": {}}}
 TOOL = "quote_refund"
 
 
-def bare_call(url: str, envelope: Any, order: str) -> Callable[[], None]:
+def bare_call(url: str, envelope: Envelope, order: str) -> Callable[[], None]:
     """One call as bytes on a kept-alive socket, pooled; the answer read up to its Content-Length."""
-    host, _, path = url.removeprefix("http://").partition("/")
-    address, _, port = host.rpartition(":")
-    frame = CallFrame(envelope, TOOL, {"order_id": order})
-    body = frame.body(1)
-    head = f"POST /{path} HTTP/1.1\r\nHost: {host}\r\n"
-    head += "".join(f"{name}: {value}\r\n" for name, value in frame.headers.items())
-    request = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+    address, request = bare_request(envelope, url, TOOL, {"order_id": order})
     idle: SimpleQueue[socket.socket] = SimpleQueue()
 
     def one() -> None:
-        sock = idle.get_nowait() if idle.qsize() else socket.create_connection((address, int(port)))
+        sock = idle.get_nowait() if idle.qsize() else socket.create_connection(address)
         sock.sendall(request)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += sock.recv(65536)
-        fields, _, rest = data.partition(b"\r\n\r\n")
-        length = next(int(line[15:]) for line in fields.split(b"\r\n") if line.lower().startswith(b"content-length:"))
-        while len(rest) < length:
-            rest += sock.recv(65536)
+        fields = read_bare_answer(sock)
         if not fields.startswith(b"HTTP/1.1 200"):
             raise SystemExit(f"the replica answered {fields[:40]!r}")
         idle.put(sock)
