@@ -77,7 +77,10 @@ from benchmarks.runs import (
     process_sample,
     write_figures,
 )
-from harness.mrtr import MrtrClient, Outcome, RoundRecord, Router, Transport
+from harness.mrtr.client import MrtrClient, RoundRecord
+from harness.mrtr.outcome import Outcome
+from harness.mrtr.routing import Router
+from harness.mrtr.transport import Transport
 from harness.mrtr.wire import CallFrame, Envelope
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

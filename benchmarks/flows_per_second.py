@@ -58,7 +58,7 @@ from typing import Any
 
 from benchmarks.cpu import load_average, machine_busy_seconds, machine_facts, process_cpu_seconds
 from benchmarks.runs import RESULTS, write_figures
-from harness.journal import read_journal
+from harness.journal.writer import read_journal
 from tests.servers import Running, start_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

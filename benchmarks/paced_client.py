@@ -38,7 +38,10 @@ import gevent
 from gevent.queue import SimpleQueue
 
 from benchmarks.client_cpu import bare_request, read_bare_answer
-from harness.mrtr import MrtrClient, Outcome, Router, Transport
+from harness.mrtr.client import MrtrClient
+from harness.mrtr.outcome import Outcome
+from harness.mrtr.routing import Router
+from harness.mrtr.transport import Transport
 from harness.mrtr.wire import Envelope
 
 CAPABILITIES = {"elicitation": {"form": {}}}

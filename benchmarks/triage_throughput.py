@@ -40,7 +40,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/triage_throughput.py` p
 
 from benchmarks.cpu import machine_facts
 from benchmarks.runs import write_figures
-from harness.reasons import REASONS
+from harness.mrtr.reasons import REASONS
 
 REPLICAS = ("r1", "r2", "r3")
 

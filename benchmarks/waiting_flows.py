@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.runs import write_figures
-from harness.processes import descendants
+from harness.runtime.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,10 +78,10 @@ think = {{ dist = "constant", value = "20m" }}
 FLUSH_PROBE = """
 import sys, time
 from pathlib import Path
-from harness.locust_first import import_locust
+from harness.runtime.locust_first import import_locust
 import_locust()  # patched as a run is: the journal's batches are written by a timer on gevent's loop
-from harness.journal import Journal
-from harness.records import FlowStarted, RecordType
+from harness.journal.writer import Journal
+from harness.journal.records import FlowStarted, RecordType
 path = Path(sys.argv[1]); trials = int(sys.argv[2])
 journal = Journal(path)
 delays = []

@@ -61,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     import locust  # noqa: F401 - gevent's patching comes first, as in `mrtr-harness run`
 
-    from harness.cli import main as harness_main
+    from harness.cli.main import main as harness_main
 
     ports = [free_port(), free_port()]
     servers = [subprocess.Popen([sys.executable, "-m", "benchmarks.stub_server", "--port", str(port)],

@@ -1,5 +1,5 @@
 """`python -m harness` runs the same command line as the `mrtr-harness` script."""
 
-from harness.cli import main
+from harness.cli.main import main
 
 raise SystemExit(main())

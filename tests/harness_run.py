@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.journal import read_journal
+from harness.journal.writer import read_journal
 
 KEY_LINE = re.compile(rb"^[0-9a-f]{64}$", re.MULTILINE)
-"""What a ring key looks like in a file (`harness.keys.new_key`): 64 hex characters on a line."""
+"""What a ring key looks like in a file (`harness.mrtr.keys.new_key`): 64 hex characters on a line."""
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.leads import Lead, LeadProfile, capabilities, stream
+from harness.config.scenario import ScenarioError, parse_scenario
+from harness.leads.lead import Lead, LeadProfile, capabilities
+from harness.leads.seeding import stream
 from harness.load.flows import lead_profile
-from harness.mrtr import MrtrClient, Outcome, Router
+from harness.mrtr.client import MrtrClient
 from harness.mrtr.error_text import MESSAGE_LIMIT, error_pattern, scrub
-from harness.scenario import ScenarioError, parse_scenario
+from harness.mrtr.outcome import Outcome
+from harness.mrtr.routing import Router
 from tests.harness_run import ROOT, Finished, run_harness
 from tests.servers import Running, start_server
 
@@ -162,7 +165,7 @@ def test_a_json_rpc_error_says_its_message_and_an_http_error_its_status_and_body
 LOCUST_GROUPS = """
 import json, sys
 from locust.stats import RequestStats  # in its own process: importing Locust patches the whole process for gevent
-from harness.mrtr import Outcome, OutcomeError
+from harness.mrtr.outcome import Outcome, OutcomeError
 
 stats = RequestStats()
 for message in json.loads(sys.argv[1]):

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
+from harness.config.scenario import parse_scenario
 from harness.load.plan import LoadPlan
-from harness.scenario import parse_scenario
 
 SCENARIO = """
 name = "arrivals"

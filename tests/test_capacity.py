@@ -19,8 +19,8 @@ import pytest
 from harness.capacity.expiry import ExpiryMeasurement, measure, recommend_ttl, round_up_ttl, tolerance
 from harness.capacity.plan import CapacityPlan, PlanError, RateSearch, parse_replicas, parse_search
 from harness.capacity.search import Judgement, limit_of, search, step_through
-from harness.leads.think import ConstantThink, ExponentialThink, LognormalThink, UniformThink
-from harness.scenario import parse_scenario
+from harness.config.scenario import parse_scenario
+from harness.config.think import ConstantThink, ExponentialThink, LognormalThink, UniformThink
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,7 +111,7 @@ def test_plan_options_are_checked_before_anything_runs():
 
 def test_refine_reaches_the_default_search_as_it_does_a_search_given():
     from harness.capacity.cli import _plan
-    from harness.cli import build_parser
+    from harness.cli.main import build_parser
 
     def plan(*options: str) -> CapacityPlan:
         return _plan(build_parser().parse_args(["capacity", "scenario.toml", *options]))
@@ -299,7 +299,7 @@ def test_other_load_leaves_out_the_replicas_the_zygote_forked_and_counts_them_by
     step's "other load" would count it. They are counted by PID instead; the API and the zygote, the
     harness's own children, reach `os.times` once they are stopped and are not counted twice."""
     from harness.capacity.other_load import OtherLoad
-    from harness.target.process import EmbeddedTarget
+    from harness.target.embedded import EmbeddedTarget
 
     scenario = parse_scenario('name = "other-load"\nduration = "5s"\n[target]\nkind = "embedded"\nreplicas = 2\n'
                               '[load]\narrival_rate = 1\n[[flows]]\nkind = "refund"\n')

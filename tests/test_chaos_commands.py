@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.keys import fingerprint, write_ring
-from harness.processes import free_port
-from harness.scenario import ScenarioError, parse_scenario
+from harness.config.scenario import ScenarioError, parse_scenario
+from harness.mrtr.keys import fingerprint, write_ring
+from harness.runtime.processes import free_port
 from tests.harness_run import ROOT, key_files, run_harness
 
 START = """#!/bin/sh

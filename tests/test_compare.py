@@ -1,7 +1,7 @@
 """`mrtr-harness compare` and `run --baseline`: regressions against a baseline run, read from journals.
 
 The results folders are written with the real `Journal` and the typed records of
-`harness.records`, the way a run writes them, with seeded latencies: the same seed gives
+`harness.journal.records`, the way a run writes them, with seeded latencies: the same seed gives
 the same samples, so "slower by 40%" is the baseline's samples times 1.4, and no test
 depends on how fast this machine is. The command is run as a user runs it (a
 subprocess) and judged by its exit code, what it names and the files it leaves.
@@ -27,8 +27,8 @@ from scipy.stats import mannwhitneyu
 from harness.compare.cli import TOLERANCE_KEYS
 from harness.compare.stats import mann_whitney_greater
 from harness.compare.tolerances import ToleranceError, settle, tolerance_keys
-from harness.journal import Journal
-from harness.records import (
+from harness.config.scenario import CompareSettings, Scenario, ScenarioError, load_scenario, parse_scenario
+from harness.journal.records import (
     CallSummary,
     CpuUsed,
     EndStatus,
@@ -46,7 +46,7 @@ from harness.records import (
     RunEvent,
     RunStarted,
 )
-from harness.scenario import CompareSettings, Scenario, ScenarioError, load_scenario, parse_scenario
+from harness.journal.writer import Journal
 from tests.harness_run import ROOT, run_harness
 
 T0 = 1_790_000_000.0

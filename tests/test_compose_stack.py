@@ -60,7 +60,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.durations import format_duration, parse_duration
+from harness.config.durations import format_duration, parse_duration
 from tests.images import ROOT, build_app_image, build_stand_ins, debian_base
 from tests.services import docker_engine, fail_or_skip, free_port, require_binary
 from tests.timings import report, seconds

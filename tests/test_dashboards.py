@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.instrument import RejectionCounter
-from harness.metrics import Measurements
+from harness.metrics.instrument import RejectionCounter
+from harness.metrics.measurements import Measurements
 from tests.harness_run import ROOT
 from tests.services import free_port, prometheus_server, require_binary, stop_process
 
@@ -283,7 +283,7 @@ class ScrapedRun:
     def chaos_started(self, action: str) -> float:
         """When the run's journal says the action started: the annotation must sit there."""
         assert self.folder is not None
-        from harness.journal import read_journal
+        from harness.journal.writer import read_journal
 
         return next(r["t"] for r in read_journal(self.folder / "journal.jsonl")
                     if r["type"] == "chaos" and r["action"] == action and r["phase"] == "start")

@@ -18,8 +18,8 @@ import docker
 import httpx
 import pytest
 
-from harness.keys import fingerprint, new_key
-from harness.scenario import parse_scenario
+from harness.config.scenario import parse_scenario
+from harness.mrtr.keys import fingerprint, new_key
 from harness.target.docker import HARNESS_PID_LABEL, HOST_LABEL, RUN_LABEL, DockerTarget, remove_orphans
 from harness.target.image import HOST_PYTHON_IMAGE, ensure_host_python_image
 from tests.harness_run import key_files, run_harness
@@ -219,7 +219,7 @@ def test_a_restart_through_the_docker_cli_in_target_commands_replaces_the_engine
 
 
 def test_the_log_collector_follows_a_container_across_restart_and_recreation(target):
-    from harness.logs import Collector
+    from harness.logs.collector import Collector
 
     seen: list[str] = []
     collector = Collector(lambda event: None, since=time.time(),

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.invariants import check_invariants
+from harness.checks.invariants import check_invariants
+from harness.config.scenario import ScenarioError, parse_scenario
 from harness.load.mutations import (
     DEFAULT_MUTATIONS,
     EXPECTED_REASONS,
@@ -26,7 +27,6 @@ from harness.load.mutations import (
     mutate_token,
 )
 from harness.mrtr.wire import JSON_NULL, CallFrame, Envelope
-from harness.scenario import ScenarioError, parse_scenario
 from tests.harness_run import run_harness
 from tests.servers import start_server
 from tests.services import require_binary

@@ -14,7 +14,8 @@ from tests.harness_run import ROOT
 
 PACKAGE = ROOT / "harness"
 SHOP = "harness.shop"
-SHOP_MAY_IMPORT = {"harness.instrument", "harness.reasons", "harness.durations", "harness.keys"}
+SHOP_MAY_IMPORT = {"harness.metrics.instrument", "harness.mrtr.reasons", "harness.config.durations",
+                   "harness.mrtr.keys"}
 """What the shop may use of the harness: the rejection exporter and the stdlib-only leaves it needs."""
 
 
@@ -125,4 +126,4 @@ def test_the_shop_imports_only_the_instrument_and_stdlib_leaves_of_the_harness()
 
 def test_the_zygote_never_imports_the_command_line():
     graph = import_graph()
-    assert "harness.cli" not in reachable(graph, {"harness.target.zygote"})
+    assert "harness.cli.main" not in reachable(graph, {"harness.target.zygote"})

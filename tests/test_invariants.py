@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.invariants import INVARIANTS, JOURNAL_INVARIANTS, InvariantResult, check_invariants
+from harness.checks.invariants import INVARIANTS, JOURNAL_INVARIANTS, InvariantResult, check_invariants
 from harness.shop.catalogue import build_catalogue
 from harness.shop.store import open_store
 from tests.harness_run import ROOT, run_harness

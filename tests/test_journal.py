@@ -9,8 +9,8 @@ import time
 import typing
 from pathlib import Path
 
-from harness.journal import Journal, read_journal
-from harness.records import RECORDS, FlowStarted, RecordType, RunEvent, RunStarted, advance_time_zero
+from harness.journal.records import RECORDS, FlowStarted, RecordType, RunEvent, RunStarted, advance_time_zero
+from harness.journal.writer import Journal, read_journal
 from tests.harness_run import ROOT
 
 
@@ -31,8 +31,8 @@ def test_in_a_load_process_too_records_reach_the_disk_when_nothing_follows_them(
     """Under gevent's patching (a run, a worker) the batch is written by a timer on gevent's loop, not a thread:
     the same promise, in a fresh interpreter patched the way a run is."""
     probe = ("import json, sys, time\nfrom pathlib import Path\n"
-             "from harness.locust_first import import_locust\nimport_locust()\n"
-             "from harness.journal import Journal\nfrom harness.records import FlowStarted, RecordType\n"
+             "from harness.runtime.locust_first import import_locust\nimport_locust()\n"
+             "from harness.journal.writer import Journal\nfrom harness.journal.records import FlowStarted, RecordType\n"
              "path = Path(sys.argv[1])\njournal = Journal(path)\n"
              "for n in range(3):\n"
              "    journal.write(FlowStarted(type=RecordType.START, t=time.time(), flow_id=f'f{n}', flow='call', "

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.keys import fingerprint, new_key, read_ring, write_ring
-from harness.scenario import parse_scenario
-from harness.target.process import EmbeddedTarget
+from harness.config.scenario import parse_scenario
+from harness.mrtr.keys import fingerprint, new_key, read_ring, write_ring
+from harness.target.embedded import EmbeddedTarget
 from tests.harness_run import key_files
 
 _WATCHED: list[Path] = []

@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from harness.scenario import load_scenario
+from harness.config.scenario import load_scenario
 from tests.harness_run import ROOT
 
 MANIFESTS = ROOT / "deploy" / "kubernetes"

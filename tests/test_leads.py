@@ -16,19 +16,10 @@ import mcp_types
 import pytest
 from pydantic import ValidationError
 
-from harness.leads import (
-    Action,
-    ConstantThink,
-    Lead,
-    LeadProfile,
-    LognormalThink,
-    UnanswerableRequest,
-    UnanswerableSchema,
-    answer_form,
-    capabilities,
-    derive_seed,
-    stream,
-)
+from harness.config.think import ConstantThink, LognormalThink
+from harness.leads.answers import UnanswerableRequest, UnanswerableSchema, answer_form
+from harness.leads.lead import Action, Lead, LeadProfile, capabilities
+from harness.leads.seeding import derive_seed, stream
 
 SEEDS = range(300)
 
@@ -442,7 +433,7 @@ def test_stream_is_reproducible_and_independent_per_part() -> None:
 
 
 def test_stream_is_the_same_in_another_process() -> None:
-    code = "from harness.leads import stream; print(repr(stream(7, 'worker', 1, 'flow', 2).random()))"
+    code = "from harness.leads.seeding import stream; print(repr(stream(7, 'worker', 1, 'flow', 2).random()))"
     repo = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
     assert float(out.stdout) == stream(7, "worker", 1, "flow", 2).random()

@@ -20,7 +20,7 @@ def run_python(code: str) -> list[str]:
 def test_gevent_is_patched_and_the_web_ui_is_not_imported():
     assert run_python(
         "import sys, socket, threading\n"
-        "from harness.locust_first import import_locust\n"
+        "from harness.runtime.locust_first import import_locust\n"
         "import_locust()\n"
         "import gevent.socket, gevent.monkey\n"
         "print(socket.socket is gevent.socket.socket, gevent.monkey.is_module_patched('threading'))\n"
@@ -32,7 +32,7 @@ def test_whatever_uses_the_web_ui_gets_the_real_one():
     """A web UI made through Locust's environment is Locust's own; so is any other name of `locust.web`."""
     assert run_python(
         "import sys\n"
-        "from harness.locust_first import import_locust\n"
+        "from harness.runtime.locust_first import import_locust\n"
         "import_locust()\n"
         "from locust.env import Environment\n"
         "ui = Environment().create_web_ui(host='127.0.0.1', port=0)\n"

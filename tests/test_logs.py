@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.journal import read_journal
-from harness.logs import Collector, LogSource, RejectionEvent, parse_log_location
+from harness.config.logs import LogSource, parse_log_location
+from harness.journal.writer import read_journal
 from harness.logs.changes import FileChanges
+from harness.logs.collector import Collector, RejectionEvent
 from tests.harness_run import ROOT
 from tests.servers import start_server
 

@@ -31,9 +31,10 @@ from mcp_types import (
     ElicitResult,
 )
 
-from harness.mrtr import MrtrClient, Outcome, OutcomeError, Reply, RoundRecord, Router, Routing, Transport
-from harness.mrtr.client import STATE_ONLY_BACKOFF_CAP, STATE_ONLY_BACKOFF_INITIAL
-from harness.mrtr.transport import HttpAnswer
+from harness.mrtr.client import STATE_ONLY_BACKOFF_CAP, STATE_ONLY_BACKOFF_INITIAL, MrtrClient, Reply, RoundRecord
+from harness.mrtr.outcome import Outcome, OutcomeError
+from harness.mrtr.routing import Router, Routing
+from harness.mrtr.transport import HttpAnswer, Transport
 from harness.mrtr.wire import PROTOCOL_VERSION, CallFrame, SseScanner, decode_reply
 
 try:
@@ -691,8 +692,9 @@ def test_a_load_process_imports_no_server_code() -> None:
     import subprocess
     import sys
 
-    probe = ("import sys\nimport harness.cli\nfrom harness.locust_first import import_locust\nimport_locust()\n"
-             "import harness.run, harness.load.distributed, harness.load.stack\n"
+    probe = ("import sys\nimport harness.cli.main\n"
+             "from harness.runtime.locust_first import import_locust\nimport_locust()\n"
+             "import harness.run.timeline, harness.load.distributed, harness.load.client_stack\n"
              "print(sorted({m for m in sys.modules if m.split('.')[0] in "
              "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'sse_starlette', 'flask') or m == 'harness.shop.server'}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)

@@ -1,6 +1,6 @@
 """The one parser of the SDK's rejection line, on the shapes the line takes in the field."""
 
-from harness.reasons import OTHER_REASON, REASONS, parse_rejection
+from harness.mrtr.reasons import OTHER_REASON, REASONS, parse_rejection
 
 
 def test_every_sdk_reason_parses_from_the_bare_message():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.reconcile import Matching
+from harness.checks.reconcile import Matching
 
 T0 = 1_780_000_000.0
 

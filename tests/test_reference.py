@@ -1,6 +1,6 @@
 """The generated reference in docs/ matches the code: a stale document fails here, naming itself.
 
-docs/metrics.md and docs/scenario.md are written by `python -m harness.reference`; a
+docs/metrics.md and docs/scenario.md are written by `python -m harness.cli.reference`; a
 field or metric added without running it leaves a document that lies to its reader.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from pydantic import BaseModel
 
-from harness.metrics import Measurements
-from harness.reference import DOCUMENTS
-from harness.scenario import Scenario
+from harness.cli.reference import DOCUMENTS
+from harness.config.scenario import Scenario
+from harness.metrics.measurements import Measurements
 from tests.harness_run import ROOT
 
 UNDESCRIBED = {"Target.logs"}
@@ -25,13 +25,13 @@ UNDESCRIBED = {"Target.logs"}
 
 
 def reference(*args: str, root: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.reference", *args, "--root", str(root)],
+    return subprocess.run([sys.executable, "-m", "harness.cli.reference", *args, "--root", str(root)],
                           capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
 
 
 def test_the_committed_documents_are_up_to_date():
     result = reference("--check")
-    assert result.returncode == 0, result.stderr + "\nrun `python -m harness.reference` and commit docs/"
+    assert result.returncode == 0, result.stderr + "\nrun `python -m harness.cli.reference` and commit docs/"
 
 
 def test_check_names_a_stale_or_missing_document_and_writing_fixes_it(tmp_path):
@@ -63,7 +63,7 @@ def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> None:
     seen.add(model)
     for info in model.model_fields.values():
         for candidate in re.findall(r"harness\.[\w.]+\.(\w+)", repr(info.annotation)):
-            for module in ("harness.scenario", "harness.leads"):
+            for module in ("harness.config.scenario", "harness.config.think", "harness.leads.lead"):
                 found = getattr(sys.modules[module], candidate, None)
                 if isinstance(found, type) and issubclass(found, BaseModel) and found not in seen:
                     _models(found, seen)

@@ -12,7 +12,7 @@ import re
 import httpx
 import pytest
 
-from harness.reasons import REASONS, parse_rejection
+from harness.mrtr.reasons import REASONS, parse_rejection
 from harness.shop.catalogue import build_catalogue
 from harness.target.local_deployment import ReplicaOptions
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.journal import FlowOutcome, Journal
+from harness.config.scenario import Scenario, parse_scenario
+from harness.config.thresholds import Threshold, parse_thresholds
+from harness.journal.writer import FlowOutcome, Journal
 from harness.report import ExitCode, RunStatus, read_run, render_thresholds, write_results
 from harness.report.verdict import decide
-from harness.scenario import Scenario, parse_scenario
-from harness.thresholds import Threshold, parse_thresholds
 
 T0 = 1_760_000_000.0
 RUN_SECONDS = 30
@@ -417,8 +417,8 @@ def test_a_flow_the_harness_lost_track_of_is_its_own_error_not_the_target_s(tmp_
 
 
 def test_crossed_replica_share_counts_continuation_rounds_served_elsewhere_and_fails_a_sticky_run():
-    from harness.figures import RunFigures
-    from harness.thresholds import evaluate
+    from harness.config.thresholds import evaluate
+    from harness.journal.figures import RunFigures
 
     def figures_of(marks: list[bool | None]) -> RunFigures:
         figures = RunFigures()

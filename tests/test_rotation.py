@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from harness.keys import fingerprint, new_key, write_ring
+from harness.mrtr.keys import fingerprint, new_key, write_ring
 from harness.target.local_deployment import ReplicaOptions
 from tests.test_rejection_reasons import YES, first_round, logged, post
 

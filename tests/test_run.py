@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from harness.journal import read_journal
-from harness.processes import alive
+from harness.journal.writer import read_journal
+from harness.runtime.processes import alive
 from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness
 from tests.services import sigint_default
 
@@ -44,7 +44,7 @@ def test_the_run_s_own_process_imports_no_server_code(smoke):
     """Start-up is a load process's fixed cost (`benchmarks/startup.py`): the run imports Locust and its own
     code, never the SDK's server side or a web server, even while it starts the embedded shop's replicas."""
     imported = imported_modules(smoke.output)
-    assert {"locust", "harness.run", "harness.shop.catalogue"} <= imported, sorted(imported)[:20]
+    assert {"locust", "harness.run.timeline", "harness.shop.catalogue"} <= imported, sorted(imported)[:20]
     assert not {name for name in imported if name.split(".")[0] in SERVER_PACKAGES}
     assert {name for name in imported if name.split(".")[:2] == ["harness", "shop"]} <= SHOP_MODULES_A_RUN_MAY_IMPORT
 
@@ -260,8 +260,8 @@ RESTORES_HANDLERS = """
 import io, signal, sys
 from pathlib import Path
 import locust  # noqa: F401 - patches gevent first, as the CLI does
-from harness.run import Run, RunOptions
-from harness.scenario import load_scenario
+from harness.run.timeline import Run, RunOptions
+from harness.config.scenario import load_scenario
 
 def mine(signum, frame):
     pass
@@ -401,7 +401,7 @@ def test_every_flow_still_waiting_on_its_lead_at_the_stop_has_exactly_one_end_re
 
 STUBBORN = """
 import gevent
-from harness.run import OverloadedError, _stop_greenlets
+from harness.run.timeline import OverloadedError, _stop_greenlets
 
 stopping = []
 

@@ -9,7 +9,7 @@ import statistics
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from harness.leads import (
+from harness.config.think import (
     ConstantThink,
     ExponentialThink,
     LognormalThink,

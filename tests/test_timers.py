@@ -1,4 +1,4 @@
-"""Timers that ride on the load process's wake-ups (`harness.timers`): early within their slack, never earlier.
+"""Timers that ride on the load process's wake-ups (`harness.runtime.timers`): early within their slack, never earlier.
 
 Real gevent and real short waits, with wide margins: each test asserts an order or a
 side of a margin of 50 ms or more, never a duration.
@@ -12,7 +12,7 @@ from typing import Any
 import gevent
 import pytest
 
-from harness.timers import Timers
+from harness.runtime.timers import Timers
 
 DEADLINE = 3.0
 

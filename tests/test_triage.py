@@ -26,10 +26,10 @@ import docker
 import httpx
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from harness.logs.parse import LineParser
-from harness.processes import free_port
-from harness.reasons import REASONS
+from harness.mrtr.reasons import REASONS
+from harness.runtime.processes import free_port
 from harness.target.local_deployment import ReplicaOptions
 from harness.triage.counts import Counts
 from harness.triage.display import render_live
@@ -315,7 +315,8 @@ def test_a_runs_log_collector_counts_what_triage_counts(sdk_logs, name):
     """A run against servers that log through the SDK's rich console (or JSON) explains their rejections too."""
     from collections import Counter
 
-    from harness.logs import Collector, LogSource
+    from harness.config.logs import LogSource
+    from harness.logs.collector import Collector
 
     events = []
     log = sdk_logs / name

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from harness.processes import alive
+from harness.runtime.processes import alive
 from harness.target.local_deployment import LocalDeployment, ReplicaOptions
 
 

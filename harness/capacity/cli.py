@@ -96,14 +96,14 @@ def _plan(args: argparse.Namespace):
 
 
 def run_capacity(args: argparse.Namespace) -> int:
-    from harness.locust_first import import_locust
+    from harness.runtime.locust_first import import_locust
 
     import_locust()  # patches gevent first, as Locust needs
 
     from harness.capacity.plan import PlanError
     from harness.capacity.report import render_text, write_report
     from harness.capacity.sweep import Sweep
-    from harness.scenario import ScenarioError, load_scenario
+    from harness.config.scenario import ScenarioError, load_scenario
 
     overrides = {"seed": args.seed} if args.seed is not None else {}
     try:

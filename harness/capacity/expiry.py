@@ -37,10 +37,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.durations import format_duration
-from harness.leads.think import ThinkTime
+from harness.config.durations import format_duration
+from harness.config.think import ThinkTime
+from harness.journal.records import RecordType
 from harness.mrtr.outcome import Outcome
-from harness.records import RecordType
 
 EXPIRED = "expired"
 TTL_UNITS = ((60.0, 1.0), (3600.0, 60.0), (86400.0, 300.0), (math.inf, 3600.0))

@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from harness.processes import parent_of, process_cpu_seconds
+from harness.runtime.processes import parent_of, process_cpu_seconds
 from harness.target.base import Target
 
 SAMPLE_EVERY = 0.5

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.durations import Duration
+from harness.config.durations import Duration
 
 DEFAULT_SEARCH_SPAN = 16.0
 """With neither rates nor a search given: search from the scenario's rate up to this many times it."""

@@ -20,10 +20,10 @@ from typing import Any
 from harness.capacity.expiry import ExpiryAssessment
 from harness.capacity.search import Judgement, Limit
 from harness.capacity.sweep import StepResult, SweepResult, replicas_text
-from harness.durations import format_duration
+from harness.config.durations import format_duration
+from harness.config.thresholds import parse_thresholds
 from harness.report import svg
 from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, plain, table
-from harness.thresholds import parse_thresholds
 
 SCHEMA = 1
 CLIP_AT_SLO = 4.0

@@ -36,15 +36,15 @@ from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, a
 from harness.capacity.other_load import OtherLoad
 from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
-from harness.figures import RunFigures
-from harness.journal import read_journal
-from harness.records import FlowOutcome, RecordType, RunEvent
+from harness.config.scenario import Scenario, parse_scenario
+from harness.config.thresholds import evaluate, parse_thresholds
+from harness.journal.figures import RunFigures
+from harness.journal.records import FlowOutcome, RecordType, RunEvent
+from harness.journal.writer import read_journal
 from harness.report.series import percentile
 from harness.report.verdict import ExitCode
-from harness.results_folder import results_folder
-from harness.scenario import Scenario, parse_scenario
+from harness.run.results_folder import results_folder
 from harness.target.commands import accepts, fill, run_command
-from harness.thresholds import evaluate, parse_thresholds
 
 RISING, RISING_FLOOR = 2.0, 0.05
 """A steady window's second half may not have a p95 round latency above twice its first half's (and 50 ms)."""
@@ -340,7 +340,7 @@ class Sweep:
         return search(start, judge)
 
     def _run_step(self, scenario: Scenario, replicas: int, rate: float) -> StepResult:
-        from harness.run import Run, RunOptions
+        from harness.run.timeline import Run, RunOptions
 
         assert self.folder is not None
         started = time.time()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.scenario import Scenario
+    from harness.config.scenario import Scenario
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 EXIT_CODES = ("Exit codes: 0 no regression; 1 a regression (a metric worse than its tolerance and, for samples, "
@@ -86,8 +86,8 @@ def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace)
     """
     from harness.compare.folders import NotComparable, check_comparable
     from harness.compare.tolerances import ToleranceError, settle
+    from harness.config.scenario import Scenario
     from harness.report import SCENARIO_JSON
-    from harness.scenario import Scenario
 
     if not (baseline / SCENARIO_JSON).is_file() or not (baseline / "journal.jsonl").is_file():
         return f"--baseline {baseline} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl"

@@ -20,8 +20,8 @@ from typing import Any
 
 from harness.compare.samples import ResultsRun, RunSamples
 from harness.compare.stats import UTest, mann_whitney_greater
+from harness.config.scenario import CompareSettings, Scenario
 from harness.report.series import percentile
-from harness.scenario import CompareSettings, Scenario
 
 PERCENTILES = ("p50", "p95", "p99")
 IGNORED_SCENARIO_FIELDS = frozenset({"description", "expect", "hypothesis", "compare", "abort_on_violation"})

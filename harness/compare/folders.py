@@ -15,8 +15,8 @@ from harness.compare.outputs import COMPARE_HTML, COMPARE_JSON, COMPARE_JUNIT, w
 from harness.compare.page import write_page
 from harness.compare.samples import read_results
 from harness.compare.tolerances import ToleranceError, settle
+from harness.config.scenario import Scenario
 from harness.report import NotResults
-from harness.scenario import Scenario
 
 __all__ = ["NotComparable", "check_comparable", "compare_folders", "write_outputs"]
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.figures import RunFigures
-from harness.journal import JournalView, read_journal
-from harness.records import FlowOutcome, RecordType, RunEvent, is_run_event
+from harness.config.scenario import Scenario
+from harness.journal.figures import RunFigures
+from harness.journal.records import FlowOutcome, RecordType, RunEvent, is_run_event
+from harness.journal.writer import JournalView, read_journal
 from harness.report import journal_parts, results_scenario
-from harness.scenario import Scenario
 
 RoundKey = tuple[str, str, int]
 """(flow, tool, round number): the finest level latency is compared at."""

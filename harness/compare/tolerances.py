@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.scenario import CompareSettings
+from harness.config.scenario import CompareSettings
 
 
 class ToleranceError(ValueError):

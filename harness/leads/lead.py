@@ -22,9 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness.config.think import ConstantThink, LognormalThink, ThinkTime
 from harness.leads.answers import UnanswerableRequest, UnanswerableSchema, answer_form
 from harness.leads.seeding import RandomStream
-from harness.leads.think import ConstantThink, LognormalThink, ThinkTime
 
 ELICITATION = "elicitation/create"
 

@@ -37,8 +37,8 @@ from typing import IO, Any
 
 import gevent
 
-from harness.logs import FileFollower
-from harness.processes import harness_command, start_child
+from harness.logs.files import FileFollower
+from harness.runtime.processes import harness_command, start_child
 
 STOP_ACCEPTING = "mrtr:stop-accepting"
 HELLO = "mrtr:hello"
@@ -177,7 +177,7 @@ class WorkerSession:
         env.events.report_to_master.add_listener(self._report)
 
     def _on_setup(self, environment: Any, msg: Any, **kwargs: Any) -> None:
-        from harness.scenario import Scenario
+        from harness.config.scenario import Scenario
 
         data = msg.data
         try:
@@ -195,12 +195,12 @@ class WorkerSession:
         self.runner.send_message(READY)  # the master knows the worker by its connection
 
     def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int) -> None:
-        from harness.journal import Journal
+        from harness.config.scenario import flow_label
+        from harness.journal.writer import Journal
+        from harness.load.client_stack import build_flow_env
         from harness.load.plan import LoadPlan
-        from harness.load.stack import build_flow_env
         from harness.load.users import user_classes
-        from harness.metrics import Measurements
-        from harness.scenario import flow_label
+        from harness.metrics.measurements import Measurements
 
         assert self.index is not None
         spool = journal_part(self.spool_dir, self.index)

@@ -13,6 +13,7 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
+from harness.config.scenario import Scenario
 from harness.load import DEFAULT_MASTER_PORT
 from harness.load.distributed import (
     STOP_ACCEPTING,
@@ -23,9 +24,8 @@ from harness.load.distributed import (
 )
 from harness.load.plan import LoadPlan
 from harness.load.users import user_classes
-from harness.metrics import Measurements
-from harness.processes import free_port
-from harness.scenario import Scenario
+from harness.metrics.measurements import Measurements
+from harness.runtime.processes import free_port
 from harness.target.base import TargetError
 
 WORKERS_READY_TIMEOUT = 60.0

@@ -17,14 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from harness.journal import Journal
-from harness.leads import Action, Lead, LeadProfile, RandomStream, UnanswerableRequest
-from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
-from harness.logs.parse import clean_label
-from harness.metrics import Measurements
-from harness.mrtr import CallResult, MrtrClient, Outcome, OutcomeError, Reply, RoundRecord, Steps, Transport, drive
-from harness.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
-from harness.scenario import (
+from harness.config.scenario import (
     AdversarialFlow,
     CallFlow,
     FlowSpec,
@@ -35,7 +28,18 @@ from harness.scenario import (
     Scenario,
     flow_label,
 )
-from harness.scenario import Target as TargetSpec
+from harness.config.scenario import Target as TargetSpec
+from harness.journal.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
+from harness.journal.writer import Journal
+from harness.leads.answers import UnanswerableRequest
+from harness.leads.lead import Action, Lead, LeadProfile
+from harness.leads.seeding import RandomStream
+from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
+from harness.logs.parse import clean_label
+from harness.metrics.measurements import Measurements
+from harness.mrtr.client import CallResult, MrtrClient, Reply, RoundRecord, Steps, drive
+from harness.mrtr.outcome import Outcome, OutcomeError
+from harness.mrtr.transport import Transport
 
 if TYPE_CHECKING:
     from harness.shop.catalogue import Catalogue

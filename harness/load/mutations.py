@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from harness.leads import RandomStream
+from harness.leads.seeding import RandomStream
 from harness.mrtr.wire import JSON_NULL
 
 
@@ -297,7 +297,7 @@ class StatePool:
         if self._foreign is None:
             from mcp.server.request_state import AESGCMRequestStateCodec
 
-            from harness.keys import new_key
+            from harness.mrtr.keys import new_key
 
             now = int(time.time())
             digest = hashlib.sha256(json.dumps(dict(arguments), sort_keys=True).encode()).hexdigest()

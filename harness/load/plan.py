@@ -18,11 +18,11 @@ from collections.abc import Callable
 import gevent
 from gevent.pool import Group
 
-from harness.leads import FlowStream, flow_stream, stream
+from harness.config.scenario import FlowSpec, Scenario
+from harness.leads.seeding import FlowStream, flow_stream, stream
 from harness.load.flows import Flow, FlowEnv, flow_steps, interrupt, run_flow
 from harness.load.parking import Parking
-from harness.scenario import FlowSpec, Scenario
-from harness.timers import Timers
+from harness.runtime.timers import Timers
 
 ARRIVAL_SLACK = 0.05
 """Seconds an arrival may start early, on a wake-up the process has anyway (a reply) instead of one of its own.

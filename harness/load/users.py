@@ -12,8 +12,8 @@ import time
 
 from locust import User, constant, task
 
+from harness.config.scenario import Scenario
 from harness.load.plan import LoadPlan
-from harness.scenario import Scenario
 
 
 def user_classes(plan: LoadPlan | None, run_started: float | None, *, distributed: bool = False,

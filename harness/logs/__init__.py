@@ -6,24 +6,8 @@ One pipeline serves the run and `mrtr-harness triage`, in the order a line trave
 abstraction), `files` and `containers` (following a file like `tail -F`; a container
 through the Docker engine across restarts), `readers` (every file on one poller, every
 stream on its own thread), `parse` (which lines are the SDK's rejections, in plain, rich
-and JSON shapes; the reason itself is read by `harness.reasons`), `stamps` (when a line
+and JSON shapes; the reason itself is read by `harness.mrtr.reasons`), `stamps` (when a line
 says it was written) and `collector` (the run's: this run's rejections, as events).
 
 Nothing here imports triage, and the Docker SDK is imported only when a container is read.
 """
-
-from harness.logs.collector import Collector, RejectionEvent
-from harness.logs.files import FileFollower
-from harness.logs.parse import LineParser, Rejection
-from harness.logs.sources import Source, SourceError
-from harness.logs.spec import (
-    COMPOSE_NUMBER,
-    COMPOSE_PROJECT,
-    COMPOSE_SERVICE,
-    DOCKER_PREFIX,
-    LogSource,
-    parse_log_location,
-)
-
-__all__ = ["COMPOSE_NUMBER", "COMPOSE_PROJECT", "COMPOSE_SERVICE", "DOCKER_PREFIX", "Collector", "FileFollower",
-           "LineParser", "LogSource", "Rejection", "RejectionEvent", "Source", "SourceError", "parse_log_location"]

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.config.logs import LogSource
 from harness.logs.parse import LineParser, Rejection
 from harness.logs.readers import Readers
 from harness.logs.sources import source_for
-from harness.logs.spec import LogSource
 
 STAMP_SLACK = 1.0
 """Seconds a line's own timestamp may read before `since` and still count: a log that stamps whole seconds

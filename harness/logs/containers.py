@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from harness.logs.spec import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
+from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
 
 FIND_AGAIN_SECONDS = 0.1
 """How soon a follower whose container's stream ended (a stop, a restart) looks for the container again."""

@@ -18,7 +18,7 @@ The SDK logs one WARNING on `mcp.server.request_state`: `requestState rejected o
 Most lines of a busy server are something else, so `feed` first does one cheap
 substring test and returns; only lines that pass it are looked at further (and only
 those have their timestamp read: `logged_at`, see `harness.logs.stamps`). The reason is
-read by `harness.reasons`, the one parser of the SDK's message.
+read by `harness.mrtr.reasons`, the one parser of the SDK's message.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from harness.logs.stamps import line_time, record_time
-from harness.reasons import BIND_PRINCIPAL_RETURNED, REASONS, normalise_reason, parse_rejection
+from harness.mrtr.reasons import BIND_PRINCIPAL_RETURNED, REASONS, normalise_reason, parse_rejection
 
 MARK: Final = "requestState"
 LEVEL: Final = "WARNING"

@@ -29,15 +29,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.logs.containers import ContainerFollower, compose_identity, split_lines
-from harness.logs.files import FileFollower
-from harness.logs.spec import (
+from harness.config.logs import (
     COMPOSE_NUMBER,
     COMPOSE_PROJECT,
     COMPOSE_SERVICE,
     LogSource,
 )
-from harness.processes import start_child
+from harness.logs.containers import ContainerFollower, compose_identity, split_lines
+from harness.logs.files import FileFollower
+from harness.runtime.processes import start_child
 
 READ_CHARS = 1 << 20
 """Characters read from a file at a time: the memory a huge file costs, whatever its size."""
@@ -138,7 +138,7 @@ class CommandSource(Source):
 
     Run without a shell (split like a shell would), in its own session, with stderr merged
     into stdout (where most programs log); stopped by its PID on `close()`, and
-    killed by the kernel if the harness itself is killed (`harness.processes.start_child`). The command
+    killed by the kernel if the harness itself is killed (`harness.runtime.processes.start_child`). The command
     decides where its stream starts: give it one that starts now (`--since`, `--tail=0`,
     `-n0`), since a line without a timestamp cannot be told apart from history.
     """

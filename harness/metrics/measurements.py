@@ -19,8 +19,8 @@ from typing import Any
 from gevent.monkey import get_original
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, values
 
-from harness.journal import FlowOutcome
-from harness.reasons import OTHER_REASON, REASONS
+from harness.journal.writer import FlowOutcome
+from harness.mrtr.reasons import OTHER_REASON, REASONS
 
 values.Lock = get_original("threading", "Lock")
 """Each value of a prometheus_client metric guards itself with `threading.Lock`; in a load process gevent's

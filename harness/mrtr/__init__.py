@@ -7,38 +7,3 @@ process) pools connections without holding any across a person's think time. Eve
 round comes back as a `RoundRecord`, classified by the one `Outcome` enum that
 Locust, the metrics and the journal all use.
 """
-
-from harness.mrtr.client import (
-    CallResult,
-    CallSteps,
-    MrtrClient,
-    Reply,
-    Responder,
-    RoundHook,
-    RoundRecord,
-    Steps,
-    drive,
-)
-from harness.mrtr.outcome import Outcome, OutcomeError, describe
-from harness.mrtr.routing import Router, Routing
-from harness.mrtr.transport import HttpAnswer, RoundTransport, Transport
-
-__all__ = [
-    "CallResult",
-    "CallSteps",
-    "HttpAnswer",
-    "MrtrClient",
-    "Outcome",
-    "OutcomeError",
-    "Reply",
-    "Responder",
-    "RoundHook",
-    "RoundRecord",
-    "RoundTransport",
-    "Router",
-    "Routing",
-    "Steps",
-    "Transport",
-    "describe",
-    "drive",
-]

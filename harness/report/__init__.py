@@ -13,8 +13,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.figures import RunFigures
-from harness.journal import read_journal
+from harness.config.scenario import Scenario
+from harness.config.thresholds import Threshold
+from harness.journal.figures import RunFigures
+from harness.journal.writer import read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
 from harness.report.fuzz import FuzzFold, FuzzTable
 from harness.report.html import write_html
@@ -32,8 +34,6 @@ from harness.report.verdict import (
     RunVerdict,
     decide,
 )
-from harness.scenario import Scenario
-from harness.thresholds import Threshold
 
 __all__ = [
     "ErrorGroup",
@@ -83,7 +83,7 @@ def rebuild_results(folder: Path) -> RunVerdict:
     `interrupted`, with every figure up to its last record. The thresholds are the
     scenario's own, from the scenario.json the run wrote first thing.
     """
-    from harness.thresholds import parse_thresholds
+    from harness.config.thresholds import parse_thresholds
 
     scenario = results_scenario(folder)
     return write_results(folder, scenario, journal_parts(folder), parse_thresholds(scenario.expect))
@@ -91,7 +91,7 @@ def rebuild_results(folder: Path) -> RunVerdict:
 
 def results_scenario(folder: Path) -> Scenario:
     """The scenario a results folder's run ran (its scenario.json); `NotResults` when the folder is not one."""
-    from harness.scenario import Scenario
+    from harness.config.scenario import Scenario
 
     if not (folder / SCENARIO_JSON).is_file() or not (folder / "journal.jsonl").is_file():
         raise NotResults(f"{folder} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl")

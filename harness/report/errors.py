@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.journal import JournalView
+from harness.journal.records import RecordType, advance_time_zero
+from harness.journal.writer import JournalView
 from harness.mrtr.error_text import error_pattern
-from harness.records import RecordType, advance_time_zero
 
 TOP_ERRORS = 10
 """Rows a report shows: the errors that matter are the frequent ones; the journal has every one."""

@@ -22,7 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.journal import JournalView
+from harness.checks.reconcile import SLACK_AFTER, SLACK_BEFORE
+from harness.config.scenario import FuzzFlow, Scenario
+from harness.journal.records import RecordType
+from harness.journal.writer import JournalView
 from harness.load.mutations import (
     EXPECTED_REASONS,
     FINDINGS,
@@ -30,9 +33,6 @@ from harness.load.mutations import (
     Mutation,
 )
 from harness.mrtr.outcome import Outcome
-from harness.reconcile import SLACK_AFTER, SLACK_BEFORE
-from harness.records import RecordType
-from harness.scenario import FuzzFlow, Scenario
 
 EXAMPLES = 3
 _STAMP = 0.002

@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
-from harness.figures import RunFigures
+from harness.config.scenario import Scenario
+from harness.journal.figures import RunFigures
 from harness.load.mutations import FINDINGS
 from harness.report import svg
 from harness.report.fuzz import COLUMNS
@@ -36,7 +37,6 @@ from harness.report.verdict import (
     format_seconds,
     observed_text,
 )
-from harness.scenario import Scenario
 
 _X_LABEL = "seconds since the run start"
 _STATUS_COLOURS = {RunStatus.COMPLETED: "#1a7f37", RunStatus.DEVIATED: "#9a6700"}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.config.thresholds import Verdict
 from harness.report.verdict import (
     InvariantResult,
     RunStatus,
@@ -22,7 +23,6 @@ from harness.report.verdict import (
     describe_detail,
     observed_text,
 )
-from harness.thresholds import Verdict
 
 _ERRORS = frozenset({RunStatus.INTERRUPTED, RunStatus.ERRORED})
 """Statuses that are not an assertion failing but the run not being able to judge: JUnit `error`."""

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.figures import RunFigures
-from harness.journal import JournalView
-from harness.records import ChaosPhase, FlowOutcome, RecordType, advance_time_zero
+from harness.journal.figures import RunFigures
+from harness.journal.records import ChaosPhase, FlowOutcome, RecordType, advance_time_zero
+from harness.journal.writer import JournalView
 
 PERCENTILES = (50.0, 95.0, 99.0)
 _BIN_WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
@@ -24,7 +24,7 @@ _OUTCOME_ORDER = {outcome.value: index for index, outcome in enumerate(FlowOutco
 
 
 def percentile(ordered: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile of sorted values: the same definition as `harness.thresholds`, on purpose."""
+    """Nearest-rank percentile of sorted values: the same definition as `harness.config.thresholds`, on purpose."""
     rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.4999)))
     return ordered[rank - 1]
 

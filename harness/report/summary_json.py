@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.figures import RunFigures
+from harness.config.scenario import Scenario
+from harness.journal.figures import RunFigures
 from harness.report.series import ordered_outcomes, round_latency, rounds_per_call
 from harness.report.verdict import RunVerdict
-from harness.scenario import Scenario
 
 SCHEMA = 1
 """Bumped when a key changes meaning, so a script comparing runs can tell."""

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING, Any
 
-from harness.figures import RunFigures
-from harness.journal import JournalView
-from harness.records import EndStatus, RecordType, RunEvent
+from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
+from harness.journal.figures import RunFigures
+from harness.journal.records import EndStatus, RecordType, RunEvent
+from harness.journal.writer import JournalView
 from harness.report.errors import ErrorGroup
 from harness.report.series import ChaosAction, chaos_actions
-from harness.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
 
 if TYPE_CHECKING:
     from harness.report.fuzz import FuzzTable

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from harness.durations import parse_duration
+from harness.config.durations import parse_duration
 
 logger = logging.getLogger("harness.shop.replica")
 
@@ -152,7 +152,7 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
     from starlette.requests import Request
     from starlette.responses import JSONResponse
 
-    from harness.instrument import instrument
+    from harness.metrics.instrument import instrument
     from harness.shop.sealing import build_security
     from harness.shop.store import open_store
 

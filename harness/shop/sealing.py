@@ -11,7 +11,7 @@ around the SDK's own `AESGCMRequestStateCodec`:
 - a clock offset, applied to the claims the SDK stamps and checks, so one replica can
   run "ahead" and reproduce `minted in the future` without touching the machine's clock.
 
-Keys never leave this module and `harness.keys` (which names, makes and writes them, the
+Keys never leave this module and `harness.mrtr.keys` (which names, makes and writes them, the
 same way for the harness and the shop): logs and reports show a key's fingerprint only.
 """
 
@@ -32,7 +32,7 @@ from mcp.server.request_state import (
     authenticated_principal,
 )
 
-from harness.keys import KeyRingError, fingerprint, new_key, parse_ring
+from harness.mrtr.keys import KeyRingError, fingerprint, new_key, parse_ring
 
 __all__ = ["KeyRingError", "ReloadingCodec", "build_security", "fingerprint", "new_key", "parse_ring"]
 

@@ -4,7 +4,3 @@ A run talks to its target only through `Target`: where the replicas are, where t
 logs are, how to break them (chaos) and how to put them back (rollback). What a target
 cannot do raises `ChaosUnsupported`, which the run records instead of crashing.
 """
-
-from harness.target.base import ChaosUnsupported, LogSource, Target, TargetError
-
-__all__ = ["ChaosUnsupported", "LogSource", "Target", "TargetError"]

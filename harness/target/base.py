@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from harness.logs.spec import LogSource
+from harness.config.logs import LogSource
 
 __all__ = ["ChaosUnsupported", "LogSource", "Target", "TargetError"]
 

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
-from harness.journal import Journal
-from harness.keys import write_ring
+from harness.config.scenario import PLACEHOLDER, REPLICA_PLACEHOLDERS, placeholders_in
+from harness.config.scenario import Target as TargetSpec
+from harness.journal.records import CommandRan, RecordType
+from harness.journal.writer import Journal
 from harness.mrtr.error_text import scrub
-from harness.processes import start_child
-from harness.records import CommandRan, RecordType
-from harness.scenario import PLACEHOLDER, REPLICA_PLACEHOLDERS, placeholders_in
-from harness.scenario import Target as TargetSpec
+from harness.mrtr.keys import write_ring
+from harness.runtime.processes import start_child
 
 __all__ = ["ChaosCommands", "CommandFailed", "CommandResult", "accepts", "fill", "run_command"]
 

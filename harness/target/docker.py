@@ -44,11 +44,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
-from harness.logs.spec import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX, LogSource
-from harness.processes import alive, descendants, free_port, process_cpu_seconds
-from harness.scenario import Scenario
+from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX, LogSource
+from harness.config.scenario import Scenario
+from harness.mrtr.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
+from harness.runtime.processes import alive, descendants, free_port, process_cpu_seconds
 from harness.target.base import ChaosUnsupported, TargetError
+from harness.target.embedded import replica_options
 from harness.target.image import (
     HOST_PYTHON_IMAGE,
     RunSpec,
@@ -58,7 +59,6 @@ from harness.target.image import (
     is_host_python,
 )
 from harness.target.local_deployment import replica_args
-from harness.target.process import replica_options
 from harness.target.redis_process import RedisProcess
 
 RUN_LABEL = "mrtr-harness.run"

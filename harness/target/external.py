@@ -2,7 +2,7 @@
 
 Logs come from the files, commands or containers the scenario names (`file:PATH` or
 `file:PATH@replica`, `command:kubectl logs -f deploy/mcp --since=1s --prefix`,
-`docker:LABEL=VALUE`; see `harness.logs.spec`), so rejections are still explained by
+`docker:LABEL=VALUE`; see `harness.config.logs`), so rejections are still explained by
 reason. Chaos is whatever the scenario's `[target.commands]` can reach (run by the chaos
 runner through `harness.target.commands`); the process operations themselves are not
 the harness's to do here, so each raises `ChaosUnsupported` and the run records it.
@@ -10,8 +10,8 @@ the harness's to do here, so each raises `ChaosUnsupported` and the run records 
 
 from __future__ import annotations
 
-from harness.logs.spec import LogSource, parse_log_location
-from harness.scenario import Scenario
+from harness.config.logs import LogSource, parse_log_location
+from harness.config.scenario import Scenario
 from harness.target.base import ChaosUnsupported, TargetError
 from harness.target.commands import accepts
 

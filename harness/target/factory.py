@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.scenario import Scenario
+from harness.config.scenario import Scenario
 from harness.target.base import Target
 
 
 def build_target(scenario: Scenario, workdir: Path) -> Target:
     """The scenario's target, not started yet; `workdir` holds whatever files it makes (logs, stores, rings)."""
     if scenario.target.kind == "embedded":
-        from harness.target.process import EmbeddedTarget
+        from harness.target.embedded import EmbeddedTarget
 
         return EmbeddedTarget(scenario, workdir)
     if scenario.target.kind == "external":

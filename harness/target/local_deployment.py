@@ -4,7 +4,7 @@
 restart, pause and stop replicas during a run. Every replica is started with the one
 replica command, so what differs between replicas is only their options. Processes are
 started in their own session, tied to the harness by its lifeline (they die with it, also
-on SIGKILL: see `harness.processes`), and stopped by their PID, never by name.
+on SIGKILL: see `harness.runtime.processes`), and stopped by their PID, never by name.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from harness.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
-from harness.processes import alive, free_port, harness_command, start_child
+from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
+from harness.runtime.processes import alive, free_port, harness_command, start_child
 from harness.target.zygote import Zygote, ZygoteError
 
 READY_TIMEOUT = 60.0

@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness.processes import free_port, start_child
+from harness.runtime.processes import free_port, start_child
 from harness.target.base import TargetError
 
 

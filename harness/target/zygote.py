@@ -14,7 +14,7 @@ The parent (`python -m harness.target.zygote`) reads one JSON request per line o
 calls the replica's entry point (`harness.shop.replica.main`) directly: the zygote never
 imports the harness's CLI. Its children are reaped by the kernel (SIGCHLD ignored), each
 runs in its own session with its output appended to its log. The zygote dies with the
-harness (its lifeline, `harness.processes`) and exits when its stdin closes; each replica
+harness (its lifeline, `harness.runtime.processes`) and exits when its stdin closes; each replica
 it forks is tied to the zygote the same way right after the fork, so a harness killed
 with SIGKILL takes the zygote, and with it every replica, along. It imports only; it
 never starts a thread, so forking it is safe.
@@ -31,14 +31,14 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from harness.processes import die_with_parent, start_child
+from harness.runtime.processes import die_with_parent, start_child
 
 PRELOAD = (
     "harness.shop.replica",
     "harness.shop.server",
     "harness.shop.sealing",
     "harness.shop.store",
-    "harness.instrument",
+    "harness.metrics.instrument",
     "mcp.server.transport_security",
     "prometheus_client",
     "starlette.responses",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.reasons import OTHER_REASON, TAMPERING_OR_CLIENT_BUG
+from harness.mrtr.reasons import OTHER_REASON, TAMPERING_OR_CLIENT_BUG
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ ADVICE: dict[str, Advice] = {
     ),
     OTHER_REASON: Advice(
         cause="a reason this harness does not know (a newer SDK, or a custom message)",
-        next_step="read the replica's line itself, then teach harness/reasons.py the new reason",
+        next_step="read the replica's line itself, then teach harness/mrtr/reasons.py the new reason",
     ),
 }
 

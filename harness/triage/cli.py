@@ -1,6 +1,6 @@
 """`mrtr-harness triage`: options, checked once at the edge, then a session, a display and an exit code.
 
-Only argparse is imported at module level: `harness.cli` builds every subcommand's
+Only argparse is imported at module level: `harness.cli.main` builds every subcommand's
 parser on each start, and the heavy parts (sources, prometheus-client, docker) load only
 when triage runs.
 """
@@ -144,7 +144,7 @@ def _file_argument(value: str) -> tuple[str | None, Path]:
 
 
 def _duration(option: str, text: str, *, minimum: float) -> float:
-    from harness.durations import parse_duration_option
+    from harness.config.durations import parse_duration_option
 
     try:
         seconds = parse_duration_option(option, text)
@@ -260,7 +260,7 @@ def _serve_metrics(host: str, port: int) -> tuple[Any, dict[str, Any]]:
     """Serve the rejection counter of `harness.metrics` (the one the dashboards read), and only it."""
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from harness.metrics import Measurements
+    from harness.metrics.measurements import Measurements
 
     measurements = Measurements()
     exported = CollectorRegistry()

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from harness.reasons import OTHER_REASON, REASONS, TAMPERING_OR_CLIENT_BUG
+from harness.mrtr.reasons import OTHER_REASON, REASONS, TAMPERING_OR_CLIENT_BUG
 
 ALL_REASONS: tuple[str, ...] = (*REASONS, OTHER_REASON)
 

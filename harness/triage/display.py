@@ -16,7 +16,7 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from harness.durations import format_duration
+from harness.config.durations import format_duration
 from harness.triage.advice import advice_for, means_tampering_or_client_bug, subset_hint
 from harness.triage.counts import UNKNOWN_REPLICA, Snapshot
 

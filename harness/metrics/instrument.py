@@ -3,7 +3,7 @@
 The client of an MRTR server only ever sees `-32602 "Invalid or expired requestState"`;
 why the state was refused exists in one log line on `mcp.server.request_state`. Add
 
-    from harness.instrument import instrument
+    from harness.metrics.instrument import instrument
     instrument(server)          # server: mcp.server.mcpserver.MCPServer
 
 to your own server and it counts every rejection by reason in
@@ -20,7 +20,7 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from harness.reasons import OTHER_REASON, REASONS, REQUEST_STATE_LOGGER, parse_rejection
+from harness.mrtr.reasons import OTHER_REASON, REASONS, REQUEST_STATE_LOGGER, parse_rejection
 
 __all__ = ["RejectionCounter", "instrument"]
 

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.durations import parse_duration
+from harness.config.durations import parse_duration
 
 COUNTS = {
     "flows_started": ("flow",),

@@ -3,7 +3,7 @@
 It is the single output contract of a run (as in Chaos Toolkit): the summary, the
 verdict, the HTML report and the JUnit file are all derived from it, never from a
 second bookkeeping, and `mrtr-harness report` rebuilds them from it after the fact.
-Its record types live in `harness.records` (documented in docs/journal.md).
+Its record types live in `harness.journal.records` (documented in docs/journal.md).
 
 A load process writes two or three records per MRTR round, so a record costs one
 `orjson` encode and a queue append; the queue is written out in one write at most
@@ -12,7 +12,7 @@ follows it (leads thinking for minutes). So a run killed with SIGKILL loses only
 last fraction of a second, and an idle journal costs no wake-ups at all.
 
 Who writes the batch out depends on the process. In a load process (gevent's patching
-on, as Locust does it) it is a `harness.timers.Timers` callback in gevent's hub: the
+on, as Locust does it) it is a `harness.runtime.timers.Timers` callback in gevent's hub: the
 batch is written on the first wake-up the process has anyway (a reply, a lead's answer)
 once `FLUSH_DELAY - FLUSH_SLACK` has passed, and only a quiet process is woken for it.
 Anywhere else it is a flusher thread.
@@ -30,10 +30,10 @@ from typing import IO, TYPE_CHECKING, Any, Self
 
 import orjson
 
-from harness.records import FlowOutcome, Record
+from harness.journal.records import FlowOutcome, Record
 
 if TYPE_CHECKING:
-    from harness.timers import Timers
+    from harness.runtime.timers import Timers
 
 __all__ = ["FLUSH_DELAY", "FlowOutcome", "Journal", "JournalView", "read_journal"]
 
@@ -174,7 +174,7 @@ def _gevent_timers() -> Timers | None:
 
     if not monkey.is_module_patched("threading"):
         return None
-    from harness.timers import Timers
+    from harness.runtime.timers import Timers
 
     return Timers(FLUSH_SLACK)
 

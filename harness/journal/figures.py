@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self, TypeVar
 
-from harness.journal import JournalView
-from harness.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
+from harness.journal.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
+from harness.journal.writer import JournalView
 
 _NOT_FINISHED = {FlowOutcome.INTERRUPTED.value}
 

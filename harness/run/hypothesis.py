@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from harness.figures import RunFigures
-from harness.journal import Journal
-from harness.records import HypothesisProbed, RecordType
-from harness.thresholds import evaluate, parse_thresholds
+from harness.config.thresholds import evaluate, parse_thresholds
+from harness.journal.figures import RunFigures
+from harness.journal.records import HypothesisProbed, RecordType
+from harness.journal.writer import Journal
 
 MIN_FLOWS = 10
 """A window with fewer finished flows is not judged: two seconds into a chaos action, one unlucky flow

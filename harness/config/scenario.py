@@ -26,12 +26,13 @@ from pydantic import (
     model_validator,
 )
 
-from harness.durations import Duration, PositiveDuration
-from harness.leads import LeadProfile, ThinkTime
+from harness.config.durations import Duration, PositiveDuration
+from harness.config.logs import parse_log_location
+from harness.config.think import ThinkTime
+from harness.config.thresholds import parse_thresholds
+from harness.leads.lead import LeadProfile
 from harness.load.mutations import DEFAULT_MUTATIONS, Mutation, skipped_mutations
-from harness.logs.spec import parse_log_location
 from harness.mrtr.routing import Routing
-from harness.thresholds import parse_thresholds
 
 
 class ScenarioError(ValueError):

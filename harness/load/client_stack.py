@@ -3,7 +3,7 @@
 Router (where each round lands, seeded per worker), transport (connection pools that
 hold nothing across a lead's think time), MRTR client, and the `FlowEnv` every flow
 shares, whose sleeps (an agent's lead thinking, a page visit) end on the process's
-wake-ups where they can (`harness.timers`). The shop's catalogue is loaded only when the
+wake-ups where they can (`harness.runtime.timers`). The shop's catalogue is loaded only when the
 scenario runs the shop's own flows: a `call` or `fuzz` flow against another server's
 tool has no use for it.
 """
@@ -13,13 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.journal import Journal
-from harness.leads import capabilities, stream
+from harness.config.scenario import CallFlow, FuzzFlow, Scenario
+from harness.journal.writer import Journal
+from harness.leads.lead import capabilities
+from harness.leads.seeding import stream
 from harness.load.flows import FlowEnv, RequestHook, url_labels
-from harness.metrics import Measurements
-from harness.mrtr import MrtrClient, Router, Transport
-from harness.scenario import CallFlow, FuzzFlow, Scenario
-from harness.timers import SLACK, Timers
+from harness.metrics.measurements import Measurements
+from harness.mrtr.client import MrtrClient
+from harness.mrtr.routing import Router
+from harness.mrtr.transport import Transport
+from harness.runtime.timers import SLACK, Timers
 
 if TYPE_CHECKING:
     from harness.shop.catalogue import Catalogue

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
-from harness.durations import format_duration
+from harness.config.durations import format_duration
 
 EVERY_ON_A_TERMINAL = 1.0
 EVERY_IN_A_LOG = 5.0

@@ -11,9 +11,9 @@ harness's own failure (exit 4), never the target's: the teardown still runs, ste
 step, and the results are still written.
 
 What each step needs lives in its own module: the target factory (`harness.target`),
-the client stack (`harness.load.stack`), the exporter (`harness.metrics.exporter`),
-CPU accounting (`harness.cpu`), reconciliation (`harness.reconcile`), the hypothesis
-(`harness.hypothesis`), the progress line (`harness.progress`). This module is the order.
+the client stack (`harness.load.client_stack`), the exporter (`harness.metrics.exporter`),
+CPU accounting (`harness.run.cpu`), reconciliation (`harness.checks.reconcile`), the hypothesis
+(`harness.run.hypothesis`), the progress line (`harness.run.progress`). This module is the order.
 
 Import it only after Locust's gevent patching (the CLI imports `locust` first).
 """
@@ -39,23 +39,14 @@ from locust.event import Events
 from locust.stats import save_stats_json
 from prometheus_client import generate_latest
 
-from harness import cpu
-from harness.chaos import ChaosRunner
-from harness.durations import format_duration
-from harness.figures import RunFigures
-from harness.hypothesis import EVERY as HYPOTHESIS_EVERY
-from harness.hypothesis import SteadyState
-from harness.invariants import INVARIANTS, check_invariants, ledger_violations
-from harness.journal import Journal, read_journal
-from harness.load.drivers import DistributedLoad, LocalLoad
-from harness.load.plan import LoadPlan
-from harness.load.stack import build_flow_env
-from harness.logs import Collector, RejectionEvent
-from harness.metrics import Measurements
-from harness.metrics.exporter import MetricsExporter
-from harness.progress import Progress, ProgressLine
-from harness.reconcile import Matching
-from harness.records import (
+from harness.chaos.schedule import ChaosRunner
+from harness.checks.invariants import INVARIANTS, check_invariants, ledger_violations
+from harness.checks.reconcile import Matching
+from harness.config.durations import format_duration
+from harness.config.scenario import Scenario, flow_label
+from harness.config.thresholds import parse_thresholds
+from harness.journal.figures import RunFigures
+from harness.journal.records import (
     EndStatus,
     HarnessError,
     InvariantChecked,
@@ -68,11 +59,20 @@ from harness.records import (
     RunEvent,
     RunStarted,
 )
-from harness.results_folder import results_folder
-from harness.scenario import Scenario, flow_label
+from harness.journal.writer import Journal, read_journal
+from harness.load.client_stack import build_flow_env
+from harness.load.drivers import DistributedLoad, LocalLoad
+from harness.load.plan import LoadPlan
+from harness.logs.collector import Collector, RejectionEvent
+from harness.metrics.exporter import MetricsExporter
+from harness.metrics.measurements import Measurements
+from harness.run import cpu
+from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
+from harness.run.hypothesis import SteadyState
+from harness.run.progress import Progress, ProgressLine
+from harness.run.results_folder import results_folder
 from harness.target.base import Target, TargetError
 from harness.target.factory import build_target
-from harness.thresholds import parse_thresholds
 
 WATCH_EVERY = 1.0
 """Seconds between checks of the replicas (up or not) and of the chaos window's hypothesis."""

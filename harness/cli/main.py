@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import harness
-from harness import shop_cli
 from harness.capacity import cli as capacity_cli
+from harness.cli import shop as shop_cli
 from harness.compare import cli as compare_cli
 from harness.load import DEFAULT_MASTER_PORT
 from harness.triage import cli as triage_cli
@@ -115,7 +115,7 @@ def _add_worker(commands: argparse._SubParsersAction) -> None:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from harness.locust_first import import_locust
+    from harness.runtime.locust_first import import_locust
 
     import_locust()  # patches gevent first, as Locust needs
 
@@ -163,7 +163,7 @@ def _add_validate(commands: argparse._SubParsersAction) -> None:
 
 
 def _load(path: Path, args: argparse.Namespace | None = None):
-    from harness.scenario import load_scenario
+    from harness.config.scenario import load_scenario
 
     overrides = {}
     if args is not None and getattr(args, "duration", None):
@@ -174,7 +174,7 @@ def _load(path: Path, args: argparse.Namespace | None = None):
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from harness.scenario import ScenarioError
+    from harness.config.scenario import ScenarioError
 
     code = EXIT_OK
     for path in args.scenario:
@@ -203,19 +203,19 @@ def _run(args: argparse.Namespace) -> int:
     import gc
 
     gc.disable()  # start-up makes many objects and little garbage: no collections until the load starts (Run._drive)
-    from harness.locust_first import import_locust
+    from harness.runtime.locust_first import import_locust
 
     import_locust()  # patches gevent first, as Locust needs
 
-    from harness.run import Run, RunOptions
-    from harness.scenario import ScenarioError
+    from harness.config.scenario import ScenarioError
+    from harness.run.timeline import Run, RunOptions
 
     try:
         scenario = _load(args.scenario, args)
     except ScenarioError as exc:
         print(f"mrtr-harness run: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from harness.durations import parse_duration_option
+    from harness.config.durations import parse_duration_option
 
     try:
         linger = parse_duration_option("--metrics-linger", args.metrics_linger)

@@ -23,11 +23,7 @@ from typing import Any
 
 from gevent import GreenletExit
 
-from harness.journal import Journal
-from harness.keys import fingerprint, new_key
-from harness.metrics import Measurements
-from harness.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
-from harness.scenario import (
+from harness.config.scenario import (
     ChaosStep,
     ClockSkew,
     CommandAction,
@@ -40,6 +36,10 @@ from harness.scenario import (
     Scenario,
     SetTtl,
 )
+from harness.journal.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
+from harness.journal.writer import Journal
+from harness.metrics.measurements import Measurements
+from harness.mrtr.keys import fingerprint, new_key
 from harness.target.base import ChaosUnsupported, Target
 from harness.target.commands import ChaosCommands, CommandFailed
 

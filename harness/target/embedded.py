@@ -14,10 +14,10 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from harness.logs.spec import LogSource
-from harness.processes import process_cpu_seconds
-from harness.scenario import Scenario
-from harness.scenario import Target as TargetSpec
+from harness.config.logs import LogSource
+from harness.config.scenario import Scenario
+from harness.config.scenario import Target as TargetSpec
+from harness.runtime.processes import process_cpu_seconds
 from harness.target.base import ChaosUnsupported, TargetError
 from harness.target.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.target.redis_process import RedisProcess

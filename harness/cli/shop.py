@@ -86,7 +86,7 @@ def run_replica(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
 
 
 def run_keyring(args: argparse.Namespace) -> int:
-    from harness.keys import fingerprint, new_key, read_ring, write_ring
+    from harness.mrtr.keys import fingerprint, new_key, read_ring, write_ring
 
     if args.path.exists() and not args.force:
         ring = read_ring(args.path)
@@ -127,7 +127,7 @@ def run_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _print_urls(deployment: LocalDeployment) -> None:
-    from harness.keys import fingerprint
+    from harness.mrtr.keys import fingerprint
 
     assert deployment.api is not None, "started"
     print(f"shop API      {deployment.api.base_url}   (ledger: {deployment.api.base_url}/ledger)")

@@ -1,6 +1,6 @@
 """The journal's record types: the one contract between a run and everything that reports on it.
 
-A run writes one JSON object per line (`harness.journal.Journal`); summary.json, the
+A run writes one JSON object per line (`harness.journal.writer.Journal`); summary.json, the
 verdict, JUnit, report.html, `mrtr-harness report`, capacity sweeps and the expiry
 study read those lines back. Every record type and every `run` event is defined here,
 once, as a `TypedDict` with constants for its `type` and `event`: writers build them
@@ -10,7 +10,7 @@ because a load process writes two or three records per MRTR round: a dict is wha
 `orjson` encodes fastest, and what a reader gets back from a line anyway.
 
 Every record has `type` and `t` (wall-clock seconds since the epoch). `docs/journal.md`
-is generated from this module (`python -m harness.reference`).
+is generated from this module (`python -m harness.cli.reference`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from harness.records import CpuUsed, RecordType, RunEvent
+from harness.journal.records import CpuUsed, RecordType, RunEvent
 
 ProcessCpu = Mapping[str, tuple[int, float]]
 """Label -> (PID, CPU seconds so far), as `Target.cpu_seconds()` gives it."""

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from harness.journal import JournalView
+from harness.journal.records import Reconciled, RecordType
+from harness.journal.writer import JournalView
 from harness.mrtr.outcome import Outcome
-from harness.records import Reconciled, RecordType
 
 SLACK_BEFORE = 1.0
 """Seconds before a round was sent that its line may carry (clocks a little apart)."""

@@ -63,7 +63,8 @@ def _web_ui_on_demand() -> None:
     """Put a stand-in for `locust.web` in `sys.modules` that imports the real module the first time it is used."""
     if WEB in sys.modules:
         return
-    stand_in = types.ModuleType(WEB, "Stands in for Locust's web UI until it is used (see harness.locust_first).")
+    stand_in = types.ModuleType(WEB, "Stands in for Locust's web UI until it is used "
+                                      "(see harness.runtime.locust_first).")
 
     def real() -> types.ModuleType:
         if sys.modules.get(WEB) is stand_in:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
 
-from harness.durations import Duration, format_duration
+from harness.config.durations import Duration, format_duration
 from harness.leads.seeding import RandomStream
 
 Z_95 = 1.6448536269514722

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.figures import Fields
+from harness.journal.figures import Fields
 from harness.load.mutations import FINDINGS, Mutation
 
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
