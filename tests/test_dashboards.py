@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from harness.metrics.instrument import RejectionCounter
-from harness.metrics.measurements import Measurements
+from harness.metrics.registry import RunMetrics
 from tests.harness_run import ROOT
 from tests.services import free_port, prometheus_server, require_binary, stop_process
 
@@ -201,21 +201,21 @@ def test_panels_use_base_units_and_percentiles_from_histogram_buckets():
 
 
 def test_every_metric_a_dashboard_queries_is_one_the_harness_or_a_replica_exports():
-    measurements = Measurements(flows=["refund"], replicas=["r1"])
-    measurements.preset(actions=["restart"], invariants=["released_once"])
-    measurements.flow_started("refund")
-    measurements.flow_finished("refund", "completed", 1.0)
-    measurements.call_done("refund", 2)
-    measurements.round_done("refund", 1, 0.1, "-32602")
-    measurements.thought(1.0)
-    measurements.late_start()
-    measurements.rejection("r1", "expired")
-    measurements.chaos_action("restart", time.time())
+    run_metrics = RunMetrics(flows=["refund"], replicas=["r1"])
+    run_metrics.preset(actions=["restart"], invariants=["released_once"])
+    run_metrics.flow_started("refund")
+    run_metrics.flow_finished("refund", "completed", 1.0)
+    run_metrics.call_done("refund", 2)
+    run_metrics.round_done("refund", 1, 0.1, "-32602")
+    run_metrics.thought(1.0)
+    run_metrics.late_start()
+    run_metrics.rejection("r1", "expired")
+    run_metrics.chaos_action("restart", time.time())
     from prometheus_client import CollectorRegistry
 
     replica_registry = CollectorRegistry()
     RejectionCounter(replica_registry)
-    exported = {sample.name for registry in (measurements.registry, replica_registry)
+    exported = {sample.name for registry in (run_metrics.registry, replica_registry)
                 for family in registry.collect() for sample in family.samples}
     for path in DASHBOARD_FILES:
         for expr in every_expr(load(path)):

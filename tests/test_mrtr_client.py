@@ -31,7 +31,7 @@ from mcp_types import (
     ElicitResult,
 )
 
-from harness.mrtr.client import STATE_ONLY_BACKOFF_CAP, STATE_ONLY_BACKOFF_INITIAL, MrtrClient, Reply, RoundRecord
+from harness.mrtr.client import STATE_ONLY_BACKOFF_CAP, STATE_ONLY_BACKOFF_INITIAL, LeadAnswer, MrtrClient, RoundRecord
 from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.routing import Router, Routing
 from harness.mrtr.transport import HttpAnswer, Transport
@@ -156,7 +156,7 @@ def test_a_call_in_steps_yields_the_think_time_and_holds_no_response_while_it_wa
     the wait was due counts in the next round's latency (a late load process is latency a user felt)."""
     seen: list[RoundRecord] = []
     steps = client_for(gardens.recorded.url).call_steps(
-        "plan_bed", {"bed_id": "B-7"}, lambda record: Reply(answer(record), 0.2),
+        "plan_bed", {"bed_id": "B-7"}, lambda record: LeadAnswer(answer(record), 0.2),
         on_round=lambda tool, record: seen.append(record))
     assert next(steps) == 0.2
     assert [record.round for record in seen] == [1]

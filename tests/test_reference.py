@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from harness.cli.reference import DOCUMENTS
 from harness.config.scenario import Scenario
-from harness.metrics.measurements import Measurements
+from harness.metrics.registry import RunMetrics
 from tests.harness_run import ROOT
 
 UNDESCRIBED = {"Target.logs"}
@@ -49,7 +49,7 @@ def test_check_names_a_stale_or_missing_document_and_writing_fixes_it(tmp_path):
 
 
 def test_the_metrics_reference_names_every_metric_the_exporter_serves():
-    exposition = generate_latest(Measurements(flows=["refund"], replicas=["r1"]).registry).decode()
+    exposition = generate_latest(RunMetrics(flows=["refund"], replicas=["r1"]).registry).decode()
     families = re.findall(r"^# TYPE (\S+) (\S+)$", exposition, re.MULTILINE)
     document = (ROOT / "docs" / "metrics.md").read_text()
     assert len(families) >= 10
@@ -72,7 +72,7 @@ def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> None:
 def test_every_scenario_key_is_in_the_reference_with_a_description():
     models: set[type[BaseModel]] = set()
     _models(Scenario, models)
-    assert {"Target", "Load", "LeadProfile", "RotateKeys", "CallFlow", "LognormalThink"} <= {m.__name__ for m in models}
+    assert {"TargetConfig", "Load", "LeadProfile", "RotateKeys", "CallFlow", "LognormalThink"} <= {m.__name__ for m in models}
     document = (ROOT / "docs" / "scenario.md").read_text()
     for model in models:
         for name, info in model.model_fields.items():

@@ -417,7 +417,7 @@ def test_a_flow_the_harness_lost_track_of_is_its_own_error_not_the_target_s(tmp_
 
 
 def test_crossed_replica_share_counts_continuation_rounds_served_elsewhere_and_fails_a_sticky_run():
-    from harness.config.thresholds import evaluate
+    from harness.checks.thresholds import evaluate
     from harness.journal.figures import RunFigures
 
     def figures_of(marks: list[bool | None]) -> RunFigures:

@@ -36,8 +36,9 @@ from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, a
 from harness.capacity.other_load import OtherLoad
 from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
+from harness.checks.thresholds import evaluate
 from harness.config.scenario import Scenario, parse_scenario
-from harness.config.thresholds import evaluate, parse_thresholds
+from harness.config.thresholds import parse_thresholds
 from harness.journal.figures import RunFigures
 from harness.journal.records import FlowOutcome, RecordType, RunEvent
 from harness.journal.writer import read_journal

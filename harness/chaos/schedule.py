@@ -38,7 +38,7 @@ from harness.config.scenario import (
 )
 from harness.journal.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
 from harness.journal.writer import Journal
-from harness.metrics.measurements import Measurements
+from harness.metrics.registry import RunMetrics
 from harness.mrtr.keys import fingerprint, new_key
 from harness.target.base import ChaosUnsupported, Target
 from harness.target.commands import ChaosCommands, CommandFailed
@@ -49,12 +49,12 @@ Sleep = Callable[[float], None]
 class ChaosRunner:
     """Runs the scenario's chaos steps against a target at their times; journals each one."""
 
-    def __init__(self, scenario: Scenario, target: Target, journal: Journal, measurements: Measurements,
+    def __init__(self, scenario: Scenario, target: Target, journal: Journal, run_metrics: RunMetrics,
                  sleep: Sleep = time.sleep, run_id: str = "") -> None:
         self.scenario = scenario
         self.target = target
         self.journal = journal
-        self.measurements = measurements
+        self.run_metrics = run_metrics
         self.sleep = sleep
         self.pending = sorted(scenario.chaos, key=lambda step: step.at)
         self.failures = 0
@@ -90,7 +90,7 @@ class ChaosRunner:
         index = (step.replica or 1) - 1
         target_label = self._target_label(step)
         started = time.time()
-        self.measurements.chaos_action(step.action, started)
+        self.run_metrics.chaos_action(step.action, started)
         self.journal.write(ChaosStarted(type=RecordType.CHAOS, phase=ChaosPhase.START, t=started, action=step.action,
                                         target=target_label, detail=step.model_dump(mode="json",
                                                                                     exclude={"action", "at"})))

@@ -52,7 +52,7 @@ EXAMPLES = 5
 
 
 @dataclass
-class InvariantResult:
+class InvariantTally:
     name: str
     checked: bool = True
     violations: int = 0
@@ -65,7 +65,7 @@ class InvariantResult:
 
 
 def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Fields],
-                     flows: Iterable[Fields], *, ledger_error: str | None = None) -> list[InvariantResult]:
+                     flows: Iterable[Fields], *, ledger_error: str | None = None) -> list[InvariantTally]:
     """Every invariant's result, judged on this run's flows and the ledger rows of the quotes they created.
 
     `ledger` None with `ledger_error` None: the target declares no ledger, so the ledger
@@ -73,7 +73,7 @@ def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Field
     could not be read, a `ledger_readable` violation naming the error.
     """
     starts, flows = list(starts), list(flows)
-    results = {name: InvariantResult(name) for name in INVARIANTS}
+    results = {name: InvariantTally(name) for name in INVARIANTS}
     _one_outcome_per_flow(results["one_outcome_per_flow"], starts, flows)
     _no_mutant_accepted(results["no_mutant_accepted"], flows)
     if ledger is None:
@@ -113,7 +113,7 @@ def _refund(row: dict[str, Any]) -> str:
     return f"{row['refund_id']} (quote {row['quote_id']})"
 
 
-def _one_outcome_per_flow(result: InvariantResult, starts: list[Fields], flows: list[Fields]) -> None:
+def _one_outcome_per_flow(result: InvariantTally, starts: list[Fields], flows: list[Fields]) -> None:
     started = Counter(record["flow_id"] for record in starts)
     ended = Counter(record["flow_id"] for record in flows)
     for flow_id in started.keys() | ended.keys():
@@ -121,7 +121,7 @@ def _one_outcome_per_flow(result: InvariantResult, starts: list[Fields], flows: 
             result.violate(f"{flow_id}: started {started[flow_id]} times, ended {ended[flow_id]} times")
 
 
-def _release_needs_accept(result: InvariantResult, ours: list[dict], flows: list[Fields]) -> None:
+def _release_needs_accept(result: InvariantTally, ours: list[dict], flows: list[Fields]) -> None:
     """A refund this run's journal says was held is released only if some flow on its quote accepted."""
     held = {flow["quote_id"] for flow in flows if flow.get("held") and flow.get("quote_id")}
     accepted = {flow.get("quote_id") for flow in flows if "accept" in (flow.get("answers") or [])}
@@ -130,7 +130,7 @@ def _release_needs_accept(result: InvariantResult, ours: list[dict], flows: list
             result.violate(_refund(row) + " released with no accepted answer")
 
 
-def _flows_match_ledger(results: dict[str, InvariantResult], by_quote: dict[str, dict], flows: list[Fields]) -> None:
+def _flows_match_ledger(results: dict[str, InvariantTally], by_quote: dict[str, dict], flows: list[Fields]) -> None:
     for flow in flows:
         if flow.get("flow") not in _REFUND_FLOWS or not flow.get("held") or flow.get("quote_id") not in by_quote:
             continue
@@ -143,7 +143,7 @@ def _flows_match_ledger(results: dict[str, InvariantResult], by_quote: dict[str,
                 f"{flow['flow_id']}: {flow['outcome']}, but {row['refund_id']} is {row['status']}")
 
 
-def _no_mutant_accepted(result: InvariantResult, flows: list[Fields]) -> None:
+def _no_mutant_accepted(result: InvariantTally, flows: list[Fields]) -> None:
     """A fuzz flow's mutant that the tool ran on, that got a 5xx or that hung to the timeout (`mutant_answer`).
 
     Checked in every run, as `one_outcome_per_flow` is: the journal it reads is always
@@ -155,7 +155,7 @@ def _no_mutant_accepted(result: InvariantResult, flows: list[Fields]) -> None:
                            f"({flow.get('mutant_detail')}, {flow.get('mutant_length')} characters)")
 
 
-def _mutants_left_ledger_alone(result: InvariantResult, ours: list[dict], flows: list[Fields]) -> None:
+def _mutants_left_ledger_alone(result: InvariantTally, ours: list[dict], flows: list[Fields]) -> None:
     """A mutant that released its flow's refund changed the ledger, whatever the client saw.
 
     Except a replay: its flow's valid retry released the refund first (a second release

@@ -28,7 +28,7 @@ IGNORED_SCENARIO_FIELDS = frozenset({"description", "expect", "hypothesis", "com
 """Scenario fields that judge a run rather than shape its load: two runs differing only there are comparable."""
 
 
-class MetricVerdict(StrEnum):
+class ComparisonOutcome(StrEnum):
     PASS = "pass"
     IMPROVED = "improved"
     NOT_SIGNIFICANT = "not significant"  # beyond its tolerance, but within the noise of the samples
@@ -49,7 +49,7 @@ class MetricResult:
     baseline: float | None
     current: float | None
     unit: str
-    verdict: MetricVerdict
+    verdict: ComparisonOutcome
     tolerance: float | None = None
     """The relative change allowed (a fraction); None for counts, which compare exactly."""
     p_value: float | None = None
@@ -67,7 +67,7 @@ class MetricResult:
 
     @property
     def regressed(self) -> bool:
-        return self.verdict is MetricVerdict.REGRESSION
+        return self.verdict is ComparisonOutcome.REGRESSION
 
     def as_dict(self) -> dict[str, Any]:
         change = self.change
@@ -137,33 +137,34 @@ class _Judge:
         count = (len(before), len(after))
         if moved > tolerance:
             if test_worse.p_value < alpha:
-                verdict, note = MetricVerdict.REGRESSION, f"worse by more than {_percent(tolerance)}, significant"
+                verdict, note = ComparisonOutcome.REGRESSION, f"worse by more than {_percent(tolerance)}, significant"
             else:
-                verdict = MetricVerdict.NOT_SIGNIFICANT
+                verdict = ComparisonOutcome.NOT_SIGNIFICANT
                 note = (f"worse by more than {_percent(tolerance)}, but not significant on {count[0]} and "
                         f"{count[1]} samples (p {_p(test_worse)} >= {alpha:g})")
             return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, test_worse.p_value,
                                 count, note)
         test_better = mann_whitney_greater(worse, better)
         if -moved > tolerance and test_better.p_value < alpha:
-            return MetricResult(metric, value_before, value_after, unit, MetricVerdict.IMPROVED, tolerance,
+            return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.IMPROVED, tolerance,
                                 test_better.p_value, count, f"better by more than {_percent(tolerance)}")
-        return MetricResult(metric, value_before, value_after, unit, MetricVerdict.PASS, tolerance,
+        return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.PASS, tolerance,
                             test_worse.p_value, count, "")
 
     def single(self, metric: str, unit: str, value_before: float | None, value_after: float | None,
                tolerance: float, direction: Direction = Direction.HIGHER_IS_WORSE) -> MetricResult:
         if value_before is None or value_after is None:
             missing = "the baseline" if value_before is None else "the current run"
-            return MetricResult(metric, value_before, value_after, unit, MetricVerdict.NOT_COMPARED, tolerance,
+            return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.NOT_COMPARED, tolerance,
                                 note=f"{missing} did not record it")
         moved = _worsened(value_before, value_after, direction)
         if moved > tolerance:
-            verdict, note = MetricVerdict.REGRESSION, f"worse by more than {_percent(tolerance)} (one figure per run)"
+            verdict = ComparisonOutcome.REGRESSION
+            note = f"worse by more than {_percent(tolerance)} (one figure per run)"
         elif -moved > tolerance:
-            verdict, note = MetricVerdict.IMPROVED, f"better by more than {_percent(tolerance)}"
+            verdict, note = ComparisonOutcome.IMPROVED, f"better by more than {_percent(tolerance)}"
         else:
-            verdict, note = MetricVerdict.PASS, ""
+            verdict, note = ComparisonOutcome.PASS, ""
         return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, note=note)
 
 
@@ -252,9 +253,9 @@ def _by_label(template: str, before: Counter[Any], after: Counter[Any]) -> list[
 
 def _exact(metric: str, before: int, after: int) -> MetricResult:
     if after > before:
-        return MetricResult(metric, before, after, "count", MetricVerdict.REGRESSION,
+        return MetricResult(metric, before, after, "count", ComparisonOutcome.REGRESSION,
                             note=f"{after - before} more than the baseline (counts compare exactly)")
-    verdict = MetricVerdict.IMPROVED if after < before else MetricVerdict.PASS
+    verdict = ComparisonOutcome.IMPROVED if after < before else ComparisonOutcome.PASS
     return MetricResult(metric, before, after, "count", verdict)
 
 
@@ -262,7 +263,7 @@ def _only_one(metric: str, unit: str, before: Sequence[float], after: Sequence[f
               tolerance: float) -> MetricResult:
     """A flow, tool or round only one run has: shown, not judged (rounds per call judges a round gained)."""
     missing = "the baseline" if not before else "the current run"
-    return MetricResult(metric, None, None, unit, MetricVerdict.NOT_COMPARED, tolerance,
+    return MetricResult(metric, None, None, unit, ComparisonOutcome.NOT_COMPARED, tolerance,
                         samples=(len(before), len(after)), note=f"no samples in {missing}")
 
 

@@ -13,7 +13,7 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.compare.comparison import Comparison, MetricResult, MetricVerdict
+from harness.compare.comparison import Comparison, ComparisonOutcome, MetricResult
 from harness.report.verdict import format_seconds
 
 COMPARE_JSON, COMPARE_JUNIT, COMPARE_HTML = "compare.json", "compare-junit.xml", "compare.html"
@@ -90,7 +90,7 @@ def write_junit(path: Path, comparison: Comparison) -> Path:
     counts = {"tests": str(len(results)),
               "failures": str(sum(result.regressed for result in results)),
               "errors": "0",
-              "skipped": str(sum(result.verdict is MetricVerdict.NOT_COMPARED for result in results)),
+              "skipped": str(sum(result.verdict is ComparisonOutcome.NOT_COMPARED for result in results)),
               "time": "0"}
     root = ET.Element("testsuites", {"name": "mrtr-harness compare", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": f"{comparison.current.scenario.name}.compare", **counts})
@@ -105,7 +105,7 @@ def write_junit(path: Path, comparison: Comparison) -> Path:
         text = _case_text(result)
         if result.regressed:
             ET.SubElement(case, "failure", {"message": text, "type": "regression"}).text = text
-        elif result.verdict is MetricVerdict.NOT_COMPARED:
+        elif result.verdict is ComparisonOutcome.NOT_COMPARED:
             ET.SubElement(case, "skipped", {"message": result.note})
         else:
             ET.SubElement(case, "system-out").text = text

@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from harness.compare.comparison import Comparison, MetricResult, MetricVerdict
+from harness.compare.comparison import Comparison, ComparisonOutcome, MetricResult
 from harness.compare.outputs import row_cells
 from harness.compare.samples import RunSamples
 from harness.report import svg
@@ -21,8 +21,8 @@ from harness.report.series import percentile
 
 _CSS = (PAGE_CSS + META_CSS + TABLE_CSS + CHART_CSS
         + ".regression{color:#cf222e;font-weight:600}.improved{color:#1a7f37}.noise,.skip{color:#9a6700}\n")
-_VERDICT_CLASSES = {MetricVerdict.REGRESSION: "regression", MetricVerdict.IMPROVED: "improved",
-                    MetricVerdict.NOT_SIGNIFICANT: "noise", MetricVerdict.NOT_COMPARED: "skip"}
+_VERDICT_CLASSES = {ComparisonOutcome.REGRESSION: "regression", ComparisonOutcome.IMPROVED: "improved",
+                    ComparisonOutcome.NOT_SIGNIFICANT: "noise", ComparisonOutcome.NOT_COMPARED: "skip"}
 _QUANTILES = [float(q) for q in range(1, 100)] + [99.5, 99.9, 100.0]
 _TOP_ROUNDS = 10
 

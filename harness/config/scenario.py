@@ -105,7 +105,7 @@ def check_command(name: str, argv: list[str], allowed: frozenset[str], where: tu
                            f"{{{{ and }}}} for a literal brace)", *(where if where is not None else (name,)))
 
 
-class Target(_Strict):
+class TargetConfig(_Strict):
     """The deployment under test: embedded (the harness starts the shop), external, or docker."""
 
     kind: Literal["embedded", "external", "docker"] = Field(
@@ -172,7 +172,7 @@ class Target(_Strict):
         return logs
 
     @model_validator(mode="after")
-    def _fits_kind(self) -> Target:
+    def _fits_kind(self) -> TargetConfig:
         if self.kind == "external" and not self.urls:
             raise FieldProblem("an external target needs urls = [the replicas' or the balancer's MCP URLs]", "kind")
         if self.kind == "docker" and (self.image is None) == (self.compose_project is None):
@@ -525,7 +525,7 @@ class Scenario(_Strict):
     duration: PositiveDuration = Field(description="how long the load runs, real")
     time_scale: float = Field(default=1.0, ge=1.0, allow_inf_nan=False,
                               description="lead times and the TTL are modelled: real = modelled / time_scale")
-    target: Target = Field(default_factory=Target, description="the deployment under test")
+    target: TargetConfig = Field(default_factory=TargetConfig, description="the deployment under test")
     load: Load = Field(description="how flows arrive")
     flows: list[FlowSpec] = Field(min_length=1, description="what each flow does, by weight")
     leads: LeadProfile = Field(default_factory=LeadProfile, description="how the simulated leads answer")

@@ -9,15 +9,14 @@ The key names a metric of the run's figures (see `METRICS`) and may select label
 each condition is `[aggregate] operator value`. A count's default aggregate is its
 count, a distribution's must be named (p(N), avg, min, max, med, count), and `rate` is
 per second of the run. Values may carry a unit (250ms, 2s). Parsed once, at the edge,
-so a typo fails the scenario before anything starts.
+so a typo fails the scenario before anything starts. Judging a run against them is
+`harness.checks.thresholds`.
 """
 
 from __future__ import annotations
 
-import operator
 import re
 from dataclasses import dataclass
-from typing import Protocol
 
 from harness.config.durations import parse_duration
 
@@ -46,28 +45,15 @@ DISTRIBUTIONS = {
 }
 METRICS = {**COUNTS, **RATIOS, **DISTRIBUTIONS}
 
-_OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-              "!=": operator.ne}
 _KEY = re.compile(r"^\s*(?P<metric>[a-z_]+)\s*(?:\{(?P<selector>[^}]*)\})?\s*$")
 _LABEL = re.compile(r"\s*(?P<name>[a-z_]+)\s*=\s*(?:'(?P<single>[^']*)'|\"(?P<double>[^\"]*)\")\s*")
+OPERATORS = ("<", "<=", ">", ">=", "==", "!=")
 _CONDITION = re.compile(r"^\s*(?P<aggregate>p\(\s*\d+(?:\.\d+)?\s*\)|avg|min|max|med|count|rate)?\s*"
                         r"(?P<op><=|>=|==|!=|<|>)\s*(?P<value>[0-9.]+\s*[a-z]*)\s*$")
 
 
 class ThresholdError(ValueError):
     """A threshold that cannot be read; says which one and what is wrong."""
-
-
-class Figures(Protocol):
-    """What thresholds are evaluated against: the run's numbers, derived from its journal."""
-
-    duration: float
-
-    def count(self, metric: str, selector: dict[str, str]) -> float: ...
-
-    def ratio(self, metric: str, selector: dict[str, str]) -> float | None: ...
-
-    def distribution(self, metric: str, selector: dict[str, str]) -> list[float]: ...
 
 
 @dataclass(frozen=True)
@@ -88,28 +74,6 @@ class Threshold:
     conditions: tuple[Condition, ...]
     text: str
 
-    def observe(self, figures: Figures, condition: Condition) -> float | None:
-        """The observed value for one condition; None when there is nothing to observe (e.g. no samples)."""
-        selector = dict(self.selector)
-        if self.metric in DISTRIBUTIONS:
-            return _aggregate(figures.distribution(self.metric, selector), condition.aggregate)
-        if self.metric in RATIOS:
-            return figures.ratio(self.metric, selector)
-        total = figures.count(self.metric, selector)
-        return total / figures.duration if condition.aggregate == "rate" and figures.duration else total
-
-
-@dataclass(frozen=True)
-class Verdict:
-    threshold: Threshold
-    condition: Condition
-    observed: float | None
-    passed: bool
-
-    def as_dict(self) -> dict[str, object]:
-        return {"threshold": self.threshold.key, "condition": str(self.condition), "observed": self.observed,
-                "passed": self.passed}
-
 
 def parse_threshold(key: str, conditions: str | list[str]) -> Threshold:
     match = _KEY.match(key)
@@ -128,16 +92,6 @@ def parse_threshold(key: str, conditions: str | list[str]) -> Threshold:
 
 def parse_thresholds(table: dict[str, str | list[str]]) -> list[Threshold]:
     return [parse_threshold(key, value) for key, value in table.items()]
-
-
-def evaluate(thresholds: list[Threshold], figures: Figures) -> list[Verdict]:
-    verdicts = []
-    for threshold in thresholds:
-        for condition in threshold.conditions:
-            observed = threshold.observe(figures, condition)
-            passed = observed is not None and _OPERATORS[condition.op](observed, condition.value)
-            verdicts.append(Verdict(threshold, condition, observed, passed))
-    return verdicts
 
 
 def _parse_selector(key: str, text: str, labels: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -183,25 +137,3 @@ def _parse_condition(key: str, metric: str, text: str) -> Condition:
     except ValueError as exc:
         raise ThresholdError(f"threshold {key!r}: {exc}") from None
     return Condition(aggregate or "count", match["op"], value)
-
-
-def _aggregate(values: list[float], aggregate: str) -> float | None:
-    if aggregate == "count":
-        return float(len(values))
-    if not values:
-        return None
-    ordered = sorted(values)
-    if aggregate == "avg":
-        return sum(ordered) / len(ordered)
-    if aggregate == "min":
-        return ordered[0]
-    if aggregate == "max":
-        return ordered[-1]
-    percentile = 50.0 if aggregate == "med" else float(aggregate[2:-1])
-    return _percentile(ordered, percentile)
-
-
-def _percentile(ordered: list[float], percentile: float) -> float:
-    """Nearest-rank percentile: the value at or below which `percentile`% of the samples fall."""
-    rank = max(1, min(len(ordered), round(percentile / 100 * len(ordered) + 0.4999)))
-    return ordered[rank - 1]

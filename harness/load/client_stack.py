@@ -18,7 +18,7 @@ from harness.journal.writer import Journal
 from harness.leads.lead import capabilities
 from harness.leads.seeding import stream
 from harness.load.flows import FlowEnv, RequestHook, url_labels
-from harness.metrics.measurements import Measurements
+from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import Transport
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
-                   measurements: Measurements, *, worker: int = 0, fire_request: RequestHook | None = None) -> FlowEnv:
+                   run_metrics: RunMetrics, *, worker: int = 0, fire_request: RequestHook | None = None) -> FlowEnv:
     """Everything the flows of one load process share (worker 0 is the local runner)."""
     router = Router(list(urls), scenario.load.routing, rng=stream(scenario.seed, "worker", worker, "router"))
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
@@ -37,7 +37,7 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     principal = {target.principal_header: target.principal} if target.principal_header is not None else None
     client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
                         transport=transport, headers=principal)
-    return FlowEnv(scenario, client, journal, measurements, _catalogue(scenario),
+    return FlowEnv(scenario, client, journal, run_metrics, _catalogue(scenario),
                    url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep)
 
 

@@ -164,7 +164,7 @@ class WorkerSession:
         self.spool_dir = Path(tempfile.mkdtemp(prefix="mrtr-worker-", dir=spool_root))
         self.index: int | None = None
         self.plan: Any = None
-        self.measurements: Any = None
+        self.run_metrics: Any = None
         self.journal: Any = None
         self.shipper: JournalShipper | None = None
         self._shipping: gevent.Greenlet | None = None
@@ -200,13 +200,13 @@ class WorkerSession:
         from harness.load.client_stack import build_flow_env
         from harness.load.plan import LoadPlan
         from harness.load.users import user_classes
-        from harness.metrics.measurements import Measurements
+        from harness.metrics.registry import RunMetrics
 
         assert self.index is not None
         spool = journal_part(self.spool_dir, self.index)
         self.journal = Journal(spool)
-        self.measurements = Measurements(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
-        flow_env = build_flow_env(scenario, urls, labels, self.journal, self.measurements, worker=self.index,
+        self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
+        flow_env = build_flow_env(scenario, urls, labels, self.journal, self.run_metrics, worker=self.index,
                                   fire_request=self.env.events.request.fire)
         self.plan = LoadPlan(scenario, flow_env, worker=self.index, workers=workers)
         self.env.user_classes = user_classes(self.plan, None, distributed=True)
@@ -224,8 +224,8 @@ class WorkerSession:
             self.plan.stop_accepting()
 
     def _report(self, client_id: str, data: dict[str, Any]) -> None:
-        if self.measurements is not None:
-            data["mrtr"] = self.measurements.drain()
+        if self.run_metrics is not None:
+            data["mrtr"] = self.run_metrics.drain()
             data["mrtr_active"] = self.plan.active
 
     def _on_finish(self, environment: Any, msg: Any, **kwargs: Any) -> None:
@@ -245,7 +245,7 @@ class WorkerSession:
         # Locust's last stats report goes ahead of `finished` (one connection keeps the order): on its own,
         # it is sent on quit, and a master that waits only 0.5 s for it can miss it on a busy machine.
         self.runner._send_stats()
-        self.runner.send_message(FINISHED, {"mrtr": self.measurements.drain()})
+        self.runner.send_message(FINISHED, {"mrtr": self.run_metrics.drain()})
         self.finished = True
         self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")
 

@@ -24,7 +24,7 @@ from harness.load.distributed import (
 )
 from harness.load.plan import LoadPlan
 from harness.load.users import user_classes
-from harness.metrics.measurements import Measurements
+from harness.metrics.registry import RunMetrics
 from harness.runtime.processes import free_port
 from harness.target.base import TargetError
 
@@ -76,11 +76,11 @@ class LocalLoad:
 class DistributedLoad:
     """Locust's master runner here; the flows run on workers started here (`local`) or elsewhere (`remote`)."""
 
-    def __init__(self, env: Environment, scenario: Scenario, measurements: Measurements, folder: Path,
+    def __init__(self, env: Environment, scenario: Scenario, run_metrics: RunMetrics, folder: Path,
                  urls: list[str], labels: list[str], on_record: Any, *, local: int = 0, remote: int = 0,
                  bind_host: str = "127.0.0.1", bind_port: int | None = None, wait: float = WORKERS_READY_TIMEOUT,
                  say: Any = print) -> None:
-        self.env, self.scenario, self.measurements = env, scenario, measurements
+        self.env, self.scenario, self.run_metrics = env, scenario, run_metrics
         self.count = local + remote
         self.wait, self.say = wait, say
         env.user_classes = user_classes(None, time.time(), distributed=True, scenario=scenario)
@@ -90,14 +90,14 @@ class DistributedLoad:
         self.parts = JournalParts(folder, on_record)
         scenario_json = scenario.model_dump_json()
         self.link = MasterLink(self.runner, lambda index: setup_message(scenario_json, urls, labels, index, self.count),
-                               self.count, self.parts, measurements.apply, say)
+                               self.count, self.parts, run_metrics.apply, say)
         self.processes = WorkerProcesses(folder, self.port, local) if local else None
         if remote:
             say(f"waiting for {remote} worker{'s' * (remote != 1)} on {bind_host}:{self.port}: "
                 f"mrtr-harness worker --master-host <this host> --master-port {self.port}")
 
     def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
-        self.measurements.apply(data.get("mrtr", []))
+        self.run_metrics.apply(data.get("mrtr", []))
         if "mrtr_active" in data:
             self.link.report(client_id, int(data["mrtr_active"]))
 

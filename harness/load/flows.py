@@ -26,9 +26,9 @@ from harness.config.scenario import (
     RefundFlow,
     ReturnFlow,
     Scenario,
+    TargetConfig,
     flow_label,
 )
-from harness.config.scenario import Target as TargetSpec
 from harness.journal.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
 from harness.journal.writer import Journal
 from harness.leads.answers import UnanswerableRequest
@@ -36,8 +36,8 @@ from harness.leads.lead import Action, Lead, LeadProfile
 from harness.leads.seeding import RandomStream
 from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
 from harness.logs.parse import clean_label
-from harness.metrics.measurements import Measurements
-from harness.mrtr.client import CallResult, MrtrClient, Reply, RoundRecord, Steps, drive
+from harness.metrics.registry import RunMetrics
+from harness.mrtr.client import CallResult, LeadAnswer, MrtrClient, RoundRecord, Steps, drive
 from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
 
@@ -60,7 +60,7 @@ class FlowEnv:
     scenario: Scenario
     client: MrtrClient
     journal: Journal
-    measurements: Measurements
+    run_metrics: RunMetrics
     catalogue: Catalogue | None
     """The shop's orders, for the shop's own flows; None when the scenario has none of them."""
     replica_labels: Mapping[str, str]
@@ -169,7 +169,7 @@ class Flow:
     def call_done(self, tool: str, rounds: int, outcome: Outcome) -> None:
         """Rounds per call: what a resolver that re-asks forever, or a shed, shows up in."""
         self.calls.append(CallSummary(tool=tool, rounds=rounds, outcome=outcome.value))
-        self.env.measurements.call_done(self.kind, rounds)
+        self.env.run_metrics.call_done(self.kind, rounds)
 
     def send(self, tool: str, arguments: Mapping[str, Any], **kwargs: Any) -> RoundRecord:
         """One hand-built round (the adversarial flows' wrong retries), journaled like the others."""
@@ -178,7 +178,7 @@ class Flow:
         self.server_time += record.server_time
         return record
 
-    def decide(self, record: RoundRecord) -> Reply | None:
+    def decide(self, record: RoundRecord) -> LeadAnswer | None:
         """The lead decides and answers; the think time (modelled/time_scale real seconds) is the caller's to wait."""
         try:
             answer = Lead(self.env.profile_for(self.spec), self.rng).respond(record.input_requests or {})
@@ -191,12 +191,12 @@ class Flow:
             return None
         env = self.env
         real = env.scenario.real(answer.think_seconds)
-        env.measurements.thought(real)
+        env.run_metrics.thought(real)
         self.think_time += real
         self.thinking_until = time.time() + real
         for url, delay in answer.url_visits:
             gevent.spawn(self._finish_on_page, url, env.scenario.real(delay))
-        return Reply(answer.input_responses, real)
+        return LeadAnswer(answer.input_responses, real)
 
     def respond(self, record: RoundRecord) -> Steps[Mapping[str, Any] | None]:
         """The lead answers a hand-sent round: the answers, after the think time; None to walk away."""
@@ -236,7 +236,7 @@ class Flow:
             done["crossed"] = replica != self.previous_replica
         self.previous_replica = replica
         env.journal.write(done)
-        env.measurements.round_done(self.kind, record.round, record.latency, failure)
+        env.run_metrics.round_done(self.kind, record.round, record.latency, failure)
         if env.fire_request is not None:
             error = OutcomeError(record.outcome, record.error_code, record.http_status, message) \
                 if record.outcome.is_failure else None
@@ -453,7 +453,7 @@ def _mutant(flow: Flow, spec: FuzzFlow, mutation: Mutation, tool: str, arguments
     return mutate_token(mutation, state, rng), arguments
 
 
-def _as_another_principal(target: TargetSpec) -> dict[str, str]:
+def _as_another_principal(target: TargetConfig) -> dict[str, str]:
     """The principal header of a round sent as someone else: the run's principal with `-other` appended."""
     assert target.principal_header is not None, "cross-principal is only run with a principal header"
     return {target.principal_header: f"{target.principal}-other"}
@@ -515,7 +515,7 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
     flow = Flow(env, spec, flow_id, rng, late=late)
     env.journal.write(FlowStarted(type=RecordType.START, t=flow.started, flow_id=flow_id, flow=flow.kind,
                                   scheduled=scheduled, late=late))
-    env.measurements.flow_started(flow.kind)
+    env.run_metrics.flow_started(flow.kind)
     if in_flight is not None:
         in_flight[flow_id] = flow
     outcome = FlowOutcome.INTERRUPTED
@@ -576,4 +576,4 @@ def _finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, *, by_run: bool = Fa
     if by_run:
         record["interrupted_by_run"] = True
     env.journal.write(record)
-    env.measurements.flow_finished(flow.kind, outcome.value, duration)
+    env.run_metrics.flow_finished(flow.kind, outcome.value, duration)

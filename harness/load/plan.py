@@ -104,7 +104,7 @@ class LoadPlan:
             gevent.sleep(0.01)  # at the cap: the start slips, and is counted late below
         late = time.time() - scheduled > LATE_AFTER
         if late:
-            self.env.measurements.late_start()
+            self.env.run_metrics.late_start()
         spec, flow_id, rng = self.next_flow()
         self.parking.start(flow_steps(self.env, spec, flow_id, rng, scheduled, late, self.in_flight))
 

@@ -1,6 +1,6 @@
 """Serving a run's metrics: the `/metrics` endpoint, Prometheus's file_sd targets, the final scrape.
 
-The registry (`Measurements`) is what the run counts; this module is how Prometheus gets
+The registry (`RunMetrics`) is what the run counts; this module is how Prometheus gets
 it: an HTTP endpoint on the run's (or the master's) process, file_sd files so the shipped
 `dashboards/prometheus.yml` finds the harness and every replica with no editing, and an
 optional linger so Prometheus scrapes the last counts before the process exits.

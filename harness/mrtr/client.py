@@ -29,7 +29,7 @@ from harness.mrtr.routing import Router
 from harness.mrtr.transport import NOT_SENT, HttpAnswer, RoundTransport, Transport
 from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply, dump_bytes
 
-__all__ = ["CallResult", "CallSteps", "MrtrClient", "Reply", "Responder", "RoundHook", "RoundRecord", "Steps",
+__all__ = ["CallResult", "CallSteps", "MrtrClient", "LeadAnswer", "Responder", "RoundHook", "RoundRecord", "Steps",
            "drive"]
 
 DEFAULT_INPUT_REQUIRED_MAX_ROUNDS: Final = 10
@@ -113,7 +113,7 @@ class RoundRecord:
         return scrub(text) or None
 
 
-class Reply(NamedTuple):
+class LeadAnswer(NamedTuple):
     """A person's answer to a round's questions, and how long they took to give it."""
 
     responses: Mapping[str, Any] | None
@@ -122,8 +122,8 @@ class Reply(NamedTuple):
     """Real seconds before the answer is sent; the client waits them with no connection held."""
 
 
-Responder = Callable[[RoundRecord], "Reply | Mapping[str, Any] | None"]
-"""Answers a round's questions without waiting: a `Reply` (the answers and the seconds the
+Responder = Callable[[RoundRecord], "LeadAnswer | Mapping[str, Any] | None"]
+"""Answers a round's questions without waiting: a `LeadAnswer` (the answers and the seconds the
 person thinks first), or just the `inputResponses` object to answer at once, or None to
 abandon the call.
 """
@@ -301,7 +301,7 @@ class MrtrClient:
             if record.input_requests:
                 delay = STATE_ONLY_BACKOFF_INITIAL
                 reply = respond(record)
-                answers, wait = reply if isinstance(reply, Reply) else (reply, 0.0)
+                answers, wait = reply if isinstance(reply, LeadAnswer) else (reply, 0.0)
                 if answers is None:
                     return CallResult(Outcome.ABANDONED, record, count, server_time, think, backoff)
                 # Held encoded while waiting: bytes, not nested dicts. orjson's bytes keep its

@@ -31,7 +31,7 @@ __all__ = [
     "TOOLS_CALL",
     "CallFrame",
     "Envelope",
-    "Reply",
+    "ServerReply",
     "SseScanner",
     "decode_reply",
     "dump_bytes",
@@ -205,7 +205,7 @@ class CallFrame:
 
 
 @dataclass(slots=True)
-class Reply:
+class ServerReply:
     """One round's answer, classified. `result` is set for complete, tool_error and input_required;
     `error_message` is a JSON-RPC error's message, or the start of an HTTP error's body."""
 
@@ -291,7 +291,7 @@ def decode_reply(
     body: bytes,
     request_id: int,
     sse: SseScanner | None = None,
-) -> Reply:
+) -> ServerReply:
     """Classify one HTTP answer to a `tools/call` round.
 
     The JSON-RPC body decides over the HTTP status: the SDK sends -32602/-32020/-32021
@@ -306,13 +306,13 @@ def decode_reply(
     if message is not None and isinstance(error := message.get("error"), dict):
         return _error_reply(error)
     if not 200 <= status < 300:
-        return Reply(Outcome.HTTP_ERROR, error_message=http_excerpt(body) or None)
+        return ServerReply(Outcome.HTTP_ERROR, error_message=http_excerpt(body) or None)
     if message is None or message.get("id") != request_id:
-        return Reply(Outcome.INVALID_RESULT)
+        return ServerReply(Outcome.INVALID_RESULT)
     result = message.get("result")
     if not isinstance(result, dict):
-        return Reply(Outcome.INVALID_RESULT)
-    return Reply(classify_result(result), result)
+        return ServerReply(Outcome.INVALID_RESULT)
+    return ServerReply(classify_result(result), result)
 
 
 def classify_result(result: Mapping[str, Any]) -> Outcome:
@@ -337,12 +337,12 @@ def classify_result(result: Mapping[str, Any]) -> Outcome:
     return Outcome.INPUT_REQUIRED
 
 
-def _error_reply(error: Mapping[str, Any]) -> Reply:
+def _error_reply(error: Mapping[str, Any]) -> ServerReply:
     code = error.get("code")
     if not isinstance(code, int):
-        return Reply(Outcome.INVALID_RESULT)
+        return ServerReply(Outcome.INVALID_RESULT)
     message = error.get("message")
-    return Reply(outcome_for_error_code(code), None, code, message if isinstance(message, str) else None)
+    return ServerReply(outcome_for_error_code(code), None, code, message if isinstance(message, str) else None)
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.config.thresholds import Verdict
+from harness.checks.thresholds import ThresholdResult
 from harness.report.verdict import (
     InvariantResult,
     RunStatus,
@@ -84,7 +84,7 @@ def cases_for(verdict: RunVerdict) -> list[Case]:
     return cases
 
 
-def _threshold_case(threshold: Verdict) -> Case:
+def _threshold_case(threshold: ThresholdResult) -> Case:
     expected = condition_text(threshold)
     name = f"{threshold.threshold.key}: {expected}"
     if threshold.passed:

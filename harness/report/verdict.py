@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING, Any
 
-from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Threshold, Verdict, evaluate
+from harness.checks.thresholds import ThresholdResult, evaluate
+from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Threshold
 from harness.journal.figures import RunFigures
 from harness.journal.records import EndStatus, RecordType, RunEvent
 from harness.journal.writer import JournalView
@@ -182,7 +183,7 @@ class RunVerdict:
 
     status: RunStatus
     exit_code: ExitCode
-    thresholds: list[Verdict]
+    thresholds: list[ThresholdResult]
     invariants: dict[str, InvariantResult]
     reconciliation: Reconciliation | None
     hypothesis: list[HypothesisResult]
@@ -248,7 +249,7 @@ LOST_TRACK = "one_outcome_per_flow"
 """The invariant that checks the harness's own bookkeeping: a break is the harness's failure, not the target's."""
 
 
-def _failures(verdicts: list[Verdict], checks: RunChecks) -> list[str]:
+def _failures(verdicts: list[ThresholdResult], checks: RunChecks) -> list[str]:
     """One line per thing that failed, naming it, for the summary and the status line."""
     failures = [f"threshold {verdict.threshold.key}: {condition_text(verdict)} "
                 f"(observed {observed_text(verdict)})" for verdict in verdicts if not verdict.passed]
@@ -289,14 +290,14 @@ def _status(figures: RunFigures, checks: RunChecks, failures: list[str],
 # --- how a threshold verdict reads, shared by every output ------------------------------------
 
 
-def threshold_dict(verdict: Verdict) -> dict[str, Any]:
-    """`Verdict.as_dict()` plus the same numbers as people read them (250ms rather than 0.25)."""
+def threshold_dict(verdict: ThresholdResult) -> dict[str, Any]:
+    """`ThresholdResult.as_dict()` plus the same numbers as people read them (250ms rather than 0.25)."""
     return {**verdict.as_dict(), "metric": verdict.threshold.metric, "aggregate": verdict.condition.aggregate,
             "op": verdict.condition.op, "expected": verdict.condition.value, "text": condition_text(verdict),
             "observed_text": observed_text(verdict)}
 
 
-def condition_text(verdict: Verdict) -> str:
+def condition_text(verdict: ThresholdResult) -> str:
     """The condition as written in a scenario: `p(95) < 250ms`, `>= 0.95`, `== 0`."""
     condition = verdict.condition
     shown = "" if condition.aggregate == "count" and verdict.threshold.metric not in DISTRIBUTIONS \
@@ -304,7 +305,7 @@ def condition_text(verdict: Verdict) -> str:
     return f"{shown}{condition.op} {format_value(verdict, condition.value)}"
 
 
-def observed_text(verdict: Verdict) -> str:
+def observed_text(verdict: ThresholdResult) -> str:
     """The observed value, labelled like k6 does (`p(95)=183ms`); `no samples` when there were none."""
     if verdict.observed is None:
         return "no samples"
@@ -314,7 +315,7 @@ def observed_text(verdict: Verdict) -> str:
     return f"{label}={format_value(verdict, verdict.observed)}"
 
 
-def format_value(verdict: Verdict, value: float) -> str:
+def format_value(verdict: ThresholdResult, value: float) -> str:
     if verdict.threshold.metric in _SECONDS_METRICS and verdict.condition.aggregate != "count":
         return format_seconds(value)
     return f"{value:.4g}"
@@ -330,7 +331,7 @@ def format_seconds(seconds: float) -> str:
 def describe_detail(detail: Any, limit: int = 160) -> str:
     """A record's `detail` on one line: the failed thresholds of a hypothesis probe, else the text, cut short.
 
-    A hypothesis probe's detail is a list of `Verdict.as_dict()`s; printing the list raw would
+    A hypothesis probe's detail is a list of `ThresholdResult.as_dict()`s; printing the list raw would
     bury the one threshold that broke among the ones that held.
     """
     if isinstance(detail, list) and detail and all(isinstance(item, dict) and "passed" in item for item in detail):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from harness.config.thresholds import evaluate, parse_thresholds
+from harness.checks.thresholds import evaluate
+from harness.config.thresholds import parse_thresholds
 from harness.journal.figures import RunFigures
 from harness.journal.records import HypothesisProbed, RecordType
 from harness.journal.writer import Journal

@@ -65,7 +65,7 @@ from harness.load.drivers import DistributedLoad, LocalLoad
 from harness.load.plan import LoadPlan
 from harness.logs.collector import Collector, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
-from harness.metrics.measurements import Measurements
+from harness.metrics.registry import RunMetrics
 from harness.run import cpu
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import SteadyState
@@ -127,8 +127,8 @@ class Run:
         (self.folder / "scenario.json").write_text(scenario.model_dump_json(indent=2))
         self.figures = RunFigures()
         self.journal = Journal(self.folder / "journal.jsonl", on_record=self.figures.add)
-        self.measurements = Measurements(flows=[flow_label(flow) for flow in scenario.flows])
-        self.measurements.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS)
+        self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows])
+        self.run_metrics.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS)
         self.steady_state = SteadyState(scenario.hypothesis, self.journal)
         self.progress = ProgressLine(options.stream, enabled=options.progress)
         self.target: Target | None = None
@@ -200,12 +200,12 @@ class Run:
         self.target = build_target(self.scenario, self.folder / "target")
         self.say(f"starting the {self.scenario.target.kind} target ...")
         self.target.start()
-        self.measurements.preset(replicas=self.target.labels)
+        self.run_metrics.preset(replicas=self.target.labels)
         self.collector = Collector(self._on_rejection, since=self.began)
         for source in self.target.log_sources():
             self.collector.follow(source)
         if self.options.metrics_port is not None:
-            self.exporter = MetricsExporter(self.measurements.registry, port=self.options.metrics_port,
+            self.exporter = MetricsExporter(self.run_metrics.registry, port=self.options.metrics_port,
                                             host=self.options.metrics_host,
                                             targets_folder=self.options.prometheus_targets, run_id=self.folder.name)
             self.exporter.start(self.target.urls, self.target.labels)
@@ -222,7 +222,7 @@ class Run:
         self.load.start()
         self.started = time.time()  # the duration counts from when the load runs (workers take a while)
         self.journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=self.started))
-        self.chaos = ChaosRunner(self.scenario, self.target, self.journal, self.measurements, sleep=gevent.sleep,
+        self.chaos = ChaosRunner(self.scenario, self.target, self.journal, self.run_metrics, sleep=gevent.sleep,
                                  run_id=self.folder.name)
         chaos = self._background(self._chaos_loop)
         background = [chaos, self._background(self._watch),
@@ -282,11 +282,11 @@ class Run:
         options = self.options
         if options.workers or options.remote_workers:
             self._warn_unreachable_replicas(target)
-            return DistributedLoad(self.env, self.scenario, self.measurements, self.folder, target.urls,
+            return DistributedLoad(self.env, self.scenario, self.run_metrics, self.folder, target.urls,
                                    target.labels, self.figures.add, local=options.workers,
                                    remote=options.remote_workers, bind_host=options.master_bind_host,
                                    bind_port=options.master_bind_port, wait=options.workers_wait, say=self.say)
-        flow_env = build_flow_env(self.scenario, target.urls, target.labels, self.journal, self.measurements,
+        flow_env = build_flow_env(self.scenario, target.urls, target.labels, self.journal, self.run_metrics,
                                   fire_request=self.env.events.request.fire)
         return LocalLoad(self.env, LoadPlan(self.scenario, flow_env), time.time())
 
@@ -338,7 +338,7 @@ class Run:
         last_check = time.time()
         while True:
             gevent.sleep(WATCH_EVERY)
-            self.measurements.replicas_up.set(self.target.replicas_up())
+            self.run_metrics.replicas_up.set(self.target.replicas_up())
             if time.time() - last_check < HYPOTHESIS_EVERY:
                 continue
             last_check = time.time()
@@ -375,7 +375,7 @@ class Run:
     def _on_rejection(self, event: RejectionEvent) -> None:
         self.journal.write(RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica,
                                            reason=event.reason, method=event.method))
-        self.measurements.rejection(event.replica, event.reason)
+        self.run_metrics.rejection(event.replica, event.reason)
 
     # --- after the load ----------------------------------------------------------------------
 
@@ -420,8 +420,8 @@ class Run:
         matching = Matching.from_records(read_journal(*self._journal_parts()))
         record = matching.reconcile(self.target.labels)
         self.journal.write(record)
-        self.measurements.unexplained.inc(record["unexplained"])
-        self.measurements.unmatched_logged.inc(record["unmatched_logged"])
+        self.run_metrics.unexplained.inc(record["unexplained"])
+        self.run_metrics.unmatched_logged.inc(record["unmatched_logged"])
 
     def _account_cpu(self) -> None:
         if self.cpu_start is not None and self.cpu_end is not None:
@@ -436,7 +436,7 @@ class Run:
                                                 checked=result.checked, violations=result.violations,
                                                 detail=result.examples))
             if result.violations:
-                self.measurements.invariant_violations.labels(invariant=result.name).inc(result.violations)
+                self.run_metrics.invariant_violations.labels(invariant=result.name).inc(result.violations)
 
     def _ledger(self) -> tuple[list[dict[str, Any]] | None, str | None]:
         """The shop's ledger, or why it could not be read (None, None: the target declares none)."""
@@ -476,7 +476,7 @@ class Run:
 
         if self.env is not None:
             save_stats_json(self.env.stats, str(self.folder / "locust_stats"))
-        (self.folder / "metrics.prom").write_bytes(generate_latest(self.measurements.registry))
+        (self.folder / "metrics.prom").write_bytes(generate_latest(self.run_metrics.registry))
         verdict = write_results(self.folder, self.scenario, self._journal_parts(),
                                 parse_thresholds(self.scenario.expect))
         self.options.stream.write(render_thresholds(verdict) + "\n")

@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
-from harness.config.scenario import PLACEHOLDER, REPLICA_PLACEHOLDERS, placeholders_in
-from harness.config.scenario import Target as TargetSpec
+from harness.config.scenario import PLACEHOLDER, REPLICA_PLACEHOLDERS, TargetConfig, placeholders_in
 from harness.journal.records import CommandRan, RecordType
 from harness.journal.writer import Journal
 from harness.mrtr.error_text import scrub
@@ -137,7 +136,7 @@ def accepts(url: str, timeout: float) -> bool:
 class ChaosCommands:
     """The scenario's commands for one run: fills, runs, journals, then waits for the replicas to serve again."""
 
-    def __init__(self, spec: TargetSpec, labels: list[str], urls: list[str], journal: Journal, run_id: str,
+    def __init__(self, spec: TargetConfig, labels: list[str], urls: list[str], journal: Journal, run_id: str,
                  sleep: Sleep = time.sleep) -> None:
         self.table = dict(spec.commands)
         self.timeout = spec.command_timeout

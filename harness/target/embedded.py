@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.logs import LogSource
-from harness.config.scenario import Scenario
-from harness.config.scenario import Target as TargetSpec
+from harness.config.scenario import Scenario, TargetConfig
 from harness.runtime.processes import process_cpu_seconds
 from harness.target.base import ChaosUnsupported, TargetError
 from harness.target.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
@@ -165,7 +164,7 @@ class EmbeddedTarget:
             return []
 
 
-def replica_options(spec: TargetSpec) -> list[ReplicaOptions]:
+def replica_options(spec: TargetConfig) -> list[ReplicaOptions]:
     """Each replica's options as the scenario's target gives them: its store and principal header, then its
     overrides (name, clock offset, behind or ahead, launch, memory stores). The process and docker backends start
     replicas from these."""

@@ -260,12 +260,12 @@ def _serve_metrics(host: str, port: int) -> tuple[Any, dict[str, Any]]:
     """Serve the rejection counter of `harness.metrics` (the one the dashboards read), and only it."""
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from harness.metrics.measurements import Measurements
+    from harness.metrics.registry import RunMetrics
 
-    measurements = Measurements()
+    run_metrics = RunMetrics()
     exported = CollectorRegistry()
-    exported.register(measurements.rejections)
+    exported.register(run_metrics.rejections)
     server, _ = start_http_server(port, addr=host, registry=exported)
-    hooks = {"on_count": measurements.rejection,
-             "on_replica": lambda replica: measurements.preset(replicas=[replica])}
+    hooks = {"on_count": run_metrics.rejection,
+             "on_replica": lambda replica: run_metrics.preset(replicas=[replica])}
     return server, hooks

@@ -41,7 +41,7 @@ ROUNDS_BUCKETS = tuple(float(n) for n in range(1, 11))
 MAX_ROUND_LABEL = 10
 
 
-class Measurements:
+class RunMetrics:
     """The harness's metrics on one registry, plus the update buffer a Locust worker ships."""
 
     def __init__(self, registry: CollectorRegistry | None = None, *, flows: Iterable[str] = (),
