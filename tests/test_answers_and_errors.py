@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.scenario import ScenarioError, parse_scenario
-from harness.leads.lead import Lead, LeadProfile, capabilities
+from harness.config.base import ScenarioError
+from harness.config.leads import LeadProfile
+from harness.config.scenario import parse_scenario
+from harness.leads.lead import Lead, capabilities
 from harness.leads.seeding import stream
 from harness.load.flows import lead_profile
 from harness.mrtr.client import MrtrClient

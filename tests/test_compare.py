@@ -27,7 +27,9 @@ from scipy.stats import mannwhitneyu
 from harness.compare.cli import TOLERANCE_KEYS
 from harness.compare.stats import mann_whitney_greater
 from harness.compare.tolerances import ToleranceError, settle, tolerance_keys
-from harness.config.scenario import CompareSettings, Scenario, ScenarioError, load_scenario, parse_scenario
+from harness.config.base import ScenarioError
+from harness.config.compare import CompareSettings
+from harness.config.scenario import Scenario, load_scenario, parse_scenario
 from harness.journal.records import (
     CallSummary,
     CpuUsed,

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from harness.checks.invariants import check_invariants
-from harness.config.scenario import ScenarioError, parse_scenario
+from harness.config.base import ScenarioError
+from harness.config.mutations import DEFAULT_MUTATIONS, Mutation
+from harness.config.scenario import parse_scenario
 from harness.load.mutations import (
-    DEFAULT_MUTATIONS,
     EXPECTED_REASONS,
     TOKEN_MUTATIONS,
     Mutant,
     MutantAnswer,
-    Mutation,
     StatePool,
     answer_of,
     mutate_token,

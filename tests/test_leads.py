@@ -16,9 +16,10 @@ import mcp_types
 import pytest
 from pydantic import ValidationError
 
+from harness.config.leads import LeadProfile
 from harness.config.think import ConstantThink, LognormalThink
 from harness.leads.answers import UnanswerableRequest, UnanswerableSchema, answer_form
-from harness.leads.lead import Action, Lead, LeadProfile, capabilities
+from harness.leads.lead import Action, Lead, capabilities
 from harness.leads.seeding import derive_seed, stream
 
 SEEDS = range(300)

@@ -31,9 +31,10 @@ from mcp_types import (
     ElicitResult,
 )
 
+from harness.config.load import Routing
 from harness.mrtr.client import STATE_ONLY_BACKOFF_CAP, STATE_ONLY_BACKOFF_INITIAL, LeadAnswer, MrtrClient, RoundRecord
 from harness.mrtr.outcome import Outcome, OutcomeError
-from harness.mrtr.routing import Router, Routing
+from harness.mrtr.routing import Router
 from harness.mrtr.transport import HttpAnswer, Transport
 from harness.mrtr.wire import PROTOCOL_VERSION, CallFrame, SseScanner, decode_reply
 

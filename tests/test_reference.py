@@ -63,7 +63,7 @@ def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> None:
     seen.add(model)
     for info in model.model_fields.values():
         for candidate in re.findall(r"harness\.[\w.]+\.(\w+)", repr(info.annotation)):
-            for module in ("harness.config.scenario", "harness.config.think", "harness.leads.lead"):
+            for module in [name for name in sys.modules if name.startswith("harness.config.")]:
                 found = getattr(sys.modules[module], candidate, None)
                 if isinstance(found, type) and issubclass(found, BaseModel) and found not in seen:
                     _models(found, seen)

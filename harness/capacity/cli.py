@@ -103,7 +103,8 @@ def run_capacity(args: argparse.Namespace) -> int:
     from harness.capacity.plan import PlanError
     from harness.capacity.report import render_text, write_report
     from harness.capacity.sweep import Sweep
-    from harness.config.scenario import ScenarioError, load_scenario
+    from harness.config.base import ScenarioError
+    from harness.config.scenario import load_scenario
 
     overrides = {"seed": args.seed} if args.seed is not None else {}
     try:

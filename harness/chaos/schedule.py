@@ -23,7 +23,7 @@ from typing import Any
 
 from gevent import GreenletExit
 
-from harness.config.scenario import (
+from harness.config.chaos import (
     ChaosStep,
     ClockSkew,
     CommandAction,
@@ -33,9 +33,9 @@ from harness.config.scenario import (
     ReplicaAction,
     RollingRestart,
     RotateKeys,
-    Scenario,
     SetTtl,
 )
+from harness.config.scenario import Scenario
 from harness.journal.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
 from harness.journal.writer import Journal
 from harness.metrics.registry import RunMetrics

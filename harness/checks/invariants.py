@@ -24,8 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.config.mutations import Mutation
 from harness.journal.figures import Fields
-from harness.load.mutations import FINDINGS, Mutation
+from harness.load.mutations import FINDINGS
 
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
 REPLAY_COMPLETED = Mutation.REPLAY_COMPLETED.value

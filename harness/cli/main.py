@@ -174,7 +174,7 @@ def _load(path: Path, args: argparse.Namespace | None = None):
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from harness.config.scenario import ScenarioError
+    from harness.config.base import ScenarioError
 
     code = EXIT_OK
     for path in args.scenario:
@@ -207,7 +207,7 @@ def _run(args: argparse.Namespace) -> int:
 
     import_locust()  # patches gevent first, as Locust needs
 
-    from harness.config.scenario import ScenarioError
+    from harness.config.base import ScenarioError
     from harness.run.timeline import Run, RunOptions
 
     try:

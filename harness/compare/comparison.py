@@ -20,7 +20,8 @@ from typing import Any
 
 from harness.compare.samples import ResultsRun, RunSamples
 from harness.compare.stats import UTest, mann_whitney_greater
-from harness.config.scenario import CompareSettings, Scenario
+from harness.config.compare import CompareSettings
+from harness.config.scenario import Scenario
 from harness.report.series import percentile
 
 PERCENTILES = ("p50", "p95", "p99")

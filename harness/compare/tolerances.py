@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.config.scenario import CompareSettings
+from harness.config.compare import CompareSettings
 
 
 class ToleranceError(ValueError):

@@ -15,12 +15,22 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
 
 from harness.config.durations import Duration, format_duration
-from harness.leads.seeding import RandomStream
+
+
+class RandomStream(Protocol):
+    """What a distribution draws from: a lead's seeded stream (`harness.leads.seeding`), or `random.Random`."""
+
+    def uniform(self, a: float, b: float) -> float: ...
+
+    def expovariate(self, lambd: float) -> float: ...
+
+    def lognormvariate(self, mu: float, sigma: float) -> float: ...
+
 
 Z_95 = 1.6448536269514722
 """The standard normal's 95th percentile: ln(p95) = mu + Z_95 * sigma for a lognormal."""

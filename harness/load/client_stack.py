@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.config.scenario import CallFlow, FuzzFlow, Scenario
+from harness.config.flows import CallFlow, FuzzFlow
+from harness.config.scenario import Scenario
 from harness.journal.writer import Journal
 from harness.leads.lead import capabilities
 from harness.leads.seeding import stream

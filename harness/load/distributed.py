@@ -195,7 +195,7 @@ class WorkerSession:
         self.runner.send_message(READY)  # the master knows the worker by its connection
 
     def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int) -> None:
-        from harness.config.scenario import flow_label
+        from harness.config.flows import flow_label
         from harness.journal.writer import Journal
         from harness.load.client_stack import build_flow_env
         from harness.load.plan import LoadPlan

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from harness.config.scenario import (
+from harness.config.flows import (
     AdversarialFlow,
     CallFlow,
     FlowSpec,
@@ -25,16 +25,18 @@ from harness.config.scenario import (
     PayoutFlow,
     RefundFlow,
     ReturnFlow,
-    Scenario,
-    TargetConfig,
     flow_label,
 )
+from harness.config.leads import LeadProfile
+from harness.config.mutations import Mutation
+from harness.config.scenario import Scenario
+from harness.config.target import TargetConfig
 from harness.journal.records import CallSummary, FlowEnded, FlowOutcome, FlowStarted, RecordType, RoundDone
 from harness.journal.writer import Journal
 from harness.leads.answers import UnanswerableRequest
-from harness.leads.lead import Action, Lead, LeadProfile
+from harness.leads.lead import Action, Lead
 from harness.leads.seeding import RandomStream
-from harness.load.mutations import Mutant, Mutation, StatePool, answer_of, mutate_token
+from harness.load.mutations import Mutant, StatePool, answer_of, mutate_token
 from harness.logs.parse import clean_label
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import CallResult, LeadAnswer, MrtrClient, RoundRecord, Steps, drive

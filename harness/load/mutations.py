@@ -22,37 +22,14 @@ import hashlib
 import json
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
+from harness.config.mutations import Mutation
 from harness.leads.seeding import RandomStream
 from harness.mrtr.wire import JSON_NULL
-
-
-class Mutation(StrEnum):
-    """One way of sending a requestState back wrong (the `mutations` of a `fuzz` flow)."""
-
-    BIT_FLIP = "bit-flip"  # one bit flipped inside the sealed part (nonce, ciphertext, tag)
-    TRUNCATE = "truncate"  # cut short
-    EXTEND = "extend"  # characters appended
-    RE_ENCODE = "re-encode"  # the same bytes in the standard base64 alphabet, or with padding
-    EMPTY = "empty"  # ""
-    NON_STRING = "non-string"  # a number, object, array, null or boolean
-    OVERSIZE = "oversize"  # 1 MiB
-    SWAP_FLOW = "swap-flow"  # a state minted for another flow of the same tool (other arguments)
-    SWAP_TOOL = "swap-tool"  # a state minted by another tool
-    SWAP_ARGUMENTS = "swap-arguments"  # this state, other arguments
-    REPLAY_COMPLETED = "replay-completed"  # the state of a retry that completed, sent again
-    CROSS_PRINCIPAL = "cross-principal"  # this state, sent back as another principal
-    FOREIGN_KEY = "foreign-key"  # a state sealed under another deployment's key
-    EXPIRED = "expired"  # held past the TTL (slow: off by default)
-
-
-DEFAULT_MUTATIONS: Final[tuple[Mutation, ...]] = tuple(
-    mutation for mutation in Mutation if mutation is not Mutation.EXPIRED)
-"""Every class but `expired`, which holds a flow for a whole TTL."""
 
 EXPECTED_REASONS: Final[dict[Mutation, frozenset[str]]] = {
     Mutation.BIT_FLIP: frozenset({"seal"}),
@@ -207,22 +184,6 @@ TOKEN_MUTATIONS: Final = frozenset(_TOKEN_EDITS)
 
 
 # --- what a run can and cannot send ------------------------------------------------------------------
-
-
-def skipped_mutations(chosen: Sequence[Mutation], *, several_arguments: bool,
-                      other_tool: bool, principal: bool) -> dict[Mutation, str]:
-    """The chosen classes a flow cannot send, each with why (the reports say so, rather than count zero)."""
-    skipped: dict[Mutation, str] = {}
-    if Mutation.CROSS_PRINCIPAL in chosen and not principal:
-        skipped[Mutation.CROSS_PRINCIPAL] = ("the harness sends no principal (give [target] principal_header, the "
-                                             "request header the replicas bind states to)")
-    if not several_arguments:
-        for mutation in (Mutation.SWAP_FLOW, Mutation.SWAP_ARGUMENTS):
-            if mutation in chosen:
-                skipped[mutation] = "needs two or more `arguments` to pick other arguments from"
-    if not other_tool and Mutation.SWAP_TOOL in chosen:
-        skipped[Mutation.SWAP_TOOL] = "needs `swap_tool`, a tool whose state the flow can mint"
-    return skipped
 
 
 # --- the answer, judged -------------------------------------------------------------------------------

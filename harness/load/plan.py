@@ -18,7 +18,8 @@ from collections.abc import Callable
 import gevent
 from gevent.pool import Group
 
-from harness.config.scenario import FlowSpec, Scenario
+from harness.config.flows import FlowSpec
+from harness.config.scenario import Scenario
 from harness.leads.seeding import FlowStream, flow_stream, stream
 from harness.load.flows import Flow, FlowEnv, flow_steps, interrupt, run_flow
 from harness.load.parking import Parking

@@ -10,24 +10,12 @@ records which replica served each round.
 
 from __future__ import annotations
 
-import enum
 import random
 from collections.abc import Sequence
 
+from harness.config.load import Routing
+
 __all__ = ["Router", "Routing"]
-
-
-class Routing(enum.StrEnum):
-    """How the replica of each round is chosen."""
-
-    ROUND_ROBIN = "round-robin"
-    """Every round takes the next replica, across all calls in the process."""
-    RANDOM = "random"
-    """Every round picks a replica with the router's seeded generator."""
-    OTHER_REPLICA = "other-replica"
-    """A retry always lands on a different replica than the round before (the harshest case)."""
-    SAME_REPLICA = "same-replica"
-    """All rounds of a call on the replica of round 1 (what keep-alive or stickiness does)."""
 
 
 class Router:

@@ -23,15 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.checks.reconcile import SLACK_AFTER, SLACK_BEFORE
-from harness.config.scenario import FuzzFlow, Scenario
+from harness.config.flows import FuzzFlow
+from harness.config.mutations import Mutation
+from harness.config.scenario import Scenario
 from harness.journal.records import RecordType
 from harness.journal.writer import JournalView
-from harness.load.mutations import (
-    EXPECTED_REASONS,
-    FINDINGS,
-    MutantAnswer,
-    Mutation,
-)
+from harness.load.mutations import EXPECTED_REASONS, FINDINGS, MutantAnswer
 from harness.mrtr.outcome import Outcome
 
 EXAMPLES = 3

@@ -43,7 +43,8 @@ from harness.chaos.schedule import ChaosRunner
 from harness.checks.invariants import INVARIANTS, check_invariants, ledger_violations
 from harness.checks.reconcile import Matching
 from harness.config.durations import format_duration
-from harness.config.scenario import Scenario, flow_label
+from harness.config.flows import flow_label
+from harness.config.scenario import Scenario
 from harness.config.thresholds import parse_thresholds
 from harness.journal.figures import RunFigures
 from harness.journal.records import (

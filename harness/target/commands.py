@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
-from harness.config.scenario import PLACEHOLDER, REPLICA_PLACEHOLDERS, TargetConfig, placeholders_in
+from harness.config.commands import PLACEHOLDER, REPLICA_PLACEHOLDERS, placeholders_in
+from harness.config.target import TargetConfig
 from harness.journal.records import CommandRan, RecordType
 from harness.journal.writer import Journal
 from harness.mrtr.error_text import scrub

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.logs import LogSource
-from harness.config.scenario import Scenario, TargetConfig
+from harness.config.scenario import Scenario
+from harness.config.target import TargetConfig
 from harness.runtime.processes import process_cpu_seconds
 from harness.target.base import ChaosUnsupported, TargetError
 from harness.target.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions

@@ -1,0 +1,104 @@
+"""Where in a scenario file a validation error is: its dotted field and, best effort, its line."""
+
+from __future__ import annotations
+
+import re
+import typing
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.config.base import FieldProblem
+from harness.config.chaos import ChaosStep
+from harness.config.flows import FlowSpec
+from harness.config.leads import LeadProfile
+from harness.config.think import ThinkTime
+
+
+def explain(exc: ValidationError, text: str, source: str) -> str:
+    """The first error, as `file:line: field: message`, plus how many more there are."""
+    error = exc.errors()[0]
+    problem = (error.get("ctx") or {}).get("error")
+    loc = [*error["loc"], *(problem.where if isinstance(problem, FieldProblem) else ())]
+    location = [part for n, part in enumerate(loc) if not _is_union_tag(loc, n)]
+    field = _dotted(location) or "(top level)"
+    line = _find_line(text, location)
+    where = f"{source}:{line}" if line else source
+    message = error["msg"].removeprefix("Value error, ")
+    more = len(exc.errors()) - 1
+    return f"{where}: {field}: {message}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+
+
+def _union_tags(*unions: Any) -> frozenset[str]:
+    """Every tag of the discriminated unions (flow kinds, chaos actions, think-time distributions).
+
+    pydantic puts the chosen member's tag in an error's location (`chaos.1.rotate-keys.order`);
+    the message names the field without it. Read from the unions themselves, so a new action
+    or flow kind needs no second list here.
+    """
+    tags: set[str] = set()
+    for union in unions:
+        members, field = typing.get_args(union)
+        for member in typing.get_args(members):
+            tags.update(typing.get_args(member.model_fields[field.discriminator].annotation))
+    return frozenset(tags)
+
+
+_UNION_TAGS = _union_tags(FlowSpec, ChaosStep, ThinkTime)
+_UNION_FIELDS = frozenset(name for name, info in LeadProfile.model_fields.items()
+                          if info.annotation == typing.get_args(ThinkTime)[0])
+"""Fields holding one union value (not a list of them): pydantic puts the tag right after their name."""
+
+
+def _is_union_tag(loc: list[Any], n: int) -> bool:
+    """Whether `loc[n]` is a tag pydantic put in (right after a list index or a union field), not a key of the file.
+
+    By position, not by name alone: `restart` is a chaos action's tag in `chaos.1.restart.at`
+    and a key of the file in `target.commands.restart`.
+    """
+    part = loc[n]
+    if not isinstance(part, str) or n == 0:
+        return False
+    if part.endswith("Flow"):
+        return True
+    return part in _UNION_TAGS and (isinstance(loc[n - 1], int) or loc[n - 1] in _UNION_FIELDS)
+
+
+def _dotted(location: list[Any]) -> str:
+    text = ""
+    for part in location:
+        text += f"[{part + 1}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _find_line(text: str, location: list[Any]) -> int | None:
+    """Best effort: the line of the failing key inside its table (or array-of-tables entry)."""
+    lines = text.splitlines()
+    start, end = 0, len(lines)
+    keys = [part for part in location if isinstance(part, str)]
+    if not keys:
+        return None
+    depth = _header_depth(lines, keys)
+    table, rest = ".".join(keys[:depth]), keys[depth:]
+    index = next((part for part in location[1:2] if isinstance(part, int)), None)
+    headers = [n for n, line in enumerate(lines) if re.match(rf"^\s*\[\[?\s*{re.escape(table)}\s*\]\]?", line)]
+    if headers:
+        pick = headers[index] if index is not None and index < len(headers) else headers[0]
+        start = pick
+        end = next((n for n in range(pick + 1, len(lines)) if re.match(r"^\s*\[", lines[n])), len(lines))
+        if not rest:
+            return start + 1
+    wanted = rest[-1] if rest else table
+    for n in range(start, end):
+        if re.match(rf"^\s*{re.escape(wanted)}\s*=", lines[n]) or re.match(rf'^\s*"{re.escape(wanted)}"\s*=', lines[n]):
+            return n + 1
+    return start + 1 if headers else None
+
+
+def _header_depth(lines: list[str], keys: list[str]) -> int:
+    """How many leading keys name the deepest table header the file has (`[target.commands]`: 2), at least 1."""
+    for depth in range(len(keys), 1, -1):
+        dotted = re.escape(".".join(keys[:depth]))
+        if any(re.match(rf"^\s*\[\[?\s*{dotted}\s*\]\]?", line) for line in lines):
+            return depth
+    return 1

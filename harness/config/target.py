@@ -1,0 +1,119 @@
+"""`[target]`: the deployment under test, and how its replicas may differ."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from harness.config.base import FieldProblem, Strict
+from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, check_command
+from harness.config.durations import Duration, PositiveDuration
+from harness.config.logs import parse_log_location
+
+
+class ReplicaOverride(Strict):
+    """How one replica of an embedded target differs from the others (1-based `replica`)."""
+
+    replica: int = Field(ge=1, description="which replica (1-based) these settings apply to")
+    name: str | None = Field(default=None, description="its server name, the audience its states are sealed for "
+                                                       "(default: the target's name)")
+    clock_offset: Duration | None = Field(default=None, description="how far its clock runs ahead (0 or more)")
+    clock_behind: bool = Field(default=False, description="the clock_offset runs behind instead of ahead")
+    launch: Literal["cli", "module"] = Field(
+        default="cli", description="how it is started: the harness command, or `python -m harness.shop.server` "
+                                   "(the resolver's answer key then differs)")
+    store: Literal["shared", "memory"] = Field(default="shared", description="memory: quotes and refunds only "
+                                                                             "this process sees")
+    answers_store: Literal["shared", "memory"] = Field(default="shared", description="memory: a once-only record "
+                                                                                     "only this process sees")
+
+
+class TargetConfig(Strict):
+    """The deployment under test: embedded (the harness starts the shop), external, or docker."""
+
+    kind: Literal["embedded", "external", "docker"] = Field(
+        default="embedded", description="embedded: the harness starts the shop; external: replicas at `urls`; "
+                                        "docker: containers through the Docker engine")
+    replicas: int = Field(default=3, ge=1, le=32, description="how many MCP replicas (embedded, docker)")
+    store: Literal["sqlite", "redis", "memory"] = Field(
+        default="sqlite", description="where the shop keeps quotes, refunds and once-only records (embedded); "
+                                      "redis needs redis-server")
+    keyring: Literal["file", "ephemeral"] = Field(
+        default="file", description="sealing keys: a ring file per replica, re-read on change, or per-process "
+                                    "keys that die with the process")
+    ttl: PositiveDuration = Field(default=600.0, description="how long a requestState lives, modelled")
+    name: str = Field(default="shop", description="the replicas' server name, the audience states are sealed for")
+    principal_header: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9-]+$",
+        description="a request header the replicas bind every requestState to (embedded, docker image: the shop's "
+                    "replicas are started binding it; otherwise your deployment must): every round carries it, "
+                    "valued `principal`, and the fuzzer's cross-principal mutant goes back under another value")
+    principal: str = Field(default="mrtr-harness", min_length=1, pattern=r"^[\x21-\x7e]+$",
+                           description="the principal_header's value on every round (printable, no spaces)")
+    overrides: list[ReplicaOverride] = Field(default_factory=list, description="replicas that differ from the rest")
+    urls: list[str] = Field(default_factory=list, description="external: the replicas' (or the balancer's) MCP URLs")
+    api: str | None = Field(default=None, description="external: the shop API's base URL, whose `GET /ledger` "
+                                                      "the invariants read; none: ledger invariants unchecked")
+    logs: list[str] = Field(default_factory=list)
+    image: str | None = Field(default=None, description="docker: the image the harness starts the shop from")
+    compose_project: str | None = Field(default=None, description="docker: a running compose deployment's project")
+    compose_service: str | None = Field(default=None, description="docker: the replicas' compose service")
+    commands: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="external, docker: chaos by command, an argv list per name (no shell unless you write "
+                    "`sh -c`): restart, kill, pause, resume, add-key, promote-key, retire-key, set-ttl, rename, "
+                    "clock-skew, scale. Placeholders: {replica} (r1, ...), {index} (0-based), {url}; the key steps "
+                    "{key_id} (a fingerprint) and {key_file} (the new key, a 0600 file deleted after the run); "
+                    "set-ttl {ttl} (real seconds), rename {name}, clock-skew {offset} (signed seconds), scale "
+                    "{replicas}. `MRTR_RUN_ID` is in its environment")
+    command_timeout: PositiveDuration = Field(default=120.0, description="how long one command may run, real")
+    ready_timeout: PositiveDuration = Field(default=60.0, description="after a command, how long the replica's "
+                                                                      "URL may take to accept connections again")
+
+    @field_validator("commands")
+    @classmethod
+    def _known_commands(cls, commands: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Unknown names and placeholders are refused here, with their line, not when the action runs."""
+        for name, argv in commands.items():
+            if name not in COMMAND_NAMES:
+                raise FieldProblem(f"unknown command name {name!r}: the names are {', '.join(COMMAND_NAMES)}", name)
+            extra = COMMAND_NAMES[name] if name == "scale" else COMMAND_NAMES[name] | REPLICA_PLACEHOLDERS
+            check_command(name, argv, extra)
+        return commands
+
+    @property
+    def replica_count(self) -> int:
+        """How many replicas chaos can name: the URLs of an external target, else `replicas`."""
+        return len(self.urls) if self.kind == "external" else self.replicas
+
+    @field_validator("logs")
+    @classmethod
+    def _known_log_sources(cls, logs: list[str]) -> list[str]:
+        """Each entry must be a log source the run can follow: refused here, not when the run starts."""
+        for index, entry in enumerate(logs):
+            parse_log_location(entry, index)
+        return logs
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> TargetConfig:
+        if self.kind == "external" and not self.urls:
+            raise FieldProblem("an external target needs urls = [the replicas' or the balancer's MCP URLs]", "kind")
+        if self.kind == "docker" and (self.image is None) == (self.compose_project is None):
+            raise FieldProblem("a docker target needs either image = \"...\" (the harness starts the shop from it, "
+                               "e.g. \"mrtr-harness/host-python:test\") or compose_project = \"...\" (a running "
+                               "compose deployment), not both", "image" if self.image else "kind")
+        docker_only = [name for name in ("image", "compose_project", "compose_service") if getattr(self, name)]
+        if self.kind != "docker" and docker_only:
+            raise FieldProblem("image, compose_project and compose_service apply to kind = \"docker\" only",
+                               docker_only[0])
+        if self.kind == "embedded" and self.commands:
+            raise FieldProblem("[target.commands] applies to external and docker targets: the harness runs an "
+                               "embedded target's chaos itself", "commands")
+        for override in self.overrides:
+            if override.replica > self.replicas:
+                raise FieldProblem(f"overrides names replica {override.replica}, but there are {self.replicas}",
+                                   "overrides")
+        return self
+
+
