@@ -17,8 +17,9 @@ import pytest
 
 from harness.config.scenario import Scenario, parse_scenario
 from harness.config.thresholds import Threshold, parse_thresholds
+from harness.errors import ExitCode
 from harness.journal.writer import FlowOutcome, Journal
-from harness.report import ExitCode, RunStatus, read_run, render_thresholds, write_results
+from harness.report import RunStatus, read_run, render_thresholds, write_results
 from harness.report.verdict import decide
 
 T0 = 1_760_000_000.0

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_USAGE, EXIT_TARGET, EXIT_INTERRUPTED = 0, 2, 3, 130
+from harness.errors import ExitCode
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -100,25 +100,18 @@ def run_capacity(args: argparse.Namespace) -> int:
 
     import_locust()  # patches gevent first, as Locust needs
 
-    from harness.capacity.plan import PlanError
     from harness.capacity.report import render_text, write_report
     from harness.capacity.sweep import Sweep
-    from harness.config.base import ScenarioError
     from harness.config.scenario import load_scenario
 
     overrides = {"seed": args.seed} if args.seed is not None else {}
-    try:
-        plan = _plan(args)
-        scenario = load_scenario(args.scenario, overrides)
-        sweep = Sweep(scenario, args.scenario.read_text(encoding="utf-8"), plan, source=str(args.scenario),
-                      overrides=overrides, results_root=args.results,
-                      stream=sys.stderr if not args.quiet else None)
-        sweep.check()
-    except (PlanError, ScenarioError, ValueError) as exc:
-        print(f"mrtr-harness capacity: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    plan = _plan(args)  # PlanError, ScenarioError: exit 2, before anything starts
+    scenario = load_scenario(args.scenario, overrides)
+    sweep = Sweep(scenario, args.scenario.read_text(encoding="utf-8"), plan, source=str(args.scenario),
+                  overrides=overrides, results_root=args.results, stream=sys.stderr if not args.quiet else None)
+    sweep.check()
     result = sweep.run()
     paths = write_report(result)
     print(render_text(result))
     print(f"report: {paths['html']}")
-    return {"completed": EXIT_OK, "target-error": EXIT_TARGET}.get(result.status, EXIT_INTERRUPTED)
+    return {"completed": ExitCode.PASSED, "target-error": ExitCode.TARGET}.get(result.status, ExitCode.INTERRUPTED)

@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.config.durations import Duration
+from harness.errors import UsageError
 
 DEFAULT_SEARCH_SPAN = 16.0
 """With neither rates nor a search given: search from the scenario's rate up to this many times it."""
@@ -23,7 +24,7 @@ Refine = Annotated[int, Field(ge=0, le=10)]
 """Bisection steps after a search's first break."""
 
 
-class PlanError(ValueError):
+class PlanError(UsageError):
     """A plan that cannot run; says which option and why."""
 
 

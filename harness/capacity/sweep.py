@@ -39,11 +39,11 @@ from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, s
 from harness.checks.thresholds import evaluate
 from harness.config.scenario import Scenario, parse_scenario
 from harness.config.thresholds import parse_thresholds
+from harness.errors import ExitCode, MrtrHarnessError, TargetDown
 from harness.journal.figures import RunFigures
 from harness.journal.records import FlowOutcome, RecordType, RunEvent
 from harness.journal.writer import read_journal
 from harness.report.series import percentile
-from harness.report.verdict import ExitCode
 from harness.run.results_folder import results_folder
 from harness.target.commands import accepts, fill, run_command
 
@@ -51,11 +51,11 @@ RISING, RISING_FLOOR = 2.0, 0.05
 """A steady window's second half may not have a p95 round latency above twice its first half's (and 50 ms)."""
 
 
-class TargetDown(RuntimeError):
+class StepTargetDown(TargetDown):
     """A step's target could not be started or reached: the sweep stops (exit 3)."""
 
 
-class SweepInterrupted(RuntimeError):
+class SweepInterrupted(MrtrHarnessError):
     """Ctrl-C or SIGTERM during a step: the sweep stops with what it has."""
 
 
@@ -298,7 +298,7 @@ class Sweep:
                     result.steps.append(step)
                     self._progress(step)
                     if step.exit_code == ExitCode.TARGET:
-                        raise TargetDown(f"{replicas_text(replicas)} at {rate:g} flows/s: the target could not be "
+                        raise StepTargetDown(f"{replicas_text(replicas)} at {rate:g} flows/s: the target could not be "
                                          f"started or reached (see {step.folder / 'summary.json'})")
                     if step.status == "interrupted" or step.judgement is None:
                         raise SweepInterrupted(f"interrupted during {replicas_text(replicas)} at {rate:g} flows/s")
@@ -307,7 +307,7 @@ class Sweep:
                 tried = self._climb(judge, previous)
                 result.limits[replicas] = limit_of(tried)
                 previous = result.limits[replicas].held or previous
-        except TargetDown as exc:
+        except StepTargetDown as exc:
             result.status, result.error = "target-error", str(exc)
         except (SweepInterrupted, KeyboardInterrupt) as exc:
             result.status, result.error = "interrupted", str(exc) or "interrupted"
@@ -374,7 +374,7 @@ class Sweep:
             log.write(line + "\n")
         self.stream.write(f"scaled to {replicas_text(replicas)} (exit {result.exit_code}, {result.seconds:g} s)\n")
         if not result.ok:
-            raise TargetDown(f"the scale command for {replicas_text(replicas)} failed: {line}")
+            raise StepTargetDown(f"the scale command for {replicas_text(replicas)} failed: {line}")
         deadline = time.monotonic() + spec.ready_timeout
         waiting = list(spec.urls)
         while waiting and time.monotonic() < deadline:
@@ -382,7 +382,7 @@ class Sweep:
             if waiting:
                 time.sleep(0.2)
         if waiting:
-            raise TargetDown(f"after scaling to {replicas_text(replicas)}, {', '.join(waiting)} did not accept "
+            raise StepTargetDown(f"after scaling to {replicas_text(replicas)}, {', '.join(waiting)} did not accept "
                              f"connections within {spec.ready_timeout:g} s")
 
     def _expiry(self) -> ExpiryAssessment:

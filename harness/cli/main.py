@@ -15,11 +15,11 @@ import harness
 from harness.capacity import cli as capacity_cli
 from harness.cli import shop as shop_cli
 from harness.compare import cli as compare_cli
+from harness.errors import ExitCode, UsageError, exit_code_of
 from harness.load import DEFAULT_MASTER_PORT
 from harness.triage import cli as triage_cli
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TARGET, EXIT_HARNESS = 0, 1, 2, 3, 4
-EXIT_CODES = ("Exit codes: 0 passed; 1 thresholds, invariants or reconciliation failed, or (run --baseline) a "
+EXIT_CODES_HELP = ("Exit codes: 0 passed; 1 thresholds, invariants or reconciliation failed, or (run --baseline) a "
               "regression against the baseline; 2 bad scenario or usage; "
               "3 the target could not be started or reached; 4 the harness itself failed (results still written, "
               "status errored). See docs/exit-codes.md.")
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mrtr-harness",
         description="Load and chaos testing for MCP servers that ask the user mid-call "
                     "(Multi Round-Trip Requests, MCP 2026-07-28).",
-        epilog=EXIT_CODES,
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action="version", version=f"mrtr-harness {harness.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_run(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a scenario: target, load, chaos, reasons, invariants, verdict",
                               description="Run one scenario file and end with results and an exit code.",
-                              epilog=EXIT_CODES)
+                              epilog=EXIT_CODES_HELP)
     run.add_argument("scenario", type=Path, nargs="?",
                      help="scenario file (TOML), e.g. scenarios/smoke.toml (with --worker: taken from the master)")
     run.add_argument("--results", type=Path, default=Path("results"),
@@ -131,22 +131,18 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
                     "(also a run killed with SIGKILL: status interrupted, figures up to its last record), "
                     "print the closing table, and exit with the code the run's verdict gives (a comparison "
                     "`run --baseline` made is kept, its regression folded in).",
-        epilog=EXIT_CODES)
+        epilog=EXIT_CODES_HELP)
     report.add_argument("folder", type=Path, help="a run's results folder, e.g. results/20261201T061500Z-smoke")
     report.set_defaults(handler=_report)
 
 
 def _report(args: argparse.Namespace) -> int:
     from harness.compare.cli import fold_comparison, recorded_comparison
-    from harness.report import NotResults, rebuild_results
+    from harness.report import rebuild_results
     from harness.report.terminal import render_thresholds
 
     comparison = recorded_comparison(args.folder)
-    try:
-        verdict = rebuild_results(args.folder)
-    except NotResults as exc:
-        print(f"mrtr-harness report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    verdict = rebuild_results(args.folder)  # NotResults: exit 2
     print(render_thresholds(verdict))
     print(f"rebuilt summary.json, junit.xml and report.html in {args.folder}", file=sys.stderr)
     if comparison is None:
@@ -176,13 +172,13 @@ def _load(path: Path, args: argparse.Namespace | None = None):
 def _validate(args: argparse.Namespace) -> int:
     from harness.config.base import ScenarioError
 
-    code = EXIT_OK
+    code = ExitCode.PASSED
     for path in args.scenario:
         try:
             scenario = _load(path)
         except ScenarioError as exc:
             print(f"mrtr-harness validate: {exc}", file=sys.stderr)
-            code = EXIT_USAGE
+            code = ExitCode.USAGE
             continue
         print(f"{path}: ok ({scenario.name}: {scenario.target.kind} target, {scenario.load.model} model, "
               f"{len(scenario.flows)} flow kinds, {len(scenario.chaos)} chaos steps, "
@@ -197,9 +193,7 @@ def _run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         return _worker(args)
     if args.scenario is None:
-        print("mrtr-harness run: a scenario file is needed (only --worker takes it from the master)",
-              file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("a scenario file is needed (only --worker takes it from the master)")
     import gc
 
     gc.disable()  # start-up makes many objects and little garbage: no collections until the load starts (Run._drive)
@@ -207,40 +201,24 @@ def _run(args: argparse.Namespace) -> int:
 
     import_locust()  # patches gevent first, as Locust needs
 
-    from harness.config.base import ScenarioError
+    from harness.config.durations import parse_duration_option
     from harness.run.timeline import Run, RunOptions
 
-    try:
-        scenario = _load(args.scenario, args)
-    except ScenarioError as exc:
-        print(f"mrtr-harness run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    from harness.config.durations import parse_duration_option
-
-    try:
-        linger = parse_duration_option("--metrics-linger", args.metrics_linger)
-        workers_wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
-    except ValueError as exc:
-        print(f"mrtr-harness run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    scenario = _load(args.scenario, args)  # ScenarioError: exit 2, nothing started
+    linger = parse_duration_option("--metrics-linger", args.metrics_linger)
+    workers_wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
     if args.prometheus_targets is not None and args.metrics_port is None:
-        print("mrtr-harness run: --prometheus-targets needs --metrics-port", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("--prometheus-targets needs --metrics-port")
     if args.workers < 0 or args.expect_workers < 0:
-        print("mrtr-harness run: --workers and --expect-workers must be 0 or more", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("--workers and --expect-workers must be 0 or more")
     if args.master != (args.expect_workers > 0):
-        print("mrtr-harness run: --master and --expect-workers N go together", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("--master and --expect-workers N go together")
     if args.baseline is None and (args.tolerance or args.significance is not None):
-        print("mrtr-harness run: --tolerance and --significance judge a comparison: they need --baseline DIR",
-              file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("--tolerance and --significance judge a comparison: they need --baseline DIR")
     if args.baseline is not None:
         problem = compare_cli.check_baseline(args.baseline, scenario, args)
         if problem is not None:
-            print(f"mrtr-harness run: {problem}", file=sys.stderr)
-            return EXIT_USAGE
+            raise UsageError(problem)
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
                          workers=args.workers, remote_workers=args.expect_workers,
                          master_bind_host=args.master_bind_host,
@@ -262,10 +240,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - a bug of the harness is exit 4, said in one line, never exit 1
-        import traceback
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the one place where an error becomes an exit code
+        code = exit_code_of(exc)
+        if code == ExitCode.HARNESS:  # a bug of the harness: the traceback, then one line, never exit 1
+            import traceback
 
-        traceback.print_exc()
-        print(f"mrtr-harness: harness error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_HARNESS
+            traceback.print_exc()
+            print(f"mrtr-harness: harness error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        else:
+            print(f"mrtr-harness {args.command}: {exc}", file=sys.stderr)
+        return code

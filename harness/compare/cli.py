@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import ExitCode
+
 if TYPE_CHECKING:
     from harness.config.scenario import Scenario
 
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
-EXIT_CODES = ("Exit codes: 0 no regression; 1 a regression (a metric worse than its tolerance and, for samples, "
+EXIT_CODES_HELP = ("Exit codes: 0 no regression; 1 a regression (a metric worse than its tolerance and, for samples, "
               "significantly so, or a count above the baseline's); 2 bad input (not a results folder, different "
               "scenarios without --force, a bad tolerance).")
 TOLERANCE_KEYS = ("completed_ratio", "cpu.harness_per_round_ms", "cpu.replica_per_round_ms", "flows_per_second",
@@ -37,7 +38,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "metric regresses when it is worse by more than its tolerance and a one-sided Mann-Whitney "
                     "test finds the change real; counts compare exactly. Tolerances come from the current run's "
                     "[compare] table, then --tolerance. Writes compare.json, compare-junit.xml and compare.html.",
-        epilog=EXIT_CODES)
+        epilog=EXIT_CODES_HELP)
     compare.add_argument("baseline", type=Path, help="the baseline run's results folder")
     compare.add_argument("current", type=Path, help="the results folder of the run to judge")
     add_tolerance_options(compare)
@@ -58,15 +59,11 @@ def add_tolerance_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from harness.compare.folders import NotComparable, compare_folders, write_outputs
+    from harness.compare.folders import compare_folders, write_outputs
     from harness.compare.outputs import render_table
 
-    try:
-        comparison = compare_folders(args.baseline, args.current, tolerances=args.tolerance,
-                                     significance=args.significance, force=args.force)
-    except NotComparable as exc:
-        print(f"mrtr-harness compare: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    comparison = compare_folders(args.baseline, args.current, tolerances=args.tolerance,
+                                 significance=args.significance, force=args.force)  # NotComparable: exit 2
     if comparison.scenario_differences:
         print(f"mrtr-harness compare: --force: the scenarios differ in {', '.join(comparison.scenario_differences)}",
               file=sys.stderr)
@@ -113,7 +110,7 @@ def compare_after_run(baseline: Path, folder: Path, exit_code: int, args: argpar
     from harness.compare.folders import NotComparable, compare_folders, write_outputs
     from harness.compare.outputs import render_table
 
-    if exit_code not in (EXIT_OK, EXIT_REGRESSION):
+    if exit_code not in (ExitCode.PASSED, ExitCode.FAILED):
         print(f"mrtr-harness run: not compared with {baseline}: the run ended with exit code {exit_code}",
               file=sys.stderr)
         return exit_code
@@ -121,7 +118,7 @@ def compare_after_run(baseline: Path, folder: Path, exit_code: int, args: argpar
         comparison = compare_folders(baseline, folder, tolerances=args.tolerance, significance=args.significance)
     except NotComparable as exc:
         print(f"mrtr-harness run: not compared with {baseline}: {exc}", file=sys.stderr)
-        return EXIT_USAGE if exit_code == EXIT_OK else exit_code
+        return ExitCode.USAGE if exit_code == ExitCode.PASSED else exit_code
     write_outputs(comparison, folder)
     print(render_table(comparison), file=sys.stderr)
     return fold_comparison(folder, {
@@ -148,7 +145,7 @@ def fold_comparison(folder: Path, compare: dict[str, Any], exit_code: int) -> in
     holds, and the baseline it was made against may be gone, so it is kept, not made again.
     """
     _add_to_summary(folder / "summary.json", compare)
-    if exit_code not in (EXIT_OK, EXIT_REGRESSION):
+    if exit_code not in (ExitCode.PASSED, ExitCode.FAILED):
         return exit_code
     return max(exit_code, compare["exit_code"])
 

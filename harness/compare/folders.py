@@ -16,12 +16,13 @@ from harness.compare.page import write_page
 from harness.compare.samples import read_results
 from harness.compare.tolerances import ToleranceError, settle
 from harness.config.scenario import Scenario
+from harness.errors import UsageError
 from harness.report import NotResults
 
 __all__ = ["NotComparable", "check_comparable", "compare_folders", "write_outputs"]
 
 
-class NotComparable(ValueError):
+class NotComparable(UsageError):
     """Bad input for a comparison (exit 2): not a results folder, different scenarios, a bad tolerance."""
 
 

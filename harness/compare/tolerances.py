@@ -13,9 +13,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.config.compare import CompareSettings
+from harness.errors import UsageError
 
 
-class ToleranceError(ValueError):
+class ToleranceError(UsageError):
     """A `--tolerance` or `--significance` the comparison cannot use (bad input: exit 2)."""
 
 

@@ -12,6 +12,8 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field
 
+from harness.errors import UsageError
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -47,7 +49,7 @@ def parse_duration_option(option: str, text: str) -> float:
     try:
         return parse_duration(text)
     except ValueError as exc:
-        raise ValueError(f"{option}: {exc}") from None
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def format_duration(seconds: float) -> str:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from harness.config.durations import parse_duration
+from harness.errors import UsageError
 
 COUNTS = {
     "flows_started": ("flow",),
@@ -52,7 +53,7 @@ _CONDITION = re.compile(r"^\s*(?P<aggregate>p\(\s*\d+(?:\.\d+)?\s*\)|avg|min|max
                         r"(?P<op><=|>=|==|!=|<|>)\s*(?P<value>[0-9.]+\s*[a-z]*)\s*$")
 
 
-class ThresholdError(ValueError):
+class ThresholdError(UsageError):
     """A threshold that cannot be read; says which one and what is wrong."""
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.config.scenario import Scenario
 from harness.config.thresholds import Threshold
+from harness.errors import UsageError
 from harness.journal.figures import RunFigures
 from harness.journal.writer import read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
@@ -25,7 +26,6 @@ from harness.report.series import Timeline
 from harness.report.summary_json import write_summary
 from harness.report.terminal import render_thresholds
 from harness.report.verdict import (
-    ExitCode,
     HypothesisResult,
     InvariantResult,
     Reconciliation,
@@ -38,7 +38,6 @@ from harness.report.verdict import (
 __all__ = [
     "ErrorGroup",
     "ErrorTable",
-    "ExitCode",
     "FuzzTable",
     "HypothesisResult",
     "InvariantResult",
@@ -65,7 +64,7 @@ SUMMARY_JSON, JUNIT_XML, REPORT_HTML = "summary.json", "junit.xml", "report.html
 SCENARIO_JSON = "scenario.json"
 
 
-class NotResults(ValueError):
+class NotResults(UsageError):
     """A folder that is not a run's results folder (no scenario.json, no journal)."""
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from harness.checks.thresholds import ThresholdResult, evaluate
 from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Threshold
+from harness.errors import ExitCode
 from harness.journal.figures import RunFigures
 from harness.journal.records import EndStatus, RecordType, RunEvent
 from harness.journal.writer import JournalView
@@ -39,16 +40,6 @@ class RunStatus(StrEnum):
     ABORTED = "aborted"  # the run stopped itself early, or the target failed
     INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM, or a journal cut off without a `run end`
     ERRORED = "errored"  # the harness itself failed: its numbers are not to be trusted either way
-
-
-class ExitCode(IntEnum):
-    """The process exit codes (docs/exit-codes.md); CI branches on these, so they never change meaning."""
-
-    PASSED = 0
-    FAILED = 1  # thresholds, invariants, reconciliation, hypothesis, or a run that did not finish
-    USAGE = 2  # a bad scenario or command line (never reaches a verdict; here for completeness)
-    TARGET = 3  # the target could not be started or reached
-    HARNESS = 4  # the harness itself failed (results still written, status `errored`)
 
 
 @dataclass(frozen=True)

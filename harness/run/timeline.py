@@ -46,6 +46,7 @@ from harness.config.durations import format_duration
 from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
 from harness.config.thresholds import parse_thresholds
+from harness.errors import ExitCode
 from harness.journal.figures import RunFigures
 from harness.journal.records import (
     EndStatus,
@@ -193,7 +194,7 @@ class Run:
         except Exception as exc:  # noqa: BLE001 - the results themselves failed: still one line and exit 4
             self._harness_failed(exc)
             self.say(f"results could not be written: see {self.folder}")
-            return 4
+            return ExitCode.HARNESS
         finally:
             self._restore_signals()
 

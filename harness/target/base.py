@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from harness.config.logs import LogSource
+from harness.errors import TargetDown
 
 __all__ = ["ChaosUnsupported", "LogSource", "Target", "TargetError"]
 
 
-class TargetError(RuntimeError):
+class TargetError(TargetDown):
     """The target could not be started or reached: the run exits 3."""
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_TAMPERING_OR_CLIENT_BUG, EXIT_USAGE, EXIT_SOURCE = 0, 1, 2, 3
+from harness.errors import ExitCode, UsageError
 
 PROG = "mrtr-harness triage"
 TICK_SECONDS = 0.5
@@ -83,10 +83,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     output.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="address the metrics endpoint listens on (default 127.0.0.1)")
     triage.set_defaults(handler=main)
-
-
-class UsageError(ValueError):
-    """A bad option or combination: one clear message, exit 2."""
 
 
 @dataclass
@@ -160,7 +156,7 @@ def main(args: argparse.Namespace) -> int:
         options = parse_options(args)
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     return run(options)
 
 
@@ -181,7 +177,7 @@ def run(options: Options) -> int:
         for source in sources:
             source.close()
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return EXIT_SOURCE
+        return ExitCode.TARGET
     hooks: dict[str, Any] = {}
     server = None
     if options.metrics_port is not None:
@@ -192,7 +188,7 @@ def run(options: Options) -> int:
                 source.close()
             print(f"{PROG}: --metrics-port: cannot listen on {options.metrics_host}:{options.metrics_port}: "
                   f"{exc.strerror or exc}", file=sys.stderr)
-            return EXIT_USAGE
+            return ExitCode.USAGE
     counts = Counts(options.window, **hooks)
     session = Session(sources, counts)
     names = [source.name for source in sources]
@@ -220,8 +216,8 @@ def run(options: Options) -> int:
     snapshot = counts.snapshot()
     for failure in session.failures:
         print(f"{PROG}: {failure}", file=sys.stderr)
-    code = EXIT_TAMPERING_OR_CLIENT_BUG if snapshot.tampering_or_client_bug() else \
-        EXIT_SOURCE if session.failures else EXIT_OK
+    code = ExitCode.FAILED if snapshot.tampering_or_client_bug() else \
+        ExitCode.TARGET if session.failures else ExitCode.PASSED
     if options.json:
         sys.stdout.write(display.render_json(snapshot, exit_code=code))
     else:
