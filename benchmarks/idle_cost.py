@@ -110,7 +110,7 @@ def one_run(code: Path, work: Path, seconds: float, skip: float, tail: float) ->
 
 WAKERS = {
     "time.sleep (a plain thread)": "import time\nwhile True:\n    time.sleep(0.01)\n",
-    "gevent.sleep (a load process)": ("from harness.runtime.locust_first import import_locust\nimport_locust()\n"
+    "gevent.sleep (a load process)": ("import locust\n"
                                       "import gevent, harness.run.timeline\nwhile True:\n    gevent.sleep(0.01)\n"),
 }
 """Processes that only wake 100 times a second: the floor of one wake-up's CPU, by how the process sleeps."""

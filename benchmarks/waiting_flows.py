@@ -78,8 +78,7 @@ think = {{ dist = "constant", value = "20m" }}
 FLUSH_PROBE = """
 import sys, time
 from pathlib import Path
-from harness.runtime.locust_first import import_locust
-import_locust()  # patched as a run is: the journal's batches are written by a timer on gevent's loop
+import locust  # noqa: F401 - patched as a run is: the journal's batches are written by a timer on gevent's loop
 from harness.journal.writer import Journal
 from harness.journal.records import FlowStarted, RecordType
 path = Path(sys.argv[1]); trials = int(sys.argv[2])

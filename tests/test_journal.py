@@ -31,7 +31,7 @@ def test_in_a_load_process_too_records_reach_the_disk_when_nothing_follows_them(
     """Under gevent's patching (a run, a worker) the batch is written by a timer on gevent's loop, not a thread:
     the same promise, in a fresh interpreter patched the way a run is."""
     probe = ("import json, sys, time\nfrom pathlib import Path\n"
-             "from harness.runtime.locust_first import import_locust\nimport_locust()\n"
+             "import locust\n"
              "from harness.journal.writer import Journal\nfrom harness.journal.records import FlowStarted, RecordType\n"
              "path = Path(sys.argv[1])\njournal = Journal(path)\n"
              "for n in range(3):\n"

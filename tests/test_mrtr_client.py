@@ -688,15 +688,14 @@ def test_the_wire_constants_spelled_in_the_harness_are_the_sdk_s() -> None:
 
 def test_a_load_process_imports_no_server_code() -> None:
     """Start-up of a load process (a run, a worker) must not pay for the MCP server SDK it never runs, nor for
-    the SDK's types (pydantic models: about 0.1 s of CPU), nor for Locust's web UI (flask). `tests/test_run.py`
-    checks a whole run the same way."""
+    the SDK's types (pydantic models). `tests/test_run.py` checks a whole run the same way."""
     import subprocess
     import sys
 
     probe = ("import sys\nimport harness.cli.main\n"
-             "from harness.runtime.locust_first import import_locust\nimport_locust()\n"
+             "import locust\n"
              "import harness.run.timeline, harness.load.distributed, harness.load.client_stack\n"
              "print(sorted({m for m in sys.modules if m.split('.')[0] in "
-             "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'sse_starlette', 'flask') or m == 'harness.shop.server'}))")
+             "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'sse_starlette') or m == 'harness.shop.server'}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -19,9 +19,9 @@ from tests.services import sigint_default
 SMOKE = SCENARIOS / "smoke.toml"
 
 
-SERVER_PACKAGES = {"mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette", "flask"}
-"""What serves MCP (the SDK, its types' pydantic models) or HTTP (a replica's, Locust's web UI): never imported by
-the load process of a headless run."""
+SERVER_PACKAGES = {"mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette"}
+"""What serves MCP (the SDK, its types' pydantic models) or a replica's HTTP: never imported by the load process.
+(Locust's own web UI, flask, comes with `import locust` itself.)"""
 SHOP_MODULES_A_RUN_MAY_IMPORT = {"harness.shop", "harness.shop.catalogue", "harness.shop.replica"}
 """The orders its flows pick from, and the replica's command-line options (the CLI's `shop replica`)."""
 

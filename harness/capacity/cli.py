@@ -96,9 +96,7 @@ def _plan(args: argparse.Namespace):
 
 
 def run_capacity(args: argparse.Namespace) -> int:
-    from harness.runtime.locust_first import import_locust
-
-    import_locust()  # patches gevent first, as Locust needs
+    import locust  # noqa: F401 - its import patches gevent, which must come before any socket or thread
 
     from harness.capacity.report import render_text, write_report
     from harness.capacity.sweep import Sweep

@@ -115,9 +115,7 @@ def _add_worker(commands: argparse._SubParsersAction) -> None:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from harness.runtime.locust_first import import_locust
-
-    import_locust()  # patches gevent first, as Locust needs
+    import locust  # noqa: F401 - its import patches gevent, which must come before any socket or thread
 
     from harness.load.distributed import run_worker
 
@@ -197,9 +195,7 @@ def _run(args: argparse.Namespace) -> int:
     import gc
 
     gc.disable()  # start-up makes many objects and little garbage: no collections until the load starts (Run._drive)
-    from harness.runtime.locust_first import import_locust
-
-    import_locust()  # patches gevent first, as Locust needs
+    import locust  # noqa: F401 - its import patches gevent, which must come before any socket or thread
 
     from harness.config.durations import parse_duration_option
     from harness.run.timeline import Run, RunOptions
