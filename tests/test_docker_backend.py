@@ -20,6 +20,7 @@ import pytest
 
 from harness.config.scenario import parse_scenario
 from harness.mrtr.keys import fingerprint, new_key
+from harness.target.base import ReplicaChange
 from harness.target.docker import HARNESS_PID_LABEL, HOST_LABEL, RUN_LABEL, DockerTarget, remove_orphans
 from harness.target.image import HOST_PYTHON_IMAGE, ensure_host_python_image
 from tests.harness_run import key_files, run_harness
@@ -229,7 +230,7 @@ def test_the_log_collector_follows_a_container_across_restart_and_recreation(tar
     collector.follow(source)  # how a run hands a log source over
     try:
         target.restart(0)
-        target.reconfigure(0, name="renamed")  # left so: the rollback test below puts it back
+        target.reconfigure([0], ReplicaChange(name="renamed"))  # left so: the rollback test below puts it back
     finally:
         collector.stop(settle=1.0)
     serving = [line for line in seen if "serving http://" in line]
@@ -243,7 +244,7 @@ def test_rollback_leaves_every_replica_container_running_with_its_original_ring(
     second = target.replicas[1].container.id
     target.set_ring(0, [new_key(), *original[0]])
     target.pause(0)
-    target.reconfigure(1, clock_offset=120.0)
+    target.reconfigure([1], ReplicaChange(clock_offset=120.0))
     target.replicas[1].container.kill()  # as if a kill's start had failed: left stopped
     assert target.replicas_up() == 0
     undone = target.rollback()

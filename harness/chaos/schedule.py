@@ -40,7 +40,8 @@ from harness.journal.records import ChaosEnded, ChaosPhase, ChaosStarted, Record
 from harness.journal.writer import Journal
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.keys import fingerprint, new_key
-from harness.target.base import ChaosUnsupported, Target
+from harness.target.base import ChaosUnsupported, ReplicaChange, Target
+from harness.target.by_command import CommandTarget, RollbackIncomplete
 from harness.target.commands import ChaosCommands, CommandFailed
 
 Sleep = Callable[[float], None]
@@ -60,8 +61,13 @@ class ChaosRunner:
         self.failures = 0
         self.running: ChaosStep | None = None
         self.commands = ChaosCommands(scenario.target, target.labels, target.urls, journal, run_id, sleep)
+        self.by_command: CommandTarget | None = None
+        if scenario.target.commands:
+            spec = scenario.target
+            original = ReplicaChange(ttl=scenario.real(spec.ttl), name=spec.name, clock_offset=0.0)
+            self.target = self.by_command = CommandTarget(target, self.commands, original)
         self.undo: list[tuple[str, Callable[[], object]]] = []
-        """What the rollback must do for actions done by command, newest last: (what it puts back, how)."""
+        """What the rollback owes for `command` actions with a `rollback`, newest last: (what it puts back, how)."""
 
     def next_step(self) -> ChaosStep | None:
         return self.pending[0] if self.pending else None
@@ -97,6 +103,8 @@ class ChaosRunner:
         self.running = step
         try:
             detail = _ACTIONS[type(step)](self, step, index)
+            if self.by_command is not None and (ran := self.by_command.take_ran()):
+                detail["commands"] = [*detail.get("commands", []), *ran]
             ok, error = True, None
         except GreenletExit:  # the run ended while the action ran: say so, then let the kill go on
             self._end(step, target_label, started, ok=False, detail={},
@@ -136,46 +144,19 @@ class ChaosRunner:
             skipped += 1
         return skipped
 
-    # --- actions ---------------------------------------------------------------------------
+    # --- actions: each written once, against the Target interface -------------------------
 
     def _restart(self, step: ReplicaAction, index: int) -> dict:
-        if self.commands.has(step.action):
-            return {"commands": self.commands.run_on(step.action, step.action, [index])}
         return {"ready_after": round(self.target.restart(index, kill=step.action == "kill"), 3)}
 
     def _pause(self, step: PauseAction, index: int) -> dict:
-        if self.commands.has("pause"):
-            return self._pause_by_command(step, index)
+        """pause, wait, resume; a resume the run never reached is the rollback's (a paused replica stays paused)."""
         self.target.pause(index)
-        try:
-            self.sleep(step.duration)
-        finally:
-            self.target.resume(index)
+        self.sleep(step.duration)
+        self.target.resume(index)
         return {"paused_for": step.duration}
 
-    def _pause_by_command(self, step: PauseAction, index: int) -> dict:
-        """pause, wait, resume; a resume the run never reached is the rollback's (a paused replica stays paused)."""
-        if not self.commands.has("resume"):
-            raise ChaosUnsupported("pause by command needs a resume command too ([target.commands] resume)")
-
-        def resume() -> dict[str, object]:
-            return self.commands.run(step.action, "resume", self.commands.table["resume"], index)
-
-        undo = (f"resumed {self.target.labels[index]}", resume)
-        self.undo.append(undo)
-        done = [self.commands.run(step.action, "pause", self.commands.table["pause"], index, wait=False)]
-        self.sleep(step.duration)
-        self.undo.remove(undo)
-        done.append(resume())
-        return {"paused_for": step.duration, "commands": done}
-
     def _rolling_restart(self, step: RollingRestart, index: int) -> dict:
-        if self.commands.has("restart"):
-            done = []
-            for replica in range(len(self.target.labels)):
-                done += self.commands.run_on(step.action, "restart", [replica])
-                self.sleep(step.interval)
-            return {"commands": done}
         ready = []
         for replica in range(len(self.target.labels)):
             ready.append(round(self.target.restart(replica), 3))
@@ -183,120 +164,67 @@ class ChaosRunner:
         return {"ready_after": ready}
 
     def _rotate(self, step: RotateKeys, index: int) -> dict:
-        if self.commands.has("add-key"):
-            return self._rotate_by_command(step, index)
-        replicas = range(len(self.target.labels))
-        old = self.target.ring(0)[0]
+        """The SDK's rotation, phase by phase on every replica, or one of its mistakes (`order`)."""
+        replicas = list(range(len(self.target.labels)))
+        old = self.target.sealing_key(0)
         new = new_key()
         phases: list[str] = []
 
-        def roll(ring: list[str], who: list[int] | range) -> None:
-            for replica in who:
-                self.target.set_ring(replica, ring)
-            names = ",".join("new" if key == new else "old" for key in ring)
-            phases.append(f"{names} on {','.join(self.target.labels[r] for r in who)}")
+        def phase(name: str, operation: Callable[[list[int], str], None], who: list[int]) -> None:
+            operation(who, new)
+            phases.append(f"{name} on {','.join(self.target.labels[r] for r in who)}")
 
         if step.order == "minter-first":  # the new key seals on one replica before the others can open it
-            roll([new, old], [index])
+            others = [r for r in replicas if r != index]
+            phase("add-key", self.target.add_key, [index])
+            phase("promote-key", self.target.promote_key, [index])
             self.sleep(step.phase_gap)
-            roll([old, new], [r for r in replicas if r != index])
+            phase("add-key", self.target.add_key, others)
             self.sleep(step.phase_gap)
-            roll([new, old], replicas)
+            phase("promote-key", self.target.promote_key, others)
         else:
-            roll([old, new], replicas)
+            phase("add-key", self.target.add_key, replicas)
             self.sleep(step.phase_gap)
-            roll([new, old], replicas)
+            phase("promote-key", self.target.promote_key, replicas)
             # One TTL after [new,old] is everywhere, plus a phase gap of margin: an old-key state
             # refused after retirement reads "unknown key" in the log even when it had already
             # expired (the SDK opens the seal before it checks the expiry).
             wait = step.phase_gap if step.order == "retire-early" \
                 else self.scenario.real(self.scenario.target.ttl) + step.phase_gap
             self.sleep(wait)
-            roll([new], replicas)
-        return {"old": fingerprint(old), "new": fingerprint(new), "phases": phases}
-
-    def _rotate_by_command(self, step: RotateKeys, index: int) -> dict:
-        """The same phases as `_rotate`, each a command: add-key, promote-key, retire-key, with the new key's file.
-
-        The harness never holds the deployment's old keys, so a rotation cut short is put
-        right going forward: the rollback adds and promotes the new key everywhere, so
-        every replica opens what any of them seals.
-        """
-        replicas = list(range(len(self.target.labels)))
-        new = new_key()
-        handed = {"key_id": fingerprint(new), "key_file": str(self.commands.key_file(new))}
-        phases: list[str] = []
-        done: list[dict[str, object]] = []
-
-        def phase(name: str, who: list[int]) -> None:
-            done.extend(self.commands.run_on(step.action, name, who, handed))
-            phases.append(f"{name} on {','.join(self.target.labels[r] for r in who)}")
-
-        def finish() -> None:
-            phase("add-key", replicas)
-            phase("promote-key", replicas)
-
-        undo = (f"new key {handed['key_id']} added and promoted on every replica", finish)
-        self.undo.append(undo)
-        if step.order == "minter-first":
-            others = [r for r in replicas if r != index]
-            phase("add-key", [index])
-            phase("promote-key", [index])
-            self.sleep(step.phase_gap)
-            phase("add-key", others)
-            self.sleep(step.phase_gap)
-            phase("promote-key", others)
-        else:
-            phase("add-key", replicas)
-            self.sleep(step.phase_gap)
-            phase("promote-key", replicas)
-            wait = step.phase_gap if step.order == "retire-early" \
-                else self.scenario.real(self.scenario.target.ttl) + step.phase_gap
-            self.sleep(wait)
-            phase("retire-key", replicas)
-        self.undo.remove(undo)
-        return {"new": handed["key_id"], "phases": phases, "commands": done}
+            phase("retire-key", self.target.retire_old_keys, replicas)
+        return {**({"old": fingerprint(old)} if old else {}), "new": fingerprint(new), "phases": phases}
 
     def _set_ttl(self, step: SetTtl, index: int) -> dict:
         """A TTL change is a config rollout: every replica in turn, or only the one named."""
         real = self.scenario.real(step.ttl)
         who = [index] if step.replica is not None else list(range(len(self.target.labels)))
-        if self.commands.has("set-ttl"):
-            back = {"ttl": f"{self.scenario.real(self.scenario.target.ttl):g}"}
-            return {"ttl_real": real, "commands": self._reconfigure_by_command(step, "set-ttl", who,
-                                                                             {"ttl": f"{real:g}"}, back)}
-        return {"ttl_real": real, "ready_after": [round(self.target.reconfigure(r, ttl=real), 3) for r in who]}
+        return {"ttl_real": real, "ready_after": _rounded(self.target.reconfigure(who, ReplicaChange(ttl=real)))}
 
     def _rename(self, step: Rename, index: int) -> dict:
-        if self.commands.has("rename"):
-            return {"name": step.name, "commands": self._reconfigure_by_command(
-                step, "rename", [index], {"name": step.name}, {"name": self.scenario.target.name})}
-        return {"name": step.name, "ready_after": round(self.target.reconfigure(index, name=step.name), 3)}
+        return {"name": step.name, "ready_after": _rounded(self.target.reconfigure([index],
+                                                                                   ReplicaChange(name=step.name)))}
 
     def _clock(self, step: ClockSkew, index: int) -> dict:
         offset = -step.offset if step.behind else step.offset
-        if self.commands.has("clock-skew"):
-            return {"offset": offset, "commands": self._reconfigure_by_command(
-                step, "clock-skew", [index], {"offset": f"{offset:g}"}, {"offset": "0"})}
-        return {"offset": offset, "ready_after": round(self.target.reconfigure(index, clock_offset=offset), 3)}
+        return {"offset": offset, "ready_after": _rounded(self.target.reconfigure([index],
+                                                                                  ReplicaChange(clock_offset=offset)))}
 
-    def _reconfigure_by_command(self, step: ChaosStep, name: str, who: list[int], change: dict[str, str],
-                                back: dict[str, str]) -> list[dict[str, object]]:
-        """Run a config command; the rollback runs it again with the target's own value (its ttl, name, no skew)."""
-        self.undo.append((f"{name} {' '.join(back.values())} on {','.join(self.target.labels[r] for r in who)}",
-                          lambda: self.commands.run_on("rollback", name, who, back)))
-        return self.commands.run_on(step.action, name, who, change)
+    def _memory(self, step: MemoryRecords, index: int) -> dict:
+        return {"ready_after": _rounded(self.target.reconfigure([index], ReplicaChange(store="memory")))}
 
     def _command(self, step: CommandAction, index: int) -> dict:
         """Any command at its time; its rollback, if any, is owed from the moment it started."""
         rollback = step.rollback
         if rollback is not None:
-            self.undo.append((f"{' '.join(rollback)}",
-                              lambda: self.commands.run("rollback", "rollback", rollback, index)))
-        return {"commands": [self.commands.run(step.action, "command", step.command, index)]}
+            def undo() -> object:
+                return self.commands.run("rollback", "rollback", rollback, index)
 
-    def _memory(self, step: MemoryRecords, index: int) -> dict:
-        return {"ready_after": round(self.target.reconfigure(index, store="memory"), 3)}
+            if self.by_command is not None:  # one list, so the rollback goes newest first across both
+                self.by_command.owe(" ".join(rollback), undo)
+            else:
+                self.undo.append((" ".join(rollback), undo))
+        return {"commands": [self.commands.run(step.action, "command", step.command, index)]}
 
     def rollback(self) -> list[str]:
         """Put the target back (replicas up, rings restored, commands' changes undone); journaled like an action."""
@@ -306,6 +234,9 @@ class ChaosRunner:
         undone, errors = self._undo_commands()
         try:
             undone += self.target.rollback()
+        except RollbackIncomplete as exc:
+            undone += exc.undone
+            errors.append(str(exc))
         except Exception as exc:  # noqa: BLE001 - a rollback that failed is journaled; the teardown goes on
             errors.append(f"{type(exc).__name__}: {exc}")
         finally:
@@ -341,3 +272,9 @@ _ACTIONS: dict[type, Callable[[ChaosRunner, Any, int], dict]] = {
     MemoryRecords: ChaosRunner._memory,
     CommandAction: ChaosRunner._command,
 }
+
+
+def _rounded(seconds: list[float]) -> float | list[float]:
+    """Seconds until each replica served again, to the millisecond: one figure for one replica."""
+    rounded = [round(value, 3) for value in seconds]
+    return rounded[0] if len(rounded) == 1 else rounded

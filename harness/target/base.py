@@ -1,13 +1,21 @@
-"""What every target offers a run: replicas, their logs, chaos operations and rollback."""
+"""What every target offers a run: replicas, their logs, chaos operations and rollback.
+
+Chaos actions (`harness.chaos.schedule`) are written once, against `Target`. Each kind of
+deployment implements it: the embedded shop and containers by acting on processes and ring
+files, a deployment the harness did not start by the user's commands
+(`harness.target.by_command.CommandTarget`, which falls back to the target it wraps).
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal, Protocol
 
 from harness.config.logs import LogSource
 from harness.errors import TargetDown
 
-__all__ = ["ChaosUnsupported", "LogSource", "Target", "TargetError"]
+__all__ = ["ChaosUnsupported", "LogSource", "ReplicaChange", "RingKeys", "Target", "TargetError"]
 
 
 class TargetError(TargetDown):
@@ -18,12 +26,41 @@ class ChaosUnsupported(RuntimeError):
     """This target cannot do that chaos action (e.g. restarting a replica of an external deployment)."""
 
 
+@dataclass(frozen=True)
+class ReplicaChange:
+    """How a replica is restarted differently: every field left None stays as it is."""
+
+    ttl: float | None = None
+    """requestState lifetime, real seconds."""
+    name: str | None = None
+    """server name: the audience its states are sealed for."""
+    clock_offset: float | None = None
+    """seconds its clock runs ahead (negative: behind)."""
+    store: Literal["memory"] | None = None
+    """quotes and once-only records in the replica's own memory."""
+
+    def changed(self) -> dict[str, float | str]:
+        """The fields this change sets, by name."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
 class Target(Protocol):
     """The operations a run and its chaos need; replicas are addressed by 0-based index."""
 
-    labels: list[str]
-    urls: list[str]
-    api_url: str | None
+    @property
+    def labels(self) -> list[str]:
+        """Each replica's label (r1, r2, ...), by index."""
+        ...
+
+    @property
+    def urls(self) -> list[str]:
+        """Each replica's MCP URL, by index."""
+        ...
+
+    @property
+    def api_url(self) -> str | None:
+        """The shop API's base URL, whose ledger the invariants read; None: no ledger."""
+        ...
 
     def start(self) -> None: ...
 
@@ -49,10 +86,53 @@ class Target(Protocol):
 
     def resume(self, index: int) -> None: ...
 
-    def reconfigure(self, index: int, **changes: object) -> float: ...
+    def reconfigure(self, replicas: Sequence[int], change: ReplicaChange) -> list[float]:
+        """Restart each replica with `change`; the seconds until each served again."""
+        ...
 
-    def ring(self, index: int) -> list[str]: ...
+    def add_key(self, replicas: Sequence[int], key: str) -> None:
+        """A rotation's first phase: the replicas open states sealed with `key` too ([old] -> [old,new])."""
+        ...
 
-    def set_ring(self, index: int, keys: list[str]) -> None: ...
+    def promote_key(self, replicas: Sequence[int], key: str) -> None:
+        """The second: the replicas seal with `key`, and still open the others ([old,new] -> [new,old])."""
+        ...
 
-    def rollback(self) -> list[str]: ...
+    def retire_old_keys(self, replicas: Sequence[int], key: str) -> None:
+        """The last: the replicas hold `key` only ([new,old] -> [new])."""
+        ...
+
+    def sealing_key(self, index: int) -> str | None:
+        """The key the replica seals with now, where the harness can know it (None: a deployment's own secret)."""
+        ...
+
+    def rollback(self) -> list[str]:
+        """Put back whatever chaos changed (replicas up, original options and rings); what had to be undone."""
+        ...
+
+
+class RingKeys:
+    """A rotation's phases for a target that holds each replica's ring (`ring` / `set_ring`): written once."""
+
+    def ring(self, index: int) -> list[str]:
+        raise NotImplementedError
+
+    def set_ring(self, index: int, keys: list[str]) -> None:
+        raise NotImplementedError
+
+    def add_key(self, replicas: Sequence[int], key: str) -> None:
+        for index in replicas:
+            ring = self.ring(index)
+            if key not in ring:
+                self.set_ring(index, [*ring, key])
+
+    def promote_key(self, replicas: Sequence[int], key: str) -> None:
+        for index in replicas:
+            self.set_ring(index, [key, *(other for other in self.ring(index) if other != key)])
+
+    def retire_old_keys(self, replicas: Sequence[int], key: str) -> None:
+        for index in replicas:
+            self.set_ring(index, [key])
+
+    def sealing_key(self, index: int) -> str | None:
+        return self.ring(index)[0]

@@ -37,6 +37,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -48,7 +49,7 @@ from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
 from harness.config.scenario import Scenario
 from harness.mrtr.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
 from harness.runtime.processes import alive, descendants, free_port, process_cpu_seconds
-from harness.target.base import ChaosUnsupported, TargetError
+from harness.target.base import ChaosUnsupported, ReplicaChange, RingKeys, TargetError
 from harness.target.embedded import replica_options
 from harness.target.image import (
     HOST_PYTHON_IMAGE,
@@ -86,7 +87,7 @@ class _Replica:
     original_ring: list[str] = field(default_factory=list)
 
 
-class DockerTarget:
+class DockerTarget(RingKeys):
     """Replicas as containers of a real Docker engine; the same chaos as the process backend."""
 
     def __init__(self, scenario: Scenario, workdir: Path) -> None:
@@ -305,15 +306,17 @@ class DockerTarget:
             container.unpause()
         self.paused.discard(index)
 
-    def reconfigure(self, index: int, **changes: object) -> float:
-        """Recreate replica `index` with flags changed: ttl (real seconds), name, clock_offset, store."""
+    def reconfigure(self, replicas: Sequence[int], change: ReplicaChange) -> list[float]:
+        """Recreate each replica with its command's flags changed: --ttl (real seconds), --name, --clock-offset,
+        --store."""
         flags = {"ttl": "--ttl", "name": "--name", "clock_offset": "--clock-offset", "store": "--store"}
-        command = _command(self.replicas[index].container)
-        for key, value in changes.items():
-            if key not in flags:
-                raise ChaosUnsupported(f"the docker target cannot change {key!r}")
-            command = _with_flag(command, flags[key], str(value))
-        return self._recreate(index, command)
+        ready = []
+        for index in replicas:
+            command = _command(self.replicas[index].container)
+            for key, value in change.changed().items():
+                command = _with_flag(command, flags[key], str(value))
+            ready.append(self._recreate(index, command))
+        return ready
 
     def _recreate(self, index: int, command: list[str]) -> float:
         """Stop and remove the replica's container, then create it again (same name, labels, mounts, network)."""

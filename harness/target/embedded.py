@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,12 @@ from harness.config.logs import LogSource
 from harness.config.scenario import Scenario
 from harness.config.target import TargetConfig
 from harness.runtime.processes import process_cpu_seconds
-from harness.target.base import ChaosUnsupported, TargetError
+from harness.target.base import ChaosUnsupported, ReplicaChange, RingKeys, TargetError
 from harness.target.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.target.redis_process import RedisProcess
 
 
-class EmbeddedTarget:
+class EmbeddedTarget(RingKeys):
     """The shop's API and N replicas on free 127.0.0.1 ports, torn down at the end whatever happens."""
 
     def __init__(self, scenario: Scenario, workdir: Path) -> None:
@@ -120,14 +121,18 @@ class EmbeddedTarget:
         self.deployment.replicas[index].signal(signal.SIGCONT)
         self.paused.discard(index)
 
-    def reconfigure(self, index: int, **changes: object) -> float:
-        """Restart replica `index` with some options changed: ttl (real seconds), name, clock_offset, store."""
+    def reconfigure(self, replicas: Sequence[int], change: ReplicaChange) -> list[float]:
+        """Restart each replica with its options changed (a TTL is given to a replica as text, real seconds)."""
         assert self.deployment is not None
-        current = self.deployment.options[index]
-        fields: dict[str, Any] = {"ttl": str(changes["ttl"])} if "ttl" in changes else {}
-        fields.update({key: value for key, value in changes.items() if key in ("name", "clock_offset", "store")})
-        self.paused.discard(index)
-        return self.deployment.restart_replica(index, options=dataclasses.replace(current, **fields))
+        fields: dict[str, Any] = change.changed()
+        if "ttl" in fields:
+            fields["ttl"] = str(fields["ttl"])
+        ready = []
+        for index in replicas:
+            self.paused.discard(index)
+            options = dataclasses.replace(self.deployment.options[index], **fields)
+            ready.append(self.deployment.restart_replica(index, options=options))
+        return ready
 
     def ring(self, index: int) -> list[str]:
         if self.scenario.target.keyring == "ephemeral":

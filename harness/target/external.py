@@ -10,9 +10,11 @@ the harness's to do here, so each raises `ChaosUnsupported` and the run records 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from harness.config.logs import LogSource, parse_log_location
 from harness.config.scenario import Scenario
-from harness.target.base import ChaosUnsupported, TargetError
+from harness.target.base import ChaosUnsupported, ReplicaChange, TargetError
 from harness.target.commands import accepts
 
 
@@ -59,14 +61,20 @@ class ExternalTarget:
     def resume(self, index: int) -> None:
         raise ChaosUnsupported("an external target cannot be resumed by the harness")
 
-    def reconfigure(self, index: int, **changes: object) -> float:
+    def reconfigure(self, replicas: Sequence[int], change: ReplicaChange) -> list[float]:
         raise ChaosUnsupported("an external target cannot be reconfigured by the harness")
 
-    def ring(self, index: int) -> list[str]:
+    def add_key(self, replicas: Sequence[int], key: str) -> None:
         raise ChaosUnsupported("the harness holds no key ring of an external target")
 
-    def set_ring(self, index: int, keys: list[str]) -> None:
+    def promote_key(self, replicas: Sequence[int], key: str) -> None:
         raise ChaosUnsupported("the harness holds no key ring of an external target")
+
+    def retire_old_keys(self, replicas: Sequence[int], key: str) -> None:
+        raise ChaosUnsupported("the harness holds no key ring of an external target")
+
+    def sealing_key(self, index: int) -> str | None:
+        return None
 
     def rollback(self) -> list[str]:
         return []

@@ -1,0 +1,226 @@
+"""A target whose chaos is the user's commands: `[target.commands]`, as one more implementation of `Target`.
+
+The harness cannot restart a pod or rewrite a Kubernetes Secret itself, but the user has a
+command for each. `CommandTarget` wraps the target the run started or reached: an operation
+with a command in the table runs it (`harness.target.commands.ChaosCommands`: placeholders
+filled, journaled, the replica waited for), one without goes to the wrapped target, which may
+raise `ChaosUnsupported`. What a command changed is owed back: a paused replica's resume, a
+TTL, name or clock set back to the target's own value, a rotation cut short finished
+forward (the harness never holds the deployment's old keys). `rollback` pays those debts,
+newest first, then rolls back the wrapped target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from harness.config.logs import LogSource
+from harness.mrtr.keys import fingerprint
+from harness.target.base import ChaosUnsupported, ReplicaChange, Target
+from harness.target.commands import ChaosCommands
+
+__all__ = ["CommandTarget", "RollbackIncomplete"]
+
+_RECONFIGURE_COMMANDS = {"ttl": ("set-ttl", "ttl"), "name": ("rename", "name"),
+                         "clock_offset": ("clock-skew", "offset")}
+"""A `ReplicaChange` field -> the command that makes it, and the placeholder its value fills."""
+
+
+class CommandTarget:
+    """`inner`, with every operation the scenario has a command for done by that command instead."""
+
+    def __init__(self, inner: Target, commands: ChaosCommands, original: ReplicaChange) -> None:
+        self.inner = inner
+        self.commands = commands
+        self.original = original
+        """The target's own values (its TTL in real seconds, its name, no skew): what reconfiguring sets back."""
+        self.debts: list[tuple[str, Callable[[], object]]] = []
+        """What the rollback owes for changes made by command, newest last: (what it puts back, how)."""
+        self.ran: list[dict[str, object]] = []
+        """The commands run since `take_ran()` last emptied it: what the current action's end record shows."""
+        self._promoted: dict[str, set[int]] = {}
+
+    # --- what the run reads: the wrapped target's -------------------------------------------------
+
+    @property
+    def labels(self) -> list[str]:
+        return self.inner.labels
+
+    @property
+    def urls(self) -> list[str]:
+        return self.inner.urls
+
+    @property
+    def api_url(self) -> str | None:
+        return self.inner.api_url
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def log_sources(self) -> list[LogSource]:
+        return self.inner.log_sources()
+
+    def cpu_seconds(self) -> dict[str, tuple[int, float]]:
+        return self.inner.cpu_seconds()
+
+    def target_pids(self) -> set[int]:
+        return self.inner.target_pids()
+
+    def replicas_up(self) -> int:
+        return self.inner.replicas_up()
+
+    def take_ran(self) -> list[dict[str, object]]:
+        """The commands run since the last call (each journaled in full as its own `command` record)."""
+        ran, self.ran = self.ran, []
+        return ran
+
+    # --- chaos ------------------------------------------------------------------------------------
+
+    def restart(self, index: int, *, kill: bool = False) -> float:
+        name = "kill" if kill else "restart"
+        if not self.commands.has(name):
+            return self.inner.restart(index, kill=kill)
+        return self._timed(lambda: self._run(name, [index]))
+
+    def pause(self, index: int) -> None:
+        if not self.commands.has("pause"):
+            self.inner.pause(index)
+            return
+        if not self.commands.has("resume"):
+            raise ChaosUnsupported("pause by command needs a resume command too ([target.commands] resume)")
+        self.owe(f"resumed {self.labels[index]}", lambda: self._run("resume", [index]), key=("resume", index))
+        self._run("pause", [index], wait=False)
+
+    def resume(self, index: int) -> None:
+        if not self.commands.has("resume"):
+            self.inner.resume(index)
+            return
+        self._run("resume", [index])
+        self._paid(("resume", index))
+
+    def reconfigure(self, replicas: Sequence[int], change: ReplicaChange) -> list[float]:
+        """Each field by its command where there is one (set-ttl, rename, clock-skew), the rest by the wrapped
+        target; each command's change is owed back with the target's own value."""
+        by_command = [field for field in change.changed()
+                      if field in _RECONFIGURE_COMMANDS and self.commands.has(_RECONFIGURE_COMMANDS[field][0])]
+        rest = dataclasses.replace(change, **dict.fromkeys(by_command))
+        ready = self.inner.reconfigure(replicas, rest) if rest.changed() else []
+        for field in by_command:
+            name, placeholder = _RECONFIGURE_COMMANDS[field]
+            back = {placeholder: _text(getattr(self.original, field) or 0)}
+            self.owe(f"{name} {back[placeholder]} on {','.join(self.labels[r] for r in replicas)}",
+                      functools.partial(self._run, name, list(replicas), back, action="rollback"))
+            started = time.monotonic()
+            self._run(name, replicas, {placeholder: _text(getattr(change, field))})
+            ready.append(time.monotonic() - started)
+        return ready
+
+    def add_key(self, replicas: Sequence[int], key: str) -> None:
+        if not self.commands.has("add-key"):
+            self.inner.add_key(replicas, key)
+            return
+        if key not in self._promoted:
+            self._promoted[key] = set()
+            self.owe(f"new key {fingerprint(key)} added and promoted on every replica",
+                      lambda: self._finish_rotation(key), key=("rotation", key))
+        self._run("add-key", replicas, self._handed(key))
+
+    def promote_key(self, replicas: Sequence[int], key: str) -> None:
+        if not self.commands.has("promote-key"):
+            self.inner.promote_key(replicas, key)
+            return
+        self._run("promote-key", replicas, self._handed(key))
+        promoted = self._promoted.setdefault(key, set())
+        promoted.update(replicas if self.commands.per_replica(self.commands.table["promote-key"])
+                        else range(len(self.labels)))
+        if len(promoted) == len(self.labels):  # every replica seals with it: nothing is owed any more
+            self._paid(("rotation", key))
+
+    def retire_old_keys(self, replicas: Sequence[int], key: str) -> None:
+        if not self.commands.has("retire-key"):
+            self.inner.retire_old_keys(replicas, key)
+            return
+        self._run("retire-key", replicas, self._handed(key))
+
+    def sealing_key(self, index: int) -> str | None:
+        return None if self.commands.has("add-key") else self.inner.sealing_key(index)
+
+    def rollback(self) -> list[str]:
+        """Every debt paid, newest first (one that fails is reported, the others still run), then the wrapped
+        target's own rollback; the key files handed to commands are deleted."""
+        undone: list[str] = []
+        errors: list[str] = []
+        try:
+            while self.debts:
+                what, how = self.debts.pop()
+                try:
+                    how()
+                    undone.append(what)
+                except Exception as exc:  # noqa: BLE001 - each debt is tried; the failure is reported
+                    errors.append(f"{type(exc).__name__}: {exc}")
+            try:
+                undone += self.inner.rollback()
+            except Exception as exc:  # noqa: BLE001 - reported with the debts that failed
+                errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.commands.close()
+        if errors:
+            raise RollbackIncomplete(undone, errors)
+        return undone
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _run(self, name: str, replicas: Sequence[int], extra: dict[str, str] | None = None, *,
+             wait: bool = True, action: str | None = None) -> None:
+        self.ran += self.commands.run_on(action or name, name, replicas, extra, wait=wait)
+
+    def _handed(self, key: str) -> dict[str, str]:
+        """What a key step is handed: the key's fingerprint and a 0600 file holding it (deleted after the run)."""
+        return {"key_id": fingerprint(key), "key_file": str(self.commands.key_file(key))}
+
+    def _finish_rotation(self, key: str) -> None:
+        everyone = list(range(len(self.labels)))
+        self._run("add-key", everyone, self._handed(key), action="rollback")
+        self._run("promote-key", everyone, self._handed(key), action="rollback")
+
+    def owe(self, what: str, how: Callable[[], object], key: Any = None) -> None:
+        """Something the rollback must put back (`key`: what pays it off early, see `_paid`)."""
+        self.debts.append((what, _Debt(how, key)))
+
+    def _paid(self, key: Any) -> None:
+        self.debts = [(what, how) for what, how in self.debts if getattr(how, "key", None) != key]
+
+    def _timed(self, do: Callable[[], None]) -> float:
+        started = time.monotonic()
+        do()
+        return time.monotonic() - started
+
+
+class _Debt:
+    """A callable the rollback owes, with the key that pays it off early (a resume that ran, a rotation done)."""
+
+    def __init__(self, how: Callable[[], object], key: Any) -> None:
+        self.how = how
+        self.key = key
+
+    def __call__(self) -> object:
+        return self.how()
+
+
+class RollbackIncomplete(RuntimeError):
+    """Some debts could not be paid: what was undone, and why the rest failed."""
+
+    def __init__(self, undone: list[str], errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.undone = undone
+
+
+def _text(value: float | str) -> str:
+    return f"{value:g}" if isinstance(value, float | int) else str(value)
