@@ -8,7 +8,11 @@ in a rarely taken branch is caught as well.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.harness_run import ROOT
 
@@ -127,3 +131,20 @@ def test_the_shop_imports_only_the_instrument_and_stdlib_leaves_of_the_harness()
 def test_the_zygote_never_imports_the_command_line():
     graph = import_graph()
     assert "harness.cli.main" not in reachable(graph, {"harness.target.zygote"})
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", "scenarios/smoke.toml"],
+    ["report", "--help"],
+    ["compare", "--help"],
+    ["triage", "--help"],
+])
+def test_commands_that_only_read_load_no_gevent_and_no_locust(argv: list[str]) -> None:
+    """Checking a scenario or asking for help must not pay for (or be broken by) the load process's runtime."""
+    probe = ("import runpy, sys\n"
+             f"sys.argv = ['mrtr-harness', *{argv!r}]\n"
+             "try:\n    runpy.run_module('harness', run_name='__main__')\nexcept SystemExit as end:\n"
+             "    code = end.code\n"
+             "print(code, 'gevent' in sys.modules, 'locust' in sys.modules, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.stderr.split()[-3:] == ["0", "False", "False"], done.stderr[-2000:]
