@@ -18,7 +18,7 @@ from harness.config.scenario import Scenario
 from harness.journal.writer import Journal
 from harness.leads.lead import capabilities
 from harness.leads.seeding import stream
-from harness.load.flows import FlowEnv, RequestHook, url_labels
+from harness.load.flow import FlowEnv, RequestHook, url_labels
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.routing import Router
@@ -26,7 +26,7 @@ from harness.mrtr.transport import Transport
 from harness.runtime.timers import SLACK, Timers
 
 if TYPE_CHECKING:
-    from harness.shop.catalogue import Catalogue
+    from harness.load.shop_flows import ShopOrders
 
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
@@ -38,14 +38,15 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     principal = {target.principal_header: target.principal} if target.principal_header is not None else None
     client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
                         transport=transport, headers=principal)
-    return FlowEnv(scenario, client, journal, run_metrics, _catalogue(scenario),
+    return FlowEnv(scenario, client, journal, run_metrics, _shop_orders(scenario),
                    url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep)
 
 
-def _catalogue(scenario: Scenario) -> Catalogue | None:
-    """The shop's catalogue, imported only for the shop's own flows."""
+def _shop_orders(scenario: Scenario) -> ShopOrders | None:
+    """The shop's orders, imported only for the shop's own flows."""
     if all(isinstance(flow, CallFlow) or isinstance(flow, FuzzFlow) and flow.tool for flow in scenario.flows):
         return None
+    from harness.load.shop_flows import ShopOrders
     from harness.shop.catalogue import build_catalogue
 
-    return build_catalogue()
+    return ShopOrders(build_catalogue())

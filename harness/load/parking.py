@@ -2,7 +2,7 @@
 
 At 100 flows/s with leads who take five minutes, 30,000 flows wait at once; a parked
 greenlet keeps its saved C stack (several KiB) for the whole wait. A flow here is a
-generator of steps (`harness.load.flows.flow_steps`) that yields each wait instead of
+generator of steps (`harness.load.kinds.flow_steps`) that yields each wait instead of
 sleeping it. A waiting flow is one entry on a `harness.runtime.timers.Timers` heap and the
 generator's frames, which hold only what its next round needs. When it is due the flow
 is resumed on a worker greenlet of the load's group, which runs it until its next wait

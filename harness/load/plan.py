@@ -21,7 +21,8 @@ from gevent.pool import Group
 from harness.config.flows import FlowSpec
 from harness.config.scenario import Scenario
 from harness.leads.seeding import FlowStream, flow_stream, stream
-from harness.load.flows import Flow, FlowEnv, flow_steps, interrupt, run_flow
+from harness.load.flow import Flow, FlowEnv, interrupt
+from harness.load.kinds import flow_steps, run_flow
 from harness.load.parking import Parking
 from harness.runtime.timers import Timers
 

@@ -1,0 +1,331 @@
+"""The flow machinery: one piece of support work as tool calls, with a simulated lead answering between rounds.
+
+Every flow writes a `start` record, a `round` record per POST (as soon as its answer is
+read, so a flow killed mid-think has left its rounds) and exactly one `flow` record with
+its outcome, also when it is interrupted at the end of a run. A flow kind is a generator
+of steps over `Flow` (`harness.load.kinds` names them all): the generic `call` flow here,
+the shop's presets in `shop_flows`, the fuzzer in `fuzz`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import gevent
+
+from harness.config.flows import (
+    AdversarialFlow,
+    CallFlow,
+    FlowSpec,
+    FuzzFlow,
+    RefundFlow,
+    flow_label,
+)
+from harness.config.leads import LeadProfile
+from harness.config.scenario import Scenario
+from harness.journal.records import CallSummary, FlowEnded, FlowOutcome, RecordType, RoundDone
+from harness.journal.writer import Journal
+from harness.leads.answers import UnanswerableRequest
+from harness.leads.lead import Action, Lead
+from harness.leads.seeding import RandomStream
+from harness.load.mutations import StatePool
+from harness.logs.parse import clean_label
+from harness.metrics.registry import RunMetrics
+from harness.mrtr.client import CallResult, LeadAnswer, MrtrClient, RoundRecord, Steps
+from harness.mrtr.outcome import Outcome, OutcomeError
+from harness.mrtr.transport import Transport
+
+if TYPE_CHECKING:
+    from harness.load.shop_flows import ShopOrders
+
+PAGE_TIMEOUT = 10.0
+"""Seconds a lead waits for a provider's page to answer."""
+
+RequestHook = Callable[..., None]
+"""Locust's `events.request.fire`, or None outside Locust."""
+
+ANSWERED = {Action.DECLINE: FlowOutcome.DECLINED, Action.CANCEL: FlowOutcome.CANCELLED}
+
+
+@dataclass
+class FlowEnv:
+    """What every flow of a run shares: the client, the people, the records, the clocks."""
+
+    scenario: Scenario
+    client: MrtrClient
+    journal: Journal
+    run_metrics: RunMetrics
+    shop: ShopOrders | None
+    """The shop's orders, for the shop's own flows; None when the scenario has none of them."""
+    replica_labels: Mapping[str, str]
+    fire_request: RequestHook | None = None
+    sleep: Callable[[float], Any] = gevent.sleep
+    pages: Transport = field(default_factory=lambda: Transport(read_timeout=PAGE_TIMEOUT))
+    """The leads' browser for URL mode's out-of-band pages (its own pools, apart from the rounds')."""
+    states: StatePool = field(default_factory=StatePool)
+    """Recent first-round states per tool, where the fuzzer's swap classes find another call's state."""
+
+    def __post_init__(self) -> None:
+        self._profiles: dict[int, LeadProfile] = {}
+        self._served_by: dict[str, str] = {}
+
+    def profile_for(self, spec: FlowSpec) -> LeadProfile:
+        """The lead profile of a flow spec, derived once per run (not per flow).
+
+        Keyed by the spec itself (its id: the scenario holds every spec for the whole run),
+        since two `call` flows of one scenario may pin different answers.
+        """
+        key = id(spec)
+        if key not in self._profiles:
+            self._profiles[key] = lead_profile(self.scenario.leads, spec)
+        return self._profiles[key]
+
+    def round_label(self, record: RoundRecord) -> str:
+        """The replica a round is counted under: the one its answer names (`X-Served-By`: behind a balancer,
+        the backend that served it), else its URL's label. At most `SERVED_BY_LABELS` names, then `other`:
+        the label reaches metrics, and a header that says something new on every answer must not blow
+        them up."""
+        served_by = record.served_by
+        if served_by is not None:
+            label = self._served_by.get(served_by)
+            if label is None:
+                fresh = clean_label(served_by) if len(self._served_by) < SERVED_BY_LABELS else None
+                label = self._served_by[served_by] = fresh or "other"
+            return label
+        return self.replica_labels.get(record.replica, record.replica)
+
+
+def url_labels(urls: list[str], labels: list[str]) -> dict[str, str]:
+    """The replica label a round's URL stands for; behind one balancer URL nobody can tell, and the journal says so."""
+    if len(urls) == len(labels):
+        return dict(zip(urls, labels, strict=True))
+    return {url: "balancer" for url in urls}
+
+
+SERVED_BY_LABELS = 64
+"""Distinct `X-Served-By` names a run counts rounds under; any further one is `other`."""
+
+
+class FlowFailed(Exception):
+    """A step of the flow ended the flow early, with this outcome."""
+
+    def __init__(self, outcome: FlowOutcome, call: CallResult | None = None) -> None:
+        super().__init__(outcome.value)
+        self.outcome = outcome
+        self.call = call
+
+
+class Flow:
+    """One running flow: its rounds and what it learned (quote, refund, answers).
+
+    Slotted and small: 100,000 of them wait on leads at once in one load process. Its
+    lead is built when it is asked (a profile and the flow's stream are all it holds).
+    """
+
+    __slots__ = ("env", "spec", "flow_id", "kind", "rng", "late", "started", "ended", "rounds", "previous_replica",
+                 "server_time", "think_time", "thinking_until", "answers", "calls", "facts")
+
+    def __init__(self, env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream, *,
+                 late: bool = False) -> None:
+        self.env = env
+        self.spec = spec
+        self.flow_id = flow_id
+        self.kind = flow_label(spec)
+        self.rng = rng
+        self.late = late
+        self.started = time.time()
+        self.ended = False
+        """True once its one `flow` record is written (by the flow, or by the run that interrupted it)."""
+        self.rounds = 0
+        self.previous_replica: str | None = None  # who answered the latest round: a flow's calls run in turn
+        self.server_time = 0.0
+        self.think_time = 0.0
+        self.thinking_until = 0.0
+        """When the lead's current thought ends: a flow stopped mid-think counts only the part thought."""
+        self.answers: list[str] = []
+        self.calls: list[CallSummary] = []
+        self.facts: dict[str, Any] = {}
+
+    # --- calling tools -------------------------------------------------------------------
+
+    def call(self, tool: str, arguments: Mapping[str, Any], *, intended_at: float | None = None) -> Steps[CallResult]:
+        """One tool call through its rounds, the lead answering; every round journaled as it ends."""
+        result = yield from self.env.client.call_steps(tool, arguments, self.decide, intended_at=intended_at,
+                                                       on_round=self.record_round)
+        self.server_time += result.server_time
+        self.call_done(tool, result.round_count, result.outcome)
+        return result
+
+    def call_done(self, tool: str, rounds: int, outcome: Outcome) -> None:
+        """Rounds per call: what a resolver that re-asks forever, or a shed, shows up in."""
+        self.calls.append(CallSummary(tool=tool, rounds=rounds, outcome=outcome.value))
+        self.env.run_metrics.call_done(self.kind, rounds)
+
+    def send(self, tool: str, arguments: Mapping[str, Any], **kwargs: Any) -> RoundRecord:
+        """One hand-built round (the adversarial flows' wrong retries), journaled like the others."""
+        record = self.env.client.send_round(tool, arguments, **kwargs)
+        self.record_round(tool, record)
+        self.server_time += record.server_time
+        return record
+
+    def decide(self, record: RoundRecord) -> LeadAnswer | None:
+        """The lead decides and answers; the think time (modelled/time_scale real seconds) is the caller's to wait."""
+        try:
+            answer = Lead(self.env.profile_for(self.spec), self.rng).respond(record.input_requests or {})
+        except UnanswerableRequest as exc:
+            self.facts["unanswerable"] = str(exc)
+            self.answers.append("unanswerable")
+            return None
+        self.answers.append(answer.action.value)
+        if answer.action is Action.ABANDON:
+            return None
+        env = self.env
+        real = env.scenario.real(answer.think_seconds)
+        env.run_metrics.thought(real)
+        self.think_time += real
+        self.thinking_until = time.time() + real
+        for url, delay in answer.url_visits:
+            gevent.spawn(self._finish_on_page, url, env.scenario.real(delay))
+        return LeadAnswer(answer.input_responses, real)
+
+    def respond(self, record: RoundRecord) -> Steps[Mapping[str, Any] | None]:
+        """The lead answers a hand-sent round: the answers, after the think time; None to walk away."""
+        reply = self.decide(record)
+        if reply is None:
+            return None
+        if reply.think_seconds > 0:
+            yield reply.think_seconds
+        return reply.responses
+
+    def _finish_on_page(self, url: str, delay: float) -> None:
+        """The out-of-band step of URL mode: the lead finishes on the provider's page after a while.
+
+        Whatever the page answers is ignored: a page that is down is the server's problem
+        to report on the next round. (A bad URL from the server fails the same way.)
+        """
+        self.env.sleep(delay)
+        try:
+            self.env.pages.visit(url)
+        except ValueError:
+            pass
+
+    def record_round(self, tool: str, record: RoundRecord) -> None:
+        self.rounds += 1
+        failure = _failure_code(record)
+        message = record.message
+        env = self.env
+        replica = env.round_label(record)
+        done = RoundDone(
+            type=RecordType.ROUND, t=record.received_at, flow_id=self.flow_id, flow=self.kind, tool=tool,
+            round=record.round, replica=replica, intended=record.intended_at, sent=record.sent_at,
+            latency=round(record.latency, 6), server_time=round(record.server_time, 6),
+            outcome=record.outcome.value, http_status=record.http_status, code=failure)
+        if message is not None:
+            done["error"] = message
+        if record.round > 1 and self.previous_replica is not None:
+            done["crossed"] = replica != self.previous_replica
+        self.previous_replica = replica
+        env.journal.write(done)
+        env.run_metrics.round_done(self.kind, record.round, record.latency, failure)
+        if env.fire_request is not None:
+            error = OutcomeError(record.outcome, record.error_code, record.http_status, message) \
+                if record.outcome.is_failure else None
+            env.fire_request(request_type="MRTR", name=f"{tool} r{min(record.round, 10)}",
+                             response_time=record.latency * 1000.0, response_length=0, exception=error,
+                             context={"flow": self.kind})
+
+
+def _failure_code(record: RoundRecord) -> str | None:
+    """The code a failed round is counted under: the JSON-RPC code, or the failure class."""
+    if not record.outcome.is_failure:
+        return None
+    if record.error_code is not None:
+        return str(record.error_code)
+    return record.outcome.value
+
+
+def lead_profile(profile: LeadProfile, spec: FlowSpec) -> LeadProfile:
+    """Refund leads who accept mean "release": the form's one field is answered yes.
+
+    A `call` flow's `answers` pin what its leads type, over the `[leads]` table's own.
+    """
+    if isinstance(spec, RefundFlow | AdversarialFlow) and "release" not in profile.overrides:
+        return profile.model_copy(update={"overrides": {**profile.overrides, "release": True}})
+    if isinstance(spec, CallFlow) and spec.answers:
+        return profile.model_copy(update={"overrides": {**profile.overrides, **spec.answers}})
+    if isinstance(spec, FuzzFlow):  # a mutant should carry an answer that would act: the lead always accepts
+        release = {} if spec.tool else {"release": True}
+        return profile.model_copy(update={"decline": 0.0, "cancel": 0.0, "abandon": 0.0,
+                                          "overrides": {**profile.overrides, **release, **spec.answers}})
+    return profile
+
+
+def outcome_of(call: CallResult, flow: Flow) -> FlowOutcome:
+    """A whole call's outcome in the flow's terms: the lead's last answer explains a tool error."""
+    last_answer = Action(flow.answers[-1]) if flow.answers and flow.answers[-1] in Action._value2member_map_ \
+        else None
+    if call.outcome is Outcome.COMPLETE:
+        return ANSWERED.get(last_answer, FlowOutcome.COMPLETED) if last_answer else FlowOutcome.COMPLETED
+    if call.outcome is Outcome.TOOL_ERROR:
+        return ANSWERED.get(last_answer, FlowOutcome.TOOL_ERROR) if last_answer else FlowOutcome.TOOL_ERROR
+    return {
+        Outcome.ABANDONED: FlowOutcome.ABANDONED,
+        Outcome.INVALID_STATE: FlowOutcome.REJECTED,
+        Outcome.ROUNDS_EXCEEDED: FlowOutcome.ROUNDS_EXCEEDED,
+    }.get(call.outcome, FlowOutcome.ERROR)
+
+
+def result_of(call: CallResult, flow: Flow) -> dict[str, Any]:
+    """The structured result of a call that must succeed for the flow to go on."""
+    if call.outcome is not Outcome.COMPLETE:
+        raise FlowFailed(outcome_of(call, flow), call)
+    return (call.result or {}).get("structuredContent") or {}
+
+
+def text_of(call: CallResult) -> str:
+    content = (call.result or {}).get("content") or [{}]
+    return str(content[0].get("text", ""))
+
+
+def generic_call(flow: Flow, spec: CallFlow, intended_at: float | None) -> Steps[FlowOutcome]:
+    arguments = flow.rng.choice(spec.arguments)
+    return outcome_of((yield from flow.call(spec.tool, arguments, intended_at=intended_at)), flow)
+
+
+
+INTERRUPT_BATCH = 10_000
+"""Flows journaled as interrupted between two writes of the journal (a few MB of lines)."""
+
+
+def interrupt(env: FlowEnv, flows: list[Flow]) -> int:
+    """Journal every flow in `flows` as interrupted by the run, now; returns how many.
+
+    One record each, written from the run's table rather than by each flow as it is
+    stopped: 100,000 flows waiting on leads are accounted for in about a second, and none
+    is lost because stopping it was slow.
+    """
+    for count, flow in enumerate(flows, 1):
+        if not flow.ended:
+            finish(env, flow, FlowOutcome.INTERRUPTED, by_run=True)
+        if count % INTERRUPT_BATCH == 0:
+            env.journal.flush()  # this loop never yields to the flusher: a million lines would wait in memory
+    return len(flows)
+
+
+def finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, *, by_run: bool = False) -> None:
+    flow.ended = True
+    now = time.time()
+    duration = now - flow.started
+    if flow.thinking_until > now:  # stopped mid-think: only the part thought so far counts
+        flow.think_time = max(0.0, flow.think_time - (flow.thinking_until - now))
+    record = FlowEnded(type=RecordType.FLOW, t=now, flow_id=flow.flow_id, flow=flow.kind, outcome=outcome.value,
+                       rounds=flow.rounds, duration=round(duration, 6), server_time=round(flow.server_time, 6),
+                       think_time=round(flow.think_time, 6), answers=flow.answers, calls=flow.calls,
+                       late=flow.late, **flow.facts)  # type: ignore[typeddict-item]
+    if by_run:
+        record["interrupted_by_run"] = True
+    env.journal.write(record)
+    env.run_metrics.flow_finished(flow.kind, outcome.value, duration)
