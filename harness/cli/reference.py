@@ -49,7 +49,7 @@ _LABEL_VALUES: dict[str, list[str]] = {
 def metrics_reference() -> str:
     """Every metric `RunMetrics` defines: exposed name, type, labels, help, and each histogram's buckets."""
     metrics = list(_defined_metrics(RunMetrics()))
-    lines = ["# Metrics", "", GENERATED.format(source="harness/metrics.py"), "",
+    lines = ["# Metrics", "", GENERATED.format(source="harness/metrics/registry.py"), "",
              _body_paragraph(inspect.getdoc(sys.modules[RunMetrics.__module__]) or ""), "",
              "| name | type | labels | help |", "|---|---|---|---|"]
     for metric in metrics:
@@ -120,7 +120,7 @@ class _Section:
 def scenario_reference() -> str:
     """Every table and key of a scenario file, from the pydantic models in `harness/config/scenario.py`."""
     sections = _sections(Scenario)
-    lines = ["# Scenario files", "", GENERATED.format(source="harness/config/scenario.py"), "",
+    lines = ["# Scenario files", "", GENERATED.format(source="harness/config/"), "",
              _body_paragraph(inspect.getdoc(sys.modules[Scenario.__module__]) or ""), "",
              ("A duration is written `\"90s\"`, `\"10m\"`, `\"1h30m\"`, `\"250ms\"` or as a number of seconds; "
               "it is finite and never negative. A percentage (a `[compare]` tolerance, relative to the baseline) is "

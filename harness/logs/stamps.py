@@ -10,17 +10,10 @@ Python's default `2026-11-30 05:12:57,934`), rich's console column (`[11/30/26
 05:12:57]`), and a JSON record's `time`, `timestamp`, `ts` or `@timestamp` (a string as
 above, or a number of seconds, milliseconds, microseconds or nanoseconds since the
 epoch). A time with a zone is exact. A time without one is local time, as Python's logging
-and rich write it, unless the caller knows when the line was read or received (`near`):
-then it is local time or UTC, whichever is the later one not after `near` (plus
-`FUTURE_SLACK`). A container or a pod usually runs in UTC while the machine reading its log
-may not; read as local time, a Berlin laptop would date a container's fresh line an hour
-before it was written (and the run would drop it as history), a New York one five hours
-after. A line is never written after it is read, and of the two readings not after that, the
-later is the one written closer to then (a zone behind UTC dates a local line later than
-the UTC reading; one ahead dates a UTC line earlier). What stays ambiguous: on a machine k
-hours ahead of UTC, a local-time line replayed from k hours (up to k hours plus the run's
-age) ago reads the same as a fresh UTC line, and is taken for one. A stamp with a zone has
-no such doubt.
+and rich write it, unless the caller knows when the line was read (`near`): then it is local
+time or UTC, whichever is the later one not after `near` (plus `FUTURE_SLACK`), since a
+container usually logs in UTC while the machine reading it may not. docs/architecture.md
+says why, and what stays ambiguous.
 """
 
 from __future__ import annotations

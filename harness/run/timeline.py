@@ -104,12 +104,10 @@ class RunOptions:
 def _collect_from_now_on() -> None:
     """The cyclic garbage collector runs again from the load's start, with what start-up made frozen out of its way.
 
-    `mrtr-harness run` turns it off before its imports: start-up creates some 50,000
-    long-lived objects (modules, pydantic's schemas, Locust) and almost no garbage, and
-    collecting while it does cost about 45 ms of a 0.5 s start-up. Frozen, those objects
-    are never walked again by the collections the load makes. Only then: a run started
-    another way (a capacity sweep runs several in one process) keeps its collector as it
-    is, since a freeze there would keep an earlier run's uncollected cycles for good.
+    `mrtr-harness run` turns it off before its imports (start-up makes many long-lived
+    objects and little garbage); frozen, they are never walked again by the load's
+    collections. Only then: a run started another way (a capacity sweep runs several in one
+    process) keeps its collector as it is, or a freeze would keep an earlier run's garbage.
     """
     if not gc.isenabled():
         gc.freeze()

@@ -1,9 +1,7 @@
 """Timers that ride on the wake-ups a load process has anyway, instead of each adding one.
 
-A load process spends most of its CPU on being woken, not on its work: on a 2-core VM a
-wake-up costs 73 µs of CPU to a bare `time.sleep` and 180-250 µs to a `gevent.sleep`,
-more than the work of a whole MRTR round when the caches are warm (benchmarks/README.md). At 16 flows/s
-the process woke about 115 times a second, half of them for timers: an arrival, a lead's
+On a small VM a load process spends more CPU on being woken than on a round's work
+(figures in benchmarks/README.md), and half its wake-ups were timers: an arrival, a lead's
 answer, a journal batch, each at its own moment between the replies.
 
 A `Timers` runs each callback at its due time or up to `slack` seconds before it, at the

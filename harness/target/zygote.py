@@ -1,10 +1,9 @@
 """A parent that imports the replica's code once and forks a fresh replica process per start.
 
-A replica's start is mostly Python importing the MCP SDK (about 1.5 s of CPU on the
-reference VM), so a restart done as a new interpreter is not serving again within 2 s
-on a busy machine (too slow for a restart to test what clients see during one), and
-starting three replicas costs three imports. Forked from a parent that has imported
-everything, a replica is serving in a few hundred milliseconds. It is still a new process
+A replica's start is mostly Python importing the MCP SDK, so a restart done as a new
+interpreter is too slow to test what clients see during one (benchmarks/README.md, replica
+restart), and three replicas cost three imports. Forked from a parent that has imported
+everything, a replica serves again at once. It is still a new process
 with a new PID: its in-memory keys (`ephemeral`), caches and connections are gone, exactly
 what a restart is meant to exercise.
 
