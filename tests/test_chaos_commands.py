@@ -307,6 +307,8 @@ def test_a_command_that_fails_is_a_chaos_failure_with_its_exit_code_and_output_i
     assert ran["output"] == f"contacting r1 at {urls[0]} the cluster said no"
     [end] = [r for r in journal if r["type"] == "chaos" and r["phase"] == "end" and r["action"] == "command"]
     assert not end["ok"] and "exited 1" in end["error"] and "the cluster said no" in end["error"]
+    # the diagnostic reaches stderr through the harness's loggers, apart from the progress line
+    assert "mrtr-harness: WARNING harness.chaos.schedule: chaos command on r1 failed: command failed" in finished.output
 
 
 BASE = """

@@ -16,6 +16,7 @@ as a file and its fingerprint, since the harness never holds the deployment's ol
 
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from collections.abc import Callable
@@ -45,6 +46,8 @@ from harness.target.by_command import CommandTarget, RollbackIncomplete
 from harness.target.commands import ChaosCommands, CommandFailed
 
 Sleep = Callable[[float], None]
+
+logger = logging.getLogger(__name__)
 
 
 class ChaosRunner:
@@ -130,6 +133,7 @@ class ChaosRunner:
              detail: dict) -> None:
         if not ok:
             self.failures += 1
+            logger.warning("chaos %s on %s failed: %s", step.action, target_label, error)
         self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=time.time(), action=step.action,
                                       target=target_label, ok=ok, error=error,
                                       seconds=round(time.time() - started, 3), detail=detail))

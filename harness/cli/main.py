@@ -7,6 +7,8 @@ anything else opens sockets or threads, and `validate` must stay instant.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -229,9 +231,31 @@ def _run(args: argparse.Namespace) -> int:
     return compare_cli.compare_after_run(args.baseline, run.folder, code, args)
 
 
+LOG_LEVEL_ENV = "MRTR_LOG_LEVEL"
+"""The harness's diagnostics (module loggers under `harness`) at this level and above reach stderr; default WARNING."""
+
+
+def configure_logging() -> None:
+    """The harness's module loggers write to stderr, apart from the terminal UI (progress line, closing table).
+
+    The shop's processes (`mrtr-harness shop ...`) keep the logging the shop sets up: their
+    lines are what the run's log collector reads.
+    """
+    logger = logging.getLogger("harness")
+    if logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("mrtr-harness: %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(os.environ.get(LOG_LEVEL_ENV, "WARNING").upper())
+    logger.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command != "shop":
+        configure_logging()
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:

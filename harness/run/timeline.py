@@ -21,6 +21,7 @@ Import it only after Locust's gevent patching (the CLI imports `locust` first).
 from __future__ import annotations
 
 import gc
+import logging
 import signal
 import sys
 import time
@@ -75,6 +76,8 @@ from harness.run.progress import Progress, ProgressLine
 from harness.run.results_folder import results_folder
 from harness.target.base import Target, TargetError
 from harness.target.factory import build_target
+
+logger = logging.getLogger(__name__)
 
 WATCH_EVERY = 1.0
 """Seconds between checks of the replicas (up or not) and of the chaos window's hypothesis."""
@@ -295,8 +298,8 @@ class Run:
         if self.options.remote_workers and self.options.master_bind_host not in _LOOPBACK:
             local = [url for url in target.urls if urlsplit(url).hostname in _LOOPBACK]
             if local:
-                self.say(f"warning: workers on other machines cannot reach {', '.join(local)}; "
-                         "give the target URLs they can reach (`urls` of an external or docker target)")
+                logger.warning("workers on other machines cannot reach %s; give the target URLs they can reach "
+                               "(`urls` of an external or docker target)", ", ".join(local))
 
     def _stop_load(self, load: LocalLoad | DistributedLoad) -> None:
         """No new flows; those in flight get the grace period (none after Ctrl-C)."""
@@ -509,6 +512,7 @@ class Run:
         if not self.journal.closed:
             self.journal.write(HarnessError(type=RecordType.RUN, event=RunEvent.ERROR, t=time.time(), error=text,
                                             traceback_file=path.name if path else None))
+        logger.debug("harness error", exc_info=exc)
         self.say(f"harness error: {text}" + (f" (traceback in {path})" if path else ""))
 
     def _install_signals(self) -> None:

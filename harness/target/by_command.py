@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,6 +25,8 @@ from harness.target.base import ChaosUnsupported, ReplicaChange, Target
 from harness.target.commands import ChaosCommands
 
 __all__ = ["CommandTarget", "RollbackIncomplete"]
+
+logger = logging.getLogger(__name__)
 
 _RECONFIGURE_COMMANDS = {"ttl": ("set-ttl", "ttl"), "name": ("rename", "name"),
                          "clock_offset": ("clock-skew", "offset")}
@@ -164,6 +167,7 @@ class CommandTarget:
                     how()
                     undone.append(what)
                 except Exception as exc:  # noqa: BLE001 - each debt is tried; the failure is reported
+                    logger.warning("rollback by command could not put back %s: %s", what, exc)
                     errors.append(f"{type(exc).__name__}: {exc}")
             try:
                 undone += self.inner.rollback()
