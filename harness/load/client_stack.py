@@ -26,7 +26,7 @@ from harness.mrtr.transport import Transport
 from harness.runtime.timers import SLACK, Timers
 
 if TYPE_CHECKING:
-    from harness.load.shop_flows import ShopOrders
+    from harness.load.shop_orders import ShopOrders
 
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
@@ -46,7 +46,7 @@ def _shop_orders(scenario: Scenario) -> ShopOrders | None:
     """The shop's orders, imported only for the shop's own flows."""
     if all(isinstance(flow, CallFlow) or isinstance(flow, FuzzFlow) and flow.tool for flow in scenario.flows):
         return None
-    from harness.load.shop_flows import ShopOrders
+    from harness.load.shop_orders import ShopOrders
     from harness.shop.catalogue import build_catalogue
 
     return ShopOrders(build_catalogue())

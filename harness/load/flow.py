@@ -39,7 +39,7 @@ from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
 
 if TYPE_CHECKING:
-    from harness.load.shop_flows import ShopOrders
+    from harness.load.shop_orders import ShopOrders
 
 PAGE_TIMEOUT = 10.0
 """Seconds a lead waits for a provider's page to answer."""

@@ -6,30 +6,13 @@ and picks orders from its catalogue (`ShopOrders`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from harness.config.flows import AdversarialFlow, PayoutFlow, RefundFlow, ReturnFlow
 from harness.journal.records import FlowOutcome
 from harness.leads.lead import Action
 from harness.load.flow import ANSWERED, Flow, outcome_of, result_of, text_of
+from harness.load.shop_orders import ShopOrders
 from harness.mrtr.client import CallResult, Steps
 from harness.mrtr.outcome import Outcome
-from harness.shop.catalogue import Catalogue
-
-
-@dataclass
-class ShopOrders:
-    """The shop's orders as its flows pick them: those a lead must confirm (above the limit), the others, all."""
-
-    catalogue: Catalogue
-    held: list[str] = field(init=False)
-    small: list[str] = field(init=False)
-    all: list[str] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.held = self.catalogue.order_ids(needs_confirmation=True)
-        self.small = self.catalogue.order_ids(needs_confirmation=False)
-        self.all = self.catalogue.order_ids()
 
 
 def shop_of(flow: Flow) -> ShopOrders:
