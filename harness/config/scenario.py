@@ -75,6 +75,14 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _stages_fit(self) -> Scenario:
+        total = sum(stage.duration for stage in self.load.stages)
+        if total > self.duration + 1e-9:
+            raise FieldProblem(f"the stages last {total:g}s, longer than the run's duration ({self.duration:g}s)",
+                               "load", "stages")
+        return self
+
+    @model_validator(mode="after")
     def _chaos_fits(self) -> Scenario:
         for index, step in enumerate(self.chaos):
             if step.at > self.duration:

@@ -23,7 +23,7 @@ from harness.load.distributed import (
     setup_message,
 )
 from harness.load.plan import LoadPlan
-from harness.load.users import user_classes
+from harness.load.users import StagesShape, user_classes
 from harness.metrics.registry import RunMetrics
 from harness.runtime.processes import free_port
 from harness.target.base import TargetError
@@ -41,6 +41,17 @@ def _users(scenario: Scenario, per_worker_arrivals: int) -> tuple[int, float]:
     return per_worker_arrivals, per_worker_arrivals
 
 
+def _start_stages(env: Environment, runner: Any, scenario: Scenario) -> bool:
+    """The closed model's stages go through Locust's shape seam; True when they did (the open model's arrivals
+    follow the stages themselves, in `LoadPlan.arrivals`)."""
+    if scenario.load.model != "closed" or not scenario.load.stages:
+        return False
+    env.shape_class = StagesShape(scenario.load)
+    env.shape_class.runner = runner
+    runner.start_shape()
+    return True
+
+
 class LocalLoad:
     """Locust's local runner in this process, its flows beside the run's own greenlets."""
 
@@ -50,8 +61,9 @@ class LocalLoad:
         self.runner = env.create_local_runner()
 
     def start(self) -> None:
-        users, rate = _users(self.plan.scenario, 1)
-        self.runner.start(users, spawn_rate=rate)
+        if not _start_stages(self.env, self.runner, self.plan.scenario):
+            users, rate = _users(self.plan.scenario, 1)
+            self.runner.start(users, spawn_rate=rate)
 
     @property
     def active(self) -> int:
@@ -112,8 +124,9 @@ class DistributedLoad:
                 raise TargetError(f"only {len(self.link.ready)} of {self.count} Locust workers were ready after "
                                   f"{self.wait:g}s; see workers/*.log in the results folder for local ones")
             gevent.sleep(0.1)
-        users, rate = _users(self.scenario, self.count)
-        self.runner.start(users, spawn_rate=rate)
+        if not _start_stages(self.env, self.runner, self.scenario):
+            users, rate = _users(self.scenario, self.count)
+            self.runner.start(users, spawn_rate=rate)
 
     @property
     def active(self) -> int:

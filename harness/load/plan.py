@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import gevent
 from gevent.pool import Group
 
 from harness.config.flows import FlowSpec
+from harness.config.load import Load
 from harness.config.scenario import Scenario
-from harness.leads.seeding import FlowStream, flow_stream, stream
+from harness.leads.seeding import FlowStream, RandomStream, flow_stream, stream
 from harness.load.flow import Flow, FlowEnv, interrupt
 from harness.load.kinds import flow_steps, run_flow
 from harness.load.parking import Parking
@@ -74,26 +75,17 @@ class LoadPlan:
 
     def arrivals(self, started: float, should_stop: Callable[[], bool],
                  sleep: Callable[[float], object] | None = None, clock: Callable[[], float] = time.time) -> None:
-        """The open model: Poisson arrivals at the scenario's rate (this process's share of it), ramped.
-
-        The ramp makes the rate change with time, so arrivals are drawn at the full rate and
-        each is kept with probability (rate now / full rate): thinning, which gives a Poisson
-        process whose rate follows the ramp exactly. Drawing each gap at the rate of the
-        moment instead would hold the first flow back by a gap drawn at a tenth of the rate.
+        """The open model: Poisson arrivals at the scenario's intended rate (this process's share of it).
 
         Each arrival sleeps on a `Timers`: it may start up to `ARRIVAL_SLACK` early, on a
         wake-up the process has anyway, instead of waking it once more.
         """
         if sleep is None:
             sleep = Timers(ARRIVAL_SLACK, clock).sleep
-        load = self.scenario.load
-        rate = (load.arrival_rate or 0.0) / self.workers
         gaps = stream(self.scenario.seed, "worker", self.worker, "arrivals")
-        scheduled = started
-        while self.accepting and not should_stop():
-            scheduled += gaps.expovariate(rate)
-            if gaps.random() * rate > _ramped(rate, scheduled - started, load.ramp):
-                continue  # thinned out: the ramp is not at full rate yet
+        for scheduled in arrival_times(self.scenario.load, gaps, started, self.workers):
+            if not self.accepting or should_stop():
+                return
             # Behind schedule (a busy process) the wait is zero, and the sleep still yields: the
             # flows started so far run, and the journal is written, while the clock catches up.
             sleep(max(0.0, scheduled - clock()))
@@ -136,8 +128,24 @@ class LoadPlan:
         return interrupted
 
 
-def _ramped(rate: float, elapsed: float, ramp: float) -> float:
-    """The arrival rate `elapsed` seconds in: linear from a tenth of `rate` to `rate` over `ramp`."""
-    if ramp <= 0 or elapsed >= ramp:
-        return rate
-    return max(rate * 0.1, rate * elapsed / ramp)
+def arrival_times(load: Load, gaps: RandomStream, started: float, workers: int = 1) -> Iterator[float]:
+    """When each flow of one load process is due: a Poisson process whose rate follows `load.level_at` exactly.
+
+    Arrivals are drawn at the peak rate and each kept with probability (rate then / peak):
+    thinning. Drawing each gap at the rate of the moment instead would hold the first flow
+    of a ramp back by a gap drawn at a tenth of the rate, and skip a spike that starts
+    during a long gap. Ends after the load's last level when that level is 0.
+    """
+    peak = load.peak() / workers
+    if peak <= 0:
+        return
+    last = load.stage_bounds()[-1] if load.stages else None
+    scheduled = started
+    while True:
+        scheduled += gaps.expovariate(peak)
+        elapsed = scheduled - started
+        rate = load.level_at(elapsed) / workers
+        if last is not None and rate <= 0 and elapsed >= last[1]:
+            return  # the stages ended at 0: no flow comes any more
+        if gaps.random() * peak <= rate:
+            yield scheduled

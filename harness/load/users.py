@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 
-from locust import User, constant, task
+from locust import LoadTestShape, User, constant, task
 
+from harness.config.load import Load
 from harness.config.scenario import Scenario
 from harness.load.plan import LoadPlan
 
@@ -74,3 +75,20 @@ def _arrivals(plan: LoadPlan | None, run_started: float | None) -> type[User]:
                 sleep(1.0)
 
     return Arrivals
+
+
+class StagesShape(LoadTestShape):
+    """The closed model's `[[load.stages]]` through Locust's own seam: each second, the agents the stage wants.
+
+    Locust's runner then starts agents or stops the surplus ones. A stopped agent's flow is
+    journaled as interrupted by the flow itself, so every started flow still has one outcome.
+    After the last stage its level holds; the run, not Locust, ends the load.
+    """
+
+    def __init__(self, load: Load) -> None:
+        super().__init__()
+        self.load = load
+
+    def tick(self) -> tuple[int, float]:
+        agents = round(self.load.level_at(self.get_run_time()))
+        return agents, max(1.0, float(agents))  # the whole change within the tick, as k6 moves between stages

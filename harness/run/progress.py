@@ -27,6 +27,8 @@ class Progress:
     in_flight: int
     rejections: list[tuple[str, int]]
     next_chaos: str | None
+    intended: str | None = None
+    """With stages: the level the load aims at now ("12.0 flows/s", "8 agents")."""
 
 
 class ProgressLine:
@@ -55,8 +57,9 @@ class ProgressLine:
         rate = (progress.finished - self._finished_before) / self.every
         self._finished_before = progress.finished
         rejected = ", ".join(f"{reason} {count}" for reason, count in progress.rejections[:3]) or "none"
+        aim = f" (stage: {progress.intended})" if progress.intended else ""
         line = (f"{format_duration(progress.elapsed)}/{format_duration(progress.duration)}  "
-                f"flows/s {rate:.1f}  in flight {progress.in_flight}  finished {progress.finished}  "
+                f"flows/s {rate:.1f}{aim}  in flight {progress.in_flight}  finished {progress.finished}  "
                 f"rejections: {rejected}  next chaos: {progress.next_chaos or 'none'}")
         self.stream.write(("\r\033[K" + line) if self.tty else (line + "\n"))
         self.stream.flush()

@@ -373,7 +373,16 @@ class Run:
         return Progress(elapsed=time.time() - self.started, duration=self.scenario.duration,
                         finished=len(self.figures.flows), in_flight=self.load.active if self.load else 0,
                         rejections=reasons.most_common(3),
-                        next_chaos=f"{step.action} at {format_duration(step.at)}" if step else None)
+                        next_chaos=f"{step.action} at {format_duration(step.at)}" if step else None,
+                        intended=self._intended_level())
+
+    def _intended_level(self) -> str | None:
+        """What the stages aim at now, for the progress line; None without stages."""
+        load = self.scenario.load
+        if not load.stages or not self.started:
+            return None
+        level = load.level_at(time.time() - self.started)
+        return f"{level:.1f} flows/s" if load.model == "open" else f"{round(level)} agents"
 
     def _on_rejection(self, event: RejectionEvent) -> None:
         self.journal.write(RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica,
