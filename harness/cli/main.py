@@ -89,6 +89,12 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--prometheus-targets", type=Path, default=None,
                      help="with --metrics-port: write this run's file_sd files (harness.json, replicas.json, "
                           "labelled with the run id) into this folder, e.g. dashboards/targets")
+    run.add_argument("--web", metavar="[HOST:]PORT", default=None,
+                     help="serve Locust's web UI for the run with an MRTR tab (rejections by reason and replica, "
+                          "rounds per call, flows waiting on leads, chaos, reconciliation), e.g. 8089; its controls "
+                          "are off: the scenario drives the run")
+    run.add_argument("--web-linger", default="0",
+                     help="with --web: keep serving the final counts this long after the run (e.g. 30s)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     baseline = run.add_argument_group("comparing with a baseline run (as `mrtr-harness compare`)")
     baseline.add_argument("--baseline", type=Path, default=None, metavar="DIR",
@@ -204,6 +210,8 @@ def _run(args: argparse.Namespace) -> int:
 
     scenario = _load(args.scenario, args)  # ScenarioError: exit 2, nothing started
     linger = parse_duration_option("--metrics-linger", args.metrics_linger)
+    web_linger = parse_duration_option("--web-linger", args.web_linger)
+    web = _web_address(args.web)
     workers_wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
     if args.prometheus_targets is not None and args.metrics_port is None:
         raise UsageError("--prometheus-targets needs --metrics-port")
@@ -223,7 +231,8 @@ def _run(args: argparse.Namespace) -> int:
                          master_bind_port=args.master_bind_port if args.master else None,
                          workers_wait=workers_wait if args.master else 60.0,
                          metrics_host=args.metrics_host,
-                         metrics_linger=linger, prometheus_targets=args.prometheus_targets)
+                         metrics_linger=linger, prometheus_targets=args.prometheus_targets,
+                         web=web, web_linger=web_linger)
     run = Run(scenario, args.scenario.read_text(), options)
     code = run.execute()
     if args.baseline is None:
@@ -249,6 +258,16 @@ def configure_logging() -> None:
     logger.addHandler(handler)
     logger.setLevel(os.environ.get(LOG_LEVEL_ENV, "WARNING").upper())
     logger.propagate = False
+
+
+def _web_address(text: str | None) -> tuple[str, int] | None:
+    """`--web [HOST:]PORT`; a bad one is a usage error before anything starts."""
+    if text is None:
+        return None
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--web: {text!r} is not [HOST:]PORT (e.g. 8089, or 0.0.0.0:8089)")
+    return host or "127.0.0.1", int(port)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -100,6 +100,8 @@ class RunOptions:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     metrics_linger: float = 0.0
+    web: tuple[str, int] | None = None  # serve Locust's web UI, with the MRTR tab, here
+    web_linger: float = 0.0
     prometheus_targets: Path | None = None
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
 
@@ -137,6 +139,7 @@ class Run:
         self.target: Target | None = None
         self.collector: Collector | None = None
         self.exporter: MetricsExporter | None = None
+        self.web_ui: Any = None
         self.env: Environment | None = None
         self.load: LocalLoad | DistributedLoad | None = None
         self.chaos: ChaosRunner | None = None
@@ -224,6 +227,7 @@ class Run:
         self.cpu_start = cpu.snapshot(self.target.cpu_seconds, self.figures.replica_rounds)
         self.load.start()
         self.started = time.time()  # the duration counts from when the load runs (workers take a while)
+        self._serve_web_ui()
         self.journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=self.started))
         self.chaos = ChaosRunner(self.scenario, self.target, self.journal, self.run_metrics, sleep=gevent.sleep,
                                  run_id=self.folder.name)
@@ -496,7 +500,28 @@ class Run:
         if self.exporter is not None:
             self.exporter.linger(self.options.metrics_linger, gevent.sleep, self.say)
             self.exporter.close()
+        self._close_web_ui()
         return verdict.exit_code
+
+    def _serve_web_ui(self) -> None:
+        """`--web`: Locust's web UI with the MRTR tab, from the load's start (the run is never waiting for a click)."""
+        if self.options.web is None or self.env is None:
+            return
+        from harness.run.web import mrtr_rows, serve_web_ui
+
+        host, port = self.options.web
+        self.web_ui = serve_web_ui(self.env, host, port, lambda: mrtr_rows(self.run_metrics, self.started))
+        self.say(f"web UI: http://{host}:{port}/?tab=mrtr")
+
+    def _close_web_ui(self) -> None:
+        """The web UI keeps the final counts for `--web-linger`, then goes."""
+        if self.web_ui is None:
+            return
+        if self.options.web_linger > 0:
+            self.say(f"web UI: the final counts stay up for {format_duration(self.options.web_linger)}")
+            gevent.sleep(self.options.web_linger)
+        self.web_ui.stop()
+        self.web_ui = None
 
     # --- failures and signals ------------------------------------------------------------------
 
