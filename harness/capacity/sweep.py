@@ -160,8 +160,7 @@ def analyse_step(folder: Path, scenario: Scenario, plan: CapacityPlan, replicas:
     stopped = run_events.get(RunEvent.LOAD_STOPPED) or max(r["t"] for r in records if r.get("t") is not None)
     warm = min(first + plan.warmup_for(scenario.load.ramp), stopped)
     step.window = max(stopped - warm, 1e-9)
-    figures = RunFigures.from_records(records)
-    view = figures.since(warm)
+    view = RunFigures.from_records_since(records, warm)
     view.duration = step.window
     _steady_figures(step, records, view, warm, stopped)
     _generator(step, summary, records, first, stopped, scenario, plan)
@@ -184,18 +183,18 @@ def _steady_figures(step: StepResult, records: list[dict[str, Any]], view: RunFi
     step.throughput = sum(1 for r in in_window if r.get("type") == RecordType.FLOW
                           and r.get("outcome") == FlowOutcome.COMPLETED.value) / step.window
     step.completion = view.ratio("completed_ratio", {})
-    latencies = sorted(view.distribution("round_duration", {}))
-    if latencies:
-        step.latency_p50, step.latency_p95 = percentile(latencies, 50), percentile(latencies, 95)
+    latencies = view.distribution("round_duration", {})
+    step.latency_p50, step.latency_p95 = latencies.percentile(50), latencies.percentile(95)
     middle = (warm + stopped) / 2
-    halves = ([r["latency"] for r in view.rounds if r.get("latency") is not None and (r.get("t") or 0) < middle],
-              [r["latency"] for r in view.rounds if r.get("latency") is not None and (r.get("t") or 0) >= middle])
+    rounds_in = [r for r in records if r.get("type") == RecordType.ROUND and r.get("latency") is not None
+                 and r.get("t") is not None and r["t"] >= warm]
+    halves = ([r["latency"] for r in rounds_in if r["t"] < middle],
+              [r["latency"] for r in rounds_in if r["t"] >= middle])
     first, second = (percentile(sorted(half), 95) if half else None for half in halves)
     step.trend = (first, second)
-    rounds = sorted(view.distribution("rounds_per_call", {}))
-    step.rounds_per_call = {"mean": round(sum(rounds) / len(rounds), 3) if rounds else None,
-                            "p95": percentile(rounds, 95) if rounds else None,
-                            "max": rounds[-1] if rounds else None}
+    rounds = view.distribution("rounds_per_call", {})
+    step.rounds_per_call = {"mean": round(rounds.total / rounds.count, 3) if rounds.count else None,
+                            "p95": rounds.percentile(95), "max": rounds.maximum}
 
 
 def _generator(step: StepResult, summary: dict[str, Any], records: list[dict[str, Any]], first: float,

@@ -12,6 +12,13 @@ compose stack's Redis) holds earlier runs' refunds, and their history is not thi
 doing. A target that declares a ledger which then cannot be read fails `ledger_readable`:
 an unread ledger proves nothing, so it must never pass as "not checked".
 
+The journal side is folded as records come (`FlowChecks`): `one_outcome_per_flow` holds
+only the flows in flight (a start adds one, its end removes it), the mutant check counts
+as it goes, and what the ledger checks keep is one entry per quote a refund flow created
+(two flag bits) plus, for refund flows that held a refund and settled, and for mutants,
+a (flow id, outcome or mutation, quote id) tuple: nothing for a flow without a quote.
+docs/figures.md gives the figure.
+
 `no_mutant_accepted` judges the fuzzer: every mutated requestState a `fuzz` flow sent
 must have been refused, never run, never answered with a 5xx, never left to hang; and
 with a ledger, no mutant may have released its flow's refund.
@@ -19,13 +26,12 @@ with a ledger, no mutant may have released its flow's refund.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.config.mutations import Mutation
-from harness.journal.figures import Fields
+from harness.journal.records import RecordType
 from harness.load.mutations import FINDINGS
 
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
@@ -65,41 +71,119 @@ class InvariantTally:
             self.examples.append(example)
 
 
-def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Fields],
-                     flows: Iterable[Fields], *, ledger_error: str | None = None) -> list[InvariantTally]:
-    """Every invariant's result, judged on this run's flows and the ledger rows of the quotes they created.
+_HELD, _ACCEPTED = 1, 2
 
-    `ledger` None with `ledger_error` None: the target declares no ledger, so the ledger
-    invariants are unchecked. `ledger` None with `ledger_error` set: the declared ledger
-    could not be read, a `ledger_readable` violation naming the error.
-    """
-    starts, flows = list(starts), list(flows)
-    results = {name: InvariantTally(name) for name in INVARIANTS}
-    _one_outcome_per_flow(results["one_outcome_per_flow"], starts, flows)
-    _no_mutant_accepted(results["no_mutant_accepted"], flows)
-    if ledger is None:
-        for name in LEDGER_INVARIANTS:
-            results[name].checked = False
-        if ledger_error is not None:
-            results["ledger_readable"].checked = True
-            results["ledger_readable"].violate(f"the target's ledger could not be read: {ledger_error}")
+
+@dataclass
+class FlowChecks:
+    """The journal side of the invariants, folded one start and one flow record at a time."""
+
+    in_flight: dict[str, int] = field(default_factory=dict)
+    """Starts seen per flow id not yet ended: a flow's entry goes when its outcome comes."""
+    one_outcome: InvariantTally = field(default_factory=lambda: InvariantTally("one_outcome_per_flow"))
+    mutants: InvariantTally = field(default_factory=lambda: InvariantTally("no_mutant_accepted"))
+    quotes: dict[str, int] = field(default_factory=dict)
+    """Each quote this run's flows created: _HELD if a flow held its refund, _ACCEPTED if a lead accepted it."""
+    settled: list[tuple[str, str, str]] = field(default_factory=list)
+    """(flow id, outcome, quote id) of refund flows that held a refund and then completed or said no."""
+    mutated: list[tuple[str, str, str]] = field(default_factory=list)
+    """(mutation, flow id, quote id) of mutated flows that had a quote (replays aside)."""
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == RecordType.START:
+            self.start(record)
+        elif kind == RecordType.FLOW:
+            self.end(record)
+
+    def start(self, record: Mapping[str, Any]) -> None:
+        flow_id = record["flow_id"]
+        self.in_flight[flow_id] = self.in_flight.get(flow_id, 0) + 1
+
+    def end(self, flow: Mapping[str, Any]) -> None:
+        started = self.in_flight.pop(flow["flow_id"], 0)
+        if started != 1:
+            self.one_outcome.violate(f"{flow['flow_id']}: started {started} times, ended 1 times")
+        if flow.get("mutant_answer") in MUTANT_FINDINGS:
+            self.mutants.violate(f"{flow.get('mutation')}: {flow['flow_id']} {flow['mutant_answer']} "
+                                 f"({flow.get('mutant_detail')}, {flow.get('mutant_length')} characters)")
+        quote = flow.get("quote_id")
+        if not quote:
+            return
+        marks = self.quotes.get(quote, 0)
+        if flow.get("held"):
+            marks |= _HELD
+        if "accept" in (flow.get("answers") or []):
+            marks |= _ACCEPTED
+        self.quotes[quote] = marks
+        outcome = flow["outcome"]
+        if flow.get("flow") in _REFUND_FLOWS and flow.get("held") and \
+                (outcome == "completed" or outcome in _NOT_ANSWERED_YES):
+            self.settled.append((flow["flow_id"], outcome, quote))
+        if flow.get("mutant_answer") is not None and flow.get("mutation") != REPLAY_COMPLETED:
+            self.mutated.append((str(flow.get("mutation")), flow["flow_id"], quote))
+
+    def results(self, ledger: list[dict[str, Any]] | None, *, ledger_error: str | None = None) -> list[InvariantTally]:
+        """Every invariant's result, judged on this run's flows and the ledger rows of the quotes they created.
+
+        `ledger` None with `ledger_error` None: the target declares no ledger, so the ledger
+        invariants are unchecked. `ledger` None with `ledger_error` set: the declared ledger
+        could not be read, a `ledger_readable` violation naming the error.
+        """
+        results = {name: InvariantTally(name) for name in INVARIANTS}
+        one_outcome = results["one_outcome_per_flow"] = _copy(self.one_outcome)
+        for flow_id, started in self.in_flight.items():
+            one_outcome.violate(f"{flow_id}: started {started} times, ended 0 times")
+        results["no_mutant_accepted"] = _copy(self.mutants)
+        if ledger is None:
+            for name in LEDGER_INVARIANTS:
+                results[name].checked = False
+            if ledger_error is not None:
+                results["ledger_readable"].checked = True
+                results["ledger_readable"].violate(f"the target's ledger could not be read: {ledger_error}")
+            return list(results.values())
+        ours = [row for row in ledger if row.get("quote_id") in self.quotes]
+        for row in ours:
+            if row["released"] > 1:
+                results["no_double_release"].violate(_refund(row) + f" released {row['released']} times")
+            if row["paid"] > 1:
+                results["no_double_payout"].violate(_refund(row) + f" paid {row['paid']} times")
+            if self.quotes[row["quote_id"]] == _HELD and row["released"]:
+                results["no_release_without_accept"].violate(_refund(row) + " released with no accepted answer")
+        released = {row["quote_id"]: row for row in ours if row["released"]}
+        for mutation, flow_id, quote in self.mutated:
+            if quote in released:
+                row = released[quote]
+                results["no_mutant_accepted"].violate(f"{mutation}: {flow_id} left {row['refund_id']} {row['status']}")
+        self._settled_match_ledger(results, {row["quote_id"]: row for row in ours})
         return list(results.values())
-    ours = this_runs_refunds(ledger, flows)
-    for row in ours:
-        if row["released"] > 1:
-            results["no_double_release"].violate(_refund(row) + f" released {row['released']} times")
-        if row["paid"] > 1:
-            results["no_double_payout"].violate(_refund(row) + f" paid {row['paid']} times")
-    _release_needs_accept(results["no_release_without_accept"], ours, flows)
-    _mutants_left_ledger_alone(results["no_mutant_accepted"], ours, flows)
-    _flows_match_ledger(results, {row["quote_id"]: row for row in ours}, flows)
-    return list(results.values())
+
+    def _settled_match_ledger(self, results: dict[str, InvariantTally], by_quote: dict[str, dict]) -> None:
+        for flow_id, outcome, quote in self.settled:
+            row = by_quote.get(quote)
+            if row is None:
+                continue
+            if outcome == "completed" and row["status"] not in _RELEASED:
+                results["confirmed_refund_released"].violate(
+                    f"{flow_id}: completed, but {row['refund_id']} is {row['status']}")
+            if outcome in _NOT_ANSWERED_YES and row["status"] != "needs_confirmation":
+                results["declined_refund_still_held"].violate(
+                    f"{flow_id}: {outcome}, but {row['refund_id']} is {row['status']}")
 
 
-def this_runs_refunds(ledger: list[dict[str, Any]], flows: Iterable[Fields]) -> list[dict[str, Any]]:
-    """The ledger rows whose quote a flow of this run created; earlier runs' refunds are left out."""
-    quotes = {flow["quote_id"] for flow in flows if flow.get("quote_id")}
-    return [row for row in ledger if row.get("quote_id") in quotes]
+def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Mapping[str, Any]],
+                     flows: Iterable[Mapping[str, Any]], *, ledger_error: str | None = None) -> list[InvariantTally]:
+    """`FlowChecks.results` over lists of start and flow records (every start, then every flow)."""
+    checks = FlowChecks()
+    for start in starts:
+        checks.start(start)
+    for flow in flows:
+        checks.end(flow)
+    return checks.results(ledger, ledger_error=ledger_error)
+
+
+def _copy(tally: InvariantTally) -> InvariantTally:
+    return InvariantTally(tally.name, tally.checked, tally.violations, list(tally.examples))
 
 
 def ledger_violations(ledger: list[dict[str, Any]]) -> int:
@@ -112,60 +196,3 @@ def ledger_violations(ledger: list[dict[str, Any]]) -> int:
 
 def _refund(row: dict[str, Any]) -> str:
     return f"{row['refund_id']} (quote {row['quote_id']})"
-
-
-def _one_outcome_per_flow(result: InvariantTally, starts: list[Fields], flows: list[Fields]) -> None:
-    started = Counter(record["flow_id"] for record in starts)
-    ended = Counter(record["flow_id"] for record in flows)
-    for flow_id in started.keys() | ended.keys():
-        if started[flow_id] != 1 or ended[flow_id] != 1:
-            result.violate(f"{flow_id}: started {started[flow_id]} times, ended {ended[flow_id]} times")
-
-
-def _release_needs_accept(result: InvariantTally, ours: list[dict], flows: list[Fields]) -> None:
-    """A refund this run's journal says was held is released only if some flow on its quote accepted."""
-    held = {flow["quote_id"] for flow in flows if flow.get("held") and flow.get("quote_id")}
-    accepted = {flow.get("quote_id") for flow in flows if "accept" in (flow.get("answers") or [])}
-    for row in ours:
-        if row["quote_id"] in held and row["released"] and row["quote_id"] not in accepted:
-            result.violate(_refund(row) + " released with no accepted answer")
-
-
-def _flows_match_ledger(results: dict[str, InvariantTally], by_quote: dict[str, dict], flows: list[Fields]) -> None:
-    for flow in flows:
-        if flow.get("flow") not in _REFUND_FLOWS or not flow.get("held") or flow.get("quote_id") not in by_quote:
-            continue
-        row = by_quote[flow["quote_id"]]
-        if flow["outcome"] == "completed" and row["status"] not in _RELEASED:
-            results["confirmed_refund_released"].violate(
-                f"{flow['flow_id']}: completed, but {row['refund_id']} is {row['status']}")
-        if flow["outcome"] in _NOT_ANSWERED_YES and row["status"] != "needs_confirmation":
-            results["declined_refund_still_held"].violate(
-                f"{flow['flow_id']}: {flow['outcome']}, but {row['refund_id']} is {row['status']}")
-
-
-def _no_mutant_accepted(result: InvariantTally, flows: list[Fields]) -> None:
-    """A fuzz flow's mutant that the tool ran on, that got a 5xx or that hung to the timeout (`mutant_answer`).
-
-    Checked in every run, as `one_outcome_per_flow` is: the journal it reads is always
-    there, and a run without fuzz flows accepted no mutant.
-    """
-    for flow in flows:
-        if flow.get("mutant_answer") in MUTANT_FINDINGS:
-            result.violate(f"{flow.get('mutation')}: {flow['flow_id']} {flow['mutant_answer']} "
-                           f"({flow.get('mutant_detail')}, {flow.get('mutant_length')} characters)")
-
-
-def _mutants_left_ledger_alone(result: InvariantTally, ours: list[dict], flows: list[Fields]) -> None:
-    """A mutant that released its flow's refund changed the ledger, whatever the client saw.
-
-    Except a replay: its flow's valid retry released the refund first (a second release
-    is `no_double_release`'s to catch).
-    """
-    released = {row["quote_id"]: row for row in ours if row["released"]}
-    for flow in flows:
-        if flow.get("mutant_answer") is None or flow.get("mutation") == REPLAY_COMPLETED:
-            continue
-        row = released.get(flow.get("quote_id"))
-        if row is not None:
-            result.violate(f"{flow.get('mutation')}: {flow['flow_id']} left {row['refund_id']} {row['status']}")

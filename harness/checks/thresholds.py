@@ -1,4 +1,10 @@
-"""Judging a run's figures against its thresholds (parsed by `harness.config.thresholds`)."""
+"""Judging a run's figures against its thresholds (parsed by `harness.config.thresholds`).
+
+Counts, ratios, a distribution's count, mean, min and max are exact. A percentile comes
+from a sketch whose estimate lies within 1% of the exact nearest-rank value; the condition
+passes only when it holds for every value in that band (docs/figures.md), so a pass is
+never false, and a percentile within the band of its threshold fails.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Condition, Threshold
+from harness.journal.distributions import Distribution
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
               "!=": operator.ne}
@@ -21,7 +28,7 @@ class Figures(Protocol):
 
     def ratio(self, metric: str, selector: dict[str, str]) -> float | None: ...
 
-    def distribution(self, metric: str, selector: dict[str, str]) -> list[float]: ...
+    def distribution(self, metric: str, selector: dict[str, str]) -> Distribution: ...
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ def evaluate(thresholds: list[Threshold], figures: Figures) -> list[ThresholdRes
     for threshold in thresholds:
         for condition in threshold.conditions:
             observed = observe(threshold, figures, condition)
-            passed = observed is not None and _OPERATORS[condition.op](observed, condition.value)
+            passed = observed is not None and _holds(threshold, figures, condition, observed)
             verdicts.append(ThresholdResult(threshold, condition, observed, passed))
     return verdicts
 
@@ -57,25 +64,43 @@ def observe(threshold: Threshold, figures: Figures, condition: Condition) -> flo
     return total / figures.duration if condition.aggregate == "rate" and figures.duration else total
 
 
+def _holds(threshold: Threshold, figures: Figures, condition: Condition, observed: float) -> bool:
+    """The condition on the observed value; for a percentile, on every value of the band the exact one lies in."""
+    compare, pct = _OPERATORS[condition.op], _percentile_of(condition.aggregate)
+    if threshold.metric not in DISTRIBUTIONS or pct is None:
+        return bool(compare(observed, condition.value))
+    band = figures.distribution(threshold.metric, dict(threshold.selector)).band(pct)
+    if band is None:
+        return False
+    low, high = band
+    if condition.op in ("<", "<="):
+        return bool(compare(high, condition.value))
+    if condition.op in (">", ">="):
+        return bool(compare(low, condition.value))
+    if condition.op == "==":
+        return low == high == condition.value
+    return not low <= condition.value <= high
 
 
-def _aggregate(values: list[float], aggregate: str) -> float | None:
+def _percentile_of(aggregate: str) -> float | None:
+    """p(95) -> 95.0, med -> 50.0; None for count, avg, min, max (exact aggregates)."""
+    if aggregate == "med":
+        return 50.0
+    if aggregate.startswith("p("):
+        return float(aggregate[2:-1])
+    return None
+
+
+def _aggregate(values: Distribution, aggregate: str) -> float | None:
     if aggregate == "count":
-        return float(len(values))
-    if not values:
+        return float(values.count)
+    if not values.count:
         return None
-    ordered = sorted(values)
     if aggregate == "avg":
-        return sum(ordered) / len(ordered)
+        return values.total / values.count
     if aggregate == "min":
-        return ordered[0]
+        return values.minimum
     if aggregate == "max":
-        return ordered[-1]
-    percentile = 50.0 if aggregate == "med" else float(aggregate[2:-1])
-    return _percentile(ordered, percentile)
-
-
-def _percentile(ordered: list[float], percentile: float) -> float:
-    """Nearest-rank percentile: the value at or below which `percentile`% of the samples fall."""
-    rank = max(1, min(len(ordered), round(percentile / 100 * len(ordered) + 0.4999)))
-    return ordered[rank - 1]
+        return values.maximum
+    pct = _percentile_of(aggregate)
+    return values.percentile(pct) if pct is not None else None

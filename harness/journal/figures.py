@@ -3,82 +3,33 @@
 Reading the journal (not live counters) means a summary can be rebuilt after the fact
 from any results folder, including one a killed run left behind, and that every report
 agrees with every other.
+
+Their size does not depend on the run's length: counts are counters keyed by the labels
+thresholds select on, distributions are `Sketch`es (times, within 1%) or `Counts` (rounds
+per call, exact) per flow, tool and round, and a hypothesis window is a second
+`RunFigures` fed from the moment it opens (`window`). docs/figures.md states the error
+bound and how a threshold at the band's edge is judged.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, Self, TypeVar
+from typing import Any
 
+from harness.journal.distributions import Counts, Sketch, merged_counts, merged_sketch
 from harness.journal.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
 from harness.journal.writer import JournalView
 
 _NOT_FINISHED = {FlowOutcome.INTERRUPTED.value}
+_TIMED = {RecordType.ROUND, RecordType.FLOW}
+"""The records a window keeps only from its start on (the rest, rejections and checks, are the run's)."""
 
-
-class Fields(Protocol):
-    """What reads a row by column name: a journal record (a dict) or a `Row`."""
-
-    def __getitem__(self, key: str, /) -> Any: ...
-    def get(self, key: str, default: Any = None, /) -> Any: ...
-
-
-class Row(tuple[Any, ...]):
-    """A figure's row: a tuple that reads like the dict it stands for (`row["latency"]`, `row.get("t")`).
-
-    A live run keeps one row per start, round, call and flow; at 100,000 flows waiting on
-    leads a dict per row was a tenth of the load process's memory, a tuple of the same
-    values a third of that. Each subclass names its columns once, in `columns`.
-    """
-
-    __slots__ = ()
-    columns: ClassVar[tuple[str, ...]] = ()
-    _index: ClassVar[dict[str, int]] = {}
-
-    def __init_subclass__(cls) -> None:
-        cls._index = {name: i for i, name in enumerate(cls.columns)}
-
-    @classmethod
-    def of(cls, record: Mapping[str, Any]) -> Self:
-        return cls(map(record.get, cls.columns))
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str):
-            return tuple.__getitem__(self, self._index[key])
-        return tuple.__getitem__(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        index = self._index.get(key)
-        return default if index is None else tuple.__getitem__(self, index)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(zip(self.columns, self, strict=True))
-
-
-class StartRow(Row):
-    __slots__ = ()
-    columns = ("flow", "flow_id")
-
-
-class RoundRow(Row):
-    __slots__ = ()
-    columns = ("t", "flow", "round", "latency", "outcome", "code", "replica", "crossed")
-
-
-class FlowRow(Row):
-    __slots__ = ()
-    columns = ("t", "flow_id", "flow", "outcome", "rounds", "duration", "think_time", "late", "quote_id", "held",
-               "answers", "refund_id", "mutation", "mutant_answer", "mutant_detail", "mutant_length")
-
-
-class CallRow(Row):
-    __slots__ = ()
-    columns = ("t", "flow", "rounds")
-
-
-R = TypeVar("R", bound=Row)
+RoundKey = tuple[str, str, int]
+"""(flow, tool, round number): the finest level round latency is kept at."""
+CallKey = tuple[str, str]
+"""(flow, tool): rounds per call are kept per tool of each flow."""
 
 
 @dataclass
@@ -86,10 +37,22 @@ class RunFigures(JournalView):
     """Flows, rounds, rejections and checks of one run, with the lookups thresholds need."""
 
     duration: float = 0.0
-    flows: list[FlowRow] = field(default_factory=list)
-    rounds: list[RoundRow] = field(default_factory=list)
-    starts: list[StartRow] = field(default_factory=list)
-    calls: list[CallRow] = field(default_factory=list)
+    since: float | None = None
+    """A window's start: rounds and flows that ended before it are not this window's."""
+    started_by_flow: Counter[str] = field(default_factory=Counter)
+    finished: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Finished flows by (flow, outcome)."""
+    late: int = 0
+    rounds: int = 0
+    client_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Rounds that ended with a JSON-RPC code or failure class, by (flow, code)."""
+    crossed: Counter[str] = field(default_factory=Counter)
+    continuations: Counter[str] = field(default_factory=Counter)
+    """Per flow: continuation rounds (round 2 and later), and those another replica than the previous one served."""
+    latency: dict[RoundKey, Sketch] = field(default_factory=dict)
+    rounds_per_call: dict[CallKey, Counts] = field(default_factory=dict)
+    flow_duration: dict[str, Sketch] = field(default_factory=dict)
+    think_time: Sketch = field(default_factory=Sketch)
     rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
     replica_rounds: Counter[str] = field(default_factory=Counter)
     """Rounds each replica served (CPU per round is accounted per replica)."""
@@ -100,18 +63,21 @@ class RunFigures(JournalView):
     unmatched_logged: int = 0
     client_rejections: int = 0
     status: str | None = None
+    windows: list[RunFigures] = field(default_factory=list)
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
+        if kind in _TIMED:
+            for window in self.windows:
+                window.add(record)
+            if self.since is not None and (record.get("t") or 0) < self.since:
+                return
         if kind == RecordType.START:
-            self.starts.append(StartRow.of(record))
+            self.started_by_flow[str(record.get("flow"))] += 1
         elif kind == RecordType.ROUND:
-            self.rounds.append(RoundRow.of(record))
-            self.replica_rounds[str(record.get("replica"))] += 1
+            self._round(record)
         elif kind == RecordType.FLOW:
-            self.flows.append(FlowRow.of(record))
-            self.calls.extend(CallRow((record.get("t"), record.get("flow"), call.get("rounds")))
-                              for call in record.get("calls") or [])
+            self._flow(record)
         elif kind == RecordType.REJECTION:
             self.rejections[(record["replica"], record["reason"])] += 1
         elif kind == RecordType.INVARIANT:
@@ -125,6 +91,46 @@ class RunFigures(JournalView):
         elif kind == RecordType.RUN:
             self._run_event(record)
 
+    def _round(self, record: Mapping[str, Any]) -> None:
+        flow = str(record.get("flow"))
+        self.rounds += 1
+        self.replica_rounds[str(record.get("replica"))] += 1
+        latency, number = record.get("latency"), record.get("round")
+        if isinstance(latency, int | float) and not isinstance(latency, bool):
+            key = (flow, str(record.get("tool")), number if isinstance(number, int) else 0)
+            sketch = self.latency.get(key)
+            if sketch is None:
+                sketch = self.latency[key] = Sketch()
+            sketch.add(float(latency))
+        if record.get("code") is not None:
+            self.client_errors[(flow, str(record["code"]))] += 1
+        crossed = record.get("crossed")
+        if crossed is not None:
+            self.continuations[flow] += 1
+            self.crossed[flow] += bool(crossed)
+
+    def _flow(self, record: Mapping[str, Any]) -> None:
+        flow = str(record.get("flow"))
+        self.finished[(flow, str(record.get("outcome")))] += 1
+        if record.get("late"):
+            self.late += 1
+        duration, think = record.get("duration"), record.get("think_time")
+        if isinstance(duration, int | float):
+            sketch = self.flow_duration.get(flow)
+            if sketch is None:
+                sketch = self.flow_duration[flow] = Sketch()
+            sketch.add(float(duration))
+        if isinstance(think, int | float):
+            self.think_time.add(float(think))
+        for call in record.get("calls") or []:
+            rounds = call.get("rounds") if isinstance(call, Mapping) else None
+            if isinstance(rounds, int) and rounds > 0:
+                key = (flow, str(call.get("tool")))
+                counts = self.rounds_per_call.get(key)
+                if counts is None:
+                    counts = self.rounds_per_call[key] = Counts()
+                counts.add(rounds)
+
     def _run_event(self, record: Mapping[str, Any]) -> None:
         self.started = advance_time_zero(self.started, record)
         event = record.get("event")
@@ -135,25 +141,44 @@ class RunFigures(JournalView):
             if self.started is not None and not self.duration:
                 self.duration = record["t"] - self.started
 
-    def since(self, t: float) -> RunFigures:
-        """The flows, rounds and calls that ended at or after `t` (a hypothesis window); the rest as is."""
-        view = RunFigures(duration=self.duration, rejections=self.rejections, violations=self.violations,
+    def window(self, t: float) -> RunFigures:
+        """A window's figures (a hypothesis probe's), fed from now on: rounds and flows that end at or after `t`.
+
+        Starts, rejections, checks and chaos are the whole run's (shared, not copied), as before.
+        """
+        view = RunFigures(duration=self.duration, since=t, rejections=self.rejections, violations=self.violations,
                           chaos=self.chaos, started=self.started, unexplained=self.unexplained,
-                          unmatched_logged=self.unmatched_logged,
-                          client_rejections=self.client_rejections, status=self.status)
-        view.flows = [row for row in self.flows if (row.get("t") or 0) >= t]
-        view.rounds = [row for row in self.rounds if (row.get("t") or 0) >= t]
-        view.calls = [row for row in self.calls if (row.get("t") or 0) >= t]
-        view.starts = self.starts
+                          unmatched_logged=self.unmatched_logged, client_rejections=self.client_rejections,
+                          status=self.status)
+        view.started_by_flow = self.started_by_flow
+        self.windows.append(view)
         return view
+
+    def close(self, window: RunFigures) -> None:
+        """Stop feeding a window (its probe is over)."""
+        self.windows = [view for view in self.windows if view is not window]
+
+    @classmethod
+    def from_records_since(cls, records: Iterable[Mapping[str, Any]], t: float) -> RunFigures:
+        """The figures of the rounds and flows that ended at or after `t`; the rest as is (a capacity step's window)."""
+        figures = cls(since=t)
+        for record in records:
+            figures.add(record)
+        return figures
 
     # --- lookups for thresholds --------------------------------------------------------------
 
+    @property
+    def flows(self) -> int:
+        """Flows that ended (interrupted ones included)."""
+        return self.finished.total()
+
     def count(self, metric: str, selector: dict[str, str]) -> float:
         if metric == "flows_started":
-            return float(len(_select(self.starts, selector)))
+            return float(sum(n for flow, n in self.started_by_flow.items() if _matches({"flow": flow}, selector)))
         if metric == "flows_finished":
-            return float(len(_select(self.flows, selector)))
+            return float(sum(n for (flow, outcome), n in self.finished.items()
+                             if _matches({"flow": flow, "outcome": outcome}, selector)))
         if metric == "rejections":
             return float(sum(n for (replica, reason), n in self.rejections.items()
                              if _matches({"replica": replica, "reason": reason}, selector)))
@@ -164,10 +189,10 @@ class RunFigures(JournalView):
         if metric == "invariant_violations":
             return float(sum(n for name, n in self.violations.items() if _matches({"invariant": name}, selector)))
         if metric == "client_errors":
-            return float(sum(1 for row in self.rounds if row["code"] is not None and
-                             _matches({"flow": row["flow"], "code": str(row["code"])}, selector)))
+            return float(sum(n for (flow, code), n in self.client_errors.items()
+                             if _matches({"flow": flow, "code": code}, selector)))
         if metric == "late_starts":
-            return float(sum(1 for row in self.flows if row.get("late")))
+            return float(self.late)
         if metric == "chaos_failures":
             return float(sum(1 for row in self.chaos if row.get("phase") == "end" and not row.get("ok", True)
                              and _matches({"action": row.get("action")}, selector)))
@@ -181,34 +206,48 @@ class RunFigures(JournalView):
             total = sum(self.rejections.values())
             return self.count("rejections", selector) / total if total else 0.0
         flow_selector = {k: v for k, v in selector.items() if k == "flow"}
-        finished = [row for row in _select(self.flows, flow_selector) if row["outcome"] not in _NOT_FINISHED]
-        if not finished:
+        finished = {key: n for key, n in self.finished.items()
+                    if key[1] not in _NOT_FINISHED and _matches({"flow": key[0]}, flow_selector)}
+        total = sum(finished.values())
+        if not total:
             return None
         outcome = FlowOutcome.COMPLETED.value if metric == "completed_ratio" else selector.get("outcome")
-        return sum(1 for row in finished if outcome is None or row["outcome"] == outcome) / len(finished)
+        return sum(n for (_, ended), n in finished.items() if outcome is None or ended == outcome) / total
 
-    def distribution(self, metric: str, selector: dict[str, str]) -> list[float]:
+    def distribution(self, metric: str, selector: dict[str, str]) -> Sketch | Counts:
+        """The samples of a distribution metric that `selector` picks, merged into one sketch (or exact counts)."""
         if metric == "round_duration":
-            return [row["latency"] for row in self.rounds if row["latency"] is not None and
-                    _matches({"flow": row["flow"], "round": str(row["round"])}, selector)]
+            return merged_sketch([sketch for (flow, _, number), sketch in self.latency.items()
+                                  if _matches({"flow": flow, "round": str(number)}, selector)])
         if metric == "rounds_per_call":
-            return [row["rounds"] for row in _select(self.calls, selector) if row["rounds"]]
-        column = {"flow_duration": "duration", "think_time": "think_time"}[metric]
-        return [row[column] for row in _select(self.flows, selector) if row.get(column) is not None]
+            return merged_counts([counts for (flow, _), counts in self.rounds_per_call.items()
+                                  if _matches({"flow": flow}, selector)])
+        if metric == "flow_duration":
+            return merged_sketch([sketch for flow, sketch in self.flow_duration.items()
+                                  if _matches({"flow": flow}, selector)])
+        if metric == "think_time":
+            return merged_sketch([self.think_time] if _matches({}, selector) else [])
+        raise KeyError(metric)
 
     def crossings(self, selector: dict[str, str] | None = None) -> tuple[int, int]:
         """(continuation rounds a replica other than the previous round's served, continuation rounds)."""
-        marks = [row["crossed"] for row in self.rounds if row["crossed"] is not None
-                 and (not selector or _matches(row, selector))]
-        return sum(marks), len(marks)
+        flows = [flow for flow in self.continuations if not selector or _matches({"flow": flow}, selector)]
+        return sum(self.crossed[flow] for flow in flows), sum(self.continuations[flow] for flow in flows)
 
     # --- the summary's figures ------------------------------------------------------------------
 
+    def flow_names(self) -> list[str]:
+        """Every flow kind that finished a flow or a round."""
+        return sorted({flow for flow, _ in self.finished} | {flow for flow, _, _ in self.latency}
+                      | {flow for flow, _ in self.rounds_per_call})
+
+    def round_numbers(self, flow: str) -> list[int]:
+        return sorted({number for name, _, number in self.latency if name == flow})
+
     def outcomes(self) -> dict[str, dict[str, int]]:
         table: dict[str, dict[str, int]] = {}
-        for row in self.flows:
-            table.setdefault(row["flow"], {}).setdefault(row["outcome"], 0)
-            table[row["flow"]][row["outcome"]] += 1
+        for (flow, outcome), n in self.finished.items():
+            table.setdefault(flow, {})[outcome] = n
         return table
 
     def rejections_by_reason(self) -> dict[str, dict[str, int]]:
@@ -218,9 +257,5 @@ class RunFigures(JournalView):
         return table
 
 
-def _matches(labels: Fields, selector: dict[str, str]) -> bool:
+def _matches(labels: Mapping[str, Any], selector: dict[str, str]) -> bool:
     return all(str(labels.get(name)) == value for name, value in selector.items())
-
-
-def _select(rows: list[R], selector: dict[str, str]) -> list[R]:
-    return [row for row in rows if _matches(row, selector)]

@@ -67,7 +67,7 @@ _CSS = (PAGE_CSS
 def write_html(path: Path, scenario: Scenario, figures: RunFigures, verdict: RunVerdict, *,
                timeline: Timeline | None = None) -> Path:
     """Write report.html. Pass the journal's `Timeline`: `RunFigures` alone has no times for rounds and flows."""
-    path.write_text(render_html(scenario, figures, verdict, timeline or Timeline.from_figures(figures)),
+    path.write_text(render_html(scenario, figures, verdict, timeline or Timeline()),
                     encoding="utf-8")
     return path
 
@@ -106,8 +106,8 @@ def _header(scenario: Scenario, figures: RunFigures, verdict: RunVerdict) -> str
     started = (datetime.fromtimestamp(verdict.started, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
                if verdict.started is not None else "unknown")
     meta = [("run", verdict.run_id or "unknown"), ("seed", str(scenario.seed)), ("started", started),
-            ("duration", f"{figures.duration:.1f} s"), ("flows", str(len(figures.flows))),
-            ("rounds", str(len(figures.rounds)))]
+            ("duration", f"{figures.duration:.1f} s"), ("flows", str(figures.flows)),
+            ("rounds", str(figures.rounds))]
     description = f"<p>{escape(scenario.description)}</p>" if scenario.description else ""
     return (f"<header><h1>{escape(scenario.name)} "
             f'<span class="status" style="background:{colour}">{escape(verdict.status.value)}</span></h1>'

@@ -3,45 +3,49 @@
 Spreads are read through `RunFigures.distribution` and use the thresholds' nearest-rank
 percentile, so a p95 in the summary or the HTML is the very number a threshold on it
 observed. Time series need the `t` of each record, which `RunFigures` does not keep, so
-`Timeline` reads it from the same journal records in the same pass.
+`Timeline` reads it from the same journal records in the same pass, into time bins (flow
+counts by outcome, a latency sketch, rejection counts per bin) whose number stays under
+`_MAX_BINS`: when a run outgrows them, neighbouring bins merge into the next width.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.journal.distributions import Counts, Distribution, Sketch, merged_sketch
+from harness.journal.distributions import nearest_rank as _nearest_rank
 from harness.journal.figures import RunFigures
 from harness.journal.records import ChaosPhase, FlowOutcome, RecordType, advance_time_zero
 from harness.journal.writer import JournalView
 
 PERCENTILES = (50.0, 95.0, 99.0)
-_BIN_WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+_BIN_WIDTHS = (1, 2, 6, 12, 60, 120, 600, 1200, 3600, 7200)
+"""Seconds per time bin; each divides the next, so a run's bins merge into the next width exactly."""
 _MAX_BINS = 120
 _OUTCOME_ORDER = {outcome.value: index for index, outcome in enumerate(FlowOutcome)}
 
 
 def percentile(ordered: Sequence[float], pct: float) -> float:
     """Nearest-rank percentile of sorted values: the same definition as `harness.config.thresholds`, on purpose."""
-    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.4999)))
-    return ordered[rank - 1]
+    return ordered[_nearest_rank(len(ordered), pct) - 1]
 
 
-def spread(values: Iterable[float], *, with_max: bool = False) -> dict[str, float | int | None]:
+def spread(values: Distribution, *, with_max: bool = False) -> dict[str, float | int | None]:
     """count, p50, p95, p99 (and max): None where there are no samples, never a made-up zero."""
-    ordered = sorted(values)
-    figures: dict[str, float | int | None] = {"count": len(ordered)}
+    figures: dict[str, float | int | None] = {"count": values.count}
     for pct in PERCENTILES:
-        figures[f"p{pct:g}"] = percentile(ordered, pct) if ordered else None
+        figures[f"p{pct:g}"] = values.percentile(pct)
     if with_max:
-        figures["max"] = ordered[-1] if ordered else None
+        figures["max"] = values.maximum
     return figures
 
 
 def flow_names(figures: RunFigures) -> list[str]:
-    return sorted({str(row["flow"]) for row in [*figures.flows, *figures.rounds] if row.get("flow") is not None})
+    return [flow for flow in figures.flow_names() if flow != "None"]
 
 
 def rounds_per_call(figures: RunFigures) -> dict[str, dict[str, float | int | None]]:
@@ -54,8 +58,7 @@ def round_latency(figures: RunFigures) -> dict[str, dict[str, dict[str, float | 
     """Per flow and round number: round latency p50/p95/p99 in seconds, as the thresholds see it."""
     table: dict[str, dict[str, dict[str, float | int | None]]] = {}
     for flow in flow_names(figures):
-        numbers = sorted({int(row["round"]) for row in figures.rounds
-                          if row.get("flow") == flow and row.get("round") is not None})
+        numbers = [number for number in figures.round_numbers(flow) if number]
         table[flow] = {str(number): spread(figures.distribution("round_duration",
                                                                 {"flow": flow, "round": str(number)}))
                        for number in numbers}
@@ -65,8 +68,10 @@ def round_latency(figures: RunFigures) -> dict[str, dict[str, dict[str, float | 
 def rounds_histogram(figures: RunFigures, flow: str, top: int = 10) -> list[int]:
     """Calls per round count 1..top (the last bucket holds `top` and beyond), like `mrtr_rounds_per_call`."""
     buckets = [0] * top
-    for rounds in figures.distribution("rounds_per_call", {"flow": flow}):
-        buckets[min(int(rounds), top) - 1] += 1
+    counts = figures.distribution("rounds_per_call", {"flow": flow})
+    assert isinstance(counts, Counts)
+    for rounds, n in counts.items():
+        buckets[min(int(rounds), top) - 1] += n
     return buckets
 
 
@@ -139,24 +144,36 @@ def _action(start: dict[str, Any], end: dict[str, Any] | None, origin: float) ->
 
 
 @dataclass
+class _Bin:
+    """What happened in one time bin: flows by outcome, round latencies, rejections by (replica, reason)."""
+
+    flows: Counter[str] = field(default_factory=Counter)
+    latency: Sketch = field(default_factory=Sketch)
+    rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def merge(self, other: _Bin) -> None:
+        self.flows.update(other.flows)
+        self.latency.merge(other.latency)
+        self.rejections.update(other.rejections)
+
+
+@dataclass
 class Timeline(JournalView):
-    """The timed records reports plot: when rounds, flows and rejections happened, relative to the run start."""
+    """The timed records reports plot: when rounds, flows and rejections happened, relative to the run start.
+
+    Kept in at most `_MAX_BINS` bins of `width` seconds from `anchor` (the run's time zero
+    when the first timed record came); a record past the last bin widens every bin to the
+    next width of `_BIN_WIDTHS`, merging neighbours, so its size does not grow with the run.
+    """
 
     started: float | None = None
+    first: float | None = None
     last: float | None = None
-    rounds: list[tuple[float, float]] = field(default_factory=list)  # (t, latency)
-    flows: list[tuple[float, str]] = field(default_factory=list)  # (t, outcome)
-    rejections: list[tuple[float, str, str]] = field(default_factory=list)  # (t, replica, reason)
-
-    @classmethod
-    def from_figures(cls, figures: RunFigures) -> Timeline:
-        """A best effort without the records: rows keep `t` only if `RunFigures` one day keeps it."""
-        timeline = cls(started=figures.started)
-        for row in figures.rounds:
-            timeline.add({"type": RecordType.ROUND, **row.as_dict()})
-        for flow in figures.flows:
-            timeline.add({"type": RecordType.FLOW, **flow.as_dict()})
-        return timeline
+    anchor: float | None = None
+    width: float = float(_BIN_WIDTHS[0])
+    stored: dict[int, _Bin] = field(default_factory=dict)
+    low: int = 0
+    high: int = 0
 
     def add(self, record: Mapping[str, Any]) -> None:
         t = record.get("t")
@@ -164,21 +181,48 @@ class Timeline(JournalView):
             return
         kind = record.get("type")
         self.started = advance_time_zero(self.started, record)
+        self.first = t if self.first is None else min(self.first, t)
         self.last = t if self.last is None else max(self.last, t)
         if kind == RecordType.ROUND and isinstance(record.get("latency"), int | float):
-            self.rounds.append((t, float(record["latency"])))
+            self._bin(t).latency.add(float(record["latency"]))
         elif kind == RecordType.FLOW:
-            self.flows.append((t, str(record.get("outcome"))))
+            self._bin(t).flows[str(record.get("outcome"))] += 1
         elif kind == RecordType.REJECTION:
-            self.rejections.append((t, str(record.get("replica")), str(record.get("reason"))))
+            self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
+
+    def _bin(self, t: float) -> _Bin:
+        if self.anchor is None:
+            self.anchor = self.started if self.started is not None else t
+        index = math.floor((t - self.anchor) / self.width)
+        found = self.stored.get(index)
+        if found is not None:
+            return found
+        if not self.stored:
+            self.low = self.high = index
+        while max(self.high, index) - min(self.low, index) >= _MAX_BINS and self.width < _BIN_WIDTHS[-1]:
+            self._widen()
+            index = math.floor((t - self.anchor) / self.width)
+        self.low, self.high = min(self.low, index), max(self.high, index)
+        found = self.stored.get(index)
+        if found is None:
+            found = self.stored[index] = _Bin()
+        return found
+
+    def _widen(self) -> None:
+        wider = float(next(w for w in _BIN_WIDTHS if w > self.width))
+        factor = round(wider / self.width)
+        merged: dict[int, _Bin] = {}
+        for index, content in sorted(self.stored.items()):
+            merged.setdefault(index // factor, _Bin()).merge(content)
+        self.stored, self.width = merged, wider
+        self.low, self.high = min(merged), max(merged)
 
     @property
     def origin(self) -> float:
         """Zero on the x axis: the run start, or the first timed record of a journal that lost it."""
         if self.started is not None:
             return self.started
-        times = [row[0] for row in self.rounds] + [row[0] for row in self.flows] + [row[0] for row in self.rejections]
-        return min(times) if times else 0.0
+        return self.first if self.first is not None else 0.0
 
     def span(self, duration: float = 0.0) -> float:
         """Seconds the plots cover: the run's duration, or longer if records came later (the grace period)."""
@@ -187,30 +231,37 @@ class Timeline(JournalView):
 
     def bins(self, duration: float = 0.0) -> Bins:
         span = self.span(duration)
-        width = next((w for w in _BIN_WIDTHS if span / w <= _MAX_BINS), _BIN_WIDTHS[-1])
+        width = next((w for w in _BIN_WIDTHS if span / w <= _MAX_BINS and w >= self.width), _BIN_WIDTHS[-1])
         return Bins(width=float(width), count=max(1, math.ceil(span / width)), origin=self.origin)
+
+    def _regrouped(self, bins: Bins) -> dict[int, _Bin]:
+        """The stored bins in `bins`: each goes whole to the plot bin its middle falls in."""
+        anchor = self.anchor if self.anchor is not None else self.origin
+        grouped: dict[int, _Bin] = {}
+        for index, content in self.stored.items():
+            grouped.setdefault(bins.index(anchor + (index + 0.5) * self.width), _Bin()).merge(content)
+        return grouped
 
     def flow_rates(self, bins: Bins) -> dict[str, list[float]]:
         """Flows finished per second, by outcome, per bin."""
         counts: dict[str, list[float]] = {}
-        for t, outcome in self.flows:
-            counts.setdefault(outcome, [0.0] * bins.count)[bins.index(t)] += 1
+        for index, content in self._regrouped(bins).items():
+            for outcome, n in content.flows.items():
+                counts.setdefault(outcome, [0.0] * bins.count)[index] += n
         return {outcome: [n / bins.width for n in counts[outcome]] for outcome in ordered_outcomes(counts)}
 
     def latency_percentiles(self, bins: Bins) -> dict[str, list[float | None]]:
-        """Round latency p50/p95/p99 per bin, in seconds; None where no round finished."""
-        samples: list[list[float]] = [[] for _ in range(bins.count)]
-        for t, latency in self.rounds:
-            samples[bins.index(t)].append(latency)
-        ordered = [sorted(values) for values in samples]
-        return {f"p{pct:g}": [percentile(values, pct) if values else None for values in ordered]
-                for pct in PERCENTILES}
+        """Round latency p50/p95/p99 per bin, in seconds (within 1%); None where no round finished."""
+        grouped = self._regrouped(bins)
+        sketches = [grouped[i].latency if i in grouped else merged_sketch([]) for i in range(bins.count)]
+        return {f"p{pct:g}": [sketch.percentile(pct) for sketch in sketches] for pct in PERCENTILES}
 
     def rejection_counts(self, bins: Bins) -> dict[str, dict[str, list[float]]]:
         """Per replica, rejections per bin by reason: counts, not rates, since rejections are few and each matters."""
         table: dict[str, dict[str, list[float]]] = {}
-        for t, replica, reason in sorted(self.rejections):
-            table.setdefault(replica, {}).setdefault(reason, [0.0] * bins.count)[bins.index(t)] += 1
+        for index, content in self._regrouped(bins).items():
+            for (replica, reason), n in content.rejections.items():
+                table.setdefault(replica, {}).setdefault(reason, [0.0] * bins.count)[index] += n
         return {replica: dict(sorted(reasons.items())) for replica, reasons in sorted(table.items())}
 
 

@@ -65,7 +65,7 @@ def _flows(figures: RunFigures) -> dict[str, Any]:
     for outcomes in by_flow.values():
         for outcome, count in outcomes.items():
             by_outcome[outcome] = by_outcome.get(outcome, 0) + count
-    return {"total": len(figures.flows),
+    return {"total": figures.flows,
             "by_flow": {flow: {outcome: outcomes[outcome] for outcome in ordered_outcomes(outcomes)}
                         for flow, outcomes in sorted(by_flow.items())},
             "by_outcome": {outcome: by_outcome[outcome] for outcome in ordered_outcomes(by_outcome)}}

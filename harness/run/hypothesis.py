@@ -32,7 +32,7 @@ class SteadyState:
 
     def probe(self, phase: str, figures: RunFigures, elapsed: float) -> bool | None:
         """Judge the flows of one window; None when there is nothing to judge (no hypothesis, too few flows)."""
-        if not self.thresholds or len(figures.flows) < MIN_FLOWS:
+        if not self.thresholds or figures.flows < MIN_FLOWS:
             return None
         figures.duration = max(elapsed, 1e-9)
         verdicts = evaluate(self.thresholds, figures)

@@ -27,7 +27,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -41,7 +41,7 @@ from locust.stats import save_stats_json
 from prometheus_client import generate_latest
 
 from harness.chaos.schedule import ChaosRunner
-from harness.checks.invariants import INVARIANTS, check_invariants, ledger_violations
+from harness.checks.invariants import INVARIANTS, FlowChecks, ledger_violations
 from harness.checks.reconcile import Matching
 from harness.config.durations import format_duration
 from harness.config.flows import flow_label
@@ -131,7 +131,8 @@ class Run:
         (self.folder / "scenario.toml").write_text(scenario_text)
         (self.folder / "scenario.json").write_text(scenario.model_dump_json(indent=2))
         self.figures = RunFigures()
-        self.journal = Journal(self.folder / "journal.jsonl", on_record=self.figures.add)
+        self.flow_checks = FlowChecks()
+        self.journal = Journal(self.folder / "journal.jsonl", on_record=self._on_record)
         self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows])
         self.run_metrics.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS)
         self.steady_state = SteadyState(scenario.hypothesis, self.journal)
@@ -146,6 +147,8 @@ class Run:
         self.started = 0.0
         """Time zero: when the load started (workers take a while to be ready)."""
         self.chaos_window: tuple[float | None, float | None] = (None, None)
+        self.during = self.after = RunFigures()
+        """The hypothesis windows' figures: during the chaos, and after it (opened when each begins)."""
         self.cpu_start: cpu.CpuSnapshot | None = None
         self.cpu_end: cpu.CpuSnapshot | None = None
         self._stopping = Event()
@@ -290,7 +293,7 @@ class Run:
         if options.workers or options.remote_workers:
             self._warn_unreachable_replicas(target)
             return DistributedLoad(self.env, self.scenario, self.run_metrics, self.folder, target.urls,
-                                   target.labels, self.figures.add, local=options.workers,
+                                   target.labels, self._on_record, local=options.workers,
                                    remote=options.remote_workers, bind_host=options.master_bind_host,
                                    bind_port=options.master_bind_port, wait=options.workers_wait, say=self.say)
         flow_env = build_flow_env(self.scenario, target.urls, target.labels, self.journal, self.run_metrics,
@@ -328,10 +331,13 @@ class Run:
             self._wait_until(steps[0].at)
             self.steady_state.probe("before", self.figures, time.time() - self.started)
             self.chaos_window = (time.time(), None)
+            self.during = self.figures.window(self.chaos_window[0])
             self.chaos.run_schedule(self.started, lambda: self.stop_reason is not None, wait=self._stopping.wait)
         finally:  # ended by its schedule, an abort, or the kill at the end of the run
             if self.chaos_window[0] is not None:
                 self.chaos_window = (self.chaos_window[0], time.time())
+                self.figures.close(self.during)
+                self.after = self.figures.window(self.chaos_window[1])
             if self.chaos.skip_pending():
                 self.say("chaos steps not run: the run ended first (see chaos_overrun)")
 
@@ -351,7 +357,7 @@ class Run:
             last_check = time.time()
             since, until = self.chaos_window
             if since is not None and until is None:
-                self.steady_state.probe("during", self.figures.since(since), time.time() - self.started)
+                self.steady_state.probe("during", self.during, time.time() - self.started)
             if self.scenario.abort_on_violation:
                 self._abort_on_ledger_violation()
 
@@ -375,7 +381,7 @@ class Run:
         reasons = Counter({reason: n for (_, reason), n in self.figures.rejections.items()})
         step = self.chaos.next_step() if self.chaos is not None else None
         return Progress(elapsed=time.time() - self.started, duration=self.scenario.duration,
-                        finished=len(self.figures.flows), in_flight=self.load.active if self.load else 0,
+                        finished=self.figures.flows, in_flight=self.load.active if self.load else 0,
                         rejections=reasons.most_common(3),
                         next_chaos=f"{step.action} at {format_duration(step.at)}" if step else None,
                         intended=self._intended_level())
@@ -387,6 +393,11 @@ class Run:
             return None
         level = load.level_at(time.time() - self.started)
         return f"{level:.1f} flows/s" if load.model == "open" else f"{round(level)} agents"
+
+    def _on_record(self, record: Mapping[str, Any]) -> None:
+        """Every journal record, the workers' too, as it is written: into the figures and the flow checks."""
+        self.figures.add(record)
+        self.flow_checks.add(record)
 
     def _on_rejection(self, event: RejectionEvent) -> None:
         self.journal.write(RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica,
@@ -447,7 +458,7 @@ class Run:
         if self.target is None:
             return
         ledger, ledger_error = self._ledger()
-        for result in check_invariants(ledger, self.figures.starts, self.figures.flows, ledger_error=ledger_error):
+        for result in self.flow_checks.results(ledger, ledger_error=ledger_error):
             self.journal.write(InvariantChecked(type=RecordType.INVARIANT, t=time.time(), invariant=result.name,
                                                 checked=result.checked, violations=result.violations,
                                                 detail=result.examples))
@@ -471,7 +482,7 @@ class Run:
     def _probe_after(self) -> None:
         until = self.chaos_window[1]
         if until is not None:
-            self.steady_state.probe("after", self.figures.since(until), time.time() - self.started)
+            self.steady_state.probe("after", self.after, time.time() - self.started)
 
     def _roll_back(self) -> None:
         if self.chaos is not None:

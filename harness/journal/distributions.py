@@ -1,0 +1,173 @@
+"""Distributions in a size that does not grow with the run: DDSketch for times, exact counts for small integers.
+
+A run of hours finishes millions of rounds; keeping each latency would make the load
+process's memory grow with the run's length. A `Sketch` keeps a DDSketch (the `ddsketch`
+package, chosen by `benchmarks/histograms.py`): each percentile it returns lies within
+`RELATIVE_ERROR` of the exact nearest-rank value, count, sum (so the mean), minimum and
+maximum stay exact, and two sketches merge into the sketch of both runs' samples (the
+workers' figures merge on the master). `Counts` keeps small integers (rounds per call)
+exactly, one counter per value seen.
+
+`band(pct)` is the range the exact percentile lies in; thresholds judge against it
+(docs/figures.md states the rule).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Protocol
+
+from ddsketch import DDSketch
+
+RELATIVE_ERROR = 0.01
+"""Every percentile a `Sketch` gives is within 1% of the exact nearest-rank value."""
+
+FLOOR = 1e-6
+"""Values below a microsecond count as zero: it bounds a sketch's bins (1 µs to an hour is about 1,100)."""
+
+
+def nearest_rank(count: int, pct: float) -> int:
+    """The 1-based rank of the nearest-rank percentile: the sample at or below which `pct`% of `count` fall."""
+    return max(1, min(count, round(pct / 100 * count + 0.4999)))
+
+
+class Distribution(Protocol):
+    """What thresholds and reports read of a distribution."""
+
+    @property
+    def count(self) -> int: ...
+    @property
+    def total(self) -> float: ...
+    @property
+    def minimum(self) -> float | None: ...
+    @property
+    def maximum(self) -> float | None: ...
+    def percentile(self, pct: float) -> float | None: ...
+    def band(self, pct: float) -> tuple[float, float] | None: ...
+
+
+class Sketch:
+    """Non-negative times (seconds): exact count, sum, min and max; percentiles within `RELATIVE_ERROR`."""
+
+    __slots__ = ("_sketch",)
+
+    def __init__(self) -> None:
+        self._sketch = DDSketch(RELATIVE_ERROR)
+
+    def add(self, value: float) -> None:
+        self._sketch.add(value if value >= FLOOR else 0.0)
+
+    def merge(self, other: Sketch) -> None:
+        self._sketch.merge(other._sketch)
+
+    @property
+    def count(self) -> int:
+        return int(self._sketch.count)
+
+    @property
+    def total(self) -> float:
+        return float(self._sketch.sum)
+
+    @property
+    def minimum(self) -> float | None:
+        return float(self._sketch._min) if self.count else None
+
+    @property
+    def maximum(self) -> float | None:
+        return float(self._sketch._max) if self.count else None
+
+    def percentile(self, pct: float) -> float | None:
+        """The nearest-rank percentile's estimate: the value of the bin that holds that rank, kept within min..max."""
+        if not self.count:
+            return None
+        rank = nearest_rank(self.count, pct)
+        sketch = self._sketch
+        if rank <= sketch._zero_count:
+            return 0.0
+        key = sketch._store.key_at_rank(rank - sketch._zero_count - 0.5)  # first bin whose running count reaches rank
+        return min(max(float(sketch._mapping.value(key)), sketch._min), sketch._max)
+
+    def pairs(self) -> list[tuple[float, int]]:
+        """(bin value, how many samples) in value order: the samples as the sketch keeps them."""
+        sketch, store = self._sketch, self._sketch._store
+        found = [(0.0, int(sketch._zero_count))] if sketch._zero_count else []
+        found += [(float(sketch._mapping.value(index + store.offset)), int(n)) for index, n in enumerate(store.bins)
+                  if n]
+        return found
+
+    def band(self, pct: float) -> tuple[float, float] | None:
+        """Where the exact nearest-rank percentile lies: within `RELATIVE_ERROR` of the estimate and min..max."""
+        estimate = self.percentile(pct)
+        if estimate is None:
+            return None
+        if estimate == 0.0 and self._sketch._zero_count >= nearest_rank(self.count, pct):
+            return (0.0, min(FLOOR, self._sketch._max))
+        low = max(estimate / (1 + RELATIVE_ERROR), self._sketch._min)
+        high = min(estimate / (1 - RELATIVE_ERROR), self._sketch._max)
+        return (low, high)
+
+
+class Counts:
+    """Small integers (rounds per call), each value counted exactly: percentiles are exact."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: Counter[int] = Counter()
+
+    def add(self, value: int) -> None:
+        self._counts[value] += 1
+
+    def merge(self, other: Counts) -> None:
+        self._counts.update(other._counts)
+
+    @property
+    def count(self) -> int:
+        return self._counts.total()
+
+    @property
+    def total(self) -> float:
+        return float(sum(value * n for value, n in self._counts.items()))
+
+    @property
+    def minimum(self) -> float | None:
+        return float(min(self._counts)) if self._counts else None
+
+    @property
+    def maximum(self) -> float | None:
+        return float(max(self._counts)) if self._counts else None
+
+    def percentile(self, pct: float) -> float | None:
+        if not self._counts:
+            return None
+        rank, running = nearest_rank(self.count, pct), 0
+        for value in sorted(self._counts):
+            running += self._counts[value]
+            if running >= rank:
+                return float(value)
+        raise AssertionError("unreachable: the ranks add up to the count")
+
+    def band(self, pct: float) -> tuple[float, float] | None:
+        value = self.percentile(pct)
+        return None if value is None else (value, value)
+
+    def items(self) -> list[tuple[int, int]]:
+        """(value, how many) in value order."""
+        return sorted(self._counts.items())
+
+    def pairs(self) -> list[tuple[float, int]]:
+        return [(float(value), n) for value, n in self.items()]
+
+
+def merged_sketch(parts: list[Sketch]) -> Sketch:
+    whole = Sketch()
+    for part in parts:
+        whole.merge(part)
+    return whole
+
+
+def merged_counts(parts: list[Counts]) -> Counts:
+    whole = Counts()
+    for part in parts:
+        whole.merge(part)
+    return whole
