@@ -11,6 +11,8 @@ from collections import Counter
 
 import pytest
 
+from harness.journal.distributions import RELATIVE_ERROR
+from harness.report.series import PERCENTILES, percentile
 from tests.harness_run import ROOT, SCENARIOS, Finished, run_harness
 
 SMOKE = SCENARIOS / "smoke.toml"
@@ -38,7 +40,17 @@ def totals(finished: Finished) -> dict[str, object]:
         "summary_total": finished.summary["flows"]["total"],
         "summary_outcomes": finished.summary["flows"]["by_outcome"],
         "flow_ids": {r["flow_id"] for r in records if r["type"] == "start"},
+        "latencies": _latencies(records),
     }
+
+
+def _latencies(records: list[dict]) -> dict[tuple[str, str], list[float]]:
+    """Every round's latency, sorted, per (flow, round number), as the summary keys them."""
+    found: dict[tuple[str, str], list[float]] = {}
+    for record in records:
+        if record["type"] == "round" and record.get("latency") is not None:
+            found.setdefault((record["flow"], str(record["round"])), []).append(record["latency"])
+    return {key: sorted(values) for key, values in found.items()}
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -56,6 +68,14 @@ def test_every_flow_is_accounted_for_once_in_one_process_and_across_workers(tmp_
     assert parts == [f"journal-w{i}.jsonl" for i in range(workers)]
     if workers:
         assert {flow_id.split("-")[0] for flow_id in counted["flow_ids"]} == {"w0", "w1"}
+    # the workers' rounds, merged into one set of figures, give the exact percentiles within the stated 1%
+    spreads = {(flow, number): spread for flow, rounds in finished.summary["round_latency_seconds"].items()
+               for number, spread in rounds.items()}
+    assert spreads.keys() == counted["latencies"].keys()
+    for key, ordered in counted["latencies"].items():
+        assert spreads[key]["count"] == len(ordered)
+        for pct in PERCENTILES:
+            assert spreads[key][f"p{pct:g}"] == pytest.approx(percentile(ordered, pct), rel=RELATIVE_ERROR), key
 
 
 def test_workers_started_elsewhere_share_nothing_on_disk_with_the_master(tmp_path):

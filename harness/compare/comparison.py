@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from harness.compare.samples import ResultsRun, RunSamples
-from harness.compare.stats import UTest, mann_whitney_greater
+from harness.compare.stats import UTest, mann_whitney_greater_counted
 from harness.config.compare import CompareSettings
 from harness.config.scenario import Scenario
-from harness.report.series import percentile
 
 PERCENTILES = ("p50", "p95", "p99")
 IGNORED_SCENARIO_FIELDS = frozenset({"description", "expect", "hypothesis", "compare", "abort_on_violation"})
@@ -128,14 +126,15 @@ class _Judge:
     def __init__(self, settings: CompareSettings) -> None:
         self.settings = settings
 
-    def sampled(self, metric: str, unit: str, before: Sequence[float], after: Sequence[float], value_before: float,
+    def sampled(self, metric: str, unit: str, before: Counted, after: Counted, value_before: float,
                 value_after: float, tolerance: float, direction: Direction = Direction.HIGHER_IS_WORSE,
                 ) -> MetricResult:
+        """`before`, `after`: each value with how many samples had it (a sketch's bins, exact counts)."""
         worse, better = (after, before) if direction is Direction.HIGHER_IS_WORSE else (before, after)
-        test_worse = mann_whitney_greater(better, worse)
+        test_worse = mann_whitney_greater_counted(better, worse)
         moved = _worsened(value_before, value_after, direction)
         alpha = self.settings.significance
-        count = (len(before), len(after))
+        count = (_samples(before), _samples(after))
         if moved > tolerance:
             if test_worse.p_value < alpha:
                 verdict, note = ComparisonOutcome.REGRESSION, f"worse by more than {_percent(tolerance)}, significant"
@@ -145,7 +144,7 @@ class _Judge:
                         f"{count[1]} samples (p {_p(test_worse)} >= {alpha:g})")
             return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, test_worse.p_value,
                                 count, note)
-        test_better = mann_whitney_greater(worse, better)
+        test_better = mann_whitney_greater_counted(worse, better)
         if -moved > tolerance and test_better.p_value < alpha:
             return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.IMPROVED, tolerance,
                                 test_better.p_value, count, f"better by more than {_percent(tolerance)}")
@@ -175,15 +174,17 @@ def _latency(judge: _Judge, before: RunSamples, after: RunSamples) -> list[Metri
     for key in sorted(before.latency.keys() | after.latency.keys()):
         flow, tool, number = key
         name = f"round_duration{{flow='{flow}',tool='{tool}',round='{number}'}}"
-        old, new = sorted(before.latency.get(key, [])), sorted(after.latency.get(key, []))
+        old, new = before.latency.get(key), after.latency.get(key)
         for name_p in PERCENTILES:
             metric = f"{name}.{name_p}"
             tolerance = tolerances[name_p]
-            if not old or not new:
-                results.append(_only_one(metric, "s", old, new, tolerance))
+            if old is None or new is None:
+                results.append(_only_one(metric, "s", old.count if old else 0, new.count if new else 0, tolerance))
                 continue
             pct = float(name_p.removeprefix("p"))
-            results.append(judge.sampled(metric, "s", old, new, percentile(old, pct), percentile(new, pct), tolerance))
+            value_old, value_new = old.percentile(pct), new.percentile(pct)
+            assert value_old is not None and value_new is not None  # both have samples
+            results.append(judge.sampled(metric, "s", old.pairs(), new.pairs(), value_old, value_new, tolerance))
     return results
 
 
@@ -192,25 +193,27 @@ def _rounds_per_call(judge: _Judge, before: RunSamples, after: RunSamples) -> li
     tolerance = judge.settings.rounds_per_call.mean
     for flow, tool in sorted(before.rounds_per_call.keys() | after.rounds_per_call.keys()):
         metric = f"rounds_per_call{{flow='{flow}',tool='{tool}'}}.mean"
-        old, new = before.rounds_per_call.get((flow, tool), []), after.rounds_per_call.get((flow, tool), [])
-        if not old or not new:
-            results.append(_only_one(metric, "rounds", old, new, tolerance))
+        old, new = before.rounds_per_call.get((flow, tool)), after.rounds_per_call.get((flow, tool))
+        if old is None or new is None or not old.count or not new.count:
+            results.append(_only_one(metric, "rounds", old.count if old else 0, new.count if new else 0, tolerance))
             continue
-        results.append(judge.sampled(metric, "rounds", old, new, _mean(old), _mean(new), tolerance))
+        results.append(judge.sampled(metric, "rounds", old.pairs(), new.pairs(), old.total / old.count,
+                                     new.total / new.count, tolerance))
     return results
 
 
 def _completion(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
     results = []
     tolerance = judge.settings.completed_ratio
-    for flow in sorted(before.completed.keys() | after.completed.keys()):
+    old_table, new_table = before.completed, after.completed
+    for flow in sorted(old_table.keys() | new_table.keys()):
         metric = f"completed_ratio{{flow='{flow}'}}"
-        old, new = before.completed.get(flow, []), after.completed.get(flow, [])
-        if not old or not new:
-            results.append(_only_one(metric, "share", old, new, tolerance))
+        (old_done, old_all), (new_done, new_all) = old_table.get(flow, (0, 0)), new_table.get(flow, (0, 0))
+        if not old_all or not new_all:
+            results.append(_only_one(metric, "share", old_all, new_all, tolerance))
             continue
-        results.append(judge.sampled(metric, "share", old, new, _mean(old), _mean(new), tolerance,
-                                     Direction.LOWER_IS_WORSE))
+        results.append(judge.sampled(metric, "share", _zero_one(old_done, old_all), _zero_one(new_done, new_all),
+                                     old_done / old_all, new_done / new_all, tolerance, Direction.LOWER_IS_WORSE))
     return results
 
 
@@ -260,12 +263,11 @@ def _exact(metric: str, before: int, after: int) -> MetricResult:
     return MetricResult(metric, before, after, "count", verdict)
 
 
-def _only_one(metric: str, unit: str, before: Sequence[float], after: Sequence[float],
-              tolerance: float) -> MetricResult:
-    """A flow, tool or round only one run has: shown, not judged (rounds per call judges a round gained)."""
+def _only_one(metric: str, unit: str, before: int, after: int, tolerance: float) -> MetricResult:
+    """A flow, tool or round only one run has (`before`, `after`: sample counts): shown, not judged."""
     missing = "the baseline" if not before else "the current run"
     return MetricResult(metric, None, None, unit, ComparisonOutcome.NOT_COMPARED, tolerance,
-                        samples=(len(before), len(after)), note=f"no samples in {missing}")
+                        samples=(before, after), note=f"no samples in {missing}")
 
 
 def _worsened(before: float, after: float, direction: Direction) -> float:
@@ -276,8 +278,17 @@ def _worsened(before: float, after: float, direction: Direction) -> float:
     return delta / abs(before)
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
+Counted = list[tuple[float, int]]
+"""A distribution as (value, how many samples) pairs."""
+
+
+def _samples(pairs: Counted) -> int:
+    return sum(n for _, n in pairs)
+
+
+def _zero_one(completed: int, finished: int) -> Counted:
+    """Completion as samples: a 1 per completed flow, a 0 per other finished one."""
+    return [(0.0, finished - completed), (1.0, completed)]
 
 
 def _percent(share: float) -> str:

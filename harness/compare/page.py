@@ -15,9 +15,9 @@ from pathlib import Path
 from harness.compare.comparison import Comparison, ComparisonOutcome, MetricResult
 from harness.compare.outputs import row_cells
 from harness.compare.samples import RunSamples
+from harness.journal.distributions import Counts, Sketch
 from harness.report import svg
 from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table
-from harness.report.series import percentile
 
 _CSS = (PAGE_CSS + META_CSS + TABLE_CSS + CHART_CSS
         + ".regression{color:#cf222e;font-weight:600}.improved{color:#1a7f37}.noise,.skip{color:#9a6700}\n")
@@ -73,16 +73,19 @@ def _latency_charts(before: RunSamples, after: RunSamples) -> list[str]:
     charts = []
     for key in sorted(before.latency.keys() | after.latency.keys()):
         flow, tool, number = key
-        series = [svg.Series(name, _quantile_points(samples.latency.get(key, [])))
+        series = [svg.Series(name, _quantile_points(samples.latency.get(key)))
                   for name, samples in (("baseline", before), ("current", after))]
         charts.append(svg.line_chart(series, title=f"{flow} / {tool} / round {number}: latency by percentile",
                                      x_label="percentile of rounds", y_label="latency (ms)", x_max=100.0))
     return charts or ['<p class="meta">no rounds in either run</p>']
 
 
-def _quantile_points(values: list[float]) -> list[tuple[float, float | None]]:
-    ordered = sorted(values)
-    return [(q, percentile(ordered, q) * 1000 if ordered else None) for q in _QUANTILES]
+def _quantile_points(values: Sketch | None) -> list[tuple[float, float | None]]:
+    points: list[tuple[float, float | None]] = []
+    for q in _QUANTILES:
+        value = values.percentile(q) if values is not None else None
+        points.append((q, value * 1000 if value is not None else None))
+    return points
 
 
 def _rounds_charts(before: RunSamples, after: RunSamples) -> list[str]:
@@ -91,16 +94,16 @@ def _rounds_charts(before: RunSamples, after: RunSamples) -> list[str]:
     categories = [*(str(n) for n in range(1, _TOP_ROUNDS)), f"{_TOP_ROUNDS}+"]
     for key in sorted(before.rounds_per_call.keys() | after.rounds_per_call.keys()):
         flow, tool = key
-        groups = [(name, _shares(samples.rounds_per_call.get(key, [])))
+        groups = [(name, _shares(samples.rounds_per_call.get(key)))
                   for name, samples in (("baseline %", before), ("current %", after))]
         charts.append(svg.bar_chart(categories, groups, title=f"{flow} / {tool}: calls by rounds taken",
                                     x_label="rounds in the call", y_label="% of calls"))
     return charts or ['<p class="meta">no calls in either run</p>']
 
 
-def _shares(rounds: list[int]) -> list[float]:
+def _shares(rounds: Counts | None) -> list[float]:
     buckets = [0] * _TOP_ROUNDS
-    for count in rounds:
-        buckets[min(count, _TOP_ROUNDS) - 1] += 1
-    total = len(rounds)
+    for count, calls in rounds.items() if rounds is not None else []:
+        buckets[min(count, _TOP_ROUNDS) - 1] += calls
+    total = sum(buckets)
     return [round(100 * bucket / total, 1) if total else 0.0 for bucket in buckets]

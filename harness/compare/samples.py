@@ -2,9 +2,10 @@
 
 Read from the journal, never from summary.json: any run can be compared, also one a
 SIGKILL cut short (rebuilt or not by `mrtr-harness report`), and the statistics need the
-per-round samples a summary no longer holds. The run-level figures (duration, rejections,
-invariant violations, reconciliation) come from the `RunFigures` every report folds, so
-a comparison never disagrees with the run's own summary about them.
+per-round distributions a summary does not hold. Everything comes from the `RunFigures`
+every report folds, in one pass and a size that does not grow with the run (latency
+sketches per flow, tool and round; rounds per call and outcomes counted), so a comparison
+never disagrees with the run's own summary.
 """
 
 from __future__ import annotations
@@ -16,64 +17,56 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.scenario import Scenario
-from harness.journal.figures import RunFigures
-from harness.journal.records import FlowOutcome, RecordType, RunEvent, is_run_event
+from harness.journal.distributions import Counts, Sketch
+from harness.journal.figures import CallKey, RoundKey, RunFigures
+from harness.journal.records import FlowOutcome, RunEvent, is_run_event
 from harness.journal.writer import JournalView, read_journal
 from harness.report import journal_parts, results_scenario
-
-RoundKey = tuple[str, str, int]
-"""(flow, tool, round number): the finest level latency is compared at."""
-CallKey = tuple[str, str]
-"""(flow, tool): rounds per call are compared per tool of each flow."""
 
 
 @dataclass
 class RunSamples(JournalView):
-    """Per-round latencies, rounds per call, flow outcomes, counts and CPU of one run."""
+    """Per-round latencies, rounds per call, flow outcomes, counts and CPU of one run: its figures, and CPU."""
 
     figures: RunFigures = field(default_factory=RunFigures)
-    latency: dict[RoundKey, list[float]] = field(default_factory=dict)
-    """Round latency in seconds, from the intended send time (as the thresholds read it)."""
-    rounds_per_call: dict[CallKey, list[int]] = field(default_factory=dict)
-    completed: dict[str, list[int]] = field(default_factory=dict)
-    """Per flow, one 0/1 per finished flow (1: completed); flows the run interrupted are not finished."""
-    client_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
-    """Rounds that ended with a JSON-RPC code or failure class, by (flow, code)."""
     harness_per_round_ms: float | None = None
     replica_per_round_ms: float | None = None
 
     def add(self, record: Mapping[str, Any]) -> None:
         self.figures.add(record)
-        kind = record.get("type")
-        if kind == RecordType.ROUND:
-            self._round(record)
-        elif kind == RecordType.FLOW:
-            self._flow(record)
-        elif is_run_event(record, RunEvent.CPU):
+        if is_run_event(record, RunEvent.CPU):
             self.harness_per_round_ms = _number(record.get("harness_per_round_ms"))
             self.replica_per_round_ms = _number(record.get("replica_per_round_ms"))
 
-    def _round(self, record: Mapping[str, Any]) -> None:
-        flow, tool = str(record.get("flow")), str(record.get("tool"))
-        latency = _number(record.get("latency"))
-        if latency is not None and isinstance(record.get("round"), int):
-            self.latency.setdefault((flow, tool, record["round"]), []).append(latency)
-        if record.get("code") is not None:
-            self.client_errors[(flow, str(record["code"]))] += 1
+    @property
+    def latency(self) -> dict[RoundKey, Sketch]:
+        """Round latency in seconds, from the intended send time (as the thresholds read it), per round of a tool."""
+        return {key: sketch for key, sketch in self.figures.latency.items() if key[2] and sketch.count}
 
-    def _flow(self, record: Mapping[str, Any]) -> None:
-        flow = str(record.get("flow"))
-        for call in record.get("calls") or []:
-            if isinstance(call, dict) and isinstance(call.get("rounds"), int) and call["rounds"] > 0:
-                self.rounds_per_call.setdefault((flow, str(call.get("tool"))), []).append(call["rounds"])
-        outcome = record.get("outcome")
-        if outcome != FlowOutcome.INTERRUPTED:
-            self.completed.setdefault(flow, []).append(int(outcome == FlowOutcome.COMPLETED))
+    @property
+    def rounds_per_call(self) -> dict[CallKey, Counts]:
+        return self.figures.rounds_per_call
+
+    @property
+    def completed(self) -> dict[str, tuple[int, int]]:
+        """Per flow, (completed, finished); flows the run interrupted are not finished."""
+        table: dict[str, tuple[int, int]] = {}
+        for (flow, outcome), n in self.figures.finished.items():
+            if outcome == FlowOutcome.INTERRUPTED:
+                continue
+            completed, finished = table.get(flow, (0, 0))
+            table[flow] = (completed + (n if outcome == FlowOutcome.COMPLETED else 0), finished + n)
+        return table
+
+    @property
+    def client_errors(self) -> Counter[tuple[str, str]]:
+        """Rounds that ended with a JSON-RPC code or failure class, by (flow, code)."""
+        return self.figures.client_errors
 
     @property
     def flows_per_second(self) -> float | None:
         """Flows finished per second of load (interrupted ones are not finished); None without a duration."""
-        finished = sum(len(outcomes) for outcomes in self.completed.values())
+        finished = sum(finished for _, finished in self.completed.values())
         return finished / self.figures.duration if self.figures.duration > 0 else None
 
     def rejections_by_reason(self) -> Counter[str]:
