@@ -8,7 +8,7 @@ every run, including an interrupted one, and can be re-run on any results folder
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from harness.config.scenario import Scenario
 from harness.config.thresholds import Threshold
 from harness.errors import UsageError
 from harness.journal.figures import RunFigures
-from harness.journal.writer import read_journal
+from harness.journal.writer import JournalView, read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
 from harness.report.fuzz import FuzzFold, FuzzTable
 from harness.report.html import write_html
@@ -101,8 +101,13 @@ def results_scenario(folder: Path) -> Scenario:
 
 
 @dataclass
-class JournalRead:
-    """One pass over the journal parts, into everything the reports need; what could not be read is counted."""
+class JournalRead(JournalView):
+    """One pass over the journal parts, into everything the reports need; what could not be read is counted.
+
+    A run folds its records into one as it writes them (every part's, the workers' too), so
+    its end writes the results without reading the journal again; `report DIR` reads the
+    journal into a fresh one, the same records in the same order.
+    """
 
     figures: RunFigures = field(default_factory=RunFigures)
     checks: RunChecks = field(default_factory=RunChecks)
@@ -117,6 +122,26 @@ class JournalRead:
     def as_dict(self) -> dict[str, Any]:
         return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable}
 
+    def add(self, record: Any) -> None:
+        if not isinstance(record, Mapping):
+            self.unreadable += 1
+            return
+        try:
+            self.figures.add(record)
+            self.checks.add(record)
+            self.timeline.add(record)
+            self.errors.add(record)
+            self.fuzz.add(record)
+        except (KeyError, TypeError, ValueError):
+            self.unreadable += 1
+            return
+        self.records += 1
+
+    def name_parts(self, paths: Iterable[Path]) -> None:
+        """For a read folded live: the parts as `read_run` would list them (present ones, missing ones)."""
+        for path in paths:
+            (self.parts if path.is_file() else self.missing).append(str(path))
+
 
 def read_run(journal_paths: Iterable[Path]) -> JournalRead:
     """Read every part once. A missing part or a record the figures cannot take is noted, never fatal:
@@ -128,35 +153,22 @@ def read_run(journal_paths: Iterable[Path]) -> JournalRead:
             continue
         read.parts.append(str(path))
         for record in read_journal(path):
-            _take(read, record)
+            read.add(record)
     return read
 
 
-def _take(read: JournalRead, record: Any) -> None:
-    if not isinstance(record, dict):
-        read.unreadable += 1
-        return
-    try:
-        read.figures.add(record)
-        read.checks.add(record)
-        read.timeline.add(record)
-        read.errors.add(record)
-        read.fuzz.add(record)
-    except (KeyError, TypeError, ValueError):
-        read.unreadable += 1
-        return
-    read.records += 1
-
-
 def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path], thresholds: list[Threshold], *,
-                  extra: dict[str, Any] | None = None) -> RunVerdict:
+                  extra: dict[str, Any] | None = None, live: JournalRead | None = None) -> RunVerdict:
     """Decide the run's verdict from its journal and write summary.json, junit.xml and report.html.
 
     The journal alone decides: the caller writes the `run end` record before calling this,
-    and a journal without one is taken for a run that was cut off (interrupted).
+    and a journal without one is taken for a run that was cut off (interrupted). `live`:
+    the journal's records as the run folded them while writing them (no second read).
     """
     folder.mkdir(parents=True, exist_ok=True)
-    read = read_run(journal_paths)
+    if live is not None:
+        live.name_parts(journal_paths)
+    read = live if live is not None else read_run(journal_paths)
     verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top(),
                       fuzz=read.fuzz.table(scenario))
     extra = {"cpu": read.checks.cpu, **(extra or {}), "journal": read.as_dict()}

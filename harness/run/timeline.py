@@ -34,6 +34,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 import gevent
+import orjson
 from gevent.event import Event
 from locust.env import Environment
 from locust.event import Events
@@ -62,7 +63,7 @@ from harness.journal.records import (
     RunEvent,
     RunStarted,
 )
-from harness.journal.writer import Journal, read_journal
+from harness.journal.writer import Journal
 from harness.load.client_stack import build_flow_env
 from harness.load.drivers import DistributedLoad, LocalLoad
 from harness.load.plan import LoadPlan
@@ -79,6 +80,8 @@ from harness.target.factory import build_target
 
 logger = logging.getLogger(__name__)
 
+_HOT = frozenset({RecordType.START, RecordType.ROUND, RecordType.FLOW})
+"""The records of every flow: folded live as written, without a JSON round trip."""
 WATCH_EVERY = 1.0
 """Seconds between checks of the replicas (up or not) and of the chaos window's hypothesis."""
 BACKGROUND_STOP_TIMEOUT = 30.0
@@ -130,8 +133,13 @@ class Run:
         self.folder = results_folder(options.results_root, scenario.name)
         (self.folder / "scenario.toml").write_text(scenario_text)
         (self.folder / "scenario.json").write_text(scenario.model_dump_json(indent=2))
-        self.figures = RunFigures()
+        from harness.report import JournalRead  # the reports' modules load here, as `_results` loads them
+
+        self.live = JournalRead()
+        """Every journal record folded as it is written, the workers' too: the results come from it, not a re-read."""
+        self.figures = self.live.figures
         self.flow_checks = FlowChecks()
+        self.matching = Matching()
         self.journal = Journal(self.folder / "journal.jsonl", on_record=self._on_record)
         self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows])
         self.run_metrics.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS)
@@ -395,9 +403,17 @@ class Run:
         return f"{level:.1f} flows/s" if load.model == "open" else f"{round(level)} agents"
 
     def _on_record(self, record: Mapping[str, Any]) -> None:
-        """Every journal record, the workers' too, as it is written: into the figures and the flow checks."""
-        self.figures.add(record)
+        """Every journal record, the workers' too, as it is written: into the results, the checks, reconciliation.
+
+        The rare records (chaos, checks, run events) go through their JSON form, so the fold
+        reads what the file holds (a value orjson writes with `str`); starts, rounds and flows
+        hold JSON types only and are taken as they are.
+        """
+        if record.get("type") not in _HOT:
+            record = orjson.loads(orjson.dumps(record, default=str))
+        self.live.add(record)
         self.flow_checks.add(record)
+        self.matching.add(record)
 
     def _on_rejection(self, event: RejectionEvent) -> None:
         self.journal.write(RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica,
@@ -443,9 +459,7 @@ class Run:
         """Match every client -32602 to a logged line, from the journal as written (every part)."""
         if self.collector is None or self.target is None:
             return
-        self.journal.flush()
-        matching = Matching.from_records(read_journal(*self._journal_parts()))
-        record = matching.reconcile(self.target.labels)
+        record = self.matching.reconcile(self.target.labels)
         self.journal.write(record)
         self.run_metrics.unexplained.inc(record["unexplained"])
         self.run_metrics.unmatched_logged.inc(record["unmatched_logged"])
@@ -505,7 +519,7 @@ class Run:
             save_stats_json(self.env.stats, str(self.folder / "locust_stats"))
         (self.folder / "metrics.prom").write_bytes(generate_latest(self.run_metrics.registry))
         verdict = write_results(self.folder, self.scenario, self._journal_parts(),
-                                parse_thresholds(self.scenario.expect))
+                                parse_thresholds(self.scenario.expect), live=self.live)
         self.options.stream.write(render_thresholds(verdict) + "\n")
         self.say(f"results in {self.folder}")
         if self.exporter is not None:
