@@ -21,7 +21,8 @@ from harness.journal.distributions import Counts, Sketch
 from harness.journal.figures import CallKey, RoundKey, RunFigures
 from harness.journal.records import FlowOutcome, RunEvent, is_run_event
 from harness.journal.writer import JournalView, read_journal
-from harness.report import journal_parts, results_scenario
+from harness.report import JournalRead, journal_parts, results_scenario
+from harness.report.snapshot import read_snapshot
 
 
 @dataclass
@@ -93,8 +94,15 @@ class ResultsRun:
 def read_results(folder: Path) -> ResultsRun:
     """Read a run's results folder; `NotResults` when it is not one (no scenario.json or journal.jsonl)."""
     scenario = results_scenario(folder)
+    parts = journal_parts(folder)
+    saved = read_snapshot(folder, parts, JournalRead)
+    if saved is not None:  # the figures the run saved, still matching its journal
+        cpu = saved.checks.cpu or {}
+        samples = RunSamples(saved.figures, _number(cpu.get("harness_per_round_ms")),
+                             _number(cpu.get("replica_per_round_ms")))
+        return ResultsRun(folder, scenario, samples)
     samples = RunSamples()
-    for record in read_journal(*(path for path in journal_parts(folder) if path.is_file())):
+    for record in read_journal(*(path for path in parts if path.is_file())):
         try:
             samples.add(record)
         except (AttributeError, KeyError, TypeError, ValueError):

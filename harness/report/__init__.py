@@ -23,6 +23,7 @@ from harness.report.fuzz import FuzzFold, FuzzTable
 from harness.report.html import write_html
 from harness.report.junit import write_junit
 from harness.report.series import Timeline
+from harness.report.snapshot import read_snapshot, write_snapshot
 from harness.report.summary_json import write_summary
 from harness.report.terminal import render_thresholds
 from harness.report.verdict import (
@@ -78,6 +79,9 @@ def journal_parts(folder: Path) -> list[Path]:
 def rebuild_results(folder: Path) -> RunVerdict:
     """summary.json, junit.xml and report.html of any results folder, rebuilt from its journal alone.
 
+    From the figures the run saved (`harness.report.snapshot`) when they match the journal
+    part for part, else from one streaming pass over the journal (then saved for next time).
+
     A run killed with SIGKILL left a journal with no `run end`: the verdict is
     `interrupted`, with every figure up to its last record. The thresholds are the
     scenario's own, from the scenario.json the run wrote first thing.
@@ -85,7 +89,10 @@ def rebuild_results(folder: Path) -> RunVerdict:
     from harness.config.thresholds import parse_thresholds
 
     scenario = results_scenario(folder)
-    return write_results(folder, scenario, journal_parts(folder), parse_thresholds(scenario.expect))
+    parts = journal_parts(folder)
+    saved = read_snapshot(folder, parts, JournalRead)
+    return write_results(folder, scenario, parts, parse_thresholds(scenario.expect), live=saved,
+                         save=saved is None)
 
 
 def results_scenario(folder: Path) -> Scenario:
@@ -139,6 +146,7 @@ class JournalRead(JournalView):
 
     def name_parts(self, paths: Iterable[Path]) -> None:
         """For a read folded live: the parts as `read_run` would list them (present ones, missing ones)."""
+        self.parts, self.missing = [], []
         for path in paths:
             (self.parts if path.is_file() else self.missing).append(str(path))
 
@@ -158,12 +166,15 @@ def read_run(journal_paths: Iterable[Path]) -> JournalRead:
 
 
 def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path], thresholds: list[Threshold], *,
-                  extra: dict[str, Any] | None = None, live: JournalRead | None = None) -> RunVerdict:
+                  extra: dict[str, Any] | None = None, live: JournalRead | None = None,
+                  save: bool = False) -> RunVerdict:
     """Decide the run's verdict from its journal and write summary.json, junit.xml and report.html.
 
     The journal alone decides: the caller writes the `run end` record before calling this,
     and a journal without one is taken for a run that was cut off (interrupted). `live`:
     the journal's records as the run folded them while writing them (no second read).
+    `save`: write the fold beside the journal for `report` and `compare` (the journal's
+    writers are done).
     """
     folder.mkdir(parents=True, exist_ok=True)
     if live is not None:
@@ -175,4 +186,7 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
     write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra)
     write_junit(folder / JUNIT_XML, scenario.name, verdict)
     write_html(folder / REPORT_HTML, scenario, read.figures, verdict, timeline=read.timeline)
+    if save:
+        read.figures.windows.clear()  # a hypothesis window is the live run's, not a figure of its results
+        write_snapshot(folder, read, journal_paths)
     return verdict

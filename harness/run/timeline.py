@@ -519,7 +519,7 @@ class Run:
             save_stats_json(self.env.stats, str(self.folder / "locust_stats"))
         (self.folder / "metrics.prom").write_bytes(generate_latest(self.run_metrics.registry))
         verdict = write_results(self.folder, self.scenario, self._journal_parts(),
-                                parse_thresholds(self.scenario.expect), live=self.live)
+                                parse_thresholds(self.scenario.expect), live=self.live, save=True)
         self.options.stream.write(render_thresholds(verdict) + "\n")
         self.say(f"results in {self.folder}")
         if self.exporter is not None:
