@@ -8,7 +8,7 @@ every run, including an interrupted one, and can be re-run on any results folder
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from harness.config.scenario import Scenario
 from harness.config.thresholds import Threshold
 from harness.errors import UsageError
 from harness.journal.figures import RunFigures
+from harness.journal.records import RecordType
 from harness.journal.writer import JournalView, read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
 from harness.report.fuzz import FuzzFold, FuzzTable
@@ -107,6 +108,9 @@ def results_scenario(folder: Path) -> Scenario:
         raise NotResults(f"{folder / SCENARIO_JSON} is not a scenario this harness reads: {exc}") from None
 
 
+Fold = Callable[[Mapping[str, Any]], None]
+
+
 @dataclass
 class JournalRead(JournalView):
     """One pass over the journal parts, into everything the reports need; what could not be read is counted.
@@ -125,24 +129,39 @@ class JournalRead(JournalView):
     missing: list[str] = field(default_factory=list)
     records: int = 0
     unreadable: int = 0
+    _by_kind: dict[Any, list[Fold]] = field(default_factory=dict, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Saved without the table of bound folds (`harness.report.snapshot` builds no methods); rebuilt on use."""
+        return {**self.__dict__, "_by_kind": {}}
 
     def add(self, record: Any) -> None:
         if not isinstance(record, Mapping):
             self.unreadable += 1
             return
         try:
-            self.figures.add(record)
-            self.checks.add(record)
-            self.timeline.add(record)
-            self.errors.add(record)
-            self.fuzz.add(record)
+            for fold in self._folds(record.get("type")):
+                fold(record)
         except (KeyError, TypeError, ValueError):
             self.unreadable += 1
             return
         self.records += 1
+
+    def _folds(self, kind: Any) -> list[Fold]:
+        """The folds that read records of `kind`: a flow's own records skip those that would only drop them."""
+        found = self._by_kind.get(kind)
+        if found is None:
+            everything: list[Fold] = [self.figures.add, self.timeline.add, self.checks.add, self.errors.add,
+                                      self.fuzz.add]
+            routes: dict[Any, list[Fold]] = {
+                RecordType.START: [self.figures.add, self.timeline.add],
+                RecordType.ROUND: [self.figures.add, self.timeline.add, self.errors.add, self.fuzz.add],
+                RecordType.FLOW: [self.figures.add, self.timeline.add, self.fuzz.add]}
+            found = self._by_kind[kind] = routes.get(kind, everything)
+        return found
 
     def name_parts(self, paths: Iterable[Path]) -> None:
         """For a read folded live: the parts as `read_run` would list them (present ones, missing ones)."""

@@ -177,12 +177,15 @@ class Timeline(JournalView):
 
     def add(self, record: Mapping[str, Any]) -> None:
         t = record.get("t")
-        if not isinstance(t, int | float):
+        if not isinstance(t, (int, float)):  # the tuple is the faster check, once per record
             return
         kind = record.get("type")
-        self.started = advance_time_zero(self.started, record)
-        self.first = t if self.first is None else min(self.first, t)
-        self.last = t if self.last is None else max(self.last, t)
+        if kind == RecordType.RUN:
+            self.started = advance_time_zero(self.started, record)
+        if self.first is None or t < self.first:
+            self.first = t
+        if self.last is None or t > self.last:
+            self.last = t
         if kind == RecordType.ROUND and isinstance(record.get("latency"), int | float):
             self._bin(t).latency.add(float(record["latency"]))
         elif kind == RecordType.FLOW:
