@@ -126,3 +126,7 @@ def test_the_closed_model_s_agents_follow_the_stages_through_locust_and_every_fl
     quiet = [t for t in starts.values() if 6 <= t < 8]
     # four agents, then one: at least twice the starts per second in the first stage (each flow takes ~1 s)
     assert len(busy) >= 2 * len(quiet) > 0, (len(busy), len(quiet))
+    page = (finished.folder / "report.html").read_text()
+    assert "The stages&#x27; intended load against the flows started" in page or \
+        "The stages' intended load against the flows started" in page
+    assert "intended (agents)" in page and "flows started per second" in page

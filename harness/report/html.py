@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
+from harness.config.load import Load
 from harness.config.scenario import Scenario
 from harness.journal.figures import RunFigures
 from harness.load.mutations import FINDINGS
@@ -75,7 +76,7 @@ def write_html(path: Path, scenario: Scenario, figures: RunFigures, verdict: Run
 def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, timeline: Timeline) -> str:
     actions = chaos_actions(figures.chaos, timeline.origin)
     body = [_header(scenario, figures, verdict), _problems(verdict),
-            "<h2>Over the run</h2>", *_time_plots(figures, timeline, actions),
+            "<h2>Over the run</h2>", *_time_plots(scenario, figures, timeline, actions),
             "<h2>Rounds per call</h2>", *_rounds_plots(figures),
             "<h2>Thresholds</h2>", _thresholds_table(verdict),
             "<h2>Invariants</h2>", _invariants_table(verdict),
@@ -134,7 +135,8 @@ def _markers(actions: Sequence[ChaosAction]) -> list[svg.Marker]:
     return markers
 
 
-def _time_plots(figures: RunFigures, timeline: Timeline, actions: Sequence[ChaosAction]) -> list[str]:
+def _time_plots(scenario: Scenario, figures: RunFigures, timeline: Timeline,
+                actions: Sequence[ChaosAction]) -> list[str]:
     bins = timeline.bins(figures.duration)
     markers = _markers(actions)
     x_max = bins.width * bins.count
@@ -147,6 +149,8 @@ def _time_plots(figures: RunFigures, timeline: Timeline, actions: Sequence[Chaos
                             y_label="flows/s", markers=markers, x_max=x_max),
              svg.line_chart(latency, title=f"Round latency p50 / p95 / p99 ({binned})", x_label=_X_LABEL,
                             y_label="latency (ms)", markers=markers, x_max=x_max)]
+    if scenario.load.stages:
+        plots.append(_stages_plot(scenario.load, timeline, bins, markers, x_max))
     by_replica = timeline.rejection_counts(bins) or {"": {}}
     for replica, reasons in by_replica.items():
         title = f"Rejections on {replica} by reason ({binned})" if replica else "Rejections by reason (none logged)"
@@ -154,6 +158,18 @@ def _time_plots(figures: RunFigures, timeline: Timeline, actions: Sequence[Chaos
         plots.append(svg.line_chart(series, title=title, x_label=_X_LABEL, y_label=f"rejections per {per}",
                                     markers=markers, x_max=x_max, counts=True))
     return plots
+
+
+def _stages_plot(load: Load, timeline: Timeline, bins: Bins, markers: list[svg.Marker], x_max: float) -> str:
+    """The stages' aim against what the load did, bin by bin: flows/s (open model) or agents (closed)."""
+    aimed = [sum(load.level_at(bins.width * (index + (n + 0.5) / 10)) for n in range(10)) / 10
+             for index in range(bins.count)]
+    unit = "flows/s" if load.model == "open" else "agents"
+    series = [svg.Series(f"intended ({unit})", _points(bins, aimed)),
+              svg.Series("flows started per second", _points(bins, timeline.start_rates(bins)))]
+    return svg.line_chart(series, title=f"The stages' intended load against the flows started ({bins.width:g} s bins)",
+                          x_label=_X_LABEL, y_label=unit if load.model == "open" else "agents, flows/s",
+                          markers=markers, x_max=x_max)
 
 
 def _points(bins: Bins, values: Sequence[float | None]) -> list[tuple[float, float | None]]:

@@ -150,8 +150,10 @@ class _Bin:
     flows: Counter[str] = field(default_factory=Counter)
     latency: Sketch = field(default_factory=Sketch)
     rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
+    starts: int = 0
 
     def merge(self, other: _Bin) -> None:
+        self.starts += other.starts
         self.flows.update(other.flows)
         self.latency.merge(other.latency)
         self.rejections.update(other.rejections)
@@ -190,6 +192,8 @@ class Timeline(JournalView):
             self._bin(t).latency.add(float(record["latency"]))
         elif kind == RecordType.FLOW:
             self._bin(t).flows[str(record.get("outcome"))] += 1
+        elif kind == RecordType.START:
+            self._bin(t).starts += 1
         elif kind == RecordType.REJECTION:
             self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
 
@@ -252,6 +256,13 @@ class Timeline(JournalView):
             for outcome, n in content.flows.items():
                 counts.setdefault(outcome, [0.0] * bins.count)[index] += n
         return {outcome: [n / bins.width for n in counts[outcome]] for outcome in ordered_outcomes(counts)}
+
+    def start_rates(self, bins: Bins) -> list[float]:
+        """Flows started per second, per bin: what the load achieved, beside what its stages intended."""
+        rates = [0.0] * bins.count
+        for index, content in self._regrouped(bins).items():
+            rates[index] += content.starts / bins.width
+        return rates
 
     def latency_percentiles(self, bins: Bins) -> dict[str, list[float | None]]:
         """Round latency p50/p95/p99 per bin, in seconds (within 1%); None where no round finished."""
