@@ -11,7 +11,6 @@ import contextlib
 import io
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
