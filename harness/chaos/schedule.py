@@ -24,11 +24,13 @@ from typing import Any
 
 from gevent import GreenletExit
 
+from harness.chaos.proxy import FaultProxies
 from harness.config.chaos import (
     ChaosStep,
     ClockSkew,
     CommandAction,
     MemoryRecords,
+    NetworkAction,
     PauseAction,
     Rename,
     ReplicaAction,
@@ -39,6 +41,7 @@ from harness.config.chaos import (
 from harness.config.scenario import Scenario
 from harness.journal.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
 from harness.journal.writer import Journal
+from harness.leads.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.keys import fingerprint, new_key
 from harness.target.base import ChaosUnsupported, ReplicaChange, Target
@@ -54,8 +57,10 @@ class ChaosRunner:
     """Runs the scenario's chaos steps against a target at their times; journals each one."""
 
     def __init__(self, scenario: Scenario, target: Target, journal: Journal, run_metrics: RunMetrics,
-                 sleep: Sleep = time.sleep, run_id: str = "") -> None:
+                 sleep: Sleep = time.sleep, run_id: str = "", proxies: FaultProxies | None = None) -> None:
         self.scenario = scenario
+        self.proxies = proxies
+        """The fault proxies in front of the replicas, when the scenario has a network fault."""
         self.target = target
         self.journal = journal
         self.run_metrics = run_metrics
@@ -100,9 +105,10 @@ class ChaosRunner:
         target_label = self._target_label(step)
         started = time.time()
         self.run_metrics.chaos_action(step.action, started)
+        asked = {"duration": step.duration, "replica": step.replica, **step.parameters()} \
+            if isinstance(step, NetworkAction) else step.model_dump(mode="json", exclude={"action", "at"})
         self.journal.write(ChaosStarted(type=RecordType.CHAOS, phase=ChaosPhase.START, t=started, action=step.action,
-                                        target=target_label, detail=step.model_dump(mode="json",
-                                                                                    exclude={"action", "at"})))
+                                        target=target_label, detail=asked))
         self.running = step
         try:
             detail = _ACTIONS[type(step)](self, step, index)
@@ -125,7 +131,7 @@ class ChaosRunner:
         return ok
 
     def _target_label(self, step: ChaosStep) -> str:
-        if isinstance(step, RollingRestart | RotateKeys | SetTtl) and step.replica is None:
+        if isinstance(step, RollingRestart | RotateKeys | SetTtl | NetworkAction) and step.replica is None:
             return "all"
         return self.target.labels[(step.replica or 1) - 1]
 
@@ -230,6 +236,25 @@ class ChaosRunner:
                 self.undo.append((" ".join(rollback), undo))
         return {"commands": [self.commands.run(step.action, "command", step.command, index)]}
 
+    def _network(self, step: NetworkAction, index: int) -> dict:
+        """A fault on the proxies of the replicas named, for its duration: what it hit, replica by replica.
+
+        The fault is off again when the step ends however it ends (the run's end kills it mid-sleep).
+        """
+        if self.proxies is None:
+            raise ChaosUnsupported("no fault proxy runs in front of the replicas")
+        who = [index] if step.replica is not None else list(range(len(self.target.labels)))
+        draws = stream(self.scenario.seed, "network", self.scenario.chaos.index(step))
+        faults = self.proxies.set_fault(step, who, draws)
+        try:
+            self.sleep(step.duration)
+        finally:
+            self.proxies.clear_fault(who)
+        labels = [self.target.labels[replica] for replica in who]
+        return {**step.parameters(),
+                "exchanges": {label: fault.exchanges for label, fault in zip(labels, faults, strict=True)},
+                "hit": {label: fault.hit for label, fault in zip(labels, faults, strict=True)}}
+
     def rollback(self) -> list[str]:
         """Put the target back (replicas up, rings restored, commands' changes undone); journaled like an action."""
         started = time.time()
@@ -275,6 +300,7 @@ _ACTIONS: dict[type, Callable[[ChaosRunner, Any, int], dict]] = {
     ClockSkew: ChaosRunner._clock,
     MemoryRecords: ChaosRunner._memory,
     CommandAction: ChaosRunner._command,
+    NetworkAction: ChaosRunner._network,
 }
 
 

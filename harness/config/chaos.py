@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.config.base import Strict
 from harness.config.commands import REPLICA_PLACEHOLDERS, check_command
-from harness.config.durations import Duration, PositiveDuration
+from harness.config.durations import Duration, PositiveDuration, parse_duration
 
 
 class _Chaos(Strict):
@@ -95,9 +95,82 @@ class CommandAction(_Chaos):
         return argv
 
 
+NetworkFaultKind = Literal["latency", "bandwidth", "reset", "blackhole", "truncate", "down", "cut-slow"]
+
+_FAULT_KEYS: dict[str, frozenset[str]] = {
+    "latency": frozenset({"delay", "jitter", "direction"}),
+    "bandwidth": frozenset({"rate"}),
+    "reset": frozenset({"when"}),
+    "blackhole": frozenset(),
+    "truncate": frozenset({"after"}),
+    "down": frozenset(),
+    "cut-slow": frozenset({"after"}),
+}
+"""The keys of each fault of its own: any other fault's key is a mistake in the scenario."""
+
+
+class NetworkAction(_Chaos):
+    """A network fault between the harness and a replica, for `duration`, done by the harness's own proxy.
+
+    Every replica gets a proxy on 127.0.0.1 when the scenario has a network fault; the load
+    talks to the proxies, which forward to the replicas' URLs. `toxicity` is the share of
+    exchanges (one request and its answer) the fault hits, drawn from the scenario's seed.
+    """
+
+    action: Literal["network"]
+    replica: int | None = Field(default=None, ge=1, description="1-based; default: every replica")
+    duration: PositiveDuration = Field(description="how long the fault lasts, real")
+    fault: NetworkFaultKind = Field(
+        description="latency: delays each exchange (`delay`, `jitter`, `direction`); bandwidth: at most `rate` "
+                    "bytes/s each way; reset: resets the connection (`when`); blackhole: accepts, forwards "
+                    "nothing, never answers (the client's timeout decides); truncate: closes the answer after "
+                    "`after` bytes; down: refuses connections (toxicity 1 only); cut-slow: closes a connection "
+                    "that moved no byte for `after` seconds while a request waits for its answer, like a "
+                    "balancer's idle timeout")
+    toxicity: float = Field(default=1.0, ge=0.0, le=1.0,
+                            description="the share of exchanges the fault hits, 0-1, drawn from the seed")
+    delay: Duration = Field(default=1.0, description="latency: added each way the fault applies, real")
+    jitter: Duration = Field(default=0.0, description="latency: up to this much more, drawn per exchange, real")
+    direction: Literal["both", "to-server", "to-client"] = Field(
+        default="both", description="latency: delay the request (to-server), the answer (to-client) or both")
+    rate: int = Field(default=1024, ge=1, description="bandwidth: bytes per second, each way")
+    when: Literal["on-connect", "before-answer", "mid-answer"] = Field(
+        default="before-answer", description="reset: as the connection opens (the request never reaches the "
+                                             "server), as the answer begins (the request reached it, no answer "
+                                             "arrives) or halfway through the answer's first part (it arrives cut)")
+    after: float | None = Field(default=None, ge=0,
+                                description="truncate: bytes of the answer let through; cut-slow: idle seconds "
+                                            "(a duration) before the cut, real")
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after(cls, value: object) -> object:
+        return parse_duration(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _keys_of_the_fault(self) -> NetworkAction:
+        own = _FAULT_KEYS[self.fault]
+        foreign = sorted(key for key in self.model_fields_set & set().union(*_FAULT_KEYS.values()) if key not in own)
+        if foreign:
+            raise ValueError(f"fault {self.fault!r} takes no {', '.join(foreign)} (its keys: "
+                             f"{', '.join(sorted(own)) or 'none'})")
+        if self.fault in ("truncate", "cut-slow") and self.after is None:
+            raise ValueError(f"fault {self.fault!r} needs `after`")
+        if self.fault == "truncate" and self.after is not None and self.after != int(self.after):
+            raise ValueError("truncate: `after` is a whole number of bytes")
+        if self.fault == "down" and self.toxicity != 1.0:
+            raise ValueError("down refuses every connection: toxicity must be 1")
+        return self
+
+    def parameters(self) -> dict[str, object]:
+        """The fault and its own keys, as the journal records them."""
+        return {"fault": self.fault, "toxicity": self.toxicity,
+                **{key: getattr(self, key) for key in sorted(_FAULT_KEYS[self.fault])}}
+
+
 ChaosStep = Annotated[
     ReplicaAction | PauseAction | RollingRestart | RotateKeys | SetTtl | Rename | ClockSkew | MemoryRecords
-    | CommandAction,
+    | CommandAction | NetworkAction,
     Field(discriminator="action"),
 ]
 
@@ -111,7 +184,7 @@ def commands_needed(step: ChaosStep) -> tuple[str, ...]:
         return ("pause", "resume")
     if isinstance(step, RollingRestart):
         return ("restart",)
-    if isinstance(step, CommandAction):
+    if isinstance(step, CommandAction | NetworkAction):  # a network fault is the harness's own proxy's
         return ()
     return (step.action,)
 

@@ -41,9 +41,11 @@ from locust.event import Events
 from locust.stats import save_stats_json
 from prometheus_client import generate_latest
 
+from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
 from harness.checks.invariants import INVARIANTS, FlowChecks, ledger_violations
 from harness.checks.reconcile import Matching
+from harness.config.chaos import NetworkAction
 from harness.config.durations import format_duration
 from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
@@ -152,6 +154,8 @@ class Run:
         self.env: Environment | None = None
         self.load: LocalLoad | DistributedLoad | None = None
         self.chaos: ChaosRunner | None = None
+        self.proxies: FaultProxies | None = None
+        """The fault proxies the load talks to, when the scenario has a network fault."""
         self.started = 0.0
         """Time zero: when the load started (workers take a while to be ready)."""
         self.chaos_window: tuple[float | None, float | None] = (None, None)
@@ -230,6 +234,21 @@ class Run:
             ledger, _ = self._ledger()
             self.ledger_before = ledger_violations(ledger) if ledger is not None else None
         self.say(f"target up: {', '.join(self.target.urls)}")
+        if any(isinstance(step, NetworkAction) for step in self.scenario.chaos):
+            self._start_proxies(self.target)
+
+    def _start_proxies(self, target: Target) -> None:
+        """A fault proxy in front of each replica, in this process's own loop: the load talks to them."""
+        try:
+            self.proxies = FaultProxies(target.urls, target.labels, self.scenario.seed)
+        except ValueError as exc:
+            raise TargetError(str(exc)) from None
+        self.proxies.start()
+        self.say(f"network faults through proxies: {self.proxies.describe()}")
+
+    def _load_urls(self, target: Target) -> list[str]:
+        """Where the load sends each replica's rounds: its proxy when there is one."""
+        return self.proxies.urls if self.proxies is not None else list(target.urls)
 
     def _drive(self) -> None:
         assert self.target is not None
@@ -241,7 +260,7 @@ class Run:
         self._serve_web_ui()
         self.journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=self.started))
         self.chaos = ChaosRunner(self.scenario, self.target, self.journal, self.run_metrics, sleep=gevent.sleep,
-                                 run_id=self.folder.name)
+                                 run_id=self.folder.name, proxies=self.proxies)
         chaos = self._background(self._chaos_loop)
         background = [chaos, self._background(self._watch),
                       self._background(self.progress.follow, self._progress_now, gevent.sleep)]
@@ -300,12 +319,12 @@ class Run:
         options = self.options
         if options.workers or options.remote_workers:
             self._warn_unreachable_replicas(target)
-            return DistributedLoad(self.env, self.scenario, self.run_metrics, self.folder, target.urls,
+            return DistributedLoad(self.env, self.scenario, self.run_metrics, self.folder, self._load_urls(target),
                                    target.labels, self._on_record, local=options.workers,
                                    remote=options.remote_workers, bind_host=options.master_bind_host,
                                    bind_port=options.master_bind_port, wait=options.workers_wait, say=self.say)
-        flow_env = build_flow_env(self.scenario, target.urls, target.labels, self.journal, self.run_metrics,
-                                  fire_request=self.env.events.request.fire)
+        flow_env = build_flow_env(self.scenario, self._load_urls(target), target.labels, self.journal,
+                                  self.run_metrics, fire_request=self.env.events.request.fire)
         return LocalLoad(self.env, LoadPlan(self.scenario, flow_env), time.time())
 
     def _warn_unreachable_replicas(self, target: Target) -> None:
@@ -430,6 +449,7 @@ class Run:
         self._step(self._account_cpu)
         self._step(self._check_invariants)
         self._step(self._probe_after)
+        self._step(self._stop_proxies)
         self._step(self._roll_back)
         self._step(self._stop_target)
         self.journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=time.time(), status=self._status(),
@@ -503,6 +523,10 @@ class Run:
             undone = self.chaos.rollback()
             if undone:
                 self.say("rolled back: " + "; ".join(undone))
+
+    def _stop_proxies(self) -> None:
+        if self.proxies is not None:
+            self.proxies.close()
 
     def _stop_target(self) -> None:
         if self.target is not None:

@@ -1,0 +1,217 @@
+"""Network faults between the harness and each replica, through the harness's own proxy.
+
+Faults run against the real shop on the process backend, as a user runs them; a fault
+hits only the replica it names and only inside its window, which the rounds the journal
+holds show by their outcomes. What the shop answers too fast to show (an idle timeout,
+the toxicity share) is tested on the proxy with a real slow HTTP server in this process.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from pathlib import Path
+
+import gevent
+import gevent.server
+import gevent.socket
+import pytest
+
+from harness.chaos.proxy import FaultProxies
+from harness.config.chaos import NetworkAction
+from harness.config.scenario import ScenarioError, load_scenario
+from harness.leads.seeding import stream
+from tests.harness_run import run_harness
+from tests.test_lifeline import kill_and_count_survivors, start, wait_for_line
+
+SCENARIO_HEAD = """
+name = "network-faults"
+seed = 7
+duration = "{duration}"
+time_scale = 60
+[target]
+kind = "embedded"
+replicas = 2
+store = "sqlite"
+ttl = "10m"
+[load]
+model = "open"
+arrival_rate = 6
+routing = "round-robin"
+timeout = "1s"
+[[flows]]
+kind = "refund"
+[leads]
+think = {{ dist = "constant", value = "6s" }}
+"""
+
+FAULTS = [  # (its keys, the outcome every round it hits gets on the named replica)
+    ('fault = "latency"\ndelay = "300ms"', None),
+    ('fault = "reset"\nwhen = "before-answer"', "connection_error"),
+    ('fault = "reset"\nwhen = "mid-answer"', "connection_error"),
+    ('fault = "truncate"\nafter = 20', "connection_error"),
+    ('fault = "blackhole"', "timeout"),
+    ('fault = "down"', None),
+    ('fault = "bandwidth"\nrate = 2000', None),
+]
+WINDOW = 1.2
+GAP = 1.3  # longer than the client's timeout: a blackholed round times out before the next fault
+
+
+def _scenario(tmp_path: Path) -> Path:
+    steps = "".join(f'\n[[chaos]]\naction = "network"\nat = {1 + i * (WINDOW + GAP):g}\nduration = {WINDOW}\n'
+                    f'replica = 2\n{keys}\n' for i, (keys, _) in enumerate(FAULTS))
+    path = tmp_path / "faults.toml"
+    path.write_text(SCENARIO_HEAD.format(duration=f"{2 + len(FAULTS) * (WINDOW + GAP):g}s") + steps)
+    return path
+
+
+def test_each_fault_hits_only_the_named_replica_inside_its_window(tmp_path):
+    finished = run_harness(_scenario(tmp_path), tmp_path / "results")
+    assert finished.code == 0, finished.output
+    records = finished.journal()
+    starts = [r for r in records if r["type"] == "chaos" and r["phase"] == "start" and r["action"] == "network"]
+    ends = [r for r in records if r["type"] == "chaos" and r["phase"] == "end" and r["action"] == "network"]
+    assert [e["ok"] for e in ends] == [True] * len(FAULTS)
+    windows = [(s["t"], e["t"]) for s, e in zip(starts, ends, strict=True)]
+    rounds = [r for r in records if r["type"] == "round"]
+
+    def inside(r: dict, window: tuple[float, float], margin: float = 0.05) -> bool:
+        return window[0] + margin <= r["sent"] <= window[1] - margin
+
+    for (keys, outcome), (start_record, end), window in zip(FAULTS, zip(starts, ends, strict=True), windows,
+                                                            strict=True):
+        assert end["target"] == "r2" and start_record["detail"]["fault"] in keys
+        assert set(end["detail"]["hit"]) == {"r2"}, end["detail"]  # counted on the named replica only
+        assert end["detail"]["hit"]["r2"] >= 1, (keys, end["detail"])
+        hit = [r for r in rounds if r["replica"] == "r2" and inside(r, window)]
+        if outcome is not None:
+            assert hit and {r["outcome"] for r in hit} == {outcome}, (keys, hit)
+        if "latency" in keys:  # 300 ms each way, over what the server took
+            assert hit and all(r["latency"] >= 0.6 for r in hit), hit
+        if "down" in keys:  # refused: every round went to the other replica
+            assert not hit and any(inside(r, window) for r in rounds), keys
+    failed = [r for r in rounds if r["outcome"] not in ("complete", "input_required")]
+    assert failed
+    for r in failed:  # nothing failed outside a window (plus the client's timeout), nor on the other replica
+        assert r["replica"] == "r2" and any(w[0] - 0.05 <= r["sent"] <= w[1] + 0.05 for w in windows), r
+    assert {r["replica"] for r in rounds if r["outcome"] == "complete"} == {"r1", "r2"}
+
+
+def test_a_run_killed_with_sigkill_during_a_fault_leaves_no_listening_port(tmp_path):
+    scenario = tmp_path / "killed.toml"
+    scenario.write_text(SCENARIO_HEAD.format(duration="60s")
+                        + '\n[[chaos]]\naction = "network"\nat = "1s"\nduration = "50s"\nfault = "blackhole"\n')
+    output = tmp_path / "output.txt"
+    process = start(["run", str(scenario), "--results", str(tmp_path / "results")], output)
+    try:
+        wait_for_line(process, output, "network faults through proxies", timeout=60)
+        ports = [int(port) for port in re.findall(r"r\d+ http://127\.0\.0\.1:(\d+)/mcp ->", output.read_text())]
+        assert len(ports) == 2, output.read_text()
+        assert all(_listening(port) for port in ports)
+        time.sleep(2.0)  # the blackhole is on, holding the load's connections open
+        assert not kill_and_count_survivors(process, set())
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert not [port for port in ports if _listening(port)], ports
+
+
+def _listening(port: int) -> bool:
+    """Whether anything on this machine listens on 127.0.0.1:`port` (/proc/net/tcp, state 0A)."""
+    wanted = f"0100007F:{port:04X}"
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return any(line.split()[1] == wanted and line.split()[3] == "0A" for line in lines)
+
+
+# --- the scenario's keys ---------------------------------------------------------------------
+
+
+def _load(tmp_path: Path, chaos: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO_HEAD.format(duration="10s") + '\n[[chaos]]\naction = "network"\nat = 1\n'
+                    'duration = 1\n' + chaos)
+    load_scenario(path)
+
+
+def test_a_fault_refuses_another_faults_keys_and_names_its_own(tmp_path):
+    with pytest.raises(ScenarioError, match=r"fault 'latency' takes no rate \(its keys: delay, direction, jitter\)"):
+        _load(tmp_path, 'fault = "latency"\nrate = 100\n')
+    with pytest.raises(ScenarioError, match="needs `after`"):
+        _load(tmp_path, 'fault = "cut-slow"\n')
+    with pytest.raises(ScenarioError, match="toxicity must be 1"):
+        _load(tmp_path, 'fault = "down"\ntoxicity = 0.5\n')
+    with pytest.raises(ScenarioError, match="replica 3"):
+        _load(tmp_path, 'fault = "blackhole"\nreplica = 3\n')
+    _load(tmp_path, 'fault = "cut-slow"\nafter = "250ms"\n')
+
+
+# --- the proxy, against a real slow server ---------------------------------------------------
+
+
+def _slow_server(answer_after: float) -> gevent.server.StreamServer:
+    """An HTTP server on 127.0.0.1 that answers each request after `answer_after` seconds."""
+
+    def handle(sock: socket.socket, _: object) -> None:
+        while sock.recv(65536):
+            gevent.sleep(answer_after)
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    server = gevent.server.StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    return server
+
+
+def _exchange(url: str, timeout: float = 5.0) -> bytes:
+    host, port = url.split("/")[2].split(":")
+    answer = b""
+    with gevent.socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+                if answer.endswith(b"ok"):
+                    break
+        except ConnectionResetError:
+            pass
+    return answer
+
+
+def _proxies(server: gevent.server.StreamServer) -> FaultProxies:
+    proxies = FaultProxies([f"http://127.0.0.1:{server.server_port}/mcp"], ["r1"], seed=7)
+    proxies.start()
+    return proxies
+
+
+def test_cut_slow_closes_a_request_waiting_longer_than_its_idle_timeout():
+    server = _slow_server(0.5)
+    proxies = _proxies(server)
+    try:
+        step = NetworkAction(action="network", at=0, duration=10, fault="cut-slow", after=0.2)
+        (fault,) = proxies.set_fault(step, [0], stream(7, "test"))
+        assert _exchange(proxies.urls[0]) == b""  # cut before the answer began
+        proxies.clear_fault([0])
+        assert _exchange(proxies.urls[0]).endswith(b"ok")
+        assert (fault.exchanges, fault.hit) == (1, 1)
+    finally:
+        proxies.close()
+        server.stop()
+
+
+def test_toxicity_hits_the_seeded_share_of_exchanges():
+    server = _slow_server(0.0)
+    proxies = _proxies(server)
+    try:
+        step = NetworkAction(action="network", at=0, duration=10, fault="reset", when="before-answer",
+                             toxicity=0.3)
+        (fault,) = proxies.set_fault(step, [0], stream(7, "test"))
+        answers = [_exchange(proxies.urls[0]) for _ in range(200)]
+        lost = sum(1 for answer in answers if not answer)
+        assert fault.exchanges == 200 and fault.hit == lost
+        assert 30 <= lost <= 90  # 60 expected
+    finally:
+        proxies.close()
+        server.stop()
+    assert not _listening(int(proxies.urls[0].split(":")[2].split("/")[0]))
