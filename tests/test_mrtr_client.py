@@ -530,14 +530,14 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed() -> N
     assert [record.outcome for record in result.rounds] == [Outcome.INPUT_REQUIRED] * 2 + [Outcome.COMPLETE]
 
 
-def test_connection_error_when_the_server_dies_mid_answer() -> None:
+def test_answer_lost_when_the_server_dies_after_the_request_reached_it() -> None:
     server = start_server(GARDEN, env={"GARDEN_REQUEST_STATE_KEY": secrets.token_hex(16)})
     try:
         gevent.spawn_later(0.5, server.process.kill)  # while the round waits for `slow`
         result = client_for(server.url, timeout=10.0).call_tool("slow", {"seconds": 3.0}, answer)
     finally:
         server.stop()
-    assert result.outcome is Outcome.CONNECTION_ERROR
+    assert result.outcome is Outcome.ANSWER_LOST
     assert result.last is not None and result.last.http_status is None
 
 

@@ -48,9 +48,9 @@ think = {{ dist = "constant", value = "6s" }}
 
 FAULTS = [  # (its keys, the outcome every round it hits gets on the named replica)
     ('fault = "latency"\ndelay = "300ms"', None),
-    ('fault = "reset"\nwhen = "before-answer"', "connection_error"),
-    ('fault = "reset"\nwhen = "mid-answer"', "connection_error"),
-    ('fault = "truncate"\nafter = 20', "connection_error"),
+    ('fault = "reset"\nwhen = "before-answer"', "answer_lost"),
+    ('fault = "reset"\nwhen = "mid-answer"', "answer_lost"),
+    ('fault = "truncate"\nafter = 20', "answer_lost"),
     ('fault = "blackhole"', "timeout"),
     ('fault = "down"', None),
     ('fault = "bandwidth"\nrate = 2000', None),

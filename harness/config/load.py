@@ -61,6 +61,10 @@ class Load(Strict):
                                                 "other-replica sends every retry to another replica; same-replica "
                                                 "keeps a call on one (what stickiness does)")
     timeout: PositiveDuration = Field(default=30.0, description="the client's limit for one POST round, real")
+    retry_lost_answers: int = Field(default=0, ge=0, le=10, description="how many times a flow resends a round "
+                                                                       "whose answer was lost (`answer_lost`) "
+                                                                       "with the same state and answers, as a "
+                                                                       "host that retries does (0: never)")
     max_in_flight: int = Field(default=100_000, ge=1, description="open model: at this many flows in flight, new "
                                                                   "starts wait (and count as late)")
     stages: list[Stage] = Field(

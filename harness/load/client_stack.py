@@ -37,7 +37,8 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     target = scenario.target
     principal = {target.principal_header: target.principal} if target.principal_header is not None else None
     client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
-                        transport=transport, headers=principal)
+                        transport=transport, headers=principal,
+                        retry_lost_answers=scenario.load.retry_lost_answers)
     return FlowEnv(scenario, client, journal, run_metrics, _shop_orders(scenario),
                    url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep)
 

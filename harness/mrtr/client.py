@@ -218,14 +218,18 @@ class MrtrClient:
         sleep: Callable[[float], Any] = gevent.sleep,
         redispatch: bool = True,
         headers: Mapping[str, str] | None = None,
+        retry_lost_answers: int = 0,
     ) -> None:
-        """`headers`: sent on every round besides the protocol's own (the principal header a deployment binds
+        """`retry_lost_answers`: how many times a call resends a round whose answer was lost, with the same
+        state and answers (a host that retries; the server's once-only record must refuse the replay).
+        `headers`: sent on every round besides the protocol's own (the principal header a deployment binds
         states to). `redispatch`: when no connection to a round's replica can be opened (a replica that is
         down or restarting), send the round to another replica, as a health-checking balancer
         would. The server never saw the request, so this hides no MRTR failure: a rejected
         state, a lost record or a broken answer is still reported as it happened.
         """
         self.redispatch = redispatch
+        self.retry_lost_answers = retry_lost_answers
         self.router = router
         _refuse_line_breaks(headers)
         self.envelope = Envelope(capabilities, client_info, headers)
@@ -287,12 +291,17 @@ class MrtrClient:
         state: str | None = None
         replica: str | None = None
         at = intended_at if intended_at is not None else self._clock()
+        retries = self.retry_lost_answers
         while True:
             count += 1
             record = self._round(frame, count, responses, state, self.router.pick(replica), at)
             server_time += record.server_time
             if on_round is not None:
                 on_round(tool, record)
+            if record.outcome is Outcome.ANSWER_LOST and retries > 0 and count <= self.max_rounds:
+                retries -= 1  # the same round again, same state and answers: did the server act on the first?
+                at = self._clock()
+                continue
             if record.outcome is not Outcome.INPUT_REQUIRED:
                 return CallResult(record.outcome, record, count, server_time, think, backoff)
             if count > self.max_rounds:

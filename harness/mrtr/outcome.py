@@ -42,7 +42,11 @@ class Outcome(enum.StrEnum):
     TIMEOUT = "timeout"
     """No answer within the read timeout."""
     CONNECTION_ERROR = "connection_error"
-    """Could not connect, or the connection broke before a full answer."""
+    """Never sent: no connection could be opened, or it broke while the request was being written."""
+    ANSWER_LOST = "answer_lost"
+    """The request was written, then the connection broke (reset, closed, cut) before a full answer: the server
+    may have acted on it. A reset before the request reached the server looks the same to a client (a host
+    cannot tell either); the fault proxy's counts say which it was."""
     ROUNDS_EXCEEDED = "rounds_exceeded"
     """The server kept answering `input_required` past the client's round cap."""
     ABANDONED = "abandoned"

@@ -27,9 +27,11 @@ stream is read only until the scanner has the response, and the connection is th
 closed (the server may keep the stream open). The whole exchange, stream included,
 gets `read_timeout`, so a stream of keepalive pings cannot run forever.
 
-Errors never escape a round: they come back as `Outcome.TIMEOUT` or
-`Outcome.CONNECTION_ERROR`, or as `NOT_SENT` when no connection could be opened (the
-server cannot have seen the request, so the client may send it elsewhere). Nothing here
+Errors never escape a round: they come back as `Outcome.TIMEOUT`, as
+`Outcome.CONNECTION_ERROR` when the request could not be written, as `Outcome.ANSWER_LOST`
+when it was written and the answer broke off (the server may have acted on it), or as
+`NOT_SENT` when no connection could be opened (the server cannot have seen the request,
+so the client may send it elsewhere). Nothing here
 patches gevent; Locust does that, and gevent's sockets cooperate in plain code too.
 """
 
@@ -106,6 +108,10 @@ NOT_SENT = NotSent.CONNECT_FAILED
 
 class _Broken(Exception):
     """The answer was cut off or is not HTTP/1.x: the connection is unusable."""
+
+
+class _NotWritten(Exception):
+    """The connection broke while the request was being written."""
 
 
 class _RoundTimeout(Exception):
@@ -290,9 +296,12 @@ class Transport:
             except _RoundTimeout:
                 connection.close()
                 return Outcome.TIMEOUT
-            except (OSError, _Broken, ValueError):
+            except _NotWritten:
                 connection.close()
                 return Outcome.CONNECTION_ERROR
+            except (OSError, _Broken, ValueError):  # written, then the answer broke off or came garbled
+                connection.close()
+                return Outcome.ANSWER_LOST
             finally:
                 timer.close()
             if reusable and self.reuse_connections:
@@ -352,7 +361,10 @@ SERVED_BY = b"x-served-by"
 
 def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None) -> tuple[HttpAnswer, bool]:
     """Write the request, read the answer; returns it and whether the connection may be reused."""
-    _send_all(sock, request)
+    try:
+        _send_all(sock, request)
+    except OSError as exc:
+        raise _NotWritten from exc
     status_line, head, rest = _read_head(sock, sock.recv(RECV_SIZE))
     status = int(status_line[9:12])
     while 100 <= status < 200:  # interim answers (103 Early Hints): the real one follows
