@@ -21,6 +21,10 @@ EXPECTED = {
     "tampered-state": "seal",
     "records-in-memory": None,
     "started-two-ways": None,
+    "reset-after-question": None,
+    "lost-answer-retry": None,
+    "balancer-timeout": None,
+    "latency-expiry": "expired",
 }
 
 

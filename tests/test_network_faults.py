@@ -215,3 +215,70 @@ def test_toxicity_hits_the_seeded_share_of_exchanges():
         proxies.close()
         server.stop()
     assert not _listening(int(proxies.urls[0].split(":")[2].split("/")[0]))
+
+
+# --- the on-call catalogue's network scenarios, looked at as an on-call engineer would ---------
+
+ON_CALL = Path(__file__).resolve().parent.parent / "scenarios" / "on-call"
+
+
+def _rounds_by_flow(records: list[dict]) -> dict[str, list[dict]]:
+    flows: dict[str, list[dict]] = {}
+    for record in records:
+        if record["type"] == "round":
+            flows.setdefault(record["flow_id"], []).append(record)
+    return flows
+
+
+def _invariant(records: list[dict], name: str) -> dict:
+    (record,) = [r for r in records if r["type"] == "invariant" and r["invariant"] == name]
+    return record
+
+
+@pytest.mark.parametrize("once_only", ["shared", "memory"])
+def test_a_retry_after_a_lost_answer_is_refused_as_a_replay_and_releases_nothing_twice(once_only, tmp_path):
+    """With the once-only record shared, the replay is refused by it; kept in each replica's memory, the retry on
+    the other replica passes it and the shop's ledger (a compare-and-set) refuses the second release."""
+    scenario = tmp_path / "lost-answer-retry.toml"
+    scenario.write_text((ON_CALL / "lost-answer-retry.toml").read_text() + "".join(
+        f'\n[[target.overrides]]\nreplica = {n}\nanswers_store = "{once_only}"\n' for n in (1, 2)))
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 0, finished.output
+    records = finished.journal()
+    refused = "was already confirmed" if once_only == "shared" else "is no longer held"
+    replays = [rounds[i + 1] for rounds in _rounds_by_flow(records).values() for i in range(len(rounds) - 1)
+               if rounds[i]["tool"] == "issue_refund" and rounds[i]["round"] >= 2
+               and rounds[i]["outcome"] == "answer_lost" and rounds[i + 1]["outcome"] == "tool_error"]
+    assert replays and all(refused in replay["error"] and replay["replica"] == "r1" for replay in replays), replays
+    release = _invariant(records, "no_double_release")
+    assert release["checked"] > 0 and release["violations"] == 0
+
+
+def test_a_reset_after_the_question_loses_the_state_only_on_the_named_replica_in_the_window(tmp_path):
+    finished = run_harness(ON_CALL / "reset-after-question.toml", tmp_path)
+    assert finished.code == 0, finished.output
+    records = finished.journal()
+    start, end = [r for r in records if r["type"] == "chaos" and r["action"] == "network"]
+    lost = [r for r in records if r["type"] == "round" and r["outcome"] == "answer_lost"]
+    assert lost and {r["replica"] for r in lost} == {"r2"}
+    assert all(start["t"] - 0.05 <= r["sent"] <= end["t"] + 0.05 for r in lost)
+    asked = [r for r in lost if r["tool"] == "issue_refund" and r["round"] == 1]  # the question's answer
+    assert asked, "some answers carrying a question must be lost"
+    assert end["detail"]["hit"]["r2"] == len(lost)
+
+
+def test_an_idle_timeout_shorter_than_a_leads_round_cuts_no_mrtr_round(tmp_path):
+    finished = run_harness(ON_CALL / "balancer-timeout.toml", tmp_path)
+    assert finished.code == 0, finished.output
+    (end,) = [r for r in finished.journal() if r["type"] == "chaos" and r["action"] == "network"
+              and r["phase"] == "end"]
+    assert end["detail"]["after"] < 2.0  # the leads think 2 s
+    assert all(n > 0 for n in end["detail"]["exchanges"].values()), end["detail"]
+    assert end["detail"]["hit"] == {"r1": 0, "r2": 0}
+
+
+def test_latency_on_one_replica_makes_states_expire_there_only(tmp_path):
+    finished = run_harness(ON_CALL / "latency-expiry.toml", tmp_path)
+    assert finished.code == 0, finished.output
+    expired = finished.summary["rejections"]["by_reason"]["expired"]
+    assert expired.get("r2", 0) > 0 and not expired.get("r1"), expired

@@ -300,7 +300,7 @@ class MrtrClient:
                 on_round(tool, record)
             if record.outcome is Outcome.ANSWER_LOST and retries > 0 and count <= self.max_rounds:
                 retries -= 1  # the same round again, same state and answers: did the server act on the first?
-                at = self._clock()
+                replica, at = record.replica, self._clock()  # routed as a retry after the replica that lost it
                 continue
             if record.outcome is not Outcome.INPUT_REQUIRED:
                 return CallResult(record.outcome, record, count, server_time, think, backoff)
