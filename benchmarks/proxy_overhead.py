@@ -69,6 +69,7 @@ def run_once(variant: str, seconds: int, rate: float, folder: Path) -> dict[str,
     text = SCENARIO.format(variant=variant, seconds=seconds, rate=rate)
     if variant == "on":
         text += AT_THE_END.format(at=seconds - 0.1)
+    folder.mkdir(parents=True, exist_ok=True)
     scenario = folder / f"{variant}.toml"
     scenario.write_text(text)
     results = folder / f"results-{variant}"
