@@ -44,6 +44,7 @@ from prometheus_client import generate_latest
 from harness.chaos.schedule import ChaosRunner
 from harness.checks.invariants import INVARIANTS, FlowChecks, ledger_violations
 from harness.checks.reconcile import Matching
+from harness.config.cautions import cautions
 from harness.config.durations import format_duration
 from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
@@ -195,6 +196,8 @@ class Run:
                                           run_id=self.folder.name, scenario=self.scenario.name,
                                           seed=self.scenario.seed, duration=self.scenario.duration))
             self.say(f"results: {self.folder}")
+            for caution in cautions(self.scenario):
+                self.say(f"warning: {caution}")
             try:
                 self._bring_up()
                 self._drive()

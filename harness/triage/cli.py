@@ -43,7 +43,7 @@ line has no time is then left out, and counted as undated).
 
 examples:
   mrtr-harness triage --file r1=logs/r1.log --file r2=logs/r2.log
-  mrtr-harness triage --command "kubectl logs -f -l app=shop --prefix --tail=0"
+  mrtr-harness triage --command "kubectl logs -f -l app=shop --prefix --tail=0 --max-log-requests=20"
   journalctl -f -o json -u shop | mrtr-harness triage --stdin
   mrtr-harness triage --docker-service shop --metrics-port 9464
   mrtr-harness triage --once --json --file results/run/logs/r1.log > rejections.json
