@@ -35,6 +35,7 @@ from harness.config.logs import (
     COMPOSE_SERVICE,
     LogSource,
 )
+from harness.errors import UsageError
 from harness.logs.containers import ContainerFollower, compose_identity, split_lines
 from harness.logs.files import FileFollower, sniff
 from harness.runtime.processes import start_child
@@ -59,7 +60,7 @@ class SourceError(Exception):
     """A source could not be opened or reached: a missing file read once, no engine, no such command."""
 
 
-class NotALog(SourceError):
+class NotALog(SourceError, UsageError):
     """A file that is not a log this can read: a binary file, a damaged gzip, or a gzipped log given to follow.
     The user's input, not an unreachable source: a usage error."""
 
