@@ -191,6 +191,11 @@ class RoundDone(TypedDict):
     `crossed` (round 2 and later): whether another replica than the one that answered the call's
     previous round served it, so that the state crossed replicas (what a run with no sticky
     sessions exists to exercise).
+    `redispatched_from`: the replica the round was routed to when no connection to it could be
+    opened (down or restarting) and the round went to `replica` instead, as a health-checking
+    balancer would send it; absent when it went where it was routed. During a restart, an
+    `unknown key` that `replica` logs for such a round is the down replica's state arriving
+    elsewhere, not a key problem of `replica`.
     """
 
     type: Literal[RecordType.ROUND]
@@ -209,6 +214,7 @@ class RoundDone(TypedDict):
     code: str | None
     error: NotRequired[str]
     crossed: NotRequired[bool]
+    redispatched_from: NotRequired[str]
 
 
 class CallSummary(TypedDict):

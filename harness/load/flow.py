@@ -227,6 +227,8 @@ class Flow:
             done["error"] = message
         if record.round > 1 and self.previous_replica is not None:
             done["crossed"] = replica != self.previous_replica
+        if record.redispatched_from is not None:
+            done["redispatched_from"] = env.replica_labels.get(record.redispatched_from, record.redispatched_from)
         self.previous_replica = replica
         env.journal.write(done)
         env.run_metrics.round_done(self.kind, record.round, record.latency, failure)

@@ -229,10 +229,10 @@ def _reconciliation_table(verdict: RunVerdict) -> str:
         return '<p class="skip">Not reconciled: the journal has no reconciliation record.</p>'
     examples = "; ".join(result.examples.get("unexplained", []) + result.examples.get("unmatched_logged", []))
     return table(["", "client rejections (-32602)", "logged reasons", "matched", "unexplained", "unmatched logged",
-                  "examples"],
+                  "from re-dispatched rounds", "examples"],
                  [[_mark(result.passed), cell(result.client_rejections, True), cell(result.logged, True),
                    cell(result.matched, True), cell(result.unexplained, True), cell(result.unmatched_logged, True),
-                   cell(examples)]])
+                   cell(result.from_redispatched_rounds, True), cell(examples)]])
 
 
 def _hypothesis_section(verdict: RunVerdict) -> list[str]:

@@ -41,6 +41,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "flows": _flows(figures),
         "rounds_per_call": rounds_per_call(figures),
         "crossed_replicas": _crossed(figures),
+        "redispatched_rounds": figures.redispatched["rounds"],
         "round_latency_seconds": round_latency(figures),
         "rejections": _rejections(figures, verdict),
         "chaos": [action.as_dict() for action in verdict.chaos],

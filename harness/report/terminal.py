@@ -87,6 +87,9 @@ def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
                  f"of {result.client_rejections} client rejections{logged}")
     if result.unexplained:
         lines += [f"        {example}" for example in result.examples.get("unexplained", [])]
+    if result.from_redispatched_rounds:
+        lines.append(f"      {result.from_redispatched_rounds} of the client rejections came from re-dispatched rounds "
+                     "(their replica was down, so the state reached another replica: journal `redispatched_from`)")
     if result.unmatched_logged is not None:
         lines.append(f"    {paint.mark(None) if result.unmatched_logged else paint.mark(True)} unmatched logged "
                      f"rejections: {result.unmatched_logged} (logged lines no client rejection of this run explains)")

@@ -11,7 +11,7 @@ the same verdict after the fact as the run did.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,9 @@ class Reconciliation:
     matched: int | None = None
     unmatched_logged: int | None = None
     examples: dict[str, list[str]] = field(default_factory=dict)
+    from_redispatched_rounds: int = 0
+    """Client rejections of rounds re-dispatched from a replica that was down: the state of one replica
+    arriving at another (an `unknown key` there during a restart is that, not a key problem of its own)."""
 
     @property
     def passed(self) -> bool:
@@ -83,6 +86,7 @@ class Reconciliation:
     def as_dict(self) -> dict[str, Any]:
         return {"client_rejections": self.client_rejections, "logged": self.logged, "matched": self.matched,
                 "unexplained": self.unexplained, "unmatched_logged": self.unmatched_logged,
+                "from_redispatched_rounds": self.from_redispatched_rounds,
                 "examples": self.examples, "passed": self.passed}
 
 
@@ -230,10 +234,18 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
     if exit_code is None:
         exit_code = ExitCode.TARGET if checks.target_error else ExitCode.FAILED
     return RunVerdict(status=status, exit_code=exit_code, thresholds=verdicts, invariants=dict(checks.invariants),
-                      reconciliation=checks.reconciliation, hypothesis=list(checks.hypothesis),
+                      reconciliation=_with_redispatched(checks.reconciliation, figures),
+                      hypothesis=list(checks.hypothesis),
                       problems=[*([reason] if reason else []), *failures, *deviations], reason=reason,
                       run_id=checks.run_id, started=figures.started, duration=figures.duration,
                       chaos=chaos_actions(figures.chaos, figures.started))
+
+
+def _with_redispatched(reconciliation: Reconciliation | None, figures: RunFigures) -> Reconciliation | None:
+    """The reconciliation, with how many of its client rejections came from re-dispatched rounds."""
+    if reconciliation is None:
+        return None
+    return replace(reconciliation, from_redispatched_rounds=figures.redispatched["rejections"])
 
 
 LOST_TRACK = "one_outcome_per_flow"
