@@ -61,6 +61,12 @@ BROKEN = {
     "open-without-a-rate": (("arrival_rate = 2\n", ""), 11, "load.model: an open model needs arrival_rate"),
     "override-of-a-missing-replica": (("replicas = 2\n", "replicas = 2\noverrides = [{ replica = 5 }]\n"), 8,
                                       "target.overrides: overrides names replica 5"),
+    "ratio-that-can-never-pass": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = ">= 5"\n'), 28,
+                                  "completed_ratio is a ratio from 0 to 1, so '>= 5' could never pass"),
+    "ratio-with-a-count": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "count >= 0.9"\n'), 28,
+                           "completed_ratio is a ratio (0 to 1) and takes no count"),
+    "percentile-above-100": (("replica = 2\n", 'replica = 2\n\n[expect]\nround_duration = "p(195) < 1s"\n'), 28,
+                             "p(195) is not a percentile: write p(N) with N above 0 and at most 100"),
 }
 
 

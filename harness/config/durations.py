@@ -53,9 +53,10 @@ def parse_duration_option(option: str, text: str) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """Short human form for reports and progress lines: 0.25s, 90s, 10m, 1h30m."""
+    """Short human form for reports and progress lines: 0.25s, 5s, 12.3s, 10m, 1h30m (three digits at most
+    under a minute: a progress line's 5.00176s is noise)."""
     if seconds < 60:
-        return f"{seconds:g}s"
+        return f"{seconds:.3g}s"
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")

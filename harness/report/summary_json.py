@@ -46,6 +46,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "rejections": _rejections(figures, verdict),
         "chaos": [action.as_dict() for action in verdict.chaos],
         "top_errors": [group.as_dict() for group in verdict.top_errors],
+        "expected_answers": [group.as_dict() for group in verdict.expected_answers],
         "fuzz": verdict.fuzz.as_dict() if verdict.fuzz else None,
         "extra": extra,
     }

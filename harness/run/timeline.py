@@ -368,7 +368,7 @@ class Run:
             last_check = time.time()
             since, until = self.chaos_window
             if since is not None and until is None:
-                self.steady_state.probe("during", self.during, time.time() - self.started)
+                self.steady_state.probe("during", self.during, time.time() - self.started, since - self.started)
             if self.scenario.abort_on_violation:
                 self._abort_on_ledger_violation()
 
@@ -499,7 +499,7 @@ class Run:
     def _probe_after(self) -> None:
         until = self.chaos_window[1]
         if until is not None:
-            self.steady_state.probe("after", self.after, time.time() - self.started)
+            self.steady_state.probe("after", self.after, time.time() - self.started, until - self.started)
 
     def _roll_back(self) -> None:
         if self.chaos is not None:
