@@ -243,7 +243,7 @@ def test_a_failed_threshold_exits_1_and_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (('arrival_rate = 4', 'arrival_rate = -4'), "load.arrival_rate: Input should be greater than 0"),
+    (('arrival_rate = 4', 'arrival_rate = -4'), "load.arrival_rate: must be above 0, not -4"),
     (('kind = "payout"', 'kind = "paypal"'), "flows[3]"),
     (('"round_duration" = "p(95) < 1s"', '"round_duration" = "< 1s"'), "name an aggregate"),
     (('[load]', '[load'), "not valid TOML"),
