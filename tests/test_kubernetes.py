@@ -106,7 +106,8 @@ def kubectl_logs_examples() -> list[tuple[str, str]]:
 
 
 def test_every_kubectl_logs_example_follows_every_pod():
-    examples = kubectl_logs_examples()
+    """Of the replicas, that is: the harness's own Job (`logs job/...`) has one pod and its output is no replica's."""
+    examples = [(where, command) for where, command in kubectl_logs_examples() if " job/" not in command]
     assert len(examples) >= 5
     for where, command in examples:
         argv = command.split()
