@@ -589,9 +589,9 @@ def test_a_gzipped_log_is_read_once_not_followed(tmp_path, capsys):
 
 @pytest.mark.parametrize("name, content, words", [
     ("core", b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 4, "is a binary file"),
-    ("dump.gz", gzip.compress(b"\x00\x01\x02" * 100), "is a binary file"),
+    ("dump.gz", gzip.compress(b"\x00\x01\x02" * 100, mtime=0), "is a binary file"),
     ("cut.gz", b"\x1f\x8b\x08\x00garbage", "starts like a gzip file but cannot be decompressed"),
-])
+], ids=["binary", "gzipped-binary", "damaged-gzip"])
 def test_a_file_that_is_no_log_exits_2_naming_it(tmp_path, capsys, name, content, words):
     path = tmp_path / name
     path.write_bytes(content)
