@@ -29,6 +29,7 @@ api = "{api}"
 
 [load]
 arrival_rate = 4
+routing = "other-replica"   # not honoured through one URL: the run says so, and the balancer chooses
 
 [[flows]]
 kind = "refund"
@@ -58,6 +59,8 @@ def test_rounds_sent_through_a_balancer_are_counted_under_the_replica_that_serve
     finally:
         balancer.stop()
     assert finished.code == 0, finished.output
+    assert f'warning: load.routing = "other-replica" cannot be honoured through one URL ({balancer.url})' \
+        in finished.output
     rounds = [record for record in finished.journal() if record.get("type") == "round"]
     assert len(rounds) >= 20, len(rounds)
     assert {record["replica"] for record in rounds} == {"r1", "r2"}  # not the balancer's one URL

@@ -392,3 +392,24 @@ def test_predicted_expiry_share_matches_the_measured_one_for_constant_and_lognor
         measured = expired / retries
         allowed = 3 * math.sqrt(with_latency * (1 - with_latency) / retries) + 0.02
         assert abs(measured - with_latency) <= allowed, (name, measured, with_latency, predicted, allowed, step)
+
+
+def test_capacity_html_draws_a_knee_only_where_a_rate_broke_the_slo(tmp_path):
+    from harness.capacity.report import write_report
+    from harness.capacity.sweep import Sweep, analyse_step
+
+    text = _scenario_text(ttl="5s", think='{ dist = "lognormal", median = "4s", p95 = "12s" }')
+    scenario = parse_scenario(text)
+    plan = CapacityPlan(rates=[10, 20], replicas=[1, 2], step="10s", warmup="2s", peak=15)
+    sweep = Sweep(scenario, text, plan, results_root=tmp_path / "results")
+    sweep.check()
+
+    def fake(step_scenario, replicas, rate):
+        latency = 0.9 if replicas == 1 and rate > 10 else 0.02  # one replica breaks at 20/s; two hold every rate
+        folder = _fake_step(tmp_path, f"r{replicas}-{rate:g}", latency=latency, harness_seconds=1.0)
+        return analyse_step(folder, step_scenario, plan, replicas, rate, 0 if latency < 0.1 else 1)
+
+    paths = write_report(sweep.run(fake))
+    html = paths["html"].read_text()
+    assert "knee 1r: 10/s, broke at 20/s" in html
+    assert "knee 2r" not in html and "2r broke" not in html  # its highest rate held: nothing broke there

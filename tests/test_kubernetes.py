@@ -9,13 +9,18 @@ and the scenario's kubectl commands name objects the manifests define.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
+from pydantic import TypeAdapter, ValidationError
 
+from harness.cli.main import main
+from harness.config.chaos import ChaosStep, commands_needed
+from harness.config.commands import COMMAND_NAMES
 from harness.config.scenario import load_scenario
 from tests.harness_run import ROOT
 
@@ -81,3 +86,125 @@ def test_the_kubernetes_scenario_drives_those_objects_through_kubectl():
     for variable in ("MCP_TTL", "MCP_NAME", "MCP_CLOCK_OFFSET"):
         assert f"set env deploy/mcp {variable}=" in " ".join(commands.values())
     assert [step.action for step in scenario.chaos] == ["restart", "rotate-keys"]
+
+
+# --- following every pod, and what one URL can and cannot do ------------------------------------
+
+
+KUBECTL_LOGS = re.compile(r"kubectl(?: -n \S+)? logs\b[^`\"'\n|]*")
+
+
+def kubectl_logs_examples() -> list[tuple[str, str]]:
+    """Every `kubectl logs` command a user may copy: README, docs/, the scenarios and triage's --help."""
+    from harness.triage.cli import DESCRIPTION
+
+    texts = {path.relative_to(ROOT).as_posix(): path.read_text()
+             for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
+                          *sorted((ROOT / "scenarios").rglob("*.toml"))]}
+    texts["mrtr-harness triage --help"] = DESCRIPTION
+    return [(where, match.group(0).strip()) for where, text in texts.items() for match in KUBECTL_LOGS.finditer(text)]
+
+
+def test_every_kubectl_logs_example_follows_every_pod():
+    """Of the replicas, that is: the harness's own Job (`logs job/...`) has one pod and its output is no replica's."""
+    examples = [(where, command) for where, command in kubectl_logs_examples() if " job/" not in command]
+    assert len(examples) >= 5
+    for where, command in examples:
+        argv = command.split()
+        assert "-l" in argv or any(arg.startswith(("--selector", "-l=")) for arg in argv), (where, command)
+        assert {"--prefix", "--tail=0"} <= set(argv), (where, command)
+        assert any(arg.startswith("--max-log-requests=") for arg in argv), (where, command)
+
+
+def test_the_kubernetes_scenario_fails_a_run_whose_states_never_crossed_pods():
+    scenario = load_scenario(ROOT / "scenarios" / "kubernetes.toml")
+    assert scenario.expect["crossed_replica_share"] == "> 0"
+
+
+def readme_command_table() -> dict[str, str]:
+    """README's table of `[target.commands]` names: name -> what runs it."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| command | run by |"):].split("\n\n")[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        names, runner = line.strip("|").split("|")
+        for name in re.findall(r"`([\w-]+)`", names):
+            rows[name] = runner
+    return rows
+
+
+def test_the_readme_names_every_command_and_the_actions_that_run_it():
+    table = readme_command_table()
+    assert set(table) == set(COMMAND_NAMES)
+    for name, runner in table.items():
+        actions = re.findall(r"`([\w-]+)`", runner.split("(")[0]) if "same name" not in runner else [name]
+        if name == "scale":
+            assert "no action" in runner and "capacity --replicas" in runner
+            continue
+        assert actions, name
+        for action in actions:
+            required = {"set-ttl": {"ttl": 1}, "rename": {"name": "x"}}.get(action, {})
+            step = TypeAdapter(ChaosStep).validate_python({"at": 0, "action": action, **required})
+            assert name in commands_needed(step), (name, action)
+
+
+def test_scale_is_a_command_and_not_a_chaos_action(tmp_path):
+    with pytest.raises(ValidationError, match="scale"):
+        TypeAdapter(ChaosStep).validate_python({"at": 0, "action": "scale"})
+    assert "scale" in COMMAND_NAMES
+
+
+def validate(tmp_path: Path, capsys, text: str) -> tuple[int, str]:
+    path = tmp_path / "one-url.toml"
+    path.write_text(text)
+    code = main(["validate", str(path)])
+    return code, capsys.readouterr().err
+
+
+ONE_URL = '''
+name = "one-url"
+duration = "1m"
+[target]
+kind = "external"
+urls = ["http://mcp.example/mcp"]
+[target.commands]
+restart = ["kubectl", "delete", "pod", "mcp-{index}"]
+add-key = ["sh", "-c", "cat {key_file} >> ring"]
+promote-key = ["sh", "-c", "cp {key_file} ring"]
+retire-key = ["sh", "-c", "cp {key_file} ring"]
+[load]
+arrival_rate = 1
+%s
+[[flows]]
+kind = "refund"
+%s
+'''
+RESTART = '[[chaos]]\nat = "10s"\naction = "restart"\n'
+ROTATE = '[[chaos]]\nat = "20s"\naction = "rotate-keys"\n'
+
+
+def test_validate_warns_that_routing_cannot_be_honoured_through_one_url(tmp_path, capsys):
+    code, err = validate(tmp_path, capsys, ONE_URL % ('routing = "other-replica"', ""))
+    assert code == 0
+    assert 'warning: load.routing = "other-replica" cannot be honoured through one URL (http://mcp.example/mcp)' in err
+    assert "the balancer behind it chooses the replica" in err and "crossed_replica_share" in err
+    code, err = validate(tmp_path, capsys, ONE_URL % ("", ""))
+    assert code == 0 and err == ""
+
+
+def test_validate_warns_that_chaos_through_one_url_reaches_one_replica(tmp_path, capsys):
+    code, err = validate(tmp_path, capsys, ONE_URL % ("", RESTART + ROTATE))
+    assert code == 0
+    assert "warning: chaos through one URL (http://mcp.example/mcp): the step(s) restart at 10s act on replica 1 " \
+           "only" in err
+    assert "the others are never touched" in err and "list one URL per replica" in err
+    assert "rotate-keys" not in err  # its commands name no replica: they act on the whole deployment
+    code, err = validate(tmp_path, capsys, ONE_URL.replace('urls = ["http://mcp.example/mcp"]',
+                                                           'urls = ["http://a/mcp", "http://b/mcp"]')
+                         % ('routing = "other-replica"', RESTART))
+    assert code == 0 and err == ""
+
+
+def test_the_kubernetes_scenario_says_its_restart_reaches_the_first_pod(capsys):
+    assert main(["validate", str(ROOT / "scenarios" / "kubernetes.toml")]) == 0
+    assert "restart at 30s act on replica 1 only" in capsys.readouterr().err

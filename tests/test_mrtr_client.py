@@ -298,6 +298,15 @@ def test_a_round_nobody_could_connect_to_goes_to_another_replica(gardens: Garden
     assert down not in {record.replica for record in result.rounds}
 
 
+def test_a_round_sent_on_to_another_replica_names_the_one_it_was_routed_to(gardens: Gardens) -> None:
+    down = f"http://127.0.0.1:{free_port()}/mcp"
+    result = client_for([down, *gardens.urls]).call_tool("plan_bed", {"bed_id": "B-9"}, answer)
+    assert result.outcome is Outcome.COMPLETE
+    first, *later = result.rounds  # round-robin: round 1 was routed to the replica that is down
+    assert (first.redispatched_from, first.replica) == (down, gardens.urls[0])
+    assert all(record.redispatched_from is None for record in later)
+
+
 def test_without_redispatch_a_replica_that_is_down_is_a_connection_error(gardens: Gardens) -> None:
     down = f"http://127.0.0.1:{free_port()}/mcp"
     client = client_for([down, *gardens.urls], redispatch=False)

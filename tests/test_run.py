@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from harness.config.durations import format_duration
 from harness.journal.writer import read_journal
 from harness.runtime.processes import alive
 from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness
@@ -115,6 +116,52 @@ def test_nightly_passes(tmp_path):
     assert finished.code == 0, finished.output
     actions = [r["action"] for r in finished.journal() if r["type"] == "chaos" and r["phase"] == "end"]
     assert actions[:2] == ["rolling-restart", "rotate-keys"]
+    # each probe of the hypothesis names the window it judged; chaos details read as sentences
+    windows = re.findall(r"✓ steady state (before|during|after) chaos \(flows that ended (\d+\.\d)s–(\d+\.\d)s\)",
+                         finished.output)
+    assert {phase for phase, _, _ in windows} >= {"during", "after"}, finished.output
+    assert all(start == "5.0" for phase, start, _ in windows if phase == "during")  # the chaos starts at 5s
+    assert all(float(start) <= float(end) for _, start, end in windows)
+    page = report_text(finished.folder / "report.html")
+    assert re.search(r"rolling-restart all [\d.]+ [\d.]+ serving again after [\d.]+m?s, [\d.]+m?s, [\d.]+m?s", page)
+    assert re.search(r"new key [0-9a-f]+; add-key on r1,r2,r3, then promote-key on r1,r2,r3, then retire-key on "
+                     r"r1,r2,r3", page), page
+    assert "{'" not in page and "['" not in page  # no Python repr reaches a reader
+
+
+def report_text(path) -> str:
+    """report.html as a reader sees it: the text of its tables, without the charts and the page's script."""
+    import html
+
+    page = re.sub(r"<(script|style|svg)\b.*?</\1>", "", path.read_text(), flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_the_verdict_reads_like_a_person_wrote_it(smoke):
+    """Ratios to three places and durations with units, in the terminal and report.html; a ratio threshold
+    says `ratio`; the smoke run's expected declines are shown apart from errors and not counted as them."""
+    table = smoke.output[smoke.output.index("█ THRESHOLDS"):]
+    assert re.search(r"✓ '>= 0\.800' ratio=0\.\d{3}$", table, re.MULTILINE), table
+    assert re.search(r"✓ 'p\(95\) < 1s' p\(95\)=\d+(\.\d+)?ms$", table, re.MULTILINE), table
+    assert not re.search(r"\d\.\d{4,}", table), table
+    assert [format_duration(t) for t in (5.00176, 12.345, 0.25)] == ["5s", "12.3s", "0.25s"]  # the progress line's
+    page = report_text(smoke.folder / "report.html")
+    assert not re.search(r"\d\.\d{4,}", page), re.findall(r".{40}\d\.\d{4,}.{20}", page)
+    assert "completed_ratio >= 0.800 ratio=0." in page
+    ratio = next(t for t in smoke.summary["thresholds"] if t["threshold"] == "completed_ratio")
+    assert ratio["condition"] == "ratio >= 0.8" and ratio["aggregate"] == "ratio"
+    # declines: a tool error answering the person's decline is an expected answer, not an error
+    refunds = smoke.summary["flows"]["by_flow"]["refund"]
+    answered = refunds.get("declined", 0) + refunds.get("cancelled", 0)
+    answers = smoke.summary["expected_answers"]
+    assert answered > 0 and sum(group["count"] for group in answers if group["flow"] == "refund") == answered
+    assert all("Nobody confirmed refund" not in group["message"] for group in smoke.summary["top_errors"])
+    assert any("Nobody confirmed refund" in group["message"] for group in answers)
+    expected = [r for r in smoke.journal() if r["type"] == "round" and "expected" in r]
+    assert expected and all(r["code"] is None and "error" not in r for r in expected)
+    top = smoke.output[smoke.output.index("EXPECTED ANSWERS"):]
+    assert "Nobody confirmed refund" in top
+    assert "Expected answers" in page
 
 
 OUTLASTING_CHAOS = """
@@ -196,7 +243,7 @@ def test_a_failed_threshold_exits_1_and_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (('arrival_rate = 4', 'arrival_rate = -4'), "load.arrival_rate: Input should be greater than 0"),
+    (('arrival_rate = 4', 'arrival_rate = -4'), "load.arrival_rate: must be above 0, not -4"),
     (('kind = "payout"', 'kind = "paypal"'), "flows[3]"),
     (('"round_duration" = "p(95) < 1s"', '"round_duration" = "< 1s"'), "name an aggregate"),
     (('[load]', '[load'), "not valid TOML"),

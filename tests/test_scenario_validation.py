@@ -49,11 +49,11 @@ replica = 2
 # (edit of BASE, the line the error must name, text the error must hold)
 BROKEN = {
     "endless-duration": (('duration = "30s"', 'duration = "inf"'), 2, "duration: a duration must be finite"),
-    "endless-rate": (("arrival_rate = 2", "arrival_rate = inf"), 12, "load.arrival_rate: Input should be a finite"),
+    "endless-rate": (("arrival_rate = 2", "arrival_rate = inf"), 12, "load.arrival_rate: must be a finite number"),
     "nan-rate": (("arrival_rate = 2", "arrival_rate = nan"), 12, "load.arrival_rate"),
-    "zero-duration": (('duration = "30s"', 'duration = "0s"'), 2, "duration: Input should be greater than 0"),
-    "zero-ttl": (('ttl = "10m"', "ttl = 0"), 8, "target.ttl: Input should be greater than 0"),
-    "zero-timeout": (('timeout = "30s"', 'timeout = "0s"'), 14, "load.timeout: Input should be greater than 0"),
+    "zero-duration": (('duration = "30s"', 'duration = "0s"'), 2, "duration: must be above 0"),
+    "zero-ttl": (('ttl = "10m"', "ttl = 0"), 8, "target.ttl: must be above 0"),
+    "zero-timeout": (('timeout = "30s"', 'timeout = "0s"'), 14, "load.timeout: must be above 0"),
     "endless-grace": (('grace = "5s"', 'grace = "inf"'), 3, "grace: a duration must be finite"),
     "chaos-after-the-end": (('at = "10s"', 'at = "40s"'), 24, "chaos[2].at: a kill at 40s falls after the end"),
     "chaos-on-a-missing-replica": (("replica = 2", "replica = 3"), 26, "chaos[2].replica: kill names replica 3"),
@@ -61,7 +61,117 @@ BROKEN = {
     "open-without-a-rate": (("arrival_rate = 2\n", ""), 11, "load.model: an open model needs arrival_rate"),
     "override-of-a-missing-replica": (("replicas = 2\n", "replicas = 2\noverrides = [{ replica = 5 }]\n"), 8,
                                       "target.overrides: overrides names replica 5"),
+    "ratio-that-can-never-pass": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = ">= 5"\n'), 28,
+                                  "completed_ratio is a ratio from 0 to 1, so '>= 5' could never pass"),
+    "ratio-with-a-count": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "count >= 0.9"\n'), 28,
+                           "completed_ratio is a ratio (0 to 1) and takes no count"),
+    "percentile-above-100": (("replica = 2\n", 'replica = 2\n\n[expect]\nround_duration = "p(195) < 1s"\n'), 28,
+                             "p(195) is not a percentile: write p(N) with N above 0 and at most 100"),
+    # an unknown key, in every table: a did-you-mean, never "Extra inputs are not permitted"
+    "unknown-top-level-key": (('grace = "5s"', 'grace = "5s"\ngarce = "5s"'), 4,
+                              "garce: unknown key 'garce'; did you mean 'grace'?"),
+    "unknown-target-key": (('ttl = "10m"', 'ttl = "10m"\nreplica = 3'), 9,
+                           "target.replica: unknown key 'replica'; did you mean 'replicas'?"),
+    "unknown-load-key": (('ramp = "5s"', 'ramp = "5s"\nrouting_mode = "random"'), 14,
+                         "load.routing_mode: unknown key 'routing_mode'; did you mean 'routing'?"),
+    "unknown-chaos-key": (('action = "kill"', 'action = "kill"\nreplcia = 2'), 26,
+                          "chaos[2].replcia: unknown key 'replcia'; did you mean 'replica'?"),
+    "unknown-flow-key": (('kind = "refund"', 'kind = "refund"\nwieght = 2'), 18,
+                         "unknown key 'wieght'; did you mean 'weight'?"),
+    # a union lists its kinds, never "Input tag ... expected tags"
+    "unknown-action": (('action = "kill"', 'action = "scale"'), 23,
+                       "chaos[2]: action = 'scale' is not one of: restart, kill, pause, rolling-restart"),
+    "unknown-flow-kind": (('kind = "refund"', 'kind = "refnud"'), 16,
+                          "flows[1]: kind = 'refnud' is not one of: refund, return, payout"),
+    "unknown-target-kind": (('kind = "embedded"', 'kind = "kubernetes"'), 6,
+                            "target.kind: must be one of 'embedded', 'external' or 'docker', not 'kubernetes'"),
+    "unknown-model": (('model = "open"', 'model = "burst"'), 11, "load.model: must be one of 'open' or 'closed'"),
+    "unknown-routing": (('ramp = "5s"', 'ramp = "5s"\nrouting = "sticky"'), 14,
+                        "load.routing: must be 'round-robin', 'random', 'other-replica' or 'same-replica'"),
+    "unknown-keyring": (('ttl = "10m"', 'ttl = "10m"\nkeyring = "vault"'), 9,
+                        "target.keyring: must be one of 'file' or 'ephemeral', not 'vault'"),
+    "unknown-store": (('ttl = "10m"', 'ttl = "10m"\nstore = "postgres"'), 9, "target.store: must be one of"),
+    # ranges
+    "duration-of-centuries": (('duration = "30s"', 'duration = "99999999999h"'), 2,
+                              "duration: a duration of at most 30 days, not '99999999999h'"),
+    "ttl-over-30-days": (('ttl = "10m"', 'ttl = "31d"'), 8, "target.ttl: a duration of at most 30 days"),
+    "timeout-over-30-days": (('timeout = "30s"', 'timeout = "40d"'), 14, "load.timeout: a duration of at most 30 days"),
+    "rate-of-a-trillion": (("arrival_rate = 2", "arrival_rate = 1e12"), 12,
+                           "load.arrival_rate: must be at most 1,000,000, not 1,000,000,000,000"),
+    "negative-rate": (("arrival_rate = 2", "arrival_rate = -1"), 12, "load.arrival_rate: must be above 0, not -1"),
+    "rate-as-text": (("arrival_rate = 2", 'arrival_rate = "fast"'), 12, "load.arrival_rate: must be a number"),
+    "no-replicas": (("replicas = 2", "replicas = 0"), 7, "target.replicas: must be at least 1, not 0"),
+    "too-many-replicas": (("replicas = 2", "replicas = 99"), 7, "target.replicas: must be at most 32, not 99"),
+    "replicas-as-text": (("replicas = 2", 'replicas = "two"'), 7, "target.replicas: must be a whole number"),
+    "time-scale-below-1": (('grace = "5s"', 'grace = "5s"\ntime_scale = 0.5'), 4,
+                           "time_scale: must be at least 1, not 0.5"),
+    "seed-as-text": (('grace = "5s"', 'grace = "5s"\nseed = "seven"'), 4, "seed: must be a whole number"),
+    "weight-zero": (('kind = "refund"', 'kind = "refund"\nweight = 0'), 18, "flows[1].weight: must be above 0, not 0"),
+    "grace-not-a-duration": (('grace = "5s"', 'grace = "soon"'), 3, "grace: not a duration: 'soon'"),
+    "chaos-at-a-negative-time": (('at = "5s"', 'at = "-5s"'), 20, "chaos[1].at: not a duration: '-5s'"),
+    "stage-rate-of-a-billion": (("timeout = \"30s\"\n",
+                                 'timeout = "30s"\nstages = [{ duration = "5s", target = 1e9 }]\n'), 10,
+                                "load.stages[1].target: must be at most 1,000,000, not 1,000,000,000"),
+    # URLs are parsed
+    "a-url-that-is-none": (('kind = "embedded"', 'kind = "external"\nurls = ["not a url"]'), 7,
+                           "target.urls[1]: 'not a url' is not an http(s) URL"),
+    "a-url-with-a-bad-port": (('kind = "embedded"', 'kind = "external"\nurls = ["http://10.0.0.5:99999/mcp"]'), 7,
+                              "'http://10.0.0.5:99999/mcp' is not an http(s) URL"),
+    "an-api-that-is-no-url": (('kind = "embedded"', 'kind = "external"\nurls = ["http://10.0.0.5/mcp"]\n'
+                                                    'api = "shop-api"'), 8,
+                              "target.api: 'shop-api' is not an http(s) URL"),
+    # label values name what the scenario has
+    "a-flow-label-that-names-no-flow": (("replica = 2\n", 'replica = 2\n\n[expect]\n"completed_ratio{flow=\'refnud\'}" '
+                                                          '= ">= 0.9"\n'), 29,
+                                        "flow='refnud' names no flow of this scenario (there are: refund); did you "
+                                        "mean 'refund'?"),
+    "a-replica-label-that-names-no-replica": (("replica = 2\n", 'replica = 2\n\n[expect]\n"rejections{replica=\'r3\'}" '
+                                                                '= "== 0"\n'), 29,
+                                              "replica='r3' names no replica of this scenario (there are: r1, r2)"),
+    "an-action-label-that-names-no-action": (("replica = 2\n", 'replica = 2\n\n[hypothesis]\n'
+                                                               '"chaos_failures{action=\'rotate-keys\'}" = "== 0"\n'),
+                                             29,
+                                             "action='rotate-keys' names no action of this scenario (there are: "
+                                             "kill, restart)"),
+    "an-unknown-metric": (("replica = 2\n", 'replica = 2\n\n[expect]\nrejection = "== 0"\n'), 28,
+                          "unknown metric 'rejection'"),
+    "a-label-the-metric-has-not": (("replica = 2\n", 'replica = 2\n\n[expect]\n"completed_ratio{reason=\'seal\'}" '
+                                                     '= ">= 0.9"\n'), 28, "'reason' is not a label of this metric"),
+    "a-condition-that-reads-as-nothing": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "about 0.9"\n'),
+                                          28, "cannot read condition 'about 0.9'"),
+    "a-distribution-without-aggregate": (("replica = 2\n", 'replica = 2\n\n[expect]\nround_duration = "< 1s"\n'), 28,
+                                         "round_duration is a distribution; name an aggregate"),
+    "a-rate-on-a-ratio": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "rate >= 0.5"\n'), 28,
+                          "completed_ratio is a ratio (0 to 1) and takes no rate"),
+    # missing pieces: every problem named, not one of them
+    "no-duration": (('duration = "30s"\n', ""), None, "duration: is required"),
+    "no-flows": (('[[flows]]\nkind = "refund"\n', ""), None, "flows: is required"),
+    "commands-on-an-embedded-target": (('ttl = "10m"', 'ttl = "10m"\ncommands = { restart = ["true"] }'), 9,
+                                       "[target.commands] applies to external and docker targets"),
 }
+PYDANTIC_WORDS = ("Input should", "Extra inputs", "Input tag", "expected tags", "errors.pydantic.dev",
+                  "Field required", "Value error", "validation error")
+
+
+UNREADABLE = {
+    "a-utf8-bom": (b"\xef\xbb\xbf" + BASE.encode(), "the file starts with a UTF-8 byte-order mark (BOM)"),
+    "latin-1": (BASE.replace('"validation"', '"caf\u00e9"').encode("latin-1"),
+                "the file is not UTF-8 text (byte 0xe9 at offset"),
+    "an-empty-file": (b"", "the file is empty: a scenario needs at least name, duration, [load] and [[flows]]"),
+    "blank-lines-only": (b"\n\n  \n", "the file is empty"),
+    "not-toml": (b"name = \n", "not valid TOML"),
+    "a-binary-file": (bytes(range(256)), "the file is not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNREADABLE))
+def test_a_file_that_cannot_be_read_as_a_scenario_is_named_as_such_with_exit_2(name, tmp_path):
+    content, text = UNREADABLE[name]
+    path = tmp_path / f"{name}.toml"
+    path.write_bytes(content)
+    result = validate(path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"{path}:" in result.stderr and text in result.stderr, result.stderr
 
 
 def validate(*paths: Path) -> subprocess.CompletedProcess[str]:
@@ -92,13 +202,18 @@ def refused(tmp_path_factory) -> dict[str, tuple[int, str]]:
     return {name: (result.returncode, message) for name, message in messages.items()}
 
 
+def test_the_table_of_bad_input_holds_at_least_40_kinds():
+    assert len(BROKEN) + len(UNREADABLE) >= 40
+
+
 @pytest.mark.parametrize("name", list(BROKEN))
 def test_a_bad_setting_is_refused_with_exit_2_naming_its_line(refused, name, tmp_path):
     _, line, text = BROKEN[name]
     code, message = refused[name]
     assert code == 2
-    assert f"{name}.toml:{line}: " in message, message
+    assert f"{name}.toml{'' if line is None else f':{line}'}: " in message, message
     assert text in message, message
+    assert not any(words in message for words in PYDANTIC_WORDS), message
     # alone, the same file fails the command by itself
     path = tmp_path / f"{name}.toml"
     (old, new), _, _ = BROKEN[name]

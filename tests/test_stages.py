@@ -75,7 +75,7 @@ def test_a_spike_starting_inside_a_long_gap_is_not_skipped():
 @pytest.mark.parametrize(("change", "words"), [
     (('duration = "60s"', 'duration = "50s"'), "the stages last 60s, longer than the run's duration (50s)"),
     (('shape = "hold"', 'shape = "hold", target = 3'), "a hold stage keeps the previous level: leave out target"),
-    (("target = 40, ", "target = -40, "), "greater than or equal to 0"),
+    (("target = 40, ", "target = -40, "), "load.stages[3].target: must be at least 0, not -40"),
     (('target = 40, shape = "step"', 'shape = "step"'), "a step stage needs target"),
     (("arrival_rate = 2", "arrival_rate = 2\nramp = \"5s\""), "ramp and stages do not go together"),
 ])

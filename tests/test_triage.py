@@ -11,6 +11,7 @@ bounded and none is asserted on.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -560,3 +561,118 @@ def test_the_help_shows_every_source_and_the_exit_codes(capsys):
                    "--metrics-port", "--window"):
         assert option in shown
     assert "exit codes" in shown
+
+
+# --- a pile of logs: compressed, binary, repeated, unlabelled, and placed by their own time --------------
+
+
+def shop_line(stamp: str, reason: str, replica: str | None = None) -> str:
+    """One rejection line as the shop's replicas log it (`stamp` is the line's own time, '' for none)."""
+    where = f" replica={replica}" if replica else ""
+    return f"{stamp} WARNING{where} mcp.server.request_state: requestState rejected on tools/call: {reason}".lstrip()
+
+
+def test_a_gzipped_log_is_read_like_its_plain_self(replica_logs, tmp_path, capsys):
+    rotated = tmp_path / "r2.log.1.gz"
+    rotated.write_bytes(gzip.compress(replica_logs["r2"].read_bytes()))
+    code, result = triage(capsys, "--file", str(replica_logs["r1"]), str(rotated))
+    assert result["by_reason_and_replica"] == PLAIN
+    assert code == 1
+
+
+def test_a_gzipped_log_is_read_once_not_followed(tmp_path, capsys):
+    rotated = tmp_path / "r2.log.1.gz"
+    rotated.write_bytes(gzip.compress(shop_line("", "seal").encode() + b"\n"))
+    assert main(["triage", "--file", str(rotated)]) == 2
+    assert f"{rotated} is gzipped" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("core", b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 4, "is a binary file"),
+    ("dump.gz", gzip.compress(b"\x00\x01\x02" * 100, mtime=0), "is a binary file"),
+    ("cut.gz", b"\x1f\x8b\x08\x00garbage", "starts like a gzip file but cannot be decompressed"),
+], ids=["binary", "gzipped-binary", "damaged-gzip"])
+def test_a_file_that_is_no_log_exits_2_naming_it(tmp_path, capsys, name, content, words):
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert main(["triage", "--once", "--file", str(path)]) == 2
+    assert f"{path} {words}" in capsys.readouterr().err
+
+
+def test_the_same_file_given_twice_is_counted_once(tmp_path, capsys):
+    log = tmp_path / "r1.log"
+    log.write_text(shop_line("2026-11-30T05:00:00Z", "expired") + "\n")
+    os.link(log, tmp_path / "hard.log")
+    assert main(["triage", "--once", "--json", "--file", str(log), f"{tmp_path}/./r1.log",
+                 str(tmp_path / "hard.log")]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["by_reason_and_replica"] == {"expired": {"r1": 1}}
+    assert err.count(f"is the same file as {log}: read once") == 2
+
+
+def test_files_without_a_label_are_named_by_their_base_name(tmp_path, capsys):
+    (tmp_path / "r7.log.1").write_text(shop_line("", "expired") + "\n")
+    (tmp_path / "r8.log.2.gz").write_bytes(gzip.compress((shop_line("", "expired") + "\n").encode()))
+    (tmp_path / "all.log").write_text(shop_line("", "audience", replica="r9") + "\n")
+    code, result = triage(capsys, "--file", *(str(tmp_path / name) for name in ("r7.log.1", "r8.log.2.gz", "all.log")),
+                          "--file", f"r10={tmp_path / 'all.log'}")
+    assert result["by_reason_and_replica"] == {"expired": {"r7": 1, "r8": 1}, "audience": {"r9": 1}}
+    assert "unknown" not in result["replicas"]
+
+
+PILE = [shop_line("2025-06-01T04:59:59Z", "expired", "r1"),
+        shop_line("2025-06-01T05:00:00Z", "unknown key", "r1"),
+        shop_line("2025-06-01T05:10:00Z", "unknown key", "r2"),
+        shop_line("", "unknown key", "r2"),
+        shop_line("2025-06-01T05:20:00+02:00", "expired", "r2"),  # 03:20 UTC, before --since
+        shop_line("2025-06-01T05:59:30Z", "expired", "r2"),
+        shop_line("2025-06-01T06:00:01Z", "unknown key", "r1")]
+
+
+def test_since_and_until_keep_the_lines_written_in_between_by_their_own_time(tmp_path, capsys):
+    (tmp_path / "pile.log").write_text("\n".join(PILE) + "\n")
+    code, result = triage(capsys, "--file", str(tmp_path / "pile.log"),
+                          "--since", "2025-06-01T05:00:00Z", "--until", "2025-06-01T06:00:00+00:00")
+    assert result["by_reason_and_replica"] == {"unknown key": {"r1": 1, "r2": 1}, "expired": {"r2": 1}}
+    assert result["first_seen"] == {"unknown key": "2025-06-01T05:00:00.000+00:00",
+                                    "expired": "2025-06-01T05:59:30.000+00:00"}
+    assert result["last_seen"]["unknown key"] == "2025-06-01T05:10:00.000+00:00"
+    assert (result["outside_since_until"], result["undated"]) == (3, 1)
+    assert main(["triage", "--once", "--file", str(tmp_path / "pile.log"), "--since", "2025-06-01T05:00:00Z"]) == 0
+    summary = capsys.readouterr().out
+    assert re.search(r"^  unknown key +3 +\S+ +2025-06-01 05:00:00 +2025-06-01 06:00:01$", summary, re.MULTILINE)
+    assert "2 rejection(s) written outside --since/--until were left out" in summary
+    assert "1 rejection(s) whose line carries no time were left out" in summary
+
+
+def test_since_after_until_and_a_time_that_is_none_exit_2(capsys):
+    assert main(["triage", "--stdin", "--since", "2025-06-02T00:00Z", "--until", "2025-06-01T00:00Z"]) == 2
+    assert "is after --until" in capsys.readouterr().err
+    assert main(["triage", "--stdin", "--since", "yesterday"]) == 2
+    assert "--since: 'yesterday' is neither a time" in capsys.readouterr().err
+
+
+def test_read_once_the_last_window_ends_with_the_logs_by_their_own_time(tmp_path, capsys):
+    (tmp_path / "pile.log").write_text("\n".join(PILE) + "\n")
+    code, result = triage(capsys, "--file", str(tmp_path / "pile.log"), "--window", "60s")
+    window = result["last_window"]
+    assert window["by_reason_and_replica"] == {"unknown key": {"r1": 1}, "expired": {"r2": 1}}
+    assert window["ends"] == "2025-06-01T06:00:02.000+00:00" and window["by"] == "the lines' own time"
+    assert result["rejections"] == len(PILE) and result["undated"] == 1
+
+
+def test_an_unknown_reason_shows_the_text_it_was_logged_with(tmp_path, capsys):
+    (tmp_path / "r1.log").write_text("\n".join([shop_line("", "a reason from a newer SDK")] * 2) + "\n")
+    code, result = triage(capsys, "--file", str(tmp_path / "r1.log"))
+    assert result["by_reason_and_replica"] == {"other": {"r1": 2}}
+    assert result["other_logged"] == {"a reason from a newer SDK": 2}
+    assert main(["triage", "--once", "--file", str(tmp_path / "r1.log")]) == 0
+    assert "logged: 'a reason from a newer SDK' (2)" in capsys.readouterr().out
+
+
+def test_the_unknown_key_advice_names_a_key_retired_after_a_correct_rotation(tmp_path, capsys):
+    (tmp_path / "r1.log").write_text(shop_line("", "unknown key") + "\n")
+    code, result = triage(capsys, "--file", str(tmp_path / "r1.log"))
+    cause = result["advice"]["unknown key"]["cause"]
+    assert "Harmless when it follows a correct rotation" in cause and "had expired anyway" in cause
+    assert "nothing to fix" in result["advice"]["unknown key"]["next_step"]

@@ -3,9 +3,10 @@
 The table has one row per replica count: the highest arrival rate that held the SLO,
 and at that rate the p95 round latency, rounds per call, rejections by reason and the
 completion share. The plots put throughput and p95 round latency against the offered
-load, one line per replica count, with each count's knee (its highest rate that held)
-marked. The page is one offline file like the runs' report.html, drawn with the same
-SVG helper; every step's own report is linked from it.
+load, one line per replica count, with each count's knee marked where a rate broke the
+SLO (the highest rate below it that held; a count whose every rate held has none). The
+page is one offline file like the runs' report.html, drawn with the same SVG helper;
+every step's own report is linked from it.
 """
 
 from __future__ import annotations
@@ -199,8 +200,17 @@ def document(result: SweepResult) -> dict[str, Any]:
 
 
 def _knees(result: SweepResult) -> list[svg.Marker]:
-    return [svg.Marker(limit.held, f"knee {n}r: {limit.held:g}/s") for n, limit in sorted(result.limits.items())
-            if limit.held is not None]
+    """A knee where a rate broke the SLO, at the highest rate below it that held. Where every rate tried held
+    (or the generator saturated first), nothing broke: the highest rate is no knee, and none is drawn."""
+    knees = []
+    for n, limit in sorted(result.limits.items()):
+        if limit.broke is None:
+            continue
+        if limit.held is None:
+            knees.append(svg.Marker(limit.broke, f"{n}r broke at its lowest rate, {limit.broke:g}/s"))
+        else:
+            knees.append(svg.Marker(limit.held, f"knee {n}r: {limit.held:g}/s, broke at {limit.broke:g}/s"))
+    return knees
 
 
 def _lines(result: SweepResult, value) -> list[svg.Series]:

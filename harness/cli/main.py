@@ -177,6 +177,7 @@ def _load(path: Path, args: argparse.Namespace | None = None):
 
 def _validate(args: argparse.Namespace) -> int:
     from harness.config.base import ScenarioError
+    from harness.config.cautions import cautions
 
     code = ExitCode.PASSED
     for path in args.scenario:
@@ -189,6 +190,8 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"{path}: ok ({scenario.name}: {scenario.target.kind} target, {scenario.load.model} model, "
               f"{len(scenario.flows)} flow kinds, {len(scenario.chaos)} chaos steps, "
               f"{len(scenario.expect)} thresholds)")
+        for caution in cautions(scenario):
+            print(f"{path}: warning: {caution}", file=sys.stderr)
     return code
 
 

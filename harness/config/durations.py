@@ -14,6 +14,8 @@ from pydantic import BeforeValidator, Field
 
 from harness.errors import UsageError
 
+MAX_SECONDS = 30 * 86400.0
+"""The longest duration anything takes (a run, a TTL, a lead's think time): beyond, it is a typo."""
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -41,6 +43,8 @@ def parse_duration(text: str | int | float) -> float:
         raise ValueError(f"a duration must be finite: {text!r}")
     if seconds < 0:
         raise ValueError(f"a duration cannot be negative: {text!r}")
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"a duration of at most 30 days, not {text!r} ({seconds / 86400:,.0f} days)")
     return seconds
 
 
@@ -53,9 +57,10 @@ def parse_duration_option(option: str, text: str) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """Short human form for reports and progress lines: 0.25s, 90s, 10m, 1h30m."""
+    """Short human form for reports and progress lines: 0.25s, 5s, 12.3s, 10m, 1h30m (three digits at most
+    under a minute: a progress line's 5.00176s is noise)."""
     if seconds < 60:
-        return f"{seconds:g}s"
+        return f"{seconds:.3g}s"
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")

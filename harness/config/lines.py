@@ -6,27 +6,30 @@ import re
 import typing
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from harness.config.base import FieldProblem
 from harness.config.chaos import ChaosStep
 from harness.config.flows import FlowSpec
 from harness.config.leads import LeadProfile
 from harness.config.think import ThinkTime
+from harness.config.words import fields_at, worded
 
 
-def explain(exc: ValidationError, text: str, source: str) -> str:
-    """The first error, as `file:line: field: message`, plus how many more there are."""
-    error = exc.errors()[0]
+def explain(exc: ValidationError, text: str, source: str, model: type[BaseModel]) -> str:
+    """Every error, one a line, as `file:line: field: message` in plain words (`harness.config.words`)."""
+    return "\n".join(_explain_one(error, text, source, model) for error in exc.errors(include_url=False))
+
+
+def _explain_one(error: Any, text: str, source: str, model: type[BaseModel]) -> str:
     problem = (error.get("ctx") or {}).get("error")
     loc = [*error["loc"], *(problem.where if isinstance(problem, FieldProblem) else ())]
     location = [part for n, part in enumerate(loc) if not _is_union_tag(loc, n)]
     field = _dotted(location) or "(top level)"
     line = _find_line(text, location)
     where = f"{source}:{line}" if line else source
-    message = error["msg"].removeprefix("Value error, ")
-    more = len(exc.errors()) - 1
-    return f"{where}: {field}: {message}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+    fields = fields_at(model, list(error["loc"][:-1]), _UNION_TAGS) if error["type"] == "extra_forbidden" else []
+    return f"{where}: {field}: {worded(error, fields)}"
 
 
 def _union_tags(*unions: Any) -> frozenset[str]:

@@ -24,11 +24,15 @@ class Routing(enum.StrEnum):
     """All rounds of a call on the replica of round 1 (what keep-alive or stickiness does)."""
 
 
+MAX_RATE = 1_000_000.0
+"""The highest arrival rate a scenario may ask (flows per second): beyond, it is a typo, not a test."""
+
+
 class Stage(Strict):
     """One stage of the load (k6's `stages`): where the load goes, and how, over `duration`."""
 
     duration: PositiveDuration = Field(description="how long the stage lasts, real")
-    target: float | None = Field(default=None, ge=0, allow_inf_nan=False,
+    target: float | None = Field(default=None, ge=0, le=MAX_RATE, allow_inf_nan=False,
                                  description="the level the stage reaches: flows per second (open model) or agents "
                                              "(closed model); not with shape = \"hold\"")
     shape: Literal["linear", "step", "hold"] = Field(
@@ -50,7 +54,7 @@ class Load(Strict):
     model: Literal["open", "closed"] = Field(
         default="open", description="open: flows arrive at `arrival_rate` whatever is in flight; closed: `users` "
                                     "agents each work one flow after another")
-    arrival_rate: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+    arrival_rate: float | None = Field(default=None, gt=0, le=MAX_RATE, allow_inf_nan=False,
                                        description="flows per second, open model (Poisson arrivals; each may "
                                                    "start up to 50 ms early, on a wake-up the process has anyway)")
     users: int | None = Field(default=None, ge=1, description="support agents, closed model")

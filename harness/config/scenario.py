@@ -9,6 +9,7 @@ modelled: real seconds = modelled / time_scale.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from harness.config.chaos import ChaosStep, RotateKeys, commands_needed
 from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, placeholders_in
 from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
-from harness.config.flows import FlowSpec, FuzzFlow
+from harness.config.flows import FlowSpec, FuzzFlow, flow_label
 from harness.config.leads import LeadProfile
 from harness.config.lines import explain
 from harness.config.load import Load
@@ -62,6 +63,25 @@ class Scenario(Strict):
     def _thresholds_read(cls, table: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
         parse_thresholds(table)  # raises ThresholdError (a ValueError) naming the threshold
         return table
+
+    @model_validator(mode="after")
+    def _labels_name_what_exists(self) -> Scenario:
+        """A threshold's label value that names no flow, chaos action or replica of this scenario selects nothing,
+        so it would pass (or fail) on nothing: a typo such as flow='refnud' is refused with the names there are."""
+        known: dict[str, list[str]] = {"flow": sorted({flow_label(flow) for flow in self.flows}),
+                                       "action": sorted({step.action for step in self.chaos})}
+        if self.target.kind == "embedded" or (self.target.kind == "external" and len(self.target.urls) > 1):
+            known["replica"] = [f"r{n}" for n in range(1, self.target.replica_count + 1)]
+        for table in ("expect", "hypothesis"):
+            for threshold in parse_thresholds(getattr(self, table)):
+                for label, value in threshold.selector:
+                    names = known.get(label)
+                    if names is not None and value not in names:
+                        close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+                        hint = f"; did you mean {close[0]!r}?" if close else ""
+                        raise FieldProblem(f"{label}={value!r} names no {label} of this scenario (there are: "
+                                           f"{', '.join(names) or 'none'}){hint}", table, threshold.key)
+        return self
 
     @model_validator(mode="after")
     def _fuzz_can_send(self) -> Scenario:
@@ -123,9 +143,21 @@ class Scenario(Strict):
 def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenario:
     """Read and validate a scenario file; any problem is one ScenarioError naming field and line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario: {exc.strerror}") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise ScenarioError(f"{path}:1: the file starts with a UTF-8 byte-order mark (BOM), which TOML does not "
+                            "allow: save it as UTF-8 without a BOM")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ScenarioError(f"{path}:{line}: the file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                            f"{exc.start}): save it as UTF-8") from None
+    if not text.strip():
+        raise ScenarioError(f"{path}: the file is empty: a scenario needs at least name, duration, [load] and "
+                            "[[flows]]")
     return parse_scenario(text, str(path), overrides)
 
 
@@ -139,7 +171,7 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides: dict[str, A
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(explain(exc, text, source)) from None
+        raise ScenarioError(explain(exc, text, source, Scenario)) from None
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:

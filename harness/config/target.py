@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -10,6 +11,17 @@ from harness.config.base import FieldProblem, Strict
 from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.logs import parse_log_location
+
+
+def check_url(url: str, *where: str | int) -> None:
+    """An http(s) URL with a host and, if given, a port that is one: refused here, not when the run connects."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or " " in url:
+        raise FieldProblem(f"{url!r} is not an http(s) URL such as \"http://10.0.0.5:8000/mcp\"", *where)
 
 
 class ReplicaOverride(Strict):
@@ -86,6 +98,20 @@ class TargetConfig(Strict):
     def replica_count(self) -> int:
         """How many replicas chaos can name: the URLs of an external target, else `replicas`."""
         return len(self.urls) if self.kind == "external" else self.replicas
+
+    @field_validator("urls")
+    @classmethod
+    def _urls_parse(cls, urls: list[str]) -> list[str]:
+        for index, url in enumerate(urls):
+            check_url(url, index)
+        return urls
+
+    @field_validator("api")
+    @classmethod
+    def _api_parses(cls, api: str | None) -> str | None:
+        if api is not None:
+            check_url(api)
+        return api
 
     @field_validator("logs")
     @classmethod

@@ -132,9 +132,31 @@ def _parse_condition(key: str, metric: str, text: str) -> Condition:
                              "min, max, med or count")
     if metric not in DISTRIBUTIONS and aggregate not in ("", "count", "rate"):
         raise ThresholdError(f"threshold {key!r}: {aggregate} applies to distributions only")
+    if metric in RATIOS and aggregate:
+        raise ThresholdError(f"threshold {key!r}: {metric} is a ratio (0 to 1) and takes no {aggregate}; write "
+                             "e.g. '>= 0.95'")
+    _check_percentile(key, aggregate)
     try:
         value = parse_duration(match["value"].replace(" ", "")) if re.search(r"[a-z]", match["value"]) \
             else float(match["value"])
     except ValueError as exc:
         raise ThresholdError(f"threshold {key!r}: {exc}") from None
-    return Condition(aggregate or "count", match["op"], value)
+    if metric in RATIOS and not 0.0 <= value <= 1.0:
+        raise ThresholdError(f"threshold {key!r}: {metric} is a ratio from 0 to 1, so {text.strip()!r} could "
+                             f"{'never' if _never(match['op'], value) else 'always'} pass; write e.g. '>= 0.95'")
+    return Condition("ratio" if metric in RATIOS else aggregate or "count", match["op"], value)
+
+
+def _check_percentile(key: str, aggregate: str) -> None:
+    """p(N) takes a percentile in (0, 100]: p(195) is a typo, not the 195th percentile."""
+    if aggregate.startswith("p("):
+        percentile = float(aggregate[2:-1])
+        if not 0.0 < percentile <= 100.0:
+            raise ThresholdError(f"threshold {key!r}: {aggregate} is not a percentile: write p(N) with N above 0 "
+                                 "and at most 100, e.g. p(95) or p(99.9)")
+
+
+def _never(op: str, value: float) -> bool:
+    """Whether a ratio compared with `value` (outside 0..1) by `op` can never hold (else it always does)."""
+    above = value > 1.0
+    return op in ((">", ">=", "==") if above else ("<", "<=", "=="))

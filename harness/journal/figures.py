@@ -62,6 +62,9 @@ class RunFigures(JournalView):
     unexplained: int = 0
     unmatched_logged: int = 0
     client_rejections: int = 0
+    redispatched: Counter[str] = field(default_factory=Counter)
+    """Re-dispatched rounds (their replica was down, so they went to another): `rounds`, and `rejections`
+    among them (-32602)."""
     status: str | None = None
     windows: list[RunFigures] = field(default_factory=list)
 
@@ -76,6 +79,9 @@ class RunFigures(JournalView):
             self.started_by_flow[str(record.get("flow"))] += 1
         elif kind == RecordType.ROUND:
             self._round(record)
+            if record.get("redispatched_from"):
+                self.redispatched["rounds"] += 1
+                self.redispatched["rejections"] += record.get("outcome") == "invalid_state"  # Outcome.INVALID_STATE
         elif kind == RecordType.FLOW:
             self._flow(record)
         elif kind == RecordType.REJECTION:

@@ -188,9 +188,19 @@ class RoundDone(TypedDict):
     (a balancer's backend), else the label of the URL it was sent to (`balancer` behind one URL).
     `error`: what a failed round said (a tool error's text, a JSON-RPC error's message, an HTTP
     error's status and body excerpt), at most 200 characters, secrets replaced by placeholders.
+    `expected` instead of `error`: an expected outcome, not an error. The round carried the
+    person's decline or cancel, and the tool answered it with a tool error (the shop's
+    `Nobody confirmed refund ...`, its policy for a refund nobody confirmed): the call ended
+    as the person chose. Its `code` is null, so `client_errors`, the top errors and
+    `compare` do not count it; reports list it apart, under expected answers.
     `crossed` (round 2 and later): whether another replica than the one that answered the call's
     previous round served it, so that the state crossed replicas (what a run with no sticky
     sessions exists to exercise).
+    `redispatched_from`: the replica the round was routed to when no connection to it could be
+    opened (down or restarting) and the round went to `replica` instead, as a health-checking
+    balancer would send it; absent when it went where it was routed. During a restart, an
+    `unknown key` that `replica` logs for such a round is the down replica's state arriving
+    elsewhere, not a key problem of `replica`.
     """
 
     type: Literal[RecordType.ROUND]
@@ -208,7 +218,9 @@ class RoundDone(TypedDict):
     http_status: int | None
     code: str | None
     error: NotRequired[str]
+    expected: NotRequired[str]
     crossed: NotRequired[bool]
+    redispatched_from: NotRequired[str]
 
 
 class CallSummary(TypedDict):
@@ -319,13 +331,17 @@ class RejectionLogged(TypedDict):
 
 
 class HypothesisProbed(TypedDict):
-    """The steady-state hypothesis probed `before`, `during` or `after` the chaos."""
+    """The steady-state hypothesis probed `before`, `during` or `after` the chaos.
+
+    `window`: the flows it judged, those that ended `from` .. `to` seconds into the run.
+    """
 
     type: Literal[RecordType.HYPOTHESIS]
     t: float
     phase: str
     ok: bool
     detail: list[dict[str, Any]]
+    window: NotRequired[dict[str, float]]
 
 
 class InvariantChecked(TypedDict):

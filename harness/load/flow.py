@@ -48,6 +48,7 @@ RequestHook = Callable[..., None]
 """Locust's `events.request.fire`, or None outside Locust."""
 
 ANSWERED = {Action.DECLINE: FlowOutcome.DECLINED, Action.CANCEL: FlowOutcome.CANCELLED}
+_EXPECTED_ANSWERS = frozenset(action.value for action in ANSWERED)
 
 
 @dataclass
@@ -212,9 +213,16 @@ class Flow:
         except ValueError:
             pass
 
+    def answered_as_chosen(self, record: RoundRecord) -> bool:
+        """Whether a round's tool error is the policy's answer to the person's decline or cancel, sent in this
+        very round (`Nobody confirmed refund ...`): the call ended as the person chose, which is no error."""
+        return record.outcome is Outcome.TOOL_ERROR and record.sent_responses and bool(self.answers) \
+            and self.answers[-1] in _EXPECTED_ANSWERS
+
     def record_round(self, tool: str, record: RoundRecord) -> None:
         self.rounds += 1
-        failure = _failure_code(record)
+        expected = self.answered_as_chosen(record)
+        failure = None if expected else _failure_code(record)
         message = record.message
         env = self.env
         replica = env.round_label(record)
@@ -224,15 +232,17 @@ class Flow:
             latency=round(record.latency, 6), server_time=round(record.server_time, 6),
             outcome=record.outcome.value, http_status=record.http_status, code=failure)
         if message is not None:
-            done["error"] = message
+            done["expected" if expected else "error"] = message
         if record.round > 1 and self.previous_replica is not None:
             done["crossed"] = replica != self.previous_replica
+        if record.redispatched_from is not None:
+            done["redispatched_from"] = env.replica_labels.get(record.redispatched_from, record.redispatched_from)
         self.previous_replica = replica
         env.journal.write(done)
         env.run_metrics.round_done(self.kind, record.round, record.latency, failure)
         if env.fire_request is not None:
             error = OutcomeError(record.outcome, record.error_code, record.http_status, message) \
-                if record.outcome.is_failure else None
+                if record.outcome.is_failure and not expected else None
             env.fire_request(request_type="MRTR", name=f"{tool} r{min(record.round, 10)}",
                              response_time=record.latency * 1000.0, response_length=0, exception=error,
                              context={"flow": self.kind})

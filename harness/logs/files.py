@@ -3,13 +3,40 @@
 The process backend's replica logs survive restarts by appending to the same file; an
 external deployment's files may be rotated under us. A follower only reads when asked
 (`read_lines`), so one poller can serve every file of a run (`harness.logs.readers`).
+
+A gzipped log (a rotated `app.log.2.gz`) is read once, decompressed as it is read: it is
+never written again, so there is nothing to follow. `sniff` tells a log from a compressed
+one and from a file that is no log at all (a NUL byte in its first bytes, as grep and git
+decide), so a binary file is refused by name rather than read as no rejection.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
+
+GZIP_MAGIC = b"\x1f\x8b"
+SNIFF_BYTES = 8192
+"""How much of a file (decompressed, for gzip) is looked at to tell a text log from a binary file."""
+
+Kind = Literal["text", "gzip", "binary", "damaged gzip"]
+
+
+def sniff(path: Path) -> Kind:
+    """What `path` holds, by its first bytes: a text log, a gzipped one, or something that is no log."""
+    with path.open("rb") as raw:
+        head = raw.read(SNIFF_BYTES)
+    kind: Kind = "text"
+    if head.startswith(GZIP_MAGIC):
+        kind = "gzip"
+        try:
+            with gzip.open(path, "rb") as unpacked:
+                head = unpacked.read(SNIFF_BYTES)
+        except (OSError, EOFError):
+            return "damaged gzip"
+    return "binary" if b"\0" in head else kind
 
 
 class FileFollower:
@@ -20,8 +47,9 @@ class FileFollower:
     exist yet is new throughout, so it is read from its start when it appears.
     """
 
-    def __init__(self, path: Path, *, from_start: bool = True) -> None:
+    def __init__(self, path: Path, *, from_start: bool = True, compressed: bool = False) -> None:
         self.path = path
+        self.compressed = compressed
         self._file: TextIO | None = None
         self._inode: int | None = None
         self._partial = ""
@@ -64,6 +92,8 @@ class FileFollower:
             stat = os.stat(self.path)
         except FileNotFoundError:
             return []
+        if self.compressed:
+            return self._open_compressed()
         if self._file is not None and stat.st_ino == self._inode and stat.st_size >= self._file.tell():
             return []
         tail: list[str] = []
@@ -82,6 +112,13 @@ class FileFollower:
         self._inode = stat.st_ino
         self._partial = ""
         return tail
+
+    def _open_compressed(self) -> list[str]:
+        """A gzipped log is opened once and read through; its offsets are not the file's, so never reopened."""
+        if self._file is None and self._inode is None:
+            self._file = gzip.open(self.path, "rt", encoding="utf-8", errors="replace")  # noqa: SIM115 - kept open
+            self._inode = os.fstat(self._file.fileno()).st_ino
+        return []
 
     def close(self) -> None:
         if self._file is not None:

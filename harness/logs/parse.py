@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from harness.logs.stamps import line_time, record_time
-from harness.mrtr.reasons import BIND_PRINCIPAL_RETURNED, REASONS, normalise_reason, parse_rejection
+from harness.mrtr.reasons import (
+    BIND_PRINCIPAL_RETURNED,
+    OTHER_REASON,
+    REASONS,
+    normalise_reason,
+    rejection_parts,
+)
 
 MARK: Final = "requestState"
 LEVEL: Final = "WARNING"
@@ -85,6 +91,9 @@ class Rejection:
     method: str
     logged_at: float | None = None
     """When the line says it was written (its own timestamp, else the one its source gave), if known."""
+    logged: str = ""
+    """The reason as the line gave it, kept for `OTHER_REASON` only (a reason this harness does not know yet);
+    a rich record folds it, so there its spaces may be gone."""
 
 
 OnRejection = Callable[[Rejection], None]
@@ -187,13 +196,13 @@ class LineParser:
         return replica or clean_label(match["name"]), line[match.end():]
 
     def _parse_plain(self, text: str, replica: str | None, t: float | None) -> bool:
-        parsed = parse_rejection(text)
-        if parsed is None:
+        parts = rejection_parts(text)
+        if parts is None:
             return False
         if replica is None:
             field = _REPLICA_FIELD.search(text)
             replica = clean_label(field["replica"]) if field else None
-        self._emit(Rejection(replica, parsed[1], parsed[0], _first(line_time(text, self._near(t)), t)))
+        self._emit(_rejection(replica, parts[1], parts[0], _first(line_time(text, self._near(t)), t)))
         return True
 
     def _parse_json(self, text: str, replica: str | None, t: float | None) -> bool:
@@ -244,13 +253,18 @@ class LineParser:
         parsed = _split_compact(pending.compact)
         if parsed is None or _is_unfinished(parsed[1]):
             return False
-        self._emit(Rejection(pending.replica, normalise_reason(parsed[1]), parsed[0], pending.logged_at))
+        self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at))
         return True
 
     def _finish(self, pending: _Pending) -> None:
         parsed = _split_compact(pending.compact)
         if parsed is not None and parsed[1]:
-            self._emit(Rejection(pending.replica, normalise_reason(parsed[1]), parsed[0], pending.logged_at))
+            self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at))
+
+
+def _rejection(replica: str | None, logged: str, method: str, logged_at: float | None) -> Rejection:
+    reason = normalise_reason(logged)
+    return Rejection(replica, reason, method, logged_at, logged if reason == OTHER_REASON else "")
 
 
 def _split_compact(compact: str) -> tuple[str, str] | None:

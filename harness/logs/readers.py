@@ -206,7 +206,7 @@ class Readers:
                 source.close()
                 self._end(reader)
                 return False
-        except OSError as exc:
+        except (OSError, EOFError) as exc:  # EOFError: a gzipped log cut short
             reader.error = f"{source.name}: {exc.__class__.__name__}: {exc}"
             source.close()
             self._end(reader)

@@ -35,8 +35,9 @@ from harness.config.logs import (
     COMPOSE_SERVICE,
     LogSource,
 )
+from harness.errors import UsageError
 from harness.logs.containers import ContainerFollower, compose_identity, split_lines
-from harness.logs.files import FileFollower
+from harness.logs.files import FileFollower, sniff
 from harness.runtime.processes import start_child
 
 READ_CHARS = 1 << 20
@@ -59,6 +60,11 @@ class SourceError(Exception):
     """A source could not be opened or reached: a missing file read once, no engine, no such command."""
 
 
+class NotALog(SourceError, UsageError):
+    """A file that is not a log this can read: a binary file, a damaged gzip, or a gzipped log given to follow.
+    The user's input, not an unreachable source: a usage error."""
+
+
 class Source:
     """One stream of log lines. `open` fails early and clearly; then the source is polled or streamed."""
 
@@ -73,6 +79,9 @@ class Source:
         """Replica labels known before any line: shown at zero from the start."""
         self.failure: str | None = None
         """Set when the source ended badly after it opened (a command that exited non-zero)."""
+        self.fallback_replica: str | None = None
+        """The replica a line counts under when neither its source nor its text names one (triage: a file's
+        base name); unlike `replicas`, not shown at zero, since a file may hold every replica's lines."""
         self._stop = threading.Event()
 
     def open(self) -> str | None:
@@ -107,14 +116,22 @@ class FileSource(Source):
         existed = self.path.exists()
         if self.finite and not existed:
             raise SourceError(f"no such file: {self.path}")
+        kind = "text"
         if existed:
             try:
-                self.path.open("rb").close()
+                kind = sniff(self.path)
             except OSError as exc:
                 raise SourceError(f"cannot read {self.path}: {exc.strerror}") from None
+        if kind == "binary":
+            raise NotALog(f"{self.path} is a binary file, not a log (it holds NUL bytes)")
+        if kind == "damaged gzip":
+            raise NotALog(f"{self.path} starts like a gzip file but cannot be decompressed")
+        if kind == "gzip" and not self.finite:
+            raise NotALog(f"{self.path} is gzipped, a rotated log that is never written again: read it once "
+                          "(triage --once), not followed")
         # Followed: from the end, as of now (what was logged before is history, not the incident); a file
         # that appears later is new throughout. Opened here, so a line written once reading started counts.
-        self._follower = FileFollower(self.path, from_start=self.finite)
+        self._follower = FileFollower(self.path, from_start=self.finite, compressed=kind == "gzip")
         return None if existed else f"waiting for {self.path} to appear"
 
     def read_lines(self) -> list[str]:

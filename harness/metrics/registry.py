@@ -69,7 +69,8 @@ class RunMetrics:
         self.flow_duration = Histogram("mrtr_flow_duration_seconds", "Real seconds from a flow's start to its end.",
                                        ["flow"], buckets=DURATION_BUCKETS, registry=r)
         self.client_errors = Counter("mrtr_client_errors_total", "Rounds that failed, by flow and JSON-RPC code or "
-                                     "failure class.", ["flow", "code"], registry=r)
+                                     "failure class (not a tool error answering a person's decline: that is an "
+                                     "expected outcome).", ["flow", "code"], registry=r)
         self.rejections = Counter("mrtr_request_state_rejections_total",
                                   "requestState rejections by the reason the replica logged.", ["replica", "reason"],
                                   registry=r)

@@ -79,6 +79,9 @@ class RoundRecord:
     """The JSON-RPC result for complete / tool_error / input_required rounds."""
     served_by: str | None = None
     """The replica the answer says served it (`X-Served-By`), where `replica` may be a balancer's URL."""
+    redispatched_from: str | None = None
+    """The URL the round was routed to first, when no connection to it could be opened and the round went
+    to `replica` instead (`MrtrClient(redispatch=True)`); None when it went where it was routed."""
 
     @property
     def latency(self) -> float:
@@ -373,6 +376,7 @@ class MrtrClient:
         scanner = SseScanner(request_id)
         sent_at = self._clock()
         answer = self.transport.post(replica, body, frame.headers, scanner)
+        routed_to = replica
         if answer is NOT_SENT and self.redispatch:
             for other in self._others(replica):  # nobody saw it: send it where a balancer would
                 replica = other
@@ -392,6 +396,7 @@ class MrtrClient:
             Outcome.CONNECTION_ERROR,
             sent_responses=responses is not None,
             sent_state=state is not None,
+            redispatched_from=routed_to if replica != routed_to else None,
         )
         if not isinstance(answer, HttpAnswer):
             record.outcome = answer

@@ -45,12 +45,21 @@ def parse_rejection(message: str) -> tuple[str, str] | None:
     Works on the bare log message and on a whole formatted line around it. A reason the
     SDK may add later is reported as `OTHER_REASON` rather than dropped, so it still counts.
     """
+    parts = rejection_parts(message)
+    return None if parts is None else (parts[0], normalise_reason(parts[1]))
+
+
+def rejection_parts(message: str) -> tuple[str, str] | None:
+    """(method, the reason as logged) from a line that holds an SDK rejection, else None.
+
+    The logged text is what triage shows for a reason it does not know (`OTHER_REASON`).
+    """
     if "requestState rejected on " not in message:
         return None
     match = _LINE.search(message)
     if match is None:
         return None
-    return match["method"], normalise_reason(match["reason"])
+    return match["method"], match["reason"].strip().strip('"')
 
 
 BIND_PRINCIPAL_RETURNED: Final = "bind_principal returned"

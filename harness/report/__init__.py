@@ -200,6 +200,7 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
         live.name_parts(journal_paths)
     read = live if live is not None else read_run(journal_paths)
     verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top(),
+                      expected_answers=read.errors.top_expected(),
                       fuzz=read.fuzz.table(scenario))
     extra = {"cpu": read.checks.cpu, **(extra or {}), "journal": read.as_dict()}
     write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra)

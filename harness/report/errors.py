@@ -6,6 +6,10 @@ rounds by flow, tool, round and the message's pattern (ids, numbers, UUIDs and q
 values as placeholders, `harness.mrtr.error_text.error_pattern`), so "order O-1001 has no
 item 'box'" and "order O-1002 has no item 'tape'" are one row of two. The closing table,
 report.html and summary.json all show these rows.
+
+A round that carried the person's decline and got the tool's refusal back (`expected` on
+its record instead of `error`) is no error: it is grouped the same way and shown apart,
+as an expected answer.
 """
 
 from __future__ import annotations
@@ -58,29 +62,43 @@ class ErrorTable(JournalView):
 
     started: float | None = None
     groups: dict[tuple[str, str, int, str], _Seen] = field(default_factory=dict)
+    expected: dict[tuple[str, str, int, str], _Seen] = field(default_factory=dict)
+    """Expected answers (a tool error answering the person's decline): grouped alike, shown apart."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         self.started = advance_time_zero(self.started, record)
         if record.get("type") != RecordType.ROUND:
             return
-        message = record.get("error")
-        if not isinstance(message, str) or not message:
-            return
-        t = float(record["t"])
-        key = (str(record.get("flow")), str(record.get("tool")), int(record.get("round") or 0), error_pattern(message))
-        seen = self.groups.get(key)
-        if seen is None:
-            self.groups[key] = _Seen(1, message, t, t)
-            return
-        seen.count += 1
-        seen.first, seen.last = min(seen.first, t), max(seen.last, t)
+        for field_name, groups in (("error", self.groups), ("expected", self.expected)):
+            message = record.get(field_name)
+            if isinstance(message, str) and message:
+                _count(groups, record, message)
 
     def top(self, limit: int = TOP_ERRORS) -> list[ErrorGroup]:
         """The `limit` most frequent errors, most frequent first (then the earliest)."""
-        ranked = sorted(self.groups.items(), key=lambda item: (-item[1].count, item[1].first, item[0]))
+        return self._ranked(self.groups, limit)
+
+    def top_expected(self, limit: int = TOP_ERRORS) -> list[ErrorGroup]:
+        """The most frequent expected answers, as `top` ranks errors."""
+        return self._ranked(self.expected, limit)
+
+    def _ranked(self, groups: dict[tuple[str, str, int, str], _Seen], limit: int) -> list[ErrorGroup]:
+        ranked = sorted(groups.items(), key=lambda item: (-item[1].count, item[1].first, item[0]))
         return [ErrorGroup(seen.count, flow, tool, number, pattern, seen.example, self._since(seen.first),
                            self._since(seen.last))
                 for (flow, tool, number, pattern), seen in ranked[:limit]]
 
     def _since(self, t: float) -> float | None:
         return None if self.started is None else t - self.started
+
+
+def _count(groups: dict[tuple[str, str, int, str], _Seen], record: Mapping[str, Any], message: str) -> None:
+    """One more round with `message` in its group (flow, tool, round, the message's pattern)."""
+    t = float(record["t"])
+    key = (str(record.get("flow")), str(record.get("tool")), int(record.get("round") or 0), error_pattern(message))
+    seen = groups.get(key)
+    if seen is None:
+        groups[key] = _Seen(1, message, t, t)
+        return
+    seen.count += 1
+    seen.first, seen.last = min(seen.first, t), max(seen.last, t)

@@ -18,6 +18,7 @@ from harness.config.scenario import Scenario
 from harness.journal.figures import RunFigures
 from harness.load.mutations import FINDINGS
 from harness.report import svg
+from harness.report.errors import ErrorGroup
 from harness.report.fuzz import COLUMNS
 from harness.report.series import (
     Bins,
@@ -38,6 +39,7 @@ from harness.report.verdict import (
     format_seconds,
     observed_text,
 )
+from harness.report.wording import describe_chaos, window_text
 
 _X_LABEL = "seconds since the run start"
 _STATUS_COLOURS = {RunStatus.COMPLETED: "#1a7f37", RunStatus.DEVIATED: "#9a6700"}
@@ -86,6 +88,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
             "<h2>Rejections by reason and replica</h2>", _rejections_table(figures),
             "<h2>Flows by outcome</h2>", _flows_table(figures),
             "<h2>Top errors</h2>", _top_errors_table(verdict),
+            *_expected_answers_section(verdict),
             "<h2>Rounds per call and round latency</h2>", _spreads_table(figures),
             "<h2>Chaos actions</h2>", _chaos_table(actions)]
     return page(f"{scenario.name}: {verdict.status.value}", _CSS, body)
@@ -229,18 +232,23 @@ def _reconciliation_table(verdict: RunVerdict) -> str:
         return '<p class="skip">Not reconciled: the journal has no reconciliation record.</p>'
     examples = "; ".join(result.examples.get("unexplained", []) + result.examples.get("unmatched_logged", []))
     return table(["", "client rejections (-32602)", "logged reasons", "matched", "unexplained", "unmatched logged",
-                  "examples"],
+                  "from re-dispatched rounds", "examples"],
                  [[_mark(result.passed), cell(result.client_rejections, True), cell(result.logged, True),
                    cell(result.matched, True), cell(result.unexplained, True), cell(result.unmatched_logged, True),
-                   cell(examples)]])
+                   cell(result.from_redispatched_rounds, True), cell(examples)]])
 
 
 def _hypothesis_section(verdict: RunVerdict) -> list[str]:
     if not verdict.hypothesis:
         return []
-    rows = [[_mark(probe.ok), cell(probe.phase), cell(describe_detail(probe.detail, 400))]
+    rows = [[_mark(probe.ok), cell(f"{probe.phase} chaos"), cell(window_text(probe.window, _since(probe.t, verdict))),
+             cell(describe_detail(probe.detail, 400))]
             for probe in verdict.hypothesis]
-    return ["<h2>Steady-state hypothesis</h2>", table(["", "phase", "detail"], rows)]
+    return ["<h2>Steady-state hypothesis</h2>", table(["", "probe", "window", "thresholds"], rows)]
+
+
+def _since(t: float | None, verdict: RunVerdict) -> float | None:
+    return t - verdict.started if t is not None and verdict.started is not None else None
 
 
 def _rejections_table(figures: RunFigures) -> str:
@@ -276,12 +284,25 @@ def _fuzz_section(verdict: RunVerdict) -> list[str]:
 
 def _top_errors_table(verdict: RunVerdict) -> str:
     """What the servers said most often when rounds failed; the first message seen is in the cell's title."""
+    return _groups_table(verdict.top_errors, "no failed round carried a message")
+
+
+def _expected_answers_section(verdict: RunVerdict) -> list[str]:
+    """Tool errors that answered a person's decline or cancel: expected outcomes, apart from the errors."""
+    if not verdict.expected_answers:
+        return []
+    return ["<h2>Expected answers</h2>",
+            '<p class="skip">A decline or cancel the tool refused as its policy says: the call ended as the person '
+            "chose. Not errors, and not counted in client_errors.</p>",
+            _groups_table(verdict.expected_answers, "")]
+
+
+def _groups_table(groups: Sequence[ErrorGroup], empty: str) -> str:
     rows = [[cell(group.count, True), cell(group.flow), cell(group.tool), cell(group.round, True),
              cell(_at(group.first), True), cell(_at(group.last), True),
              f'<td title="{escape(group.example)}">{escape(group.message)}</td>']
-            for group in verdict.top_errors]
-    return table(["count", "flow", "tool", "round", "first (s)", "last (s)", "message"], rows,
-                 "no failed round carried a message")
+            for group in groups]
+    return table(["count", "flow", "tool", "round", "first (s)", "last (s)", "message"], rows, empty)
 
 
 def _spreads_table(figures: RunFigures) -> str:
@@ -299,7 +320,7 @@ def _spreads_table(figures: RunFigures) -> str:
 
 def _chaos_table(actions: Sequence[ChaosAction]) -> str:
     rows = [[_mark(action.ok, "no end"), cell(action.action), cell(action.target or ""),
-             cell(_at(action.start), True), cell(_at(action.end), True), cell(describe_detail(action.detail, 400))]
+             cell(_at(action.start), True), cell(_at(action.end), True), cell(describe_chaos(action.detail))]
             for action in actions]
     return table(["", "action", "target", "start (s)", "end (s)", "detail"], rows, "no chaos actions")
 

@@ -78,7 +78,7 @@ def cases_for(verdict: RunVerdict) -> list[Case]:
     cases.append(_reconciliation_case(verdict))
     cases.append(_unmatched_logged_case(verdict))
     cases += [Case("hypothesis", f"steady state {probe.phase} chaos", None if probe.ok else "failure",
-                   f"the steady-state hypothesis failed {probe.phase} chaos: {describe_detail(probe.detail)}",
+                   f"the {probe.title(verdict.started)} failed: {describe_detail(probe.detail)}",
                    "" if probe.detail is None else str(probe.detail)) for probe in verdict.hypothesis]
     cases.append(_run_case(verdict))
     return cases

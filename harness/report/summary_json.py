@@ -41,10 +41,12 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "flows": _flows(figures),
         "rounds_per_call": rounds_per_call(figures),
         "crossed_replicas": _crossed(figures),
+        "redispatched_rounds": figures.redispatched["rounds"],
         "round_latency_seconds": round_latency(figures),
         "rejections": _rejections(figures, verdict),
         "chaos": [action.as_dict() for action in verdict.chaos],
         "top_errors": [group.as_dict() for group in verdict.top_errors],
+        "expected_answers": [group.as_dict() for group in verdict.expected_answers],
         "fuzz": verdict.fuzz.as_dict() if verdict.fuzz else None,
         "extra": extra,
     }

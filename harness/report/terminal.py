@@ -8,6 +8,7 @@ ANSI codes as noise; `color=True` for a terminal.
 from __future__ import annotations
 
 from harness.load.mutations import FINDINGS
+from harness.report.errors import ErrorGroup
 from harness.report.fuzz import COLUMNS
 from harness.report.verdict import RunStatus, RunVerdict, condition_text, describe_detail, observed_text
 
@@ -21,7 +22,7 @@ def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
     paint = _Paint(color)
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
              *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_fuzz(verdict, paint),
-             *_top_errors(verdict, paint), *_status(verdict, paint)]
+             *_top_errors(verdict, paint), *_expected_answers(verdict, paint), *_status(verdict, paint)]
     return "\n".join(lines) + "\n"
 
 
@@ -87,6 +88,9 @@ def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
                  f"of {result.client_rejections} client rejections{logged}")
     if result.unexplained:
         lines += [f"        {example}" for example in result.examples.get("unexplained", [])]
+    if result.from_redispatched_rounds:
+        lines.append(f"      {result.from_redispatched_rounds} of the client rejections came from re-dispatched rounds "
+                     "(their replica was down, so the state reached another replica: journal `redispatched_from`)")
     if result.unmatched_logged is not None:
         lines.append(f"    {paint.mark(None) if result.unmatched_logged else paint.mark(True)} unmatched logged "
                      f"rejections: {result.unmatched_logged} (logged lines no client rejection of this run explains)")
@@ -99,7 +103,7 @@ def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:
     lines = _heading("HYPOTHESIS", paint)
     for probe in verdict.hypothesis:
         detail = f" — {describe_detail(probe.detail, _DETAIL_LIMIT)}" if probe.detail and not probe.ok else ""
-        lines.append(f"    {paint.mark(probe.ok)} steady state {probe.phase} chaos{detail}")
+        lines.append(f"    {paint.mark(probe.ok)} {probe.title(verdict.started)}{detail}")
     return lines
 
 
@@ -142,11 +146,22 @@ def _fuzz(verdict: RunVerdict, paint: _Paint) -> list[str]:
 
 def _top_errors(verdict: RunVerdict, paint: _Paint) -> list[str]:
     """What the servers said most often when rounds failed, one aligned row per error (none: no section)."""
-    if not verdict.top_errors:
+    return _error_rows("TOP ERRORS", verdict.top_errors, paint)
+
+
+def _expected_answers(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    """Tool errors that answered a person's decline or cancel: how the flow was meant to end, not errors."""
+    rows = _error_rows("EXPECTED ANSWERS (a decline or cancel the tool refused as it should; not errors)",
+                       verdict.expected_answers, paint)
+    return rows
+
+
+def _error_rows(title: str, groups: list[ErrorGroup], paint: _Paint) -> list[str]:
+    if not groups:
         return []
     header = ("count", "flow", "tool", "round", "first", "last", "message")
     rows = [(str(group.count), group.flow, group.tool, str(group.round), _at(group.first), _at(group.last),
-             group.message) for group in verdict.top_errors]
+             group.message) for group in groups]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
     numeric = {0, 3, 4, 5}
 
@@ -155,7 +170,7 @@ def _top_errors(verdict: RunVerdict, paint: _Paint) -> list[str]:
                  for i, (cell, width) in enumerate(zip(row, widths, strict=False))]
         return "    " + "  ".join([*cells, row[-1]])
 
-    return [*_heading("TOP ERRORS", paint), line(header), *(line(row) for row in rows)]
+    return [*_heading(title, paint), line(header), *(line(row) for row in rows)]
 
 
 def _at(seconds: float | None) -> str:

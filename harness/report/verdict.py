@@ -11,7 +11,7 @@ the same verdict after the fact as the run did.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +23,12 @@ from harness.journal.records import EndStatus, RecordType, RunEvent
 from harness.journal.writer import JournalView
 from harness.report.errors import ErrorGroup
 from harness.report.series import ChaosAction, chaos_actions
+from harness.report.wording import format_number, probe_item, window_text
+from harness.report.wording import format_seconds as format_seconds  # where compare and html import it from
 
 if TYPE_CHECKING:
     from harness.report.fuzz import FuzzTable
 
-_SECONDS_METRICS = frozenset({"round_duration", "flow_duration", "think_time"})
-"""Distributions measured in seconds: shown as 250ms / 1.5s rather than 0.25 / 1.5."""
 
 
 class RunStatus(StrEnum):
@@ -75,6 +75,9 @@ class Reconciliation:
     matched: int | None = None
     unmatched_logged: int | None = None
     examples: dict[str, list[str]] = field(default_factory=dict)
+    from_redispatched_rounds: int = 0
+    """Client rejections of rounds re-dispatched from a replica that was down: the state of one replica
+    arriving at another (an `unknown key` there during a restart is that, not a key problem of its own)."""
 
     @property
     def passed(self) -> bool:
@@ -83,6 +86,7 @@ class Reconciliation:
     def as_dict(self) -> dict[str, Any]:
         return {"client_rejections": self.client_rejections, "logged": self.logged, "matched": self.matched,
                 "unexplained": self.unexplained, "unmatched_logged": self.unmatched_logged,
+                "from_redispatched_rounds": self.from_redispatched_rounds,
                 "examples": self.examples, "passed": self.passed}
 
 
@@ -94,9 +98,17 @@ class HypothesisResult:
     ok: bool
     detail: Any = None
     t: float | None = None
+    window: dict[str, float] | None = None
+    """The flows it judged: those that ended `from` .. `to` seconds into the run (None in older journals)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"phase": self.phase, "ok": self.ok, "detail": self.detail, "t": self.t}
+        return {"phase": self.phase, "ok": self.ok, "detail": self.detail, "t": self.t, "window": self.window}
+
+    def title(self, started: float | None = None) -> str:
+        """`steady state during chaos (flows that ended 30.0s–35.0s)`: which probe, over which window."""
+        at = self.t - started if self.t is not None and started is not None else None
+        window = window_text(self.window, at)
+        return f"steady state {self.phase} chaos" + (f" ({window})" if window else "")
 
 
 @dataclass
@@ -125,8 +137,10 @@ class RunChecks(JournalView):
         if kind == RecordType.INVARIANT:
             self._invariant(record)
         elif kind == RecordType.HYPOTHESIS:
+            window = record.get("window")
             self.hypothesis.append(HypothesisResult(str(record.get("phase")), bool(record.get("ok")),
-                                                    record.get("detail"), record.get("t")))
+                                                    record.get("detail"), record.get("t"),
+                                                    dict(window) if isinstance(window, Mapping) else None))
         elif kind == RecordType.RECONCILIATION:
             self.reconciliation = Reconciliation(int(record.get("client_rejections", 0)),
                                                  _int_or_none(record.get("logged")),
@@ -185,6 +199,8 @@ class RunVerdict:
     duration: float = 0.0
     chaos: list[ChaosAction] = field(default_factory=list)
     top_errors: list[ErrorGroup] = field(default_factory=list)
+    expected_answers: list[ErrorGroup] = field(default_factory=list)
+    """Tool errors that answered a person's decline or cancel: expected outcomes, shown apart from errors."""
     """What the servers said most often when rounds failed: shown beside the decision, never part of it."""
     fuzz: FuzzTable | None = None
     """The fuzzer's table (mutants sent and answered, by class): shown beside the decision; the decision
@@ -223,17 +239,25 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
     checks = checks if checks is not None else RunChecks.from_figures(figures)
     verdicts = evaluate(thresholds, figures)
     failures = _failures(verdicts, checks)
-    deviations = [f"hypothesis failed {probe.phase} chaos: {describe_detail(probe.detail)}"
+    deviations = [f"{probe.title(figures.started)} failed: {describe_detail(probe.detail)}"
                   for probe in checks.hypothesis if not probe.ok and probe.phase != "before"]
     status, reason = _status(figures, checks, failures, deviations)
     exit_code = {RunStatus.COMPLETED: ExitCode.PASSED, RunStatus.ERRORED: ExitCode.HARNESS}.get(status)
     if exit_code is None:
         exit_code = ExitCode.TARGET if checks.target_error else ExitCode.FAILED
     return RunVerdict(status=status, exit_code=exit_code, thresholds=verdicts, invariants=dict(checks.invariants),
-                      reconciliation=checks.reconciliation, hypothesis=list(checks.hypothesis),
+                      reconciliation=_with_redispatched(checks.reconciliation, figures),
+                      hypothesis=list(checks.hypothesis),
                       problems=[*([reason] if reason else []), *failures, *deviations], reason=reason,
                       run_id=checks.run_id, started=figures.started, duration=figures.duration,
                       chaos=chaos_actions(figures.chaos, figures.started))
+
+
+def _with_redispatched(reconciliation: Reconciliation | None, figures: RunFigures) -> Reconciliation | None:
+    """The reconciliation, with how many of its client rejections came from re-dispatched rounds."""
+    if reconciliation is None:
+        return None
+    return replace(reconciliation, from_redispatched_rounds=figures.redispatched["rejections"])
 
 
 LOST_TRACK = "one_outcome_per_flow"
@@ -250,7 +274,7 @@ def _failures(verdicts: list[ThresholdResult], checks: RunChecks) -> list[str]:
         failures.append(f"reconciliation: {checks.reconciliation.unexplained} unexplained rejection"
                         f"{'s' * (checks.reconciliation.unexplained != 1)} of "
                         f"{checks.reconciliation.client_rejections} the clients saw")
-    failures += [f"hypothesis failed before chaos: {describe_detail(probe.detail)}"
+    failures += [f"{probe.title()} failed: {describe_detail(probe.detail)}"
                  for probe in checks.hypothesis if not probe.ok and probe.phase == "before"]
     return failures
 
@@ -291,7 +315,7 @@ def threshold_dict(verdict: ThresholdResult) -> dict[str, Any]:
 def condition_text(verdict: ThresholdResult) -> str:
     """The condition as written in a scenario: `p(95) < 250ms`, `>= 0.95`, `== 0`."""
     condition = verdict.condition
-    shown = "" if condition.aggregate == "count" and verdict.threshold.metric not in DISTRIBUTIONS \
+    shown = "" if condition.aggregate in ("count", "ratio") and verdict.threshold.metric not in DISTRIBUTIONS \
         else f"{condition.aggregate} "
     return f"{shown}{condition.op} {format_value(verdict, condition.value)}"
 
@@ -307,16 +331,7 @@ def observed_text(verdict: ThresholdResult) -> str:
 
 
 def format_value(verdict: ThresholdResult, value: float) -> str:
-    if verdict.threshold.metric in _SECONDS_METRICS and verdict.condition.aggregate != "count":
-        return format_seconds(value)
-    return f"{value:.4g}"
-
-
-def format_seconds(seconds: float) -> str:
-    """Seconds as a person reads them: 0.5ms, 183ms, 2.5s, 95s."""
-    if seconds < 1:
-        return f"{seconds * 1000:.3g}ms"
-    return f"{seconds:.3g}s" if seconds < 100 else f"{seconds:.0f}s"
+    return format_number(verdict.threshold.metric, verdict.condition.aggregate, value)
 
 
 def describe_detail(detail: Any, limit: int = 160) -> str:
@@ -327,8 +342,7 @@ def describe_detail(detail: Any, limit: int = 160) -> str:
     """
     if isinstance(detail, list) and detail and all(isinstance(item, dict) and "passed" in item for item in detail):
         shown = [item for item in detail if not item["passed"]] or detail
-        text = "; ".join(f"{item.get('threshold')} {item.get('condition')} (observed {item.get('observed')})"
-                         for item in shown)
+        text = "; ".join(probe_item(item) for item in shown)
     elif isinstance(detail, list | tuple):
         text = "; ".join(str(item) for item in detail)
     else:

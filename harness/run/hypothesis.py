@@ -30,13 +30,15 @@ class SteadyState:
         self.thresholds = parse_thresholds(dict(table))  # parsed once; probed every few seconds
         self.journal = journal
 
-    def probe(self, phase: str, figures: RunFigures, elapsed: float) -> bool | None:
-        """Judge the flows of one window; None when there is nothing to judge (no hypothesis, too few flows)."""
+    def probe(self, phase: str, figures: RunFigures, elapsed: float, since: float = 0.0) -> bool | None:
+        """Judge the flows of one window (those that ended from `since` to `elapsed`, seconds into the run);
+        None when there is nothing to judge (no hypothesis, too few flows)."""
         if not self.thresholds or figures.flows < MIN_FLOWS:
             return None
         figures.duration = max(elapsed, 1e-9)
         verdicts = evaluate(self.thresholds, figures)
         ok = all(verdict.passed or verdict.observed is None for verdict in verdicts)
         self.journal.write(HypothesisProbed(type=RecordType.HYPOTHESIS, t=time.time(), phase=phase, ok=ok,
-                                            detail=[verdict.as_dict() for verdict in verdicts]))
+                                            detail=[verdict.as_dict() for verdict in verdicts],
+                                            window={"from": round(max(since, 0.0), 3), "to": round(elapsed, 3)}))
         return ok

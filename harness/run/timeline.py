@@ -45,6 +45,7 @@ from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
 from harness.checks.invariants import INVARIANTS, FlowChecks, ledger_violations
 from harness.checks.reconcile import Matching
+from harness.config.cautions import cautions
 from harness.config.chaos import NetworkAction
 from harness.config.durations import format_duration
 from harness.config.flows import flow_label
@@ -199,6 +200,8 @@ class Run:
                                           run_id=self.folder.name, scenario=self.scenario.name,
                                           seed=self.scenario.seed, duration=self.scenario.duration))
             self.say(f"results: {self.folder}")
+            for caution in cautions(self.scenario):
+                self.say(f"warning: {caution}")
             try:
                 self._bring_up()
                 self._drive()
@@ -384,7 +387,7 @@ class Run:
             last_check = time.time()
             since, until = self.chaos_window
             if since is not None and until is None:
-                self.steady_state.probe("during", self.during, time.time() - self.started)
+                self.steady_state.probe("during", self.during, time.time() - self.started, since - self.started)
             if self.scenario.abort_on_violation:
                 self._abort_on_ledger_violation()
 
@@ -516,7 +519,7 @@ class Run:
     def _probe_after(self) -> None:
         until = self.chaos_window[1]
         if until is not None:
-            self.steady_state.probe("after", self.after, time.time() - self.started)
+            self.steady_state.probe("after", self.after, time.time() - self.started, until - self.started)
 
     def _roll_back(self) -> None:
         if self.chaos is not None:

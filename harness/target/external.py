@@ -1,11 +1,12 @@
 """An external target: a deployment the harness does not start, reached by its URLs.
 
 Logs come from the files, commands or containers the scenario names (`file:PATH` or
-`file:PATH@replica`, `command:kubectl logs -f deploy/mcp --since=1s --prefix`,
-`docker:LABEL=VALUE`; see `harness.config.logs`), so rejections are still explained by
-reason. Chaos is whatever the scenario's `[target.commands]` can reach (run by the chaos
-runner through `harness.target.commands`); the process operations themselves are not
-the harness's to do here, so each raises `ChaosUnsupported` and the run records it.
+`file:PATH@replica`, `command:kubectl -n mrtr logs -f -l app.kubernetes.io/name=mcp --prefix
+--tail=0 --max-log-requests=20`, `docker:LABEL=VALUE`; see `harness.config.logs`), so
+rejections are still explained by reason. Chaos is whatever the scenario's `[target.commands]`
+can reach (run by the chaos runner through `harness.target.commands`); the process operations
+themselves are not the harness's to do here, so each raises `ChaosUnsupported` and the run
+records it.
 """
 
 from __future__ import annotations

@@ -26,12 +26,17 @@ class Advice:
 
 ADVICE: dict[str, Advice] = {
     "unknown key": Advice(
-        cause="a replica got a state sealed with a key it does not hold: replicas on per-process (ephemeral) "
-              "keys, a restart that dropped the key, a rotation that promoted the new sealing key before every "
-              "replica could open it, or an old key retired before one TTL had passed",
-        next_step="compare the sealing-key fingerprints each replica logs at start (and its /healthz keys); give "
-                  "every replica the same ring (file or environment, same representation); rotate in phases "
-                  "[old,new] -> [new,old] -> [new] one TTL later, each phase on every replica first",
+        cause="a replica got a state sealed with a key it does not hold. Harmless when it follows a correct "
+              "rotation: a state sealed with the old key, answered after that key was retired (one TTL after "
+              "the new key took over), had expired anyway, and the SDK checks the key before the expiry, so it "
+              "reads unknown key, not expired. Otherwise: replicas on per-process (ephemeral) keys, a restart "
+              "that dropped the key, a rotation that promoted the new sealing key before every replica could "
+              "open it, or an old key retired before one TTL had passed",
+        next_step="if it started when the old key was retired and stops within a TTL, it is the harmless case "
+                  "(a person slower than the TTL): nothing to fix. Otherwise compare the sealing-key "
+                  "fingerprints each replica logs at start (and its /healthz keys); give every replica the same "
+                  "ring (file or environment, same representation); rotate in phases [old,new] -> [new,old] -> "
+                  "[new] one TTL later, each phase on every replica first",
         subset="after a deploy, this points at per-process keys on the new replicas or a rotation rolled out out "
                "of order: those replicas do not hold the key the others seal with",
     ),
@@ -98,7 +103,7 @@ ADVICE: dict[str, Advice] = {
         subset="those replicas run another bind_principal or auth set-up",
     ),
     OTHER_REASON: Advice(
-        cause="a reason this harness does not know (a newer SDK, or a custom message)",
+        cause="a reason this harness does not know (a newer SDK, or a custom message): its text is shown as logged",
         next_step="read the replica's line itself, then teach harness/mrtr/reasons.py the new reason",
     ),
 }

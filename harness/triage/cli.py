@@ -33,20 +33,28 @@ last window and the whole run, with the likely cause and the next step for each 
 Recognises the SDK's rejection line in plain logs, in the SDK's own rich console output
 (wrapped and padded) and in JSON logs; everything else is skipped. A line's replica is the
 one its source names (a container, FILE given as LABEL=PATH), else its `kubectl --prefix`
-or `docker compose logs` prefix, else its own `replica=` or JSON replica/pod/host field.
+or `docker compose logs` prefix, else its own `replica=` or JSON replica/pod/host field,
+else the base name of its file (logs/r1.log, r1.log.1 and r1.log.2.gz are all r1).
+
+Read once (--once), files may be gzipped (rotated logs), the same file given twice is
+read once, and the last window is the end of the logs by the lines' own time.
+--since/--until keep the lines written in between (by their own time; a rejection whose
+line has no time is then left out, and counted as undated).
 
 examples:
   mrtr-harness triage --file r1=logs/r1.log --file r2=logs/r2.log
-  mrtr-harness triage --command "kubectl logs -f -l app=shop --prefix --tail=0"
+  mrtr-harness triage --command "kubectl logs -f -l app=shop --prefix --tail=0 --max-log-requests=20"
   journalctl -f -o json -u shop | mrtr-harness triage --stdin
   mrtr-harness triage --docker-service shop --metrics-port 9464
   mrtr-harness triage --once --json --file results/run/logs/r1.log > rejections.json
+  mrtr-harness triage --once --since 2026-11-30T05:00Z --until 2026-11-30T06:00Z --file logs/r1.log*
 """
 
 EPILOG = """\
 exit codes: 0 no reason that means tampering or a client bug was seen; 1 one was (seal,
-request binding, malformed, non-string requestState); 2 usage error; 3 a source could not
-be opened or reached, or ended in error (1 wins over 3)."""
+request binding, malformed, non-string requestState); 2 usage error, or a file that is no
+log (binary, a damaged gzip); 3 a source could not be opened or reached, or ended in error
+(1 wins over 3)."""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -55,9 +63,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                                 "logs", description=DESCRIPTION, epilog=EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sources = triage.add_argument_group("sources (at least one; any mix)")
-    sources.add_argument("--file", action="append", default=[], metavar="[LABEL=]PATH",
-                         help="a log file, followed like tail -F (rotation included); LABEL names its replica "
-                              "(repeatable)")
+    sources.add_argument("--file", action="extend", nargs="+", default=[], metavar="[LABEL=]PATH",
+                         help="log files, followed like tail -F (rotation included), or read once with --once "
+                              "(gzipped ones too); LABEL names its replica, else lines name it or the file's "
+                              "base name does (repeatable)")
     sources.add_argument("--command", action="append", default=[], metavar="CMD",
                          help="a command whose output is a log stream, e.g. \"kubectl logs -f ...\" or "
                               "\"journalctl -f ...\" (split like a shell would, run without one; repeatable)")
@@ -73,6 +82,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "containers' whole logs, a command until it exits: leave out its -f)")
     output.add_argument("--json", action="store_true",
                         help="print the counts by reason and replica as JSON at the end instead of tables")
+    output.add_argument("--since", metavar="TIME",
+                        help="count only lines written at or after TIME, by their own time: an ISO 8601 time "
+                             "(2026-11-30T05:00:00Z; without a zone, local time) or a duration ago (15m)")
+    output.add_argument("--until", metavar="TIME", help="count only lines written at or before TIME (as --since)")
     output.add_argument("--window", default="60s",
                         help="the recent window the live table sets against the whole run (default 60s)")
     output.add_argument("--interval", default=None,
@@ -98,6 +111,8 @@ class Options:
     interval: float | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    since: float | None = None
+    until: float | None = None
 
 
 def parse_options(args: argparse.Namespace) -> Options:
@@ -119,6 +134,11 @@ def parse_options(args: argparse.Namespace) -> Options:
     if not (options.files or options.commands or options.stdin or options.docker_service):
         raise UsageError("no source: give --file, --command, --stdin or --docker-service")
     options.window = _duration("--window", args.window, minimum=1.0)
+    now = time.time()
+    options.since = None if args.since is None else _moment("--since", args.since, now)
+    options.until = None if args.until is None else _moment("--until", args.until, now)
+    if options.since is not None and options.until is not None and options.since > options.until:
+        raise UsageError(f"--since {args.since} is after --until {args.until}: no line could count")
     if args.interval is not None:
         options.interval = _duration("--interval", args.interval, minimum=0.05)
     if args.metrics_port is not None:
@@ -151,6 +171,36 @@ def _duration(option: str, text: str, *, minimum: float) -> float:
     return seconds
 
 
+def _moment(option: str, text: str, now: float) -> float:
+    """Epoch seconds of an ISO 8601 time (without a zone: local time, as log stamps are read) or `now` minus
+    a duration."""
+    from datetime import datetime
+
+    from harness.config.durations import parse_duration
+
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise UsageError(f"{option}: {text!r} is neither a time (2026-11-30T05:00:00Z) nor a duration ago "
+                         "(15m)") from None
+
+
+def base_label(path: Path) -> str | None:
+    """The replica a file's name stands for: its base name without log, rotation and compression suffixes
+    (logs/r1.log, r1.log.1, r1.log.2.gz, r1.jsonl: r1)."""
+    name = path.name
+    for suffix in (".gz",):
+        name = name.removesuffix(suffix)
+    name = re.sub(r"\.\d+$", "", name)
+    name = re.sub(r"\.(log|txt|json|jsonl|out)$", "", name)
+    label = "".join(ch for ch in name if ch.isprintable() and not ch.isspace())[:64]
+    return label or None
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         options = parse_options(args)
@@ -162,11 +212,13 @@ def main(args: argparse.Namespace) -> int:
 
 def run(options: Options) -> int:
     """Open every source, read them into one count while showing it, and return the exit code."""
-    from harness.logs.sources import SourceError
+    from harness.logs.sources import NotALog, SourceError
     from harness.triage import display
     from harness.triage.counts import Counts
     from harness.triage.session import Session
 
+    for warning in _drop_duplicate_files(options):
+        print(f"{PROG}: {warning}", file=sys.stderr)
     sources = _sources(options)
     try:
         for source in sources:
@@ -177,7 +229,7 @@ def run(options: Options) -> int:
         for source in sources:
             source.close()
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return ExitCode.TARGET
+        return ExitCode.USAGE if isinstance(exc, NotALog) else ExitCode.TARGET
     hooks: dict[str, Any] = {}
     server = None
     if options.metrics_port is not None:
@@ -189,7 +241,7 @@ def run(options: Options) -> int:
             print(f"{PROG}: --metrics-port: cannot listen on {options.metrics_host}:{options.metrics_port}: "
                   f"{exc.strerror or exc}", file=sys.stderr)
             return ExitCode.USAGE
-    counts = Counts(options.window, **hooks)
+    counts = Counts(options.window, by_line_time=options.once, since=options.since, until=options.until, **hooks)
     session = Session(sources, counts)
     names = [source.name for source in sources]
     screen = None if options.once or options.json else display.Screen()
@@ -238,11 +290,35 @@ def _stop_on_sigterm() -> Any:
     return lambda: signal.signal(signal.SIGTERM, previous)
 
 
+def _drop_duplicate_files(options: Options) -> list[str]:
+    """Keep each file once (the same inode, or the same resolved path for one not there yet); say which went."""
+    kept: dict[tuple[int, int] | Path, Path] = {}
+    files: list[tuple[str | None, Path]] = []
+    warnings = []
+    for label, path in options.files:
+        try:
+            stat = path.stat()
+            identity: tuple[int, int] | Path = (stat.st_dev, stat.st_ino)
+        except OSError:
+            identity = path.resolve()
+        if identity in kept:
+            warnings.append(f"{path} is the same file as {kept[identity]}: read once")
+            continue
+        kept[identity] = path
+        files.append((label, path))
+    options.files = files
+    return warnings
+
+
 def _sources(options: Options) -> list[Any]:
     from harness.logs.sources import CommandSource, ComposeServiceSource, FileSource, StdinSource
 
     follow = not options.once
-    sources: list[Any] = [FileSource(path, label, follow=follow) for label, path in options.files]
+    sources: list[Any] = []
+    for label, path in options.files:
+        source = FileSource(path, label, follow=follow)
+        source.fallback_replica = base_label(path)
+        sources.append(source)
     sources += [CommandSource(command) for command in options.commands]
     if options.stdin:
         sources.append(StdinSource())

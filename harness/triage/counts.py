@@ -2,21 +2,33 @@
 
 The on-call question is "what is failing now, and since when": so every (reason,
 replica) pair keeps its count since triage started and its count in the last `window`
-seconds (one bucket per second, so memory stays bounded by the window whatever the rate).
+seconds (one bucket per second, so memory stays bounded by the window whatever the rate),
+and every reason the first and last time a line of it says it was written.
 Every reason is known in advance and so are the replicas a source names (a container, a
 labelled file): both appear at zero before the first rejection, in the table, the JSON
 and the metrics alike.
+
+Which window is "recent" depends on what is read. Followed live, it is the last `window`
+seconds of reading (a backlog a command replays lands now, where the engineer sees it).
+Read once (`by_line_time`), it is the last `window` seconds of the logs themselves, by
+the lines' own time: yesterday's logs read today still show what was failing at their
+end. `since`/`until` keep only the lines written in between, by the lines' own time; a
+rejection whose line carries no time cannot be placed, so it is left out and counted as
+`undated` (a window by the lines' time leaves it out likewise).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from harness.mrtr.reasons import OTHER_REASON, REASONS, TAMPERING_OR_CLIENT_BUG
+
+OTHER_TEXTS_KEPT = 20
+"""How many distinct texts of unknown reasons are kept (each clipped to `OTHER_TEXT_CHARS`): bounded memory."""
+OTHER_TEXT_CHARS = 160
 
 ALL_REASONS: tuple[str, ...] = (*REASONS, OTHER_REASON)
 
@@ -41,6 +53,20 @@ class Snapshot:
     """reason -> replica -> count since the start (non-zero entries only)."""
     recent: dict[str, dict[str, int]] = field(default_factory=dict)
     """reason -> replica -> count in the last `window` seconds (non-zero entries only)."""
+    first_seen: dict[str, float] = field(default_factory=dict)
+    """reason -> the earliest time (epoch seconds) a line of it says it was written; dated lines only."""
+    last_seen: dict[str, float] = field(default_factory=dict)
+    """reason -> the latest such time."""
+    other_texts: dict[str, int] = field(default_factory=dict)
+    """The unknown reasons (`other`) as logged -> how often."""
+    undated: int = 0
+    """Rejections whose line carries no time: left out of `since`/`until` and of a window by the lines' time."""
+    outside: int = 0
+    """Rejections written before `since` or after `until`: read and left out."""
+    window_end: float | None = None
+    """Read once: the time of the latest line, where the last window ends; None when followed live."""
+    bounded: bool = False
+    """Whether `since`/`until` bounded what counted."""
 
     def by_reason(self, *, recent: bool = False) -> dict[str, int]:
         """Every reason, zeros included, in the SDK's order."""
@@ -71,13 +97,20 @@ class Snapshot:
 
 
 class Counts:
-    """Thread-safe counts, fed by every source's reader thread and read by the display."""
+    """Thread-safe counts, fed by every source's reader thread and read by the display.
 
-    def __init__(self, window: float = 60.0, *, clock: Callable[[], float] = time.monotonic,
-                 on_count: OnCount | None = None, on_replica: OnReplica | None = None) -> None:
+    `clock` is the reading time (wall seconds); `by_line_time` places the recent window by
+    the lines' own time instead (read once); `since`/`until` (epoch seconds) bound what counts.
+    """
+
+    def __init__(self, window: float = 60.0, *, clock: Callable[[], float] = time.time,
+                 on_count: OnCount | None = None, on_replica: OnReplica | None = None,
+                 by_line_time: bool = False, since: float | None = None, until: float | None = None) -> None:
         if window <= 0:
             raise ValueError("the window must be positive")
         self.window = window
+        self.by_line_time = by_line_time
+        self.since, self.until = since, until
         self._clock = clock
         self._started = clock()
         self._on_count = on_count
@@ -85,7 +118,13 @@ class Counts:
         self._lock = threading.Lock()
         self._replicas: dict[str, None] = {}
         self._total: dict[tuple[str, str], int] = {}
-        self._seconds: dict[tuple[str, str], deque[list[int]]] = {}
+        self._seconds: dict[tuple[str, str], dict[int, int]] = {}
+        self._latest: int | None = None
+        self._first: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+        self._other: dict[str, int] = {}
+        self._undated = 0
+        self._outside = 0
         self._line_counters: list[Callable[[], int]] = []
 
     def declare(self, replicas: Iterable[str]) -> None:
@@ -98,21 +137,55 @@ class Counts:
         """Add a source's line counter to the `lines` every snapshot reports."""
         self._line_counters.append(counter)
 
-    def add(self, replica: str | None, reason: str) -> None:
-        replica = replica or UNKNOWN_REPLICA
-        key = (reason, replica)
-        second = int(self._clock() - self._started)
+    def add(self, replica: str | None, reason: str, at: float | None = None, logged: str = "") -> None:
+        """Count one rejection; `at`: when its line says it was written, `logged`: an unknown reason's text."""
+        bounded = self.since is not None or self.until is not None
         with self._lock:
+            if at is None and (bounded or self.by_line_time):
+                self._undated += 1
+                if bounded:
+                    return
+            elif at is not None and ((self.since is not None and at < self.since)
+                                     or (self.until is not None and at > self.until)):
+                self._outside += 1
+                return
+            replica = replica or UNKNOWN_REPLICA
+            key = (reason, replica)
             self._know(replica)
             self._total[key] = self._total.get(key, 0) + 1
-            buckets = self._seconds.setdefault(key, deque())
-            if buckets and buckets[-1][0] == second:
-                buckets[-1][1] += 1
-            else:
-                buckets.append([second, 1])
-                self._expire(buckets, second)
+            if at is not None:
+                self._first[reason] = min(at, self._first.get(reason, at))
+                self._last[reason] = max(at, self._last.get(reason, at))
+            if reason == OTHER_REASON and logged:
+                self._note_other(logged)
+            moment = at if self.by_line_time else self._clock()
+            if moment is not None:
+                self._place(key, int(moment))
         if self._on_count is not None:
             self._on_count(replica, reason)
+
+    def _note_other(self, logged: str) -> None:
+        text = logged[:OTHER_TEXT_CHARS]
+        if text in self._other or len(self._other) < OTHER_TEXTS_KEPT:
+            self._other[text] = self._other.get(text, 0) + 1
+
+    def _place(self, key: tuple[str, str], second: int) -> None:
+        """Add one to `key`'s bucket for `second`, if it is still inside the window; drop buckets out of it."""
+        if self._latest is None or second > self._latest:
+            self._latest = second
+        end = self._end()
+        if second <= end - self.window:
+            return  # read once, an older line than the window that the later lines set
+        buckets = self._seconds.setdefault(key, {})
+        buckets[second] = buckets.get(second, 0) + 1
+        if len(buckets) > 2 * self.window:  # bounded memory, whatever span the logs cover
+            _drop_before(buckets, end - self.window)
+
+    def _end(self) -> int:
+        """The second the recent window ends at: now (followed live) or the latest line's (read once)."""
+        if self.by_line_time:
+            return self._latest if self._latest is not None else 0
+        return int(self._clock())
 
     def _know(self, replica: str) -> None:
         if replica not in self._replicas:
@@ -120,25 +193,30 @@ class Counts:
             if self._on_replica is not None:
                 self._on_replica(replica)
 
-    def _expire(self, buckets: deque[list[int]], second: int) -> None:
-        oldest = second - self.window
-        while buckets and buckets[0][0] <= oldest:
-            buckets.popleft()
-
     def snapshot(self) -> Snapshot:
         elapsed = self._clock() - self._started
-        second = int(elapsed)
         total: dict[str, dict[str, int]] = {}
         recent: dict[str, dict[str, int]] = {}
         with self._lock:
+            oldest = self._end() - self.window
             for (reason, replica), count in self._total.items():
                 total.setdefault(reason, {})[replica] = count
-                buckets = self._seconds[(reason, replica)]
-                self._expire(buckets, second)
-                in_window = sum(n for _, n in buckets)
+                buckets = self._seconds.get((reason, replica), {})
+                _drop_before(buckets, oldest)
+                in_window = sum(buckets.values())
                 if in_window:
                     recent.setdefault(reason, {})[replica] = in_window
             replicas = tuple(sorted(self._replicas))
+            seen = (dict(self._first), dict(self._last), dict(self._other), self._undated, self._outside)
+            window_end = float(self._latest + 1) if self.by_line_time and self._latest is not None else None
         lines = sum(counter() for counter in self._line_counters)
         return Snapshot(elapsed=elapsed, window=self.window, lines=lines, replicas=replicas, total=total,
-                        recent=recent)
+                        recent=recent, first_seen=seen[0], last_seen=seen[1], other_texts=seen[2],
+                        undated=seen[3], outside=seen[4], window_end=window_end,
+                        bounded=self.since is not None or self.until is not None)
+
+
+def _drop_before(buckets: dict[int, int], oldest: float) -> None:
+    """Forget the seconds at or before `oldest`: they left the window."""
+    for second in [second for second in buckets if second <= oldest]:
+        del buckets[second]

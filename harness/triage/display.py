@@ -14,9 +14,11 @@ import json
 import shutil
 import sys
 import textwrap
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from harness.config.durations import format_duration
+from harness.mrtr.reasons import OTHER_REASON
 from harness.triage.advice import advice_for, means_tampering_or_client_bug, subset_hint
 from harness.triage.counts import UNKNOWN_REPLICA, Snapshot
 
@@ -63,16 +65,43 @@ def render_summary(snapshot: Snapshot, *, sources: list[str], width: int | None 
     lines = [f"mrtr-harness triage: {snapshot.lines:,} lines read in {format_duration(round(snapshot.elapsed, 2))} "
              f"from {', '.join(sources)}"]
     if not snapshot.rejections:
-        lines.append("no requestState rejection logged")
+        lines.append("no requestState rejection logged" + (" between --since and --until" if snapshot.bounded else ""))
+        lines += _left_out(snapshot)
         return "\n".join(lines) + "\n"
     total = snapshot.by_reason()
-    lines += ["", f"{'-32602 by logged reason':<{REASON_WIDTH}} {'count':>9} {'share':>7}"]
+    lines += ["", f"{'-32602 by logged reason':<{REASON_WIDTH}} {'count':>9} {'share':>7}  "
+                  f"{'first seen (UTC)':<19}  {'last seen (UTC)':<19}"]
     for reason in snapshot.seen():
-        lines.append(f"{_reason_cell(reason)} {total[reason]:>9,} {total[reason] / snapshot.rejections:>7.1%}")
+        lines.append(f"{_reason_cell(reason)} {total[reason]:>9,} {total[reason] / snapshot.rejections:>7.1%}  "
+                     f"{_stamp(snapshot.first_seen.get(reason)):<19}  {_stamp(snapshot.last_seen.get(reason)):<19}")
     lines.append(f"{'all':<{REASON_WIDTH}} {snapshot.rejections:>9,}")
+    lines += _left_out(snapshot)
     lines += ["", *_replica_matrix(snapshot, "by replica", recent=False), ""]
     lines += _advice(snapshot, width)
     return "\n".join(lines) + "\n"
+
+
+def _stamp(seconds: float | None) -> str:
+    """A line's own time, to the second in UTC; `-` when no line of the reason carried one."""
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _iso(seconds: float | None) -> str | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+
+
+def _left_out(snapshot: Snapshot) -> list[str]:
+    """What was read and not counted, so a short count is never mistaken for a quiet system."""
+    lines = []
+    if snapshot.outside:
+        lines.append(f"{snapshot.outside:,} rejection(s) written outside --since/--until were left out")
+    if snapshot.undated:
+        where = ("left out (--since/--until place a rejection by its line's own time)" if snapshot.bounded
+                 else "counted, but in no last window (read once, it is placed by the lines' own time)")
+        lines.append(f"{snapshot.undated:,} rejection(s) whose line carries no time were {where}")
+    return lines
 
 
 def _reason_cell(reason: str) -> str:
@@ -114,9 +143,16 @@ def _advice(snapshot: Snapshot, width: int) -> list[str]:
         hint = subset_hint(reason, snapshot.replicas_with(reason), known)
         if hint:
             lines += wrap.wrap(f"where: {hint}")
+        if reason == OTHER_REASON and snapshot.other_texts:
+            lines += wrap.wrap("logged: " + "; ".join(f"{text!r} ({count:,})"
+                                                      for text, count in _busiest(snapshot.other_texts)))
         lines += wrap.wrap(f"cause: {advice.cause}")
         lines += wrap.wrap(f"next:  {advice.next_step}")
     return lines
+
+
+def _busiest(texts: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(texts.items(), key=lambda item: (-item[1], item[0]))
 
 
 def _clip(text: str, width: int) -> str:
@@ -134,8 +170,15 @@ def as_json(snapshot: Snapshot, *, exit_code: int) -> dict[str, Any]:
         "by_reason_and_replica": {reason: dict(sorted(replicas.items()))
                                   for reason, replicas in snapshot.total.items()},
         "replicas": list(snapshot.replicas),
+        "first_seen": {reason: _iso(snapshot.first_seen.get(reason)) for reason in snapshot.seen()},
+        "last_seen": {reason: _iso(snapshot.last_seen.get(reason)) for reason in snapshot.seen()},
+        "other_logged": dict(_busiest(snapshot.other_texts)),
+        "undated": snapshot.undated,
+        "outside_since_until": snapshot.outside,
         "last_window": {
             "seconds": snapshot.window,
+            "ends": _iso(snapshot.window_end) if snapshot.window_end is not None else "now",
+            "by": "the lines' own time" if snapshot.window_end is not None else "reading time",
             "by_reason": snapshot.by_reason(recent=True),
             "by_reason_and_replica": {reason: dict(sorted(replicas.items()))
                                       for reason, replicas in snapshot.recent.items()},

@@ -8,7 +8,7 @@ now and then, which finishes a rich record that a stream went quiet after.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from harness.logs.parse import LineParser, Rejection
 from harness.logs.readers import Readers
@@ -33,10 +33,16 @@ class Session:
     def start(self) -> None:
         self.counts.count_lines_with(lambda: self._readers.lines)
         for source in self.sources:
-            self._readers.read(source, LineParser(self._count))
+            self._readers.read(source, LineParser(self._counter(source.fallback_replica)))
 
-    def _count(self, rejection: Rejection) -> None:
-        self.counts.add(rejection.replica, rejection.reason)
+    def _counter(self, fallback: str | None) -> Callable[[Rejection], None]:
+        """Counts a source's rejections, under `fallback` where neither the source nor the line names a replica."""
+        add = self.counts.add
+
+        def count(rejection: Rejection) -> None:
+            add(rejection.replica or fallback, rejection.reason, rejection.logged_at, rejection.logged)
+
+        return count
 
     @property
     def finite(self) -> bool:

@@ -1,0 +1,110 @@
+"""A validation error in the user's words: what is wrong with which key, never pydantic's own phrasing.
+
+pydantic says "Extra inputs are not permitted" for a typo, "Input tag 'scale' found using
+'action' does not match any of the expected tags" for an unknown action, and "Input should
+be greater than 0" for a zero; a reader of a scenario file wants the key, what it may be,
+and the closest right spelling. Every error of a file is worded, not only the first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+
+WORDED: dict[str, str] = {
+    "missing": "is required",
+    "string_type": "must be text (in quotes)",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "list_type": "must be a list, e.g. [\"...\"]",
+    "dict_type": "must be a table",
+    "model_type": "must be a table",
+    "model_attributes_type": "must be a table",
+    "finite_number": "must be a finite number",
+}
+"""pydantic's error types that need no value to be said plainly."""
+
+
+def worded(error: dict[str, Any], fields: list[str]) -> str:
+    """One pydantic error as a sentence; `fields`: the keys its table accepts (for a did-you-mean)."""
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    location = [part for part in error["loc"] if isinstance(part, str)]
+    key = location[-1] if location else ""
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else (f"; the keys here are {', '.join(fields)}"
+                                                              if fields else "")
+        return f"unknown key {key!r}{hint}"
+    if kind == "union_tag_invalid":
+        tags = _tags(ctx.get("expected_tags"))
+        close = difflib.get_close_matches(str(ctx.get("tag")), tags, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{ctx.get('discriminator', '').strip(chr(39))} = {ctx.get('tag')!r} is not one of: " \
+               f"{', '.join(tags)}{hint}"
+    if kind == "union_tag_not_found":
+        return f"needs {str(ctx.get('discriminator', '')).strip(chr(39))} = one of its kinds"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}, not {error.get('input')!r}"
+    if kind in WORDED:
+        return WORDED[kind]
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        words = {"greater_than": "above", "greater_than_equal": "at least", "less_than": "below",
+                 "less_than_equal": "at most"}[kind]
+        bound = next(iter(ctx.values()), "")
+        return f"must be {words} {_number(bound)}, not {_number(error.get('input'))}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return message.replace("Input should be", "must be").replace("String should", "must")
+
+
+def _number(value: Any) -> str:
+    """1000000.0 as 1,000,000 and 0.0 as 0: a bound as the user would write it."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+    return repr(value)
+
+
+def _tags(text: Any) -> list[str]:
+    return [part.strip().strip("'") for part in str(text or "").split(",") if part.strip()]
+
+
+def fields_at(model: type[BaseModel], location: list[Any], tags: frozenset[str]) -> list[str]:
+    """The keys the table at `location` (its parent's path in the file) accepts, for a did-you-mean."""
+    candidates: list[type[BaseModel]] = [model]
+    for part in location:
+        if isinstance(part, int):
+            continue
+        nested: list[type[BaseModel]] = []
+        for candidate in candidates:
+            if part in candidate.model_fields:
+                nested += _models_in(candidate.model_fields[part].annotation)
+            elif part in _tags_of(candidate) or candidate.__name__ == part:
+                nested.append(candidate)
+        if nested:
+            candidates = nested
+        elif part not in tags and not part.endswith("Flow"):
+            return []
+    return sorted({name for candidate in candidates for name in candidate.model_fields})
+
+
+def _tags_of(model: type[BaseModel]) -> tuple[str, ...]:
+    """The tags a union member answers to (its `kind`, `action` or `dist` literal)."""
+    for name in ("kind", "action", "dist"):
+        info = model.model_fields.get(name)
+        if info is not None:
+            return tuple(arg for arg in typing.get_args(info.annotation) if isinstance(arg, str))
+    return ()
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
