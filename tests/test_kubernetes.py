@@ -122,8 +122,8 @@ def test_the_kubernetes_scenario_fails_a_run_whose_states_never_crossed_pods():
 
 
 def readme_command_table() -> dict[str, str]:
-    """README's table of `[target.commands]` names: name -> what runs it."""
-    readme = (ROOT / "README.md").read_text()
+    """docs/your-deployment.md's table of `[target.commands]` names: name -> what runs it."""
+    readme = (ROOT / "docs" / "your-deployment.md").read_text()
     table = readme[readme.index("| command | run by |"):].split("\n\n")[0]
     rows = {}
     for line in table.splitlines()[2:]:
