@@ -404,12 +404,6 @@ class DockerTarget(RingKeys):
                 undone.append(f"restored the ring of {replica.label}")
         return undone
 
-    def _ring_or_empty(self, index: int) -> list[str]:
-        try:
-            return self.ring(index)
-        except (ChaosUnsupported, OSError, ValueError):
-            return []
-
     # --- helpers -----------------------------------------------------------------------------
 
     def _wait_ready(self, container: Any, base_url: str, label: str, timeout: float = READY_TIMEOUT) -> float:

@@ -163,12 +163,6 @@ class EmbeddedTarget(RingKeys):
                 undone.append(f"restored the ring of {self.labels[index]}")
         return undone
 
-    def _ring_or_empty(self, index: int) -> list[str]:
-        try:
-            return self.ring(index)
-        except (ChaosUnsupported, OSError, ValueError):
-            return []
-
 
 def replica_options(spec: TargetConfig) -> list[ReplicaOptions]:
     """Each replica's options as the scenario's target gives them: its store and principal header, then its
