@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from harness.config.base import Strict
 from harness.config.mutations import DEFAULT_MUTATIONS, Mutation, skipped_mutations
@@ -47,12 +47,21 @@ def _no_arguments() -> list[dict[str, Any]]:
     return [{}]
 
 
+def _one_or_many(value: Any) -> Any:
+    """One table of arguments is a list of one."""
+    return [value] if isinstance(value, dict) else value
+
+
+Arguments = Annotated[list[dict[str, Any]], BeforeValidator(_one_or_many)]
+"""A tool's arguments: one table, or a list of them to pick from."""
+
+
 class CallFlow(_Flow):
     """Any tool of any MRTR server: the leads answer whatever it asks, from its schema."""
 
     kind: Literal["call"]
     tool: str = Field(min_length=1, description="the tool to call")
-    arguments: list[dict[str, Any]] = Field(default_factory=_no_arguments,
+    arguments: Arguments = Field(default_factory=_no_arguments,
                                             description="its arguments: one table, or a list to pick from at random")
     name: str | None = Field(default=None, description="label for metrics (default: the tool name)")
     answers: dict[str, Any] = Field(
@@ -60,11 +69,6 @@ class CallFlow(_Flow):
         description="what the lead answers for a requested-schema property, in any question that has it: a value, "
                     "or a list of values the lead picks one from (seeded); a multi-select answer is a list inside "
                     "the list. Properties not named are answered from the schema")
-
-    @field_validator("arguments", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, dict) else value
 
     @field_validator("answers")
     @classmethod
@@ -86,7 +90,7 @@ class FuzzFlow(_Flow):
     tool: str | None = Field(default=None, min_length=1,
                              description="the tool whose state is mutated (default: the shop's issue_refund on a "
                                          "held refund)")
-    arguments: list[dict[str, Any]] = Field(default_factory=_no_arguments,
+    arguments: Arguments = Field(default_factory=_no_arguments,
                                             description="its arguments (with `tool`): one table, or a list to pick "
                                                         "from; swap-flow and swap-arguments need two or more")
     name: str = Field(default="fuzz", min_length=1, description="label for metrics")
@@ -100,11 +104,6 @@ class FuzzFlow(_Flow):
     answers: dict[str, Any] = Field(default_factory=dict,
                                     description="what the lead answers on the retry, as a `call` flow's `answers` "
                                                 "(the lead always answers: it never declines, cancels or abandons)")
-
-    @field_validator("arguments", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, dict) else value
 
     @field_validator("mutations")
     @classmethod
