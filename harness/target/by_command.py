@@ -120,9 +120,8 @@ class CommandTarget:
             back = {placeholder: _text(getattr(self.original, field) or 0)}
             self.owe(f"{name} {back[placeholder]} on {','.join(self.labels[r] for r in replicas)}",
                       functools.partial(self._run, name, list(replicas), back, action="rollback"))
-            started = time.monotonic()
-            self._run(name, replicas, {placeholder: _text(getattr(change, field))})
-            ready.append(time.monotonic() - started)
+            ready.append(self._timed(functools.partial(self._run, name, replicas,
+                                                       {placeholder: _text(getattr(change, field))})))
         return ready
 
     def add_key(self, replicas: Sequence[int], key: str) -> None:
