@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.config.auth import TargetAuth
 from harness.config.base import FieldProblem, Strict
 from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.logs import parse_log_location
-
-
-def check_url(url: str, *where: str | int) -> None:
-    """An http(s) URL with a host and, if given, a port that is one: refused here, not when the run connects."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or " " in url:
-        raise FieldProblem(f"{url!r} is not an http(s) URL such as \"http://10.0.0.5:8000/mcp\"", *where)
+from harness.config.urls import check_url
 
 
 class ReplicaOverride(Strict):
@@ -63,6 +53,9 @@ class TargetConfig(Strict):
                     "valued `principal`, and the fuzzer's cross-principal mutant goes back under another value")
     principal: str = Field(default="mrtr-harness", min_length=1, pattern=r"^[\x21-\x7e]+$",
                            description="the principal_header's value on every round (printable, no spaces)")
+    auth: TargetAuth | None = Field(
+        default=None, description="OAuth: a token per lead on every round (an embedded shop then verifies tokens "
+                                  "from its own authorization server)")
     overrides: list[ReplicaOverride] = Field(default_factory=list, description="replicas that differ from the rest")
     urls: list[str] = Field(default_factory=list, description="external: the replicas' (or the balancer's) MCP URLs")
     api: str | None = Field(default=None, description="external: the shop API's base URL, whose `GET /ledger` "
