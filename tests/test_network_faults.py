@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import socket
 import time
+from collections import Counter
 from pathlib import Path
 
 import gevent
@@ -97,6 +98,13 @@ def test_each_fault_hits_only_the_named_replica_inside_its_window(tmp_path):
     for r in failed:  # nothing failed outside a window (plus the client's timeout), nor on the other replica
         assert r["replica"] == "r2" and any(w[0] - 0.05 <= r["sent"] <= w[1] + 0.05 for w in windows), r
     assert {r["replica"] for r in rounds if r["outcome"] == "complete"} == {"r1", "r2"}
+    reported = [action for action in finished.summary["chaos"] if action["action"] == "network"]
+    for (keys, outcome), action, (start_t, end_t) in zip(FAULTS, reported, windows, strict=True):
+        sent_in = Counter(r["outcome"] for r in rounds if r["replica"] == "r2" and start_t <= r["sent"] <= end_t)
+        assert action["rounds"] == ({"r2": dict(sent_in)} if sent_in else {}), (keys, action)
+        if outcome is not None:  # the fault's own outcome is among the rounds it is said to have hit
+            assert action["rounds"]["r2"][outcome] >= 1, (keys, action)
+    assert "rounds sent into it: r2 answer_lost" in finished.output
 
 
 def test_a_run_killed_with_sigkill_during_a_fault_leaves_no_listening_port(tmp_path):

@@ -33,6 +33,35 @@ CallKey = tuple[str, str]
 
 
 @dataclass
+class FaultWindow:
+    """A network fault's window and the rounds sent into it on the replicas it named, by outcome.
+
+    The proxy counts the exchanges a fault hit; which rounds those were, and how they ended,
+    only the rounds' own records say: a round counts here when it was sent to a faulted
+    replica while the fault was on (its answer may come after the fault ended).
+    """
+
+    start: float
+    target: str
+    end: float | None = None
+    rounds: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(replica, outcome) -> rounds."""
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        sent, replica = record.get("sent"), str(record.get("replica"))
+        if not isinstance(sent, int | float) or sent < self.start or (self.end is not None and sent > self.end):
+            return
+        if self.target in ("all", replica):
+            self.rounds[(replica, str(record.get("outcome")))] += 1
+
+    def by_replica(self) -> dict[str, dict[str, int]]:
+        table: dict[str, dict[str, int]] = {}
+        for (replica, outcome), n in sorted(self.rounds.items()):
+            table.setdefault(replica, {})[outcome] = n
+        return table
+
+
+@dataclass
 class RunFigures(JournalView):
     """Flows, rounds, rejections and checks of one run, with the lookups thresholds need."""
 
@@ -67,6 +96,8 @@ class RunFigures(JournalView):
     among them (-32602)."""
     status: str | None = None
     windows: list[RunFigures] = field(default_factory=list)
+    faults: list[FaultWindow] = field(default_factory=list)
+    """Each network fault's window, in the order they started, with the rounds sent into it."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -79,6 +110,8 @@ class RunFigures(JournalView):
             self.started_by_flow[str(record.get("flow"))] += 1
         elif kind == RecordType.ROUND:
             self._round(record)
+            for fault in self.faults:
+                fault.add(record)
             if record.get("redispatched_from"):
                 self.redispatched["rounds"] += 1
                 self.redispatched["rejections"] += record.get("outcome") == "invalid_state"  # Outcome.INVALID_STATE
@@ -94,6 +127,8 @@ class RunFigures(JournalView):
             self.client_rejections = int(record["client_rejections"])
         elif kind == RecordType.CHAOS:
             self.chaos.append(dict(record))
+            if record.get("action") == "network":
+                self._fault(record)
         elif kind == RecordType.RUN:
             self._run_event(record)
 
@@ -136,6 +171,16 @@ class RunFigures(JournalView):
                 if counts is None:
                     counts = self.rounds_per_call[key] = Counts()
                 counts.add(rounds)
+
+    def _fault(self, record: Mapping[str, Any]) -> None:
+        """A network fault's start opens its window; its end closes the oldest open one of the same target."""
+        t, target = float(record.get("t") or 0.0), str(record.get("target"))
+        if record.get("phase") == "start":
+            self.faults.append(FaultWindow(start=t, target=target))
+            return
+        window = next((fault for fault in self.faults if fault.end is None and fault.target == target), None)
+        if window is not None:
+            window.end = t
 
     def _run_event(self, record: Mapping[str, Any]) -> None:
         self.started = advance_time_zero(self.started, record)

@@ -39,7 +39,7 @@ from harness.report.verdict import (
     format_seconds,
     observed_text,
 )
-from harness.report.wording import describe_chaos, window_text
+from harness.report.wording import describe_chaos, describe_fault_rounds, window_text
 
 _X_LABEL = "seconds since the run start"
 _STATUS_COLOURS = {RunStatus.COMPLETED: "#1a7f37", RunStatus.DEVIATED: "#9a6700"}
@@ -76,7 +76,7 @@ def write_html(path: Path, scenario: Scenario, figures: RunFigures, verdict: Run
 
 
 def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, timeline: Timeline) -> str:
-    actions = chaos_actions(figures.chaos, timeline.origin)
+    actions = chaos_actions(figures.chaos, timeline.origin, figures.faults)
     body = [_header(scenario, figures, verdict), _problems(verdict),
             "<h2>Over the run</h2>", *_time_plots(scenario, figures, timeline, actions),
             "<h2>Rounds per call</h2>", *_rounds_plots(figures),
@@ -320,9 +320,14 @@ def _spreads_table(figures: RunFigures) -> str:
 
 def _chaos_table(actions: Sequence[ChaosAction]) -> str:
     rows = [[_mark(action.ok, "no end"), cell(action.action), cell(action.target or ""),
-             cell(_at(action.start), True), cell(_at(action.end), True), cell(describe_chaos(action.detail))]
+             cell(_at(action.start), True), cell(_at(action.end), True), cell(_chaos_detail(action))]
             for action in actions]
     return table(["", "action", "target", "start (s)", "end (s)", "detail"], rows, "no chaos actions")
+
+
+def _chaos_detail(action: ChaosAction) -> str:
+    """What the action did, and for a network fault the rounds sent into its window by outcome."""
+    return "; ".join(text for text in (describe_chaos(action.detail), describe_fault_rounds(action.rounds)) if text)
 
 
 def _seconds(value: float | int | None) -> str:

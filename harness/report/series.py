@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.journal.distributions import Counts, Distribution, Sketch, merged_sketch
 from harness.journal.distributions import nearest_rank as _nearest_rank
-from harness.journal.figures import RunFigures
+from harness.journal.figures import FaultWindow, RunFigures
 from harness.journal.records import ChaosPhase, FlowOutcome, RecordType, advance_time_zero
 from harness.journal.writer import JournalView
 
@@ -94,6 +94,8 @@ class ChaosAction:
     ok: bool | None
     detail: Any = None
     error: str | None = None
+    rounds: dict[str, dict[str, int]] | None = None
+    """A network fault's: the rounds sent into its window on each replica it named, by outcome."""
 
     def label(self) -> str:
         where = f" {self.target}" if self.target else ""
@@ -102,14 +104,17 @@ class ChaosAction:
 
     def as_dict(self) -> dict[str, Any]:
         return {"action": self.action, "target": self.target, "start": _round(self.start), "end": _round(self.end),
-                "ok": self.ok, "error": self.error, "detail": self.detail}
+                "ok": self.ok, "error": self.error, "detail": self.detail,
+                **({"rounds": self.rounds} if self.rounds is not None else {})}
 
 
-def chaos_actions(records: Iterable[dict[str, Any]], started: float | None) -> list[ChaosAction]:
+def chaos_actions(records: Iterable[dict[str, Any]], started: float | None,
+                  faults: Iterable[FaultWindow] = ()) -> list[ChaosAction]:
     """Pair each `end` with the oldest open `start` of the same action and target.
 
     An action still open when the journal stops has no end (the run was cut off while it
-    ran); an end with no start (a journal part lost) starts where it ended.
+    ran); an end with no start (a journal part lost) starts where it ended. A network
+    fault gets the rounds of its window from `faults` (the figures' `FaultWindow`s).
     """
     ordered = sorted(records, key=lambda record: record.get("t") or 0.0)
     origin = started if started is not None else ((ordered[0].get("t") or 0.0) if ordered else 0.0)
@@ -125,19 +130,23 @@ def chaos_actions(records: Iterable[dict[str, Any]], started: float | None) -> l
         actions.append((match or record, record))
     actions += [(start, None) for start in opened]
     actions.sort(key=lambda pair: pair[0].get("t") or 0.0)
-    return [_action(start, end, origin) for start, end in actions]
+    windows: dict[tuple[Any, Any], FaultWindow] = {(fault.start, fault.target): fault for fault in faults}
+    return [_action(start, end, origin, windows.get((start.get("t"), start.get("target"))))
+            for start, end in actions]
 
 
 def _same_action(start: dict[str, Any], end: dict[str, Any]) -> bool:
     return start.get("action") == end.get("action") and start.get("target") == end.get("target")
 
 
-def _action(start: dict[str, Any], end: dict[str, Any] | None, origin: float) -> ChaosAction:
+def _action(start: dict[str, Any], end: dict[str, Any] | None, origin: float,
+            fault: FaultWindow | None) -> ChaosAction:
     finish = end or {}
     return ChaosAction(action=str(start.get("action")), target=_text_or_none(start.get("target")),
                        start=_since(start.get("t"), origin), end=_since(finish.get("t"), origin),
                        ok=finish.get("ok") if end is not None else None,
-                       detail=finish.get("detail", start.get("detail")), error=finish.get("error"))
+                       detail=finish.get("detail", start.get("detail")), error=finish.get("error"),
+                       rounds=fault.by_replica() if fault is not None else None)
 
 
 # --- the timeline -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from harness.load.mutations import FINDINGS
 from harness.report.errors import ErrorGroup
 from harness.report.fuzz import COLUMNS
 from harness.report.verdict import RunStatus, RunVerdict, condition_text, describe_detail, observed_text
+from harness.report.wording import describe_fault_rounds
 
 _GREEN, _RED, _YELLOW, _BOLD, _RESET = "\033[32m", "\033[31m", "\033[33m", "\033[1m", "\033[0m"
 _DETAIL_LIMIT = 100
@@ -117,7 +118,8 @@ def _chaos(verdict: RunVerdict, paint: _Paint) -> list[str]:
         when = "" if action.start is None else f" at {action.start:.1f}s"
         took = f", {action.end - action.start:.1f}s" if action.start is not None and action.end is not None else ""
         error = f" — {describe_detail(action.error, _DETAIL_LIMIT)}" if action.error else ""
-        lines.append(f"    {paint.mark(action.ok)} {action.action}{where}{when}{took}{error}")
+        rounds = f" — {describe_fault_rounds(action.rounds)}" if action.rounds is not None else ""
+        lines.append(f"    {paint.mark(action.ok)} {action.action}{where}{when}{took}{error}{rounds}")
     return lines
 
 

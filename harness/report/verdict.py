@@ -250,7 +250,7 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
                       hypothesis=list(checks.hypothesis),
                       problems=[*([reason] if reason else []), *failures, *deviations], reason=reason,
                       run_id=checks.run_id, started=figures.started, duration=figures.duration,
-                      chaos=chaos_actions(figures.chaos, figures.started))
+                      chaos=chaos_actions(figures.chaos, figures.started, figures.faults))
 
 
 def _with_redispatched(reconciliation: Reconciliation | None, figures: RunFigures) -> Reconciliation | None:

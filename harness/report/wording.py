@@ -88,6 +88,17 @@ def describe_chaos(detail: Any) -> str:
     return "; ".join(part for part in parts if part)
 
 
+def describe_fault_rounds(rounds: Mapping[str, Mapping[str, int]] | None) -> str:
+    """A network fault's rounds by replica and outcome: `rounds sent into it: r2 answer_lost 5, complete 3`."""
+    if rounds is None:
+        return ""
+    if not rounds:
+        return "no round sent into it"
+    return "rounds sent into it: " + "; ".join(
+        f"{replica} " + ", ".join(f"{outcome} {n}" for outcome, n in sorted(outcomes.items(), key=lambda i: -i[1]))
+        for replica, outcomes in rounds.items())
+
+
 def _chaos_part(key: str, value: Any) -> str:
     if key == "ready_after":
         return "serving again after " + _seconds_list(value)
