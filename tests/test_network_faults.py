@@ -262,6 +262,22 @@ def test_a_retry_after_a_lost_answer_is_refused_as_a_replay_and_releases_nothing
     assert release["checked"] > 0 and release["violations"] == 0
 
 
+def test_with_no_once_only_record_a_retried_lost_answer_releases_the_refund_twice_and_the_run_names_it(tmp_path):
+    """The once-only record kept in each replica's memory and the API's 409 turned off: nothing stops the retry
+    on the other replica, so the refund goes out twice; the ledger invariant fails the run and names the refund."""
+    scenario = tmp_path / "no-once-only.toml"
+    scenario.write_text((ON_CALL / "lost-answer-retry.toml").read_text().replace(
+        "[target]\n", "[target]\nrelease_guard = false\n") + "".join(
+        f'\n[[target.overrides]]\nreplica = {n}\nanswers_store = "memory"\n' for n in (1, 2)))
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 1, finished.output
+    release = _invariant(finished.journal(), "no_double_release")
+    assert release["violations"] > 0
+    refund = re.search(r"R-\w+", release["detail"][0])
+    assert refund and "released 2 times" in release["detail"][0], release
+    assert refund.group(0) in finished.output and "no_double_release" in finished.output
+
+
 def test_a_reset_after_the_question_loses_the_state_only_on_the_named_replica_in_the_window(tmp_path):
     finished = run_harness(ON_CALL / "reset-after-question.toml", tmp_path)
     assert finished.code == 0, finished.output

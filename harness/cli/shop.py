@@ -33,6 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="sqlite:PATH (default), redis://HOST:PORT[/DB] or memory")
     api.add_argument("--seed", type=int, default=None, help="catalogue seed (default 2026)")
     api.add_argument("--orders", type=int, default=None, help="how many orders the catalogue holds (default 5000)")
+    api.add_argument("--no-release-guard", dest="release_guard", action="store_false",
+                     help="release a refund again when asked (no 409): only the replicas' once-only record then "
+                          "stops a replayed answer, which is what the on-call case of a missing record shows")
     api.set_defaults(handler=run_api)
 
     one = commands.add_parser("replica", help="run one MCP replica (the command every backend uses)",
@@ -73,8 +76,8 @@ def run_api(args: argparse.Namespace) -> int:
         return 2
     catalogue = build_catalogue(args.seed if args.seed is not None else DEFAULT_SEED,
                                 args.orders if args.orders is not None else DEFAULT_ORDER_COUNT)
-    config = uvicorn.Config(create_app(store, catalogue), host=args.host, port=args.port, log_config=None,
-                            access_log=False)
+    app = create_app(store, catalogue, release_guard=args.release_guard)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False)
     uvicorn.Server(config).run()
     return 0
 

@@ -72,6 +72,9 @@ class TargetConfig(Strict):
                     "{key_id} (a fingerprint) and {key_file} (the new key, a 0600 file deleted after the run); "
                     "set-ttl {ttl} (real seconds), rename {name}, clock-skew {offset} (signed seconds), scale "
                     "{replicas}. `MRTR_RUN_ID` is in its environment")
+    release_guard: bool = Field(
+        default=True, description="embedded: false makes the shop's API release an already released refund again "
+                                  "(no 409), so only the replicas' once-only record stops a replayed answer")
     command_timeout: PositiveDuration = Field(default=120.0, description="how long one command may run, real")
     ready_timeout: PositiveDuration = Field(default=60.0, description="after a command, how long the replica's "
                                                                       "URL may take to accept connections again")
@@ -126,6 +129,9 @@ class TargetConfig(Strict):
         if self.kind != "docker" and docker_only:
             raise FieldProblem("image, compose_project and compose_service apply to kind = \"docker\" only",
                                docker_only[0])
+        if self.kind != "embedded" and not self.release_guard:
+            raise FieldProblem("release_guard applies to kind = \"embedded\": the harness starts that shop's API",
+                               "release_guard")
         if self.kind == "embedded" and self.commands:
             raise FieldProblem("[target.commands] applies to external and docker targets: the harness runs an "
                                "embedded target's chaos itself", "commands")

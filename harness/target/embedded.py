@@ -47,7 +47,7 @@ class EmbeddedTarget(RingKeys):
             self.deployment = LocalDeployment(self.workdir, replicas=spec.replicas, store=store,
                                               ttl=f"{self.scenario.real(spec.ttl)}", name=spec.name,
                                               keyring="ephemeral" if spec.keyring == "ephemeral" else None,
-                                              ring_per_replica=True)
+                                              ring_per_replica=True, release_guard=spec.release_guard)
             self.original = replica_options(spec)
             self.deployment.start([dataclasses.replace(option) for option in self.original])
         except DeploymentError as exc:

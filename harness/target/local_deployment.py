@@ -198,8 +198,10 @@ class LocalDeployment:
 
     def __init__(self, workdir: Path, *, replicas: int = 3, store: str | None = None, ttl: str = "10m",
                  name: str = "shop", keyring: str | None = None, seed: int | None = None,
-                 ring_per_replica: bool = False, fork_replicas: bool = True) -> None:
+                 ring_per_replica: bool = False, fork_replicas: bool = True, release_guard: bool = True) -> None:
         self.workdir = workdir
+        self.release_guard = release_guard
+        """False: the API releases a released refund again (`shop api --no-release-guard`)."""
         self.fork_replicas = fork_replicas
         """Fork replicas from a `Zygote` that imported their code once (fast restarts), else start interpreters."""
         self.zygote: Zygote | None = None
@@ -245,6 +247,8 @@ class LocalDeployment:
         args = ["shop", "api", "--port", str(port), "--store", self.store]
         if self.seed is not None:
             args += ["--seed", str(self.seed)]
+        if not self.release_guard:
+            args.append("--no-release-guard")
         return ManagedProcess("api", harness_command(*args), port, self.workdir / "logs" / "api.log")
 
     def _replica_process(self, index: int, options: ReplicaOptions, port: int) -> ManagedProcess:
