@@ -9,6 +9,7 @@ the toxicity share) is tested on the proxy with a real slow HTTP server in this 
 from __future__ import annotations
 
 import re
+import secrets
 import socket
 import time
 from collections import Counter
@@ -24,6 +25,7 @@ from harness.config.chaos import NetworkAction
 from harness.config.scenario import ScenarioError, load_scenario
 from harness.leads.seeding import stream
 from tests.harness_run import run_harness
+from tests.servers import start_server
 from tests.test_lifeline import kill_and_count_survivors, start, wait_for_line
 
 SCENARIO_HEAD = """
@@ -306,3 +308,67 @@ def test_latency_on_one_replica_makes_states_expire_there_only(tmp_path):
     assert finished.code == 0, finished.output
     expired = finished.summary["rejections"]["by_reason"]["expired"]
     assert expired.get("r2", 0) > 0 and not expired.get("r1"), expired
+
+
+EXTERNAL = """
+name = "faults-outside"
+seed = 11
+duration = "6s"
+time_scale = 60
+grace = "5s"
+[target]
+kind = "external"
+urls = {urls}
+[load]
+arrival_rate = 6
+routing = "round-robin"
+timeout = "1s"
+[[flows]]
+kind = "call"
+tool = "plan_bed"
+arguments = {{ bed_id = "B-1" }}
+[leads]
+think = {{ dist = "constant", value = "6s" }}
+[[chaos]]
+action = "network"
+at = "1s"
+duration = "1.5s"
+replica = 2
+fault = "reset"
+when = "before-answer"
+[[chaos]]
+action = "network"
+at = "3.5s"
+duration = "1.5s"
+replica = 1
+fault = "truncate"
+after = 20
+"""
+
+
+def test_faults_hit_an_external_server_only_on_the_named_replica_inside_the_window(tmp_path):
+    """The proxy sits on the harness's side, so it faults a server the project did not write: the garden, a
+    minimal SDK `MCPServer` with MRTR tools, as two external replicas sharing one sealing key."""
+    key = secrets.token_hex(32)
+    gardens = [start_server("tests.servers.garden", env={"GARDEN_REQUEST_STATE_KEY": key}, wait=False)
+               for _ in range(2)]
+    try:
+        for garden in gardens:
+            garden.wait_ready()
+        scenario = tmp_path / "outside.toml"
+        scenario.write_text(EXTERNAL.format(urls=repr([garden.url for garden in gardens]).replace("'", '"')))
+        finished = run_harness(scenario, tmp_path / "results")
+    finally:
+        for garden in gardens:
+            garden.stop()
+    assert finished.code in (0, 1), finished.output  # failed flows may fail thresholds; not a harness error
+    records = finished.journal()
+    starts = [r for r in records if r["type"] == "chaos" and r["action"] == "network" and r["phase"] == "start"]
+    ends = [r for r in records if r["type"] == "chaos" and r["action"] == "network" and r["phase"] == "end"]
+    lost = [r for r in records if r["type"] == "round" and r["outcome"] == "answer_lost"]
+    for start_record, end, replica in zip(starts, ends, ("r2", "r1"), strict=True):
+        inside = [r for r in lost if start_record["t"] <= r["sent"] <= end["t"]]
+        assert inside and {r["replica"] for r in inside} == {replica}, (replica, inside)
+        assert end["detail"]["hit"][replica] >= len(inside)
+    assert all(any(s["t"] <= r["sent"] <= e["t"] for s, e in zip(starts, ends, strict=True)) for r in lost), lost
+    assert any(r["outcome"] == "complete" for r in records if r["type"] == "round")
