@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 SNAPSHOT = "figures.pickle"
-FORMAT = 1
+FORMAT = 2
+"""Raised whenever the folded figures change shape (2: network faults' windows), so an older snapshot is refolded."""
 T = TypeVar("T")
 
 _ALLOWED_MODULES = frozenset({
