@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import pickle
+import time
 
 from harness.config.scenario import parse_scenario
 from harness.report import journal_parts, read_run, rebuild_results, write_results
 from harness.report.snapshot import SNAPSHOT
+from tests.test_lifeline import start, wait_for_line
 from tests.test_report import T0, write_run
 
 SCENARIO = ('name = "nightly-refunds"\nseed = 7\nduration = "30s"\n[load]\narrival_rate = 2\n'
@@ -64,3 +66,78 @@ def test_a_snapshot_that_would_call_a_function_is_refused_and_the_journal_read(t
     (folder / SNAPSHOT).write_bytes(pickle.dumps(state))
     rebuild_results(folder)
     assert not marker.exists() and _summary(folder) == expected
+
+
+def _cut_in_half(folder) -> bytes:
+    """Cut the journal after its middle line; the rest (whole lines) is returned to be appended later."""
+    journal = folder / "journal.jsonl"
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join(lines[: len(lines) // 2]))
+    return b"".join(lines[len(lines) // 2:])
+
+
+def test_figures_saved_mid_run_are_brought_up_to_the_journals_end(tmp_path):
+    """A run saves its figures every minute; killed later, its report folds only the records after them."""
+    folder, scenario = _folder(tmp_path)
+    rebuild_results(folder)
+    from_journal = _summary(folder)
+    (folder / SNAPSHOT).unlink()
+    rest = _cut_in_half(folder)
+    parts = journal_parts(folder)
+    write_results(folder, scenario, parts, [], live=read_run(parts), save=True)  # the snapshot of half a run
+    with open(folder / "journal.jsonl", "ab") as journal:
+        journal.write(rest)
+    rebuild_results(folder)
+    assert _summary(folder) == from_journal
+
+
+def test_figures_saved_for_other_bytes_of_the_same_length_are_ignored(tmp_path):
+    folder, scenario = _folder(tmp_path)
+    rest = _cut_in_half(folder)
+    parts = journal_parts(folder)
+    write_results(folder, scenario, parts, [], live=read_run(parts), save=True)
+    journal = folder / "journal.jsonl"
+    first_half = journal.read_bytes()  # the same length, its last line another flow's
+    *head, last = first_half.splitlines(keepends=True)
+    other = json.dumps({"type": "flow", "t": T0 + 14, "flow": "return", "flow_id": "other", "outcome": "cancelled"})
+    other = other[:-1] + " " * (len(last) - len(other) - 1) + "}\n"
+    changed = b"".join(head) + other.encode()
+    assert len(changed) == len(first_half) and changed != first_half
+    journal.write_bytes(changed + rest)
+    rebuild_results(folder)
+    from_snapshot = _summary(folder)
+    (folder / SNAPSHOT).unlink()
+    rebuild_results(folder)
+    assert from_snapshot == _summary(folder)
+
+
+def test_a_run_killed_after_saving_its_figures_is_reported_from_them_and_the_records_after(tmp_path):
+    scenario = tmp_path / "killed.toml"
+    scenario.write_text('name = "killed"\nseed = 3\nduration = "60s"\ntime_scale = 60\n[target]\nreplicas = 2\n'
+                        '[load]\narrival_rate = 8\n[[flows]]\nkind = "refund"\n'
+                        '[leads]\nthink = { dist = "constant", value = "10s" }\n')
+    output = tmp_path / "output.txt"
+    process = start(["run", str(scenario), "--results", str(tmp_path / "results"), "--save-figures-every", "1s"],
+                    output)
+    try:
+        wait_for_line(process, output, "results:", timeout=60)
+        (folder,) = (tmp_path / "results").iterdir()
+        deadline = time.monotonic() + 30
+        while not (folder / SNAPSHOT).is_file() or _flows_in(folder) < 20:
+            assert process.poll() is None and time.monotonic() < deadline, output.read_text()
+            time.sleep(0.2)
+        time.sleep(1.5)  # flows journaled after the last save
+    finally:
+        process.kill()
+        process.wait(10)
+    state = pickle.loads((folder / SNAPSHOT).read_bytes())
+    assert state["parts"]["journal.jsonl"] < (folder / "journal.jsonl").stat().st_size  # records came after it
+    assert rebuild_results(folder).status.value == "interrupted"
+    from_snapshot = _summary(folder)
+    (folder / SNAPSHOT).unlink()
+    rebuild_results(folder)
+    assert from_snapshot == _summary(folder) and from_snapshot["flows"]["total"] >= 20
+
+
+def _flows_in(folder) -> int:
+    return (folder / "journal.jsonl").read_bytes().count(b'"type":"flow"')

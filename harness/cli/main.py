@@ -95,6 +95,9 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                           "are off: the scenario drives the run")
     run.add_argument("--web-linger", default="0",
                      help="with --web: keep serving the final counts this long after the run (e.g. 30s)")
+    run.add_argument("--save-figures-every", default="60s",
+                     help="how often the figures folded so far are saved beside the journal (figures.pickle), so "
+                          "`report` on a run killed later reads only what came after (default 60s)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     baseline = run.add_argument_group("comparing with a baseline run (as `mrtr-harness compare`)")
     baseline.add_argument("--baseline", type=Path, default=None, metavar="DIR",
@@ -215,6 +218,9 @@ def _run(args: argparse.Namespace) -> int:
     linger = parse_duration_option("--metrics-linger", args.metrics_linger)
     web_linger = parse_duration_option("--web-linger", args.web_linger)
     web = _web_address(args.web)
+    save_every = parse_duration_option("--save-figures-every", args.save_figures_every)
+    if save_every <= 0:
+        raise UsageError("--save-figures-every must be more than 0, e.g. 60s")
     workers_wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
     if args.prometheus_targets is not None and args.metrics_port is None:
         raise UsageError("--prometheus-targets needs --metrics-port")
@@ -235,7 +241,7 @@ def _run(args: argparse.Namespace) -> int:
                          workers_wait=workers_wait if args.master else 60.0,
                          metrics_host=args.metrics_host,
                          metrics_linger=linger, prometheus_targets=args.prometheus_targets,
-                         web=web, web_linger=web_linger)
+                         web=web, web_linger=web_linger, save_figures_every=save_every)
     run = Run(scenario, args.scenario.read_text(), options)
     code = run.execute()
     if args.baseline is None:

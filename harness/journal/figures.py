@@ -99,6 +99,10 @@ class RunFigures(JournalView):
     faults: list[FaultWindow] = field(default_factory=list)
     """Each network fault's window, in the order they started, with the rounds sent into it."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Saved without the hypothesis windows: a window is the live run's probe, not a figure of its results."""
+        return {**self.__dict__, "windows": []}
+
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
         if kind in _TIMED:

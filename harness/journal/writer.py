@@ -200,9 +200,15 @@ class JournalView:
 def read_journal(*paths: Path) -> Iterator[dict[str, Any]]:
     """Every record of one or more journal parts, in file order; a torn last line is skipped."""
     for path in paths:
-        with open(path, encoding="utf-8") as lines:
-            for line in lines:
-                try:
-                    yield orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
+        yield from read_journal_from(path, 0)
+
+
+def read_journal_from(path: Path, offset: int) -> Iterator[dict[str, Any]]:
+    """The records of one part from byte `offset` on (a line's start), in file order; a torn line is skipped."""
+    with open(path, "rb") as lines:
+        lines.seek(offset)
+        for line in lines:
+            try:
+                yield orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue

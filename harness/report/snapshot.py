@@ -1,10 +1,12 @@
 """The figures a run folded, saved beside its journal, so `report DIR` and `compare` need not read it again.
 
-At its end a run writes `figures.pickle`: what it folded from every journal record as it
-wrote it, with the size of each journal part at that moment. A reader takes it only when
-every part still has exactly that size (the journal is the truth; a snapshot that does not
-match it is ignored) and falls back to one streaming pass over the journal otherwise: a
-killed run has no snapshot, a journal appended to after the run does not match it.
+A run writes `figures.pickle` every minute while it runs and once more at its end: what it
+folded from every journal record as it wrote it, with the size of each journal part at
+that moment and the bytes just before that size. A reader takes it when every part still
+has exactly that size; when parts only grew past it (a run killed after its last
+snapshot, or one still running), it takes the snapshot and folds only the records after
+those sizes; otherwise (a part shorter, or not the bytes it had) it ignores the snapshot
+and falls back to one streaming pass over the journal, which is the truth.
 
 The file is read by a restricted unpickler that builds only the figures' own classes (the
 modules in `_ALLOWED`, plain containers) and refuses anything else, so a results folder
@@ -19,10 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness.journal.writer import JournalView, read_journal_from
+
 SNAPSHOT = "figures.pickle"
+_END = 256
+"""Bytes before each saved size kept with the snapshot, to know the journal is the one it was saved from."""
 FORMAT = 2
 """Raised whenever the folded figures change shape (2: network faults' windows), so an older snapshot is refolded."""
-T = TypeVar("T")
+V = TypeVar("V", bound=JournalView)
 
 _ALLOWED_MODULES = frozenset({
     "harness.report", "harness.report.verdict", "harness.report.series", "harness.report.errors",
@@ -34,8 +40,9 @@ _ALLOWED_NAMES = {"collections": {"Counter", "OrderedDict", "defaultdict", "dequ
 
 
 def write_snapshot(folder: Path, folded: object, parts: Sequence[Path]) -> Path:
-    """Save `folded` with the current size of each journal part (flushed by the caller first)."""
-    state = {"format": FORMAT, "parts": _sizes(parts), "folded": folded}
+    """Save `folded` with the current size of each journal part and its last bytes (flushed by the caller first)."""
+    sizes = _sizes(parts)
+    state = {"format": FORMAT, "parts": sizes, "ends": _ends(parts, sizes), "folded": folded}
     path = folder / SNAPSHOT
     temporary = path.with_suffix(".tmp")
     temporary.write_bytes(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
@@ -43,8 +50,12 @@ def write_snapshot(folder: Path, folded: object, parts: Sequence[Path]) -> Path:
     return path
 
 
-def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[T]) -> T | None:
-    """The saved fold, when it is a `kind` of this format and every journal part has its saved size; else None."""
+def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[V]) -> V | None:
+    """The saved fold, brought up to the journal's end; None when it is no `kind` of this format or does not
+    match the journal (a part shorter than saved, or not the bytes it had there).
+
+    The records after the saved sizes are folded into it part by part, as one pass over the journal would.
+    """
     path = folder / SNAPSHOT
     if not path.is_file():
         return None
@@ -52,10 +63,39 @@ def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[T]) -> T | Non
         state = _Restricted(io.BytesIO(path.read_bytes())).load()
     except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError, IndexError):
         return None
-    if not isinstance(state, dict) or state.get("format") != FORMAT or state.get("parts") != _sizes(parts):
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
         return None
-    folded = state.get("folded")
-    return folded if isinstance(folded, kind) else None
+    saved, folded = state.get("parts"), state.get("folded")
+    if not isinstance(folded, kind) or not isinstance(saved, dict) or not _continues(parts, saved, state.get("ends")):
+        return None
+    for part in parts:
+        offset = saved.get(part.name, 0)
+        if part.is_file() and part.stat().st_size > offset:
+            for record in read_journal_from(part, offset):
+                folded.add(record)
+    return folded
+
+
+def _continues(parts: Sequence[Path], saved: dict[str, int], ends: Any) -> bool:
+    """Whether the journal is the saved one with records after it: every saved part as long as saved or longer,
+    with the bytes it had before that size."""
+    sizes = _sizes(parts)
+    if not set(saved) <= set(sizes) or any(sizes[name] < size for name, size in saved.items()):
+        return False
+    return ends == _ends([part for part in parts if part.name in saved], saved)
+
+
+def _ends(parts: Sequence[Path], sizes: dict[str, int]) -> dict[str, bytes]:
+    """The `_END` bytes before each part's size: what tells the same journal from another one of that length."""
+    ends = {}
+    for part in parts:
+        size = sizes.get(part.name)
+        if size is None:
+            continue
+        with open(part, "rb") as file:
+            file.seek(max(size - _END, 0))
+            ends[part.name] = file.read(min(size, _END))
+    return ends
 
 
 def _sizes(parts: Sequence[Path]) -> dict[str, int]:

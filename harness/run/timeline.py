@@ -73,6 +73,7 @@ from harness.load.plan import LoadPlan
 from harness.logs.collector import Collector, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
+from harness.report.snapshot import write_snapshot
 from harness.run import cpu
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import SteadyState
@@ -108,6 +109,7 @@ class RunOptions:
     metrics_linger: float = 0.0
     web: tuple[str, int] | None = None  # serve Locust's web UI, with the MRTR tab, here
     web_linger: float = 0.0
+    save_figures_every: float = 60.0  # seconds between saves of the live figures during the load
     prometheus_targets: Path | None = None
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
 
@@ -378,10 +380,13 @@ class Run:
     def _watch(self) -> None:
         """Replicas up, the steady-state hypothesis during chaos, and the live double-payment check."""
         assert self.target is not None
-        last_check = time.time()
+        last_check = last_saved = time.time()
         while True:
             gevent.sleep(WATCH_EVERY)
             self.run_metrics.replicas_up.set(self.target.replicas_up())
+            if time.time() - last_saved >= self.options.save_figures_every:
+                last_saved = time.time()
+                self._save_figures()
             if time.time() - last_check < HYPOTHESIS_EVERY:
                 continue
             last_check = time.time()
@@ -390,6 +395,15 @@ class Run:
                 self.steady_state.probe("during", self.during, time.time() - self.started, since - self.started)
             if self.scenario.abort_on_violation:
                 self._abort_on_ledger_violation()
+
+    def _save_figures(self) -> None:
+        """The figures folded so far, saved beside the journal: a run killed later is reported from them and
+        the records after them (`harness.report.snapshot`), not from a pass over its whole journal."""
+        self.journal.flush()  # every record folded is then in its part (the workers' parts are flushed per batch)
+        try:
+            write_snapshot(self.folder, self.live, self._journal_parts())
+        except OSError as exc:  # a full disk stops the snapshot, not the run; the journal is the truth
+            logger.warning("figures not saved: %s", exc)
 
     def _abort_on_ledger_violation(self) -> None:
         """Stop at once when a refund is released or paid twice during this run.
