@@ -22,7 +22,11 @@ Figures per side:
 
 Run from the repository root (the code before, for the ratio, from a worktree of it):
 
-    python -m benchmarks.soak [--seconds 160] [--code DIR] [--label after]
+    python -m benchmarks.soak [--seconds 160] [--code DIR] [--label after] [--kill-after SECONDS]
+
+With `--kill-after`, the run is SIGKILLed that long after it started, and `report DIR` is
+timed on the folder it left: from its last saved figures and the records after them, then
+again from the journal alone.
 
 Raw figures go to `results/benchmarks/soak-<utc>.json`; run folders to
 `results/benchmarks/runs/`. Leaves out: the log collector (the stub has no logs), chaos,
@@ -113,7 +117,9 @@ def count_flows(journal: Path, offset: int, count: int) -> tuple[int, int]:
     return offset + len(chunk), count + chunk.count(FLOW_MARK)
 
 
-def soak_run(code: Path, seconds: float, urls: list[str], work: Path) -> dict[str, Any]:
+def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
+             kill_after: float | None = None) -> dict[str, Any]:
+    """One run of `code`'s harness; with `kill_after`, SIGKILLed that many seconds after it started (a killed run)."""
     results = RESULTS / "runs"
     results.mkdir(parents=True, exist_ok=True)
     scenario = work / "soak.toml"
@@ -129,8 +135,12 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path) -> dict[st
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     samples: list[tuple[float, int, int]] = []  # (time, finished flows, RSS bytes)
     folder, offset, flows = None, 0, 0
-    deadline = time.monotonic() + seconds + 600
+    began = time.monotonic()
+    deadline = began + seconds + 600
     while child.poll() is None and time.monotonic() < deadline:
+        if kill_after is not None and time.monotonic() - began >= kill_after:
+            child.kill()
+            break
         if folder is None:
             made = [path for path in set(results.iterdir()) - before if (path / "journal.jsonl").is_file()]
             folder = made[0] if made else None
@@ -149,7 +159,7 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path) -> dict[st
     figures.update(code=str(code), exit_code=child.returncode, stderr_tail=stderr.decode(errors="replace")[-500:],
                    report=report_figures(code, folder, figures["flows_finished"]))
     saved = folder / "figures.pickle"
-    if saved.is_file():  # the after side saved its figures: also the journal's path, as a killed run's folder takes
+    if saved.is_file():  # the side saved its figures: also the journal's path alone (no snapshot)
         saved.unlink()
         figures["report_from_journal"] = report_figures(code, folder, figures["flows_finished"])
     return figures
@@ -221,10 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=160.0)
     parser.add_argument("--code", type=Path, default=REPO_ROOT, help="the checkout whose harness runs")
     parser.add_argument("--label", default="after")
+    parser.add_argument("--kill-after", type=float, default=None, metavar="SECONDS",
+                        help="SIGKILL the run this long after it started, then time `report DIR` on what it left")
     args = parser.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with servers(SERVERS["stub"], 2) as running, tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        figures = soak_run(args.code.resolve(), args.seconds, [server.url for server in running], Path(tmp))
+        figures = soak_run(args.code.resolve(), args.seconds, [server.url for server in running], Path(tmp),
+                           args.kill_after)
     document = {"label": args.label, "started": started, "machine": machine_facts(), "seconds": args.seconds,
                 "load_average_after": os.getloadavg(), **figures}
     write_figures(f"soak-{args.label}", document)
