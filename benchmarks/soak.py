@@ -177,7 +177,10 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int]], exited: flo
                     load_started = record["t"]
                 elif record.get("event") == "load-stopped":
                     load_stopped = record["t"]
-    assert load_started is not None and load_stopped is not None and flow_times
+    assert load_started is not None and flow_times
+    killed = load_stopped is None  # SIGKILLed (`--kill-after`): the load ran until the last flow journaled
+    if load_stopped is None:
+        load_stopped = max(flow_times)
     pauses = [json.loads(line) for line in gc_log.read_text().splitlines()] if gc_log.is_file() else []
     bins = Counter(int(t - load_started) for t in flow_times if load_started <= t < load_stopped)
     whole = range(1, int(load_stopped - load_started))  # the first second is the agents' spawn
@@ -194,7 +197,7 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int]], exited: flo
             "rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
             "rss_at_100k_mib": round(steady[0][1] / 2**20, 1) if steady else None,
             "rss_peak_mib": round(max(rss for _, _, rss in samples) / 2**20, 1),
-            "last_flow_to_exit_s": round(exited - max(flow_times), 1),
+            "last_flow_to_exit_s": None if killed else round(exited - max(flow_times), 1),
             "full_gcs": len(pauses),
             "full_gc_pause_max_ms": round(1000 * max((p["pause"] for p in pauses), default=0), 1),
             "full_gc_pause_total_ms": round(1000 * sum(p["pause"] for p in pauses), 1),
