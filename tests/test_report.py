@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -21,6 +23,7 @@ from harness.errors import ExitCode
 from harness.journal.writer import FlowOutcome, Journal
 from harness.report import RunStatus, read_run, render_thresholds, write_results
 from harness.report.verdict import decide
+from tests.harness_run import ROOT
 
 T0 = 1_760_000_000.0
 RUN_SECONDS = 30
@@ -193,7 +196,8 @@ def test_a_cut_off_journal_still_gets_every_file_marked_interrupted_with_a_non_z
     assert summary["status"] == "interrupted" and summary["exit_code"] == 1
     assert summary["flows"]["total"] == 60 and summary["duration"] == RUN_SECONDS
     assert summary["reconciliation"] is None
-    assert summary["extra"]["journal"]["records"] > 0
+    assert summary["journal"]["records"] > 0
+    assert (summary["journal"]["torn"], summary["journal"]["unreadable"]) == (1, 0)  # a kill's torn line is no damage
     for name in ("summary.json", "junit.xml", "report.html"):
         assert (tmp_path / "results" / name).stat().st_size > 0
     run_case = _testcases(tmp_path)["nightly-refunds.run"][0]
@@ -370,7 +374,7 @@ def test_the_html_report_renders_a_cut_off_run_without_rejections_or_chaos(tmp_p
     assert verdict.status is RunStatus.INTERRUPTED
     assert page.count("<svg") == 4 and 'class="chaos-marker"' not in page  # flows, latency, rejections, rounds
     summary = json.loads((tmp_path / "results" / "summary.json").read_text(encoding="utf-8"))
-    assert summary["extra"]["journal"]["missing"] == [str(tmp_path / "lost-part.jsonl")]
+    assert summary["journal"]["missing"] == [str(tmp_path / "lost-part.jsonl")]
 
 
 # --- the terminal table -------------------------------------------------------------------------
@@ -440,3 +444,62 @@ def test_crossed_replica_share_counts_continuation_rounds_served_elsewhere_and_f
     sticky = figures_of([None, False, None, False])  # every retry back on the replica of its first round
     assert not any(verdict.passed for verdict in evaluate(wanted, sticky))
     assert crossing.ratio("crossed_replica_share", {"flow": "return"}) is None  # no such rounds: nothing shown
+
+
+# --- `report DIR` on a damaged journal ----------------------------------------------------------------
+
+
+def _results_folder(tmp_path: Path, scenario: Scenario) -> Path:
+    """A results folder as a run leaves it (scenario.json, journal.jsonl) that passes every check."""
+    folder = tmp_path / "run-0007"
+    folder.mkdir()
+    (folder / "scenario.json").write_text(scenario.model_dump_json(), encoding="utf-8")
+    write_run(folder / "journal.jsonl")
+    return folder
+
+
+def _report(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "report", str(folder), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _damage(journal: Path, every: int, garbage: bytes) -> int:
+    """Replace every `every`-th line of the journal with `garbage`; how many lines were replaced."""
+    lines = journal.read_bytes().splitlines(keepends=True)
+    damaged = [garbage if n % every == every - 1 else line for n, line in enumerate(lines)]
+    journal.write_bytes(b"".join(damaged))
+    return sum(1 for n in range(len(lines)) if n % every == every - 1)
+
+
+def test_report_counts_unreadable_lines_and_does_not_trust_the_verdict_unless_lenient(tmp_path: Path,
+                                                                                      scenario: Scenario) -> None:
+    folder = _results_folder(tmp_path, scenario)
+    assert _report(folder).returncode == 0  # the intact journal passes
+    damaged = _damage(folder / "journal.jsonl", 40, b'{"type": "round", "t": 17600\x00\x00\xff\n')
+
+    done = _report(folder)
+
+    assert done.returncode == 4, done.stderr
+    assert "Traceback" not in done.stderr
+    warning = [line for line in done.stderr.splitlines() if "journal is damaged" in line]
+    assert warning == [f"mrtr-harness report: the journal is damaged: {damaged} journal lines could not be read, "
+                       "so the verdict above is not trusted (exit 4; --lenient exits as it says)"]
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    assert summary["journal"]["unreadable"] == damaged and summary["journal"]["torn"] == 0
+
+    lenient = _report(folder, "--lenient")
+    assert lenient.returncode == json.loads((folder / "summary.json").read_text())["exit_code"], lenient.stderr
+    assert f"warning: the journal is damaged: {damaged} journal lines could not be read" in lenient.stderr
+
+
+def test_report_on_a_binary_journal_exits_2_naming_the_file(tmp_path: Path, scenario: Scenario) -> None:
+    folder = _results_folder(tmp_path, scenario)
+    for content, words in ((bytes(range(256)) * 40, "it is a binary file"),
+                           ('{"type": "run", "scenario": "caf\u00e9"}\n'.encode("latin-1"), "it is not UTF-8 text")):
+        (folder / "journal.jsonl").write_bytes(content)
+        done = _report(folder)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        assert done.stderr.strip() == (f"mrtr-harness report: {folder / 'journal.jsonl'} is not a journal: {words}"
+                                       + (" (NUL bytes in its first line)" if "binary" in words
+                                          else " (byte 0xe9 at offset 32)"))

@@ -378,7 +378,7 @@ def test_report_rebuilds_the_results_of_a_run_killed_with_sigkill(tmp_path):
 
         summary = json.loads((folder / "summary.json").read_text())
         assert summary["status"] == "interrupted" and "cut off" in summary["reason"]
-        assert summary["flows"]["total"] > 0 and summary["extra"]["journal"]["records"] > 10
+        assert summary["flows"]["total"] > 0 and summary["journal"]["records"] > 10
         assert (folder / "junit.xml").stat().st_size > 0 and (folder / "report.html").stat().st_size > 0
         assert "status interrupted, exit code 1" in rebuilt.stdout
     finally:  # a killed harness cannot stop what it started; this test's own children go here

@@ -142,6 +142,10 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
                     "`run --baseline` made is kept, its regression folded in).",
         epilog=EXIT_CODES_HELP)
     report.add_argument("folder", type=Path, help="a run's results folder, e.g. results/20261201T061500Z-smoke")
+    report.add_argument("--lenient", action="store_true",
+                        help="exit as the rebuilt verdict says even when journal lines could not be read (they are "
+                             "still counted in summary.json's journal.unreadable); without it such a verdict is not "
+                             "trusted: exit 4")
     report.set_defaults(handler=_report)
 
 
@@ -151,14 +155,24 @@ def _report(args: argparse.Namespace) -> int:
     from harness.report.terminal import render_thresholds
 
     comparison = recorded_comparison(args.folder)
-    verdict = rebuild_results(args.folder)  # NotResults: exit 2
+    verdict = rebuild_results(args.folder)  # NotResults, UnreadableJournal: exit 2
     print(render_thresholds(verdict))
     print(f"rebuilt summary.json, junit.xml and report.html in {args.folder}", file=sys.stderr)
-    if comparison is None:
-        return int(verdict.exit_code)
-    print(f"kept the comparison with {comparison.get('baseline')} (regressed: {comparison.get('regressed')})",
-          file=sys.stderr)
-    return fold_comparison(args.folder, comparison, int(verdict.exit_code))
+    code = int(verdict.exit_code)
+    if comparison is not None:
+        print(f"kept the comparison with {comparison.get('baseline')} (regressed: {comparison.get('regressed')})",
+              file=sys.stderr)
+        code = fold_comparison(args.folder, comparison, code)
+    if not verdict.unreadable:
+        return code
+    lines = f"{verdict.unreadable} journal line{'s' * (verdict.unreadable != 1)}"
+    if args.lenient:
+        print(f"mrtr-harness report: warning: the journal is damaged: {lines} could not be read; --lenient: the "
+              f"verdict above, decided without them, stands (exit {code})", file=sys.stderr)
+        return code
+    print(f"mrtr-harness report: the journal is damaged: {lines} could not be read, so the verdict above is not "
+          f"trusted (exit 4; --lenient exits as it says)", file=sys.stderr)
+    return ExitCode.HARNESS
 
 
 def _add_validate(commands: argparse._SubParsersAction) -> None:

@@ -329,7 +329,13 @@ def journal_reference() -> str:
              _body_paragraph(inspect.getdoc(records) or ""), "",
              "Each line of `journal.jsonl` (and, with workers, of each `journal-w<N>.jsonl`) is one JSON object; "
              "`mrtr-harness report DIR` rebuilds every output of a run from these lines alone. A field marked "
-             "\"sometimes\" may be absent.", "", "## Values", ""]
+             "\"sometimes\" may be absent.", "",
+             "A reader counts what it could not read: summary.json's `journal` key holds `records` (read), "
+             "`unreadable` (lines that are not a JSON record, and records the figures could not take) and `torn` "
+             "(last lines cut mid-write, what a SIGKILL leaves: not damage). With `unreadable` above 0 the journal "
+             "is damaged: `report DIR` says so in one line and exits 4 (the verdict was decided without those "
+             "lines), or with `--lenient` as the verdict says. A part that is no journal (binary, not UTF-8) is "
+             "refused with exit 2, naming the file.", "", "## Values", ""]
     for values in (records.RecordType, records.RunEvent, records.EndStatus, records.FlowOutcome,
                    records.ChaosPhase):
         summary = (inspect.getdoc(values) or "").split("\n")[0]

@@ -20,22 +20,25 @@ Anywhere else it is a flusher thread.
 
 from __future__ import annotations
 
+import codecs
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Self
 
 import orjson
 
+from harness.errors import UsageError
 from harness.journal.records import FlowOutcome, Record
 
 if TYPE_CHECKING:
     from harness.runtime.timers import Timers
 
-__all__ = ["FLUSH_DELAY", "FlowOutcome", "Journal", "JournalView", "read_journal"]
+__all__ = ["FLUSH_DELAY", "FlowOutcome", "Journal", "JournalDamage", "JournalView", "UnreadableJournal", "read_journal"]
 
 FLUSH_DELAY = 0.1
 """Seconds a record may wait in memory before it is written: a batch of records costs one write.
@@ -197,18 +200,63 @@ class JournalView:
         return view
 
 
-def read_journal(*paths: Path) -> Iterator[dict[str, Any]]:
-    """Every record of one or more journal parts, in file order; a torn last line is skipped."""
+def read_journal(*paths: Path, damage: JournalDamage | None = None) -> Iterator[dict[str, Any]]:
+    """Every record of one or more journal parts, in file order.
+
+    A line that is not JSON is skipped and counted in `damage`: a torn last line (no
+    newline after it, what a SIGKILL mid-write leaves) as `torn`, any other as
+    `unreadable`. A part that is not a journal at all (binary, not UTF-8) is
+    `UnreadableJournal` (exit 2), before any of its records.
+    """
     for path in paths:
-        yield from read_journal_from(path, 0)
+        yield from read_journal_from(path, 0, damage)
 
 
-def read_journal_from(path: Path, offset: int) -> Iterator[dict[str, Any]]:
-    """The records of one part from byte `offset` on (a line's start), in file order; a torn line is skipped."""
+def read_journal_from(path: Path, offset: int, damage: JournalDamage | None = None) -> Iterator[dict[str, Any]]:
+    """The records of one part from byte `offset` on (a line's start), in file order; lines that are not JSON
+    skipped and counted in `damage`. From the start (`offset` 0), a part that is no journal is `UnreadableJournal`."""
     with open(path, "rb") as lines:
+        if offset == 0:
+            _refuse_binary(path, lines.readline(_SNIFF_BYTES))
         lines.seek(offset)
         for line in lines:
             try:
                 yield orjson.loads(line)
             except orjson.JSONDecodeError:
-                continue
+                if damage is not None and line.strip():
+                    damage.count(line)
+
+
+@dataclass
+class JournalDamage:
+    """What a read of journal parts skipped: lines that are not a JSON record, and torn last lines."""
+
+    unreadable: int = 0
+    torn: int = 0
+
+    def count(self, line: bytes) -> None:
+        if line.endswith(b"\n"):
+            self.unreadable += 1
+        else:
+            self.torn += 1
+
+
+class UnreadableJournal(UsageError):
+    """A journal part that is no journal: binary or not UTF-8 text (bad input, exit 2)."""
+
+
+_SNIFF_BYTES = 8192
+"""How much of a part's first line is read to tell a journal from a binary file: a journal's first line is
+always the short `run start` record, so a NUL byte or a byte that is not UTF-8 there means another kind of file."""
+
+
+def _refuse_binary(path: Path, head: bytes) -> None:
+    """`UnreadableJournal` when `head` (the start of a part's first line) is not UTF-8 text; a zeroed or damaged
+    tail further on is the journal's own damage, counted line by line instead."""
+    if b"\0" in head:
+        raise UnreadableJournal(f"{path} is not a journal: it is a binary file (NUL bytes in its first line)")
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # a character cut at the end is fine
+    except UnicodeDecodeError as exc:
+        raise UnreadableJournal(f"{path} is not a journal: it is not UTF-8 text (byte 0x{head[exc.start]:02x} at "
+                                f"offset {exc.start})") from None

@@ -18,7 +18,7 @@ from harness.config.thresholds import Threshold
 from harness.errors import UsageError
 from harness.journal.figures import RunFigures
 from harness.journal.records import RecordType
-from harness.journal.writer import JournalView, read_journal
+from harness.journal.writer import JournalDamage, JournalView, read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
 from harness.report.fuzz import FuzzFold, FuzzTable
 from harness.report.html import write_html
@@ -129,10 +129,14 @@ class JournalRead(JournalView):
     missing: list[str] = field(default_factory=list)
     records: int = 0
     unreadable: int = 0
+    """Lines that are not a record, or records the figures could not take: the verdict was decided without them."""
+    torn: int = 0
+    """Torn last lines (a part cut mid-write, as a SIGKILL leaves it): the normal end of a killed run's journal."""
     _by_kind: dict[Any, list[Fold]] = field(default_factory=dict, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable}
+        return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable,
+                "torn": self.torn}
 
     def __getstate__(self) -> dict[str, Any]:
         """Saved without the table of bound folds (`harness.report.snapshot` builds no methods); rebuilt on use."""
@@ -171,16 +175,20 @@ class JournalRead(JournalView):
 
 
 def read_run(journal_paths: Iterable[Path]) -> JournalRead:
-    """Read every part once. A missing part or a record the figures cannot take is noted, never fatal:
-    results are written in every case, and a half-written journal is the normal case after a kill."""
+    """Read every part once. A missing part, a line that is not a record or a record the figures cannot take is
+    counted, never fatal: results are written in every case, and a half-written journal is the normal case after
+    a kill. A part that is no journal at all (binary) is `UnreadableJournal` (exit 2)."""
     read = JournalRead()
+    damage = JournalDamage()
     for path in journal_paths:
         if not path.is_file():
             read.missing.append(str(path))
             continue
         read.parts.append(str(path))
-        for record in read_journal(path):
+        for record in read_journal(path, damage=damage):
             read.add(record)
+    read.unreadable += damage.unreadable
+    read.torn += damage.torn
     return read
 
 
@@ -201,9 +209,9 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
     read = live if live is not None else read_run(journal_paths)
     verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top(),
                       expected_answers=read.errors.top_expected(),
-                      fuzz=read.fuzz.table(scenario))
-    extra = {"cpu": read.checks.cpu, **(extra or {}), "journal": read.as_dict()}
-    write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra)
+                      fuzz=read.fuzz.table(scenario), unreadable=read.unreadable)
+    extra = {"cpu": read.checks.cpu, **(extra or {})}
+    write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra, journal=read.as_dict())
     write_junit(folder / JUNIT_XML, scenario.name, verdict)
     write_html(folder / REPORT_HTML, scenario, read.figures, verdict, timeline=read.timeline)
     if save:

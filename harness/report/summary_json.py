@@ -21,15 +21,19 @@ SCHEMA = 1
 
 
 def write_summary(path: Path, scenario: Scenario, figures: RunFigures, verdict: RunVerdict,
-                  extra: dict[str, Any] | None = None) -> Path:
-    """Write summary.json (pretty, sorted keys: it is read by people and diffed between runs)."""
-    document = summary(scenario, figures, verdict, extra or {})
+                  extra: dict[str, Any] | None = None, journal: dict[str, Any] | None = None) -> Path:
+    """Write summary.json (pretty, sorted keys: it is read by people and diffed between runs).
+
+    `journal`: how the journal read (its parts, records, `unreadable` lines and `torn` last lines).
+    """
+    document = summary(scenario, figures, verdict, extra or {}, journal)
     path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n",
                     encoding="utf-8")
     return path
 
 
-def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra: dict[str, Any]) -> dict[str, Any]:
+def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra: dict[str, Any],
+            journal: dict[str, Any] | None = None) -> dict[str, Any]:
     """The summary as a dict: the verdict, the figures behind it, and the caller's `extra`."""
     return {
         "schema": SCHEMA,
@@ -48,6 +52,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "top_errors": [group.as_dict() for group in verdict.top_errors],
         "expected_answers": [group.as_dict() for group in verdict.expected_answers],
         "fuzz": verdict.fuzz.as_dict() if verdict.fuzz else None,
+        "journal": journal,
         "extra": extra,
     }
 

@@ -205,6 +205,9 @@ class RunVerdict:
     fuzz: FuzzTable | None = None
     """The fuzzer's table (mutants sent and answered, by class): shown beside the decision; the decision
     reads its findings through the `no_mutant_accepted` invariant."""
+    unreadable: int = 0
+    """Journal lines the verdict was decided without (not a record, or a record the figures could not take):
+    above 0, the journal is damaged and `report` does not trust the verdict it rebuilt (exit 4 unless --lenient)."""
 
     @property
     def passed(self) -> bool:
