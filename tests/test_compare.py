@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -72,9 +73,11 @@ def scenario(extra: str = "", text: str = SCENARIO) -> Scenario:
 
 
 def write_run(folder: Path, run: Scenario, *, flows: int = 300, scale: float = 1.0, seed: int = 1,
-              rejections: Sequence[str] = (), return_rounds: int = 2, cpu: bool = True) -> Path:
+              rejections: Sequence[str] = (), return_rounds: int = 2, cpu: bool = True,
+              status: EndStatus | None = EndStatus.COMPLETED) -> Path:
     """A results folder: refunds (quote_refund, then issue_refund over 2 rounds) and returns (record_return over
-    `return_rounds`), each round's latency lognormal around 10 ms times `scale`, `rejections` logged by reason."""
+    `return_rounds`), each round's latency lognormal around 10 ms times `scale`, `rejections` logged by reason;
+    the run ends with `status` (None: no `run end` record, as a kill leaves it)."""
     folder.mkdir(parents=True)
     (folder / "scenario.json").write_text(run.model_dump_json(indent=2), encoding="utf-8")
     latencies = random.Random(seed)
@@ -102,8 +105,8 @@ def write_run(folder: Path, run: Scenario, *, flows: int = 300, scale: float = 1
         journal.write(Reconciled(type=RecordType.RECONCILIATION, t=T0 + 63, client_rejections=len(rejections),
                                  logged=len(rejections), matched=len(rejections), unexplained=0, unmatched_logged=0,
                                  examples={}))
-        journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=T0 + 64, status=EndStatus.COMPLETED,
-                               reason=None))
+        if status is not None:
+            journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=T0 + 64, status=status, reason=None))
     return folder
 
 
@@ -224,8 +227,8 @@ def test_a_return_that_gained_a_round_fails_on_rounds_per_call(tmp_path):
 
     assert done.returncode == 1
     assert metrics(current)["rounds_per_call{flow='return',tool='record_return'}.mean"]["verdict"] == "regression"
-    assert metrics(current)["round_duration{flow='return',tool='record_return',round='3'}.p95"]["verdict"] == \
-        "not compared"
+    gained = metrics(current)["round_duration{flow='return',tool='record_return',round='3'}.p95"]
+    assert gained["verdict"] == "regression" and "no samples in the baseline" in gained["note"]
 
 
 def test_the_scenario_table_sets_tolerances_and_the_command_line_overrides_them(tmp_path):
@@ -271,6 +274,114 @@ def test_different_scenarios_exit_2_unless_forced(tmp_path):
     forced = compare(baseline, current, "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert json.loads((current / "compare.json").read_text())["scenario_differences"] == ["load"]
+
+
+# --- what cannot be judged is not a pass -------------------------------------------------------------------
+
+
+def _regressions(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The lines under `✗ N regressions`: one per regressed metric, `metric: why`."""
+    return [line.strip().removeprefix("- ") for line in done.stdout.split("exit code 1:")[-1].splitlines()
+            if line.strip().startswith("- ")]
+
+
+@pytest.mark.parametrize(("status", "words"), [
+    (None, "the current run did not complete: its journal has no `run end` record (killed, or cut short)"),
+    (EndStatus.ABORTED, "the current run did not complete: its journal ends with status aborted"),
+    (EndStatus.INTERRUPTED, "the current run did not complete: its journal ends with status interrupted")])
+def test_a_current_run_that_did_not_complete_is_a_regression(tmp_path, status, words):
+    baseline = write_run(tmp_path / "base", scenario())
+    current = write_run(tmp_path / "current", scenario(), status=status)
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _regressions(done) == [f"run_completed: {words}"]
+    assert metrics(current)["run_completed"]["verdict"] == "regression"
+
+
+@pytest.mark.parametrize("cut", ["empty", "a tenth"])
+def test_an_empty_or_cut_current_journal_does_not_pass(tmp_path, cut):
+    baseline = write_run(tmp_path / "base", scenario())
+    current = write_run(tmp_path / "current", scenario())
+    journal = current / "journal.jsonl"
+    journal.write_bytes(b"" if cut == "empty" else journal.read_bytes()[:journal.stat().st_size // 10])
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    regressions = _regressions(done)
+    assert regressions[0].startswith("run_completed: the current run did not complete")
+    assert regressions[1].startswith("flows_finished: worse by more than 20%")
+    assert metrics(current)[SLOW_REFUND_P95]["verdict"] == ("regression" if cut == "empty" else "pass")
+
+
+def test_a_flow_tool_or_round_the_current_run_lost_is_a_regression(tmp_path):
+    baseline = write_run(tmp_path / "base", scenario(), return_rounds=3)
+    current = write_run(tmp_path / "current", scenario(), return_rounds=2)
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 1
+    assert ("round_duration{flow='return',tool='record_return',round='3'}.p95: no samples in the current run, and "
+            "the baseline has them: the run lost this flow, tool or round") in _regressions(done)
+
+
+def test_fewer_flows_finished_than_the_baseline_beyond_the_tolerance_is_a_regression(tmp_path):
+    baseline = write_run(tmp_path / "base", scenario())
+    assert compare(baseline, write_run(tmp_path / "a-few-fewer", scenario(), flows=285)).returncode == 0  # 5% fewer
+
+    fewer = write_run(tmp_path / "fewer", scenario(), flows=200)  # a third fewer, in as long a run
+    done = compare(baseline, fewer)
+    assert done.returncode == 1
+    row = metrics(fewer)["flows_finished"]
+    assert (row["baseline"], row["current"], row["tolerance"], row["verdict"]) == (300, 200, 0.2, "regression")
+    # the tolerance, from the command line or the run's [compare] table (flows/s falls as much: allowed too)
+    allowed = ("--tolerance", "flows_finished=40%", "--tolerance", "flows_per_second=40%")
+    assert compare(baseline, fewer, *allowed).returncode == 0
+    lenient = write_run(tmp_path / "lenient", scenario('[compare]\nflows_finished = "40%"\n'
+                                                       'flows_per_second = "40%"\n'), flows=200)
+    assert compare(baseline, lenient).returncode == 0
+
+
+@pytest.mark.parametrize(("status", "flows", "words"), [
+    (None, 300, "did not complete (its journal has no `run end` record: killed, or cut short)"),
+    (EndStatus.ERRORED, 300, "did not complete (status errored)"),
+    (EndStatus.COMPLETED, 0, "finished no flows: there is nothing to compare with")])
+def test_a_baseline_that_cannot_judge_anything_exits_2(tmp_path, status, flows, words):
+    baseline = write_run(tmp_path / "base", scenario(), status=status, flows=flows)
+    current = write_run(tmp_path / "current", scenario())
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().startswith(f"mrtr-harness compare: the baseline {baseline} {words}")
+    assert not (current / "compare.json").exists()
+
+
+def test_a_run_compared_with_itself_warns_and_still_runs(tmp_path):
+    run = write_run(tmp_path / "run", scenario())
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+
+    for other, words in ((run, f"the baseline and the current run are the same folder ({run})"),
+                         (copy, f"the baseline {run} and the current run {copy} have the same journal")):
+        done = compare(run, other)
+        assert done.returncode == 0, done.stderr
+        assert f"mrtr-harness compare: warning: {words}" in done.stderr
+        assert json.loads((other / "compare.json").read_text())["warnings"][0].startswith(words)
+
+
+def test_an_output_folder_that_cannot_be_written_exits_2_naming_it(tmp_path):
+    run = write_run(tmp_path / "run", scenario())
+    (tmp_path / "somefile").write_text("not a folder")
+    output = tmp_path / "somefile" / "sub"
+
+    done = compare(run, run, "--output", str(output))
+
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"mrtr-harness compare: cannot write the comparison into {output}: a part of that path is a file, not a folder"]
 
 
 def test_cpu_is_compared_only_when_both_runs_measured_it(tmp_path):

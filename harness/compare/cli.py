@@ -3,8 +3,9 @@
     mrtr-harness compare results/20261130T020000Z-nightly results/20261201T020000Z-nightly
     mrtr-harness compare BASE CUR --tolerance round_duration.p95=20% --tolerance completed_ratio=2%
 
-Exit codes: 0 no regression; 1 a regression; 2 bad input (a folder that is not a run's
-results, runs of different scenarios without --force, a bad tolerance).
+Exit codes: 0 no regression; 1 a regression (what cannot be judged included: docs/nightly-ci.md);
+2 bad input (a folder that is not a run's results, runs of different scenarios without --force,
+a bad tolerance, a baseline that did not complete, an --output that cannot be written).
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ if TYPE_CHECKING:
     from harness.config.scenario import Scenario
 
 EXIT_CODES_HELP = ("Exit codes: 0 no regression; 1 a regression (a metric worse than its tolerance and, for samples, "
-              "significantly so, or a count above the baseline's); 2 bad input (not a results folder, different "
-              "scenarios without --force, a bad tolerance).")
-TOLERANCE_KEYS = ("completed_ratio", "cpu.harness_per_round_ms", "cpu.replica_per_round_ms", "flows_per_second",
-                  "round_duration.p50", "round_duration.p95", "round_duration.p99", "rounds_per_call.mean")
+              "significantly so; a count above the baseline's; a current run that did not complete or finished "
+              "fewer flows; a flow, tool or round only one run has); 2 bad input (not a results folder, different "
+              "scenarios without --force, a bad tolerance, a baseline that did not complete, an --output that "
+              "cannot be written).")
+TOLERANCE_KEYS = ("completed_ratio", "cpu.harness_per_round_ms", "cpu.replica_per_round_ms", "flows_finished",
+                  "flows_per_second", "round_duration.p50", "round_duration.p95", "round_duration.p99",
+                  "rounds_per_call.mean")
 """The keys `--tolerance` takes, for --help: `harness.compare.tolerances.tolerance_keys()` is the truth (a test
 holds them equal), but building the parser must not import the scenario models (and gevent with them)."""
 
@@ -59,15 +63,17 @@ def add_tolerance_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from harness.compare.folders import compare_folders, write_outputs
+    from harness.compare.folders import compare_folders, output_folder, write_outputs
     from harness.compare.outputs import render_table
 
+    output = output_folder(args.output) if args.output else args.current  # OutputNotWritable: exit 2, early
     comparison = compare_folders(args.baseline, args.current, tolerances=args.tolerance,
                                  significance=args.significance, force=args.force)  # NotComparable: exit 2
+    for warning in comparison.warnings:
+        print(f"mrtr-harness compare: warning: {warning}", file=sys.stderr)
     if comparison.scenario_differences:
         print(f"mrtr-harness compare: --force: the scenarios differ in {', '.join(comparison.scenario_differences)}",
               file=sys.stderr)
-    output = args.output or args.current
     write_outputs(comparison, output)
     print(render_table(comparison))
     print(f"wrote compare.json, compare-junit.xml and compare.html in {output}", file=sys.stderr)

@@ -7,13 +7,18 @@ page anyone. A count that must stay put (rejections, client errors, invariant
 violations, unexplained rejections) compares exactly: one more is a regression. Figures
 a run has once (flows per second, CPU per round) have no samples to test, so their
 tolerance alone decides.
+
+It fails closed: what cannot be judged is not a pass. A current run that did not complete,
+that finished fewer flows than the baseline beyond `flows_finished`, or that lacks a
+flow, tool or round the baseline has (or has one the baseline lacks) is a regression;
+a baseline that cannot serve as one is refused before (`harness.compare.folders`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -21,8 +26,10 @@ from harness.compare.samples import ResultsRun, RunSamples
 from harness.compare.stats import UTest, mann_whitney_greater_counted
 from harness.config.compare import CompareSettings
 from harness.config.scenario import Scenario
+from harness.journal.records import EndStatus
 
 PERCENTILES = ("p50", "p95", "p99")
+RUN_COMPLETED = "run_completed"
 IGNORED_SCENARIO_FIELDS = frozenset({"description", "expect", "hypothesis", "compare", "abort_on_violation"})
 """Scenario fields that judge a run rather than shape its load: two runs differing only there are comparable."""
 
@@ -31,7 +38,6 @@ class ComparisonOutcome(StrEnum):
     PASS = "pass"
     IMPROVED = "improved"
     NOT_SIGNIFICANT = "not significant"  # beyond its tolerance, but within the noise of the samples
-    NOT_COMPARED = "not compared"  # one run has no figure for it
     REGRESSION = "regression"
 
 
@@ -86,6 +92,8 @@ class Comparison:
     settings: CompareSettings
     results: list[MetricResult]
     scenario_differences: list[str]
+    warnings: list[str] = field(default_factory=list)
+    """What the comparison could not see for itself but a reader should know (the same run given twice)."""
 
     @property
     def regressions(self) -> list[MetricResult]:
@@ -98,7 +106,8 @@ class Comparison:
     def as_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline.run_id, "current": self.current.run_id,
                 "scenario": self.current.scenario.name, "scenario_differences": self.scenario_differences,
-                "settings": self.settings.model_dump(), "regressed": bool(self.regressions),
+                "settings": self.settings.model_dump(), "warnings": self.warnings,
+                "regressed": bool(self.regressions),
                 "regressions": [result.metric for result in self.regressions], "exit_code": self.exit_code,
                 "metrics": [result.as_dict() for result in self.results]}
 
@@ -114,7 +123,8 @@ def compare_runs(baseline: ResultsRun, current: ResultsRun, settings: CompareSet
     """Judge every metric of `current` against `baseline` (the caller has checked the scenarios match)."""
     judge = _Judge(settings)
     before, after = baseline.samples, current.samples
-    results = [*_latency(judge, before, after), *_rounds_per_call(judge, before, after),
+    results = [_run_status(before, after), _flows_finished(judge, before, after),
+               *_latency(judge, before, after), *_rounds_per_call(judge, before, after),
                *_completion(judge, before, after), _flows_per_second(judge, before, after),
                *_cpu(judge, before, after), *_counts(before, after)]
     return Comparison(baseline, current, settings, results, scenario_differences(baseline.scenario, current.scenario))
@@ -155,8 +165,8 @@ class _Judge:
                tolerance: float, direction: Direction = Direction.HIGHER_IS_WORSE) -> MetricResult:
         if value_before is None or value_after is None:
             missing = "the baseline" if value_before is None else "the current run"
-            return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.NOT_COMPARED, tolerance,
-                                note=f"{missing} did not record it")
+            return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.REGRESSION, tolerance,
+                                note=f"{missing} did not record it, so it cannot be judged")
         moved = _worsened(value_before, value_after, direction)
         if moved > tolerance:
             verdict = ComparisonOutcome.REGRESSION
@@ -166,6 +176,23 @@ class _Judge:
         else:
             verdict, note = ComparisonOutcome.PASS, ""
         return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, note=note)
+
+
+def _run_status(before: RunSamples, after: RunSamples) -> MetricResult:
+    """Whether the current run completed (the baseline did: `harness.compare.folders` refuses one that did not)."""
+    status = after.figures.status
+    if status == EndStatus.COMPLETED:
+        return MetricResult(RUN_COMPLETED, 1.0, 1.0, "status", ComparisonOutcome.PASS)
+    ended = (f"its journal ends with status {status}" if status
+             else "its journal has no `run end` record (killed, or cut short)")
+    return MetricResult(RUN_COMPLETED, 1.0, 0.0, "status", ComparisonOutcome.REGRESSION,
+                        note=f"the current run did not complete: {ended}")
+
+
+def _flows_finished(judge: _Judge, before: RunSamples, after: RunSamples) -> MetricResult:
+    """Flows finished (interrupted ones are not): a run cut short finishes fewer at the same flows per second."""
+    return judge.single("flows_finished", "flows", float(before.flows_finished), float(after.flows_finished),
+                        judge.settings.flows_finished, Direction.LOWER_IS_WORSE)
 
 
 def _latency(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
@@ -264,10 +291,13 @@ def _exact(metric: str, before: int, after: int) -> MetricResult:
 
 
 def _only_one(metric: str, unit: str, before: int, after: int, tolerance: float) -> MetricResult:
-    """A flow, tool or round only one run has (`before`, `after`: sample counts): shown, not judged."""
-    missing = "the baseline" if not before else "the current run"
-    return MetricResult(metric, None, None, unit, ComparisonOutcome.NOT_COMPARED, tolerance,
-                        samples=(before, after), note=f"no samples in {missing}")
+    """A flow, tool or round only one run has samples of (`before`, `after`: sample counts): a regression, since
+    it cannot be judged: the current run lost it (it stopped running) or gained it (its behaviour changed)."""
+    note = ("no samples in the current run, and the baseline has them: the run lost this flow, tool or round"
+            if before else "no samples in the baseline, and the current run has them: a flow, tool or round the "
+                           "baseline never ran")
+    return MetricResult(metric, None, None, unit, ComparisonOutcome.REGRESSION, tolerance,
+                        samples=(before, after), note=note)
 
 
 def _worsened(before: float, after: float, direction: Direction) -> float:

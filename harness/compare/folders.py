@@ -7,19 +7,23 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness.compare.comparison import Comparison, compare_runs, scenario_differences
 from harness.compare.outputs import COMPARE_HTML, COMPARE_JSON, COMPARE_JUNIT, write_json, write_junit
 from harness.compare.page import write_page
-from harness.compare.samples import read_results
+from harness.compare.samples import ResultsRun, read_results
 from harness.compare.tolerances import ToleranceError, settle
 from harness.config.scenario import Scenario
 from harness.errors import UsageError
-from harness.report import NotResults
+from harness.journal.records import EndStatus
+from harness.report import NotResults, journal_parts
 
-__all__ = ["NotComparable", "check_comparable", "compare_folders", "write_outputs"]
+__all__ = ["NotComparable", "OutputNotWritable", "check_comparable", "compare_folders", "output_folder", "same_run",
+           "write_outputs"]
 
 
 class NotComparable(UsageError):
@@ -43,15 +47,82 @@ def compare_folders(baseline: Path, current: Path, *, tolerances: Sequence[str] 
     except NotResults as exc:
         raise NotComparable(str(exc)) from None
     check_comparable(before.scenario, after.scenario, force=force)
+    check_baseline_run(before)
     try:
         settings = settle(after.scenario.compare, tolerances, significance)
     except ToleranceError as exc:
         raise NotComparable(str(exc)) from None
-    return compare_runs(before, after, settings)
+    comparison = compare_runs(before, after, settings)
+    same = same_run(baseline, current)
+    return replace(comparison, warnings=[same]) if same else comparison
+
+
+def check_baseline_run(baseline: ResultsRun) -> None:
+    """`NotComparable` when the baseline cannot judge anything: a run that did not complete, or finished no flows.
+
+    A usage error (exit 2), not a regression: nothing is known about the current run yet,
+    and the fix is to pick another baseline.
+    """
+    status = baseline.samples.figures.status
+    if status != EndStatus.COMPLETED:
+        ended = f"status {status}" if status else "its journal has no `run end` record: killed, or cut short"
+        raise NotComparable(f"the baseline {baseline.folder} did not complete ({ended}): compare with a run that "
+                            "completed")
+    if not baseline.samples.flows_finished:
+        raise NotComparable(f"the baseline {baseline.folder} finished no flows: there is nothing to compare with")
+
+
+def same_run(baseline: Path, current: Path) -> str | None:
+    """A warning when both folders are one run (the same folder, or journals byte for byte the same), else None:
+    every metric then passes, whatever the build does."""
+    if baseline.resolve() == current.resolve():
+        return f"the baseline and the current run are the same folder ({current}): nothing can regress"
+    before, after = journal_parts(baseline), journal_parts(current)
+    if _sizes(before) == _sizes(after) and all(_digest(old) == _digest(new)
+                                               for old, new in zip(before, after, strict=True)):
+        return (f"the baseline {baseline} and the current run {current} have the same journal: one run, "
+                "compared with itself, cannot regress")
+    return None
+
+
+def _sizes(parts: list[Path]) -> list[tuple[str, int]]:
+    return [(path.name, path.stat().st_size if path.is_file() else -1) for path in parts]
+
+
+def _digest(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+class OutputNotWritable(UsageError):
+    """`--output` names a folder the comparison cannot be written into (bad input: exit 2)."""
+
+
+def output_folder(folder: Path) -> Path:
+    """`folder`, made if missing; `OutputNotWritable` when it cannot be (checked before the journals are read)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputNotWritable(f"cannot write the comparison into {folder}: {_reason(exc)}") from None
+    if not folder.is_dir():
+        raise OutputNotWritable(f"cannot write the comparison into {folder}: it is not a folder")
+    return folder
 
 
 def write_outputs(comparison: Comparison, folder: Path) -> list[Path]:
     """compare.json, compare-junit.xml and compare.html into `folder` (made if missing)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return [write_json(folder / COMPARE_JSON, comparison), write_junit(folder / COMPARE_JUNIT, comparison),
-            write_page(folder / COMPARE_HTML, comparison)]
+    output_folder(folder)
+    try:
+        return [write_json(folder / COMPARE_JSON, comparison), write_junit(folder / COMPARE_JUNIT, comparison),
+                write_page(folder / COMPARE_HTML, comparison)]
+    except OSError as exc:
+        raise OutputNotWritable(f"cannot write the comparison into {folder}: {_reason(exc)}") from None
+
+
+def _reason(exc: OSError) -> str:
+    """An OS error in words, without its Python repr: a parent that is a file reads as such."""
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        return "a part of that path is a file, not a folder"
+    return (exc.strerror or str(exc)).lower()

@@ -22,7 +22,7 @@ from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, 
 _CSS = (PAGE_CSS + META_CSS + TABLE_CSS + CHART_CSS
         + ".regression{color:#cf222e;font-weight:600}.improved{color:#1a7f37}.noise,.skip{color:#9a6700}\n")
 _VERDICT_CLASSES = {ComparisonOutcome.REGRESSION: "regression", ComparisonOutcome.IMPROVED: "improved",
-                    ComparisonOutcome.NOT_SIGNIFICANT: "noise", ComparisonOutcome.NOT_COMPARED: "skip"}
+                    ComparisonOutcome.NOT_SIGNIFICANT: "noise"}
 _QUANTILES = [float(q) for q in range(1, 100)] + [99.5, 99.9, 100.0]
 _TOP_ROUNDS = 10
 

@@ -65,10 +65,14 @@ class RunSamples(JournalView):
         return self.figures.client_errors
 
     @property
+    def flows_finished(self) -> int:
+        """Flows that finished (interrupted ones did not)."""
+        return sum(finished for _, finished in self.completed.values())
+
+    @property
     def flows_per_second(self) -> float | None:
-        """Flows finished per second of load (interrupted ones are not finished); None without a duration."""
-        finished = sum(finished for _, finished in self.completed.values())
-        return finished / self.figures.duration if self.figures.duration > 0 else None
+        """Flows finished per second of load; None without a duration."""
+        return self.flows_finished / self.figures.duration if self.figures.duration > 0 else None
 
     def rejections_by_reason(self) -> Counter[str]:
         """Logged rejections by reason, over every replica (replica labels need not match between runs)."""

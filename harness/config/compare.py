@@ -62,6 +62,8 @@ class CompareSettings(Strict):
     completed_ratio: Share = Field(default=0.05, description="relative drop in the share of flows completed")
     flows_per_second: Share = Field(default=0.10, description="relative drop in flows finished per second "
                                                                "(one figure per run: no significance test)")
+    flows_finished: Share = Field(default=0.20, description="relative drop in the number of flows finished: a "
+                                                            "run cut short, or a load that could not be offered")
     cpu: CpuTolerance = Field(default_factory=CpuTolerance, description="CPU per round, harness and replicas")
 
 
