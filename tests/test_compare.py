@@ -359,6 +359,30 @@ def test_a_baseline_that_cannot_judge_anything_exits_2(tmp_path, status, flows, 
     assert not (current / "compare.json").exists()
 
 
+def _damage(journal: Path, lines: int) -> None:
+    """The journal's first `lines` flow records overwritten with bytes that are no JSON (a disk's damage)."""
+    text = journal.read_bytes().splitlines(keepends=True)
+    flows = [n for n, line in enumerate(text) if line.startswith(b'{"type":"flow"')][:lines]
+    for n in flows:
+        text[n] = b"\x00" * (len(text[n]) - 1) + b"\n"
+    journal.write_bytes(b"".join(text))
+
+
+def test_a_damaged_current_journal_is_a_regression_and_a_damaged_baseline_a_warning(tmp_path):
+    baseline = write_run(tmp_path / "base", scenario())
+    current = write_run(tmp_path / "current", scenario())
+    _damage(current / "journal.jsonl", 3)
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 1, done.stdout
+    assert _regressions(done) == ["journal_unreadable: the current run's journal is damaged: 3 lines could not be "
+                                  "read, so its figures are incomplete"]
+
+    done = compare(current, baseline)  # the damaged one as the baseline: judged by what could be read, said so
+    assert f"warning: the baseline {current}'s journal is damaged: 3 lines could not be read" in done.stderr
+
+
 def test_a_run_compared_with_itself_warns_and_still_runs(tmp_path):
     run = write_run(tmp_path / "run", scenario())
     copy = tmp_path / "copy"
@@ -499,6 +523,14 @@ def test_run_with_a_bad_tolerance_exits_2_before_the_run_not_after_it(tmp_path):
     assert done.folder is None
     done = run_harness(smoke, tmp_path / "results", "--tolerance", "round_duration.p95=20%", timeout=60)
     assert done.code == 2 and "need --baseline" in done.output
+    assert done.folder is None
+
+
+def test_run_with_a_baseline_that_did_not_complete_exits_2_and_starts_nothing(tmp_path):
+    smoke = ROOT / "scenarios" / "smoke.toml"
+    baseline = write_run(tmp_path / "base", load_scenario(smoke), flows=3, status=None)
+    done = run_harness(smoke, tmp_path / "results", "--baseline", str(baseline), timeout=60)
+    assert done.code == 2 and f"--baseline {baseline}: the baseline {baseline} did not complete" in done.output
     assert done.folder is None
 
 

@@ -83,13 +83,16 @@ def run_compare(args: argparse.Namespace) -> int:
 def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace) -> str | None:
     """Before a `run --baseline` starts anything: the reason the comparison could not be made, or None.
 
-    Only the baseline's scenario.json is read here (the journal is read at the end), and
-    the tolerances are settled now, so a wrong folder, a baseline of another scenario or a
-    bad `--tolerance` exits 2 before the target starts rather than after the whole run.
+    The baseline's scenario.json and its figures (the ones it saved, when it completed) are
+    read here and the tolerances settled now, so a wrong folder, a baseline of another
+    scenario or one that did not complete, or a bad `--tolerance` exits 2 before the target
+    starts rather than after the whole run.
     """
-    from harness.compare.folders import NotComparable, check_comparable
-    from harness.compare.tolerances import ToleranceError, settle
+    from harness.compare.folders import check_baseline_run, check_comparable
+    from harness.compare.samples import read_results
+    from harness.compare.tolerances import settle
     from harness.config.scenario import Scenario
+    from harness.errors import UsageError
     from harness.report import SCENARIO_JSON
 
     if not (baseline / SCENARIO_JSON).is_file() or not (baseline / "journal.jsonl").is_file():
@@ -98,7 +101,8 @@ def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace)
         settle(scenario.compare, args.tolerance, args.significance)
         check_comparable(Scenario.model_validate_json((baseline / SCENARIO_JSON).read_text(encoding="utf-8")),
                          scenario)
-    except (NotComparable, ToleranceError) as exc:
+        check_baseline_run(read_results(baseline))  # from the figures it saved, when it completed
+    except UsageError as exc:  # NotComparable, ToleranceError, NotResults, UnreadableJournal
         return f"--baseline {baseline}: {exc}"
     except ValueError as exc:
         return f"--baseline {baseline}: its {SCENARIO_JSON} is not a scenario this harness reads: {exc}"

@@ -8,10 +8,11 @@ violations, unexplained rejections) compares exactly: one more is a regression. 
 a run has once (flows per second, CPU per round) have no samples to test, so their
 tolerance alone decides.
 
-It fails closed: what cannot be judged is not a pass. A current run that did not complete,
-that finished fewer flows than the baseline beyond `flows_finished`, or that lacks a
-flow, tool or round the baseline has (or has one the baseline lacks) is a regression;
-a baseline that cannot serve as one is refused before (`harness.compare.folders`).
+It fails closed: what cannot be judged is not a pass. A current run that did not
+complete, whose journal has lines that could not be read, that finished fewer flows than
+the baseline beyond `flows_finished`, or that lacks a flow, tool or round the baseline has
+(or has one the baseline lacks) is a regression; a baseline that cannot serve as one is
+refused before (`harness.compare.folders`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from harness.journal.records import EndStatus
 
 PERCENTILES = ("p50", "p95", "p99")
 RUN_COMPLETED = "run_completed"
+JOURNAL_UNREADABLE = "journal_unreadable"
 IGNORED_SCENARIO_FIELDS = frozenset({"description", "expect", "hypothesis", "compare", "abort_on_violation"})
 """Scenario fields that judge a run rather than shape its load: two runs differing only there are comparable."""
 
@@ -123,7 +125,7 @@ def compare_runs(baseline: ResultsRun, current: ResultsRun, settings: CompareSet
     """Judge every metric of `current` against `baseline` (the caller has checked the scenarios match)."""
     judge = _Judge(settings)
     before, after = baseline.samples, current.samples
-    results = [_run_status(before, after), _flows_finished(judge, before, after),
+    results = [_run_status(before, after), _journal_read(after), _flows_finished(judge, before, after),
                *_latency(judge, before, after), *_rounds_per_call(judge, before, after),
                *_completion(judge, before, after), _flows_per_second(judge, before, after),
                *_cpu(judge, before, after), *_counts(before, after)]
@@ -187,6 +189,15 @@ def _run_status(before: RunSamples, after: RunSamples) -> MetricResult:
              else "its journal has no `run end` record (killed, or cut short)")
     return MetricResult(RUN_COMPLETED, 1.0, 0.0, "status", ComparisonOutcome.REGRESSION,
                         note=f"the current run did not complete: {ended}")
+
+
+def _journal_read(after: RunSamples) -> MetricResult:
+    """Whether every line of the current run's journal could be read: a comparison without some is not trusted."""
+    if not after.unreadable:
+        return MetricResult(JOURNAL_UNREADABLE, None, 0, "count", ComparisonOutcome.PASS)
+    return MetricResult(JOURNAL_UNREADABLE, None, after.unreadable, "count", ComparisonOutcome.REGRESSION,
+                        note=f"the current run's journal is damaged: {after.unreadable} line"
+                             f"{'s' * (after.unreadable != 1)} could not be read, so its figures are incomplete")
 
 
 def _flows_finished(judge: _Judge, before: RunSamples, after: RunSamples) -> MetricResult:

@@ -53,8 +53,8 @@ def compare_folders(baseline: Path, current: Path, *, tolerances: Sequence[str] 
     except ToleranceError as exc:
         raise NotComparable(str(exc)) from None
     comparison = compare_runs(before, after, settings)
-    same = same_run(baseline, current)
-    return replace(comparison, warnings=[same]) if same else comparison
+    warnings = [same_run(baseline, current), _damaged_baseline(before)]
+    return replace(comparison, warnings=[warning for warning in warnings if warning])
 
 
 def check_baseline_run(baseline: ResultsRun) -> None:
@@ -70,6 +70,14 @@ def check_baseline_run(baseline: ResultsRun) -> None:
                             "completed")
     if not baseline.samples.flows_finished:
         raise NotComparable(f"the baseline {baseline.folder} finished no flows: there is nothing to compare with")
+
+
+def _damaged_baseline(baseline: ResultsRun) -> str | None:
+    unreadable = baseline.samples.unreadable
+    if not unreadable:
+        return None
+    return (f"the baseline {baseline.folder}'s journal is damaged: {unreadable} line{'s' * (unreadable != 1)} could "
+            "not be read, so it is judged by what could")
 
 
 def same_run(baseline: Path, current: Path) -> str | None:

@@ -20,7 +20,7 @@ from harness.config.scenario import Scenario
 from harness.journal.distributions import Counts, Sketch
 from harness.journal.figures import CallKey, RoundKey, RunFigures
 from harness.journal.records import FlowOutcome, RunEvent, is_run_event
-from harness.journal.writer import JournalView, read_journal
+from harness.journal.writer import JournalDamage, JournalView, read_journal
 from harness.report import JournalRead, journal_parts, results_scenario
 from harness.report.snapshot import read_snapshot
 
@@ -32,6 +32,8 @@ class RunSamples(JournalView):
     figures: RunFigures = field(default_factory=RunFigures)
     harness_per_round_ms: float | None = None
     replica_per_round_ms: float | None = None
+    unreadable: int = 0
+    """Journal lines that could not be read (not a record, or a record the figures could not take)."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         self.figures.add(record)
@@ -103,14 +105,16 @@ def read_results(folder: Path) -> ResultsRun:
     if saved is not None:  # the figures the run saved, still matching its journal
         cpu = saved.checks.cpu or {}
         samples = RunSamples(saved.figures, _number(cpu.get("harness_per_round_ms")),
-                             _number(cpu.get("replica_per_round_ms")))
+                             _number(cpu.get("replica_per_round_ms")), saved.unreadable)
         return ResultsRun(folder, scenario, samples)
     samples = RunSamples()
-    for record in read_journal(*(path for path in parts if path.is_file())):
+    damage = JournalDamage()
+    for record in read_journal(*(path for path in parts if path.is_file()), damage=damage):
         try:
             samples.add(record)
         except (AttributeError, KeyError, TypeError, ValueError):
-            continue  # a record the figures cannot take is skipped, as the run's own report skips it
+            samples.unreadable += 1  # a record the figures cannot take is skipped, as the run's own report skips it
+    samples.unreadable += damage.unreadable
     return ResultsRun(folder, scenario, samples)
 
 
