@@ -61,11 +61,11 @@ BROKEN = {
     "open-without-a-rate": (("arrival_rate = 2\n", ""), 11, "load.model: an open model needs arrival_rate"),
     "override-of-a-missing-replica": (("replicas = 2\n", "replicas = 2\noverrides = [{ replica = 5 }]\n"), 8,
                                       "target.overrides: overrides names replica 5"),
-    "ratio-that-can-never-pass": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = ">= 5"\n'), 28,
+    "ratio-that-can-never-pass": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = ">= 5"\n'), 29,
                                   "completed_ratio is a ratio from 0 to 1, so '>= 5' could never pass"),
-    "ratio-with-a-count": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "count >= 0.9"\n'), 28,
+    "ratio-with-a-count": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "count >= 0.9"\n'), 29,
                            "completed_ratio is a ratio (0 to 1) and takes no count"),
-    "percentile-above-100": (("replica = 2\n", 'replica = 2\n\n[expect]\nround_duration = "p(195) < 1s"\n'), 28,
+    "percentile-above-100": (("replica = 2\n", 'replica = 2\n\n[expect]\nround_duration = "p(195) < 1s"\n'), 29,
                              "p(195) is not a percentile: write p(N) with N above 0 and at most 100"),
     # an unknown key, in every table: a did-you-mean, never "Extra inputs are not permitted"
     "unknown-top-level-key": (('grace = "5s"', 'grace = "5s"\ngarce = "5s"'), 4,
@@ -133,16 +133,39 @@ BROKEN = {
                                              29,
                                              "action='rotate-keys' names no action of this scenario (there are: "
                                              "kill, restart)"),
-    "an-unknown-metric": (("replica = 2\n", 'replica = 2\n\n[expect]\nrejection = "== 0"\n'), 28,
+    "an-unknown-metric": (("replica = 2\n", 'replica = 2\n\n[expect]\nrejection = "== 0"\n'), 29,
                           "unknown metric 'rejection'"),
     "a-label-the-metric-has-not": (("replica = 2\n", 'replica = 2\n\n[expect]\n"completed_ratio{reason=\'seal\'}" '
-                                                     '= ">= 0.9"\n'), 28, "'reason' is not a label of this metric"),
+                                                     '= ">= 0.9"\n'), 29, "'reason' is not a label of this metric"),
     "a-condition-that-reads-as-nothing": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "about 0.9"\n'),
-                                          28, "cannot read condition 'about 0.9'"),
-    "a-distribution-without-aggregate": (("replica = 2\n", 'replica = 2\n\n[expect]\nround_duration = "< 1s"\n'), 28,
+                                          29, "cannot read condition 'about 0.9'"),
+    "a-distribution-without-aggregate": (("replica = 2\n", 'replica = 2\n\n[expect]\nround_duration = "< 1s"\n'), 29,
                                          "round_duration is a distribution; name an aggregate"),
-    "a-rate-on-a-ratio": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "rate >= 0.5"\n'), 28,
+    "a-rate-on-a-ratio": (("replica = 2\n", 'replica = 2\n\n[expect]\ncompleted_ratio = "rate >= 0.5"\n'), 29,
                           "completed_ratio is a ratio (0 to 1) and takes no rate"),
+    "an-outcome-that-is-none": (("replica = 2\n", 'replica = 2\n\n[expect]\n"flows_finished{outcome=\'complete\'}" '
+                                                  '= "> 0"\n'), 29,
+                                "outcome='complete' is none of the outcomes the harness records (there are: completed, "
+                                "declined, "),
+    "a-misspelt-reason": (("replica = 2\n", 'replica = 2\n\n[expect]\n"rejections{reason=\'unknwon key\'}" = "== 0"\n'),
+                          29, "reason='unknwon key' is none of the reasons the harness records (there are: seal, "),
+    "an-invariant-that-is-none": (("replica = 2\n", 'replica = 2\n\n[expect]\n'
+                                                    '"invariant_violations{invariant=\'no_double_refund\'}" '
+                                                    '= "== 0"\n'), 29, "did you mean 'no_double_release'?"),
+    "a-round-that-is-no-number": (("replica = 2\n", 'replica = 2\n\n[expect]\n"round_duration{round=\'first\'}" = '
+                                                    '"p(95) < 1s"\n'), 29,
+                                  "round='first' is not a round number: write round='1' for a call's first round"),
+    "a-threshold-that-is-a-number": (("replica = 2\n", "replica = 2\n\n[expect]\ncompleted_ratio = 0.9\n"), 29,
+                                     'expect.completed_ratio: must be text (in quotes) or a list, e.g. ["..."]'),
+    # an [expect] error names its key's line, else its table's header line
+    "a-threshold-key-in-single-quotes": (("replica = 2\n", "replica = 2\n\n[expect]\n'round_duration{flow=\"refund\"}' "
+                                                           '= "p(195) < 1s"\n'), 29, "p(195) is not a percentile"),
+    "a-threshold-key-with-escapes": (("replica = 2\n", 'replica = 2\n\n[expect]\n"round_duration{flow=\\"refund\\"}" '
+                                                       '= "p(195) < 1s"\n'), 28, "p(195) is not a percentile"),
+    "a-threshold-as-a-dotted-key": (('grace = "5s"', 'grace = "5s"\nexpect.completed_ratio = ">= 5"'), 4,
+                                    "expect.completed_ratio: completed_ratio is a ratio from 0 to 1"),
+    "a-threshold-in-an-inline-table": (('grace = "5s"', 'grace = "5s"\nexpect = { completed_ratio = ">= 5" }'), 4,
+                                       "expect.completed_ratio: completed_ratio is a ratio from 0 to 1"),
     # missing pieces: every problem named, not one of them
     "no-duration": (('duration = "30s"\n', ""), None, "duration: is required"),
     "no-flows": (('[[flows]]\nkind = "refund"\n', ""), None, "flows: is required"),
@@ -230,3 +253,28 @@ def test_zero_is_accepted_where_it_means_something(tmp_path):
                     + '\n[leads]\nthink = { dist = "constant", value = "0s" }\n')
     result = validate(path)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_label_values_a_threshold_may_name_are_the_ones_the_harness_records():
+    """config is a leaf, so it writes the lists out; each must stay equal to the one the harness records by."""
+    from harness.checks.invariants import INVARIANTS
+    from harness.config.thresholds import LABEL_VALUES
+    from harness.journal.records import FlowOutcome
+    from harness.mrtr.reasons import OTHER_REASON, REASONS
+
+    recorded = {"outcome": tuple(outcome.value for outcome in FlowOutcome), "reason": (*REASONS, OTHER_REASON),
+                "invariant": INVARIANTS}
+    assert recorded == LABEL_VALUES
+
+
+def test_a_replica_label_is_checked_on_a_docker_target_the_harness_starts_but_not_on_a_compose_one():
+    from harness.config.base import ScenarioError
+    from harness.config.scenario import parse_scenario
+
+    head = 'name = "v"\nduration = "30s"\n[load]\narrival_rate = 2\n[[flows]]\nkind = "refund"\n'
+    started = head + '[target]\nkind = "docker"\nimage = "shop:test"\nreplicas = 2\n'
+    with pytest.raises(ScenarioError, match=r"<scenario>:12: .*replica='r3' names no replica of this scenario "
+                                            r"\(there are: r1, r2\)"):
+        parse_scenario(started + '[expect]\n"rejections{replica=\'r3\'}" = "== 0"\n')
+    compose = head + '[target]\nkind = "docker"\ncompose_project = "shop"\n'
+    assert parse_scenario(compose + '[expect]\n"rejections{replica=\'shop-mcp-3\'}" = "== 0"\n')

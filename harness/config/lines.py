@@ -17,19 +17,41 @@ from harness.config.words import fields_at, worded
 
 
 def explain(exc: ValidationError, text: str, source: str, model: type[BaseModel]) -> str:
-    """Every error, one a line, as `file:line: field: message` in plain words (`harness.config.words`)."""
-    return "\n".join(_explain_one(error, text, source, model) for error in exc.errors(include_url=False))
+    """Every error, one a line, as `file:line: field: message` in plain words (`harness.config.words`).
+
+    A value that fits none of a plain union's types (a threshold is text or a list of text)
+    is one line, its alternatives joined: "must be text (in quotes) or a list".
+    """
+    said: list[tuple[str, list[str]]] = []
+    unions: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False):
+        where, message, alternative = _explain_one(error, text, source, model)
+        if alternative and where in unions:
+            unions[where].append(message.removeprefix("must be "))
+            continue
+        said.append((where, [message]))
+        if alternative:
+            unions[where] = said[-1][1]
+    return "\n".join(f"{where}: {' or '.join(messages)}" for where, messages in said)
 
 
-def _explain_one(error: Any, text: str, source: str, model: type[BaseModel]) -> str:
+_TYPE_LABEL = re.compile(r"^(?:str|int|float|bool|list\[.*\]|dict\[.*\])$")
+"""How pydantic names a member of a plain union (`str | list[str]`) in an error's location: no key of the file."""
+
+
+def _explain_one(error: Any, text: str, source: str, model: type[BaseModel]) -> tuple[str, str, bool]:
+    """(`file:line: field`, the message, whether it is one alternative of a plain union)."""
     problem = (error.get("ctx") or {}).get("error")
     loc = [*error["loc"], *(problem.where if isinstance(problem, FieldProblem) else ())]
+    alternative = len(loc) > 1 and isinstance(loc[-1], str) and bool(_TYPE_LABEL.match(loc[-1]))
+    if alternative:
+        loc = loc[:-1]
     location = [part for n, part in enumerate(loc) if not _is_union_tag(loc, n)]
     field = _dotted(location) or "(top level)"
     line = _find_line(text, location)
     where = f"{source}:{line}" if line else source
     fields = fields_at(model, list(error["loc"][:-1]), _UNION_TAGS) if error["type"] == "extra_forbidden" else []
-    return f"{where}: {field}: {worded(error, fields)}"
+    return f"{where}: {field}", worded(error, fields), alternative
 
 
 def _union_tags(*unions: Any) -> frozenset[str]:
@@ -91,11 +113,28 @@ def _find_line(text: str, location: list[Any]) -> int | None:
         end = next((n for n in range(pick + 1, len(lines)) if re.match(r"^\s*\[", lines[n])), len(lines))
         if not rest:
             return start + 1
-    wanted = rest[-1] if rest else table
+    wanted = _key_pattern(rest[-1] if rest else table)
+    if not headers and rest:  # a table written as dotted keys in its parent: `expect."completed_ratio" = ...`
+        found = _first(lines, rf"^\s*{re.escape(table)}\s*\.\s*{wanted}\s*=")
+        if found:
+            return found
     for n in range(start, end):
-        if re.match(rf"^\s*{re.escape(wanted)}\s*=", lines[n]) or re.match(rf'^\s*"{re.escape(wanted)}"\s*=', lines[n]):
+        if re.match(rf"^\s*{wanted}\s*=", lines[n]):
             return n + 1
-    return start + 1 if headers else None
+    if headers:
+        return start + 1  # no finer line known: the table's header
+    return _first(lines, rf"^\s*{re.escape(table)}\s*[=.]") if rest else None  # `expect = {...}`, `expect.x = `
+
+
+def _key_pattern(key: str) -> str:
+    """A key as TOML may write it: bare, "quoted" or 'literal'."""
+    escaped = re.escape(key)
+    return rf"(?:{escaped}|\"{escaped}\"|'{escaped}')"
+
+
+def _first(lines: list[str], pattern: str) -> int | None:
+    """The line number of the first line matching `pattern`, or None."""
+    return next((n + 1 for n, line in enumerate(lines) if re.match(pattern, line)), None)
 
 
 def _header_depth(lines: list[str], keys: list[str]) -> int:

@@ -9,7 +9,6 @@ modelled: real seconds = modelled / time_scale.
 
 from __future__ import annotations
 
-import difflib
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ from harness.config.leads import LeadProfile
 from harness.config.lines import explain
 from harness.config.load import Load
 from harness.config.target import TargetConfig
-from harness.config.thresholds import parse_thresholds
+from harness.config.thresholds import ThresholdError, parse_threshold, parse_thresholds
+from harness.config.words import did_you_mean
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
@@ -61,7 +61,12 @@ class Scenario(Strict):
     @field_validator("hypothesis", "expect")
     @classmethod
     def _thresholds_read(cls, table: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
-        parse_thresholds(table)  # raises ThresholdError (a ValueError) naming the threshold
+        """Each threshold parses; one that does not is named with its own key, so its error finds its line."""
+        for key, conditions in table.items():
+            try:
+                parse_threshold(key, conditions)
+            except ThresholdError as exc:
+                raise FieldProblem(exc.problem, key) from None
         return table
 
     @model_validator(mode="after")
@@ -70,17 +75,17 @@ class Scenario(Strict):
         so it would pass (or fail) on nothing: a typo such as flow='refnud' is refused with the names there are."""
         known: dict[str, list[str]] = {"flow": sorted({flow_label(flow) for flow in self.flows}),
                                        "action": sorted({step.action for step in self.chaos})}
-        if self.target.kind == "embedded" or (self.target.kind == "external" and len(self.target.urls) > 1):
+        if self.target.kind == "embedded" or (self.target.kind == "external" and len(self.target.urls) > 1) or (
+                self.target.kind == "docker" and self.target.compose_project is None):  # a compose's are its own
             known["replica"] = [f"r{n}" for n in range(1, self.target.replica_count + 1)]
         for table in ("expect", "hypothesis"):
             for threshold in parse_thresholds(getattr(self, table)):
                 for label, value in threshold.selector:
                     names = known.get(label)
                     if names is not None and value not in names:
-                        close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
-                        hint = f"; did you mean {close[0]!r}?" if close else ""
                         raise FieldProblem(f"{label}={value!r} names no {label} of this scenario (there are: "
-                                           f"{', '.join(names) or 'none'}){hint}", table, threshold.key)
+                                           f"{', '.join(names) or 'none'}){did_you_mean(value, names)}", table,
+                                           threshold.key)
         return self
 
     @model_validator(mode="after")

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from harness.config.durations import parse_duration
+from harness.config.words import did_you_mean
 from harness.errors import UsageError
 
 COUNTS = {
@@ -46,6 +47,22 @@ DISTRIBUTIONS = {
 }
 METRICS = {**COUNTS, **RATIOS, **DISTRIBUTIONS}
 
+LABEL_VALUES: dict[str, tuple[str, ...]] = {
+    "outcome": ("completed", "declined", "cancelled", "abandoned", "unfinished", "tool_error", "rejected",
+                "rounds_exceeded", "error", "interrupted"),
+    "reason": ("seal", "unknown key", "malformed", "non-string requestState", "codec error", "minted in the future",
+               "expired", "request binding", "audience", "principal drift", "principal", "principal binding error",
+               "other"),
+    "invariant": ("ledger_readable", "no_double_release", "no_double_payout", "no_release_without_accept",
+                  "one_outcome_per_flow", "confirmed_refund_released", "declined_refund_still_held",
+                  "no_mutant_accepted"),
+}
+"""The values a label can have in any run: a flow's outcomes (`harness.journal.records.FlowOutcome`), the
+rejection reasons (`harness.mrtr.reasons`, and `other`), the invariants (`harness.checks.invariants`). Written
+out here because the configuration is a leaf; tests hold each list equal to its source. A selector with any
+other value selects nothing, so its threshold would judge nothing: refused, with a did-you-mean. The labels a
+scenario names (flow, action, replica) are checked against it (`harness.config.scenario`)."""
+
 _KEY = re.compile(r"^\s*(?P<metric>[a-z_]+)\s*(?:\{(?P<selector>[^}]*)\})?\s*$")
 _LABEL = re.compile(r"\s*(?P<name>[a-z_]+)\s*=\s*(?:'(?P<single>[^']*)'|\"(?P<double>[^\"]*)\")\s*")
 OPERATORS = ("<", "<=", ">", ">=", "==", "!=")
@@ -54,7 +71,11 @@ _CONDITION = re.compile(r"^\s*(?P<aggregate>p\(\s*\d+(?:\.\d+)?\s*\)|avg|min|max
 
 
 class ThresholdError(UsageError):
-    """A threshold that cannot be read; says which one and what is wrong."""
+    """A threshold that cannot be read; says which one (`key`) and what is wrong (`problem`)."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"threshold {key!r}: {problem}")
+        self.key, self.problem = key, problem
 
 
 @dataclass(frozen=True)
@@ -79,14 +100,14 @@ class Threshold:
 def parse_threshold(key: str, conditions: str | list[str]) -> Threshold:
     match = _KEY.match(key)
     if match is None:
-        raise ThresholdError(f"threshold {key!r}: write a metric name, optionally with {{label='value'}}")
+        raise ThresholdError(key, "write a metric name, optionally with {label='value'}")
     metric = match["metric"]
     if metric not in METRICS:
-        raise ThresholdError(f"threshold {key!r}: unknown metric {metric!r}; known: {', '.join(sorted(METRICS))}")
+        raise ThresholdError(key, f"unknown metric {metric!r}; known: {', '.join(sorted(METRICS))}")
     selector = _parse_selector(key, match["selector"] or "", METRICS[metric])
     texts = [conditions] if isinstance(conditions, str) else list(conditions)
     if not texts:
-        raise ThresholdError(f"threshold {key!r}: no condition")
+        raise ThresholdError(key, "no condition")
     parsed = tuple(_parse_condition(key, metric, text) for text in texts)
     return Threshold(key, metric, selector, parsed, "; ".join(texts))
 
@@ -100,12 +121,26 @@ def _parse_selector(key: str, text: str, labels: tuple[str, ...]) -> tuple[tuple
     for part in filter(None, (p.strip() for p in _split_selector(text))):
         match = _LABEL.fullmatch(part)
         if match is None:
-            raise ThresholdError(f"threshold {key!r}: cannot read {part!r}; write label='value'")
+            raise ThresholdError(key, f"cannot read {part!r}; write label='value'")
         if match["name"] not in labels:
-            raise ThresholdError(f"threshold {key!r}: {match['name']!r} is not a label of this metric "
+            raise ThresholdError(key, f"{match['name']!r} is not a label of this metric "
                                  f"(labels: {', '.join(labels) or 'none'})")
-        pairs.append((match["name"], match["single"] if match["single"] is not None else match["double"]))
+        value = match["single"] if match["single"] is not None else match["double"]
+        _check_value(key, match["name"], value)
+        pairs.append((match["name"], value))
     return tuple(sorted(pairs))
+
+
+def _check_value(key: str, label: str, value: str) -> None:
+    """A value `label` can never have (an outcome, reason or invariant the harness does not know, a round that is
+    no round number) is refused: its threshold would select nothing."""
+    known = LABEL_VALUES.get(label)
+    if known is not None and value not in known:
+        raise ThresholdError(key, f"{label}={value!r} is none of the {label}s the harness records (there are: "
+                                  f"{', '.join(known)}){did_you_mean(value, known)}")
+    if label == "round" and not (value.isdigit() and int(value) >= 1):
+        raise ThresholdError(key, f"round={value!r} is not a round number: write round='1' for a call's first "
+                                  "round, '2' for the next, ...")
 
 
 def _split_selector(text: str) -> list[str]:
@@ -124,25 +159,25 @@ def _split_selector(text: str) -> list[str]:
 def _parse_condition(key: str, metric: str, text: str) -> Condition:
     match = _CONDITION.match(text)
     if match is None:
-        raise ThresholdError(f"threshold {key!r}: cannot read condition {text!r}; write e.g. '> 0', "
+        raise ThresholdError(key, f"cannot read condition {text!r}; write e.g. '> 0', "
                              "'p(95) < 250ms', 'rate >= 5'")
     aggregate = (match["aggregate"] or "").replace(" ", "")
     if metric in DISTRIBUTIONS and aggregate in ("", "rate"):
-        raise ThresholdError(f"threshold {key!r}: {metric} is a distribution; name an aggregate: p(95), avg, "
+        raise ThresholdError(key, f"{metric} is a distribution; name an aggregate: p(95), avg, "
                              "min, max, med or count")
     if metric not in DISTRIBUTIONS and aggregate not in ("", "count", "rate"):
-        raise ThresholdError(f"threshold {key!r}: {aggregate} applies to distributions only")
+        raise ThresholdError(key, f"{aggregate} applies to distributions only")
     if metric in RATIOS and aggregate:
-        raise ThresholdError(f"threshold {key!r}: {metric} is a ratio (0 to 1) and takes no {aggregate}; write "
+        raise ThresholdError(key, f"{metric} is a ratio (0 to 1) and takes no {aggregate}; write "
                              "e.g. '>= 0.95'")
     _check_percentile(key, aggregate)
     try:
         value = parse_duration(match["value"].replace(" ", "")) if re.search(r"[a-z]", match["value"]) \
             else float(match["value"])
     except ValueError as exc:
-        raise ThresholdError(f"threshold {key!r}: {exc}") from None
+        raise ThresholdError(key, f"{exc}") from None
     if metric in RATIOS and not 0.0 <= value <= 1.0:
-        raise ThresholdError(f"threshold {key!r}: {metric} is a ratio from 0 to 1, so {text.strip()!r} could "
+        raise ThresholdError(key, f"{metric} is a ratio from 0 to 1, so {text.strip()!r} could "
                              f"{'never' if _never(match['op'], value) else 'always'} pass; write e.g. '>= 0.95'")
     return Condition("ratio" if metric in RATIOS else aggregate or "count", match["op"], value)
 
@@ -152,7 +187,7 @@ def _check_percentile(key: str, aggregate: str) -> None:
     if aggregate.startswith("p("):
         percentile = float(aggregate[2:-1])
         if not 0.0 < percentile <= 100.0:
-            raise ThresholdError(f"threshold {key!r}: {aggregate} is not a percentile: write p(N) with N above 0 "
+            raise ThresholdError(key, f"{aggregate} is not a percentile: write p(N) with N above 0 "
                                  "and at most 100, e.g. p(95) or p(99.9)")
 
 

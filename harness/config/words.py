@@ -40,16 +40,12 @@ def worded(error: dict[str, Any], fields: list[str]) -> str:
     location = [part for part in error["loc"] if isinstance(part, str)]
     key = location[-1] if location else ""
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else (f"; the keys here are {', '.join(fields)}"
-                                                              if fields else "")
+        hint = did_you_mean(key, fields) or (f"; the keys here are {', '.join(fields)}" if fields else "")
         return f"unknown key {key!r}{hint}"
     if kind == "union_tag_invalid":
         tags = _tags(ctx.get("expected_tags"))
-        close = difflib.get_close_matches(str(ctx.get("tag")), tags, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"{ctx.get('discriminator', '').strip(chr(39))} = {ctx.get('tag')!r} is not one of: " \
-               f"{', '.join(tags)}{hint}"
+               f"{', '.join(tags)}{did_you_mean(str(ctx.get('tag')), tags)}"
     if kind == "union_tag_not_found":
         return f"needs {str(ctx.get('discriminator', '')).strip(chr(39))} = one of its kinds"
     if kind == "literal_error":
@@ -63,6 +59,12 @@ def worded(error: dict[str, Any], fields: list[str]) -> str:
         return f"must be {words} {_number(bound)}, not {_number(error.get('input'))}"
     message = str(error["msg"]).removeprefix("Value error, ")
     return message.replace("Input should be", "must be").replace("String should", "must")
+
+
+def did_you_mean(value: str, names: list[str] | tuple[str, ...]) -> str:
+    """`; did you mean 'x'?` for the name closest to `value`, or nothing when none is close."""
+    close = difflib.get_close_matches(value, list(names), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _number(value: Any) -> str:
