@@ -255,6 +255,18 @@ def test_folders_that_are_not_results_exit_2(tmp_path):
     assert not (current / "compare.json").exists()
 
 
+def test_a_binary_journal_exits_2_naming_the_file(tmp_path):
+    baseline = write_run(tmp_path / "base", scenario())
+    current = write_run(tmp_path / "current", scenario())
+    (current / "journal.jsonl").write_bytes(bytes(range(256)))
+
+    done = compare(baseline, current)
+
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (f"mrtr-harness compare: {current / 'journal.jsonl'} is not a journal: it is a "
+                                   "binary file (NUL bytes in its first line)")
+
+
 def test_a_bad_tolerance_exits_2_naming_the_keys(tmp_path):
     run = write_run(tmp_path / "run", scenario())
     done = compare(run, run, "--tolerance", "round_duration.p95=20")

@@ -125,7 +125,7 @@ def compare_runs(baseline: ResultsRun, current: ResultsRun, settings: CompareSet
     """Judge every metric of `current` against `baseline` (the caller has checked the scenarios match)."""
     judge = _Judge(settings)
     before, after = baseline.samples, current.samples
-    results = [_run_status(before, after), _journal_read(after), _flows_finished(judge, before, after),
+    results = [_run_status(after), _journal_read(after), _flows_finished(judge, before, after),
                *_latency(judge, before, after), *_rounds_per_call(judge, before, after),
                *_completion(judge, before, after), _flows_per_second(judge, before, after),
                *_cpu(judge, before, after), *_counts(before, after)]
@@ -180,7 +180,7 @@ class _Judge:
         return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, note=note)
 
 
-def _run_status(before: RunSamples, after: RunSamples) -> MetricResult:
+def _run_status(after: RunSamples) -> MetricResult:
     """Whether the current run completed (the baseline did: `harness.compare.folders` refuses one that did not)."""
     status = after.figures.status
     if status == EndStatus.COMPLETED:

@@ -114,8 +114,6 @@ def output_folder(folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputNotWritable(f"cannot write the comparison into {folder}: {_reason(exc)}") from None
-    if not folder.is_dir():
-        raise OutputNotWritable(f"cannot write the comparison into {folder}: it is not a folder")
     return folder
 
 
@@ -130,7 +128,7 @@ def write_outputs(comparison: Comparison, folder: Path) -> list[Path]:
 
 
 def _reason(exc: OSError) -> str:
-    """An OS error in words, without its Python repr: a parent that is a file reads as such."""
+    """An OS error in words, without its Python repr: a path through (or at) a file reads as such."""
     if isinstance(exc, FileExistsError | NotADirectoryError):
         return "a part of that path is a file, not a folder"
     return (exc.strerror or str(exc)).lower()
