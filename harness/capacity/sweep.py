@@ -140,8 +140,7 @@ def analyse_step(folder: Path, scenario: Scenario, plan: CapacityPlan, replicas:
                  exit_code: int) -> StepResult:
     """Judge one finished step from its results folder (summary.json and journal)."""
     summary = _read_summary(folder)
-    parts = [Path(p) for p in (summary.get("extra", {}).get("journal", {}) or {}).get("parts", [])] \
-        or [folder / "journal.jsonl"]
+    parts = [Path(p) for p in (summary.get("journal") or {}).get("parts", [])] or [folder / "journal.jsonl"]
     records = [record for record in read_journal(*[p for p in parts if p.is_file()]) if isinstance(record, dict)]
     step = StepResult(replicas, rate, folder, exit_code, str(summary.get("status") or "unknown"), None)
     step.expiry = measure(records)
