@@ -91,6 +91,17 @@ def test_figures_saved_mid_run_are_brought_up_to_the_journals_end(tmp_path):
     assert _summary(folder) == from_journal
 
 
+def test_lines_after_the_saved_figures_that_are_no_record_are_counted_as_damage(tmp_path):
+    folder, scenario = _folder(tmp_path)
+    parts = journal_parts(folder)
+    write_results(folder, scenario, parts, [], live=read_run(parts), save=True)
+    with open(folder / "journal.jsonl", "ab") as journal:
+        journal.write(b"\x00" * 40 + b"\n" + b'{"type": "flow", "t": 17' + b"\n" + b'{"type": "fl')  # 2 damaged, 1 torn
+    verdict = rebuild_results(folder)
+    assert verdict.unreadable == 2
+    assert (_summary(folder)["journal"]["unreadable"], _summary(folder)["journal"]["torn"]) == (2, 1)
+
+
 def test_figures_saved_for_other_bytes_of_the_same_length_are_ignored(tmp_path):
     folder, scenario = _folder(tmp_path)
     rest = _cut_in_half(folder)

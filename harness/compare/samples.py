@@ -21,8 +21,7 @@ from harness.journal.distributions import Counts, Sketch
 from harness.journal.figures import CallKey, RoundKey, RunFigures
 from harness.journal.records import FlowOutcome, RunEvent, is_run_event
 from harness.journal.writer import JournalDamage, JournalView, read_journal
-from harness.report import JournalRead, journal_parts, results_scenario
-from harness.report.snapshot import read_snapshot
+from harness.report import journal_parts, read_saved, results_scenario
 
 
 @dataclass
@@ -101,7 +100,7 @@ def read_results(folder: Path) -> ResultsRun:
     """Read a run's results folder; `NotResults` when it is not one (no scenario.json or journal.jsonl)."""
     scenario = results_scenario(folder)
     parts = journal_parts(folder)
-    saved = read_snapshot(folder, parts, JournalRead)
+    saved = read_saved(folder, parts)
     if saved is not None:  # the figures the run saved, still matching its journal
         cpu = saved.checks.cpu or {}
         samples = RunSamples(saved.figures, _number(cpu.get("harness_per_round_ms")),

@@ -51,6 +51,7 @@ __all__ = [
     "Timeline",
     "decide",
     "read_run",
+    "read_saved",
     "rebuild_results",
     "results_scenario",
     "journal_parts",
@@ -91,7 +92,7 @@ def rebuild_results(folder: Path) -> RunVerdict:
 
     scenario = results_scenario(folder)
     parts = journal_parts(folder)
-    saved = read_snapshot(folder, parts, JournalRead)
+    saved = read_saved(folder, parts)
     return write_results(folder, scenario, parts, parse_thresholds(scenario.expect), live=saved,
                          save=saved is None)
 
@@ -167,11 +168,26 @@ class JournalRead(JournalView):
             found = self._by_kind[kind] = routes.get(kind, everything)
         return found
 
+    def count_damage(self, damage: JournalDamage) -> None:
+        """Add the lines a read of the journal skipped (not JSON, torn) to the records it could not take."""
+        self.unreadable += damage.unreadable
+        self.torn += damage.torn
+
     def name_parts(self, paths: Iterable[Path]) -> None:
         """For a read folded live: the parts as `read_run` would list them (present ones, missing ones)."""
         self.parts, self.missing = [], []
         for path in paths:
             (self.parts if path.is_file() else self.missing).append(str(path))
+
+
+def read_saved(folder: Path, parts: Sequence[Path]) -> JournalRead | None:
+    """The fold the run saved (`harness.report.snapshot`), brought up to the journal's end, with the lines after it
+    that are not a record counted; None when there is none that matches the journal."""
+    damage = JournalDamage()
+    saved = read_snapshot(folder, parts, JournalRead, damage)
+    if saved is not None:
+        saved.count_damage(damage)
+    return saved
 
 
 def read_run(journal_paths: Iterable[Path]) -> JournalRead:
@@ -187,8 +203,7 @@ def read_run(journal_paths: Iterable[Path]) -> JournalRead:
         read.parts.append(str(path))
         for record in read_journal(path, damage=damage):
             read.add(record)
-    read.unreadable += damage.unreadable
-    read.torn += damage.torn
+    read.count_damage(damage)
     return read
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.journal.writer import JournalView, read_journal_from
+from harness.journal.writer import JournalDamage, JournalView, read_journal_from
 
 SNAPSHOT = "figures.pickle"
 _END = 256
@@ -51,11 +51,13 @@ def write_snapshot(folder: Path, folded: object, parts: Sequence[Path]) -> Path:
     return path
 
 
-def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[V]) -> V | None:
+def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[V], damage: JournalDamage | None = None
+                  ) -> V | None:
     """The saved fold, brought up to the journal's end; None when it is no `kind` of this format or does not
     match the journal (a part shorter than saved, or not the bytes it had there).
 
-    The records after the saved sizes are folded into it part by part, as one pass over the journal would.
+    The records after the saved sizes are folded into it part by part, as one pass over the journal would;
+    the lines there that are not a record are counted in `damage`.
     """
     path = folder / SNAPSHOT
     if not path.is_file():
@@ -72,7 +74,7 @@ def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[V]) -> V | Non
     for part in parts:
         offset = saved.get(part.name, 0)
         if part.is_file() and part.stat().st_size > offset:
-            for record in read_journal_from(part, offset):
+            for record in read_journal_from(part, offset, damage):
                 folded.add(record)
     return folded
 
