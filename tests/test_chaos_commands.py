@@ -111,7 +111,7 @@ name = "desk-restart"
 seed = 3
 duration = "2s"
 time_scale = 60
-grace = "15s"
+grace = "25s"
 
 [target]
 kind = "external"
@@ -133,7 +133,7 @@ arguments = {{ order_id = "O-1001" }}
 answers = {{ sku = ["mug", "tee"] }}
 
 [leads]
-think = {{ dist = "constant", value = "6m" }}
+think = {{ dist = "constant", value = "12m" }}  # 12 s: longer than a restart on a busy machine (6 s seen)
 decline = 0
 cancel = 0
 abandon = 0
