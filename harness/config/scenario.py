@@ -21,6 +21,7 @@ from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, placeho
 from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.flows import FlowSpec, FuzzFlow, flow_label
+from harness.config.hosts import DEFAULT_HOST, Host, check_hosts
 from harness.config.leads import LeadProfile
 from harness.config.lines import explain
 from harness.config.load import Load
@@ -29,6 +30,9 @@ from harness.config.thresholds import ThresholdError, parse_threshold, parse_thr
 from harness.config.words import did_you_mean
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
+
+MAX_HOSTS = 16
+"""Hosts a scenario may name: each is a metric label value."""
 
 
 class Scenario(Strict):
@@ -44,6 +48,9 @@ class Scenario(Strict):
     load: Load = Field(description="how flows arrive")
     flows: list[FlowSpec] = Field(min_length=1, description="what each flow does, by weight")
     leads: LeadProfile = Field(default_factory=LeadProfile, description="how the simulated leads answer")
+    hosts: list[Host] = Field(default_factory=list, max_length=MAX_HOSTS,
+                              description="the hosts the leads sit behind, each lead assigned to one by weight "
+                                          "(none: one 2026-07-28 host declaring form and URL)")
     chaos: list[ChaosStep] = Field(default_factory=list, description="what breaks, and when")
     hypothesis: dict[str, str | list[str]] = Field(
         default_factory=dict, description="the steady state, thresholds probed before, during and after the chaos")
@@ -69,12 +76,23 @@ class Scenario(Strict):
                 raise FieldProblem(exc.problem, key) from None
         return table
 
+    @field_validator("hosts")
+    @classmethod
+    def _hosts_named_once(cls, hosts: list[Host]) -> list[Host]:
+        return check_hosts(hosts)
+
+    @property
+    def host_list(self) -> list[Host]:
+        """The scenario's hosts: its `[[hosts]]`, or the one default host."""
+        return list(self.hosts) or [DEFAULT_HOST]
+
     @model_validator(mode="after")
     def _labels_name_what_exists(self) -> Scenario:
         """A threshold's label value that names no flow, chaos action or replica of this scenario selects nothing,
         so it would pass (or fail) on nothing: a typo such as flow='refnud' is refused with the names there are."""
         known: dict[str, list[str]] = {"flow": sorted({flow_label(flow) for flow in self.flows}),
-                                       "action": sorted({step.action for step in self.chaos})}
+                                       "action": sorted({step.action for step in self.chaos}),
+                                       "host": sorted(host.name for host in self.host_list)}
         if self.target.kind == "embedded" or (self.target.kind == "external" and len(self.target.urls) > 1) or (
                 self.target.kind == "docker" and self.target.compose_project is None):  # a compose's are its own
             known["replica"] = [f"r{n}" for n in range(1, self.target.replica_count + 1)]

@@ -78,6 +78,12 @@ class TargetConfig(Strict):
     command_timeout: PositiveDuration = Field(default=120.0, description="how long one command may run, real")
     ready_timeout: PositiveDuration = Field(default=60.0, description="after a command, how long the replica's "
                                                                       "URL may take to accept connections again")
+    serve_2025: bool = Field(default=False, description="embedded, docker image: the shop serves 2025-era clients "
+                             "too, asking them over their session (elicitation/create); false: it answers them with "
+                             "input requests, which reach them as -32603")
+    payment_rounds: int | None = Field(default=None, ge=0, le=100, description="embedded, docker image: after this "
+                                       "many URL-mode rounds with the page unfinished, pay_refund answers "
+                                       "\"Not paid\" (0: it asks until the client's cap; default: the shop's, 4)")
 
     @field_validator("commands")
     @classmethod

@@ -24,24 +24,24 @@ from harness.errors import UsageError
 
 COUNTS = {
     "flows_started": ("flow",),
-    "flows_finished": ("flow", "outcome"),
+    "flows_finished": ("flow", "outcome", "host"),
     "rejections": ("reason", "replica"),
     "unexplained_rejections": (),
     "unmatched_logged_rejections": (),
     "invariant_violations": ("invariant",),
-    "client_errors": ("flow", "code"),
+    "client_errors": ("flow", "code", "host"),
     "late_starts": (),
     "chaos_failures": ("action",),
 }
 RATIOS = {
-    "completed_ratio": ("flow",),
-    "outcome_share": ("flow", "outcome"),
+    "completed_ratio": ("flow", "host"),
+    "outcome_share": ("flow", "outcome", "host"),
     "rejection_share": ("reason", "replica"),
     "crossed_replica_share": ("flow",),
 }
 DISTRIBUTIONS = {
     "round_duration": ("flow", "round"),
-    "rounds_per_call": ("flow",),
+    "rounds_per_call": ("flow", "host"),
     "flow_duration": ("flow",),
     "think_time": (),
 }

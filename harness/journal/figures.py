@@ -98,6 +98,8 @@ class RunFigures(JournalView):
     windows: list[RunFigures] = field(default_factory=list)
     faults: list[FaultWindow] = field(default_factory=list)
     """Each network fault's window, in the order they started, with the rounds sent into it."""
+    by_host: HostFigures = field(default_factory=lambda: HostFigures())
+    """Finished flows, failed rounds and rounds per call again, by host (`[[hosts]]`)."""
 
     def __getstate__(self) -> dict[str, Any]:
         """Saved without the hypothesis windows: a window is the live run's probe, not a figure of its results."""
@@ -149,6 +151,7 @@ class RunFigures(JournalView):
             sketch.add(float(latency))
         if record.get("code") is not None:
             self.client_errors[(flow, str(record["code"]))] += 1
+            self.by_host.errors[(str(record.get("host", DEFAULT_HOST_NAME)), flow, str(record["code"]))] += 1
         crossed = record.get("crossed")
         if crossed is not None:
             self.continuations[flow] += 1
@@ -157,6 +160,7 @@ class RunFigures(JournalView):
     def _flow(self, record: Mapping[str, Any]) -> None:
         flow = str(record.get("flow"))
         self.finished[(flow, str(record.get("outcome")))] += 1
+        self.by_host.flow(record, flow)
         if record.get("late"):
             self.late += 1
         duration, think = record.get("duration"), record.get("think_time")
@@ -231,6 +235,8 @@ class RunFigures(JournalView):
     def count(self, metric: str, selector: dict[str, str]) -> float:
         if metric == "flows_started":
             return float(sum(n for flow, n in self.started_by_flow.items() if _matches({"flow": flow}, selector)))
+        if "host" in selector and metric in ("flows_finished", "client_errors"):
+            return self.by_host.count(metric, selector)
         if metric == "flows_finished":
             return float(sum(n for (flow, outcome), n in self.finished.items()
                              if _matches({"flow": flow, "outcome": outcome}, selector)))
@@ -260,9 +266,10 @@ class RunFigures(JournalView):
         if metric == "rejection_share":
             total = sum(self.rejections.values())
             return self.count("rejections", selector) / total if total else 0.0
-        flow_selector = {k: v for k, v in selector.items() if k == "flow"}
+        flow_selector = {k: v for k, v in selector.items() if k in ("flow", "host")}
         finished = {key: n for key, n in self.finished.items()
-                    if key[1] not in _NOT_FINISHED and _matches({"flow": key[0]}, flow_selector)}
+                    if key[1] not in _NOT_FINISHED and _matches({"flow": key[0]}, flow_selector)} \
+            if "host" not in selector else self.by_host.finished_of(flow_selector)
         total = sum(finished.values())
         if not total:
             return None
@@ -274,6 +281,9 @@ class RunFigures(JournalView):
         if metric == "round_duration":
             return merged_sketch([sketch for (flow, _, number), sketch in self.latency.items()
                                   if _matches({"flow": flow, "round": str(number)}, selector)])
+        if metric == "rounds_per_call" and "host" in selector:
+            return merged_counts([counts for (host, flow), counts in self.by_host.rounds_per_call.items()
+                                  if _matches({"flow": flow, "host": host}, selector)])
         if metric == "rounds_per_call":
             return merged_counts([counts for (flow, _), counts in self.rounds_per_call.items()
                                   if _matches({"flow": flow}, selector)])
@@ -305,10 +315,68 @@ class RunFigures(JournalView):
             table.setdefault(flow, {})[outcome] = n
         return table
 
+    def hosts(self) -> dict[str, dict[str, Any]]:
+        """The summary's breakdown by host: each host's flows by outcome and failed rounds by code."""
+        return self.by_host.table()
+
     def rejections_by_reason(self) -> dict[str, dict[str, int]]:
         table: dict[str, dict[str, int]] = {}
         for (replica, reason), count in sorted(self.rejections.items()):
             table.setdefault(reason, {})[replica] = count
+        return table
+
+
+DEFAULT_HOST_NAME = "default"
+"""The host of a round or flow whose record names none (one journaled before hosts were; `DEFAULT_HOST`'s name)."""
+
+
+@dataclass
+class HostFigures:
+    """The by-host side of a run's figures: what `[[hosts]]` breaks down (outcomes, error codes, rounds per call)."""
+
+    finished: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    """Finished flows by (host, flow, outcome)."""
+    errors: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    """Failed rounds by (host, flow, code)."""
+    rounds_per_call: dict[tuple[str, str], Counts] = field(default_factory=dict)
+    """Rounds per call by (host, flow)."""
+
+    def flow(self, record: Mapping[str, Any], flow: str) -> None:
+        host = str(record.get("host", DEFAULT_HOST_NAME))
+        self.finished[(host, flow, str(record.get("outcome")))] += 1
+        for call in record.get("calls") or []:
+            rounds = call.get("rounds") if isinstance(call, Mapping) else None
+            if isinstance(rounds, int) and rounds > 0:
+                counts = self.rounds_per_call.get((host, flow))
+                if counts is None:
+                    counts = self.rounds_per_call[(host, flow)] = Counts()
+                counts.add(rounds)
+
+    def count(self, metric: str, selector: dict[str, str]) -> float:
+        if metric == "flows_finished":
+            return float(sum(n for (host, flow, outcome), n in self.finished.items()
+                             if _matches({"host": host, "flow": flow, "outcome": outcome}, selector)))
+        return float(sum(n for (host, flow, code), n in self.errors.items()
+                         if _matches({"host": host, "flow": flow, "code": code}, selector)))
+
+    def finished_of(self, selector: dict[str, str]) -> dict[tuple[str, str], int]:
+        """Finished flows (interrupted ones aside) that `selector` picks, by (flow, outcome)."""
+        picked: Counter[tuple[str, str]] = Counter()
+        for (host, flow, outcome), n in self.finished.items():
+            if outcome not in _NOT_FINISHED and _matches({"host": host, "flow": flow}, selector):
+                picked[(flow, outcome)] += n
+        return dict(picked)
+
+    def table(self) -> dict[str, dict[str, Any]]:
+        """{host: {"outcomes": {outcome: n}, "errors": {code: n}, "flows": n}}, hosts by name."""
+        table: dict[str, dict[str, Any]] = {}
+        for (host, _, outcome), n in sorted(self.finished.items()):
+            row = table.setdefault(host, {"flows": 0, "outcomes": {}, "errors": {}})
+            row["flows"] += n
+            row["outcomes"][outcome] = row["outcomes"].get(outcome, 0) + n
+        for (host, _, code), n in sorted(self.errors.items()):
+            row = table.setdefault(host, {"flows": 0, "outcomes": {}, "errors": {}})
+            row["errors"][code] = row["errors"].get(code, 0) + n
         return table
 
 

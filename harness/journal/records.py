@@ -177,6 +177,7 @@ class FlowStarted(TypedDict):
     flow: str
     scheduled: float | None
     late: bool
+    host: NotRequired[str]
 
 
 class RoundDone(TypedDict):
@@ -201,6 +202,8 @@ class RoundDone(TypedDict):
     balancer would send it; absent when it went where it was routed. During a restart, an
     `unknown key` that `replica` logs for such a round is the down replica's state arriving
     elsewhere, not a key problem of `replica`.
+    `host`: the `[[hosts]]` entry whose client sent it (`default` with no `[[hosts]]`). A 2025 host's
+    call is one round: its questions travel over its session, as `elicitation/create` requests.
     """
 
     type: Literal[RecordType.ROUND]
@@ -221,6 +224,7 @@ class RoundDone(TypedDict):
     expected: NotRequired[str]
     crossed: NotRequired[bool]
     redispatched_from: NotRequired[str]
+    host: NotRequired[str]
 
 
 class CallSummary(TypedDict):
@@ -240,7 +244,7 @@ class FlowEnded(TypedDict):
     A `fuzz` flow that sent its mutant adds `mutation` (its class), `mutant_answer`
     (`rejected`, `accepted`, `server_error` or `other`: `harness.load.mutations.answer_of`),
     `mutant_round`, `mutant_length` (characters sent) and `mutant_detail` (how it was made);
-    never the mutant itself.
+    never the mutant itself. `host`: the `[[hosts]]` entry its lead sits behind.
     """
 
     type: Literal[RecordType.FLOW]
@@ -268,6 +272,7 @@ class FlowEnded(TypedDict):
     mutant_round: NotRequired[int]
     mutant_length: NotRequired[int]
     mutant_detail: NotRequired[str]
+    host: NotRequired[str]
 
 
 # --- chaos, logs and checks ----------------------------------------------------------------------

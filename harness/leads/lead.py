@@ -15,7 +15,7 @@ Requests are checked before any draw, so a bad request consumes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -49,13 +49,14 @@ class LeadResponse:
     """(url, modelled seconds after the answer) for each accepted URL-mode request."""
 
 
-def capabilities(profile: LeadProfile) -> dict[str, Any]:
-    """The client capabilities this lead can honour, for `_meta` clientCapabilities.
+def capabilities(profile: LeadProfile, modes: Sequence[str] = ("form", "url")) -> dict[str, Any]:
+    """The client capabilities this lead's host declares, for `_meta` clientCapabilities.
 
-    A server must not ask a mode the client did not declare (-32021), so what the lead
-    can answer is declared from the lead; a forms-only lead would drop "url" here.
+    A server must not ask a mode the client did not declare (-32021): `modes` are the
+    elicitation modes the host's client declares (`[[hosts]] elicitation`); none declares
+    no elicitation at all, as a client with no elicitation callback does.
     """
-    return {"elicitation": {"form": {}, "url": {}}}
+    return {"elicitation": {mode: {} for mode in modes}} if modes else {}
 
 
 class Lead:

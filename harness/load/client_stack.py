@@ -1,7 +1,9 @@
 """The client stack of one load process, built one way for the local runner and for every Locust worker.
 
 Router (where each round lands, seeded per worker), transport (connection pools that
-hold nothing across a lead's think time), MRTR client, and the `FlowEnv` every flow
+hold nothing across a lead's think time), an MRTR client per host (`[[hosts]]`: what each
+declares; a 2025 host gets the SDK's own client, `harness.mrtr.legacy`, imported only
+then), and the `FlowEnv` every flow
 shares, whose sleeps (an agent's lead thinking, a page visit) end on the process's
 wake-ups where they can (`harness.runtime.timers`). The shop's catalogue is loaded only when the
 scenario runs the shop's own flows: a `call` or `fuzz` flow against another server's
@@ -14,11 +16,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from harness.config.flows import CallFlow, FuzzFlow
+from harness.config.hosts import Host
 from harness.config.scenario import Scenario
 from harness.journal.writer import Journal
 from harness.leads.lead import capabilities
 from harness.leads.seeding import stream
-from harness.load.flow import FlowEnv, RequestHook, url_labels
+from harness.load.flow import FlowEnv, HostClient, RequestHook, url_labels
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.routing import Router
@@ -27,6 +30,7 @@ from harness.runtime.timers import SLACK, Timers
 
 if TYPE_CHECKING:
     from harness.load.shop_orders import ShopOrders
+    from harness.mrtr.legacy import LegacyLoop
 
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
@@ -36,11 +40,26 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
     target = scenario.target
     principal = {target.principal_header: target.principal} if target.principal_header is not None else None
-    client = MrtrClient(router, capabilities=capabilities(scenario.leads), timeout=scenario.load.timeout,
-                        transport=transport, headers=principal,
-                        retry_lost_answers=scenario.load.retry_lost_answers)
+    hosts: dict[str, tuple[Host, HostClient]] = {}
+    legacy_loop: LegacyLoop | None = None
+    for host in scenario.host_list:
+        if host.legacy:
+            from harness.mrtr.legacy import LegacyClient, LegacyLoop  # the SDK's client, only for a 2025 host
+
+            legacy_loop = legacy_loop or LegacyLoop()
+            hosts[host.name] = (host, LegacyClient(router, legacy_loop, elicitation=bool(host.elicitation),
+                                                   timeout=scenario.load.timeout, headers=principal))
+        else:
+            hosts[host.name] = (host, MrtrClient(router, capabilities=capabilities(scenario.leads, host.elicitation),
+                                                 timeout=scenario.load.timeout, transport=transport, headers=principal,
+                                                 retry_lost_answers=scenario.load.retry_lost_answers))
+    modern = [client for host, client in hosts.values() if isinstance(client, MrtrClient)]
+    client = modern[0] if modern else MrtrClient(router, capabilities=capabilities(scenario.leads),
+                                                 timeout=scenario.load.timeout, transport=transport,
+                                                 headers=principal)
     return FlowEnv(scenario, client, journal, run_metrics, _shop_orders(scenario),
-                   url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep)
+                   url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep,
+                   hosts=hosts)
 
 
 def _shop_orders(scenario: Scenario) -> ShopOrders | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 
@@ -24,22 +24,30 @@ from harness.config.flows import (
     RefundFlow,
     flow_label,
 )
+from harness.config.hosts import DEFAULT_HOST, Host
 from harness.config.leads import LeadProfile
 from harness.config.scenario import Scenario
 from harness.journal.records import CallSummary, FlowEnded, FlowOutcome, RecordType, RoundDone
 from harness.journal.writer import Journal
 from harness.leads.answers import UnanswerableRequest
 from harness.leads.lead import Action, Lead
-from harness.leads.seeding import RandomStream
+from harness.leads.seeding import RandomStream, stream
 from harness.load.mutations import StatePool
 from harness.logs.parse import clean_label
 from harness.metrics.registry import RunMetrics
-from harness.mrtr.client import CallResult, LeadAnswer, MrtrClient, RoundRecord, Steps
+from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, MrtrClient, Responder, RoundHook, RoundRecord, Steps
 from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
 
 if TYPE_CHECKING:
     from harness.load.shop_orders import ShopOrders
+
+
+class HostClient(Protocol):
+    """What a flow calls tools through: `MrtrClient` (a 2026-07-28 host) or `LegacyClient` (a 2025 one)."""
+
+    def call_steps(self, tool: str, arguments: Mapping[str, Any], respond: Responder, *,
+                   intended_at: float | None = None, on_round: RoundHook | None = None) -> CallSteps: ...
 
 PAGE_TIMEOUT = 10.0
 """Seconds a lead waits for a provider's page to answer."""
@@ -68,10 +76,28 @@ class FlowEnv:
     """The leads' browser for URL mode's out-of-band pages (its own pools, apart from the rounds')."""
     states: StatePool = field(default_factory=StatePool)
     """Recent first-round states per tool, where the fuzzer's swap classes find another call's state."""
+    hosts: Mapping[str, tuple[Host, HostClient]] = field(default_factory=dict)
+    """Each host's settings and client, by name; empty: every flow runs on `client`, as the one default host."""
 
     def __post_init__(self) -> None:
         self._profiles: dict[int, LeadProfile] = {}
         self._served_by: dict[str, str] = {}
+        self._host_list = [host for host, _ in self.hosts.values()]
+        self._host_weights = [host.weight for host in self._host_list]
+
+    def host_of(self, flow_id: str) -> Host:
+        """The host a flow's lead sits behind: drawn by weight from (seed, flow id), so one seed fixes it for every
+        lead, on any number of workers, and the flow's own stream (its answers, its think times) is untouched."""
+        hosts = self._host_list
+        if len(hosts) == 1:
+            return hosts[0]
+        if not hosts:
+            return DEFAULT_HOST
+        return stream(self.scenario.seed, "host", flow_id).choices(hosts, self._host_weights)[0]
+
+    def client_for(self, host: Host) -> HostClient:
+        entry = self.hosts.get(host.name)
+        return entry[1] if entry is not None else self.client
 
     def profile_for(self, spec: FlowSpec) -> LeadProfile:
         """The lead profile of a flow spec, derived once per run (not per flow).
@@ -127,7 +153,7 @@ class Flow:
     """
 
     __slots__ = ("env", "spec", "flow_id", "kind", "rng", "late", "started", "ended", "rounds", "previous_replica",
-                 "server_time", "think_time", "thinking_until", "answers", "calls", "facts")
+                 "server_time", "think_time", "thinking_until", "answers", "calls", "facts", "host")
 
     def __init__(self, env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream, *,
                  late: bool = False) -> None:
@@ -149,13 +175,16 @@ class Flow:
         self.answers: list[str] = []
         self.calls: list[CallSummary] = []
         self.facts: dict[str, Any] = {}
+        self.host = env.host_of(flow_id)
+        """The host the flow's lead sits behind: its client declares, speaks and retries as the host does."""
 
     # --- calling tools -------------------------------------------------------------------
 
     def call(self, tool: str, arguments: Mapping[str, Any], *, intended_at: float | None = None) -> Steps[CallResult]:
         """One tool call through its rounds, the lead answering; every round journaled as it ends."""
-        result = yield from self.env.client.call_steps(tool, arguments, self.decide, intended_at=intended_at,
-                                                       on_round=self.record_round)
+        result = yield from self.env.client_for(self.host).call_steps(tool, arguments, self.decide,
+                                                                      intended_at=intended_at,
+                                                                      on_round=self.record_round)
         self.server_time += result.server_time
         self.call_done(tool, result.round_count, result.outcome)
         return result
@@ -174,6 +203,10 @@ class Flow:
 
     def decide(self, record: RoundRecord) -> LeadAnswer | None:
         """The lead decides and answers; the think time (modelled/time_scale real seconds) is the caller's to wait."""
+        if self.host.polls:
+            polled = self._polled(record)
+            if polled is not None:
+                return polled
         try:
             answer = Lead(self.env.profile_for(self.spec), self.rng).respond(record.input_requests or {})
         except UnanswerableRequest as exc:
@@ -191,6 +224,30 @@ class Flow:
         for url, delay in answer.url_visits:
             gevent.spawn(self._finish_on_page, url, env.scenario.real(delay))
         return LeadAnswer(answer.input_responses, real)
+
+    def _polled(self, record: RoundRecord) -> LeadAnswer | None:
+        """A polling host's answer to a round of URL-mode questions only: accept, retried after `poll_every`.
+
+        The host does not wait on the person: the lead still decides (and, accepting, finishes the page
+        after a while, or never, walking away), but the retry goes out on the host's clock. None for any
+        other round, which the lead answers as usual.
+        """
+        requests = record.input_requests or {}
+        if not self.host.polls or not requests or not all(
+                isinstance(request, Mapping) and isinstance(request.get("params"), Mapping)
+                and request["params"].get("mode") == "url" for request in requests.values()):
+            return None
+        try:
+            answer = Lead(self.env.profile_for(self.spec), self.rng).respond(requests)
+        except UnanswerableRequest as exc:
+            self.facts["unanswerable"] = str(exc)
+            self.answers.append("unanswerable")
+            return None
+        self.answers.append(answer.action.value)
+        env = self.env
+        for url, delay in answer.url_visits:
+            gevent.spawn(self._finish_on_page, url, env.scenario.real(delay))
+        return LeadAnswer({key: {"action": "accept"} for key in requests}, env.scenario.real(self.host.poll_seconds))
 
     def respond(self, record: RoundRecord) -> Steps[Mapping[str, Any] | None]:
         """The lead answers a hand-sent round: the answers, after the think time; None to walk away."""
@@ -230,7 +287,7 @@ class Flow:
             type=RecordType.ROUND, t=record.received_at, flow_id=self.flow_id, flow=self.kind, tool=tool,
             round=record.round, replica=replica, intended=record.intended_at, sent=record.sent_at,
             latency=round(record.latency, 6), server_time=round(record.server_time, 6),
-            outcome=record.outcome.value, http_status=record.http_status, code=failure)
+            outcome=record.outcome.value, http_status=record.http_status, code=failure, host=self.host.name)
         if message is not None:
             done["expected" if expected else "error"] = message
         if record.round > 1 and self.previous_replica is not None:
@@ -240,6 +297,8 @@ class Flow:
         self.previous_replica = replica
         env.journal.write(done)
         env.run_metrics.round_done(self.kind, record.round, record.latency, failure)
+        if failure is not None:
+            env.run_metrics.host_round_failed(self.host.name, failure)
         if env.fire_request is not None:
             error = OutcomeError(record.outcome, record.error_code, record.http_status, message) \
                 if record.outcome.is_failure and not expected else None
@@ -334,8 +393,9 @@ def finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, *, by_run: bool = Fal
     record = FlowEnded(type=RecordType.FLOW, t=now, flow_id=flow.flow_id, flow=flow.kind, outcome=outcome.value,
                        rounds=flow.rounds, duration=round(duration, 6), server_time=round(flow.server_time, 6),
                        think_time=round(flow.think_time, 6), answers=flow.answers, calls=flow.calls,
-                       late=flow.late, **flow.facts)  # type: ignore[typeddict-item]
+                       late=flow.late, host=flow.host.name, **flow.facts)  # type: ignore[typeddict-item]
     if by_run:
         record["interrupted_by_run"] = True
     env.journal.write(record)
     env.run_metrics.flow_finished(flow.kind, outcome.value, duration)
+    env.run_metrics.host_flow_finished(flow.host.name, outcome.value)

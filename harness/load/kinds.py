@@ -45,7 +45,7 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
     """
     flow = Flow(env, spec, flow_id, rng, late=late)
     env.journal.write(FlowStarted(type=RecordType.START, t=flow.started, flow_id=flow_id, flow=flow.kind,
-                                  scheduled=scheduled, late=late))
+                                  scheduled=scheduled, late=late, host=flow.host.name))
     env.run_metrics.flow_started(flow.kind)
     if in_flight is not None:
         in_flight[flow_id] = flow

@@ -40,6 +40,10 @@ ROUNDS_BUCKETS = tuple(float(n) for n in range(1, 11))
 
 MAX_ROUND_LABEL = 10
 
+HOST_CODES = ("-32021", "-32603", "-32600", "-32602")
+"""The codes pre-set to zero for every host: what a host's kind shows first (a client that cannot ask, a 2025
+client given an input request, a 2025 client asked on a server with no back-channel, a rejected state)."""
+
 
 class RunMetrics:
     """The harness's metrics on one registry, plus the update buffer a Locust worker ships."""
@@ -89,10 +93,20 @@ class RunMetrics:
         self.replicas_up = Gauge("mrtr_replicas_up", "Replicas answering their health check.", registry=r)
         self.invariant_violations = Counter("mrtr_invariant_violations_total", "Ledger invariant violations found.",
                                             ["invariant"], registry=r)
+        self.host_flows = Counter("mrtr_host_flows_finished_total", "Flows finished, by the host their lead sits "
+                                  "behind (`[[hosts]]`) and outcome.", ["host", "outcome"], registry=r)
+        self.host_errors = Counter("mrtr_host_client_errors_total", "Rounds that failed, by host and JSON-RPC code "
+                                   "or failure class (-32021: the host's client declared no mode the server needed "
+                                   "to ask in).", ["host", "code"], registry=r)
 
     def preset(self, *, flows: Iterable[str] = (), replicas: Iterable[str] = (), actions: Iterable[str] = (),
-               invariants: Iterable[str] = ()) -> None:
-        """Create the label sets known in advance at zero."""
+               invariants: Iterable[str] = (), hosts: Iterable[str] = ()) -> None:
+        """Create the label sets known in advance at zero (for each host, every outcome and `HOST_CODES`)."""
+        for host in hosts:
+            for outcome in FlowOutcome:
+                self.host_flows.labels(host=host, outcome=outcome.value)
+            for code in HOST_CODES:
+                self.host_errors.labels(host=host, code=code)
         for flow in flows:
             self.flows_started.labels(flow=flow)
             self.flows_in_flight.labels(flow=flow)
@@ -130,6 +144,22 @@ class RunMetrics:
         self._do_round_done(flow, round_number, latency, failure_code)
         if self._buffer is not None:
             self._buffer.append(("round_done", flow, round_number, latency, failure_code))
+
+    def host_flow_finished(self, host: str, outcome: str) -> None:
+        self._do_host_flow_finished(host, outcome)
+        if self._buffer is not None:
+            self._buffer.append(("host_flow_finished", host, outcome))
+
+    def host_round_failed(self, host: str, code: str) -> None:
+        self._do_host_round_failed(host, code)
+        if self._buffer is not None:
+            self._buffer.append(("host_round_failed", host, code))
+
+    def _do_host_flow_finished(self, host: str, outcome: str) -> None:
+        self._child(self.host_flows, host, outcome).inc()
+
+    def _do_host_round_failed(self, host: str, code: str) -> None:
+        self._child(self.host_errors, host, code).inc()
 
     def thought(self, seconds: float) -> None:
         self._do_thought(seconds)

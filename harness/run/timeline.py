@@ -147,7 +147,8 @@ class Run:
         self.matching = Matching()
         self.journal = Journal(self.folder / "journal.jsonl", on_record=self._on_record)
         self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows])
-        self.run_metrics.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS)
+        self.run_metrics.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS,
+                                hosts=[host.name for host in scenario.host_list])
         self.steady_state = SteadyState(scenario.hypothesis, self.journal)
         self.progress = ProgressLine(options.stream, enabled=options.progress)
         self.target: Target | None = None

@@ -44,6 +44,8 @@ class ReplicaSettings(BaseModel):
     principal_header: str | None = None
     allowed_hosts: list[str] = Field(default_factory=list)
     sse: bool = False
+    serve_2025: bool = False
+    payment_rounds: int | None = Field(default=None, ge=0)
 
     @field_validator("api")
     @classmethod
@@ -88,6 +90,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="extra Host header value to accept (repeatable; '*' accepts any), for proxies "
                              "and containers")
     parser.add_argument("--sse", action="store_true", help="answer in SSE mode instead of plain JSON")
+    parser.add_argument("--serve-2025", action="store_true",
+                        help="serve 2025-era clients too: ask them over their session (elicitation/create) "
+                             "instead of with input requests, which reach them as -32603")
+    parser.add_argument("--payment-rounds", type=int, default=None,
+                        help="URL-mode rounds pay_refund asks before it answers \"Not paid\" (default 4; 0: no "
+                             "count, so an abandoned page asks until the client's round cap)")
 
 
 def settings_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ReplicaSettings:
@@ -142,7 +150,8 @@ def configure_logging(label: str) -> None:
 
 
 ServerBuilder = Callable[..., Any]
-"""Makes the replica's MCP server: called with name, store, answers, api_url and security."""
+"""Makes the replica's MCP server: called with name, store, answers, api_url and security (and serve_2025,
+payment_rounds when set)."""
 
 
 def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
@@ -162,7 +171,10 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
                                      clock_offset=settings.clock_offset, **extra)
     store = open_store(settings.store)
     answers = open_store(settings.answers_store) if settings.answers_store else store
-    server = build(name=settings.name, store=store, answers=answers, api_url=settings.api, security=security)
+    eras = {"serve_2025": True} if settings.serve_2025 else {}
+    rounds = {"payment_rounds": settings.payment_rounds} if settings.payment_rounds is not None else {}
+    server = build(name=settings.name, store=store, answers=answers, api_url=settings.api, security=security,
+                   **eras, **rounds)
     registry = CollectorRegistry()
     instrument(server, registry=registry)
 
@@ -172,7 +184,10 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
                              "ttl": settings.ttl, "store": store.kind, "keys": list(codec.fingerprints),
                              "clock_offset": settings.clock_offset})
 
-    app = server.streamable_http_app(stateless_http=True, json_response=not settings.sse,
+    # 2026-07-28 requests are stateless whatever this says (the SDK routes them by their header); a 2025 client
+    # gets a session, so the server knows what it declared. It is asked on its call's stream, which only SSE mode
+    # has (in JSON mode the SDK gives a session no back-channel): serving 2025 means answering in SSE mode.
+    app = server.streamable_http_app(stateless_http=False, json_response=not (settings.sse or settings.serve_2025),
                                      transport_security=_transport_security(settings, TransportSecuritySettings),
                                      host=settings.host)
     return _naming_the_replica(app, settings.label), codec, store

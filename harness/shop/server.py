@@ -36,6 +36,7 @@ from mcp_types import (
     ElicitResult,
     InputRequiredResult,
 )
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from harness.shop.store import Store
@@ -54,7 +55,23 @@ PAYMENT_ROUNDS = 4
 
 Without a cap, an abandoned payment page asks again on every retry until the client's
 10-round limit; counting rounds in the state ends the flow with a result that says so.
+A replica started with `--payment-rounds 0` counts nothing: the on-call case of a loop
+that never ends.
 """
+
+SESSION_PAYMENT_ROUNDS = 10
+"""A 2025 session's URL-mode questions when the shop counts none: its client has no round cap of its own."""
+
+
+class Release(BaseModel):
+    """The confirmation form, as a 2025-era session is asked it (`RELEASE_FORM` is the same form, by hand)."""
+
+    release: bool = Field(title="Release")
+
+
+def handshake_era(ctx: Context) -> bool:
+    """Whether the call came over a 2025-era session (the `initialize` handshake), not a 2026-07-28 request."""
+    return ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 class Quote(BaseModel):
@@ -143,27 +160,32 @@ class ShopApi:
 
 
 def build_server(*, name: str, store: Store, api: ShopApi, security: RequestStateSecurity,
-                 answers: Store | None = None) -> MCPServer:
+                 answers: Store | None = None, serve_2025: bool = False,
+                 payment_rounds: int = PAYMENT_ROUNDS) -> MCPServer:
     """The shop's MCP server, with its tools bound to this replica's records and API client.
 
     `answers` holds the once-only record when it should live apart from the quotes
-    (the on-call case of a once-only record kept in one process's memory).
+    (the on-call case of a once-only record kept in one process's memory). `serve_2025`:
+    a 2025-era session is asked over its session (`ctx.elicit`), not with an input request
+    it cannot read (-32603). `payment_rounds`: pay_refund's URL-mode round count, 0 for none.
     """
     server = MCPServer(name, request_state_security=security)
     records = ShopRecords(store, answers)
-    _add_refund_tools(server, records, api)
+    _add_refund_tools(server, records, api, serve_2025)
     _add_return_tool(server, api)
-    _add_payout_tool(server, api)
+    _add_payout_tool(server, api, serve_2025, payment_rounds)
     return server
 
 
 def build_replica_server(*, name: str, store: Store, api_url: str, security: RequestStateSecurity,
-                         answers: Store | None = None) -> MCPServer:
+                         answers: Store | None = None, serve_2025: bool = False,
+                         payment_rounds: int = PAYMENT_ROUNDS) -> MCPServer:
     """`build_server` as a replica builds it (`harness.shop.replica.build_app`): given the API's URL."""
-    return build_server(name=name, store=store, api=ShopApi(api_url), security=security, answers=answers)
+    return build_server(name=name, store=store, api=ShopApi(api_url), security=security, answers=answers,
+                        serve_2025=serve_2025, payment_rounds=payment_rounds)
 
 
-def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi) -> None:
+def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi, serve_2025: bool) -> None:
     @server.tool(description="Quote a whole refund of an order, by its order_id (e.g. O-1234).")
     async def quote_refund(order_id: str) -> Quote:
         status, body = await api.request("GET", f"/orders/{order_id}/refund-quote")
@@ -183,10 +205,9 @@ def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi) -> 
             if refund.status != "needs_confirmation":
                 return refund
             require_elicitation(ctx, "form")
-            ask = ElicitRequestFormParams(
-                requested_schema=RELEASE_FORM,
-                message=f"Release refund of EUR {refund.amount} for order {refund.order_id}? "
-                        "It is above the policy limit, so a lead must confirm it.")
+            if serve_2025 and handshake_era(ctx):
+                return await _confirm_over_session(ctx, records, api, refund)
+            ask = ElicitRequestFormParams(requested_schema=RELEASE_FORM, message=_release_question(refund))
             return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=ask)},
                                        request_state=refund.refund_id)
         assert answer is not None
@@ -196,6 +217,22 @@ def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi) -> 
         if answer.action != "accept" or not (answer.content or {}).get("release"):  # a decline stands
             raise ToolError(f"Nobody confirmed refund {refund.refund_id}, so the shop's API still holds it.")
         return await _release_once(records, api, refund)
+
+
+def _release_question(refund: RefundView) -> str:
+    return (f"Release refund of EUR {refund.amount} for order {refund.order_id}? "
+            "It is above the policy limit, so a lead must confirm it.")
+
+
+async def _confirm_over_session(ctx: Context, records: ShopRecords, api: ShopApi, refund: RefundView) -> RefundView:
+    """The 2025 way: ask over the session (`elicitation/create`) and wait, the call held open, for the answer."""
+    answer = await ctx.elicit(_release_question(refund), Release)
+    if answer.action == "cancel":
+        raise ToolError(f"The lead closed the question without answering; refund {refund.refund_id} stays held. "
+                        "Ask again later.")
+    if not isinstance(answer, AcceptedElicitation) or not answer.data.release:
+        raise ToolError(f"Nobody confirmed refund {refund.refund_id}, so the shop's API still holds it.")
+    return await _release_once(records, api, refund)
 
 
 def _elicited(ctx: Context, key: str) -> ElicitResult | None:
@@ -251,18 +288,19 @@ def _add_return_tool(server: MCPServer, api: ShopApi) -> None:
         return f"Recorded {body['return_id']}: {found.data.reason}, restock {found.data.restock}."
 
 
-def _add_payout_tool(server: MCPServer, api: ShopApi) -> None:
+def _add_payout_tool(server: MCPServer, api: ShopApi, serve_2025: bool, payment_rounds: int) -> None:
     @server.tool(description="Pay out a released refund through the shop's payment provider, by its refund_id.")
     async def pay_refund(refund_id: str, ctx: Context) -> str | InputRequiredResult:
+        if serve_2025 and handshake_era(ctx):
+            return await _pay_over_session(ctx, api, refund_id, payment_rounds)
         flow_id, rounds = _payment_state(ctx.request_state)
         if flow_id is not None and await _payment_finished(api, flow_id, refund_id):
             return await _pay(api, refund_id)
         answer = _elicited(ctx, "connect")
         if answer is not None and answer.action != "accept":
             return f"Not paid: the user didn't connect a payment account. {refund_id} stays released, unpaid."
-        if rounds >= PAYMENT_ROUNDS:
-            return (f"Not paid: the payment provider has not seen the sign-in after {rounds} rounds. "
-                    f"{refund_id} stays released, unpaid; start the payout again later.")
+        if payment_rounds and rounds >= payment_rounds:
+            return _not_signed_in(refund_id, rounds)
         require_elicitation(ctx, "url")
         if flow_id is None:
             flow_id, url = await _start_payment_flow(api, refund_id)
@@ -272,6 +310,26 @@ def _add_payout_tool(server: MCPServer, api: ShopApi) -> None:
                                                       "on its own page.")
         return InputRequiredResult(input_requests={"connect": ElicitRequest(params=ask)},
                                    request_state=json.dumps({"flow": flow_id, "round": rounds + 1}))
+
+
+def _not_signed_in(refund_id: str, rounds: int) -> str:
+    return (f"Not paid: the payment provider has not seen the sign-in after {rounds} rounds. "
+            f"{refund_id} stays released, unpaid; start the payout again later.")
+
+
+async def _pay_over_session(ctx: Context, api: ShopApi, refund_id: str, payment_rounds: int) -> str:
+    """The 2025 way: send the lead to the provider's page over the session, and ask again until it is finished."""
+    require_elicitation(ctx, "url")
+    flow_id, url = await _start_payment_flow(api, refund_id)
+    limit = payment_rounds or SESSION_PAYMENT_ROUNDS
+    for _ in range(limit):
+        answer = await ctx.elicit_url("To pay refunds, connect your payment provider account on its own page.",
+                                      url, flow_id)
+        if answer.action != "accept":
+            return f"Not paid: the user didn't connect a payment account. {refund_id} stays released, unpaid."
+        if await _payment_finished(api, flow_id, refund_id):
+            return await _pay(api, refund_id)
+    return _not_signed_in(refund_id, limit)
 
 
 def _payment_state(state: str | None) -> tuple[str | None, int]:

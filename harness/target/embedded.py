@@ -165,11 +165,13 @@ class EmbeddedTarget(RingKeys):
 
 
 def replica_options(spec: TargetConfig) -> list[ReplicaOptions]:
-    """Each replica's options as the scenario's target gives them: its store and principal header, then its
+    """Each replica's options as the scenario's target gives them: its store, principal header, eras served and
+    payment round count, then its
     overrides (name, clock offset, behind or ahead, launch, memory stores). The process and docker backends start
     replicas from these."""
     options = [ReplicaOptions(store="memory" if spec.store == "memory" else None,
-                              principal_header=spec.principal_header) for _ in range(spec.replicas)]
+                              principal_header=spec.principal_header, serve_2025=spec.serve_2025,
+                              payment_rounds=spec.payment_rounds) for _ in range(spec.replicas)]
     for override in spec.overrides:
         option = options[override.replica - 1]
         offset = override.clock_offset or 0.0

@@ -174,6 +174,10 @@ class ReplicaOptions:
     principal_header: str | None = None
     launch: str = "cli"  # "cli": mrtr-harness shop replica; "module": python -m harness.shop.server
     sse: bool = False
+    serve_2025: bool = False
+    """Ask 2025-era sessions with `elicitation/create` (both eras served), not with input requests (-32603)."""
+    payment_rounds: int | None = None
+    """pay_refund's URL-mode round count (0: none, an abandoned page asks until the client's cap); None: the shop's."""
 
 
 def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *, store: str, keyring: str,
@@ -190,6 +194,10 @@ def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *
         args += ["--principal-header", options.principal_header]
     if options.sse:
         args.append("--sse")
+    if options.serve_2025:
+        args.append("--serve-2025")
+    if options.payment_rounds is not None:
+        args += ["--payment-rounds", str(options.payment_rounds)]
     return args
 
 

@@ -1,0 +1,199 @@
+"""A 2025-era host: the SDK's own `Client`, with the `initialize` handshake and a session, on a gevent load process.
+
+Each call opens a session on one replica (initialize, initialized), sends `tools/call`
+and answers the server's `elicitation/create` requests on the call's stream with the
+lead's answers, while the call stays open (that is the 2025 way: the server waits on
+the person, and so does a connection); then it ends the session (DELETE). The call is
+journaled as one round: its questions went over the session, not as input requests.
+
+Against a server that serves only 2026-07-28 (MRTR), a call that needs input ends as
+the server answers it: -32603 "Handler returned an invalid result" for a hand-built
+input request, -32600 for a resolver, whose 2025 path finds no back-channel on a stateless
+server. Against a server that serves both eras, the questions arrive and the call completes.
+
+The SDK's client runs on anyio, and asyncio allows one running event loop per OS thread,
+which every greenlet of a load process shares: so every 2025 call of a process runs as a
+task of one event loop (`LegacyLoop`), on a greenlet of its own. The loop's selector is
+gevent's (a load process is patched), so while the loop waits the other greenlets run;
+a greenlet that starts a call waits on a gevent result, and the lead's answer (`respond`)
+is asked for on the loop's greenlet, in the same thread as everything else. The cost per
+call is in benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import gevent
+from gevent.event import AsyncResult
+
+from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, Responder, RoundHook, RoundRecord
+from harness.mrtr.outcome import Outcome, outcome_for_error_code
+from harness.mrtr.routing import Router
+
+__all__ = ["LegacyClient", "LegacyLoop"]
+
+T = TypeVar("T")
+
+QUESTION_KEY = "elicitation"
+"""The key a 2025 question is handed to the lead under (a 2025 request has no input-request key of its own)."""
+
+
+class LegacyLoop:
+    """One asyncio event loop for every 2025 call of a load process, run on a greenlet of its own."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._greenlet: gevent.Greenlet | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def run(self, make: Callable[[], Awaitable[T]]) -> T:
+        """Run the coroutine `make()` makes on the loop; the calling greenlet waits (the others run)."""
+        loop = self._started()
+        done: AsyncResult = AsyncResult()
+
+        async def task() -> None:
+            try:
+                done.set(await make())
+            except BaseException as exc:  # noqa: BLE001 - handed back to the caller, who decides
+                done.set_exception(exc)
+
+        def start() -> None:
+            running = loop.create_task(task())
+            self._tasks.add(running)
+            running.add_done_callback(self._tasks.discard)
+
+        loop.call_soon_threadsafe(start)
+        return done.get()
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None or self._greenlet is None or self._greenlet.dead:
+            self._loop = asyncio.new_event_loop()
+            self._greenlet = gevent.spawn(self._loop.run_forever)
+        return self._loop
+
+    def close(self) -> None:
+        """Stop the loop (its calls are the flows' business: they were ended first)."""
+        if self._loop is not None and self._greenlet is not None and not self._greenlet.dead:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._greenlet.join(timeout=1.0)
+            self._greenlet.kill(block=False)
+        self._loop = self._greenlet = None
+
+
+class LegacyClient:
+    """Runs `tools/call` as a 2025-era host does: the SDK's `Client`, a session per call on one replica.
+
+    `elicitation`: whether the client declares it (the SDK's client declares form and URL
+    together when it has a callback, and nothing without one). Same call interface as
+    `MrtrClient.call_steps`, so a flow does not know which era its host speaks.
+    """
+
+    def __init__(self, router: Router, loop: LegacyLoop, *, elicitation: bool, timeout: float = 30.0,
+                 headers: Mapping[str, str] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.router = router
+        self.loop = loop
+        self.elicitation = elicitation
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+        self._clock = clock
+
+    def call_steps(self, tool: str, arguments: Mapping[str, Any], respond: Responder, *,
+                   intended_at: float | None = None, on_round: RoundHook | None = None) -> CallSteps:
+        """One call to its end. It waits on the lead inside the call (an open stream), so it yields no waits."""
+        url = self.router.pick(None)
+        at = intended_at if intended_at is not None else self._clock()
+        call = _Call(self, url, tool, dict(arguments), respond)
+        sent_at = self._clock()
+        record = self.loop.run(call.run)
+        record.intended_at = min(at, sent_at)
+        record.sent_at = sent_at
+        record.received_at = self._clock()
+        if on_round is not None:
+            on_round(tool, record)
+        outcome = Outcome.ABANDONED if call.abandoned else record.outcome
+        return CallResult(outcome, record, 1, max(0.0, record.server_time - call.think), call.think, 0.0)
+        yield  # a generator like MrtrClient.call_steps; the wait for the lead happened inside the call
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+class _Call:
+    """One 2025 call in progress: the lead's answers as the server's questions come, and how it ended."""
+
+    def __init__(self, client: LegacyClient, url: str, tool: str, arguments: dict[str, Any],
+                 respond: Responder) -> None:
+        self.client = client
+        self.url = url
+        self.tool = tool
+        self.arguments = arguments
+        self.respond = respond
+        self.asked = 0
+        self.think = 0.0
+        self.abandoned = False
+
+    async def run(self) -> RoundRecord:
+        from mcp import Client, MCPError
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        record = RoundRecord(1, self.url, 0, 0.0, 0.0, 0.0, Outcome.CONNECTION_ERROR, sent_responses=False)
+        callback = self.elicit if self.client.elicitation else None
+        try:
+            async with create_mcp_http_client(headers=self.client.headers) as http:
+                transport = streamable_http_client(self.url, http_client=http)
+                async with Client(transport, mode="legacy", elicitation_callback=callback) as session:
+                    result = await session.call_tool(self.tool, self.arguments)
+            record.result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            record.outcome = Outcome.TOOL_ERROR if result.is_error else Outcome.COMPLETE
+            record.http_status = 200
+        except MCPError as error:
+            record.outcome = outcome_for_error_code(error.error.code)
+            record.error_code = error.error.code
+            record.error_message = error.error.message
+        except Exception as exc:  # noqa: BLE001 - a transport failure is this call's outcome, not the flow's crash
+            mcp_error = _first_mcp_error(exc)
+            if mcp_error is not None:
+                record.outcome = outcome_for_error_code(mcp_error.error.code)
+                record.error_code = mcp_error.error.code
+                record.error_message = mcp_error.error.message
+            else:
+                record.error_message = f"{type(exc).__name__}: {exc}"[:200]
+        record.sent_responses = self.asked > 0  # the caller stamps the times
+        return record
+
+    async def elicit(self, context: Any, params: Any) -> Any:
+        """The server's `elicitation/create`: the lead answers it, after thinking, while the call stays open."""
+        from mcp_types import ElicitResult
+
+        self.asked += 1
+        question = RoundRecord(self.asked, self.url, 0, time.time(), time.time(), time.time(), Outcome.INPUT_REQUIRED,
+                               input_requests={QUESTION_KEY: {
+                                   "method": "elicitation/create",
+                                   "params": params.model_dump(by_alias=True, mode="json", exclude_none=True)}})
+        reply = self.respond(question)
+        answers, wait = reply if isinstance(reply, LeadAnswer) else (reply, 0.0)
+        if answers is None:  # the person walked away: the host closes the question, the call ends unanswered
+            self.abandoned = True
+            return ElicitResult(action="cancel")
+        if wait > 0:
+            self.think += wait
+            await asyncio.sleep(wait)
+        return ElicitResult.model_validate(answers[QUESTION_KEY])
+
+
+def _first_mcp_error(exc: BaseException) -> Any:
+    """The SDK's error inside an exception group (anyio's task groups wrap what a task raised), if there is one."""
+    from mcp import MCPError
+
+    if isinstance(exc, MCPError):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _first_mcp_error(inner)
+        if found is not None:
+            return found
+    return None
