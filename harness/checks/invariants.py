@@ -3,7 +3,8 @@
 Whatever the clients believed, the ledger is what happened: a refund released twice or
 paid twice shows there. The journal says what each flow's lead answered, so together
 they prove that nothing was released without an accepted answer, that every confirmed
-flow's refund went out and that every declined or abandoned one is still held. A
+flow's refund went out and that every declined or abandoned one is still held, as is every
+one whose lead was never asked (a host that cannot ask: -32021, -32603). A
 violation fails the run whatever the thresholds say.
 
 Only this run's refunds are judged: the ledger rows whose quote one of this run's flows
@@ -45,6 +46,7 @@ INVARIANTS = (
     "one_outcome_per_flow",
     "confirmed_refund_released",
     "declined_refund_still_held",
+    "unasked_refund_still_held",
     "no_mutant_accepted",
 )
 JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted")
@@ -55,6 +57,9 @@ LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name not in JOURNAL_INV
 _REFUND_FLOWS = {"refund", "replay", "tamper", "change-args"}
 _NOT_ANSWERED_YES = {"declined", "cancelled", "abandoned"}
 _RELEASED = ("requested", "paid")
+_UNASKED = "unasked"
+"""A refund flow that held a refund and ended with no answer at all: its host's client could not be asked
+(-32021: it declared no mode the shop needed; -32603: a 2025 client given an input request)."""
 EXAMPLES = 5
 
 
@@ -120,6 +125,8 @@ class FlowChecks:
         if flow.get("flow") in _REFUND_FLOWS and flow.get("held") and \
                 (outcome == "completed" or outcome in _NOT_ANSWERED_YES):
             self.settled.append((flow["flow_id"], outcome, quote))
+        elif flow.get("flow") in _REFUND_FLOWS and flow.get("held") and not flow.get("answers"):
+            self.settled.append((flow["flow_id"], _UNASKED, quote))  # -32021, -32603: nobody was asked
         if flow.get("mutant_answer") is not None and flow.get("mutation") != REPLAY_COMPLETED:
             self.mutated.append((str(flow.get("mutation")), flow["flow_id"], quote))
 
@@ -169,6 +176,9 @@ class FlowChecks:
             if outcome in _NOT_ANSWERED_YES and row["status"] != "needs_confirmation":
                 results["declined_refund_still_held"].violate(
                     f"{flow_id}: {outcome}, but {row['refund_id']} is {row['status']}")
+            if outcome == _UNASKED and row["status"] != "needs_confirmation":
+                results["unasked_refund_still_held"].violate(
+                    f"{flow_id}: its lead was never asked, but {row['refund_id']} is {row['status']}")
 
 
 def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Mapping[str, Any]],

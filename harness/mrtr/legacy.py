@@ -29,6 +29,10 @@ from typing import Any, TypeVar
 
 import gevent
 from gevent.event import AsyncResult
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import ElicitResult
 
 from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, Responder, RoundHook, RoundRecord
 from harness.mrtr.outcome import Outcome, outcome_for_error_code
@@ -137,10 +141,6 @@ class _Call:
         self.abandoned = False
 
     async def run(self) -> RoundRecord:
-        from mcp import Client, MCPError
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
-
         record = RoundRecord(1, self.url, 0, 0.0, 0.0, 0.0, Outcome.CONNECTION_ERROR, sent_responses=False)
         callback = self.elicit if self.client.elicitation else None
         try:
@@ -168,8 +168,6 @@ class _Call:
 
     async def elicit(self, context: Any, params: Any) -> Any:
         """The server's `elicitation/create`: the lead answers it, after thinking, while the call stays open."""
-        from mcp_types import ElicitResult
-
         self.asked += 1
         question = RoundRecord(self.asked, self.url, 0, time.time(), time.time(), time.time(), Outcome.INPUT_REQUIRED,
                                input_requests={QUESTION_KEY: {
@@ -186,10 +184,8 @@ class _Call:
         return ElicitResult.model_validate(answers[QUESTION_KEY])
 
 
-def _first_mcp_error(exc: BaseException) -> Any:
+def _first_mcp_error(exc: BaseException) -> MCPError | None:
     """The SDK's error inside an exception group (anyio's task groups wrap what a task raised), if there is one."""
-    from mcp import MCPError
-
     if isinstance(exc, MCPError):
         return exc
     for inner in getattr(exc, "exceptions", ()):

@@ -224,7 +224,7 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
     read = live if live is not None else read_run(journal_paths)
     verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top(),
                       expected_answers=read.errors.top_expected(),
-                      fuzz=read.fuzz.table(scenario), unreadable=read.unreadable)
+                      fuzz=read.fuzz.table(scenario), unreadable=read.unreadable, hosts=read.figures.hosts())
     extra = {"cpu": read.checks.cpu, **(extra or {})}
     write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra, journal=read.as_dict())
     write_junit(folder / JUNIT_XML, scenario.name, verdict)

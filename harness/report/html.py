@@ -87,6 +87,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
             *_fuzz_section(verdict),
             "<h2>Rejections by reason and replica</h2>", _rejections_table(figures),
             "<h2>Flows by outcome</h2>", _flows_table(figures),
+            "<h2>Flows and failed rounds by host</h2>", _hosts_table(figures),
             "<h2>Top errors</h2>", _top_errors_table(verdict),
             *_expected_answers_section(verdict),
             "<h2>Rounds per call and round latency</h2>", _spreads_table(figures),
@@ -265,6 +266,17 @@ def _flows_table(figures: RunFigures) -> str:
     rows = [[cell(flow), *(cell(counts.get(outcome, 0), True) for outcome in outcomes),
              cell(sum(counts.values()), True)] for flow, counts in sorted(by_flow.items())]
     return table(["flow", *outcomes, "total"], rows, "no flows finished")
+
+
+def _hosts_table(figures: RunFigures) -> str:
+    """Each host's flows by outcome and failed rounds by code: a host whose client cannot ask shows here."""
+    hosts = figures.hosts()
+    outcomes = ordered_outcomes(o for row in hosts.values() for o in row["outcomes"])
+    codes = sorted({code for row in hosts.values() for code in row["errors"]})
+    rows = [[cell(host), *(cell(row["outcomes"].get(outcome, 0), True) for outcome in outcomes),
+             cell(row["flows"], True), *(cell(row["errors"].get(code, 0), True) for code in codes)]
+            for host, row in hosts.items()]
+    return table(["host", *outcomes, "total", *(f"errors {code}" for code in codes)], rows, "no flows finished")
 
 
 def _fuzz_section(verdict: RunVerdict) -> list[str]:

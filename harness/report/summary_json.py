@@ -43,6 +43,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "started": verdict.started,
         "duration": round(figures.duration, 3),
         "flows": _flows(figures),
+        "hosts": _hosts(figures),
         "rounds_per_call": rounds_per_call(figures),
         "crossed_replicas": _crossed(figures),
         "redispatched_rounds": figures.redispatched["rounds"],
@@ -76,6 +77,14 @@ def _flows(figures: RunFigures) -> dict[str, Any]:
             "by_flow": {flow: {outcome: outcomes[outcome] for outcome in ordered_outcomes(outcomes)}
                         for flow, outcomes in sorted(by_flow.items())},
             "by_outcome": {outcome: by_outcome[outcome] for outcome in ordered_outcomes(by_outcome)}}
+
+
+def _hosts(figures: RunFigures) -> dict[str, Any]:
+    """Per host (`[[hosts]]`; `default` without them): its flows, by outcome, and its failed rounds, by code."""
+    return {host: {"flows": row["flows"],
+                   "by_outcome": {outcome: row["outcomes"][outcome] for outcome in ordered_outcomes(row["outcomes"])},
+                   "errors_by_code": dict(sorted(row["errors"].items()))}
+            for host, row in figures.hosts().items()}
 
 
 def _rejections(figures: RunFigures, verdict: RunVerdict) -> dict[str, Any]:

@@ -23,7 +23,8 @@ def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
     paint = _Paint(color)
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
              *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_fuzz(verdict, paint),
-             *_top_errors(verdict, paint), *_expected_answers(verdict, paint), *_status(verdict, paint)]
+             *_top_errors(verdict, paint), *_expected_answers(verdict, paint), *_hosts(verdict, paint),
+             *_status(verdict, paint)]
     return "\n".join(lines) + "\n"
 
 
@@ -173,6 +174,23 @@ def _error_rows(title: str, groups: list[ErrorGroup], paint: _Paint) -> list[str
         return "    " + "  ".join([*cells, row[-1]])
 
     return [*_heading(title, paint), line(header), *(line(row) for row in rows)]
+
+
+def _hosts(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    """Outcomes and error codes by host, when the run had more than the one default host."""
+    hosts = verdict.hosts
+    if not hosts or list(hosts) == ["default"]:
+        return []
+    header = ("host", "flows", "outcomes", "errors by code")
+    rows = [(host, str(row["flows"]), ", ".join(f"{outcome} {n}" for outcome, n in sorted(row["outcomes"].items())),
+             ", ".join(f"{code} {n}" for code, n in sorted(row["errors"].items())) or "none")
+            for host, row in hosts.items()]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
+
+    def line(row: tuple[str, ...]) -> str:
+        return "    " + "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]])
+
+    return [*_heading("HOSTS", paint), line(header), *(line(row) for row in rows)]
 
 
 def _at(seconds: float | None) -> str:

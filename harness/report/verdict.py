@@ -208,6 +208,8 @@ class RunVerdict:
     unreadable: int = 0
     """Journal lines the verdict was decided without (not a record, or a record the figures could not take):
     above 0, the journal is damaged and `report` does not trust the verdict it rebuilt (exit 4 unless --lenient)."""
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Flows by outcome and failed rounds by code, per host (`RunFigures.hosts`): shown beside the decision."""
 
     @property
     def passed(self) -> bool:
