@@ -33,6 +33,17 @@ EXPECTED = {
 }
 
 
+HOST_SIGNS = {
+    "cannot-ask": ("bot", "errors_by_code", "-32021", True),
+    "old-client": ("legacy", "errors_by_code", "-32603", True),
+    "old-client-dual-era": ("legacy", "by_outcome", "completed", False),
+    "endless-url": ("poller", "by_outcome", "rounds_exceeded", True),
+    "endless-url-counted": ("poller", "by_outcome", "unfinished", True),
+}
+"""Each host scenario's sign in summary.json's breakdown by host (the host, the table, the key, and whether no
+other host may show it), as an on-call engineer reads it; its own [expect] asserts the same by host."""
+
+
 def test_the_catalogue_has_one_scenario_per_known_cause():
     assert {path.stem for path in (SCENARIOS / "on-call").glob("*.toml")} == set(EXPECTED)
 
@@ -52,6 +63,11 @@ def test_each_on_call_scenario_produces_its_reason(name, tmp_path):
         assert rejections.get(reason, 0) > 0, rejections
         assert rejections[reason] == max(rejections.values())
     assert summary["reconciliation"]["unexplained"] == 0
+    if name in HOST_SIGNS:
+        host, table, key, alone = HOST_SIGNS[name]
+        hosts = summary["hosts"]
+        assert hosts[host][table].get(key, 0) > 0, hosts
+        assert not alone or not [other for other, row in hosts.items() if other != host and row[table].get(key)]
 
 
 def test_records_in_memory_shows_no_quote_errors_instead_of_rejections(tmp_path):
@@ -60,28 +76,3 @@ def test_records_in_memory_shows_no_quote_errors_instead_of_rejections(tmp_path)
     assert texts, "a retry on the other replica must fail as a tool error"
     assert not [r for r in finished.journal() if r["type"] == "rejection"]
 
-
-HOST_SIGNS = {
-    "cannot-ask": ("bot", "errors_by_code", "-32021"),
-    "old-client": ("legacy", "errors_by_code", "-32603"),
-    "old-client-dual-era": ("legacy", "by_outcome", "completed"),
-    "endless-url": ("poller", "by_outcome", "rounds_exceeded"),
-    "endless-url-counted": ("poller", "by_outcome", "unfinished"),
-}
-"""Each host scenario's sign, in summary.json's breakdown by host: (the host, the table, the key it shows)."""
-
-
-@pytest.mark.parametrize("name", sorted(HOST_SIGNS))
-def test_each_host_scenario_shows_its_sign_on_its_host_alone(name, tmp_path):
-    """The scenario's own [expect] asserts it by host; this reads the breakdown an on-call engineer reads."""
-    finished = run_harness(SCENARIOS / "on-call" / f"{name}.toml", tmp_path, "--duration", "5s")
-    assert finished.code == 0, finished.output
-    hosts = finished.summary["hosts"]
-    host, table, key = HOST_SIGNS[name]
-    assert hosts[host][table].get(key, 0) > 0, hosts
-    if table == "errors_by_code":
-        assert all(not row["errors_by_code"] for other, row in hosts.items() if other != host), hosts
-    elif name == "endless-url":
-        assert all("rounds_exceeded" not in row["by_outcome"] for other, row in hosts.items() if other != host)
-    elif name == "old-client-dual-era":
-        assert all(set(row["by_outcome"]) <= {"completed", "interrupted"} for row in hosts.values()), hosts

@@ -10,7 +10,7 @@ the shop's presets in `shop_flows`, the fuzzer in `fuzz`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -86,14 +86,8 @@ class FlowEnv:
         self._host_weights = [host.weight for host in self._host_list]
 
     def host_of(self, flow_id: str) -> Host:
-        """The host a flow's lead sits behind: drawn by weight from (seed, flow id), so one seed fixes it for every
-        lead, on any number of workers, and the flow's own stream (its answers, its think times) is untouched."""
-        hosts = self._host_list
-        if len(hosts) == 1:
-            return hosts[0]
-        if not hosts:
-            return DEFAULT_HOST
-        return stream(self.scenario.seed, "host", flow_id).choices(hosts, self._host_weights)[0]
+        """The host a flow's lead sits behind (`host_for`)."""
+        return host_for(self._host_list, self.scenario.seed, flow_id, self._host_weights)
 
     def client_for(self, host: Host) -> HostClient:
         entry = self.hosts.get(host.name)
@@ -123,6 +117,16 @@ class FlowEnv:
                 label = self._served_by[served_by] = fresh or "other"
             return label
         return self.replica_labels.get(record.replica, record.replica)
+
+
+def host_for(hosts: Sequence[Host], seed: int, flow_id: str, weights: Sequence[float] | None = None) -> Host:
+    """The host a flow's lead sits behind: drawn by weight from (seed, flow id), so one seed fixes it for every
+    lead, on any number of workers, and the flow's own stream (its answers, its think times) is untouched."""
+    if len(hosts) == 1:
+        return hosts[0]
+    if not hosts:
+        return DEFAULT_HOST
+    return stream(seed, "host", flow_id).choices(hosts, weights or [host.weight for host in hosts])[0]
 
 
 def url_labels(urls: list[str], labels: list[str]) -> dict[str, str]:
