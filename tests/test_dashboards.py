@@ -202,7 +202,7 @@ def test_panels_use_base_units_and_percentiles_from_histogram_buckets():
 
 def test_every_metric_a_dashboard_queries_is_one_the_harness_or_a_replica_exports():
     run_metrics = RunMetrics(flows=["refund"], replicas=["r1"])
-    run_metrics.preset(actions=["restart"], invariants=["released_once"])
+    run_metrics.preset(actions=["restart"], invariants=["released_once"], hosts=["default"])
     run_metrics.flow_started("refund")
     run_metrics.flow_finished("refund", "completed", 1.0)
     run_metrics.call_done("refund", 2)
