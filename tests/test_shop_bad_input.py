@@ -56,14 +56,15 @@ def test_a_huge_body_is_refused_before_it_is_read_whole(shop):
     assert still_serving(shop)
 
 
-def test_a_request_without_the_protocol_header_is_silently_served_by_the_2025_path(shop):
-    """A fact measured on mcp 2.3.0, pinned: no MCP-Protocol-Version header, no 2026-07-28 result shape."""
+def test_a_request_without_the_protocol_header_is_taken_for_the_2025_path(shop):
+    """A fact measured on mcp 2.3.0, pinned: no MCP-Protocol-Version header, no 2026-07-28 answer. The shop gives
+    2025-era clients a session (so it knows what they declared), and a call outside one is refused."""
     headers = {k: v for k, v in HEADERS.items() if k != "MCP-Protocol-Version"}
     response = httpx.post(shop.replica_urls[0], headers=headers, json={
         "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "quote_refund",
                                                                        "arguments": {"order_id": "O-1000"}}})
-    assert response.status_code == 200
-    assert "resultType" not in response.json()["result"]
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "Bad Request: Missing session ID"
     assert still_serving(shop)
 
 

@@ -65,13 +65,20 @@ class LegacyLoop:
             except BaseException as exc:  # noqa: BLE001 - handed back to the caller, who decides
                 done.set_exception(exc)
 
+        started: list[asyncio.Task[None]] = []
+
         def start() -> None:
             running = loop.create_task(task())
+            started.append(running)
             self._tasks.add(running)
             running.add_done_callback(self._tasks.discard)
 
         loop.call_soon_threadsafe(start)
-        return done.get()
+        try:
+            return done.get()
+        except gevent.GreenletExit:  # the flow was stopped (the run's end): its call goes too, session and all
+            loop.call_soon_threadsafe(lambda: [running.cancel() for running in started])
+            raise
 
     def _started(self) -> asyncio.AbstractEventLoop:
         if self._loop is None or self._greenlet is None or self._greenlet.dead:

@@ -61,7 +61,8 @@ class ReplicaSettings(BaseModel):
 
 def parse_args(argv: Sequence[str] | None) -> ReplicaSettings:
     parser = argparse.ArgumentParser(prog="mrtr-harness shop replica",
-                                     description="Run one shop MCP replica (stateless Streamable HTTP, 2026-07-28).")
+                                     description="Run one shop MCP replica (Streamable HTTP: stateless 2026-07-28; "
+                                                 "2025-era clients get a session).")
     add_arguments(parser)
     return settings_from(parser, parser.parse_args(argv))
 

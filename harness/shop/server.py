@@ -15,6 +15,13 @@ exactly the production failure the harness reproduces. This module can also be r
 `python -m harness.shop.server`, which registers the resolver under `__main__`: a
 replica started that way next to ones started by `mrtr-harness shop replica` re-asks
 every round (the on-call case "replicas started two ways").
+
+2025-era clients (the `initialize` handshake, a session): by default the tools ask them as
+they ask everyone, with an input request, which such a client cannot read (-32603, the
+on-call case "an old client on the same server"); the resolver asks over the session,
+which only SSE mode gives a back-channel (-32600 in JSON mode). With `serve_2025` the
+hand-built tools check `ctx.protocol_version` and ask a 2025 session with
+`ctx.elicit` / `ctx.elicit_url` instead.
 """
 
 from __future__ import annotations
