@@ -203,7 +203,8 @@ class RoundDone(TypedDict):
     `unknown key` that `replica` logs for such a round is the down replica's state arriving
     elsewhere, not a key problem of `replica`.
     `host`: the `[[hosts]]` entry whose client sent it (`default` with no `[[hosts]]`). A 2025 host's
-    call is one round: its questions travel over its session, as `elicitation/create` requests.
+    call is one round: its questions travel over its session, as `elicitation/create` requests, and
+    its `latency` and `server_time` include the lead's think time (the call stays open meanwhile).
     """
 
     type: Literal[RecordType.ROUND]

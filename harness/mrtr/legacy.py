@@ -47,7 +47,10 @@ QUESTION_KEY = "elicitation"
 
 
 class LegacyLoop:
-    """One asyncio event loop for every 2025 call of a load process, run on a greenlet of its own."""
+    """One asyncio event loop for every 2025 call of a load process, run on a greenlet of its own.
+
+    It lives as long as the load process: a flow stopped mid-call cancels its own call (`run`).
+    """
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -86,14 +89,6 @@ class LegacyLoop:
             self._greenlet = gevent.spawn(self._loop.run_forever)
         return self._loop
 
-    def close(self) -> None:
-        """Stop the loop (its calls are the flows' business: they were ended first)."""
-        if self._loop is not None and self._greenlet is not None and not self._greenlet.dead:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._greenlet.join(timeout=1.0)
-            self._greenlet.kill(block=False)
-        self._loop = self._greenlet = None
-
 
 class LegacyClient:
     """Runs `tools/call` as a 2025-era host does: the SDK's `Client`, a session per call on one replica.
@@ -128,9 +123,6 @@ class LegacyClient:
         outcome = Outcome.ABANDONED if call.abandoned else record.outcome
         return CallResult(outcome, record, 1, max(0.0, record.server_time - call.think), call.think, 0.0)
         yield  # a generator like MrtrClient.call_steps; the wait for the lead happened inside the call
-
-    def close(self) -> None:
-        self.loop.close()
 
 
 class _Call:
