@@ -356,7 +356,7 @@ def substitute(expr: str, run: ScrapedRun, variables: dict[str, str] | None = No
     """What Grafana sends for this expression: built-in intervals and template variables filled in."""
     values = {"__rate_interval": RATE_INTERVAL, "__interval": SCRAPE, "__interval_ms": "1000",
               "__range": f"{math.ceil(run.end - run.start)}s", "__range_s": str(math.ceil(run.end - run.start)),
-              "run_id": run.run_id, "flow": ".*", "replica": ".*", **(variables or {})}
+              "run_id": run.run_id, "flow": ".*", "replica": ".*", "host": ".*", **(variables or {})}
     text = re.sub(r"\$(\w+)", lambda match: values[match.group(1)], expr)
     assert "$" not in text, text
     return text
@@ -417,7 +417,7 @@ def test_the_chaos_annotation_marks_the_restart_inside_the_run(scraped):
 
 
 def test_every_template_variable_lists_the_run_and_its_values(scraped):
-    expected = {"run_id": scraped.run_id, "flow": "refund", "replica": "r1"}
+    expected = {"run_id": scraped.run_id, "flow": "refund", "replica": "r1", "host": "default"}
     for path in DASHBOARD_FILES:
         for variable in load(path)["templating"]["list"]:
             query = substitute(variable_query(variable), scraped)
