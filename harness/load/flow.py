@@ -206,41 +206,13 @@ class Flow:
         return record
 
     def decide(self, record: RoundRecord) -> LeadAnswer | None:
-        """The lead decides and answers; the think time (modelled/time_scale real seconds) is the caller's to wait."""
-        if self.host.polls:
-            polled = self._polled(record)
-            if polled is not None:
-                return polled
-        try:
-            answer = Lead(self.env.profile_for(self.spec), self.rng).respond(record.input_requests or {})
-        except UnanswerableRequest as exc:
-            self.facts["unanswerable"] = str(exc)
-            self.answers.append("unanswerable")
-            return None
-        self.answers.append(answer.action.value)
-        if answer.action is Action.ABANDON:
-            return None
-        env = self.env
-        real = env.scenario.real(answer.think_seconds)
-        env.run_metrics.thought(real)
-        self.think_time += real
-        self.thinking_until = time.time() + real
-        for url, delay in answer.url_visits:
-            gevent.spawn(self._finish_on_page, url, env.scenario.real(delay))
-        return LeadAnswer(answer.input_responses, real)
+        """The lead decides and answers; the think time (modelled/time_scale real seconds) is the caller's to wait.
 
-    def _polled(self, record: RoundRecord) -> LeadAnswer | None:
-        """A polling host's answer to a round of URL-mode questions only: accept, retried after `poll_every`.
-
-        The host does not wait on the person: the lead still decides (and, accepting, finishes the page
-        after a while, or never, walking away), but the retry goes out on the host's clock. None for any
-        other round, which the lead answers as usual.
+        A polling host (`url_retry = "poll"`) does not wait on the person for a round of URL-mode
+        questions only: the lead still decides (and, accepting, finishes the page after a while; walking
+        away, never), but the host accepts at once and retries after its `poll_every`.
         """
         requests = record.input_requests or {}
-        if not self.host.polls or not requests or not all(
-                isinstance(request, Mapping) and isinstance(request.get("params"), Mapping)
-                and request["params"].get("mode") == "url" for request in requests.values()):
-            return None
         try:
             answer = Lead(self.env.profile_for(self.spec), self.rng).respond(requests)
         except UnanswerableRequest as exc:
@@ -249,9 +221,19 @@ class Flow:
             return None
         self.answers.append(answer.action.value)
         env = self.env
+        polled = self.host.polls and _url_only(requests)
+        if answer.action is Action.ABANDON and not polled:
+            return None
         for url, delay in answer.url_visits:
             gevent.spawn(self._finish_on_page, url, env.scenario.real(delay))
-        return LeadAnswer({key: {"action": "accept"} for key in requests}, env.scenario.real(self.host.poll_seconds))
+        if polled:
+            accepted = {key: {"action": "accept"} for key in requests}
+            return LeadAnswer(accepted, env.scenario.real(self.host.poll_seconds))
+        real = env.scenario.real(answer.think_seconds)
+        env.run_metrics.thought(real)
+        self.think_time += real
+        self.thinking_until = time.time() + real
+        return LeadAnswer(answer.input_responses, real)
 
     def respond(self, record: RoundRecord) -> Steps[Mapping[str, Any] | None]:
         """The lead answers a hand-sent round: the answers, after the think time; None to walk away."""
@@ -309,6 +291,12 @@ class Flow:
             env.fire_request(request_type="MRTR", name=f"{tool} r{min(record.round, 10)}",
                              response_time=record.latency * 1000.0, response_length=0, exception=error,
                              context={"flow": self.kind})
+
+
+def _url_only(requests: Mapping[str, Any]) -> bool:
+    """Whether a round asks URL-mode questions only (what a polling host retries on its own clock)."""
+    return bool(requests) and all(isinstance(request, Mapping) and isinstance(request.get("params"), Mapping)
+                                  and request["params"].get("mode") == "url" for request in requests.values())
 
 
 def _failure_code(record: RoundRecord) -> str | None:
