@@ -72,6 +72,12 @@ def test_a_threshold_naming_no_host_is_refused():
         scenario_with('\n[[hosts]]\nname = "desktop"\n\n[expect]\n"client_errors{host=\'dekstop\'}" = "== 0"\n')
 
 
+def test_the_shops_options_are_refused_on_a_deployment_the_harness_does_not_start():
+    with pytest.raises(ScenarioError, match=r"hosts.toml:19: target.payment_rounds: payment_rounds applies to the "
+                                            r"shop the harness starts"):
+        scenario_with('\n[target]\nkind = "external"\nurls = ["http://127.0.0.1:9/mcp"]\npayment_rounds = 0\n')
+
+
 def test_a_seed_fixes_the_host_of_every_lead():
     hosts = scenario_with('\n[[hosts]]\nname = "a"\nweight = 3\n\n[[hosts]]\nname = "b"\n').host_list
     ids = [f"w{worker}-{number:06d}" for worker in range(2) for number in range(1, 301)]

@@ -107,6 +107,19 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _shop_options_reach_the_shop(self) -> Scenario:
+        """serve_2025 and payment_rounds start the shop's replicas differently: a deployment the harness does not
+        start would ignore them, and the run would judge a shop that never had them."""
+        target = self.target
+        if target.kind == "external" or target.compose_project is not None:
+            for name, unset in (("serve_2025", False), ("payment_rounds", None)):
+                if getattr(target, name) != unset:
+                    raise FieldProblem(f"{name} applies to the shop the harness starts (kind = \"embedded\", or "
+                                       f"docker with image = \"...\"): start your own replicas with it instead",
+                                       "target", name)
+        return self
+
+    @model_validator(mode="after")
     def _fuzz_can_send(self) -> Scenario:
         """A fuzz flow none of whose classes can be sent against this target is refused, saying why for each."""
         principal = self.target.principal_header is not None

@@ -169,7 +169,8 @@ class RunEnded(TypedDict):
 
 
 class FlowStarted(TypedDict):
-    """A flow began (`scheduled`: its intended start in the open model; `late`: it started late)."""
+    """A flow began (`scheduled`: its intended start in the open model; `late`: it started late; `host`: the
+    `[[hosts]]` entry its lead sits behind)."""
 
     type: Literal[RecordType.START]
     t: float
