@@ -55,7 +55,7 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
                "other"),
     "invariant": ("ledger_readable", "no_double_release", "no_double_payout", "no_release_without_accept",
                   "one_outcome_per_flow", "confirmed_refund_released", "declined_refund_still_held",
-                  "no_mutant_accepted"),
+                  "unasked_refund_still_held", "no_mutant_accepted"),
 }
 """The values a label can have in any run: a flow's outcomes (`harness.journal.records.FlowOutcome`), the
 rejection reasons (`harness.mrtr.reasons`, and `other`), the invariants (`harness.checks.invariants`). Written
