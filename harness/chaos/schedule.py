@@ -16,6 +16,7 @@ as a file and its fingerprint, since the harness never holds the deployment's ol
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import traceback
@@ -26,6 +27,8 @@ from gevent import GreenletExit
 
 from harness.chaos.proxy import FaultProxies
 from harness.config.chaos import (
+    AUTH_ACTIONS,
+    AuthDown,
     ChaosStep,
     ClockSkew,
     CommandAction,
@@ -34,9 +37,13 @@ from harness.config.chaos import (
     PauseAction,
     Rename,
     ReplicaAction,
+    Revoke,
     RollingRestart,
     RotateKeys,
+    ScopeLoss,
     SetTtl,
+    SubjectDrift,
+    TokenExpiry,
 )
 from harness.config.scenario import Scenario
 from harness.journal.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
@@ -44,7 +51,7 @@ from harness.journal.writer import Journal
 from harness.leads.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.keys import fingerprint, new_key
-from harness.target.base import ChaosUnsupported, ReplicaChange, Target
+from harness.target.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.target.by_command import CommandTarget, RollbackIncomplete
 from harness.target.commands import ChaosCommands, CommandFailed
 
@@ -131,6 +138,8 @@ class ChaosRunner:
         return ok
 
     def _target_label(self, step: ChaosStep) -> str:
+        if step.action in AUTH_ACTIONS:
+            return "auth"
         if isinstance(step, RollingRestart | RotateKeys | SetTtl | NetworkAction) and step.replica is None:
             return "all"
         return self.target.labels[(step.replica or 1) - 1]
@@ -255,6 +264,39 @@ class ChaosRunner:
                 "exchanges": {label: fault.exchanges for label, fault in zip(labels, faults, strict=True)},
                 "hit": {label: fault.hit for label, fault in zip(labels, faults, strict=True)}}
 
+    # --- the authorization server's actions: each made, held for its duration, undone -----------
+
+    def _seed(self, step: ChaosStep) -> int:
+        """Which leads a share picks: drawn from the scenario's seed and the step's place, so a rerun picks the same."""
+        return self.scenario.seed * 1000 + self.scenario.chaos.index(step)
+
+    def _held(self, change: AuthChange, duration: float | None) -> dict:
+        """Make `change`; with a duration, wait it out and undo it, however the wait ends."""
+        made = self.target.auth_change(change)
+        if duration is None:
+            return {"made": made}
+        try:
+            self.sleep(duration)
+        finally:
+            undone = self.target.auth_change(dataclasses.replace(change, on=False))
+        return {"made": made, "undone": undone}
+
+    def _token_expiry(self, step: TokenExpiry, index: int) -> dict:
+        return {"lifetime": step.lifetime, **self._held(AuthChange("token-expiry", lifetime=step.lifetime),
+                                                         step.duration)}
+
+    def _revoke(self, step: Revoke, index: int) -> dict:
+        return self._held(AuthChange("revoke", share=step.share, seed=self._seed(step)), None)
+
+    def _scope_loss(self, step: ScopeLoss, index: int) -> dict:
+        return self._held(AuthChange("scope-loss", share=step.share, scope=step.scope, seed=self._seed(step)), None)
+
+    def _auth_down(self, step: AuthDown, index: int) -> dict:
+        return {"down_for": step.duration, **self._held(AuthChange("auth-down"), step.duration)}
+
+    def _subject_drift(self, step: SubjectDrift, index: int) -> dict:
+        return {"share": step.share, **self._held(AuthChange("subject-drift", share=step.share), step.duration)}
+
     def rollback(self) -> list[str]:
         """Put the target back (replicas up, rings restored, commands' changes undone); journaled like an action."""
         started = time.time()
@@ -301,6 +343,11 @@ _ACTIONS: dict[type, Callable[[ChaosRunner, Any, int], dict]] = {
     MemoryRecords: ChaosRunner._memory,
     CommandAction: ChaosRunner._command,
     NetworkAction: ChaosRunner._network,
+    TokenExpiry: ChaosRunner._token_expiry,
+    Revoke: ChaosRunner._revoke,
+    ScopeLoss: ChaosRunner._scope_loss,
+    AuthDown: ChaosRunner._auth_down,
+    SubjectDrift: ChaosRunner._subject_drift,
 }
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.shop import replica
+from harness.shop import authserver, replica
 
 if TYPE_CHECKING:
     from harness.target.local_deployment import LocalDeployment
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     shop = subparsers.add_parser("shop", help="run the reference MRTR deployment (the shop)",
                                  description="Run the reference MRTR deployment: the shop's API and MCP replicas.")
-    commands = shop.add_subparsers(dest="shop_command", required=True, metavar="{api,replica,keyring,up}")
+    commands = shop.add_subparsers(dest="shop_command", required=True, metavar="{api,replica,auth-server,keyring,up}")
 
     api = commands.add_parser("api", help="run the shop's HTTP API (the ledger)")
     api.add_argument("--host", default="127.0.0.1")
@@ -42,6 +42,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description=replica.__doc__)
     replica.add_arguments(one)
     one.set_defaults(handler=lambda args: run_replica(one, args))
+
+    auth = commands.add_parser("auth-server", help="run the shop's OAuth authorization server (client credentials)",
+                               description=authserver.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    authserver.add_arguments(auth)
+    auth.set_defaults(handler=lambda args: authserver.serve(authserver.policy_from(auth, args), args.host, args.port,
+                                                            args.admin_port))
 
     keys = commands.add_parser("keyring", help="write a fresh key ring file, unless one is there already",
                                description="Write a key ring file with one new key (0600), for replicas started "

@@ -168,9 +168,69 @@ class NetworkAction(_Chaos):
                 **{key: getattr(self, key) for key in sorted(_FAULT_KEYS[self.fault])}}
 
 
+class _AuthChaos(Strict):
+    """An action on the deployment's authorization server (or its commands), not on a replica."""
+
+    at: Duration = Field(description="when it starts, from the start of the load (0: at once), real")
+
+    @property
+    def replica(self) -> None:
+        """No replica: the action is the authorization server's."""
+        return None
+
+
+Share = Annotated[float, Field(gt=0.0, le=1.0)]
+
+
+class TokenExpiry(_AuthChaos):
+    """From `at`, tokens are issued with a short `lifetime`, so leads' tokens expire while they think."""
+
+    action: Literal["token-expiry"]
+    lifetime: PositiveDuration = Field(default=5.0, description="the lifetime of tokens issued from `at`, real")
+    duration: PositiveDuration | None = Field(default=None, description="how long tokens are issued short, real "
+                                                                        "(default: until the run ends)")
+
+
+class Revoke(_AuthChaos):
+    """A `share` of the leads' tokens is revoked (the tokens they hold now; a refreshed token is good again)."""
+
+    action: Literal["revoke"]
+    share: Share = Field(default=0.5, description="the share of the leads holding tokens whose tokens are "
+                                                  "revoked, more than 0 up to 1 (at least one lead)")
+
+
+class ScopeLoss(_AuthChaos):
+    """A `share` of the leads lose `scope` (refunds:write): their issue_refund calls answer 403 from then on."""
+
+    action: Literal["scope-loss"]
+    share: Share = Field(default=0.5, description="the share of the leads holding tokens who lose the scope, more "
+                                                  "than 0 up to 1 (at least one lead)")
+    scope: str = Field(default="refunds:write", min_length=1, description="the scope they lose")
+
+
+class AuthDown(_AuthChaos):
+    """The authorization server refuses every request for `duration`: refreshes fail, valid tokens still work."""
+
+    action: Literal["auth-down"]
+    duration: PositiveDuration = Field(default=30.0, description="how long it refuses, real")
+
+
+class SubjectDrift(_AuthChaos):
+    """For `duration`, a `share` of the replicas' token verifications drop the token's subject."""
+
+    action: Literal["subject-drift"]
+    share: Share = Field(default=0.5, description="the share of verifications that drop the subject, more than "
+                                                  "0 up to 1")
+    duration: PositiveDuration = Field(default=10.0, description="how long the verifier drops subjects, real")
+
+
+AuthChaosStep = TokenExpiry | Revoke | ScopeLoss | AuthDown | SubjectDrift
+AUTH_ACTIONS = frozenset({"token-expiry", "revoke", "scope-loss", "auth-down", "subject-drift"})
+"""The actions on the authorization server, which name no replica."""
+
 ChaosStep = Annotated[
     ReplicaAction | PauseAction | RollingRestart | RotateKeys | SetTtl | Rename | ClockSkew | MemoryRecords
-    | CommandAction | NetworkAction,
+    | CommandAction | NetworkAction | TokenExpiry | Revoke | ScopeLoss | AuthDown | SubjectDrift,
     Field(discriminator="action"),
 ]
 
@@ -186,6 +246,10 @@ def commands_needed(step: ChaosStep) -> tuple[str, ...]:
         return ("restart",)
     if isinstance(step, CommandAction | NetworkAction):  # a network fault is the harness's own proxy's
         return ()
+    if isinstance(step, AuthDown):
+        return ("auth-down", "auth-up")
+    if isinstance(step, TokenExpiry):
+        return ("token-expiry", "token-expiry-end")
     return (step.action,)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.config.base import FieldProblem, ScenarioError, Strict
-from harness.config.chaos import ChaosStep, RotateKeys, commands_needed
+from harness.config.chaos import AUTH_ACTIONS, ChaosStep, RotateKeys, commands_needed
 from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, placeholders_in
 from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
@@ -144,11 +144,19 @@ class Scenario(Strict):
             if step.at > self.duration:
                 raise FieldProblem(f"a {step.action} at {step.at:g}s falls after the end of the run "
                                    f"({self.duration:g}s)", "chaos", index, "at")
+            if step.action in AUTH_ACTIONS and self.target.kind == "embedded" and not self._shop_issues_tokens():
+                raise FieldProblem(f"{step.action} acts on the shop's own authorization server, which runs only with "
+                                   f"[target.auth] kind = \"client-credentials\" and no token_url", "chaos", index,
+                                   "action")
             if step.replica is not None and step.replica > self.target.replica_count:
                 raise FieldProblem(f"{step.action} names replica {step.replica}, but there are "
                                    f"{self.target.replica_count}", "chaos", index, "replica")
             self._by_command_fits(index, step)
         return self
+
+    def _shop_issues_tokens(self) -> bool:
+        auth = self.target.auth
+        return auth is not None and auth.kind == "client-credentials" and auth.token_url is None
 
     def _by_command_fits(self, index: int, step: ChaosStep) -> None:
         """On an external target every action is a command: one not configured is refused here, with its line."""

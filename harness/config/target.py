@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.config.auth import TargetAuth
 from harness.config.base import FieldProblem, Strict
-from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, check_command
+from harness.config.commands import COMMAND_NAMES, DEPLOYMENT_COMMANDS, REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.logs import parse_log_location
 from harness.config.urls import check_url
@@ -68,10 +68,13 @@ class TargetConfig(Strict):
         default_factory=dict,
         description="external, docker: chaos by command, an argv list per name (no shell unless you write "
                     "`sh -c`): restart, kill, pause, resume, add-key, promote-key, retire-key, set-ttl, rename, "
-                    "clock-skew, scale. Placeholders: {replica} (r1, ...), {index} (0-based), {url}; the key steps "
-                    "{key_id} (a fingerprint) and {key_file} (the new key, a 0600 file deleted after the run); "
-                    "set-ttl {ttl} (real seconds), rename {name}, clock-skew {offset} (signed seconds), scale "
-                    "{replicas}. `MRTR_RUN_ID` is in its environment")
+                    "clock-skew, scale, and for the authorization server token-expiry, token-expiry-end, revoke, "
+                    "scope-loss, scope-restore, auth-down, auth-up, subject-drift. Placeholders: {replica} (r1, "
+                    "...), {index} (0-based), {url}; the key steps {key_id} (a fingerprint) and {key_file} (the "
+                    "new key, a 0600 file deleted after the run); set-ttl {ttl} (real seconds), rename {name}, "
+                    "clock-skew {offset} (signed seconds), scale {replicas}; token-expiry {lifetime} (real "
+                    "seconds), revoke and scope-loss {share} (0-1), scope-loss and scope-restore {scope}, "
+                    "subject-drift {share} (0 at its end). `MRTR_RUN_ID` is in its environment")
     release_guard: bool = Field(
         default=True, description="embedded: false makes the shop's API release an already released refund again "
                                   "(no 409), so only the replicas' once-only record stops a replayed answer")
@@ -92,7 +95,7 @@ class TargetConfig(Strict):
         for name, argv in commands.items():
             if name not in COMMAND_NAMES:
                 raise FieldProblem(f"unknown command name {name!r}: the names are {', '.join(COMMAND_NAMES)}", name)
-            extra = COMMAND_NAMES[name] if name == "scale" else COMMAND_NAMES[name] | REPLICA_PLACEHOLDERS
+            extra = COMMAND_NAMES[name] if name in DEPLOYMENT_COMMANDS else COMMAND_NAMES[name] | REPLICA_PLACEHOLDERS
             check_command(name, argv, extra)
         return commands
 
@@ -141,6 +144,11 @@ class TargetConfig(Strict):
         if self.kind == "embedded" and self.commands:
             raise FieldProblem("[target.commands] applies to external and docker targets: the harness runs an "
                                "embedded target's chaos itself", "commands")
+        if self.kind == "embedded" and self.auth is not None and (self.auth.kind != "client-credentials"
+                                                                  or self.auth.token_url is not None):
+            raise FieldProblem("an embedded shop runs its own authorization server, which issues client-credentials "
+                               "tokens its replicas verify: use kind = \"client-credentials\" without token_url "
+                               "(the token endpoint is discovered)", "auth", "kind")
         for override in self.overrides:
             if override.replica > self.replicas:
                 raise FieldProblem(f"overrides names replica {override.replica}, but there are {self.replicas}",

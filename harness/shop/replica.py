@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from harness.config.durations import parse_duration
 
@@ -46,6 +46,24 @@ class ReplicaSettings(BaseModel):
     sse: bool = False
     serve_2025: bool = False
     payment_rounds: int | None = Field(default=None, ge=0)
+    auth_issuer: str | None = Field(default=None, description="the OAuth issuer whose tokens this replica accepts")
+    auth_server: str | None = None
+    auth_audience: str = "mcp-shop"
+    resource_url: str | None = None
+
+    @model_validator(mode="after")
+    def _one_binding(self) -> ReplicaSettings:
+        if self.auth_issuer is not None and self.principal_header is not None:
+            raise ValueError("--principal-header and --auth-issuer both bind states to a caller: give one "
+                             "(with auth on, states are bound to the token's client, issuer and subject)")
+        if self.auth_issuer is None and (self.resource_url or self.auth_server):
+            raise ValueError("--resource-url and --auth-server need --auth-issuer")
+        return self
+
+    @property
+    def resource(self) -> str:
+        """This replica's URL as a protected resource (RFC 9728 `resource`)."""
+        return self.resource_url or f"http://{self.host}:{self.port}/mcp"
 
     @field_validator("api")
     @classmethod
@@ -97,6 +115,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--payment-rounds", type=int, default=None,
                         help="URL-mode rounds pay_refund asks before it answers \"Not paid\" (default 4; 0: no "
                              "count, so an abandoned page asks until the client's round cap)")
+    parser.add_argument("--auth-issuer", default=None,
+                        help="be an OAuth resource server: accept only JWT access tokens from this issuer "
+                             "(the shop's authorization server); issue_refund then needs refunds:write")
+    parser.add_argument("--auth-server", default=None,
+                        help="where this replica reaches the issuer for its keys and revocation feed "
+                             "(default: the issuer URL)")
+    parser.add_argument("--auth-audience", default="mcp-shop", help="the tokens' aud it accepts (default mcp-shop)")
+    parser.add_argument("--resource-url", default=None,
+                        help="this replica's MCP URL as clients reach it, for the protected-resource metadata "
+                             "(default http://HOST:PORT/mcp)")
 
 
 def settings_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ReplicaSettings:
@@ -106,6 +134,8 @@ def settings_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         return ReplicaSettings(**values)
     except ValidationError as exc:
         error = exc.errors()[0]
+        if not error["loc"]:  # a rule across options: its message names them
+            parser.error(str(error["msg"]).removeprefix("Value error, "))
         parser.error(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}")
     except ValueError as exc:
         parser.error(str(exc))
@@ -152,7 +182,7 @@ def configure_logging(label: str) -> None:
 
 ServerBuilder = Callable[..., Any]
 """Makes the replica's MCP server: called with name, store, answers, api_url and security (and serve_2025,
-payment_rounds when set)."""
+payment_rounds when set; for a resource server, token_verifier and auth)."""
 
 
 def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
@@ -167,7 +197,7 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
     from harness.shop.store import open_store
 
     bind = _header_principal(settings.principal_header) if settings.principal_header else None
-    extra = {"bind_principal": bind} if bind else {}
+    extra = {"bind_principal": bind} if bind else {}  # with auth on: the SDK's own binding, never overridden
     security, codec = build_security(settings.keyring, ttl=settings.ttl, audience=None,
                                      clock_offset=settings.clock_offset, **extra)
     store = open_store(settings.store)
@@ -175,7 +205,7 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
     eras = {"serve_2025": True} if settings.serve_2025 else {}
     rounds = {"payment_rounds": settings.payment_rounds} if settings.payment_rounds is not None else {}
     server = build(name=settings.name, store=store, answers=answers, api_url=settings.api, security=security,
-                   **eras, **rounds)
+                   **eras, **rounds, **_resource_server(settings))
     registry = CollectorRegistry()
     instrument(server, registry=registry)
 
@@ -191,7 +221,21 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
     app = server.streamable_http_app(stateless_http=False, json_response=not (settings.sse or settings.serve_2025),
                                      transport_security=_transport_security(settings, TransportSecuritySettings),
                                      host=settings.host)
+    if settings.auth_issuer is not None:
+        from harness.shop.resource import gate_scopes
+
+        gate_scopes(app, settings.resource)
     return _naming_the_replica(app, settings.label), codec, store
+
+
+def _resource_server(settings: ReplicaSettings) -> dict[str, Any]:
+    """With --auth-issuer, the SDK's token verifier and auth settings for the server; otherwise nothing."""
+    if settings.auth_issuer is None:
+        return {}
+    from harness.shop.resource import JwtVerifier, auth_settings
+
+    return {"token_verifier": JwtVerifier(settings.auth_issuer, settings.auth_audience, settings.auth_server),
+            "auth": auth_settings(settings.auth_issuer, settings.resource)}
 
 
 SERVED_BY_HEADER = b"x-served-by"

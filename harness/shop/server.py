@@ -1,9 +1,10 @@
 """The shop's MCP server: four tools that ask a support lead mid-call, replicated without stickiness.
 
 - `quote_refund(order_id)`: asks the API what a whole refund would be; records the quote.
-- `issue_refund(quote_id)`: above the policy limit, one form question (`confirm`, a
-  required boolean `release`) with the refund id as `requestState`; on the retry it
-  checks the state names the refund, claims the once-only record, then releases.
+- `issue_refund(quote_id)`: needs the `refunds:write` scope when auth is on. Above the
+  policy limit, one form question (`confirm`, a required boolean `release`) with the
+  refund id as `requestState`; on the retry it checks the state names the refund, claims
+  the once-only record, then releases.
 - `record_return(order_id, sku)`: a resolver form (reason, restock, optional note);
   decline and cancel lead different ways.
 - `pay_refund(refund_id)`: URL mode; the flow id and a round counter ride in
@@ -31,6 +32,8 @@ import secrets
 from typing import Annotated, Any, Literal
 
 import httpx
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.request_state import RequestStateSecurity
@@ -46,6 +49,7 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
+from harness.shop.resource import require_scope
 from harness.shop.store import Store
 
 ReturnReason = Literal["damaged in transit", "wrong item sent", "missing part", "arrived late", "changed mind"]
@@ -168,15 +172,17 @@ class ShopApi:
 
 def build_server(*, name: str, store: Store, api: ShopApi, security: RequestStateSecurity,
                  answers: Store | None = None, serve_2025: bool = False,
-                 payment_rounds: int = PAYMENT_ROUNDS) -> MCPServer:
+                 payment_rounds: int = PAYMENT_ROUNDS, token_verifier: TokenVerifier | None = None,
+                 auth: AuthSettings | None = None) -> MCPServer:
     """The shop's MCP server, with its tools bound to this replica's records and API client.
 
     `answers` holds the once-only record when it should live apart from the quotes
     (the on-call case of a once-only record kept in one process's memory). `serve_2025`:
     a 2025-era session is asked over its session (`ctx.elicit`), not with an input request
     it cannot read (-32603). `payment_rounds`: pay_refund's URL-mode round count, 0 for none.
+    With `token_verifier` and `auth` it is an OAuth resource server (`harness.shop.resource`).
     """
-    server = MCPServer(name, request_state_security=security)
+    server = MCPServer(name, request_state_security=security, token_verifier=token_verifier, auth=auth)
     records = ShopRecords(store, answers)
     _add_refund_tools(server, records, api, serve_2025)
     _add_return_tool(server, api)
@@ -186,10 +192,12 @@ def build_server(*, name: str, store: Store, api: ShopApi, security: RequestStat
 
 def build_replica_server(*, name: str, store: Store, api_url: str, security: RequestStateSecurity,
                          answers: Store | None = None, serve_2025: bool = False,
-                         payment_rounds: int = PAYMENT_ROUNDS) -> MCPServer:
+                         payment_rounds: int = PAYMENT_ROUNDS, token_verifier: TokenVerifier | None = None,
+                         auth: AuthSettings | None = None) -> MCPServer:
     """`build_server` as a replica builds it (`harness.shop.replica.build_app`): given the API's URL."""
     return build_server(name=name, store=store, api=ShopApi(api_url), security=security, answers=answers,
-                        serve_2025=serve_2025, payment_rounds=payment_rounds)
+                        serve_2025=serve_2025, payment_rounds=payment_rounds, token_verifier=token_verifier,
+                        auth=auth)
 
 
 def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi, serve_2025: bool) -> None:
@@ -205,6 +213,7 @@ def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi, ser
 
     @server.tool(description="Issue the refund a quote describes. Above EUR 150.00 a support lead confirms it.")
     async def issue_refund(quote_id: str, ctx: Context) -> RefundView | InputRequiredResult:
+        require_scope("issue_refund")
         refund = await _refund_for_quote(records, api, quote_id)
         answer = _elicited(ctx, "confirm")
         answered = answer is not None and ctx.request_state == refund.refund_id

@@ -15,7 +15,8 @@ from typing import Literal, Protocol
 from harness.config.logs import LogSource
 from harness.errors import TargetDown
 
-__all__ = ["ChaosUnsupported", "LogSource", "ReplicaChange", "RingKeys", "Target", "TargetError"]
+__all__ = ["AuthChange", "ChaosUnsupported", "LogSource", "NoAuthServer", "ReplicaChange", "RingKeys", "Target",
+           "TargetError"]
 
 
 class TargetError(TargetDown):
@@ -42,6 +43,25 @@ class ReplicaChange:
     def changed(self) -> dict[str, float | str]:
         """The fields this change sets, by name."""
         return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+AuthAction = Literal["token-expiry", "revoke", "scope-loss", "auth-down", "subject-drift"]
+
+
+@dataclass(frozen=True)
+class AuthChange:
+    """A chaos change to the deployment's authorization server, or (`on` False) its undoing at the action's end."""
+
+    action: AuthAction
+    on: bool = True
+    lifetime: float | None = None
+    """token-expiry: the short lifetime of tokens issued from now, real seconds."""
+    share: float | None = None
+    """revoke, scope-loss: the share of the leads hit; subject-drift: the share of verifications."""
+    scope: str | None = None
+    """scope-loss: the scope the leads lose."""
+    seed: int = 0
+    """which leads a share picks, from the scenario's seed."""
 
 
 class Target(Protocol):
@@ -106,9 +126,23 @@ class Target(Protocol):
         """The key the replica seals with now, where the harness can know it (None: a deployment's own secret)."""
         ...
 
+    def auth_change(self, change: AuthChange) -> dict[str, object]:
+        """Change what the deployment's authorization server does (token lifetime, revocation, scopes, refusing,
+        the verifier's subject); what it did, in counts and lead numbers (never a token)."""
+        ...
+
     def rollback(self) -> list[str]:
         """Put back whatever chaos changed (replicas up, original options and rings); what had to be undone."""
         ...
+
+
+class NoAuthServer:
+    """For a target whose authorization server the harness does not hold: auth chaos needs `[target.commands]`."""
+
+    def auth_change(self, change: AuthChange) -> dict[str, object]:
+        raise ChaosUnsupported(f"{change.action} needs the harness's own authorization server (an embedded shop "
+                               f"with [target.auth] and no token_url) or a [target.commands] {change.action} "
+                               f"command")
 
 
 class RingKeys:

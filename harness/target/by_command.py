@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.config.logs import LogSource
 from harness.mrtr.keys import fingerprint
-from harness.target.base import ChaosUnsupported, ReplicaChange, Target
+from harness.target.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.target.commands import ChaosCommands
 
 __all__ = ["CommandTarget", "RollbackIncomplete"]
@@ -154,6 +154,22 @@ class CommandTarget:
     def sealing_key(self, index: int) -> str | None:
         return None if self.commands.has("add-key") else self.inner.sealing_key(index)
 
+    def auth_change(self, change: AuthChange) -> dict[str, object]:
+        """The authorization server's change by its command (`_AUTH_COMMANDS`); what stays changed is owed back."""
+        name, placeholders = _auth_command(change)
+        if not self.commands.has(name):
+            return self.inner.auth_change(change)
+        everyone = list(range(len(self.labels)))
+        undo = _auth_undo(change)
+        if change.on and undo is not None and self.commands.has(undo[0]):
+            self.owe(f"{undo[0]} (after {change.action})", functools.partial(self._run, undo[0], everyone, undo[1],
+                                                                            action="rollback"),
+                     key=("auth", change.action))
+        self._run(name, everyone, placeholders)
+        if not change.on:
+            self._paid(("auth", change.action))
+        return {"by_command": name}
+
     def rollback(self) -> list[str]:
         """Every debt paid, newest first (one that fails is reported, the others still run), then the wrapped
         target's own rollback; the key files handed to commands are deleted."""
@@ -204,6 +220,28 @@ class CommandTarget:
         started = time.monotonic()
         do()
         return time.monotonic() - started
+
+
+def _auth_command(change: AuthChange) -> tuple[str, dict[str, str]]:
+    """The command that makes `change` (or undoes it, `on` False), and its placeholders."""
+    if change.action == "token-expiry":
+        return ("token-expiry", {"lifetime": _text(change.lifetime or 0)}) if change.on else ("token-expiry-end", {})
+    if change.action == "auth-down":
+        return ("auth-down", {}) if change.on else ("auth-up", {})
+    if change.action == "subject-drift":
+        return "subject-drift", {"share": _text(change.share if change.on and change.share is not None else 0.0)}
+    if change.action == "scope-loss":
+        return "scope-loss", {"share": _text(change.share or 0), "scope": change.scope or ""}
+    return "revoke", {"share": _text(change.share or 0)}
+
+
+def _auth_undo(change: AuthChange) -> tuple[str, dict[str, str]] | None:
+    """What puts `change` back at the rollback if its action never reached its end; None: nothing to put back."""
+    if change.action == "revoke":
+        return None
+    if change.action == "scope-loss":
+        return "scope-restore", {"scope": change.scope or ""}
+    return _auth_command(dataclasses.replace(change, on=False))
 
 
 class _Debt:

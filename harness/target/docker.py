@@ -49,7 +49,7 @@ from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
 from harness.config.scenario import Scenario
 from harness.mrtr.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
 from harness.runtime.processes import alive, descendants, free_port, process_cpu_seconds
-from harness.target.base import ChaosUnsupported, ReplicaChange, RingKeys, TargetError
+from harness.target.base import ChaosUnsupported, NoAuthServer, ReplicaChange, RingKeys, TargetError
 from harness.target.embedded import replica_options
 from harness.target.image import (
     HOST_PYTHON_IMAGE,
@@ -87,7 +87,7 @@ class _Replica:
     original_ring: list[str] = field(default_factory=list)
 
 
-class DockerTarget(RingKeys):
+class DockerTarget(NoAuthServer, RingKeys):
     """Replicas as containers of a real Docker engine; the same chaos as the process backend."""
 
     def __init__(self, scenario: Scenario, workdir: Path) -> None:

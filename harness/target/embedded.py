@@ -5,6 +5,10 @@ the way a real deployment does, and can be done out of order on purpose. TTLs gi
 replicas are real seconds: the scenario's modelled TTL divided by its time scale. The
 ring files hold the only copies of the keys outside the replicas' memory: they are deleted
 when the target stops, so a results folder never keeps a key.
+
+With `[target.auth]` (client-credentials, no token_url) the shop runs its own authorization
+server (`harness.target.auth_server`) and every replica verifies its tokens; a client finds
+the token endpoint by discovery from a replica's 401. The auth chaos actions act on it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from harness.config.logs import LogSource
 from harness.config.scenario import Scenario
 from harness.config.target import TargetConfig
 from harness.runtime.processes import process_cpu_seconds
-from harness.target.base import ChaosUnsupported, ReplicaChange, RingKeys, TargetError
+from harness.target.auth_server import AuthAdminError, auth_server_spec
+from harness.target.base import AuthChange, ChaosUnsupported, ReplicaChange, RingKeys, TargetError
 from harness.target.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.target.redis_process import RedisProcess
 
@@ -42,12 +47,14 @@ class EmbeddedTarget(RingKeys):
 
     def start(self) -> None:
         spec = self.scenario.target
+        auth = auth_server_spec(spec)  # a missing secret variable: exit 2, before anything starts
         try:
             store = self._shared_store()
             self.deployment = LocalDeployment(self.workdir, replicas=spec.replicas, store=store,
                                               ttl=f"{self.scenario.real(spec.ttl)}", name=spec.name,
                                               keyring="ephemeral" if spec.keyring == "ephemeral" else None,
-                                              ring_per_replica=True, release_guard=spec.release_guard)
+                                              ring_per_replica=True, release_guard=spec.release_guard,
+                                              auth=auth)
             self.original = replica_options(spec)
             self.deployment.start([dataclasses.replace(option) for option in self.original])
         except DeploymentError as exc:
@@ -96,6 +103,9 @@ class EmbeddedTarget(RingKeys):
             pids.add(self.deployment.zygote.process.pid)
         if self.redis is not None and self.redis.process is not None:
             pids.add(self.redis.process.pid)
+        auth = self.deployment.auth
+        if auth is not None and auth.process.pid is not None and auth.process.running():
+            pids.add(auth.process.pid)
         return pids
 
     def replicas_up(self) -> int:
@@ -145,11 +155,24 @@ class EmbeddedTarget(RingKeys):
         assert self.deployment is not None
         self.deployment.rotate(keys, [index])
 
+    def auth_change(self, change: AuthChange) -> dict[str, object]:
+        """The change, made through the authorization server's admin port; the replicas learn it within a second."""
+        auth = self.deployment.auth if self.deployment is not None else None
+        if auth is None:
+            raise ChaosUnsupported(f"{change.action} needs [target.auth] (client-credentials, no token_url): this "
+                                   f"shop runs no authorization server")
+        try:
+            return auth.admin(*_admin_call(change))
+        except AuthAdminError as exc:
+            raise ChaosUnsupported(str(exc)) from None
+
     def rollback(self) -> list[str]:
         """Every replica running with its original options and ring; returns what had to be undone."""
         if self.deployment is None:
             return []
         undone = []
+        if self.deployment.auth is not None and self.deployment.auth.reset():
+            undone.append("reset the authorization server (lifetime, revocations, scopes, refusing, drift)")
         for index in sorted(self.paused):
             self.resume(index)
             undone.append(f"resumed {self.labels[index]}")
@@ -162,6 +185,19 @@ class EmbeddedTarget(RingKeys):
                 self.deployment.rotate(self.original_rings[index], [index])
                 undone.append(f"restored the ring of {self.labels[index]}")
         return undone
+
+
+def _admin_call(change: AuthChange) -> tuple[str, dict[str, object]]:
+    """The admin action and body that make `change` on the shop's authorization server."""
+    if change.action == "token-expiry":
+        return "lifetime", {"seconds": change.lifetime if change.on else None}
+    if change.action == "revoke":
+        return "revoke", {"share": change.share, "seed": change.seed}
+    if change.action == "scope-loss":
+        return "scope-loss", {"share": change.share, "scope": change.scope, "seed": change.seed}
+    if change.action == "auth-down":
+        return "down", {"down": change.on}
+    return "drift", {"share": change.share if change.on else 0.0}
 
 
 def replica_options(spec: TargetConfig) -> list[ReplicaOptions]:

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from harness.config.logs import LogSource, parse_log_location
 from harness.config.scenario import Scenario
-from harness.target.base import ChaosUnsupported, ReplicaChange, TargetError
+from harness.target.base import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
 from harness.target.commands import accepts
 
 
-class ExternalTarget:
+class ExternalTarget(NoAuthServer):
     def __init__(self, scenario: Scenario) -> None:
         spec = scenario.target
         self.urls = list(spec.urls)

@@ -1,4 +1,5 @@
-"""A whole shop deployment as local processes: the API and N replicas on free 127.0.0.1 ports.
+"""A whole shop deployment as local processes: the API, N replicas (and, with auth, the authorization server)
+on free 127.0.0.1 ports.
 
 `mrtr-harness shop up` uses it by hand; the harness's process backend uses it to start,
 restart, pause and stop replicas during a run. Every replica is started with the one
@@ -22,6 +23,7 @@ from typing import IO
 
 from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
 from harness.runtime.processes import alive, free_port, harness_command, start_child
+from harness.target.auth_server import AuthServerProcess, AuthServerSpec
 from harness.target.zygote import Zygote, ZygoteError
 
 READY_TIMEOUT = 60.0
@@ -181,16 +183,19 @@ class ReplicaOptions:
 
 
 def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *, store: str, keyring: str,
-                 ttl: str, name: str) -> list[str]:
+                 ttl: str, name: str, auth_issuer: str | None = None, auth_audience: str | None = None) -> list[str]:
     """The replica command's arguments (after `shop replica` or `-m harness.shop.server`): `options`, else the
-    deployment's defaults `store`, `keyring`, `ttl` and `name`. Every backend starts its replicas with these."""
+    deployment's defaults `store`, `keyring`, `ttl` and `name`; with `auth_issuer`, a resource server trusting that
+    issuer's tokens. Every backend starts its replicas with these."""
     args = ["--port", str(port), "--api", api_url, "--replica-id", label,
             "--store", options.store or store, "--keyring", options.keyring or keyring,
             "--ttl", options.ttl or ttl, "--name", options.name or name,
             "--clock-offset", str(options.clock_offset)]
+    if auth_issuer is not None:
+        args += ["--auth-issuer", auth_issuer, *(["--auth-audience", auth_audience] if auth_audience else [])]
     if options.answers_store:
         args += ["--answers-store", options.answers_store]
-    if options.principal_header:
+    if options.principal_header and auth_issuer is None:  # with auth on, the SDK binds states to the token
         args += ["--principal-header", options.principal_header]
     if options.sse:
         args.append("--sse")
@@ -206,10 +211,13 @@ class LocalDeployment:
 
     def __init__(self, workdir: Path, *, replicas: int = 3, store: str | None = None, ttl: str = "10m",
                  name: str = "shop", keyring: str | None = None, seed: int | None = None,
-                 ring_per_replica: bool = False, fork_replicas: bool = True, release_guard: bool = True) -> None:
+                 ring_per_replica: bool = False, fork_replicas: bool = True, release_guard: bool = True,
+                 auth: AuthServerSpec | None = None) -> None:
         self.workdir = workdir
         self.release_guard = release_guard
         """False: the API releases a released refund again (`shop api --no-release-guard`)."""
+        self.auth = AuthServerProcess(auth, workdir / "logs" / "auth.log") if auth is not None else None
+        """The shop's authorization server, started before the replicas, which verify its tokens."""
         self.fork_replicas = fork_replicas
         """Fork replicas from a `Zygote` that imported their code once (fast restarts), else start interpreters."""
         self.zygote: Zygote | None = None
@@ -238,6 +246,8 @@ class LocalDeployment:
         self.api = self._api_process()
         self.api.start()
         self.api.wait_ready()
+        if self.auth is not None:
+            self.auth.start()
         self.options = list(options) if options is not None else [ReplicaOptions() for _ in range(self.replica_count)]
         self.replica_count = len(self.options)
         if self._owns_ring and self.ring_per_replica:
@@ -264,7 +274,8 @@ class LocalDeployment:
         label = f"r{index + 1}"
         keyring = f"file:{self.ring_file(index)}" if self._owns_ring else self.keyring
         args = replica_args(label, port, self.api.base_url, options, store=self.store, keyring=keyring,
-                            ttl=self.ttl, name=self.name)
+                            ttl=self.ttl, name=self.name, auth_issuer=self.auth.issuer if self.auth else None,
+                            auth_audience=self.auth.spec.audience if self.auth else None)
         if options.launch == "module":
             return ManagedProcess(label, [sys.executable, "-m", "harness.shop.server", *args], port,
                                   self.workdir / "logs" / f"{label}.log")
@@ -334,6 +345,8 @@ class LocalDeployment:
             self.zygote = None
         if self.api is not None:
             self.api.stop()
+        if self.auth is not None:
+            self.auth.stop()
 
     def __enter__(self) -> LocalDeployment:
         try:
