@@ -204,13 +204,14 @@ def _unavailable() -> JSONResponse:
 def metadata(policy: AuthPolicy) -> dict[str, Any]:
     """RFC 8414 metadata: the SDK's `OAuthMetadata` (which has no `jwks_uri` field, so it is added)."""
     from mcp.shared.auth import OAuthMetadata
-    from pydantic import AnyHttpUrl
 
     base = policy.issuer.rstrip("/")
-    document = OAuthMetadata(issuer=AnyHttpUrl(policy.issuer), authorization_endpoint=AnyHttpUrl(f"{base}/authorize"),
-                             token_endpoint=AnyHttpUrl(f"{base}/token"), scopes_supported=policy.scopes,
-                             response_types_supported=["token"], grant_types_supported=["client_credentials"],
-                             token_endpoint_auth_methods_supported=["client_secret_basic", "client_secret_post"])
+    # validated from strings, so a path-less issuer keeps its exact form: RFC 8414 issuers compare as strings
+    document = OAuthMetadata.model_validate({
+        "issuer": policy.issuer, "authorization_endpoint": f"{base}/authorize", "token_endpoint": f"{base}/token",
+        "scopes_supported": policy.scopes, "response_types_supported": ["token"],
+        "grant_types_supported": ["client_credentials"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"]})
     return {**document.model_dump(mode="json", exclude_none=True), "jwks_uri": f"{base}/jwks"}
 
 

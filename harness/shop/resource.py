@@ -185,10 +185,11 @@ def auth_settings(issuer: str, resource_url: str) -> Any:
     every replica of one deployment shares the audience, while each has its own URL.
     """
     from mcp.server.auth.settings import AuthSettings
-    from pydantic import AnyHttpUrl
 
-    return AuthSettings(issuer_url=AnyHttpUrl(issuer), resource_server_url=AnyHttpUrl(resource_url),
-                        validate_token_resource=False)
+    # validated from strings, so a path-less issuer keeps its exact form (no trailing slash): RFC 8414 issuers
+    # compare as strings, and the metadata's must be the tokens' `iss`
+    return AuthSettings.model_validate({"issuer_url": issuer, "resource_server_url": resource_url,
+                                        "validate_token_resource": False})
 
 
 def gate_scopes(app: Any, resource_url: str) -> None:
