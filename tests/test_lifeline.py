@@ -133,3 +133,40 @@ def test_a_child_started_with_the_lifeline_dies_with_its_parent_even_when_paused
             parent.kill()
             parent.wait(10)
     assert not survivors, describe(survivors)
+
+
+AUTH_SCENARIO = """
+name = "auth-lifeline"
+duration = "60s"
+[target]
+kind = "embedded"
+replicas = 1
+[target.auth]
+kind = "client-credentials"
+client_id = "support-leads"
+client_secret_env = "MRTR_LIFELINE_SECRET"
+[load]
+model = "open"
+arrival_rate = 1
+[[flows]]
+kind = "refund"
+"""
+
+
+def test_a_run_with_its_own_authorization_server_killed_with_sigkill_leaves_no_process_behind(tmp_path, monkeypatch):
+    monkeypatch.setenv("MRTR_LIFELINE_SECRET", "lifeline-secret")
+    scenario = tmp_path / "auth.toml"
+    scenario.write_text(AUTH_SCENARIO)
+    output = tmp_path / "output.txt"
+    process = start(["run", str(scenario), "--results", str(tmp_path / "results")], output)
+    try:
+        wait_for_line(process, output, "target up", timeout=120)
+        seen = watch(process, 1.0)
+        servers = {pid for pid in seen if b"auth-server" in _cmdline(pid)}
+        assert len(servers) == 1, describe(seen)
+        survivors = kill_and_count_survivors(process, seen)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert not survivors, describe(survivors)
