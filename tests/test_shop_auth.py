@@ -37,7 +37,8 @@ name = "auth"
 duration = "30s"
 [target]
 kind = "embedded"
-replicas = 2
+replicas = 3
+overrides = [{{ replica = 3, auth = false }}]   # r3: a rollout that missed the auth config
 [target.auth]
 kind = "client-credentials"
 client_id = "{CLIENT}"
@@ -195,6 +196,15 @@ def test_a_retry_with_a_refreshed_token_of_the_same_lead_is_served(shop):
     quote_id, state = first_round(shop, token(shop, 7)["access_token"])
     response = retry(shop, quote_id, state, token(shop, 7)["access_token"])
     assert response.json()["result"]["structuredContent"]["status"] == "requested"  # released: the API pays it
+
+
+def test_a_retry_on_a_replica_started_without_auth_is_rejected_for_principal_drift(shop):
+    quote_id, state = first_round(shop, token(shop, 14)["access_token"])  # sealed on r1, to lead 14
+    answers = {"confirm": {"action": "accept", "content": {"release": True}}}
+    response = call(shop.urls[2], "issue_refund", {"quote_id": quote_id}, token(shop, 14)["access_token"],
+                    inputResponses=answers, requestState=state)
+    assert response.json()["error"]["code"] == -32602
+    assert "requestState rejected on tools/call: principal drift" in log_of(shop, 2)
 
 
 # --- chaos on the authorization server -----------------------------------------------------------

@@ -29,6 +29,10 @@ class ReplicaOverride(Strict):
                                                                              "this process sees")
     answers_store: Literal["shared", "memory"] = Field(default="shared", description="memory: a once-only record "
                                                                                      "only this process sees")
+    auth: bool = Field(default=True, description="false: with [target.auth], this replica is started without it (a "
+                                                 "rollout that missed the auth config): it serves without a token, "
+                                                 "and a state sealed to a token's principal fails `principal drift` "
+                                                 "there")
 
 
 class TargetConfig(Strict):

@@ -202,9 +202,8 @@ def _admin_call(change: AuthChange) -> tuple[str, dict[str, object]]:
 
 def replica_options(spec: TargetConfig) -> list[ReplicaOptions]:
     """Each replica's options as the scenario's target gives them: its store, principal header, eras served and
-    payment round count, then its
-    overrides (name, clock offset, behind or ahead, launch, memory stores). The process and docker backends start
-    replicas from these."""
+    payment round count, then its overrides (name, clock offset, behind or ahead, launch, memory stores, auth
+    off). The process and docker backends start replicas from these."""
     options = [ReplicaOptions(store="memory" if spec.store == "memory" else None,
                               principal_header=spec.principal_header, serve_2025=spec.serve_2025,
                               payment_rounds=spec.payment_rounds) for _ in range(spec.replicas)]
@@ -214,6 +213,7 @@ def replica_options(spec: TargetConfig) -> list[ReplicaOptions]:
         option.name = override.name
         option.clock_offset = -offset if override.clock_behind else offset
         option.launch = override.launch
+        option.auth = override.auth
         if override.store == "memory":
             option.store = "memory"
         if override.answers_store == "memory":

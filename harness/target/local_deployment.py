@@ -180,6 +180,7 @@ class ReplicaOptions:
     """Ask 2025-era sessions with `elicitation/create` (both eras served), not with input requests (-32603)."""
     payment_rounds: int | None = None
     """pay_refund's URL-mode round count (0: none, an abandoned page asks until the client's cap); None: the shop's."""
+    auth: bool = True  # False: started without the deployment's authorization server (a rollout that missed it)
 
 
 def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *, store: str, keyring: str,
@@ -191,7 +192,7 @@ def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *
             "--store", options.store or store, "--keyring", options.keyring or keyring,
             "--ttl", options.ttl or ttl, "--name", options.name or name,
             "--clock-offset", str(options.clock_offset)]
-    if auth_issuer is not None:
+    if auth_issuer is not None and options.auth:
         args += ["--auth-issuer", auth_issuer, *(["--auth-audience", auth_audience] if auth_audience else [])]
     if options.answers_store:
         args += ["--answers-store", options.answers_store]
