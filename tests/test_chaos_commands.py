@@ -457,3 +457,81 @@ def test_the_rollback_undoes_what_commands_changed_newest_first_with_the_targets
     [rollback] = [r for r in finished.journal() if r["type"] == "chaos" and r["phase"] == "end"
                   and r["action"] == "rollback"]
     assert rollback["ok"] and len(rollback["detail"]["undone"]) == 2
+
+
+AUTH_SCENARIO = """
+name = "auth-by-command"
+duration = "3s"
+grace = "2s"
+
+[target]
+kind = "external"
+urls = {urls}
+
+[target.commands]
+subject-drift = ["sh", "-c", "echo drift {{share}} >> {folder}/done.txt"]
+auth-down = ["sh", "-c", "echo down >> {folder}/done.txt"]
+auth-up = ["sh", "-c", "echo up >> {folder}/done.txt"]
+revoke = ["sh", "-c", "echo revoke {{share}} >> {folder}/done.txt"]
+scope-loss = ["sh", "-c", "echo lose {{scope}} {{share}} >> {folder}/done.txt"]
+scope-restore = ["sh", "-c", "echo restore {{scope}} >> {folder}/done.txt"]
+token-expiry = ["sh", "-c", "echo expiry {{lifetime}} >> {folder}/done.txt"]
+token-expiry-end = ["sh", "-c", "echo expiry end >> {folder}/done.txt"]
+
+[load]
+arrival_rate = 2
+
+[[flows]]
+kind = "call"
+tool = "refund_item"
+arguments = {{ order_id = "O-1001" }}
+answers = {{ sku = "mug" }}
+
+[leads]
+think = {{ dist = "constant", value = "0s" }}
+
+[[chaos]]
+at = "0s"
+action = "subject-drift"
+share = 0.5
+duration = "0.2s"
+
+[[chaos]]
+at = "0.5s"
+action = "auth-down"
+duration = "0.2s"
+
+[[chaos]]
+at = "1s"
+action = "revoke"
+share = 0.5
+
+[[chaos]]
+at = "1.2s"
+action = "scope-loss"
+share = 0.25
+
+[[chaos]]
+at = "1.5s"
+action = "token-expiry"
+lifetime = "3s"
+"""
+
+
+def test_auth_actions_by_command_run_their_commands_and_the_rollback_undoes_what_stays_changed(replicas, tmp_path):
+    urls = [replicas.start("r1", "tests.servers.refund_desk")]
+    replicas.wait_ready()
+    scenario = tmp_path / "auth.toml"
+    scenario.write_text(AUTH_SCENARIO.format(urls=toml_list(urls), folder=replicas.folder))
+
+    finished = run_harness(scenario, tmp_path / "results")
+
+    assert finished.code == 0, finished.output
+    # each command once, deployment-wide; the durations' ends at their ends, the rest by the rollback, newest first
+    assert (replicas.folder / "done.txt").read_text().splitlines() == [
+        "drift 0.5", "drift 0", "down", "up", "revoke 0.5", "lose refunds:write 0.25", "expiry 3", "expiry end",
+        "restore refunds:write"]
+    ends = [r for r in finished.journal() if r["type"] == "chaos" and r["phase"] == "end"]
+    assert [(r["action"], r["target"], r["ok"]) for r in ends if r["action"] != "rollback"] == [
+        ("subject-drift", "auth", True), ("auth-down", "auth", True), ("revoke", "auth", True),
+        ("scope-loss", "auth", True), ("token-expiry", "auth", True)]

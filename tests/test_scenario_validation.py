@@ -171,6 +171,12 @@ BROKEN = {
     "no-flows": (('[[flows]]\nkind = "refund"\n', ""), None, "flows: is required"),
     "commands-on-an-embedded-target": (('ttl = "10m"', 'ttl = "10m"\ncommands = { restart = ["true"] }'), 9,
                                        "[target.commands] applies to external and docker targets"),
+    # the shop's authorization server runs only for client credentials found by discovery
+    "auth-chaos-on-a-shop-without-auth": (('action = "restart"', 'action = "auth-down"'), 21,
+                                          "chaos[1].action: auth-down acts on the shop's own authorization server"),
+    "an-embedded-shop-given-a-token-file": (('ttl = "10m"', 'ttl = "10m"\n\n[target.auth]\nkind = "tokens"\n'
+                                             'file = "leads.tokens"'), 11,
+                                            "target.auth.kind: an embedded shop runs its own authorization server"),
 }
 PYDANTIC_WORDS = ("Input should", "Extra inputs", "Input tag", "expected tags", "errors.pydantic.dev",
                   "Field required", "Value error", "validation error")
