@@ -143,7 +143,10 @@ def _client_credentials(request: Request, form: dict[str, str]) -> tuple[str, st
             client_id, secret = decoded.split(":", 1)
         except (ValueError, UnicodeDecodeError):
             raise TokenRefused("invalid_client", "malformed Basic credentials", 401) from None
-        return unquote_plus(client_id), unquote_plus(secret), True
+        client_id, secret = unquote_plus(client_id), unquote_plus(secret)
+        if form.get("client_id", client_id) != client_id:  # RFC 6749 3.2.1 lets the form name it too: the same one
+            raise TokenRefused("invalid_request", "the form's client_id is not the one authenticated")
+        return client_id, secret, True
     if posted:
         return form.get("client_id", ""), form["client_secret"], False
     raise TokenRefused("invalid_client", "client authentication required", 401)
