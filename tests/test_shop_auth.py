@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from harness.config.scenario import parse_scenario
+from harness.shop.authserver import Signer
 from harness.shop.catalogue import build_catalogue
 from harness.target.auth_server import MissingSecret
 from harness.target.base import AuthChange
@@ -172,6 +173,14 @@ def test_a_wrong_secret_is_refused_with_invalid_client_and_the_answer_never_carr
     assert (response.status_code, response.json()["error"]) == (401, "invalid_client")
     assert wrong not in response.text and SECRET not in response.text
     assert SECRET not in Path(shop.deployment.auth.process.log_path).read_text()
+
+
+def test_a_token_with_the_same_claims_signed_by_another_key_is_refused(shop):
+    genuine = claims(token(shop, 15)["access_token"])
+    forged = Signer().sign(genuine)  # same issuer, subject, audience and scope; not the server's key
+    response = call(shop.urls[0], "quote_refund", {"order_id": "O-1"}, forged)
+    assert response.status_code == 401 and 'error="invalid_token"' in response.headers["www-authenticate"]
+    assert "bearer token refused: unknown signing key" in log_of(shop, 0)
 
 
 def test_issue_refund_without_refunds_write_is_403_insufficient_scope(shop):
