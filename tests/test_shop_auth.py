@@ -12,6 +12,8 @@ import base64
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,6 +196,18 @@ def test_issue_refund_without_refunds_write_is_403_insufficient_scope(shop):
     assert "tool issue_refund refused: insufficient_scope" in log_of(shop, 0)
 
 
+def test_issue_refund_on_the_2025_path_without_refunds_write_is_a_tool_error_naming_the_scope(shop):
+    reader = token(shop, 16, scope="")["access_token"]
+    quote_id = quote(shop, reader)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "issue_refund", "arguments": {"quote_id": quote_id}}}
+    response = httpx.post(shop.urls[0], json=body, headers={  # no MCP-Protocol-Version: the 2025 path
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {reader}"})
+    result = response.json()["result"]
+    assert result["isError"] and "needs the refunds:write scope" in result["content"][0]["text"]
+
+
 def test_a_retry_with_another_leads_token_is_rejected_for_principal(shop):
     quote_id, state = first_round(shop, token(shop, 5)["access_token"])
     response = retry(shop, quote_id, state, token(shop, 6)["access_token"])
@@ -287,3 +301,20 @@ def test_a_missing_secret_variable_is_a_usage_error_naming_it(tmp_path):
     with pytest.raises(MissingSecret, match="MRTR_TEST_NO_SUCH_SECRET"):
         target.start()
     assert target.target_pids() == set()
+
+
+def test_the_authorization_server_without_its_secret_variable_exits_2_naming_it():
+    env = {key: value for key, value in os.environ.items() if key != "MRTR_TEST_NO_SUCH_SECRET"}
+    started = subprocess.run([sys.executable, "-m", "harness", "shop", "auth-server", "--port", "1", "--client-id",
+                              CLIENT, "--client-secret-env", "MRTR_TEST_NO_SUCH_SECRET"], capture_output=True,
+                             text=True, env=env, timeout=60)
+    assert started.returncode == 2
+    assert "MRTR_TEST_NO_SUCH_SECRET" in started.stderr and "Traceback" not in started.stderr
+
+
+def test_a_replica_given_both_a_principal_header_and_an_issuer_exits_2_saying_to_give_one():
+    started = subprocess.run([sys.executable, "-m", "harness", "shop", "replica", "--port", "1", "--api",
+                              "http://127.0.0.1:1", "--principal-header", "X-Lead", "--auth-issuer",
+                              "http://127.0.0.1:2"], capture_output=True, text=True, timeout=60)
+    assert started.returncode == 2
+    assert "--principal-header and --auth-issuer" in started.stderr and "Traceback" not in started.stderr
