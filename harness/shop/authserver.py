@@ -172,6 +172,8 @@ def _granted_scopes(policy: AuthPolicy, form: dict[str, str], subject: str) -> l
 
 def issue(policy: AuthPolicy, signer: Signer, request: Request, form: dict[str, str]) -> dict[str, Any]:
     """One client-credentials grant: the token response (RFC 6749 5.1), or TokenRefused."""
+    if "grant_type" not in form:
+        raise TokenRefused("invalid_request", "grant_type is missing")
     if form.get("grant_type") != "client_credentials":
         raise TokenRefused("unsupported_grant_type", "only client_credentials is supported")
     client_id, secret, basic = _client_credentials(request, form)
@@ -254,11 +256,13 @@ def build_app(policy: AuthPolicy, signer: Signer, admin_port: int | None) -> Sta
     async def admin(request: Request) -> Response:
         if not on_admin_socket(request):
             return JSONResponse({"error": "not found"}, status_code=404)
-        body = await request.json() if request.method == "POST" else {}
         try:
+            body = await request.json() if request.method == "POST" else {}
+            if not isinstance(body, dict):
+                raise TypeError("the body must be a JSON object")
             answer = _admin_action(policy, request.path_params["action"], body)
         except (KeyError, TypeError, ValueError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=400)
         logger.info("admin %s: %s", request.path_params["action"], json.dumps(answer, sort_keys=True))
         return JSONResponse(answer)
 

@@ -135,7 +135,7 @@ class JwtVerifier:
                 logger.warning("bearer token refused: unknown signing key %s", str(kid)[:8])
                 return None
             return jwt.decode(token, key=key, algorithms=["ES256"], audience=self.audience, issuer=self.issuer,
-                              options={"require": ["exp", "iat", "sub", "iss", "aud"]})
+                              options={"require": ["exp", "iat", "sub", "iss", "aud", "client_id"]})
         except jwt.ExpiredSignatureError:
             logger.warning("bearer token refused: expired %s", _fingerprint(_unverified(token)))
         except jwt.InvalidAudienceError:
