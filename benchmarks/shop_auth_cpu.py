@@ -12,7 +12,8 @@ one lead holding its own token (fetched once, as a lead holds one until it is re
 
 Per window: the replica's utime+stime from /proc before and after, per POST; the ratio
 on/off is taken over the sums of each side's windows. The authorization server's own CPU
-over the whole run is reported too (it serves the replicas' polls and the token requests).
+over the whole run is reported too (it serves the replicas' polls and the token requests), and
+so is the CPU of one `verify_token` in this process, for a token seen first and seen again.
 Raw figures go to `results/benchmarks/shop_auth_cpu-<utc>.json`.
 
 Run from the repository root:
@@ -58,6 +59,38 @@ def lead_tokens(issuer: str, secret: str, leads: int) -> list[str]:
         response.raise_for_status()
         tokens.append(response.json()["access_token"])
     return tokens
+
+
+def verification_cost(tokens: int = 2000, repeats: int = 5) -> dict[str, float]:
+    """CPU per `JwtVerifier.verify_token` in this process: a token seen for the first time (the ES256 check), and
+    one seen before (the remembered claims), with keys given directly and no feed polling."""
+    import asyncio
+    import secrets
+
+    import jwt
+
+    from harness.shop.authserver import Signer
+    from harness.shop.resource import JwtVerifier
+
+    signer = Signer()
+    now = time.time()
+    fresh = [signer.sign({"iss": "http://issuer", "sub": f"{CLIENT_ID}/lead-{n}", "aud": "mcp-shop",
+                          "client_id": CLIENT_ID, "scope": "refunds:write", "iat": now, "exp": now + 3600,
+                          "jti": secrets.token_hex(12)}) for n in range(tokens)]
+    verifier = JwtVerifier("http://issuer", "mcp-shop")
+    verifier.keys = {signer.kid: jwt.PyJWK(signer.jwks["keys"][0])}
+    verifier._poller = asyncio.Future  # not None: measured without the feed's polling
+
+    async def cost(batch: list[str]) -> float:
+        started = time.process_time()
+        for token in batch:
+            if await verifier.verify_token(token) is None:
+                raise SystemExit("a freshly signed token was refused")
+        return (time.process_time() - started) / len(batch) * 1e6
+
+    first = asyncio.run(cost(fresh))
+    again = asyncio.run(cost(fresh * repeats))
+    return {"first_us": round(first, 1), "remembered_us": round(again, 1)}
 
 
 def window(shop: Shop, flows: int, start: int) -> dict[str, Any]:
@@ -117,7 +150,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "shop_auth_cpu", "machine": machine_facts(), "threads": args.threads, "windows": windows,
             "replica_cpu_us_per_post": {side: round(sums[side] / posts[side] * 1e6, 1) for side in sums},
             "ratio_on_off": round((sums["on"] / posts["on"]) / (sums["off"] / posts["off"]), 3),
-            "authorization_server_cpu_s": round(auth_cpu, 3)}
+            "authorization_server_cpu_s": round(auth_cpu, 3), "verify_token_cpu_us": verification_cost()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
               f"machine {w['machine_cores']} cores")
     print(f"replica CPU per POST: on {figures['replica_cpu_us_per_post']['on']} us, off "
           f"{figures['replica_cpu_us_per_post']['off']} us, ratio {figures['ratio_on_off']}; authorization server "
-          f"{figures['authorization_server_cpu_s']} s CPU in all; raw: {path}")
+          f"{figures['authorization_server_cpu_s']} s CPU in all; verify_token "
+          f"{figures['verify_token_cpu_us']['first_us']} us first, {figures['verify_token_cpu_us']['remembered_us']} "
+          f"us after; raw: {path}")
     return 0
 
 
