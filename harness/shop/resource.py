@@ -65,6 +65,7 @@ class JwtVerifier:
         self.server_url = (server_url or issuer).rstrip("/")
         """Where this replica reaches the authorization server (in a container network, not the issuer URL)."""
         self.keys: dict[str, Any] = {}
+        self._jwks: dict[str, Any] | None = None
         self.feed: dict[str, Any] = {"revoked_before": {}, "withdrawn": {}, "drop_subject": 0.0}
         self._poller: asyncio.Task[None] | None = None
         self._random = random.Random()
@@ -76,7 +77,8 @@ class JwtVerifier:
         """Read the keys and the feed once; what cannot be read is kept as it was."""
         try:
             jwks = (await http.get(f"{self.server_url}/jwks")).raise_for_status().json()
-            self.keys = {key["kid"]: jwt.PyJWK(key) for key in jwks["keys"]}
+            if jwks != self._jwks:  # a key object is made only when the set changed (a restart's new key)
+                self.keys, self._jwks = {key["kid"]: jwt.PyJWK(key) for key in jwks["keys"]}, jwks
             self.feed = (await http.get(f"{self.server_url}/revocations")).raise_for_status().json()
         except (httpx.HTTPError, ValueError, KeyError, jwt.PyJWKError) as exc:
             logger.debug("authorization server not read (%s); keeping the keys and feed held", type(exc).__name__)
@@ -163,6 +165,17 @@ def require_scope(tool: str) -> None:
         raise ToolError(f"{tool} needs the {needed} scope, which this token does not have.")
 
 
+def _method_and_name(headers: Any) -> tuple[bytes | None, str]:
+    """The `Mcp-Method` and `Mcp-Name` header values of an ASGI scope's headers (names are lower-case there)."""
+    method, name = None, ""
+    for key, value in headers:
+        if key == b"mcp-method":
+            method = value
+        elif key == b"mcp-name":
+            name = value.decode("latin-1")
+    return method, name
+
+
 class ScopeGate:
     """ASGI layer, inside the SDK's authentication: 403 insufficient_scope for a gated tool called without its scope."""
 
@@ -173,9 +186,8 @@ class ScopeGate:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         user = scope.get("user") if scope["type"] == "http" else None
         if isinstance(user, AuthenticatedUser):
-            headers = {key.lower(): value for key, value in scope.get("headers", ())}
-            if headers.get(b"mcp-method") == b"tools/call":
-                tool = headers.get(b"mcp-name", b"").decode("latin-1")
+            method, tool = _method_and_name(scope.get("headers", ()))
+            if method == b"tools/call":
                 needed = TOOL_SCOPES.get(tool)
                 if needed is not None and needed not in user.scopes:
                     logger.warning("tool %s refused: insufficient_scope, needs %s (sub=%s)", tool, needed,
