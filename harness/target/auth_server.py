@@ -1,4 +1,5 @@
-"""The shop's authorization server as a process of a local deployment, and the harness's hand on its admin port.
+"""The shop's authorization server as the harness starts it: its spec, its command, and the harness's hand on
+its admin port (the process is `harness.target.local_deployment.AuthServerProcess`).
 
 Started like every other process of the deployment (`ManagedProcess`, in its own session,
 on the run's lifeline: it dies with the harness, also on SIGKILL), before the replicas,
@@ -12,12 +13,10 @@ import http.client
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.config.target import TargetConfig
 from harness.errors import UsageError
-from harness.runtime.processes import free_port, harness_command
 
 SHOP_SCOPES = ("refunds:write",)
 """The scopes the shop's authorization server always knows: the refund policy's."""
@@ -60,58 +59,28 @@ class AuthAdminError(RuntimeError):
     """The authorization server's admin interface did not answer, or refused the change."""
 
 
-class AuthServerProcess:
-    """The authorization server's process (public port + 127.0.0.1 admin port), its issuer URL and admin calls."""
+def auth_server_args(spec: AuthServerSpec, port: int, admin_port: int) -> list[str]:
+    """The harness's command-line arguments that start the server (`shop auth-server ...`), the secret by name only."""
+    return ["shop", "auth-server", "--port", str(port), "--admin-port", str(admin_port),
+            "--client-id", spec.client_id, "--client-secret-env", spec.secret_env,
+            "--audience", spec.audience, "--lifetime", f"{spec.lifetime:g}s",
+            *(arg for scope in spec.scopes for arg in ("--scope", scope)), *spec.extra_args]
 
-    def __init__(self, spec: AuthServerSpec, log_path: Path) -> None:
-        from harness.target.local_deployment import ManagedProcess
 
-        self.spec = spec
-        self.port = free_port()
-        self.admin_port = free_port()
-        args = ["shop", "auth-server", "--port", str(self.port), "--admin-port", str(self.admin_port),
-                "--client-id", spec.client_id, "--client-secret-env", spec.secret_env,
-                "--audience", spec.audience, "--lifetime", f"{spec.lifetime:g}s",
-                *(arg for scope in spec.scopes for arg in ("--scope", scope)), *spec.extra_args]
-        self.process = ManagedProcess("auth", harness_command(*args), self.port, log_path)
-        self.changed = False
-        """Whether chaos changed anything since the start or the last reset (what rollback must undo)."""
-
-    @property
-    def issuer(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        self.process.start()
-        self.process.wait_ready()
-
-    def stop(self) -> None:
-        self.process.stop()
-
-    def admin(self, action: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One admin call (POST with a body, GET without); its JSON answer."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=5.0)
-        try:
-            payload = json.dumps(body).encode() if body is not None else None
-            connection.request("POST" if payload is not None else "GET", f"/admin/{action}", body=payload,
-                               headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            answer = json.loads(response.read() or b"{}")
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            raise AuthAdminError(f"the authorization server's admin interface did not answer {action}: "
-                                 f"{type(exc).__name__}") from None
-        finally:
-            connection.close()
-        if response.status != 200:
-            raise AuthAdminError(f"the authorization server refused {action}: {answer.get('error')}")
-        if action not in ("state", "reset"):
-            self.changed = True
-        return answer
-
-    def reset(self) -> bool:
-        """Everything chaos changed put back; True when there was something to put back."""
-        if not self.changed or not self.process.running():
-            return False
-        self.admin("reset", {})
-        self.changed = False
-        return True
+def admin_call(admin_port: int, action: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One call of the server's admin interface on 127.0.0.1 (POST with a body, GET without); its JSON answer."""
+    connection = http.client.HTTPConnection("127.0.0.1", admin_port, timeout=5.0)
+    try:
+        payload = json.dumps(body).encode() if body is not None else None
+        connection.request("POST" if payload is not None else "GET", f"/admin/{action}", body=payload,
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = json.loads(response.read() or b"{}")
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise AuthAdminError(f"the authorization server's admin interface did not answer {action}: "
+                             f"{type(exc).__name__}") from None
+    finally:
+        connection.close()
+    if response.status != 200:
+        raise AuthAdminError(f"the authorization server refused {action}: {answer.get('error')}")
+    return answer

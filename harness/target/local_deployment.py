@@ -19,11 +19,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
 from harness.runtime.processes import alive, free_port, harness_command, start_child
-from harness.target.auth_server import AuthServerProcess, AuthServerSpec
+from harness.target.auth_server import AuthServerSpec, admin_call, auth_server_args
 from harness.target.zygote import Zygote, ZygoteError
 
 READY_TIMEOUT = 60.0
@@ -161,6 +161,45 @@ def _wait_gone(process: ManagedProcess, timeout: float) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+class AuthServerProcess:
+    """The authorization server's process (public port + 127.0.0.1 admin port), its issuer URL and admin calls."""
+
+    def __init__(self, spec: AuthServerSpec, log_path: Path) -> None:
+        self.spec = spec
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.process = ManagedProcess("auth", harness_command(*auth_server_args(spec, self.port, self.admin_port)),
+                                      self.port, log_path)
+        self.changed = False
+        """Whether chaos changed anything since the start or the last reset (what rollback must undo)."""
+
+    @property
+    def issuer(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.process.start()
+        self.process.wait_ready()
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def admin(self, action: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One admin call (`admin_call`); a change, not a look, is what rollback must undo."""
+        answer = admin_call(self.admin_port, action, body)
+        if action not in ("state", "reset"):
+            self.changed = True
+        return answer
+
+    def reset(self) -> bool:
+        """Everything chaos changed put back; True when there was something to put back."""
+        if not self.changed or not self.process.running():
+            return False
+        self.admin("reset", {})
+        self.changed = False
+        return True
 
 
 @dataclass
