@@ -199,12 +199,17 @@ def test_issue_refund_without_refunds_write_is_403_insufficient_scope(shop):
 def test_issue_refund_on_the_2025_path_without_refunds_write_is_a_tool_error_naming_the_scope(shop):
     reader = token(shop, 16, scope="")["access_token"]
     quote_id = quote(shop, reader)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "Authorization": f"Bearer {reader}"}  # no MCP-Protocol-Version: the 2025 path, with a session
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
+    opened = httpx.post(shop.urls[0], json=hello, headers=headers, timeout=10.0)
+    headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+    httpx.post(shop.urls[0], json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "issue_refund", "arguments": {"quote_id": quote_id}}}
-    response = httpx.post(shop.urls[0], json=body, headers={  # no MCP-Protocol-Version: the 2025 path
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        "Authorization": f"Bearer {reader}"})
-    result = response.json()["result"]
+    answer = httpx.post(shop.urls[0], json=body, headers=headers, timeout=10.0).text
+    result = json.loads(answer[answer.index("{"):].splitlines()[0])["result"]  # plain JSON or one SSE event
     assert result["isError"] and "needs the refunds:write scope" in result["content"][0]["text"]
 
 
