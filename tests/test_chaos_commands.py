@@ -311,6 +311,21 @@ def test_a_command_that_fails_is_a_chaos_failure_with_its_exit_code_and_output_i
     assert "mrtr-harness: WARNING harness.chaos.schedule: chaos command on r1 failed: command failed" in finished.output
 
 
+@pytest.mark.parametrize(("expect", "code"), [("", 1), ('chaos_failures = "<= 1"', 0)])
+def test_a_chaos_action_that_did_not_happen_fails_the_run_unless_the_scenario_allows_it(replicas, tmp_path, expect,
+                                                                                          code):
+    """Without a chaos_failures threshold of its own, a run whose chaos failed has not tested what it says."""
+    urls = [replicas.start("r1", "tests.servers.refund_desk")]
+    replicas.wait_ready()
+    scenario = tmp_path / "failing.toml"
+    scenario.write_text(FAILING_SCENARIO.format(urls=toml_list(urls)).replace('chaos_failures = "== 0"', expect))
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == code, finished.output
+    said = "chaos: 1 action did not happen as scheduled (command r1: command failed"
+    assert (said in finished.output) == (code == 1)
+    assert any(said in problem for problem in finished.summary["problems"]) == (code == 1)
+
+
 BASE = """
 name = "by-command"
 duration = "10s"

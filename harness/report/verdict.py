@@ -238,12 +238,13 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
     passing thresholds prove nothing (exit 1); a started flow without exactly one end
     record is the harness's bookkeeping failing (exit 4), never the target's; then
     failures (thresholds, invariants, unexplained rejections, a hypothesis that failed
-    before chaos); then a deviation (the hypothesis failed during or after chaos).
+    before chaos, a chaos action that did not happen unless a `chaos_failures` threshold
+    allows it); then a deviation (the hypothesis failed during or after chaos).
     Thresholds are still evaluated in every case, so the reports show them.
     """
     checks = checks if checks is not None else RunChecks.from_figures(figures)
     verdicts = evaluate(thresholds, figures)
-    failures = _failures(verdicts, checks)
+    failures = _failures(verdicts, checks) + _chaos_not_done(figures, thresholds)
     deviations = [f"{probe.title(figures.started)} failed: {describe_detail(probe.detail)}"
                   for probe in checks.hypothesis if not probe.ok and probe.phase != "before"]
     status, reason = _status(figures, checks, failures, deviations)
@@ -267,6 +268,20 @@ def _with_redispatched(reconciliation: Reconciliation | None, figures: RunFigure
 
 LOST_TRACK = "one_outcome_per_flow"
 """The invariant that checks the harness's own bookkeeping: a break is the harness's failure, not the target's."""
+
+
+def _chaos_not_done(figures: RunFigures, thresholds: list[Threshold]) -> list[str]:
+    """A chaos action that failed, was cut short or never ran fails the run, unless a `chaos_failures` threshold
+    of the scenario's own says how many may: a run whose chaos did not happen has not tested what it says."""
+    if any(threshold.metric == "chaos_failures" for threshold in thresholds):
+        return []
+    failed = [row for row in figures.chaos if row.get("phase") == "end" and not row.get("ok", True)]
+    if not failed:
+        return []
+    named = "; ".join(f"{row.get('action')} {row.get('target')}: {row.get('error') or 'failed'}" for row in failed[:3])
+    more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+    return [f"chaos: {len(failed)} action{'s' * (len(failed) != 1)} did not happen as scheduled ({named}{more}); "
+            "set a chaos_failures threshold to allow it"]
 
 
 def _failures(verdicts: list[ThresholdResult], checks: RunChecks) -> list[str]:
