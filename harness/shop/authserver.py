@@ -48,13 +48,13 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+if TYPE_CHECKING:  # Starlette is imported where the server is built: `mrtr-harness` parses its options without it
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
 
 logger = logging.getLogger("harness.shop.authserver")
 
@@ -194,6 +194,8 @@ def issue(policy: AuthPolicy, signer: Signer, request: Request, form: dict[str, 
 
 
 def _oauth_error(error: TokenRefused) -> JSONResponse:
+    from starlette.responses import JSONResponse
+
     headers = {"Cache-Control": "no-store"}
     if error.status == 401:
         headers["WWW-Authenticate"] = 'Basic realm="token"'
@@ -202,6 +204,8 @@ def _oauth_error(error: TokenRefused) -> JSONResponse:
 
 
 def _unavailable() -> JSONResponse:
+    from starlette.responses import JSONResponse
+
     return JSONResponse({"error": "temporarily_unavailable", "error_description": "the authorization server is "
                          "down"}, status_code=503, headers={"Retry-After": "1", "Cache-Control": "no-store"})
 
@@ -222,6 +226,9 @@ def metadata(policy: AuthPolicy) -> dict[str, Any]:
 
 def build_app(policy: AuthPolicy, signer: Signer, admin_port: int | None) -> Starlette:
     """The public routes, and the admin routes answered on the admin socket only."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
 
     def on_admin_socket(request: Request) -> bool:
         server = request.scope.get("server")
