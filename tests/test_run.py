@@ -23,8 +23,10 @@ SMOKE = SCENARIOS / "smoke.toml"
 SERVER_PACKAGES = {"mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette"}
 """What serves MCP (the SDK, its types' pydantic models) or a replica's HTTP: never imported by the load process.
 (Locust's own web UI, flask, comes with `import locust` itself.)"""
-SHOP_MODULES_A_RUN_MAY_IMPORT = {"harness.shop", "harness.shop.catalogue", "harness.shop.replica"}
-"""The orders its flows pick from, and the replica's command-line options (the CLI's `shop replica`)."""
+SHOP_MODULES_A_RUN_MAY_IMPORT = {"harness.shop", "harness.shop.catalogue", "harness.shop.replica",
+                                 "harness.shop.authserver"}
+"""The orders its flows pick from, and the command-line options of a replica and of the authorization server (the
+CLI's `shop replica` and `shop auth-server`; neither imports its server until it serves)."""
 
 
 @pytest.fixture(scope="module")
