@@ -72,6 +72,19 @@ class JwtVerifier:
         self._verified: dict[str, dict[str, Any]] = {}
         """Claims of tokens whose signature held, by token: a lead sends the same token every round until it is
         refreshed, and an ES256 check costs about 0.15 ms of CPU. Expiry and the feed are checked every time."""
+        self._load_keys_at_start()
+
+    def _load_keys_at_start(self) -> None:
+        """The keys and the feed, read before the replica serves (as a resource server loads its JWKS at boot):
+        else its first token, arriving while the authorization server is down, would find no key to check it by.
+        An authorization server that cannot be read now leaves them to the poller."""
+        try:
+            with httpx.Client(timeout=2.0) as http:
+                jwks = http.get(f"{self.server_url}/jwks").raise_for_status().json()
+                self.keys, self._jwks = {key["kid"]: jwt.PyJWK(key) for key in jwks["keys"]}, jwks
+                self.feed = http.get(f"{self.server_url}/revocations").raise_for_status().json()
+        except (httpx.HTTPError, ValueError, KeyError, jwt.PyJWKError) as exc:
+            logger.warning("authorization server not read at start (%s); its keys are polled for", type(exc).__name__)
 
     async def refresh(self, http: httpx.AsyncClient) -> None:
         """Read the keys and the feed once; what cannot be read is kept as it was."""
