@@ -141,6 +141,9 @@ def test_the_readme_names_every_command_and_the_actions_that_run_it():
         if name == "scale":
             assert "no action" in runner and "capacity --replicas" in runner
             continue
+        if name == "scope-restore":  # optional: what undoes scope-loss at the rollback, if the deployment has it
+            assert "no action" in runner and "rollback only" in runner
+            continue
         assert actions, name
         for action in actions:
             required = {"set-ttl": {"ttl": 1}, "rename": {"name": "x"}}.get(action, {})
