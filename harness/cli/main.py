@@ -229,6 +229,10 @@ def _run(args: argparse.Namespace) -> int:
     from harness.run.timeline import Run, RunOptions
 
     scenario = _load(args.scenario, args)  # ScenarioError: exit 2, nothing started
+    if scenario.target.auth is not None:
+        from harness.auth.sources import check
+
+        check(scenario.target.auth)  # a secret's variable unset, a token file with no token: exit 2, nothing started
     linger = parse_duration_option("--metrics-linger", args.metrics_linger)
     web_linger = parse_duration_option("--web-linger", args.web_linger)
     web = _web_address(args.web)

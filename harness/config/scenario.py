@@ -202,7 +202,18 @@ def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenar
     if not text.strip():
         raise ScenarioError(f"{path}: the file is empty: a scenario needs at least name, duration, [load] and "
                             "[[flows]]")
-    return parse_scenario(text, str(path), overrides)
+    return anchored(parse_scenario(text, str(path), overrides), path.parent)
+
+
+def anchored(scenario: Scenario, folder: Path) -> Scenario:
+    """The scenario with the paths it gives relative to its file (`[target.auth] file`) made absolute, so a
+    run (and every worker it sends the scenario to) reads the same file wherever it was started."""
+    auth = scenario.target.auth
+    if auth is None or auth.file is None or Path(auth.file).is_absolute():
+        return scenario
+    auth = auth.model_copy(update={"file": str(folder.absolute() / auth.file)})
+    target = scenario.target.model_copy(update={"auth": auth})
+    return scenario.model_copy(update={"target": target})
 
 
 def parse_scenario(text: str, source: str = "<scenario>", overrides: dict[str, Any] | None = None) -> Scenario:

@@ -206,6 +206,9 @@ class RoundDone(TypedDict):
     `host`: the `[[hosts]]` entry whose client sent it (`default` with no `[[hosts]]`). A 2025 host's
     call is one round: its questions travel over its session, as `elicitation/create` requests, and
     its `latency` and `server_time` include the lead's think time (the call stays open meanwhile).
+    `auth_retry`: the round is the resend of the one before it, which the server answered 401
+    `invalid_token` (`outcome` `unauthorized`): the lead's token was renewed and the round sent
+    once more, with the same state and answers. Absent on every other round.
     """
 
     type: Literal[RecordType.ROUND]
@@ -227,6 +230,7 @@ class RoundDone(TypedDict):
     crossed: NotRequired[bool]
     redispatched_from: NotRequired[str]
     host: NotRequired[str]
+    auth_retry: NotRequired[bool]
 
 
 class CallSummary(TypedDict):

@@ -5,7 +5,8 @@ hold nothing across a lead's think time), an MRTR client per host (`[[hosts]]`: 
 declares; a 2025 host gets the SDK's own client, `harness.mrtr.legacy`, imported only
 then), and the `FlowEnv` every flow
 shares, whose sleeps (an agent's lead thinking, a page visit) end on the process's
-wake-ups where they can (`harness.runtime.timers`). The shop's catalogue is loaded only when the
+wake-ups where they can (`harness.runtime.timers`). With `[target.auth]`, every principal's token is
+fetched here, before the load starts (`harness.auth`). The shop's catalogue is loaded only when the
 scenario runs the shop's own flows: a `call` or `fuzz` flow against another server's
 tool has no use for it.
 """
@@ -29,6 +30,8 @@ from harness.mrtr.transport import Transport
 from harness.runtime.timers import SLACK, Timers
 
 if TYPE_CHECKING:
+    from harness.auth.keeper import LeadTokens
+    from harness.config.auth import TargetAuth
     from harness.load.shop_orders import ShopOrders
     from harness.mrtr.legacy import LegacyLoop
 
@@ -40,6 +43,7 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
     target = scenario.target
     principal = {target.principal_header: target.principal} if target.principal_header is not None else None
+    tokens = _lead_tokens(target.auth, urls[0]) if target.auth is not None else None
     hosts: dict[str, tuple[Host, HostClient]] = {}
     legacy_loop: LegacyLoop | None = None
     for host in scenario.host_list:
@@ -52,14 +56,22 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
         else:
             hosts[host.name] = (host, MrtrClient(router, capabilities=capabilities(scenario.leads, host.elicitation),
                                                  timeout=scenario.load.timeout, transport=transport, headers=principal,
-                                                 retry_lost_answers=scenario.load.retry_lost_answers))
+                                                 retry_lost_answers=scenario.load.retry_lost_answers,
+                                                 credentials=tokens))
     modern = [client for host, client in hosts.values() if isinstance(client, MrtrClient)]
     client = modern[0] if modern else MrtrClient(router, capabilities=capabilities(scenario.leads),
                                                  timeout=scenario.load.timeout, transport=transport,
-                                                 headers=principal)
+                                                 headers=principal, credentials=tokens)
     return FlowEnv(scenario, client, journal, run_metrics, _shop_orders(scenario),
                    url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep,
-                   hosts=hosts)
+                   hosts=hosts, tokens=tokens)
+
+
+def _lead_tokens(auth: TargetAuth, url: str) -> LeadTokens:
+    """Every principal's token, fetched now; the OAuth client (Authlib) is imported only by runs that use it."""
+    from harness.auth.sources import lead_tokens
+
+    return lead_tokens(auth, url)
 
 
 def _shop_orders(scenario: Scenario) -> ShopOrders | None:

@@ -237,6 +237,8 @@ class WorkerSession:
             return
         self.plan.stop_accepting()
         self.plan.kill_in_flight()
+        if self.plan.env.tokens is not None:
+            self.plan.env.tokens.stop()
         self.journal.close()
         if self._shipping is not None:
             self._shipping.kill()

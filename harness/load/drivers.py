@@ -79,6 +79,8 @@ class LocalLoad:
         """Journal the flows still in flight as interrupted (in bulk), then stop Locust; returns how many."""
         interrupted = self.plan.kill_in_flight()
         self.runner.quit()
+        if self.plan.env.tokens is not None:
+            self.plan.env.tokens.stop()
         return interrupted
 
     def journal_parts(self) -> list[Path]:

@@ -40,6 +40,7 @@ from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
 
 if TYPE_CHECKING:
+    from harness.auth.keeper import LeadTokens
     from harness.load.shop_orders import ShopOrders
 
 
@@ -47,13 +48,17 @@ class HostClient(Protocol):
     """What a flow calls tools through: `MrtrClient` (a 2026-07-28 host) or `LegacyClient` (a 2025 one)."""
 
     def call_steps(self, tool: str, arguments: Mapping[str, Any], respond: Responder, *,
-                   intended_at: float | None = None, on_round: RoundHook | None = None) -> CallSteps: ...
+                   intended_at: float | None = None, on_round: RoundHook | None = None,
+                   lead: int | None = None) -> CallSteps: ...
 
 PAGE_TIMEOUT = 10.0
 """Seconds a lead waits for a provider's page to answer."""
 
 RequestHook = Callable[..., None]
 """Locust's `events.request.fire`, or None outside Locust."""
+
+AUTH_REFUSALS = frozenset({Outcome.UNAUTHORIZED, Outcome.FORBIDDEN})
+"""The rounds a resource server refused for their token (401) or its scopes (403)."""
 
 ANSWERED = {Action.DECLINE: FlowOutcome.DECLINED, Action.CANCEL: FlowOutcome.CANCELLED}
 _EXPECTED_ANSWERS = frozenset(action.value for action in ANSWERED)
@@ -78,6 +83,8 @@ class FlowEnv:
     """Recent first-round states per tool, where the fuzzer's swap classes find another call's state."""
     hosts: Mapping[str, tuple[Host, HostClient]] = field(default_factory=dict)
     """Each host's settings and client, by name; empty: every flow runs on `client`, as the one default host."""
+    tokens: LeadTokens | None = None
+    """Every principal's OAuth token (`[target.auth]`), which the client's rounds carry; None without auth."""
 
     def __post_init__(self) -> None:
         self._profiles: dict[int, LeadProfile] = {}
@@ -153,15 +160,18 @@ class Flow:
     """One running flow: its rounds and what it learned (quote, refund, answers).
 
     Slotted and small: 100,000 of them wait on leads at once in one load process. Its
-    lead is built when it is asked (a profile and the flow's stream are all it holds).
+    lead is built when it is asked (a profile and the flow's stream are all it holds). `lead` is its
+    index among the run's leads (all workers' flows numbered in turn): with `[target.auth]`, whose token
+    its rounds carry.
     """
 
     __slots__ = ("env", "spec", "flow_id", "kind", "rng", "late", "started", "ended", "rounds", "previous_replica",
-                 "server_time", "think_time", "thinking_until", "answers", "calls", "facts", "host")
+                 "server_time", "think_time", "thinking_until", "answers", "calls", "facts", "host", "lead")
 
     def __init__(self, env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream, *,
-                 late: bool = False) -> None:
+                 late: bool = False, lead: int = 0) -> None:
         self.env = env
+        self.lead = lead
         self.spec = spec
         self.flow_id = flow_id
         self.kind = flow_label(spec)
@@ -188,7 +198,7 @@ class Flow:
         """One tool call through its rounds, the lead answering; every round journaled as it ends."""
         result = yield from self.env.client_for(self.host).call_steps(tool, arguments, self.decide,
                                                                       intended_at=intended_at,
-                                                                      on_round=self.record_round)
+                                                                      on_round=self.record_round, lead=self.lead)
         self.server_time += result.server_time
         self.call_done(tool, result.round_count, result.outcome)
         return result
@@ -200,6 +210,7 @@ class Flow:
 
     def send(self, tool: str, arguments: Mapping[str, Any], **kwargs: Any) -> RoundRecord:
         """One hand-built round (the adversarial flows' wrong retries), journaled like the others."""
+        kwargs.setdefault("lead", self.lead)
         record = self.env.client.send_round(tool, arguments, **kwargs)
         self.record_round(tool, record)
         self.server_time += record.server_time
@@ -280,6 +291,10 @@ class Flow:
             done["crossed"] = replica != self.previous_replica
         if record.redispatched_from is not None:
             done["redispatched_from"] = env.replica_labels.get(record.redispatched_from, record.redispatched_from)
+        if record.auth_retry:
+            done["auth_retry"] = True
+        if record.outcome in AUTH_REFUSALS:
+            env.run_metrics.auth_refused(self.kind, tool, record.round, record.outcome.value)
         self.previous_replica = replica
         env.journal.write(done)
         env.run_metrics.round_done(self.kind, record.round, record.latency, failure)

@@ -34,7 +34,7 @@ FLOW_KINDS: dict[type, FlowKind] = {
 
 def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
                scheduled: float | None = None, late: bool = False,
-               in_flight: dict[str, Flow] | None = None) -> Steps[FlowOutcome]:
+               in_flight: dict[str, Flow] | None = None, lead: int = 0) -> Steps[FlowOutcome]:
     """One flow to its end, as steps (it yields each wait), journaling exactly one outcome for it.
 
     While it runs it is in `in_flight` (the load plan's table), so a run that stops with
@@ -43,7 +43,7 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
     writes nothing more when it is stopped (its greenlet killed mid-round, or its parked
     steps closed).
     """
-    flow = Flow(env, spec, flow_id, rng, late=late)
+    flow = Flow(env, spec, flow_id, rng, late=late, lead=lead)
     env.journal.write(FlowStarted(type=RecordType.START, t=flow.started, flow_id=flow_id, flow=flow.kind,
                                   scheduled=scheduled, late=late, host=flow.host.name))
     env.run_metrics.flow_started(flow.kind)
@@ -70,8 +70,8 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
 
 def run_flow(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
              scheduled: float | None = None, late: bool = False,
-             in_flight: dict[str, Flow] | None = None) -> FlowOutcome:
+             in_flight: dict[str, Flow] | None = None, lead: int = 0) -> FlowOutcome:
     """Run one flow to its end in the calling greenlet, sleeping its waits (the closed model's agents)."""
-    return drive(flow_steps(env, spec, flow_id, rng, scheduled, late, in_flight), env.sleep)
+    return drive(flow_steps(env, spec, flow_id, rng, scheduled, late, in_flight, lead), env.sleep)
 
 

@@ -62,16 +62,19 @@ class LoadPlan:
         """No new flows from now on; those in flight go on until they end or are killed."""
         self.accepting = False
 
-    def next_flow(self) -> tuple[FlowSpec, str, FlowStream]:
+    def next_flow(self) -> tuple[FlowSpec, str, FlowStream, int]:
+        """The next flow's spec, id, random stream and lead: the run's flows numbered across workers in turn
+        (w0's 1st, w1's 1st, ..., w0's 2nd), so every worker's leads together take the principals in turn."""
         number = next(self._numbers)
         spec = self._pick_rng.choices(self.scenario.flows, self._weights)[0]
         flow_id = f"w{self.worker}-{number:06d}"
-        return spec, flow_id, flow_stream(self.scenario.seed, "worker", self.worker, "flow", number)
+        lead = (number - 1) * self.workers + self.worker
+        return spec, flow_id, flow_stream(self.scenario.seed, "worker", self.worker, "flow", number), lead
 
     def run_one(self, scheduled: float | None = None) -> None:
         """Run the next flow in the calling greenlet (the closed model's agent does this in turn)."""
-        spec, flow_id, rng = self.next_flow()
-        run_flow(self.env, spec, flow_id, rng, scheduled, in_flight=self.in_flight)
+        spec, flow_id, rng, lead = self.next_flow()
+        run_flow(self.env, spec, flow_id, rng, scheduled, in_flight=self.in_flight, lead=lead)
 
     def arrivals(self, started: float, should_stop: Callable[[], bool],
                  sleep: Callable[[float], object] | None = None, clock: Callable[[], float] = time.time) -> None:
@@ -99,8 +102,8 @@ class LoadPlan:
         late = time.time() - scheduled > LATE_AFTER
         if late:
             self.env.run_metrics.late_start()
-        spec, flow_id, rng = self.next_flow()
-        self.parking.start(flow_steps(self.env, spec, flow_id, rng, scheduled, late, self.in_flight))
+        spec, flow_id, rng, lead = self.next_flow()
+        self.parking.start(flow_steps(self.env, spec, flow_id, rng, scheduled, late, self.in_flight, lead))
 
     @property
     def active(self) -> int:

@@ -75,6 +75,10 @@ class RunMetrics:
         self.client_errors = Counter("mrtr_client_errors_total", "Rounds that failed, by flow and JSON-RPC code or "
                                      "failure class (not a tool error answering a person's decline: that is an "
                                      "expected outcome).", ["flow", "code"], registry=r)
+        self.auth_refusals = Counter("mrtr_auth_refusals_total",
+                                     "Rounds the resource server refused for their access token (unauthorized: "
+                                     "401) or its scopes (forbidden: 403), by flow, tool and round.",
+                                     ["flow", "tool", "round", "outcome"], registry=r)
         self.rejections = Counter("mrtr_request_state_rejections_total",
                                   "requestState rejections by the reason the replica logged.", ["replica", "reason"],
                                   registry=r)
@@ -161,6 +165,11 @@ class RunMetrics:
     def _do_host_round_failed(self, host: str, code: str) -> None:
         self._child(self.host_errors, host, code).inc()
 
+    def auth_refused(self, flow: str, tool: str, round_number: int, outcome: str) -> None:
+        self._do_auth_refused(flow, tool, round_number, outcome)
+        if self._buffer is not None:
+            self._buffer.append(("auth_refused", flow, tool, round_number, outcome))
+
     def thought(self, seconds: float) -> None:
         self._do_thought(seconds)
         if self._buffer is not None:
@@ -195,6 +204,9 @@ class RunMetrics:
         self._child(self.round_duration, flow, str(min(round_number, MAX_ROUND_LABEL))).observe(latency)
         if failure_code is not None:
             self._child(self.client_errors, flow, failure_code).inc()
+
+    def _do_auth_refused(self, flow: str, tool: str, round_number: int, outcome: str) -> None:
+        self._child(self.auth_refusals, flow, tool, str(min(round_number, MAX_ROUND_LABEL)), outcome).inc()
 
     def _do_thought(self, seconds: float) -> None:
         self.think_time.observe(seconds)

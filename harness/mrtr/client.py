@@ -23,6 +23,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 import gevent
 
 import harness
+from harness.mrtr.credentials import INVALID_TOKEN, Credentials, with_authorization
 from harness.mrtr.error_text import content_text, scrub
 from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
@@ -82,6 +83,10 @@ class RoundRecord:
     redispatched_from: str | None = None
     """The URL the round was routed to first, when no connection to it could be opened and the round went
     to `replica` instead (`MrtrClient(redispatch=True)`); None when it went where it was routed."""
+    auth_error: str | None = None
+    """For `unauthorized` / `forbidden`: the OAuth `error` the server gave (`invalid_token`, `insufficient_scope`)."""
+    auth_retry: bool = False
+    """The round is the resend of one the server answered 401 `invalid_token`, after the lead's token was renewed."""
 
     @property
     def latency(self) -> float:
@@ -107,13 +112,16 @@ class RoundRecord:
         """
         if self.outcome is Outcome.TOOL_ERROR:
             text = content_text(self.result)
-        elif self.outcome is Outcome.HTTP_ERROR:
+        elif self.outcome in _HTTP_OUTCOMES:
             text = f"HTTP {self.http_status}" + (f": {self.error_message}" if self.error_message else "")
         elif self.error_code is not None:
             text = self.error_message or ""
         else:
             return None
         return scrub(text) or None
+
+
+_HTTP_OUTCOMES: Final = frozenset({Outcome.HTTP_ERROR, Outcome.UNAUTHORIZED, Outcome.FORBIDDEN})
 
 
 class LeadAnswer(NamedTuple):
@@ -222,6 +230,7 @@ class MrtrClient:
         redispatch: bool = True,
         headers: Mapping[str, str] | None = None,
         retry_lost_answers: int = 0,
+        credentials: Credentials | None = None,
     ) -> None:
         """`retry_lost_answers`: how many times a call resends a round whose answer was lost, with the same
         state and answers (a host that retries; the server's once-only record must refuse the replay).
@@ -230,6 +239,8 @@ class MrtrClient:
         down or restarting), send the round to another replica, as a health-checking balancer
         would. The server never saw the request, so this hides no MRTR failure: a rejected
         state, a lost record or a broken answer is still reported as it happened.
+        `credentials`: each lead's OAuth token; a round given a `lead` carries its `Authorization`, and a
+        call's round answered 401 `invalid_token` is sent once more after the lead's token is renewed.
         """
         self.redispatch = redispatch
         self.retry_lost_answers = retry_lost_answers
@@ -241,6 +252,7 @@ class MrtrClient:
         self._clock = clock
         self._sleep = sleep
         self._ids = itertools.count(1)
+        self.credentials = credentials
 
     def call_tool(
         self,
@@ -250,6 +262,7 @@ class MrtrClient:
         *,
         intended_at: float | None = None,
         on_round: Callable[[RoundRecord], None] | None = None,
+        lead: int | None = None,
     ) -> CallResult:
         """Drive one call to its end in this greenlet, sleeping while the person thinks.
 
@@ -263,7 +276,8 @@ class MrtrClient:
             if on_round is not None:
                 on_round(record)
 
-        result = drive(self.call_steps(tool, arguments, respond, intended_at=intended_at, on_round=keep), self._sleep)
+        result = drive(self.call_steps(tool, arguments, respond, intended_at=intended_at, on_round=keep, lead=lead),
+                       self._sleep)
         result.rounds = rounds
         return result
 
@@ -275,6 +289,7 @@ class MrtrClient:
         *,
         intended_at: float | None = None,
         on_round: RoundHook | None = None,
+        lead: int | None = None,
     ) -> CallSteps:
         """One call to its end (complete, an error, abandoned or rounds_exceeded), as steps.
 
@@ -284,7 +299,7 @@ class MrtrClient:
         is read (before the person is asked), so journals and metrics are written as the
         call happens and a call stopped mid-think has left its rounds. A round after a
         wait counts its latency from when the wait was due: a late resume (a busy load
-        process) is latency a user would have felt.
+        process) is latency a user would have felt. `lead`: whose token the rounds carry (with `credentials`).
         """
         frame = CallFrame(self.envelope, tool, arguments)
         count = 0
@@ -295,15 +310,20 @@ class MrtrClient:
         replica: str | None = None
         at = intended_at if intended_at is not None else self._clock()
         retries = self.retry_lost_answers
+        reauthorized = False
         while True:
             count += 1
-            record = self._round(frame, count, responses, state, self.router.pick(replica), at)
+            record = self._round(frame, count, responses, state, self.router.pick(replica), at, lead, reauthorized)
             server_time += record.server_time
             if on_round is not None:
                 on_round(tool, record)
             if record.outcome is Outcome.ANSWER_LOST and retries > 0 and count <= self.max_rounds:
                 retries -= 1  # the same round again, same state and answers: did the server act on the first?
                 replica, at = record.replica, self._clock()  # routed as a retry after the replica that lost it
+                continue
+            reauthorized = not reauthorized and count <= self.max_rounds and self._renewed(record, lead)
+            if reauthorized:  # the same round again with the lead's new token, once
+                replica, at = record.replica, self._clock()
                 continue
             if record.outcome is not Outcome.INPUT_REQUIRED:
                 return CallResult(record.outcome, record, count, server_time, think, backoff)
@@ -341,6 +361,7 @@ class MrtrClient:
         headers: Mapping[str, str] | None = None,
         round_number: int = 1,
         intended_at: float | None = None,
+        lead: int | None = None,
     ) -> RoundRecord:
         """Send exactly one round, as given; the adversarial hook of the on-call catalogue.
 
@@ -348,13 +369,20 @@ class MrtrClient:
         arguments, a replay of a retry that already completed, or with a wrong routing
         header (`headers` overrides the computed ones); the fuzzer's `request_state`
         may be any JSON value (`wire.JSON_NULL` for an explicit null). `replica` defaults
-        to the router's choice for a round 1.
+        to the router's choice for a round 1. `lead`: whose token it carries (with `credentials`); a 401 is
+        not retried here: the round is sent exactly as given.
         """
         _refuse_line_breaks(headers)
         frame = CallFrame(self.envelope, tool, arguments, headers)
         url = replica if replica is not None else self.router.pick(None)
         at = intended_at if intended_at is not None else self._clock()
-        return self._round(frame, round_number, input_responses, request_state, url, at)
+        return self._round(frame, round_number, input_responses, request_state, url, at, lead)
+
+    def _renewed(self, record: RoundRecord, lead: int | None) -> bool:
+        """Whether a round refused for its token may go again: a 401 `invalid_token`, and the lead now holds
+        a token obtained after the round was sent (this blocks the greenlet on the refresh, off the hot path)."""
+        return (record.outcome is Outcome.UNAUTHORIZED and record.auth_error == INVALID_TOKEN
+                and self.credentials is not None and lead is not None and self.credentials.renew(lead, record.sent_at))
 
     def _others(self, replica: str) -> list[str]:
         """The other replicas, in list order starting after `replica`: each is tried once."""
@@ -370,17 +398,20 @@ class MrtrClient:
         state: object,
         replica: str,
         intended_at: float,
+        lead: int | None = None,
+        auth_retry: bool = False,
     ) -> RoundRecord:
         request_id = next(self._ids)
         body = frame.body(request_id, responses, state)
         scanner = SseScanner(request_id)
+        headers = with_authorization(frame.headers, self.credentials, lead)
         sent_at = self._clock()
-        answer = self.transport.post(replica, body, frame.headers, scanner)
+        answer = self.transport.post(replica, body, headers, scanner)
         routed_to = replica
         if answer is NOT_SENT and self.redispatch:
             for other in self._others(replica):  # nobody saw it: send it where a balancer would
                 replica = other
-                answer = self.transport.post(replica, body, frame.headers, scanner)
+                answer = self.transport.post(replica, body, headers, scanner)
                 if answer is not NOT_SENT:
                     break
         received_at = self._clock()
@@ -397,16 +428,18 @@ class MrtrClient:
             sent_responses=responses is not None,
             sent_state=state is not None,
             redispatched_from=routed_to if replica != routed_to else None,
+            auth_retry=auth_retry,
         )
         if not isinstance(answer, HttpAnswer):
             record.outcome = answer
             return record
-        reply = decode_reply(answer.status, answer.content_type, answer.body, request_id, scanner)
+        reply = decode_reply(answer.status, answer.content_type, answer.body, request_id, scanner, answer.challenge)
         record.outcome = reply.outcome
         record.http_status = answer.status
         record.served_by = answer.served_by
         record.error_code = reply.error_code
         record.error_message = reply.error_message
+        record.auth_error = reply.auth_error
         result = reply.result
         record.result = result
         if reply.outcome is Outcome.INPUT_REQUIRED and result is not None:

@@ -108,8 +108,10 @@ class LegacyClient:
         self._clock = clock
 
     def call_steps(self, tool: str, arguments: Mapping[str, Any], respond: Responder, *,
-                   intended_at: float | None = None, on_round: RoundHook | None = None) -> CallSteps:
-        """One call to its end. It waits on the lead inside the call (an open stream), so it yields no waits."""
+                   intended_at: float | None = None, on_round: RoundHook | None = None,
+                   lead: int | None = None) -> CallSteps:
+        """One call to its end. It waits on the lead inside the call (an open stream), so it yields no waits.
+        `lead` is taken for the `HostClient` protocol and unused: a 2025 host carries no per-lead OAuth token."""
         url = self.router.pick(None)
         at = intended_at if intended_at is not None else self._clock()
         call = _Call(self, url, tool, dict(arguments), respond)

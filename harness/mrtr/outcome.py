@@ -37,6 +37,11 @@ class Outcome(enum.StrEnum):
     """Any other JSON-RPC error; the code is kept next to it."""
     INVALID_RESULT = "invalid_result"
     """An unknown `resultType`, a body that does not parse, or a response for another id."""
+    UNAUTHORIZED = "unauthorized"
+    """HTTP 401: the server took no access token from the round (none sent, or `invalid_token`: expired,
+    revoked, for another resource); the OAuth `error` is kept next to it."""
+    FORBIDDEN = "forbidden"
+    """HTTP 403: the token is valid but lacks a scope the call needs (`insufficient_scope`)."""
     HTTP_ERROR = "http_error"
     """A non-2xx status without a JSON-RPC error body (a proxy's 502, the SDK's 406/421)."""
     TIMEOUT = "timeout"

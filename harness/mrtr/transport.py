@@ -83,6 +83,8 @@ class HttpAnswer:
     body: bytes
     served_by: str | None = None
     """The `X-Served-By` header's value: the replica a balancer passed the request to, when it says."""
+    challenge: str | None = None
+    """The `WWW-Authenticate` header's value (a 401's or 403's OAuth challenge), when there is one."""
 
 
 class RoundTransport(Protocol):
@@ -354,6 +356,9 @@ def _ip_literal(host: str) -> socket.AddressFamily | None:
 
 # --- one exchange on one connection -------------------------------------------------------------
 
+WWW_AUTHENTICATE = b"www-authenticate"
+"""A 401's or 403's OAuth challenge (RFC 6750 section 3): its `error` says why the token was refused."""
+
 SERVED_BY = b"x-served-by"
 """The response header that names the replica behind a balancer (the shop's replicas send it; HAProxy:
 `http-response set-header X-Served-By %s`), so that rounds sent to one URL are still counted per replica."""
@@ -374,6 +379,7 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
     chunked = False
     content_type = ""
     served_by: str | None = None
+    challenge: str | None = None
     keep_alive = status_line[7:8] == b"1"
     for line in head:
         name, _, value = line.partition(b":")
@@ -388,8 +394,10 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
             keep_alive = b"close" not in value.lower() and (keep_alive or b"keep-alive" in value.lower())
         elif name == SERVED_BY:
             served_by = value.strip().decode("latin-1")
+        elif name == WWW_AUTHENTICATE:
+            challenge = value.strip().decode("latin-1")
     if status in (204, 304):
-        return HttpAnswer(status, content_type, b"", served_by), keep_alive
+        return HttpAnswer(status, content_type, b"", served_by, challenge), keep_alive
     streaming = sse is not None and content_type.startswith(SSE_CONTENT_TYPE)
     if chunked:
         reader = _ChunkedBody(sock, rest)
@@ -398,11 +406,11 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
             for piece in reader:
                 if sse.feed(piece):
                     break  # the rest of the stream is dropped with its connection
-            return HttpAnswer(status, content_type, b"", served_by), False
+            return HttpAnswer(status, content_type, b"", served_by, challenge), False
         body = b"".join(reader)
         if not reader.complete:
             raise _Broken("connection closed in a chunked body")
-        return HttpAnswer(status, content_type, body, served_by), keep_alive
+        return HttpAnswer(status, content_type, body, served_by, challenge), keep_alive
     if length is None:  # delimited by the server closing the connection
         parts = [rest]
         while more := sock.recv(RECV_SIZE):
@@ -420,8 +428,8 @@ def _exchange(sock: gevent.socket.socket, request: bytes, sse: SseScanner | None
     if streaming:
         assert sse is not None
         sse.feed(body)
-        return HttpAnswer(status, content_type, b"", served_by), keep_alive
-    return HttpAnswer(status, content_type, body, served_by), keep_alive
+        return HttpAnswer(status, content_type, b"", served_by, challenge), keep_alive
+    return HttpAnswer(status, content_type, body, served_by, challenge), keep_alive
 
 
 def _send_all(sock: gevent.socket.socket, data: bytes) -> None:

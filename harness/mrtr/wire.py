@@ -213,6 +213,8 @@ class ServerReply:
     result: dict[str, Any] | None = None
     error_code: int | None = None
     error_message: str | None = None
+    auth_error: str | None = None
+    """A 401's or 403's OAuth `error` (`invalid_token`, `insufficient_scope`), from its challenge or body."""
 
 
 _FRAME_END: Final = re.compile(rb"\r\n\r\n|\n\n|\r\r")
@@ -291,14 +293,20 @@ def decode_reply(
     body: bytes,
     request_id: int,
     sse: SseScanner | None = None,
+    challenge: str | None = None,
 ) -> ServerReply:
     """Classify one HTTP answer to a `tools/call` round.
 
     The JSON-RPC body decides over the HTTP status: the SDK sends -32602/-32020/-32021
     with 400 and -32603 with 200, so a status alone would misfile both. A non-2xx
     without a JSON-RPC error body (a proxy, a 406 or 421 from the transport) is
-    `http_error`; a 2xx that is not a response to this id is `invalid_result`.
+    `http_error`; a 2xx that is not a response to this id is `invalid_result`. A 401 or
+    403 is the resource server's answer before any MCP handling (the SDK's
+    `RequireAuthMiddleware`): `unauthorized` or `forbidden`, with the OAuth `error` of its
+    `WWW-Authenticate` challenge (or, failing that, of its JSON body).
     """
+    if status in AUTH_STATUSES:
+        return _auth_reply(status, body, challenge)
     if sse is not None and content_type.startswith(SSE_CONTENT_TYPE):
         message = sse.message if sse.finish() else None
     else:
@@ -313,6 +321,35 @@ def decode_reply(
     if not isinstance(result, dict):
         return ServerReply(Outcome.INVALID_RESULT)
     return ServerReply(classify_result(result), result)
+
+
+AUTH_STATUSES: Final = {401: Outcome.UNAUTHORIZED, 403: Outcome.FORBIDDEN}
+
+_CHALLENGE_FIELD: Final = r'{name}=(?:"([^"]+)"|([^\s,]+))'
+"""The SDK's pattern for one field of a `WWW-Authenticate` challenge (`mcp.client.auth.utils.
+extract_field_from_www_auth`), spelled here for the reason the header names are; a test checks they agree."""
+_CHALLENGE_ERROR: Final = re.compile(_CHALLENGE_FIELD.format(name="error"))
+_CHALLENGE_DESCRIPTION: Final = re.compile(_CHALLENGE_FIELD.format(name="error_description"))
+
+
+def challenge_field(challenge: str, pattern: re.Pattern[str]) -> str | None:
+    """One field's value (quoted or not) of a `WWW-Authenticate` challenge, or None."""
+    match = pattern.search(challenge)
+    return (match.group(1) or match.group(2)) if match else None
+
+
+def _auth_reply(status: int, body: bytes, challenge: str | None) -> ServerReply:
+    """A 401 or 403: the OAuth `error` and description, from the challenge first, then the body's JSON."""
+    error = description = None
+    if challenge:
+        error = challenge_field(challenge, _CHALLENGE_ERROR)
+        description = challenge_field(challenge, _CHALLENGE_DESCRIPTION)
+    if error is None and (message := _json_object(body)) is not None:
+        error = message.get("error") if isinstance(message.get("error"), str) else None
+        text = message.get("error_description")
+        description = text if isinstance(text, str) else description
+    said = (f"{error}: {description}" if description else error) if error else http_excerpt(body) or None
+    return ServerReply(AUTH_STATUSES[status], error_message=said, auth_error=error)
 
 
 def classify_result(result: Mapping[str, Any]) -> Outcome:

@@ -51,7 +51,7 @@ from harness.config.durations import format_duration
 from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
 from harness.config.thresholds import parse_thresholds
-from harness.errors import ExitCode
+from harness.errors import ExitCode, TargetDown
 from harness.journal.figures import RunFigures
 from harness.journal.records import (
     EndStatus,
@@ -208,7 +208,7 @@ class Run:
             try:
                 self._bring_up()
                 self._drive()
-            except TargetError as exc:
+            except TargetDown as exc:  # the target, or a token endpoint it needs (harness.auth)
                 self.target_error = str(exc)
                 self.say(f"target could not be started or reached: {exc}")
             except (Exception, gevent.Timeout) as exc:  # noqa: BLE001 - whatever it was, it is the harness's: exit 4

@@ -1,0 +1,91 @@
+"""The token endpoint of a target that did not say where it is, found as the MCP authorization spec says.
+
+An unauthenticated round first: the resource server's 401 names its protected-resource
+metadata in `WWW-Authenticate` (`resource_metadata=...`); else the RFC 9728 well-known
+URLs. That metadata lists the authorization servers; their RFC 8414 (or OpenID) metadata
+gives the `token_endpoint` and the client authentications it takes. URLs and parsing are
+the SDK's (`mcp.client.auth.utils`, `mcp.shared.auth`); only the HTTP is ours (synchronous,
+on gevent's sockets, before the load starts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx2
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    extract_resource_metadata_from_www_auth,
+)
+from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+from pydantic import ValidationError
+
+from harness.auth.errors import TokenEndpointError
+from harness.mrtr.wire import ACCEPT, MCP_PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION
+
+DISCOVERY_TIMEOUT = 10.0
+
+_PROBE = b'{"jsonrpc":"2.0","id":0,"method":"tools/list","params":{}}'
+"""The unauthenticated request whose 401 starts discovery (a resource server answers it before any MCP)."""
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """Where to ask for tokens, and how the authorization server wants the client to authenticate."""
+
+    token_endpoint: str
+    auth_methods: list[str] | None
+    issuer: str
+
+
+def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT) -> Discovered:
+    """The token endpoint for `target_url` (an MCP endpoint); TokenEndpointError when no step leads to one."""
+    with httpx2.Client(timeout=timeout, follow_redirects=False) as http:
+        resource = _protected_resource(http, target_url)
+        if not resource.authorization_servers:
+            raise TokenEndpointError(f"discovery: the protected-resource metadata of {target_url} names no "
+                                     "authorization server; give [target.auth] token_url")
+        issuer = str(resource.authorization_servers[0])
+        metadata = _authorization_server(http, issuer, target_url)
+    return Discovered(str(metadata.token_endpoint), metadata.token_endpoint_auth_methods_supported, issuer)
+
+
+def _get(http: httpx2.Client, url: str) -> httpx2.Response | None:
+    try:
+        return http.get(url, headers={MCP_PROTOCOL_VERSION_HEADER: PROTOCOL_VERSION})
+    except httpx2.HTTPError:
+        return None
+
+
+def _protected_resource(http: httpx2.Client, target_url: str) -> ProtectedResourceMetadata:
+    try:
+        probe = http.post(target_url, content=_PROBE, headers={"Content-Type": "application/json", "Accept": ACCEPT,
+                                                               MCP_PROTOCOL_VERSION_HEADER: PROTOCOL_VERSION})
+    except httpx2.HTTPError as exc:
+        raise TokenEndpointError(f"discovery: {target_url} cannot be reached: {type(exc).__name__}") from None
+    if probe.status_code != 401:
+        raise TokenEndpointError(f"discovery: {target_url} answered HTTP {probe.status_code} without a token, not "
+                                 "401: it asks for none; give [target.auth] token_url, or drop [target.auth]")
+    hinted = extract_resource_metadata_from_www_auth(probe)
+    for url in build_protected_resource_metadata_discovery_urls(hinted, target_url):
+        response = _get(http, url)
+        if response is not None and response.status_code == 200:
+            try:
+                return ProtectedResourceMetadata.model_validate_json(response.content)
+            except ValidationError:
+                continue
+    raise TokenEndpointError(f"discovery: no protected-resource metadata (RFC 9728) for {target_url}; give "
+                             "[target.auth] token_url")
+
+
+def _authorization_server(http: httpx2.Client, issuer: str, target_url: str) -> OAuthMetadata:
+    for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, target_url):
+        response = _get(http, url)
+        if response is not None and response.status_code == 200:
+            try:
+                return OAuthMetadata.model_validate_json(response.content)
+            except ValidationError:
+                continue
+    raise TokenEndpointError(f"discovery: no authorization-server metadata (RFC 8414) for {issuer}; give "
+                             "[target.auth] token_url")

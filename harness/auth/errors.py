@@ -1,0 +1,17 @@
+"""The two ways getting tokens fails before a run can start: bad input (exit 2), or the endpoint (exit 3).
+
+Neither message ever holds a secret or a token: only names, paths, URLs, and the `error`
+field a token endpoint answered with.
+"""
+
+from __future__ import annotations
+
+from harness.errors import TargetDown, UsageError
+
+
+class AuthInputError(UsageError):
+    """`[target.auth]` cannot be used as given: a secret's variable unset, a token file with no token."""
+
+
+class TokenEndpointError(TargetDown):
+    """No token could be had: the token endpoint (or discovery, or the token command) failed or refused."""

@@ -1,0 +1,161 @@
+"""Every principal's token for the round loop, fetched before the load and refreshed in the background.
+
+Lead i of the load is principal i mod `principals`, and each principal holds its own token.
+A round reads its lead's ready-made `Authorization` value from a list: no lock, no I/O.
+One background greenlet refreshes each token `refresh_margin` before it runs out (at most
+`concurrency` requests at once); a refresh that fails keeps the old token, which the
+rounds go on carrying until the server refuses it, and is tried again a little later
+(`RETRY_AFTER`). After a 401 `invalid_token` a round's greenlet asks `renew`, which waits
+for one refresh of that principal (shared by every round that asked meanwhile).
+With `refresh = false` a principal keeps its first token for the whole run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections.abc import Callable
+from typing import Final, Protocol
+
+import gevent
+from gevent.event import AsyncResult, Event
+from gevent.pool import Pool
+
+from harness.auth.errors import TokenEndpointError
+from harness.auth.token import Token
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER: Final = 2.0
+"""Seconds before a refresh that failed is tried again (an authorization server that is down)."""
+RENEW_TIMEOUT: Final = 15.0
+"""Seconds a round waits for its lead's renewed token before the round is given up as refused."""
+IDLE_CHECK: Final = 60.0
+"""Seconds the refresher sleeps when no token is due (none expires): it wakes when told to stop."""
+
+
+class TokenSource(Protocol):
+    """Where tokens come from: `fetch` blocks its greenlet and raises TokenEndpointError."""
+
+    refreshable: bool
+
+    def describe(self) -> str: ...
+
+    def fetch(self, principal: int) -> Token: ...
+
+    def close(self) -> None: ...
+
+
+class LeadTokens:
+    """One token per principal, behind `harness.mrtr.credentials.Credentials`."""
+
+    def __init__(self, source: TokenSource, principals: int, *, concurrency: int = 4, refresh: bool = True,
+                 margin: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+        self.source = source
+        self.principals = principals
+        self.refresh = refresh and source.refreshable
+        self.margin = margin
+        self._clock = clock
+        self._pool = Pool(concurrency)
+        self._tokens: list[Token | None] = [None] * principals
+        self._headers: list[str] = [""] * principals
+        self._pending: dict[int, AsyncResult] = {}
+        self._heap: list[tuple[float, int, int]] = []
+        """(due, principal, generation of the token it was due for): the refreshes to come."""
+        self._generation: list[int] = [0] * principals
+        self._changed = Event()
+        self._refresher: gevent.Greenlet | None = None
+        self.refreshed = 0
+        """Tokens obtained after the first ones (in the background, or after a 401)."""
+        self.failed = 0
+        """Refreshes that failed."""
+
+    # --- the round loop's side (harness.mrtr.credentials.Credentials) -------------------------
+
+    def authorization(self, lead: int) -> str:
+        return self._headers[lead % self.principals]
+
+    def renew(self, lead: int, since: float) -> bool:
+        principal = lead % self.principals
+        token = self._tokens[principal]
+        if token is not None and token.obtained_at > since:
+            return True  # renewed already, after the refused round was sent
+        if not self.refresh:
+            return False
+        try:
+            return self._refresh(principal).get(timeout=RENEW_TIMEOUT) is not None
+        except gevent.Timeout:
+            return False
+
+    # --- the run's side ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Fetch every principal's token (bounded concurrency), then start refreshing; the first failure raises."""
+        for principal, token in zip(range(self.principals),
+                                    self._pool.imap(self.source.fetch, range(self.principals)), strict=True):
+            self._keep(principal, token)
+        self.refreshed = 0
+        if self.refresh:
+            self._refresher = gevent.spawn(self._refresh_loop)
+
+    def stop(self) -> None:
+        """Stop refreshing and close the source (the run is over)."""
+        if self._refresher is not None:
+            self._refresher.kill(block=True, timeout=5)
+        self._pool.kill(block=True, timeout=5)
+        self.source.close()
+
+    def fingerprints(self) -> list[str]:
+        """The tokens held now, by fingerprint (what may be shown of them)."""
+        return [token.fingerprint for token in self._tokens if token is not None]
+
+    # --- refreshing ---------------------------------------------------------------------------
+
+    def _keep(self, principal: int, token: Token) -> None:
+        self._tokens[principal] = token
+        self._headers[principal] = token.authorization
+        self._generation[principal] += 1
+        self.refreshed += 1
+        self._schedule(principal, token.due(self.margin))
+
+    def _schedule(self, principal: int, due: float | None) -> None:
+        """Put `principal`'s next refresh on the heap (none for a token that never expires, or with refresh off)."""
+        if due is not None and self.refresh:
+            heapq.heappush(self._heap, (due, principal, self._generation[principal]))
+            if due <= self._heap[0][0]:
+                self._changed.set()  # sooner than the refresher's current sleep
+
+    def _refresh(self, principal: int) -> AsyncResult:
+        """The refresh of `principal` under way, or a new one: every caller waits on the same request."""
+        pending = self._pending.get(principal)
+        if pending is None:
+            pending = self._pending[principal] = AsyncResult()
+            self._pool.spawn(self._fetch, principal, pending)
+        return pending
+
+    def _fetch(self, principal: int, pending: AsyncResult) -> None:
+        token: Token | None = None
+        try:
+            token = self.source.fetch(principal)
+        except TokenEndpointError as exc:
+            self.failed += 1
+            self._schedule(principal, self._clock() + RETRY_AFTER)
+            logger.warning("token refresh for lead %d failed (the old token is kept): %s", principal, exc)
+        else:
+            self._keep(principal, token)
+        finally:
+            self._pending.pop(principal, None)
+            pending.set(token)
+
+    def _refresh_loop(self) -> None:
+        """Refresh each token when it is due (a heap by due time); sleep until the next one is."""
+        heap = self._heap
+        while True:
+            now = self._clock()
+            while heap and heap[0][0] <= now:
+                _, principal, held = heapq.heappop(heap)
+                if self._generation[principal] == held:  # not renewed meanwhile (a 401's renewal)
+                    self._refresh(principal)
+            self._changed.clear()
+            self._changed.wait(min(IDLE_CHECK, max(heap[0][0] - now, 0.01)) if heap else IDLE_CHECK)

@@ -1,0 +1,66 @@
+"""One access token as the harness holds it: the value, when it was obtained, when it runs out.
+
+The value never leaves this object except as the `Authorization` header of a round: its
+`repr` and everything the harness writes name it by its fingerprint (`harness.mrtr.keys`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import jwt
+
+from harness.mrtr.keys import fingerprint
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """An access token; `expires_at` (epoch seconds) is None when nobody said how long it lasts."""
+
+    value: str = field(repr=False)
+    obtained_at: float
+    expires_at: float | None = None
+    authorization: str = field(init=False, repr=False)
+    """`Bearer <value>`, built once: the whole cost of auth on a round is reading this."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "authorization", f"Bearer {self.value}")
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.value)
+
+    def due(self, margin: float) -> float | None:
+        """When to refresh it: `margin` seconds before it expires (never sooner than half its life); None: never."""
+        if self.expires_at is None:
+            return None
+        life = self.expires_at - self.obtained_at
+        return self.expires_at - min(margin, life / 2)
+
+
+def from_value(value: str, now: float | None = None) -> Token:
+    """A token given as text (a file's line, a command's output): a JWT's `exp` says when it expires."""
+    return Token(value, time.time() if now is None else now, jwt_expiry(value))
+
+
+def from_response(response: dict[str, Any], now: float) -> Token:
+    """A token endpoint's answer (RFC 6749 section 5.1): `access_token`, and `expires_in` when given."""
+    expires_in = response.get("expires_in")
+    expires_at = now + float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else None
+    value = str(response["access_token"])
+    return Token(value, now, expires_at if expires_at is not None else jwt_expiry(value))
+
+
+def jwt_expiry(value: str) -> float | None:
+    """A JWT's `exp` claim, read without checking the signature (that is the resource server's job); None for
+    an opaque token or a JWT without one."""
+    if value.count(".") != 2:
+        return None
+    try:
+        claims = jwt.decode(value, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return None
+    exp = claims.get("exp")
+    return float(exp) if isinstance(exp, int | float) else None
