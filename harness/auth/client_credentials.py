@@ -43,6 +43,9 @@ class ClientCredentials:
                  method: str = AUTH_METHODS[0], timeout: float = TOKEN_TIMEOUT) -> None:
         self.token_url = token_url
         self.client_id = client_id
+        self._identify = {"client_id": client_id} if method == "client_secret_basic" else {}
+        """With HTTP Basic the form names the client too (RFC 6749 section 3.2.1 allows it; the SDK's
+        `ClientAuthenticator` needs it); with `client_secret_post` Authlib puts it in the form itself."""
         self._client = OAuth2Client(client_id, secret, token_endpoint_auth_method=method,
                                     scope=" ".join(scopes) or None, timeout=timeout)
 
@@ -53,7 +56,8 @@ class ClientCredentials:
         """A new token for `principal` (blocks this greenlet on the request)."""
         now = time.time()
         try:
-            response = self._client.fetch_token(self.token_url, grant_type="client_credentials", lead=str(principal))
+            response = self._client.fetch_token(self.token_url, grant_type="client_credentials",
+                                              lead=str(principal), **self._identify)
         except OAuthError as exc:  # a 400 or 401 with an OAuth error body: its `error` says why
             raise TokenEndpointError(f"token endpoint {self.token_url} refused client {self.client_id}: "
                                      f"{exc.error}") from None

@@ -92,9 +92,11 @@ class LeadTokens:
 
     def start(self) -> None:
         """Fetch every principal's token (bounded concurrency), then start refreshing; the first failure raises."""
-        for principal, token in zip(range(self.principals),
-                                    self._pool.imap(self.source.fetch, range(self.principals)), strict=True):
-            self._keep(principal, token)
+        for principal, got in enumerate(self._pool.imap(self._first, range(self.principals))):
+            if isinstance(got, TokenEndpointError):
+                self._pool.kill(block=True, timeout=5)
+                raise got
+            self._keep(principal, got)
         self.refreshed = 0
         if self.refresh:
             self._refresher = gevent.spawn(self._refresh_loop)
@@ -111,6 +113,13 @@ class LeadTokens:
         return [token.fingerprint for token in self._tokens if token is not None]
 
     # --- refreshing ---------------------------------------------------------------------------
+
+    def _first(self, principal: int) -> Token | TokenEndpointError:
+        """A principal's first token, or why there is none (returned: a greenlet's raise would print a traceback)."""
+        try:
+            return self.source.fetch(principal)
+        except TokenEndpointError as exc:
+            return exc
 
     def _keep(self, principal: int, token: Token) -> None:
         self._tokens[principal] = token

@@ -1,0 +1,224 @@
+"""OAuth on the client side, against a resource server and an authorization server the harness did not shape.
+
+The guarded desk (`tests/servers/guarded_desk.py`) is an MRTR server on the SDK's
+`TokenVerifier` + `AuthSettings`; the token desk (`tests/servers/token_desk.py`) its
+authorization server on the SDK's metadata handler and client authenticator, each its own
+process. A real `mrtr-harness run` finds the token endpoint by discovery (the 401's
+`WWW-Authenticate`, RFC 9728, RFC 8414), gives each lead its own token and completes its
+flows; no token and no secret is left in any file of the results folder. A revoked token
+is renewed and its round sent once more (journaled), unless refresh is off. Bad input is
+refused before the load with the exit code that says whose it is, naming no secret.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness.auth.keeper import LeadTokens
+from harness.auth.sources import lead_tokens
+from harness.config.auth import TargetAuth
+from harness.config.leads import LeadProfile
+from harness.leads.lead import capabilities
+from harness.mrtr.client import MrtrClient
+from harness.mrtr.outcome import Outcome
+from harness.mrtr.routing import Router
+from tests.harness_run import Finished, run_harness
+from tests.servers import Running, free_port, start_server
+
+CLIENT_ID = "support-leads"
+SECRET_ENV = "GUARDED_DESK_TEST_SECRET"
+YES = {"confirm": {"action": "accept", "content": {"release": True}}}
+
+SCENARIO = """
+name = "guarded-desk"
+seed = 5
+duration = "4s"
+time_scale = 60
+grace = "8s"
+
+[target]
+kind = "external"
+urls = ["{url}"]
+
+[target.auth]
+{auth}
+
+[load]
+arrival_rate = 5
+
+[[flows]]
+kind = "call"
+tool = "confirm_refund"
+arguments = [{{ order_id = "O-1" }}, {{ order_id = "O-2" }}]
+
+[leads]
+think = {{ dist = "constant", value = "30s" }}
+decline = 0.0
+cancel = 0.0
+abandon = 0.0
+"""
+
+CLIENT_CREDENTIALS = f"""kind = "client-credentials"
+client_id = "{CLIENT_ID}"
+client_secret_env = "{SECRET_ENV}"
+scopes = ["desk"]
+principals = 3
+"""
+
+
+class Desks:
+    """The two servers, the client secret, and the file the token desk writes every token it issues to."""
+
+    def __init__(self, authorization: Running, resource: Running, secret: str, issued: Path) -> None:
+        self.authorization, self.resource, self.secret, self.issued = authorization, resource, secret, issued
+
+    def tokens(self) -> list[str]:
+        return self.issued.read_text().split() if self.issued.exists() else []
+
+    def forget(self) -> None:
+        """Revoke every token issued so far."""
+        httpx.post(f"{self.authorization.url}/forget", timeout=5).raise_for_status()
+
+
+@pytest.fixture(scope="module")
+def desks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desks]:
+    folder = tmp_path_factory.mktemp("desks")
+    secret = secrets.token_urlsafe(24)
+    issued = folder / "issued.txt"
+    port = free_port()
+    authorization = start_server("tests.servers.token_desk", port=port, path="", log=folder / "token_desk.log",
+                                 env={"TOKEN_DESK_CLIENT": f"{CLIENT_ID}:{secret}", "TOKEN_DESK_ISSUED": str(issued),
+                                      "TOKEN_DESK_SCOPES": "desk other"},
+                                 wait=False)
+    resource = start_server("tests.servers.guarded_desk", env={"GUARDED_DESK_ISSUER": authorization.url},
+                            log=folder / "guarded_desk.log", wait=False)
+    try:
+        authorization.wait_ready()
+        resource.wait_ready()
+        yield Desks(authorization, resource, secret, issued)
+    finally:
+        resource.stop()
+        authorization.stop()
+
+
+def _run(desks: Desks, tmp_path: Path, auth: str = CLIENT_CREDENTIALS, url: str | None = None) -> Finished:
+    scenario = tmp_path / "guarded.toml"
+    scenario.write_text(SCENARIO.format(url=url or desks.resource.url, auth=auth))
+    return run_harness(scenario, tmp_path / "results")
+
+
+def test_a_run_finds_the_token_endpoint_by_discovery_and_every_flow_completes_with_no_token_in_its_results(
+        desks: Desks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SECRET_ENV, desks.secret)
+    finished = _run(desks, tmp_path)
+    assert finished.code == 0, finished.output
+    outcomes = finished.summary["flows"]["by_outcome"]
+    assert outcomes.get("completed", 0) > 0 and set(outcomes) == {"completed"}, outcomes
+    rounds = [record for record in finished.journal() if record["type"] == "round"]
+    assert rounds and all(record["outcome"] in ("input_required", "complete") for record in rounds)
+    tokens = desks.tokens()
+    assert len(tokens) >= 3, "one token per principal, fetched before the load"
+    assert finished.folder is not None
+    leaked = [(path.name, what) for path in finished.folder.rglob("*") if path.is_file()
+              for what, value in [("secret", desks.secret), *(("token", token) for token in tokens)]
+              if value.encode() in path.read_bytes()]
+    assert leaked == [], leaked
+    assert desks.secret not in finished.output and not any(token in finished.output for token in tokens)
+
+
+def _client(desks: Desks, tokens: LeadTokens) -> MrtrClient:
+    return MrtrClient(Router([desks.resource.url]), capabilities=capabilities(LeadProfile()), credentials=tokens)
+
+
+def _tokens(desks: Desks, monkeypatch: pytest.MonkeyPatch, **settings: object) -> LeadTokens:
+    monkeypatch.setenv(SECRET_ENV, desks.secret)
+    auth = TargetAuth.model_validate({"kind": "client-credentials", "client_id": CLIENT_ID,
+                                      "client_secret_env": SECRET_ENV, "scopes": ["desk"], "principals": 2,
+                                      **settings})
+    return lead_tokens(auth, desks.resource.url)
+
+
+def test_a_revoked_token_is_renewed_and_its_round_sent_once_more_so_the_call_completes(
+        desks: Desks, monkeypatch: pytest.MonkeyPatch) -> None:
+    tokens = _tokens(desks, monkeypatch)
+    try:
+        def revoke_then_answer(record: object) -> dict[str, object]:
+            desks.forget()  # the lead's token is revoked while they think
+            return YES
+
+        result = _client(desks, tokens).call_tool("confirm_refund", {"order_id": "O-1"}, revoke_then_answer, lead=1)
+    finally:
+        tokens.stop()
+    assert [(r.outcome, r.auth_error, r.auth_retry) for r in result.rounds] == [
+        (Outcome.INPUT_REQUIRED, None, False), (Outcome.UNAUTHORIZED, "invalid_token", False),
+        (Outcome.COMPLETE, None, True)]
+    assert result.outcome is Outcome.COMPLETE
+
+
+def test_without_refresh_a_revoked_token_ends_the_call_unauthorized(
+        desks: Desks, monkeypatch: pytest.MonkeyPatch) -> None:
+    tokens = _tokens(desks, monkeypatch, refresh=False)
+    try:
+        def revoke_then_answer(record: object) -> dict[str, object]:
+            desks.forget()
+            return YES
+
+        result = _client(desks, tokens).call_tool("confirm_refund", {"order_id": "O-1"}, revoke_then_answer, lead=0)
+    finally:
+        tokens.stop()
+    assert result.outcome is Outcome.UNAUTHORIZED
+    assert [r.auth_retry for r in result.rounds] == [False, False]
+    assert result.rounds[-1].message == "HTTP 401: invalid_token: Authentication required"
+
+
+def test_a_token_without_the_scope_the_server_requires_is_forbidden(
+        desks: Desks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tokens = _tokens(desks, monkeypatch, scopes=["other"])
+    try:
+        record = _client(desks, tokens).send_round("confirm_refund", {"order_id": "O-1"}, lead=0)
+    finally:
+        tokens.stop()
+    assert (record.outcome, record.http_status, record.auth_error) == (Outcome.FORBIDDEN, 403, "insufficient_scope")
+
+
+def test_each_lead_carries_its_own_principals_token(desks: Desks, monkeypatch: pytest.MonkeyPatch) -> None:
+    tokens = _tokens(desks, monkeypatch, principals=3)
+    try:
+        headers = [tokens.authorization(lead) for lead in range(6)]
+    finally:
+        tokens.stop()
+    assert headers[:3] == headers[3:] and len(set(headers[:3])) == 3
+    assert all(header.startswith("Bearer ") for header in headers)
+
+
+BAD_INPUT = {
+    # name: (the [target.auth] table, the secret to set (None: unset), exit code, text the one line must hold)
+    "a-missing-secret-variable": (CLIENT_CREDENTIALS, None, 2, f"the environment variable {SECRET_ENV} is not set"),
+    "a-token-file-with-no-tokens": ('kind = "tokens"\nfile = "empty.tokens"\n', "", 2, "empty.tokens holds no token"),
+    "an-unreachable-token-endpoint": (CLIENT_CREDENTIALS + 'token_url = "http://127.0.0.1:{free}/token"\n', "right",
+                                      3, "cannot be reached"),
+    "a-wrong-secret": (CLIENT_CREDENTIALS, "wrong", 3, "refused client support-leads: invalid_client"),
+    "a-scope-not-granted": (CLIENT_CREDENTIALS.replace('["desk"]', '["payroll"]'), "right", 3,
+                            "refused client support-leads: invalid_scope"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUT))
+def test_bad_auth_input_stops_the_run_before_the_load_in_one_line_naming_no_secret(
+        desks: Desks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    auth, secret, code, text = BAD_INPUT[name]
+    (tmp_path / "empty.tokens").write_text("# no token yet\n\n")
+    secret = desks.secret if secret == "right" else secret
+    if secret is None:
+        monkeypatch.delenv(SECRET_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SECRET_ENV, secret)
+    finished = _run(desks, tmp_path, auth.replace("{free}", str(free_port())))
+    assert finished.code == code, finished.output
+    assert text in finished.output and "Traceback" not in finished.output, finished.output
+    assert desks.secret not in finished.output
