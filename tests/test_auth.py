@@ -222,3 +222,25 @@ def test_bad_auth_input_stops_the_run_before_the_load_in_one_line_naming_no_secr
     assert finished.code == code, finished.output
     assert text in finished.output and "Traceback" not in finished.output, finished.output
     assert desks.secret not in finished.output
+
+
+FUZZ_FLOW = """
+[[flows]]
+kind = "fuzz"
+tool = "confirm_refund"
+arguments = [{ order_id = "O-1" }, { order_id = "O-2" }]
+mutations = ["cross-principal"]
+"""
+
+
+def test_the_fuzzers_cross_principal_mutant_goes_back_with_another_leads_real_token_and_is_refused(
+        desks: Desks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK seals each state to the token's client, issuer and subject: another lead's token is refused."""
+    monkeypatch.setenv(SECRET_ENV, desks.secret)
+    scenario = tmp_path / "fuzz.toml"
+    text = SCENARIO.format(url=desks.resource.url, auth=CLIENT_CREDENTIALS)
+    scenario.write_text(text[:text.index("[[flows]]")] + FUZZ_FLOW + text[text.index("[leads]"):])
+    finished = run_harness(scenario, tmp_path / "results")
+    mutants = [record for record in finished.journal() if record["type"] == "flow" and "mutation" in record]
+    assert mutants and {record["mutant_answer"] for record in mutants} == {"rejected"}, finished.output
+    assert finished.summary["fuzz"]["skipped"] == {}

@@ -40,8 +40,9 @@ def skipped_mutations(chosen: Sequence[Mutation], *, several_arguments: bool,
     """The chosen classes a flow cannot send, each with why (the reports say so, rather than count zero)."""
     skipped: dict[Mutation, str] = {}
     if Mutation.CROSS_PRINCIPAL in chosen and not principal:
-        skipped[Mutation.CROSS_PRINCIPAL] = ("the harness sends no principal (give [target] principal_header, the "
-                                             "request header the replicas bind states to)")
+        skipped[Mutation.CROSS_PRINCIPAL] = ("the harness sends no principal (give [target.auth] with principals "
+                                             "of 2 or more, or [target] principal_header, the request header the "
+                                             "replicas bind states to)")
     if not several_arguments:
         for mutation in (Mutation.SWAP_FLOW, Mutation.SWAP_ARGUMENTS):
             if mutation in chosen:

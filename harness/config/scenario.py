@@ -122,7 +122,7 @@ class Scenario(Strict):
     @model_validator(mode="after")
     def _fuzz_can_send(self) -> Scenario:
         """A fuzz flow none of whose classes can be sent against this target is refused, saying why for each."""
-        principal = self.target.principal_header is not None
+        principal = self.target.sends_principal
         for index, flow in enumerate(self.flows):
             if isinstance(flow, FuzzFlow) and not flow.runnable(principal):
                 raise FieldProblem("none of these mutations can be sent: " + "; ".join(

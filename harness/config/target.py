@@ -61,6 +61,12 @@ class TargetConfig(Strict):
         default=None, description="OAuth: a token per lead on every round (an embedded shop then verifies tokens "
                                   "from its own authorization server)")
     overrides: list[ReplicaOverride] = Field(default_factory=list, description="replicas that differ from the rest")
+
+    @property
+    def sends_principal(self) -> bool:
+        """Whether rounds go as a principal another round can be sent as instead (the fuzzer's cross-principal):
+        a `principal_header`, or OAuth tokens of two principals or more."""
+        return self.principal_header is not None or (self.auth is not None and self.auth.principals > 1)
     urls: list[str] = Field(default_factory=list, description="external: the replicas' (or the balancer's) MCP URLs")
     api: str | None = Field(default=None, description="external: the shop API's base URL, whose `GET /ledger` "
                                                       "the invariants read; none: ledger invariants unchecked")

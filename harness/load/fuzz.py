@@ -11,7 +11,6 @@ from harness.config.flows import (
     FuzzFlow,
 )
 from harness.config.mutations import Mutation
-from harness.config.target import TargetConfig
 from harness.journal.records import FlowOutcome
 from harness.load.flow import Flow, outcome_of, result_of
 from harness.load.mutations import Mutant, answer_of, mutate_token
@@ -37,7 +36,7 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOut
     flow's record then carries no `mutation`.
     """
     target = flow.env.scenario.target
-    mutation = flow.rng.choice(spec.runnable(target.principal_header is not None))
+    mutation = flow.rng.choice(spec.runnable(target.sends_principal))
     if spec.tool is None:
         tool, arguments = "issue_refund", {"quote_id": (yield from quote_order(flow, True, intended_at))}
         intended_at = None
@@ -68,7 +67,7 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOut
     number = len(rounds) + 1
     retry = flow.send(tool, sent_arguments, input_responses=answers, request_state=mutant.value,
                       round_number=number, replica=client.router.pick(previous.replica),
-                      headers=_as_another_principal(target) if mutation is Mutation.CROSS_PRINCIPAL else None)
+                      **(_as_another_principal(flow) if mutation is Mutation.CROSS_PRINCIPAL else {}))
     answer = answer_of(mutant, retry.outcome.value, retry.http_status, retry.error_code)
     flow.facts.update(mutation=mutant.mutation.value, mutant_detail=mutant.detail, mutant_length=mutant.length,
                       mutant_round=number, mutant_answer=answer.value)
@@ -105,10 +104,14 @@ def _mutant(flow: Flow, spec: FuzzFlow, mutation: Mutation, tool: str, arguments
     return mutate_token(mutation, state, rng), arguments
 
 
-def _as_another_principal(target: TargetConfig) -> dict[str, str]:
-    """The principal header of a round sent as someone else: the run's principal with `-other` appended."""
-    assert target.principal_header is not None, "cross-principal is only run with a principal header"
-    return {target.principal_header: f"{target.principal}-other"}
+def _as_another_principal(flow: Flow) -> dict[str, Any]:
+    """How a round goes as someone else: with `[target.auth]`, the next lead's real token (another principal:
+    there are two or more); else under the principal header, the run's principal with `-other` appended."""
+    target = flow.env.scenario.target
+    if target.auth is not None:
+        return {"lead": flow.lead + 1}
+    assert target.principal_header is not None, "cross-principal is only run with a principal or tokens"
+    return {"headers": {target.principal_header: f"{target.principal}-other"}}
 
 
 def _other_arguments(flow: Flow, spec: FuzzFlow, arguments: dict[str, Any]) -> Steps[dict[str, Any]]:

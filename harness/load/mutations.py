@@ -51,7 +51,8 @@ EXPECTED_REASONS: Final[dict[Mutation, frozenset[str]]] = {
 longer decodes canonically and `seal` when it does; a replayed state passes the seal (the SDK does not
 make a state single-use), so only the application's once-only record refuses it, and nothing is logged;
 an expired state reads `unknown key` once its key is retired. A cross-principal mutant goes back under another
-principal of the same header, so `principal`; `principal drift` would mean a round went without the header."""
+principal of the same header (or with another lead's OAuth token, whose subject differs), so `principal`;
+`principal drift` would mean a round went without the header (or with a token that names no subject)."""
 
 OVERSIZE_CHARS: Final = 1 << 20
 """An oversize mutant's length: 1 MiB of base64url text."""

@@ -111,7 +111,7 @@ class FuzzFold(JournalView):
         order = {mutation.value: index for index, mutation in enumerate(Mutation)}
         return FuzzTable(sorted(rows.values(), key=lambda row: order.get(row.mutation, len(order))),
                          _skipped(scenario.flows if scenario is not None else [],
-                                  scenario is not None and scenario.target.principal_header is not None))
+                                  scenario is not None and scenario.target.sends_principal))
 
     def _reasons(self, rows: dict[str, MutationRow]) -> None:
         """Pair each rejected mutant with a free logged line on its replica, in three passes (see the module)."""
