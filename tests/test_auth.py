@@ -13,7 +13,9 @@ refused before the load with the exit code that says whose it is, naming no secr
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -244,3 +246,39 @@ def test_the_fuzzers_cross_principal_mutant_goes_back_with_another_leads_real_to
     mutants = [record for record in finished.journal() if record["type"] == "flow" and "mutation" in record]
     assert mutants and {record["mutant_answer"] for record in mutants} == {"rejected"}, finished.output
     assert finished.summary["fuzz"]["skipped"] == {}
+
+
+def _revoke_once_rounds_are_flowing(desks: Desks, results: Path, timeout: float = 60.0) -> bool:
+    """Revoke every token as soon as the run's journal holds a round (bounded); False if none came in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(b'"type":"round"' in path.read_bytes() for path in results.glob("*/journal.jsonl")):
+            desks.forget()
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("refresh", [True, False])
+def test_tokens_revoked_mid_run_are_renewed_and_their_rounds_resent_unless_refresh_is_off(
+        desks: Desks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refresh: bool) -> None:
+    monkeypatch.setenv(SECRET_ENV, desks.secret)
+    scenario = tmp_path / "revoked.toml"
+    scenario.write_text(SCENARIO.format(url=desks.resource.url,
+                                        auth=CLIENT_CREDENTIALS + f"refresh = {str(refresh).lower()}\n"))
+    with ThreadPoolExecutor(1) as pool:
+        revoking = pool.submit(_revoke_once_rounds_are_flowing, desks, tmp_path / "results")
+        finished = run_harness(scenario, tmp_path / "results")
+        assert revoking.result(), finished.output
+    auth = finished.summary["auth"]
+    assert auth["unauthorized"] > 0 and auth["forbidden"] == 0, auth
+    assert {(row["flow"], row["tool"], row["outcome"]) for row in auth["by_round"]} == {
+        ("confirm_refund", "confirm_refund", "unauthorized")}
+    retries = [record for record in finished.journal() if record["type"] == "round" and record.get("auth_retry")]
+    outcomes = finished.summary["flows"]["by_outcome"]
+    if refresh:  # every refused round went again with a new token, and its flow completed
+        assert auth["retried"] == auth["unauthorized"] == len(retries), auth
+        assert set(outcomes) == {"completed"}, outcomes
+    else:
+        assert auth["retried"] == 0 and not retries
+        assert outcomes.get("error", 0) == auth["unauthorized"] > 0, outcomes

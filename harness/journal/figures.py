@@ -32,6 +32,10 @@ CallKey = tuple[str, str]
 """(flow, tool): rounds per call are kept per tool of each flow."""
 
 
+AUTH_OUTCOMES = frozenset({"unauthorized", "forbidden"})
+"""`Outcome.UNAUTHORIZED` and `Outcome.FORBIDDEN` (the journal's sibling `harness.mrtr` spells them)."""
+
+
 @dataclass
 class FaultWindow:
     """A network fault's window and the rounds sent into it on the replicas it named, by outcome.
@@ -94,6 +98,10 @@ class RunFigures(JournalView):
     redispatched: Counter[str] = field(default_factory=Counter)
     """Re-dispatched rounds (their replica was down, so they went to another): `rounds`, and `rejections`
     among them (-32602)."""
+    auth_refusals: Counter[tuple[str, str, int, str]] = field(default_factory=Counter)
+    """Rounds the resource server refused for their token (401) or scope (403), by (flow, tool, round, outcome)."""
+    auth_retries: Counter[str] = field(default_factory=Counter)
+    """Per flow: rounds resent once after a 401 `invalid_token` renewed the lead's token."""
     status: str | None = None
     windows: list[RunFigures] = field(default_factory=list)
     faults: list[FaultWindow] = field(default_factory=list)
@@ -152,6 +160,12 @@ class RunFigures(JournalView):
         if record.get("code") is not None:
             self.client_errors[(flow, str(record["code"]))] += 1
             self.by_host.errors[(str(record.get("host", DEFAULT_HOST_NAME)), flow, str(record["code"]))] += 1
+        outcome = record.get("outcome")
+        if outcome in AUTH_OUTCOMES:
+            self.auth_refusals[(flow, str(record.get("tool")), number if isinstance(number, int) else 0,
+                                str(outcome))] += 1
+        if record.get("auth_retry"):
+            self.auth_retries[flow] += 1
         crossed = record.get("crossed")
         if crossed is not None:
             self.continuations[flow] += 1

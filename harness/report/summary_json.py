@@ -47,6 +47,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "rounds_per_call": rounds_per_call(figures),
         "crossed_replicas": _crossed(figures),
         "redispatched_rounds": figures.redispatched["rounds"],
+        "auth": _auth(figures),
         "round_latency_seconds": round_latency(figures),
         "rejections": _rejections(figures, verdict),
         "chaos": [action.as_dict() for action in verdict.chaos],
@@ -64,6 +65,17 @@ def _crossed(figures: RunFigures) -> dict[str, Any]:
     crossed, continuations = figures.crossings()
     return {"continuations": continuations, "crossed": crossed,
             "share": round(crossed / continuations, 4) if continuations else None}
+
+
+def _auth(figures: RunFigures) -> dict[str, Any]:
+    """Rounds the resource server refused (401 `unauthorized`, 403 `forbidden`), each way and by flow, tool and
+    round, and the rounds resent after a 401 renewed the lead's token; zeros in a run without auth."""
+    totals = {"unauthorized": 0, "forbidden": 0}
+    for (_, _, _, outcome), count in figures.auth_refusals.items():
+        totals[outcome] = totals.get(outcome, 0) + count
+    return {**totals, "retried": sum(figures.auth_retries.values()),
+            "by_round": [{"flow": flow, "tool": tool, "round": number, "outcome": outcome, "count": count}
+                         for (flow, tool, number, outcome), count in sorted(figures.auth_refusals.items())]}
 
 
 def _flows(figures: RunFigures) -> dict[str, Any]:
