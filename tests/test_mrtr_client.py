@@ -708,3 +708,33 @@ def test_a_load_process_imports_no_server_code() -> None:
              "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'sse_starlette') or m == 'harness.shop.server'}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_challenge_fields_are_read_as_the_sdk_reads_them() -> None:
+    """A 401's `WWW-Authenticate` is read on the hot path with the SDK's pattern, spelled in `wire`."""
+    import httpx2
+    from mcp.client.auth.utils import extract_field_from_www_auth
+
+    from harness.mrtr import wire
+
+    challenges = ['Bearer error="invalid_token", error_description="Authentication required", '
+                  'resource_metadata="http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp"',
+                  'Bearer realm="shop", error=insufficient_scope, scope="refunds:write"', "Bearer", 'Basic realm="x"']
+    for challenge in challenges:
+        response = httpx2.Response(401, headers={"WWW-Authenticate": challenge})
+        for name, pattern in (("error", wire._CHALLENGE_ERROR), ("error_description", wire._CHALLENGE_DESCRIPTION)):
+            assert wire.challenge_field(challenge, pattern) == extract_field_from_www_auth(response, name), challenge
+
+
+def test_a_401_or_403_is_classified_by_its_challenge_else_by_its_body() -> None:
+    from harness.mrtr.wire import decode_reply
+
+    challenge = 'Bearer error="insufficient_scope", error_description="Required scope: refunds:write"'
+    forbidden = decode_reply(403, "application/json", b'{"error":"insufficient_scope"}', 1, None, challenge)
+    assert (forbidden.outcome, forbidden.auth_error, forbidden.error_message) == \
+        (Outcome.FORBIDDEN, "insufficient_scope", "insufficient_scope: Required scope: refunds:write")
+    bare = decode_reply(401, "application/json", b'{"error":"invalid_token","error_description":"expired"}', 1)
+    assert (bare.outcome, bare.auth_error, bare.error_message) == (Outcome.UNAUTHORIZED, "invalid_token",
+                                                                   "invalid_token: expired")
+    proxy = decode_reply(401, "text/html", b"<h1>login first</h1>", 1, None, 'Basic realm="proxy"')
+    assert (proxy.outcome, proxy.auth_error) == (Outcome.UNAUTHORIZED, None)

@@ -58,6 +58,14 @@ BROKEN = {
     "chaos-after-the-end": (('at = "10s"', 'at = "40s"'), 24, "chaos[2].at: a kill at 40s falls after the end"),
     "chaos-on-a-missing-replica": (("replica = 2", "replica = 3"), 26, "chaos[2].replica: kill names replica 3"),
     "external-without-urls": (('kind = "embedded"', 'kind = "external"'), 6, "target.kind: an external target needs"),
+    "auth-without-client-id": (('ttl = "10m"', 'ttl = "10m"\n\n[target.auth]\nkind = "client-credentials"\n'
+                                'client_secret_env = "MCP_CLIENT_SECRET"'), 11,
+                               "target.auth.kind: client-credentials needs client_id"),
+    "auth-secret-in-the-file": (('ttl = "10m"', 'ttl = "10m"\n\n[target.auth]\nkind = "client-credentials"\n'
+                                 'client_id = "leads"\nclient_secret_env = "s3cret value!"'), 13,
+                                "target.auth.client_secret_env"),
+    "auth-tokens-without-a-file": (('ttl = "10m"', 'ttl = "10m"\n\n[target.auth]\nkind = "tokens"'), 11,
+                                   "target.auth.kind: file = \"...\" is for kind = \"tokens\""),
     "open-without-a-rate": (("arrival_rate = 2\n", ""), 11, "load.model: an open model needs arrival_rate"),
     "override-of-a-missing-replica": (("replicas = 2\n", "replicas = 2\noverrides = [{ replica = 5 }]\n"), 8,
                                       "target.overrides: overrides names replica 5"),
