@@ -16,6 +16,14 @@ Servers (`--server`):
   the replica call it), but the target compares against the replica alone.
 * `garden`: the tiny test server (`tests/servers/garden.py`), its three-round `plan_bed`.
   Far cheaper per round than a real server, so its ratio is a worst case for the client.
+* `stub`: the stub server (`benchmarks/stub_server.py`), its two-round `confirm`, a few tens
+  of µs a round: the client's own CPU is the most of what the machine does.
+
+`--auth` measures what OAuth adds to the client: windows alternate between a client with no
+credentials and one whose every round carries its lead's `Authorization: Bearer` token
+(`harness.auth.keeper.LeadTokens`, 20 principals, tokens from a file: the server is not
+asked to verify them, so only the client's side is measured), and the figure is the ratio of
+the client's CPU per round with auth to without, window pair by window pair.
 
 Each window is repeated (`--repeat`), because the machine is shared and noisy; every
 window also records what the rest of the machine used. A bare keep-alive request on a
@@ -37,7 +45,7 @@ whole runs of another checkout (the code before a change) with this one's.
 Run from the repository root:
 
     python -m benchmarks.client_cpu [--server shop|garden] [--flows 200] [--repeat 3] [--concurrency 8]
-                                    [--sse] [--whole-run 2 [--rate 16] [--seconds 40] [--code DIR]]
+                                    [--sse] [--auth] [--whole-run 2 [--rate 16] [--seconds 40] [--code DIR]]
                                     [--no-client-alone]
 
 It prints the figures and writes them as JSON to `results/benchmarks/client_cpu-<utc>.json`.
@@ -122,11 +130,12 @@ def shop_flow(held_orders: list[str]) -> Flow:
         return None  # quote_refund never asks; abandon if it ever does
 
     def one(client: MrtrClient, index: int) -> tuple[int, str]:
-        quote = client.call_tool("quote_refund", {"order_id": held_orders[index % len(held_orders)]}, nobody)
+        quote = client.call_tool("quote_refund", {"order_id": held_orders[index % len(held_orders)]}, nobody,
+                                 lead=index)
         if quote.outcome is not Outcome.COMPLETE:
             return quote.round_count, f"quote {quote.outcome.value}"
         quote_id = (quote.result or {}).get("structuredContent", {}).get("quote_id")
-        issue = client.call_tool("issue_refund", {"quote_id": quote_id}, release)
+        issue = client.call_tool("issue_refund", {"quote_id": quote_id}, release, lead=index)
         rounds = quote.round_count + issue.round_count
         if issue.outcome is not Outcome.COMPLETE:
             return rounds, f"issue {issue.outcome.value}"
@@ -144,7 +153,17 @@ def garden_flow(client: MrtrClient, index: int) -> tuple[int, str]:
     def answer(record: RoundRecord) -> dict[str, Any]:
         return {key: GARDEN_ANSWERS[key] for key in record.input_requests or {}}
 
-    result = client.call_tool("plan_bed", {"bed_id": f"BENCH-{index}"}, answer)
+    result = client.call_tool("plan_bed", {"bed_id": f"BENCH-{index}"}, answer, lead=index)
+    return result.round_count, result.outcome.value
+
+
+def stub_flow(client: MrtrClient, index: int) -> tuple[int, str]:
+    """confirm: one question (release), then the result."""
+
+    def release(record: RoundRecord) -> dict[str, Any]:
+        return {key: {"action": "accept", "content": {"release": True}} for key in record.input_requests or {}}
+
+    result = client.call_tool("confirm", {"item": f"X-{index}"}, release, lead=index)
     return result.round_count, result.outcome.value
 
 
@@ -178,7 +197,20 @@ def garden_server(sse: bool) -> Iterator[Server]:
         server.stop()
 
 
-SERVERS = {"shop": shop_server, "garden": garden_server}
+@contextmanager
+def stub_server(sse: bool) -> Iterator[Server]:
+    from tests.servers import start_server
+
+    if sse:
+        raise SystemExit("the stub server answers JSON only")
+    server = start_server("benchmarks.stub_server")
+    try:
+        yield Server(server.url, {"replica": server.pid}, stub_flow, ("confirm", {"item": "FLOOR"}))
+    finally:
+        server.stop()
+
+
+SERVERS = {"shop": shop_server, "garden": garden_server, "stub": stub_server}
 
 
 # --- measuring ---------------------------------------------------------------------------------------
@@ -261,6 +293,60 @@ def socket_floor(client: MrtrClient, url: str, tool: str, arguments: dict[str, A
         for _ in range(requests):
             one()
         return (time.process_time() - before) / requests * 1e6
+
+
+AUTH_PRINCIPALS = 20
+
+
+@contextmanager
+def lead_tokens() -> Iterator[Any]:
+    """Every principal's token from a file, as `[target.auth] kind = "tokens"` gives them, refreshing on."""
+    from harness.auth.keeper import LeadTokens
+    from harness.auth.token_file import TokenFile
+
+    with tempfile.TemporaryDirectory(prefix="client-cpu-tokens-") as tmp:
+        path = Path(tmp) / "leads.tokens"
+        path.write_text("".join(f"{secrets.token_urlsafe(32)}\n" for _ in range(AUTH_PRINCIPALS)))
+        tokens = LeadTokens(TokenFile(path), AUTH_PRINCIPALS)
+        tokens.start()
+        try:
+            yield tokens
+        finally:
+            tokens.stop()
+
+
+def auth_overhead(args: argparse.Namespace) -> dict[str, Any]:
+    """Windows alternating without and with auth on one server: the client's CPU per round, each way, and their
+    ratio per pair (with ÷ without)."""
+    with SERVERS[args.server](args.sse) as server, lead_tokens() as tokens:
+        transport = Transport(read_timeout=FLOW_TIMEOUT)
+        clients = {"off": MrtrClient(Router(server.url), capabilities=CAPABILITIES, transport=transport),
+                   "on": MrtrClient(Router(server.url), capabilities=CAPABILITIES, transport=transport,
+                                    credentials=tokens)}
+        for client in clients.values():
+            _, warm = run_flows(server, client, 0, args.warmup, args.concurrency)
+            if set(warm) != {Outcome.COMPLETE.value}:
+                raise SystemExit(f"warm-up failed: {warm}")
+        pairs = []
+        for repeat in range(args.repeat):
+            pair = {}
+            for name in ("off", "on") if repeat % 2 == 0 else ("on", "off"):  # ABBA: a drift cancels out
+                pair[name] = measure_window(server, clients[name], args.warmup + repeat * args.flows, args.flows,
+                                            args.concurrency)
+                print(f"  auth {name}:" + _window_line(pair[name]), flush=True)
+            pair["ratio"] = round(pair["on"]["cpu_us_per_round"]["client"] / pair["off"]["cpu_us_per_round"]["client"],
+                                  3)
+            pairs.append(pair)
+        transport.close()
+    ratios = [pair["ratio"] for pair in pairs]
+    per_round = {name: sum(pair[name]["cpu_us_per_round"]["client"] * pair[name]["rounds"] for pair in pairs)
+                 / sum(pair[name]["rounds"] for pair in pairs) for name in ("off", "on")}
+    return {"server": args.server, "principals": AUTH_PRINCIPALS, "concurrency": args.concurrency, "pairs": pairs,
+            "ratio": {"min": min(ratios), "median": statistics.median(ratios), "max": max(ratios)},
+            "client_us_per_round": {name: round(value, 2) for name, value in per_round.items()},
+            "pooled_ratio": round(per_round["on"] / per_round["off"], 3),
+            "all_complete": all(set(pair[name]["outcomes"]) == {Outcome.COMPLETE.value}
+                                for pair in pairs for name in ("off", "on"))}
 
 
 def client_alone(args: argparse.Namespace) -> dict[str, Any]:
@@ -395,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=40, help="flows before measuring (default 40)")
     parser.add_argument("--concurrency", type=int, default=8, help="greenlets running flows at once (default 8)")
     parser.add_argument("--sse", action="store_true", help="run the replica in SSE mode")
+    parser.add_argument("--auth", action="store_true",
+                        help="instead: client CPU per round with an OAuth token per lead against without")
     parser.add_argument("--whole-run", type=int, default=0, metavar="N",
                         help="then run the whole harness N times on the smoke scenario at --rate (default 0)")
     parser.add_argument("--rate", type=int, default=16, help="flows/s of the whole runs (default 16)")
@@ -416,7 +504,15 @@ def main(argv: list[str] | None = None) -> int:
         "settings": vars(args) | {"code": [str(path) for path in args.code]},
     }
     alone: dict[str, Any] = {"all_complete": True}
-    if not args.no_client_alone:
+    if args.auth:
+        print(f"auth off and on against one {args.server} replica ({args.flows} flows a window, {args.repeat} pairs, "
+              f"{args.concurrency} greenlets):", flush=True)
+        figures["auth"] = alone = auth_overhead(args)
+        print(f"auth: client CPU per round with ÷ without {alone['ratio']['min']:.3f}-{alone['ratio']['max']:.3f} "
+              f"by pair (median {alone['ratio']['median']:.3f}), {alone['pooled_ratio']:.3f} over every window "
+              f"({alone['client_us_per_round']['on']:.1f} against {alone['client_us_per_round']['off']:.1f} µs; "
+              "goal <= 1.05)")
+    elif not args.no_client_alone:
         print(f"client alone against one {args.server} replica ({args.flows} flows x {args.repeat}, "
               f"{args.concurrency} greenlets):", flush=True)
         figures["client_alone"] = alone = client_alone(args)
