@@ -18,6 +18,9 @@ Servers (`--server`):
   Far cheaper per round than a real server, so its ratio is a worst case for the client.
 * `stub`: the stub server (`benchmarks/stub_server.py`), its two-round `confirm`, a few tens
   of µs a round: the client's own CPU is the most of what the machine does.
+* `canned` (with `--auth` only): no server; the stub's two rounds answered from memory by the
+  real transport cut off at the socket, so the figure is the client's own work alone (the
+  upper bound of what auth adds, which a socket and a server only dilute).
 
 `--auth` measures what OAuth adds to the client: windows alternate between a client with no
 credentials and one whose every round carries its lead's `Authorization: Bearer` token
@@ -88,7 +91,7 @@ from benchmarks.runs import (
 from harness.mrtr.client import MrtrClient, RoundRecord
 from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
-from harness.mrtr.transport import Transport
+from harness.mrtr.transport import HttpAnswer, Transport
 from harness.mrtr.wire import CallFrame, Envelope
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -210,7 +213,29 @@ def stub_server(sse: bool) -> Iterator[Server]:
         server.stop()
 
 
-SERVERS = {"shop": shop_server, "garden": garden_server, "stub": stub_server}
+class CannedTransport(Transport):
+    """The real transport up to the socket (route, head, header lines, bytes), answered from memory: the stub's
+    two rounds, question then result. What is left is the client's own work, without the kernel's."""
+
+    QUESTION = (b'"result":{"resultType":"input_required","requestState":"stub1.1","inputRequests":{"confirm":'
+                b'{"method":"elicitation/create","params":{"mode":"form","message":"Release it?","requestedSchema":'
+                b'{"type":"object","properties":{"release":{"type":"boolean"}},"required":["release"]}}}}}}')
+    DONE = b'"result":{"content":[{"type":"text","text":"done"}]}}'
+
+    def _send(self, endpoint: Any, request: bytes, sse: Any) -> HttpAnswer:
+        start = request.index(b'"id":', request.index(b"\r\n\r\n")) + 5
+        request_id = request[start:request.index(b",", start)]
+        result = self.DONE if b'"requestState"' in request else self.QUESTION
+        return HttpAnswer(200, "application/json", b'{"jsonrpc":"2.0","id":' + request_id + b"," + result)
+
+
+@contextmanager
+def canned_server(sse: bool) -> Iterator[Server]:
+    """No server: `--auth --server canned` runs the stub's flow on `CannedTransport` (see `auth_overhead`)."""
+    yield Server("http://127.0.0.1:9/mcp", {}, stub_flow, ("confirm", {"item": "FLOOR"}))
+
+
+SERVERS = {"shop": shop_server, "garden": garden_server, "stub": stub_server, "canned": canned_server}
 
 
 # --- measuring ---------------------------------------------------------------------------------------
@@ -245,7 +270,7 @@ def measure_window(server: Server, client: MrtrClient, first: int, flows: int, c
         "wall_s": round(spent.wall, 3),
         "rounds_per_s": round(rounds / spent.wall, 1),
         "cpu_us_per_round": {name: round(value, 1) for name, value in per_round.items()},
-        "client_to_replica": round(per_round["client"] / per_round["replica"], 3),
+        "client_to_replica": round(per_round["client"] / per_round["replica"], 3) if "replica" in per_round else None,
         "cores": spent.cores(),
         "load_average": spent.load_average,
     }
@@ -319,7 +344,7 @@ def auth_overhead(args: argparse.Namespace) -> dict[str, Any]:
     """Windows alternating without and with auth on one server: the client's CPU per round, each way, and their
     ratio per pair (with ÷ without)."""
     with SERVERS[args.server](args.sse) as server, lead_tokens() as tokens:
-        transport = Transport(read_timeout=FLOW_TIMEOUT)
+        transport = (CannedTransport if args.server == "canned" else Transport)(read_timeout=FLOW_TIMEOUT)
         clients = {"off": MrtrClient(Router(server.url), capabilities=CAPABILITIES, transport=transport),
                    "on": MrtrClient(Router(server.url), capabilities=CAPABILITIES, transport=transport,
                                     credentials=tokens)}
@@ -380,8 +405,9 @@ def client_alone(args: argparse.Namespace) -> dict[str, Any]:
 def _window_line(w: dict[str, Any]) -> str:
     cpu = w["cpu_us_per_round"]
     others = "".join(f", {name} {value:,.0f}" for name, value in cpu.items() if name not in ("client", "replica"))
-    return (f"  {w['rounds']} rounds in {w['wall_s']:.1f} s: client {cpu['client']:,.0f} µs/round, replica "
-            f"{cpu['replica']:,.0f}{others}; ratio {w['client_to_replica']:.3f}; cores {w['cores']}; "
+    replica = f", replica {cpu['replica']:,.0f}{others}; ratio {w['client_to_replica']:.3f}" if "replica" in cpu else ""
+    return (f"  {w['rounds']} rounds in {w['wall_s']:.1f} s: client {cpu['client']:,.1f} µs/round{replica}; "
+            f"cores {w['cores']}; "
             f"load {w['load_average'][0]}-{w['load_average'][1]}; outcomes {w['outcomes']}")
 
 

@@ -195,7 +195,7 @@ def test_each_lead_carries_its_own_principals_token(desks: Desks, monkeypatch: p
     finally:
         tokens.stop()
     assert headers[:3] == headers[3:] and len(set(headers[:3])) == 3
-    assert all(header.startswith("Bearer ") for header in headers)
+    assert all(header.startswith("Authorization: Bearer ") and header.endswith("\r\n") for header in headers)
 
 
 BAD_INPUT = {

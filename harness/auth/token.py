@@ -6,13 +6,19 @@ The value never leaves this object except as the `Authorization` header of a rou
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import jwt
 
+from harness.auth.errors import TokenEndpointError
+from harness.mrtr.credentials import AUTHORIZATION
 from harness.mrtr.keys import fingerprint
+
+TOKEN_TEXT: Final = re.compile(r"[\x21-\x7e]+")
+"""What a bearer token may be (RFC 6750's b64token is narrower): a CR or LF would split the request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +29,14 @@ class Token:
     obtained_at: float
     expires_at: float | None = None
     authorization: str = field(init=False, repr=False)
-    """`Bearer <value>`, built once: the whole cost of auth on a round is reading this."""
+    """The field line `Authorization: Bearer <value>` with its CRLF, built once: the whole cost of auth on a
+    round is reading this."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "authorization", f"Bearer {self.value}")
+        if not TOKEN_TEXT.fullmatch(self.value):
+            raise TokenEndpointError(f"a token (fingerprint {fingerprint(self.value)}) is not printable ASCII "
+                                     "without spaces: it cannot go in a header")
+        object.__setattr__(self, "authorization", f"{AUTHORIZATION}: Bearer {self.value}\r\n")
 
     @property
     def fingerprint(self) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 import gevent
 
 import harness
-from harness.mrtr.credentials import INVALID_TOKEN, Credentials, with_authorization
+from harness.mrtr.credentials import INVALID_TOKEN, Credentials
 from harness.mrtr.error_text import content_text, scrub
 from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
@@ -404,14 +404,17 @@ class MrtrClient:
         request_id = next(self._ids)
         body = frame.body(request_id, responses, state)
         scanner = SseScanner(request_id)
-        headers = with_authorization(frame.headers, self.credentials, lead)
+        headers = frame.headers
+        line = self.credentials.authorization(lead) if self.credentials is not None and lead is not None else ""
         sent_at = self._clock()
-        answer = self.transport.post(replica, body, headers, scanner)
+        answer = self.transport.post(replica, body, headers, scanner, line) if line else \
+            self.transport.post(replica, body, headers, scanner)
         routed_to = replica
         if answer is NOT_SENT and self.redispatch:
             for other in self._others(replica):  # nobody saw it: send it where a balancer would
                 replica = other
-                answer = self.transport.post(replica, body, headers, scanner)
+                answer = self.transport.post(replica, body, headers, scanner, line) if line else \
+                    self.transport.post(replica, body, headers, scanner)
                 if answer is not NOT_SENT:
                     break
         received_at = self._clock()

@@ -2,12 +2,13 @@
 
 The round loop knows leads only by their index; the tokens themselves are held and
 refreshed elsewhere (`harness.auth.keeper`), off the hot path. So all a round pays for
-auth is one lookup of a ready-made header value and one small dict per round.
+auth is one lookup of a ready-made header line, which the transport writes after the
+others (no dict merged per round: `benchmarks/client_cpu.py --auth`, figures in
+`benchmarks/README.md`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Final, Protocol
 
 AUTHORIZATION: Final = "Authorization"
@@ -20,7 +21,7 @@ class Credentials(Protocol):
     """Each lead's `Authorization` value, and a renewal after the server refused one."""
 
     def authorization(self, lead: int) -> str:
-        """The `Authorization` header value for `lead`'s rounds (`Bearer ...`), ready-made: no I/O, no lock."""
+        """`lead`'s `Authorization: Bearer ...` field line, CRLF included, ready-made: no I/O, no lock."""
         ...
 
     def renew(self, lead: int, since: float) -> bool:
@@ -29,10 +30,3 @@ class Credentials(Protocol):
         or the token endpoint failed)."""
         ...
 
-
-def with_authorization(headers: Mapping[str, str], credentials: Credentials | None,
-                       lead: int | None) -> Mapping[str, str]:
-    """A round's headers with its lead's `Authorization`; the headers as they are with no credentials or lead."""
-    if credentials is None or lead is None:
-        return headers
-    return {**headers, AUTHORIZATION: credentials.authorization(lead)}

@@ -91,7 +91,7 @@ class RoundTransport(Protocol):
     """What the round loop needs from a transport (tests and benchmarks can script one)."""
 
     def post(
-        self, url: str, body: bytes, headers: Mapping[str, str], sse: SseScanner | None = None
+        self, url: str, body: bytes, headers: Mapping[str, str], sse: SseScanner | None = None, line: str = ""
     ) -> HttpAnswer | Outcome | NotSent: ...
 
 
@@ -244,17 +244,19 @@ class Transport:
         body: bytes,
         headers: Mapping[str, str],
         sse: SseScanner | None = None,
+        line: str = "",
     ) -> HttpAnswer | Outcome | NotSent:
         """Send one request and read its answer; an `Outcome` when the exchange failed, `NOT_SENT` when
         no connection could be opened.
 
-        `headers` must be valid field lines (no CR/LF): they are written as given.
+        `headers` must be valid field lines (no CR/LF): they are written as given. `line`: one more
+        field line, CRLF included, written after them (a lead's ready-made `Authorization`).
         `sse`, when given, reads a `text/event-stream` answer only until the scanner has
         the response; the rest of such a stream is dropped with its connection.
         """
         endpoint, prefix = self._routes.get(url) or self._route(url)
         lines = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
-        request = f"{prefix}{lines}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body
+        request = f"{prefix}{lines}{line}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body
         return self._send(endpoint, request, sse)
 
     def visit(self, url: str, body: bytes = b"") -> HttpAnswer | Outcome | NotSent:
