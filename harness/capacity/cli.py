@@ -105,6 +105,10 @@ def run_capacity(args: argparse.Namespace) -> int:
     overrides = {"seed": args.seed} if args.seed is not None else {}
     plan = _plan(args)  # PlanError, ScenarioError: exit 2, before anything starts
     scenario = load_scenario(args.scenario, overrides)
+    if scenario.target.auth is not None:
+        from harness.auth.sources import check
+
+        check(scenario.target.auth)  # a secret's variable unset, a token file with no token: exit 2, nothing started
     sweep = Sweep(scenario, args.scenario.read_text(encoding="utf-8"), plan, source=str(args.scenario),
                   overrides=overrides, results_root=args.results, stream=sys.stderr if not args.quiet else None)
     sweep.check()
