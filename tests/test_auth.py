@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import gevent
 import httpx
 import pytest
 
@@ -282,3 +283,38 @@ def test_tokens_revoked_mid_run_are_renewed_and_their_rounds_resent_unless_refre
     else:
         assert auth["retried"] == 0 and not retries
         assert outcomes.get("error", 0) == auth["unauthorized"] > 0, outcomes
+
+
+JWT_SCRIPT = ("import jwt, sys, time; print(jwt.encode({'sub': 'lead-' + sys.argv[1], 'exp': int(time.time()) + 2}, "
+              "'not-a-real-key-but-long-enough-for-hs256', algorithm='HS256'))")
+"""A token command that prints a JWT good for two seconds."""
+
+
+def test_a_command_token_is_run_again_before_its_jwt_expires() -> None:
+    """`kind = "command"`: the JWT's `exp` says when; the background refresh runs the command again before it."""
+    import sys
+
+    auth = TargetAuth(kind="command", command=[sys.executable, "-c", JWT_SCRIPT, "{lead}"], principals=2,
+                      refresh_margin=30)
+    tokens = lead_tokens(auth, "http://127.0.0.1:9/mcp")
+    try:
+        first = [tokens.authorization(lead) for lead in range(2)]
+        deadline = time.monotonic() + 10
+        while tokens.refreshed < 2 and time.monotonic() < deadline:
+            gevent.sleep(0.05)  # the refresher is a greenlet of this (unpatched) test process
+        assert tokens.refreshed >= 2 and tokens.failed == 0, "both tokens run again at half their life"
+        assert [tokens.authorization(lead) for lead in range(2)] != first
+    finally:
+        tokens.stop()
+
+
+def test_a_token_file_gives_lead_i_line_i_mod_n(tmp_path: Path) -> None:
+    path = tmp_path / "leads.tokens"
+    path.write_text("# tokens of the test tenant\nalpha-token\n\nbeta-token\n")
+    tokens = lead_tokens(TargetAuth(kind="tokens", file=str(path), principals=3), "http://127.0.0.1:9/mcp")
+    try:
+        assert [tokens.authorization(lead) for lead in range(4)] == [
+            f"Authorization: Bearer {value}\r\n" for value in ("alpha-token", "beta-token", "alpha-token",
+                                                                "alpha-token")]
+    finally:
+        tokens.stop()
