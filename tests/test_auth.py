@@ -12,6 +12,7 @@ refused before the load with the exit code that says whose it is, naming no secr
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -280,6 +281,10 @@ def test_tokens_revoked_mid_run_are_renewed_and_their_rounds_resent_unless_refre
     if refresh:  # every refused round went again with a new token, and its flow completed
         assert auth["retried"] == auth["unauthorized"] == len(retries), auth
         assert set(outcomes) == {"completed"}, outcomes
+        assert finished.folder is not None
+        renewed = re.search(r'^mrtr_token_refreshes_total\{outcome="ok"\} (\S+)$',
+                            (finished.folder / "metrics.prom").read_text(), re.MULTILINE)
+        assert renewed and float(renewed[1]) > 0, "the renewals are counted"
     else:
         assert auth["retried"] == 0 and not retries
         assert outcomes.get("error", 0) == auth["unauthorized"] > 0, outcomes

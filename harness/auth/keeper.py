@@ -51,7 +51,9 @@ class LeadTokens:
     """One token per principal, behind `harness.mrtr.credentials.Credentials`."""
 
     def __init__(self, source: TokenSource, principals: int, *, concurrency: int = 4, refresh: bool = True,
-                 margin: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+                 margin: float = 30.0, clock: Callable[[], float] = time.time,
+                 on_refresh: Callable[[bool], None] | None = None) -> None:
+        """`on_refresh(ok)`: told of every refresh after the first tokens (the run's metrics count them)."""
         self.source = source
         self.principals = principals
         self.refresh = refresh and source.refreshable
@@ -70,6 +72,9 @@ class LeadTokens:
         """Tokens obtained after the first ones (in the background, or after a 401)."""
         self.failed = 0
         """Refreshes that failed."""
+        self._on_refresh = on_refresh
+        self._failing = False
+        """A refresh failed and none has succeeded since: further failures are not logged one by one."""
 
     # --- the round loop's side (harness.mrtr.credentials.Credentials) -------------------------
 
@@ -150,10 +155,18 @@ class LeadTokens:
         except TokenEndpointError as exc:
             self.failed += 1
             self._schedule(principal, self._clock() + RETRY_AFTER)
-            logger.warning("token refresh for lead %d failed (the old token is kept): %s", principal, exc)
+            if not self._failing:
+                logger.warning("token refresh for lead %d failed (old tokens are kept, refreshes retried every "
+                               "%gs; not logged again until one succeeds): %s", principal, RETRY_AFTER, exc)
+            self._failing = True
         else:
             self._keep(principal, token)
+            if self._failing:
+                logger.warning("token refreshes succeed again (%d had failed)", self.failed)
+            self._failing = False
         finally:
+            if self._on_refresh is not None:
+                self._on_refresh(token is not None)
             self._pending.pop(principal, None)
             pending.set(token)
 

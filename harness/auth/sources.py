@@ -9,7 +9,7 @@ and fetches every principal's token before the load starts.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.auth.client_credentials import ClientCredentials, auth_method
@@ -57,10 +57,10 @@ def build_source(auth: TargetAuth, target_url: str) -> TokenSource:
                              method=auth_method(found.auth_methods))
 
 
-def lead_tokens(auth: TargetAuth, target_url: str) -> LeadTokens:
+def lead_tokens(auth: TargetAuth, target_url: str, on_refresh: Callable[[bool], None] | None = None) -> LeadTokens:
     """Every principal's first token, fetched now (TokenEndpointError: exit 3), refreshing from then on."""
     tokens = LeadTokens(build_source(auth, target_url), auth.principals, concurrency=auth.concurrency,
-                        refresh=auth.refresh, margin=auth.refresh_margin)
+                        refresh=auth.refresh, margin=auth.refresh_margin, on_refresh=on_refresh)
     try:
         tokens.start()
     except BaseException:

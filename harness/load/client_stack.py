@@ -43,7 +43,7 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
     target = scenario.target
     principal = {target.principal_header: target.principal} if target.principal_header is not None else None
-    tokens = _lead_tokens(target.auth, urls[0]) if target.auth is not None else None
+    tokens = _lead_tokens(target.auth, urls[0], run_metrics) if target.auth is not None else None
     hosts: dict[str, tuple[Host, HostClient]] = {}
     legacy_loop: LegacyLoop | None = None
     for host in scenario.host_list:
@@ -67,11 +67,11 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
                    hosts=hosts, tokens=tokens)
 
 
-def _lead_tokens(auth: TargetAuth, url: str) -> LeadTokens:
+def _lead_tokens(auth: TargetAuth, url: str, run_metrics: RunMetrics) -> LeadTokens:
     """Every principal's token, fetched now; the OAuth client (Authlib) is imported only by runs that use it."""
     from harness.auth.sources import lead_tokens
 
-    return lead_tokens(auth, url)
+    return lead_tokens(auth, url, run_metrics.token_refreshed)
 
 
 def _shop_orders(scenario: Scenario) -> ShopOrders | None:
