@@ -321,7 +321,8 @@ class MrtrClient:
                 retries -= 1  # the same round again, same state and answers: did the server act on the first?
                 replica, at = record.replica, self._clock()  # routed as a retry after the replica that lost it
                 continue
-            reauthorized = not reauthorized and count <= self.max_rounds and self._renewed(record, lead)
+            reauthorized = record.outcome is Outcome.UNAUTHORIZED and not reauthorized and count <= self.max_rounds \
+                and self._renewed(record, lead)
             if reauthorized:  # the same round again with the lead's new token, once
                 replica, at = record.replica, self._clock()
                 continue
@@ -379,10 +380,10 @@ class MrtrClient:
         return self._round(frame, round_number, input_responses, request_state, url, at, lead)
 
     def _renewed(self, record: RoundRecord, lead: int | None) -> bool:
-        """Whether a round refused for its token may go again: a 401 `invalid_token`, and the lead now holds
+        """Whether a 401 round may go again: its error is `invalid_token`, and the lead now holds
         a token obtained after the round was sent (this blocks the greenlet on the refresh, off the hot path)."""
-        return (record.outcome is Outcome.UNAUTHORIZED and record.auth_error == INVALID_TOKEN
-                and self.credentials is not None and lead is not None and self.credentials.renew(lead, record.sent_at))
+        return (record.auth_error == INVALID_TOKEN and self.credentials is not None and lead is not None
+                and self.credentials.renew(lead, record.sent_at))
 
     def _others(self, replica: str) -> list[str]:
         """The other replicas, in list order starting after `replica`: each is tried once."""
