@@ -67,9 +67,11 @@ class ClientCredentials:
         except httpx2.HTTPError as exc:
             raise TokenEndpointError(f"token endpoint {self.token_url} cannot be reached: "
                                      f"{type(exc).__name__}") from None
-        if "access_token" not in response:
-            raise TokenEndpointError(f"token endpoint {self.token_url} answered without an access_token")
-        return from_response(dict(response), now)
+        try:
+            return from_response(dict(response), now)
+        except (KeyError, TypeError, ValueError):
+            raise TokenEndpointError(f"token endpoint {self.token_url} answered without a usable access_token "
+                                     "(RFC 6749 section 5.1)") from None
 
     def close(self) -> None:
         self._client.close()

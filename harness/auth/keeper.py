@@ -152,7 +152,7 @@ class LeadTokens:
         token: Token | None = None
         try:
             token = self.source.fetch(principal)
-        except TokenEndpointError as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the old token is kept and the refresh retried
             self.failed += 1
             self._schedule(principal, self._clock() + RETRY_AFTER)
             if not self._failing:
