@@ -26,9 +26,10 @@ from harness.journal.writer import JournalDamage, JournalView, read_journal_from
 SNAPSHOT = "figures.pickle"
 _END = 256
 """Bytes before each saved size kept with the snapshot, to know the journal is the one it was saved from."""
-FORMAT = 4
+FORMAT = 5
 """Raised whenever the folded figures change shape (2: network faults' windows; 3: the journal's unreadable and
-torn lines counted; 4: `RunFigures.by_host`), so an older snapshot is refolded."""
+torn lines counted; 4: `RunFigures.by_host`; 5: the rounds refused for their OAuth token or scope, and
+those resent), so an older snapshot is refolded."""
 V = TypeVar("V", bound=JournalView)
 
 _ALLOWED_MODULES = frozenset({
