@@ -40,10 +40,13 @@ class IntrospectionVerifier(TokenVerifier):
 
     def __init__(self, introspection_url: str) -> None:
         self.introspection_url = introspection_url
+        self._http: httpx2.AsyncClient | None = None
+        """One client for the server's life (made on its event loop, at the first token): pooled connections."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        async with httpx2.AsyncClient(timeout=5.0) as http:
-            response = await http.post(self.introspection_url, data={"token": token})
+        if self._http is None:
+            self._http = httpx2.AsyncClient(timeout=5.0)
+        response = await self._http.post(self.introspection_url, data={"token": token})
         claims = response.json() if response.status_code == 200 else {}
         if not claims.get("active"):
             return None
