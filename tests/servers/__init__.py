@@ -113,8 +113,10 @@ def start_server(
     return running
 
 
-def serve_main(build_app: Callable[[], Any], description: str) -> None:
-    """A test server's `main`: `--port P`, served on 127.0.0.1 by uvicorn, quietly."""
+def serve_main(build_app: Callable[[], Any] | Callable[[int], Any], description: str, *,
+               knows_its_port: bool = False) -> None:
+    """A test server's `main`: `--port P`, served on 127.0.0.1 by uvicorn, quietly. `knows_its_port`: the app is
+    built for its port (a server that names its own URL, such as an OAuth issuer or resource)."""
     import argparse
 
     import uvicorn
@@ -122,4 +124,5 @@ def serve_main(build_app: Callable[[], Any], description: str) -> None:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    uvicorn.run(build_app(), host="127.0.0.1", port=args.port, log_level="warning")
+    app = build_app(args.port) if knows_its_port else build_app()  # type: ignore[call-arg]
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")

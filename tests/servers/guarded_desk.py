@@ -25,6 +25,8 @@ from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResul
 from pydantic import AnyHttpUrl
 from starlette.types import ASGIApp
 
+from tests.servers import serve_main
+
 ISSUER_ENV = "GUARDED_DESK_ISSUER"
 REQUIRED_SCOPE = "desk"
 
@@ -80,14 +82,7 @@ def build_app(port: int) -> ASGIApp:
 
 
 def main() -> None:
-    import argparse
-
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    args = parser.parse_args()
-    uvicorn.run(build_app(args.port), host="127.0.0.1", port=args.port, log_level="warning")
+    serve_main(build_app, __doc__.splitlines()[0], knows_its_port=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.servers import serve_main
+
 CLIENT_ENV = "TOKEN_DESK_CLIENT"
 LIFETIME_ENV = "TOKEN_DESK_LIFETIME"
 ISSUED_ENV = "TOKEN_DESK_ISSUED"
@@ -113,14 +115,7 @@ def build_app(port: int) -> Starlette:
 
 
 def main() -> None:
-    import argparse
-
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    args = parser.parse_args()
-    uvicorn.run(build_app(args.port), host="127.0.0.1", port=args.port, log_level="warning")
+    serve_main(build_app, __doc__.splitlines()[0], knows_its_port=True)
 
 
 if __name__ == "__main__":
