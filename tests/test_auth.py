@@ -12,17 +12,22 @@ refused before the load with the exit code that says whose it is, naming no secr
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import gevent
 import httpx
 import pytest
 
+from harness.auth import discovery
+from harness.auth.errors import TokenEndpointError
 from harness.auth.keeper import LeadTokens
 from harness.auth.sources import lead_tokens
 from harness.config.auth import TargetAuth
@@ -323,3 +328,62 @@ def test_a_token_file_gives_lead_i_line_i_mod_n(tmp_path: Path) -> None:
                                                                 "alpha-token")]
     finally:
         tokens.stop()
+
+
+class _StartingBalancer(BaseHTTPRequestHandler):
+    """A balancer whose replicas are still starting (503 to the first probes), then a resource server's answers."""
+
+    not_yet = 2
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _json(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        base = f"http://127.0.0.1:{self.server.server_port}"
+        if type(self).not_yet > 0:
+            type(self).not_yet -= 1
+            self._json(503, {"error": "no server is available"})
+            return
+        self._json(401, {"error": "invalid_token"}, {
+            "WWW-Authenticate": f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'})
+
+    def do_GET(self) -> None:
+        base = f"http://127.0.0.1:{self.server.server_port}"
+        if self.path.startswith("/.well-known/oauth-protected-resource"):
+            self._json(200, {"resource": f"{base}/mcp", "authorization_servers": [base]})
+        elif self.path == "/.well-known/oauth-authorization-server":
+            self._json(200, {"issuer": base, "authorization_endpoint": f"{base}/authorize",
+                             "token_endpoint": f"{base}/token", "response_types_supported": ["code"]})
+        else:
+            self._json(404, {})
+
+
+@pytest.mark.parametrize("not_yet", [2, 1000])
+def test_discovery_waits_for_a_balancer_whose_replicas_are_starting_then_gives_up_naming_its_answer(
+        not_yet: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compose stack brought up with the run answers 503 until a replica is healthy: asked again, not refused."""
+    monkeypatch.setattr(_StartingBalancer, "not_yet", not_yet)
+    monkeypatch.setattr(discovery, "DISCOVERY_PATIENCE", 2.0)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StartingBalancer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/mcp"
+        if not_yet == 2:
+            assert discovery.discover(url).token_endpoint == f"http://127.0.0.1:{server.server_port}/token"
+        else:
+            with pytest.raises(TokenEndpointError, match="answered HTTP 503"):
+                discovery.discover(url)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -10,6 +10,7 @@ on gevent's sockets, before the load starts).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import httpx2
@@ -25,6 +26,10 @@ from harness.auth.errors import TokenEndpointError
 from harness.mrtr.wire import ACCEPT, MCP_PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION
 
 DISCOVERY_TIMEOUT = 10.0
+DISCOVERY_PATIENCE = 60.0
+"""Seconds a target that answers 502, 503 or 504 to the first probe is asked again: a balancer whose replicas are
+still starting (a compose stack brought up with the run) answers so until one is healthy."""
+_NOT_YET = frozenset({502, 503, 504})
 
 _PROBE = b'{"jsonrpc":"2.0","id":0,"method":"tools/list","params":{}}'
 """The unauthenticated request whose 401 starts discovery (a resource server answers it before any MCP)."""
@@ -58,12 +63,23 @@ def _get(http: httpx2.Client, url: str) -> httpx2.Response | None:
         return None
 
 
+def _probe(http: httpx2.Client, target_url: str) -> httpx2.Response:
+    """The target's answer to an unauthenticated request, asked again while a balancer says no replica is up yet."""
+    deadline = time.monotonic() + DISCOVERY_PATIENCE
+    while True:
+        try:
+            probe = http.post(target_url, content=_PROBE, headers={"Content-Type": "application/json",
+                                                                   "Accept": ACCEPT,
+                                                                   MCP_PROTOCOL_VERSION_HEADER: PROTOCOL_VERSION})
+        except httpx2.HTTPError as exc:
+            raise TokenEndpointError(f"discovery: {target_url} cannot be reached: {type(exc).__name__}") from None
+        if probe.status_code not in _NOT_YET or time.monotonic() >= deadline:
+            return probe
+        time.sleep(0.5)
+
+
 def _protected_resource(http: httpx2.Client, target_url: str) -> ProtectedResourceMetadata:
-    try:
-        probe = http.post(target_url, content=_PROBE, headers={"Content-Type": "application/json", "Accept": ACCEPT,
-                                                               MCP_PROTOCOL_VERSION_HEADER: PROTOCOL_VERSION})
-    except httpx2.HTTPError as exc:
-        raise TokenEndpointError(f"discovery: {target_url} cannot be reached: {type(exc).__name__}") from None
+    probe = _probe(http, target_url)
     if probe.status_code != 401:
         raise TokenEndpointError(f"discovery: {target_url} answered HTTP {probe.status_code} without a token, not "
                                  "401: it asks for none; give [target.auth] token_url, or drop [target.auth]")
