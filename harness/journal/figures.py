@@ -26,6 +26,8 @@ _NOT_FINISHED = {FlowOutcome.INTERRUPTED.value}
 _TIMED = {RecordType.ROUND, RecordType.FLOW}
 """The records a window keeps only from its start on (the rest, rejections and checks, are the run's)."""
 
+_NUMBER = (int, float)
+"""`isinstance`'s tuple: a union (`int | float`) is built again at every call of the fold."""
 RoundKey = tuple[str, str, int]
 """(flow, tool, round number): the finest level round latency is kept at."""
 CallKey = tuple[str, str]
@@ -53,7 +55,7 @@ class FaultWindow:
 
     def add(self, record: Mapping[str, Any]) -> None:
         sent, replica = record.get("sent"), str(record.get("replica"))
-        if not isinstance(sent, int | float) or sent < self.start or (self.end is not None and sent > self.end):
+        if not isinstance(sent, _NUMBER) or sent < self.start or (self.end is not None and sent > self.end):
             return
         if self.target in ("all", replica):
             self.rounds[(replica, str(record.get("outcome")))] += 1
@@ -151,7 +153,7 @@ class RunFigures(JournalView):
         self.rounds += 1
         self.replica_rounds[str(record.get("replica"))] += 1
         latency, number = record.get("latency"), record.get("round")
-        if isinstance(latency, int | float) and not isinstance(latency, bool):
+        if isinstance(latency, _NUMBER) and not isinstance(latency, bool):
             key = (flow, str(record.get("tool")), number if isinstance(number, int) else 0)
             sketch = self.latency.get(key)
             if sketch is None:
@@ -178,12 +180,12 @@ class RunFigures(JournalView):
         if record.get("late"):
             self.late += 1
         duration, think = record.get("duration"), record.get("think_time")
-        if isinstance(duration, int | float):
+        if isinstance(duration, _NUMBER):
             sketch = self.flow_duration.get(flow)
             if sketch is None:
                 sketch = self.flow_duration[flow] = Sketch()
             sketch.add(float(duration))
-        if isinstance(think, int | float):
+        if isinstance(think, _NUMBER):
             self.think_time.add(float(think))
         for call in record.get("calls") or []:
             rounds = call.get("rounds") if isinstance(call, Mapping) else None

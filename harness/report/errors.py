@@ -66,8 +66,8 @@ class ErrorTable(JournalView):
     """Expected answers (a tool error answering the person's decline): grouped alike, shown apart."""
 
     def add(self, record: Mapping[str, Any]) -> None:
-        self.started = advance_time_zero(self.started, record)
         if record.get("type") != RecordType.ROUND:
+            self.started = advance_time_zero(self.started, record)
             return
         for field_name, groups in (("error", self.groups), ("expected", self.expected)):
             message = record.get(field_name)

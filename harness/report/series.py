@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.journal.distributions import Counts, Distribution, Sketch, merged_sketch
 from harness.journal.distributions import nearest_rank as _nearest_rank
-from harness.journal.figures import FaultWindow, RunFigures
+from harness.journal.figures import _NUMBER, FaultWindow, RunFigures
 from harness.journal.records import ChaosPhase, FlowOutcome, RecordType, advance_time_zero
 from harness.journal.writer import JournalView
 
@@ -197,7 +197,7 @@ class Timeline(JournalView):
             self.first = t
         if self.last is None or t > self.last:
             self.last = t
-        if kind == RecordType.ROUND and isinstance(record.get("latency"), int | float):
+        if kind == RecordType.ROUND and isinstance(record.get("latency"), _NUMBER):
             self._bin(t).latency.add(float(record["latency"]))
         elif kind == RecordType.FLOW:
             self._bin(t).flows[str(record.get("outcome"))] += 1
@@ -304,7 +304,7 @@ class Bins:
 
 
 def _since(t: Any, origin: float) -> float | None:
-    return float(t) - origin if isinstance(t, int | float) else None
+    return float(t) - origin if isinstance(t, _NUMBER) else None
 
 
 def _round(value: float | None) -> float | None:

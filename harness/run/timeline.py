@@ -85,6 +85,10 @@ from harness.target.factory import build_target
 logger = logging.getLogger(__name__)
 
 _HOT = frozenset({RecordType.START, RecordType.ROUND, RecordType.FLOW})
+_FLOW_CHECKED = frozenset({RecordType.START, RecordType.FLOW})
+"""The records `FlowChecks` reads."""
+_MATCHED = frozenset({RecordType.ROUND, RecordType.REJECTION})
+"""The records reconciliation's `Matching` reads."""
 """The records of every flow: folded live as written, without a JSON round trip."""
 WATCH_EVERY = 1.0
 """Seconds between checks of the replicas (up or not) and of the chaos window's hypothesis."""
@@ -446,11 +450,14 @@ class Run:
         reads what the file holds (a value orjson writes with `str`); starts, rounds and flows
         hold JSON types only and are taken as they are.
         """
-        if record.get("type") not in _HOT:
+        kind = record.get("type")
+        if kind not in _HOT:
             record = orjson.loads(orjson.dumps(record, default=str))
         self.live.add(record)
-        self.flow_checks.add(record)
-        self.matching.add(record)
+        if kind in _FLOW_CHECKED:  # each check is called only with the records it reads (the fold is per record)
+            self.flow_checks.add(record)
+        if kind in _MATCHED:
+            self.matching.add(record)
 
     def _on_rejection(self, event: RejectionEvent) -> None:
         self.journal.write(RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica,
