@@ -32,7 +32,9 @@ What runs:
   tests/test_dashboards.py.
 
 The test then reads what a user would: the run's summary.json (completed flows, zero
-rejections, the chaos done, the verdict), the replicas' logs (each one sealed with the
+rejections, the chaos done, the verdict: every round carried a lead's token from the stack's
+authorization server, found by discovery through the balancer, since the replicas refuse
+any round without one), the replicas' logs (each one sealed with the
 rotation's new key: the ring the harness rewrote, as root, stayed readable to them) and
 Prometheus's /api/v1/targets (every replica and the harness scraped and up).
 
