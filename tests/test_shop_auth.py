@@ -323,3 +323,19 @@ def test_a_replica_given_both_a_principal_header_and_an_issuer_exits_2_saying_to
                               "http://127.0.0.1:2"], capture_output=True, text=True, timeout=60)
     assert started.returncode == 2
     assert "--principal-header and --auth-issuer" in started.stderr and "Traceback" not in started.stderr
+
+
+def test_the_oauth_scenario_passes_with_zero_rejections_and_no_refusal(tmp_path, monkeypatch):
+    """scenarios/oauth.toml as a user runs it: refunds above and below the limit, each lead its own token."""
+    from tests.harness_run import SCENARIOS, run_harness
+
+    monkeypatch.setenv("MCP_CLIENT_SECRET", SECRET)
+    finished = run_harness(SCENARIOS / "oauth.toml", tmp_path)
+    assert finished.code == 0, finished.output
+    summary = finished.summary
+    assert summary["rejections"]["total_logged"] == 0 and summary["reconciliation"]["unexplained"] == 0
+    assert (summary["auth"]["unauthorized"], summary["auth"]["forbidden"]) == (0, 0), summary["auth"]
+    asked = [record for record in finished.journal() if record["type"] == "round" and record["round"] == 2]
+    assert asked and summary["flows"]["by_outcome"].get("completed", 0) > 0, "refunds above the limit, confirmed"
+    assert finished.folder is not None
+    assert not [path for path in finished.folder.rglob("*") if path.is_file() and SECRET.encode() in path.read_bytes()]
