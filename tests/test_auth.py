@@ -30,6 +30,7 @@ from harness.auth import discovery
 from harness.auth.errors import TokenEndpointError
 from harness.auth.keeper import LeadTokens
 from harness.auth.sources import lead_tokens
+from harness.auth.token import Token
 from harness.config.auth import TargetAuth
 from harness.config.leads import LeadProfile
 from harness.leads.lead import capabilities
@@ -387,3 +388,40 @@ def test_discovery_waits_for_a_balancer_whose_replicas_are_starting_then_gives_u
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _SlowSecondToken:
+    """A token source whose first token lives one second and whose next request hangs (a slow token endpoint)."""
+
+    refreshable = True
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def describe(self) -> str:
+        return "a slow token endpoint"
+
+    def fetch(self, principal: int) -> Token:
+        self.requests += 1
+        if self.requests > 1:
+            gevent.sleep(30)
+        now = time.time()
+        return Token(f"token-{self.requests}", now, now + 1.0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_refresh_cut_short_by_the_end_of_the_run_is_counted_neither_failed_nor_ok() -> None:
+    """mrtr_token_refreshes_total{outcome="failed"} means the authorization server failed, not that the run
+    ended while a refresh was under way."""
+    heard: list[bool] = []
+    source = _SlowSecondToken()
+    tokens = LeadTokens(source, 1, on_refresh=heard.append)
+    tokens.start()
+    deadline = time.monotonic() + 5
+    while source.requests < 2 and time.monotonic() < deadline:
+        gevent.sleep(0.05)  # the refresh at half the token's life is under way, and hangs
+    assert source.requests == 2
+    tokens.stop()
+    assert heard == [] and tokens.failed == 0

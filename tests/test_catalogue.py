@@ -125,6 +125,8 @@ def _refreshed_before_expiry(finished: Finished) -> None:
     refreshed = re.search(r'^mrtr_token_refreshes_total\{outcome="ok"\} (\S+)$',
                           (finished.folder / "metrics.prom").read_text(), re.MULTILINE)
     assert refreshed and float(refreshed[1]) > 4, "the revoke's renewals, then refreshes at half-life"
+    assert re.search(r'^mrtr_token_refreshes_total\{outcome="failed"\} 0\.0$',
+                     (finished.folder / "metrics.prom").read_text(), re.MULTILINE), "no outage, no failed refresh"
 
 
 def _refreshes_failed_and_recovered(finished: Finished) -> None:

@@ -149,10 +149,15 @@ class LeadTokens:
         return pending
 
     def _fetch(self, principal: int, pending: AsyncResult) -> None:
+        """One refresh; `on_refresh` hears of it only if it ended: one cut short by `stop` neither failed nor
+        succeeded (counting it failed would show an outage at the end of every run)."""
         token: Token | None = None
+        ended = False
         try:
             token = self.source.fetch(principal)
+            ended = True
         except Exception as exc:  # noqa: BLE001 - whatever failed, the old token is kept and the refresh retried
+            ended = True
             self.failed += 1
             self._schedule(principal, self._clock() + RETRY_AFTER)
             if not self._failing:
@@ -165,7 +170,7 @@ class LeadTokens:
                 logger.warning("token refreshes succeed again (%d had failed)", self.failed)
             self._failing = False
         finally:
-            if self._on_refresh is not None:
+            if self._on_refresh is not None and ended:
                 self._on_refresh(token is not None)
             self._pending.pop(principal, None)
             pending.set(token)
