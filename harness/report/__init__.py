@@ -230,6 +230,5 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
     write_junit(folder / JUNIT_XML, scenario.name, verdict)
     write_html(folder / REPORT_HTML, scenario, read.figures, verdict, timeline=read.timeline)
     if save:
-        read.figures.windows.clear()  # a hypothesis window is the live run's, not a figure of its results
         write_snapshot(folder, read, journal_paths)
     return verdict
