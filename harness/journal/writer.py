@@ -21,6 +21,7 @@ Anywhere else it is a flusher thread.
 from __future__ import annotations
 
 import codecs
+import os
 import sys
 import threading
 import time
@@ -64,14 +65,18 @@ class Journal:
     threads) and, for the first line of a batch, starts the batch's timer (gevent's loop)
     or wakes the flusher thread, which waits `FLUSH_DELAY` for more to gather. The queue
     is written out under the lock, so lines keep their order and are never torn or lost.
+    `on_flush(file name, size)` is called after each batch is in the file: the run's live
+    fold (`harness.run.fold`) reads the file up to there.
     """
 
-    def __init__(self, path: Path, on_record: Callable[[Mapping[str, Any]], None] | None = None,
+    def __init__(self, path: Path, on_flush: Callable[[str, int], None] | None = None,
                  *, flush_delay: float = FLUSH_DELAY) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._on_record = on_record
+        self._on_flush = on_flush
         self._file: IO[bytes] | None = open(path, "ab")  # noqa: SIM115 - closed in close()
+        self.size = os.fstat(self._file.fileno()).st_size
+        """Bytes in the file, every written batch included."""
         self._pending: deque[bytes] = deque()
         self._lock = threading.Lock()
         self._dirty = threading.Event()
@@ -87,8 +92,6 @@ class Journal:
 
     def write(self, record: Record) -> None:
         line = orjson.dumps(record, default=str, option=_ENCODE_OPTIONS) + b"\n"
-        if self._on_record is not None:
-            self._on_record(record)
         if self._file is None:
             return
         self._pending.append(line)
@@ -158,9 +161,13 @@ class Journal:
         pending, lines = self._pending, []
         while pending:
             lines.append(pending.popleft())
-        self._file.write(b"".join(lines))
+        batch = b"".join(lines)
+        self._file.write(batch)
         self._file.flush()
         self.records += len(lines)
+        self.size += len(batch)
+        if self._on_flush is not None:
+            self._on_flush(self.path.name, self.size)
 
     def __enter__(self) -> Journal:
         return self

@@ -25,7 +25,7 @@ only then does the master call Locust's own quit.
 
 from __future__ import annotations
 
-import json
+import os
 import shutil
 import subprocess
 import sys
@@ -92,30 +92,37 @@ class WorkerProcesses:
 
 
 class JournalParts:
-    """The master's side of the workers' journals: one part file per worker index, fed live to the figures."""
+    """The master's side of the workers' journals: one part file per worker index, each batch told to the live fold.
 
-    def __init__(self, folder: Path, on_record: Callable[[dict[str, Any]], None]) -> None:
+    `before_append` runs before each batch is written (the run's own journal writes its
+    pending records out), so the fold reads every part in the order the master took the
+    records in; `on_grown(file name, size)` after it is in the file.
+    """
+
+    def __init__(self, folder: Path, on_grown: Callable[[str, int], None],
+                 before_append: Callable[[], None] = lambda: None) -> None:
         self.folder = folder
-        self._on_record = on_record
-        self._files: dict[int, IO[str]] = {}
+        self._on_grown = on_grown
+        self._before_append = before_append
+        self._files: dict[int, IO[bytes]] = {}
+        self._sizes: dict[int, int] = {}
         self.paths: list[Path] = []
 
     def open(self, index: int) -> None:
         path = journal_part(self.folder, index)
         if index not in self._files:
-            self._files[index] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._files[index] = open(path, "ab")  # noqa: SIM115 - closed in close()
+            self._sizes[index] = os.fstat(self._files[index].fileno()).st_size
             self.paths.append(path)
 
     def append(self, index: int, lines: list[str]) -> None:
+        self._before_append()
+        batch = "".join(line + "\n" for line in lines).encode("utf-8")
         part = self._files[index]
-        for line in lines:
-            part.write(line + "\n")
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # kept in the part as written; `read_journal` reports it
-            self._on_record(record)
+        part.write(batch)
         part.flush()
+        self._sizes[index] += len(batch)
+        self._on_grown(journal_part(self.folder, index).name, self._sizes[index])
 
     def close(self) -> None:
         for part in self._files.values():

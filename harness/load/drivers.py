@@ -91,7 +91,8 @@ class DistributedLoad:
     """Locust's master runner here; the flows run on workers started here (`local`) or elsewhere (`remote`)."""
 
     def __init__(self, env: Environment, scenario: Scenario, run_metrics: RunMetrics, folder: Path,
-                 urls: list[str], labels: list[str], on_record: Any, *, local: int = 0, remote: int = 0,
+                 urls: list[str], labels: list[str], on_grown: Any, *, before_append: Any = None,
+                 local: int = 0, remote: int = 0,
                  bind_host: str = "127.0.0.1", bind_port: int | None = None, wait: float = WORKERS_READY_TIMEOUT,
                  say: Any = print) -> None:
         self.env, self.scenario, self.run_metrics = env, scenario, run_metrics
@@ -101,7 +102,7 @@ class DistributedLoad:
         env.events.worker_report.add_listener(self._on_report)
         self.port = bind_port or (free_port() if not remote else DEFAULT_MASTER_PORT)
         self.runner = env.create_master_runner(bind_host, self.port)
-        self.parts = JournalParts(folder, on_record)
+        self.parts = JournalParts(folder, on_grown, before_append or (lambda: None))
         scenario_json = scenario.model_dump_json()
         self.link = MasterLink(self.runner, lambda index: setup_message(scenario_json, urls, labels, index, self.count),
                                self.count, self.parts, run_metrics.apply, say)

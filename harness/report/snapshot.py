@@ -41,9 +41,10 @@ _ALLOWED_NAMES = {"collections": {"Counter", "OrderedDict", "defaultdict", "dequ
                   "builtins": {"set", "frozenset", "complex", "bytearray", "slice", "range"}}
 
 
-def write_snapshot(folder: Path, folded: object, parts: Sequence[Path]) -> Path:
-    """Save `folded` with the current size of each journal part and its last bytes (flushed by the caller first)."""
-    sizes = _sizes(parts)
+def write_snapshot(folder: Path, folded: object, parts: Sequence[Path], sizes: dict[str, int] | None = None) -> Path:
+    """Save `folded` with the size of each journal part it covers and the bytes before it: `sizes` (by file name)
+    when the caller folded up to known sizes, else each part's size now (flushed by the caller first)."""
+    sizes = _sizes(parts) if sizes is None else sizes
     state = {"format": FORMAT, "parts": sizes, "ends": _ends(parts, sizes), "folded": folded}
     path = folder / SNAPSHOT
     temporary = path.with_suffix(".tmp")

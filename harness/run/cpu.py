@@ -1,8 +1,9 @@
 """CPU accounting: what the harness spent per MRTR round, beside what the replicas spent, over the load.
 
 The harness must never be the bottleneck, and this is where a run proves it: one
-snapshot when the load starts and one when it stops, of this process's CPU and of every
-target process (from /proc, by PID), and the round count at each. The first snapshot is
+snapshot when the load starts and one when it stops, of the harness's CPU (this process's and
+its live fold process's) and of every target process (from /proc, by PID), and the round count
+at each. The first snapshot is
 also the harness's start-up cost (its CPU from exec to the load's start), which the
 record keeps beside the window's. Start-up is left out
 on both sides; a replica restarted during the load (another PID at the end) is left out
@@ -28,9 +29,11 @@ class CpuSnapshot:
     processes: dict[str, tuple[int, float]]
 
 
-def snapshot(processes: Callable[[], ProcessCpu], rounds_by_replica: Mapping[str, int]) -> CpuSnapshot:
-    """This process's CPU, the target's processes' CPU and the rounds each replica served, now."""
-    return CpuSnapshot(time.process_time(), dict(rounds_by_replica), dict(processes()))
+def snapshot(processes: Callable[[], ProcessCpu], rounds_by_replica: Mapping[str, int],
+             helpers: float = 0.0) -> CpuSnapshot:
+    """The harness's CPU (this process's, plus `helpers`: the CPU seconds of its own helper processes, the live
+    fold's), the target's processes' CPU and the rounds each replica served, now."""
+    return CpuSnapshot(time.process_time() + helpers, dict(rounds_by_replica), dict(processes()))
 
 
 def account(start: CpuSnapshot, end: CpuSnapshot) -> CpuUsed:

@@ -12,8 +12,10 @@ step, and the results are still written.
 
 What each step needs lives in its own module: the target factory (`harness.target`),
 the client stack (`harness.load.client_stack`), the exporter (`harness.metrics.exporter`),
-CPU accounting (`harness.run.cpu`), reconciliation (`harness.checks.reconcile`), the hypothesis
-(`harness.run.hypothesis`), the progress line (`harness.run.progress`). This module is the order.
+CPU accounting (`harness.run.cpu`), the live fold of the journal into the figures, the checks and
+reconciliation (`harness.run.fold`, a process of its own, driven from `harness.run.fold_process`),
+the hypothesis (`harness.run.hypothesis`), the progress line (`harness.run.progress`). This module
+is the order.
 
 Import it only after Locust's gevent patching (the CLI imports `locust` first).
 """
@@ -26,15 +28,14 @@ import signal
 import sys
 import time
 import traceback
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import gevent
-import orjson
 from gevent.event import Event
 from locust.env import Environment
 from locust.event import Events
@@ -43,8 +44,7 @@ from prometheus_client import generate_latest
 
 from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
-from harness.checks.invariants import INVARIANTS, FlowChecks, ledger_violations
-from harness.checks.reconcile import Matching
+from harness.checks.invariants import INVARIANTS, ledger_violations
 from harness.config.cautions import cautions
 from harness.config.chaos import NetworkAction
 from harness.config.durations import format_duration
@@ -52,7 +52,6 @@ from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
 from harness.config.thresholds import parse_thresholds
 from harness.errors import ExitCode, TargetDown
-from harness.journal.figures import RunFigures
 from harness.journal.records import (
     EndStatus,
     HarnessError,
@@ -73,8 +72,8 @@ from harness.load.plan import LoadPlan
 from harness.logs.collector import Collector, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
-from harness.report.snapshot import write_snapshot
 from harness.run import cpu
+from harness.run.fold_process import FoldLost, FoldProcess
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import SteadyState
 from harness.run.progress import Progress, ProgressLine
@@ -82,14 +81,11 @@ from harness.run.results_folder import results_folder
 from harness.target.base import Target, TargetError
 from harness.target.factory import build_target
 
+if TYPE_CHECKING:
+    from harness.report import JournalRead
+
 logger = logging.getLogger(__name__)
 
-_HOT = frozenset({RecordType.START, RecordType.ROUND, RecordType.FLOW})
-_FLOW_CHECKED = frozenset({RecordType.START, RecordType.FLOW})
-"""The records `FlowChecks` reads."""
-_MATCHED = frozenset({RecordType.ROUND, RecordType.REJECTION})
-"""The records reconciliation's `Matching` reads."""
-"""The records of every flow: folded live as written, without a JSON round trip."""
 WATCH_EVERY = 1.0
 """Seconds between checks of the replicas (up or not) and of the chaos window's hypothesis."""
 BACKGROUND_STOP_TIMEOUT = 30.0
@@ -113,7 +109,7 @@ class RunOptions:
     metrics_linger: float = 0.0
     web: tuple[str, int] | None = None  # serve Locust's web UI, with the MRTR tab, here
     web_linger: float = 0.0
-    save_figures_every: float = 60.0  # seconds between saves of the live figures during the load
+    save_figures_every: float = 60.0  # seconds between saves of the live figures (by the fold process)
     prometheus_targets: Path | None = None
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
 
@@ -142,14 +138,11 @@ class Run:
         self.folder = results_folder(options.results_root, scenario.name)
         (self.folder / "scenario.toml").write_text(scenario_text)
         (self.folder / "scenario.json").write_text(scenario.model_dump_json(indent=2))
-        from harness.report import JournalRead  # the reports' modules load here, as `_results` loads them
-
-        self.live = JournalRead()
-        """Every journal record folded as it is written, the workers' too: the results come from it, not a re-read."""
-        self.figures = self.live.figures
-        self.flow_checks = FlowChecks()
-        self.matching = Matching()
-        self.journal = Journal(self.folder / "journal.jsonl", on_record=self._on_record)
+        self.fold = FoldProcess(self.folder, options.save_figures_every)
+        """Every journal record, the workers' too, folded as it is written, in a process of its own: the results,
+        the checks and the hypothesis windows come from it, not from a re-read of the journal."""
+        self.journal = Journal(self.folder / "journal.jsonl", on_flush=self.fold.grown)
+        self.fold.flush = self.journal.flush
         self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows])
         self.run_metrics.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS,
                                 hosts=[host.name for host in scenario.host_list])
@@ -167,8 +160,7 @@ class Run:
         self.started = 0.0
         """Time zero: when the load started (workers take a while to be ready)."""
         self.chaos_window: tuple[float | None, float | None] = (None, None)
-        self.during = self.after = RunFigures()
-        """The hypothesis windows' figures: during the chaos, and after it (opened when each begins)."""
+        """The hypothesis windows, "during" the chaos and "after" it, are the fold's (opened when each begins)."""
         self.cpu_start: cpu.CpuSnapshot | None = None
         self.cpu_end: cpu.CpuSnapshot | None = None
         self._stopping = Event()
@@ -179,6 +171,8 @@ class Run:
         self.target_error: str | None = None
         self.error: str | None = None
         """The harness's own first failure, in one line (exit 4); its traceback is in TRACEBACK_FILE."""
+        self._progress_counts: tuple[int, list[tuple[str, int]]] = (0, [])
+        """Flows finished and the top rejection reasons, as the fold last said (the progress line's)."""
         self.ledger_before: int | None = None
         """Double releases and payouts the ledger held when the live check first read it (another run's)."""
         self._overrun_said = False
@@ -203,6 +197,7 @@ class Run:
         self.began = time.time()
         self._install_signals()
         try:
+            self.fold.start()
             self.journal.write(RunStarted(type=RecordType.RUN, event=RunEvent.START, t=self.began,
                                           run_id=self.folder.name, scenario=self.scenario.name,
                                           seed=self.scenario.seed, duration=self.scenario.duration))
@@ -225,6 +220,7 @@ class Run:
             self.say(f"results could not be written: see {self.folder}")
             return ExitCode.HARNESS
         finally:
+            self.fold.close()
             self._restore_signals()
 
     def _bring_up(self) -> None:
@@ -264,7 +260,7 @@ class Run:
         assert self.target is not None
         self.load = self._load_driver(self.target)
         _collect_from_now_on()
-        self.cpu_start = cpu.snapshot(self.target.cpu_seconds, self.figures.replica_rounds)
+        self.cpu_start = self._cpu_snapshot(self.target)
         self.load.start()
         self.started = time.time()  # the duration counts from when the load runs (workers take a while)
         self._serve_web_ui()
@@ -330,7 +326,8 @@ class Run:
         if options.workers or options.remote_workers:
             self._warn_unreachable_replicas(target)
             return DistributedLoad(self.env, self.scenario, self.run_metrics, self.folder, self._load_urls(target),
-                                   target.labels, self._on_record, local=options.workers,
+                                   target.labels, self.fold.grown, before_append=self.journal.flush,
+                                   local=options.workers,
                                    remote=options.remote_workers, bind_host=options.master_bind_host,
                                    bind_port=options.master_bind_port, wait=options.workers_wait, say=self.say)
         flow_env = build_flow_env(self.scenario, self._load_urls(target), target.labels, self.journal,
@@ -355,7 +352,11 @@ class Run:
             self.say(f"load stopped; waiting up to {format_duration(grace)} for {load.active} flows in flight")
         load.wait_in_flight(grace)
         assert self.target is not None
-        self.cpu_end = cpu.snapshot(self.target.cpu_seconds, self.figures.replica_rounds)
+        self.cpu_end = self._cpu_snapshot(self.target)
+
+    def _cpu_snapshot(self, target: Target) -> cpu.CpuSnapshot:
+        """CPU so far, the harness's with its fold process's, and the rounds each replica served."""
+        return cpu.snapshot(target.cpu_seconds, self.fold.replica_rounds(), helpers=self.fold.cpu_seconds())
 
     # --- background greenlets ----------------------------------------------------------------
 
@@ -366,49 +367,73 @@ class Run:
             return
         try:
             self._wait_until(steps[0].at)
-            self.steady_state.probe("before", self.figures, time.time() - self.started)
+            self._probe_before()
             self.chaos_window = (time.time(), None)
-            self.during = self.figures.window(self.chaos_window[0])
+            self._open_window("during", self.chaos_window[0])
             self.chaos.run_schedule(self.started, lambda: self.stop_reason is not None, wait=self._stopping.wait)
         finally:  # ended by its schedule, an abort, or the kill at the end of the run
             if self.chaos_window[0] is not None:
                 self.chaos_window = (self.chaos_window[0], time.time())
-                self.figures.close(self.during)
-                self.after = self.figures.window(self.chaos_window[1])
+                self._open_window("after", self.chaos_window[1], closing="during")
             if self.chaos.skip_pending():
                 self.say("chaos steps not run: the run ended first (see chaos_overrun)")
+
+    # The hypothesis is judged on the fold's figures. Where the run's own greenlets ask the fold, a lost fold is
+    # the run's harness error (said once), and the greenlet goes on without it.
+
+    def _probe_before(self) -> None:
+        """Judge the hypothesis over the whole run so far, before the chaos starts."""
+        if self.steady_state.thresholds:
+            with self._fold_lost_is_an_error():
+                self.steady_state.probe("before", self.fold.figures(), time.time() - self.started)
+
+    def _open_window(self, name: str, since: float, closing: str | None = None) -> None:
+        """A hypothesis window in the fold, fed from `since` on (only a scenario with a hypothesis has them)."""
+        if not self.steady_state.thresholds:
+            return
+        with self._fold_lost_is_an_error():
+            if closing is not None:
+                self.fold.close_window(closing)
+            self.fold.open_window(name, since)
+
+    def _probe_window(self, phase: str, since: float) -> None:
+        """Judge the hypothesis over a window's flows (`phase` names the window: during, after)."""
+        if not self.steady_state.thresholds:
+            return
+        with self._fold_lost_is_an_error():
+            window = self.fold.window(phase)
+            if window is not None:
+                self.steady_state.probe(phase, window, time.time() - self.started, since - self.started)
+
+    @contextmanager
+    def _fold_lost_is_an_error(self) -> Iterator[None]:
+        try:
+            yield
+        except FoldLost as exc:
+            self._harness_failed(exc)
 
     def _wait_until(self, offset: float) -> None:
         while time.time() < self.started + offset and self.stop_reason is None:
             self._stopping.wait(self.started + offset - time.time())
 
     def _watch(self) -> None:
-        """Replicas up, the steady-state hypothesis during chaos, and the live double-payment check."""
+        """Replicas up, the live fold alive, the steady-state hypothesis during chaos, and the live double-payment
+        check."""
         assert self.target is not None
-        last_check = last_saved = time.time()
+        last_check = time.time()
         while True:
             gevent.sleep(WATCH_EVERY)
             self.run_metrics.replicas_up.set(self.target.replicas_up())
-            if time.time() - last_saved >= self.options.save_figures_every:
-                last_saved = time.time()
-                self._save_figures()
+            with self._fold_lost_is_an_error():
+                self.fold.check()
             if time.time() - last_check < HYPOTHESIS_EVERY:
                 continue
             last_check = time.time()
             since, until = self.chaos_window
             if since is not None and until is None:
-                self.steady_state.probe("during", self.during, time.time() - self.started, since - self.started)
+                self._probe_window("during", since)
             if self.scenario.abort_on_violation:
                 self._abort_on_ledger_violation()
-
-    def _save_figures(self) -> None:
-        """The figures folded so far, saved beside the journal: a run killed later is reported from them and
-        the records after them (`harness.report.snapshot`), not from a pass over its whole journal."""
-        self.journal.flush()  # every record folded is then in its part (the workers' parts are flushed per batch)
-        try:
-            write_snapshot(self.folder, self.live, self._journal_parts())
-        except OSError as exc:  # a full disk stops the snapshot, not the run; the journal is the truth
-            logger.warning("figures not saved: %s", exc)
 
     def _abort_on_ledger_violation(self) -> None:
         """Stop at once when a refund is released or paid twice during this run.
@@ -427,11 +452,13 @@ class Run:
             self.say(self.stop_reason)
 
     def _progress_now(self) -> Progress:
-        reasons = Counter({reason: n for (_, reason), n in self.figures.rejections.items()})
+        if self.fold.lost is None:  # once the fold is lost, the line keeps the counts it last had
+            with self._fold_lost_is_an_error():
+                self._progress_counts = self.fold.progress()
+        finished, rejections = self._progress_counts
         step = self.chaos.next_step() if self.chaos is not None else None
         return Progress(elapsed=time.time() - self.started, duration=self.scenario.duration,
-                        finished=self.figures.flows, in_flight=self.load.active if self.load else 0,
-                        rejections=reasons.most_common(3),
+                        finished=finished, in_flight=self.load.active if self.load else 0, rejections=rejections,
                         next_chaos=f"{step.action} at {format_duration(step.at)}" if step else None,
                         intended=self._intended_level())
 
@@ -442,22 +469,6 @@ class Run:
             return None
         level = load.level_at(time.time() - self.started)
         return f"{level:.1f} flows/s" if load.model == "open" else f"{round(level)} agents"
-
-    def _on_record(self, record: Mapping[str, Any]) -> None:
-        """Every journal record, the workers' too, as it is written: into the results, the checks, reconciliation.
-
-        The rare records (chaos, checks, run events) go through their JSON form, so the fold
-        reads what the file holds (a value orjson writes with `str`); starts, rounds and flows
-        hold JSON types only and are taken as they are.
-        """
-        kind = record.get("type")
-        if kind not in _HOT:
-            record = orjson.loads(orjson.dumps(record, default=str))
-        self.live.add(record)
-        if kind in _FLOW_CHECKED:  # each check is called only with the records it reads (the fold is per record)
-            self.flow_checks.add(record)
-        if kind in _MATCHED:
-            self.matching.add(record)
 
     def _on_rejection(self, event: RejectionEvent) -> None:
         self.journal.write(RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica,
@@ -477,6 +488,7 @@ class Run:
         self._step(self._stop_proxies)
         self._step(self._roll_back)
         self._step(self._stop_target)
+        self._step(self.fold.check)
         self.journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=time.time(), status=self._status(),
                                     reason=self.error or self.stop_reason, target_error=self.target_error))
         self.journal.close()
@@ -504,7 +516,7 @@ class Run:
         """Match every client -32602 to a logged line, from the journal as written (every part)."""
         if self.collector is None or self.target is None:
             return
-        record = self.matching.reconcile(self.target.labels)
+        record = self.fold.reconcile(self.target.labels)
         self.journal.write(record)
         self.run_metrics.unexplained.inc(record["unexplained"])
         self.run_metrics.unmatched_logged.inc(record["unmatched_logged"])
@@ -517,7 +529,7 @@ class Run:
         if self.target is None:
             return
         ledger, ledger_error = self._ledger()
-        for result in self.flow_checks.results(ledger, ledger_error=ledger_error):
+        for result in self.fold.invariants(ledger, ledger_error):
             self.journal.write(InvariantChecked(type=RecordType.INVARIANT, t=time.time(), invariant=result.name,
                                                 checked=result.checked, violations=result.violations,
                                                 detail=result.examples))
@@ -541,7 +553,7 @@ class Run:
     def _probe_after(self) -> None:
         until = self.chaos_window[1]
         if until is not None:
-            self.steady_state.probe("after", self.after, time.time() - self.started, until - self.started)
+            self._probe_window("after", until)
 
     def _roll_back(self) -> None:
         if self.chaos is not None:
@@ -567,8 +579,9 @@ class Run:
         if self.env is not None:
             save_stats_json(self.env.stats, str(self.folder / "locust_stats"))
         (self.folder / "metrics.prom").write_bytes(generate_latest(self.run_metrics.registry))
+        live = self._finished_fold()
         verdict = write_results(self.folder, self.scenario, self._journal_parts(),
-                                parse_thresholds(self.scenario.expect), live=self.live, save=True)
+                                parse_thresholds(self.scenario.expect), live=live, save=live is None)
         self.options.stream.write(render_thresholds(verdict) + "\n")
         self.say(f"results in {self.folder}")
         if self.exporter is not None:
@@ -576,6 +589,16 @@ class Run:
             self.exporter.close()
         self._close_web_ui()
         return verdict.exit_code
+
+    def _finished_fold(self) -> JournalRead | None:
+        """The live fold, finished and saved by its process; None (the results are then read from the journal,
+        as `report DIR` reads it) when the process is gone, which the run's end already recorded as its error."""
+        try:
+            return self.fold.finish(self._journal_parts())
+        except FoldLost as exc:
+            if self.error is None:
+                self.say(f"the live figures are lost ({exc}): the results are read from the journal")
+            return None
 
     def _serve_web_ui(self) -> None:
         """`--web`: Locust's web UI with the MRTR tab, from the load's start (the run is never waiting for a click)."""
@@ -617,6 +640,8 @@ class Run:
         if first:
             self.error = text
             self.stop_reason = self.stop_reason or f"harness error: {text}"
+        elif text == self.error:
+            return  # the same failure again, seen by a later step (a lost fold is asked again): said once
         if not self.journal.closed:
             self.journal.write(HarnessError(type=RecordType.RUN, event=RunEvent.ERROR, t=time.time(), error=text,
                                             traceback_file=path.name if path else None))

@@ -1,0 +1,274 @@
+"""The run's live fold, in a process of its own: every journal record into the figures, the checks and the windows.
+
+A run's results come from folding its journal record by record (`harness.report.JournalRead`,
+the flow checks, reconciliation's matching, the hypothesis windows). Done in the load
+process, that fold costs the load a share of every flow; here it runs beside it, on another
+core, reading the journal parts from the files the run writes. The run tells it, over a
+pipe, each time a part grew and to what size (after the bytes are in the file), so this
+process folds the parts in exactly the order the run wrote them, whatever the parts; it
+asks it for figures (the hypothesis probes, the progress line), for reconciliation and the
+invariants at the end, and finally for the whole fold, which it also saves as
+`figures.pickle` (`harness.report.snapshot`), as it does every `--save-figures-every`.
+
+Reading the JSON lines from the file, as `report DIR` does, means the live results and a
+later rebuild fold the same bytes the same way. `harness.run.fold_process` is the run's
+side of the pipe. Started as `python -m harness.run.fold FOLDER SAVE_EVERY`.
+
+Its cyclic garbage collector runs at each save, not on allocation counts: every record is a
+fresh dict freed by its reference count (no cycles), and the collections its allocations
+would trigger cost about a fifth of the fold's CPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import select
+import struct
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from harness.checks.invariants import FlowChecks, InvariantTally
+from harness.checks.reconcile import Matching
+from harness.journal.figures import RunFigures
+from harness.journal.records import Reconciled, RecordType
+from harness.journal.writer import JournalDamage
+from harness.report import JournalRead
+from harness.report.snapshot import write_snapshot
+
+GROWN = b"G"
+"""A part grew: the payload is its new size (`SIZE`) and its file name."""
+ASK = b"A"
+"""A request: the payload is a pickled (name, arguments); one reply frame answers it."""
+HEAD = struct.Struct("<cI")
+"""A frame to the fold: its kind and the payload's length."""
+SIZE = struct.Struct("<Q")
+REPLY_HEAD = struct.Struct("<I")
+"""A reply: the pickled (ok, value or error text)'s length."""
+
+_FLOW_CHECKED = frozenset({RecordType.START, RecordType.FLOW})
+"""The records `FlowChecks` reads."""
+_MATCHED = frozenset({RecordType.ROUND, RecordType.REJECTION})
+"""The records reconciliation's `Matching` reads."""
+_READ_CHUNK = 1 << 20
+
+
+class LiveFold:
+    """Everything a run folds from its journal while it runs, fed part by part in the order the run wrote them."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.read = JournalRead()
+        self.flow_checks = FlowChecks()
+        self.matching = Matching()
+        self.windows: dict[str, RunFigures] = {}
+        self.folded: dict[str, int] = {}
+        """Bytes of each part folded so far: the sizes a snapshot is saved with."""
+        self._files: dict[str, IO[bytes]] = {}
+        self._partial: dict[str, bytes] = {}
+        """A part's bytes after its last newline (a writer always ends a batch on one; kept to be safe)."""
+        self.changed = False
+        self.finished = False
+        self.requests: dict[str, Callable[..., Any]] = {
+            "figures": self.figures, "open_window": self.open_window, "close_window": self.close_window,
+            "window": self.window, "progress": self.progress, "replica_rounds": self.replica_rounds,
+            "reconcile": self.reconcile, "invariants": self.invariants, "save": self.save, "finish": self.finish}
+
+    # --- the journal ---------------------------------------------------------------------------
+
+    def grown(self, name: str, size: int) -> None:
+        """Fold part `name` up to byte `size` (its writer has written and flushed that much)."""
+        file = self._files.get(name)
+        if file is None:
+            file = self._files[name] = open(self.folder / name, "rb")  # noqa: SIM115 - closed in close()
+        offset = self.folded.get(name, 0)
+        file.seek(offset)
+        while offset < size:
+            chunk = file.read(min(size - offset, _READ_CHUNK))
+            if not chunk:
+                break  # shorter than told (a file replaced under the run): the rest is the journal's damage
+            offset += len(chunk)
+            self._lines(name, chunk)
+        self.folded[name] = offset
+        self.changed = True
+
+    def _lines(self, name: str, chunk: bytes) -> None:
+        lines = (self._partial.pop(name, b"") + chunk).split(b"\n")
+        if lines[-1]:
+            self._partial[name] = lines[-1]
+        for line in lines[:-1]:
+            self.add_line(line)
+
+    def add_line(self, line: bytes) -> None:
+        """One journal line into every fold, as `report DIR` reads it (a line that is no record is counted)."""
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if line.strip():
+                self._count_damage(line + b"\n")
+            return
+        self.read.add(record)
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind in _FLOW_CHECKED:
+            self.flow_checks.add(record)
+        if kind in _MATCHED:
+            self.matching.add(record)
+
+    def _count_damage(self, line: bytes) -> None:
+        damage = JournalDamage()
+        damage.count(line)
+        self.read.count_damage(damage)
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def figures(self) -> RunFigures:
+        """The whole run's figures so far (the probe before the chaos)."""
+        return self.read.figures
+
+    def open_window(self, name: str, since: float) -> None:
+        """A hypothesis window's figures, fed from now on with the rounds and flows that end at or after `since`."""
+        self.close_window(name)
+        self.windows[name] = self.read.figures.window(since)
+
+    def close_window(self, name: str) -> None:
+        window = self.windows.get(name)
+        if window is not None:
+            self.read.figures.close(window)
+
+    def window(self, name: str) -> RunFigures | None:
+        return self.windows.get(name)
+
+    def progress(self) -> tuple[int, list[tuple[str, int]]]:
+        """Flows finished, and the three most frequent rejection reasons with their counts."""
+        reasons: Counter[str] = Counter()
+        for (_, reason), n in self.read.figures.rejections.items():
+            reasons[reason] += n
+        return self.read.figures.flows, reasons.most_common(3)
+
+    def replica_rounds(self) -> dict[str, int]:
+        return dict(self.read.figures.replica_rounds)
+
+    def reconcile(self, replicas: list[str]) -> Reconciled:
+        return self.matching.reconcile(replicas)
+
+    def invariants(self, ledger: list[dict[str, Any]] | None, ledger_error: str | None) -> list[InvariantTally]:
+        return self.flow_checks.results(ledger, ledger_error=ledger_error)
+
+    def save(self) -> None:
+        """Save the fold beside the journal, with the sizes folded: a run killed later is reported from it."""
+        parts = [self.folder / name for name in self.folded]
+        write_snapshot(self.folder, self.read, parts, sizes=dict(self.folded))
+        self.changed = False
+
+    def finish(self, parts: list[str]) -> JournalRead:
+        """The whole fold, the journal's writers done: torn last lines counted, saved, and given to the run."""
+        for rest in self._partial.values():
+            if rest.strip():
+                self._count_damage(rest)  # no newline after it: a torn last line
+        self._partial.clear()
+        self.read.name_parts([self.folder / name for name in parts])
+        self.save()
+        self.finished = True
+        return self.read
+
+    def answer(self, payload: bytes) -> bytes:
+        """A request's reply frame: (True, value), or (False, what went wrong) when the request failed."""
+        try:
+            name, arguments = pickle.loads(payload)
+            reply: tuple[bool, Any] = (True, self.requests[name](*arguments))
+        except Exception as exc:  # noqa: BLE001 - the run hears what failed, as one line, and decides
+            reply = (False, f"{type(exc).__name__}: {exc}")
+        data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        return REPLY_HEAD.pack(len(data)) + data
+
+    def close(self) -> None:
+        for file in self._files.values():
+            file.close()
+
+
+class Frames:
+    """Frames read off a pipe: its bytes gathered until a whole frame is there."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.closed = False
+
+    def next(self, timeout: float | None) -> tuple[bytes, bytes] | None:
+        """The next whole frame (kind, payload), waiting at most `timeout` seconds for it; None when none came."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            frame = self._take()
+            if frame is not None or self.closed:
+                return frame
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.fd], [], [], wait)[0]:
+                return None
+            data = os.read(self.fd, _READ_CHUNK)
+            if not data:
+                self.closed = True
+            self.buffer += data
+
+    def _take(self) -> tuple[bytes, bytes] | None:
+        if len(self.buffer) < HEAD.size:
+            return None
+        kind, length = HEAD.unpack_from(self.buffer)
+        end = HEAD.size + length
+        if len(self.buffer) < end:
+            return None
+        payload = bytes(self.buffer[HEAD.size:end])
+        del self.buffer[:end]
+        return kind, payload
+
+
+def serve(fold: LiveFold, frames: Frames, replies: IO[bytes], save_every: float) -> int:
+    """The fold's whole life: fold what the run says grew, answer what it asks, save every `save_every` seconds.
+
+    It ends when the run asks for the finished fold, or when the run's end of the pipe closes
+    (a run that died: the journal and the last saved fold are what is left, as `report DIR` reads them).
+    """
+    next_save = time.monotonic() + save_every
+    try:
+        while not fold.finished:
+            frame = frames.next(max(0.0, next_save - time.monotonic()))
+            if frame is not None:
+                kind, payload = frame
+                if kind == GROWN:
+                    (size,) = SIZE.unpack_from(payload)
+                    fold.grown(payload[SIZE.size:].decode(), size)
+                elif kind == ASK:
+                    replies.write(fold.answer(payload))
+                    replies.flush()
+            elif frames.closed:
+                return 0
+            if time.monotonic() >= next_save:
+                if fold.changed:
+                    fold.save()
+                gc.collect()
+                next_save = time.monotonic() + save_every
+    finally:
+        fold.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The process's entry: requests on standard input, replies on standard output (nothing else is written there)."""
+    args = sys.argv[1:] if argv is None else argv
+    folder, save_every = Path(args[0]), float(args[1])
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray print goes to the error file, never into the replies
+    fold = LiveFold(folder)
+    gc.disable()
+    gc.freeze()  # what start-up made is never walked again
+    return serve(fold, Frames(0), replies, save_every)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

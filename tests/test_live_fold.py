@@ -1,0 +1,144 @@
+"""The live fold in a process of its own: the run's results equal a rebuild from the journal, whatever the
+batches, and a fold that stops reading or dies never stalls the load nor passes a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.config.scenario import parse_scenario
+from harness.journal.writer import Journal
+from harness.report import read_run, write_results
+from harness.report.snapshot import SNAPSHOT
+from harness.run.fold import LiveFold
+from harness.run.fold_process import FoldProcess
+from harness.runtime.processes import alive, descendants
+from tests.harness_run import ROOT, SCENARIOS, run_harness
+from tests.test_lifeline import sigint_default
+from tests.test_report import T0, write_run
+
+SCENARIO = parse_scenario('name = "nightly-refunds"\nseed = 7\nduration = "30s"\n[load]\narrival_rate = 2\n'
+                          '[[flows]]\nkind = "refund"\n[[flows]]\nkind = "return"\n')
+
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+def _written(folder: Path, journal: Path, read) -> dict:
+    folder.mkdir()
+    write_results(folder, SCENARIO, [journal], [], live=read)
+    return _summary(folder)
+
+
+def test_a_fold_fed_in_any_batches_equals_one_pass_over_the_journal(tmp_path):
+    """Batches cut anywhere, mid-line included: the same figures, checks and damage counts as `report DIR`."""
+    journal = write_run(tmp_path / "journal.jsonl", ended=False, torn=True)
+    data = journal.read_bytes()
+    fold = LiveFold(tmp_path)
+    cuts = sorted(random.Random(3).sample(range(1, len(data)), 40)) + [len(data)]
+    for size in cuts:
+        fold.grown("journal.jsonl", size)
+    live = fold.finish(["journal.jsonl"])
+    assert live.torn == 1 and live.records > 100
+    assert _written(tmp_path / "live", journal, live) == _written(tmp_path / "read", journal, read_run([journal]))
+
+
+def test_the_checks_the_fold_keeps_are_the_journals(tmp_path):
+    """One flow started and never ended, one ended twice: `one_outcome_per_flow` names both, from the fold."""
+    path = tmp_path / "journal.jsonl"
+    with Journal(path) as journal:
+        for flow_id in ("f1", "f2", "f3"):
+            journal.write({"type": "start", "t": T0, "flow": "refund", "flow_id": flow_id})  # type: ignore[arg-type]
+        for flow_id in ("f1", "f1", "f2"):
+            journal.write({"type": "flow", "t": T0 + 1, "flow": "refund", "flow_id": flow_id,  # type: ignore[arg-type]
+                           "outcome": "completed"})
+    fold = LiveFold(tmp_path)
+    fold.grown("journal.jsonl", path.stat().st_size)
+    (one_outcome,) = [tally for tally in fold.invariants(None, None) if tally.name == "one_outcome_per_flow"]
+    assert one_outcome.violations == 2
+    assert sorted(one_outcome.examples) == ["f1: started 0 times, ended 1 times", "f3: started 1 times, ended 0 times"]
+
+
+def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):
+    """The fold stopped (SIGSTOP) while the journal grows past what the pipe holds: every write returns, what the
+    pipe did not take waits in order, and once the fold runs again it answers with every record."""
+    fold = FoldProcess(tmp_path, save_every=3600)
+    journal = Journal(tmp_path / "journal.jsonl", on_flush=fold.grown, flush_delay=3600)
+    fold.flush = journal.flush
+    fold.start()
+    try:
+        os.kill(fold.pid, signal.SIGSTOP)
+        for n in range(6000):  # a batch each: more frames than a pipe holds
+            journal.write({"type": "flow", "t": T0 + n, "flow": "refund", "flow_id": f"f{n}",  # type: ignore[arg-type]
+                           "outcome": "completed", "duration": 1.0})
+            journal.flush()
+        assert fold._pending, "the pipe took every frame: the fold was not behind"
+        os.kill(fold.pid, signal.SIGCONT)
+        finished, _ = fold.progress()
+        assert finished == 6000 and not fold._pending
+        journal.close()
+        read = fold.finish([journal.path])
+        assert read.figures.flows == 6000 and fold.process.poll() == 0
+        assert (tmp_path / SNAPSHOT).is_file()
+    finally:
+        if fold.pid is not None and alive(fold.pid):
+            os.kill(fold.pid, signal.SIGCONT)
+        fold.close()
+
+
+def test_a_run_whose_fold_process_dies_is_a_harness_error_with_results_from_the_journal(tmp_path):
+    """Killing the fold mid-run: exit 4, the cause said once, the status errored, and summary.json still holds
+    every flow of the journal (read from it, as `report DIR` would)."""
+    output = tmp_path / "output.txt"
+    with open(output, "wb") as sink:
+        process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SCENARIOS / "smoke.toml"),
+                                    "--duration", "12s", "--results", str(tmp_path / "results")],
+                                   stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                                   preexec_fn=sigint_default)
+    try:
+        deadline = time.monotonic() + 90
+        while "target up" not in output.read_text(errors="replace"):
+            assert process.poll() is None and time.monotonic() < deadline, output.read_text(errors="replace")
+            time.sleep(0.2)
+        time.sleep(3)
+        (fold,) = [pid for pid in descendants(process.pid) if b"harness.run.fold" in _cmdline(pid)]
+        os.kill(fold, signal.SIGKILL)
+        assert process.wait(120) == 4, output.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    text = output.read_text()
+    said = [line for line in text.splitlines() if line.startswith("harness error:")]
+    assert len(said) == 1 and "FoldLost: the live fold process exited with code -9" in said[0], text
+    (folder,) = (tmp_path / "results").iterdir()
+    summary = _summary(folder)
+    assert summary["status"] == "errored" and summary["exit_code"] == 4
+    journal_flows = (folder / "journal.jsonl").read_bytes().count(b'"type":"flow"')
+    assert summary["flows"]["total"] == journal_flows > 0
+
+
+def test_a_runs_own_results_equal_a_rebuild_from_its_journal_alone(tmp_path):
+    """What the fold gave the run is what one pass over the journal gives, to the last figure."""
+    finished = run_harness(SCENARIOS / "smoke.toml", tmp_path, "--duration", "8s")
+    assert finished.code == 0, finished.output
+    live = _summary(finished.folder)
+    (finished.folder / SNAPSHOT).unlink()
+    rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(finished.folder)], capture_output=True,
+                             text=True, cwd=ROOT, timeout=120)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert _summary(finished.folder) == live
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
