@@ -119,6 +119,24 @@ def flow_stream(seed: int, *parts: str | int) -> FlowStream:
     return FlowStream(derive_seed(seed, *parts))
 
 
+class FlowStreams:
+    """`flow_stream(seed, *prefix, last)` for many values of `last`, with the prefix hashed once.
+
+    A load process derives one stream per flow, all under the same prefix; sha256 is fed
+    part by part, so a copy of the prefix's state fed `last` is the same digest.
+    """
+
+    def __init__(self, seed: int, *prefix: str | int) -> None:
+        self._prefix = hashlib.sha256(_DOMAIN)
+        for part in (seed, *prefix):
+            self._prefix.update(_encode(part))
+
+    def stream(self, last: str | int) -> FlowStream:
+        digest = self._prefix.copy()
+        digest.update(_encode(last))
+        return FlowStream(int.from_bytes(digest.digest(), "big"))
+
+
 def _encode(part: str | int) -> bytes:
     """Type-tagged and length-prefixed, so ("1",) and (1,), or ("ab","c") and ("a","bc") differ."""
     if isinstance(part, bool) or not isinstance(part, int | str):

@@ -21,7 +21,7 @@ from gevent.pool import Group
 from harness.config.flows import FlowSpec
 from harness.config.load import Load
 from harness.config.scenario import Scenario
-from harness.leads.seeding import FlowStream, RandomStream, flow_stream, stream
+from harness.leads.seeding import FlowStream, FlowStreams, RandomStream, stream
 from harness.load.flow import Flow, FlowEnv, interrupt
 from harness.load.kinds import flow_steps, run_flow
 from harness.load.parking import Parking
@@ -56,7 +56,9 @@ class LoadPlan:
         self.accepting = True
         self._numbers = itertools.count(1)
         self._pick_rng = stream(scenario.seed, "worker", worker, "pick")
-        self._weights = [flow.weight for flow in scenario.flows]
+        self._cum_weights = list(itertools.accumulate(flow.weight for flow in scenario.flows))
+        """What `choices` makes of the weights at every call, made once (the same draws)."""
+        self._flow_streams = FlowStreams(scenario.seed, "worker", worker, "flow")
 
     def stop_accepting(self) -> None:
         """No new flows from now on; those in flight go on until they end or are killed."""
@@ -66,10 +68,10 @@ class LoadPlan:
         """The next flow's spec, id, random stream and lead: the run's flows numbered across workers in turn
         (w0's 1st, w1's 1st, ..., w0's 2nd), so every worker's leads together take the principals in turn."""
         number = next(self._numbers)
-        spec = self._pick_rng.choices(self.scenario.flows, self._weights)[0]
+        spec = self._pick_rng.choices(self.scenario.flows, cum_weights=self._cum_weights)[0]
         flow_id = f"w{self.worker}-{number:06d}"
         lead = (number - 1) * self.workers + self.worker
-        return spec, flow_id, flow_stream(self.scenario.seed, "worker", self.worker, "flow", number), lead
+        return spec, flow_id, self._flow_streams.stream(number), lead
 
     def run_one(self, scheduled: float | None = None) -> None:
         """Run the next flow in the calling greenlet (the closed model's agent does this in turn)."""
