@@ -15,10 +15,15 @@ Each measurement is a real `mrtr-harness run` of a generated scenario, in a chil
 process: external target (the servers started here), closed model with `--users` agents
 working flows back to back, leads answering at once, every part of a run on (Locust,
 journal, metrics, live figures, log collector off because the target has no logs).
-While it runs, this script samples the CPU of the child, of every server process and
-of the whole machine (`/proc`) every 0.2 s. The window is taken from the run's own
-journal: from one second after the first flow started (past the spawn) to the moment
-the load stopped. Flows and rounds are the journal's records inside that window.
+While it runs, this script samples the CPU of the child (the load process), of its live
+fold process (`harness.run.fold`, which folds the journal on the other core), of every
+server process and of the whole machine (`/proc`) every 0.2 s. The load process's
+figures are its own; the fold's are given beside them, and in the harness's total. The
+window is taken from the run's own journal: from one second after the first flow started
+(past the spawn) to the moment the load stopped. Flows and rounds are the journal's records
+inside that window. With `--code`, each run of this checkout is followed by one of the
+other, against the same servers, and each pair's flows/s ratio is printed: on a shared
+machine the ratio of neighbours in time is steadier than either side's figures.
 
 The floor, in the same session: after each harness run, Locust's own `FastHttpUser` (the
 `locust` command on `benchmarks/plain_posts.py`) with as many users, POSTing the
@@ -57,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu import load_average, machine_busy_seconds, machine_facts, process_cpu_seconds
-from benchmarks.runs import RESULTS, write_figures
+from benchmarks.runs import RESULTS, children_of, cmdline, write_figures
 from harness.journal.writer import read_journal
 from tests.servers import Running, start_server
 
@@ -128,11 +133,33 @@ class Sample:
     load: float
     servers: float
     machine: float
+    fold: float = 0.0
+    """The load process's live fold process (0 for code that folds in the load process)."""
 
 
-def sample(load_pid: int, server_pids: list[int]) -> Sample:
+class FoldFinder:
+    """The run's fold process, looked for among the load process's children until found (then by its PID)."""
+
+    def __init__(self, load_pid: int) -> None:
+        self.load_pid = load_pid
+        self.pid: int | None = None
+        self.looks = 0
+
+    def cpu(self) -> float:
+        if self.pid is None and self.looks < 50:
+            self.looks += 1
+            self.pid = next((pid for pid in children_of(self.load_pid) if "harness.run.fold" in cmdline(pid)), None)
+        if self.pid is None:
+            return 0.0
+        try:
+            return process_cpu_seconds(self.pid)
+        except ProcessLookupError:
+            return 0.0  # it exits at the run's end; the window closed before
+
+
+def sample(load_pid: int, server_pids: list[int], fold: FoldFinder | None = None) -> Sample:
     return Sample(time.time(), process_cpu_seconds(load_pid), sum(process_cpu_seconds(p) for p in server_pids),
-                  machine_busy_seconds())
+                  machine_busy_seconds(), fold.cpu() if fold is not None else 0.0)
 
 
 def at(samples: list[Sample], moment: float, field: str) -> float:
@@ -168,10 +195,11 @@ def sample_until_exit(child: subprocess.Popen[str], server_pids: list[int]) -> t
     `RUN_TIMEOUT`); the samples, and the child's output."""
     samples: list[Sample] = []
     deadline = time.monotonic() + RUN_TIMEOUT
+    fold = FoldFinder(child.pid)
     try:
         while child.poll() is None and time.monotonic() < deadline:
             try:
-                samples.append(sample(child.pid, server_pids))
+                samples.append(sample(child.pid, server_pids, fold))
             except (FileNotFoundError, ProcessLookupError):
                 break  # the child exited between poll() and the read
             time.sleep(SAMPLE_EVERY)
@@ -231,7 +259,7 @@ def figures_of(folder: Path, samples: list[Sample], code: int, stderr: str, user
     def spent(field: str) -> float:
         return at(samples, stopped, field) - at(samples, opened, field)
 
-    load, server, machine = spent("load"), spent("servers"), spent("machine")
+    load, server, machine, fold = spent("load"), spent("servers"), spent("machine"), spent("fold")
     latencies = sorted(r["latency"] for r in inside if r["type"] == "round")
     return {
         "results": str(folder.relative_to(REPO_ROOT)),
@@ -246,9 +274,13 @@ def figures_of(folder: Path, samples: list[Sample], code: int, stderr: str, user
         "outcomes": outcomes,
         "round_latency_ms": {"p50": round(latencies[len(latencies) // 2] * 1e3, 1),
                              "p95": round(latencies[int(len(latencies) * 0.95)] * 1e3, 1)} if latencies else None,
-        "cores": {"load_process": round(load / wall, 2), "servers": round(server / wall, 2),
-                  "others": round(max(0.0, machine - load - server) / wall, 2), "machine": round(machine / wall, 2)},
+        "cores": {"load_process": round(load / wall, 2), "fold_process": round(fold / wall, 2),
+                  "servers": round(server / wall, 2),
+                  "others": round(max(0.0, machine - load - fold - server) / wall, 2),
+                  "machine": round(machine / wall, 2)},
         "cpu_us_per_round": {"load_process": round(load / rounds * 1e6, 1) if rounds else None,
+                             "fold_process": round(fold / rounds * 1e6, 1) if rounds else None,
+                             "harness": round((load + fold) / rounds * 1e6, 1) if rounds else None,
                              "servers": round(server / rounds * 1e6, 1) if rounds else None},
         "expected_rounds_per_flow": rounds_per_flow,
     }
@@ -294,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
                 cores = run["cores"]
                 print(f"{users:4d} users: {run['flows_per_s']:7.1f} flows/s, {run['rounds_per_s']:7.1f} rounds/s, "
                       f"p50/p95 {run['round_latency_ms']['p50']}/{run['round_latency_ms']['p95']} ms; cores: load "
-                      f"process {cores['load_process']:.2f}, servers {cores['servers']:.2f}, others "
+                      f"process {cores['load_process']:.2f}, fold process {cores['fold_process']:.2f}, "
+                      f"servers {cores['servers']:.2f}, others "
                       f"{cores['others']:.2f}; CPU/round: load {run['cpu_us_per_round']['load_process']} µs, "
                       f"servers {run['cpu_us_per_round']['servers']} µs; exit {run['exit_code']}; "
                       f"load avg {run['load_average_after']}", flush=True)
@@ -303,9 +336,11 @@ def main(argv: list[str] | None = None) -> int:
                     before["code"] = str(args.code)
                     before["load_average_after"] = round(load_average(), 2)
                     figures.setdefault("code_runs", []).append(before)
+                    before["flows_per_s_ratio"] = round(run["flows_per_s"] / before["flows_per_s"], 3)
                     print(f"{users:4d} users, {args.code}: {before['flows_per_s']:7.1f} flows/s, CPU/round: load "
                           f"{before['cpu_us_per_round']['load_process']} µs; cores: load process "
-                          f"{before['cores']['load_process']:.2f}; exit {before['exit_code']}", flush=True)
+                          f"{before['cores']['load_process']:.2f}, fold process {before['cores']['fold_process']:.2f}; "
+                          f"exit {before['exit_code']}; flows/s this ÷ that {before['flows_per_s_ratio']}", flush=True)
                 if not args.no_plain:
                     plain = plain_run(running, users, args.seconds)
                     plain["load_average_after"] = round(load_average(), 2)
@@ -323,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     per_round = [run["cpu_us_per_round"]["load_process"] for run in figures["runs"]]
     figures["load_cpu_us_per_round"] = {"min": min(per_round), "median": statistics.median(per_round),
                                         "max": max(per_round)}
+    if figures.get("code_runs"):
+        ratios = [run["flows_per_s_ratio"] for run in figures["code_runs"]]
+        figures["flows_per_s_ratio"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+        print(f"flows/s, this checkout ÷ {args.code}, run by run: median {statistics.median(ratios):.3f} "
+              f"(from {min(ratios):.3f} to {max(ratios):.3f}, {len(ratios)} pairs)", flush=True)
     figures["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     write_figures("flows_per_second", figures, started)
     bad = [run for run in figures["runs"] if set(run["outcomes"]) != {"completed"}]
