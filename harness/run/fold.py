@@ -5,10 +5,11 @@ the flow checks, reconciliation's matching, the hypothesis windows). Done in the
 process, that fold costs the load a share of every flow; here it runs beside it, on another
 core, reading the journal parts from the files the run writes. The run tells it, over a
 pipe, each time a part grew and to what size (after the bytes are in the file), so this
-process folds the parts in exactly the order the run wrote them, whatever the parts (once
-a second, in one batch, or at once when a request needs it); the run asks it for figures (the hypothesis probes, the progress line), for reconciliation and the
-invariants at the end, and finally for the whole fold, which it also saves as
-`figures.pickle` (`harness.report.snapshot`), as it does every `--save-figures-every`.
+process folds the parts in exactly the order the run wrote them, whatever the parts: once
+a second, in one batch, or at once when a request needs it. The run asks it for figures
+(the hypothesis probes, the progress line), for reconciliation and the invariants at the
+end, and finally for the whole fold, which it also saves as `figures.pickle`
+(`harness.report.snapshot`), as it does every `--save-figures-every`.
 
 Reading the JSON lines from the file, as `report DIR` does, means the live results and a
 later rebuild fold the same bytes the same way. `harness.run.fold_process` is the run's
