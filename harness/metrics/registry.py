@@ -17,9 +17,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from gevent.monkey import get_original
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, values
+from prometheus_client import CollectorRegistry, Counter, Gauge, values
 
 from harness.journal.writer import FlowOutcome
+from harness.metrics.lockless import LocklessCounter, LocklessGauge, LocklessHistogram
 from harness.mrtr.reasons import OTHER_REASON, REASONS
 
 values.Lock = get_original("threading", "Lock")
@@ -58,27 +59,32 @@ class RunMetrics:
 
     def _define(self) -> None:
         r = self.registry
-        self.flows_started = Counter("mrtr_flows_started_total", "Flows started, by flow kind.", ["flow"], registry=r)
-        self.flows_finished = Counter("mrtr_flows_finished_total", "Flows finished, by flow kind and outcome.",
-                                      ["flow", "outcome"], registry=r)
-        self.flows_in_flight = Gauge("mrtr_flows_in_flight", "Flows started and not finished (most wait on a lead).",
-                                     ["flow"], registry=r)
-        self.rounds_per_call = Histogram("mrtr_rounds_per_call", "POST rounds one MRTR call took.", ["flow"],
-                                         buckets=ROUNDS_BUCKETS, registry=r)
-        self.round_duration = Histogram("mrtr_round_duration_seconds",
-                                        "Time per POST round, from its intended send time to its answer.",
-                                        ["flow", "round"], buckets=ROUND_BUCKETS, registry=r)
-        self.think_time = Histogram("mrtr_think_time_seconds", "Real seconds a lead thought before answering.",
-                                    buckets=DURATION_BUCKETS, registry=r)
-        self.flow_duration = Histogram("mrtr_flow_duration_seconds", "Real seconds from a flow's start to its end.",
-                                       ["flow"], buckets=DURATION_BUCKETS, registry=r)
-        self.client_errors = Counter("mrtr_client_errors_total", "Rounds that failed, by flow and JSON-RPC code or "
-                                     "failure class (not a tool error answering a person's decline: that is an "
-                                     "expected outcome).", ["flow", "code"], registry=r)
-        self.auth_refusals = Counter("mrtr_auth_refusals_total",
-                                     "Rounds the resource server refused for their access token (unauthorized: "
-                                     "401) or its scopes (forbidden: 403), by flow, tool and round.",
-                                     ["flow", "tool", "round", "outcome"], registry=r)
+        # Updated on the load's hot path (every round, flow or answer): lockless (`harness.metrics.lockless`).
+        self.flows_started = LocklessCounter("mrtr_flows_started_total", "Flows started, by flow kind.", ["flow"],
+                                             registry=r)
+        self.flows_finished = LocklessCounter("mrtr_flows_finished_total", "Flows finished, by flow kind and outcome.",
+                                              ["flow", "outcome"], registry=r)
+        self.flows_in_flight = LocklessGauge("mrtr_flows_in_flight",
+                                             "Flows started and not finished (most wait on a lead).", ["flow"],
+                                             registry=r)
+        self.rounds_per_call = LocklessHistogram("mrtr_rounds_per_call", "POST rounds one MRTR call took.", ["flow"],
+                                                 buckets=ROUNDS_BUCKETS, registry=r)
+        self.round_duration = LocklessHistogram("mrtr_round_duration_seconds",
+                                                "Time per POST round, from its intended send time to its answer.",
+                                                ["flow", "round"], buckets=ROUND_BUCKETS, registry=r)
+        self.think_time = LocklessHistogram("mrtr_think_time_seconds", "Real seconds a lead thought before answering.",
+                                            buckets=DURATION_BUCKETS, registry=r)
+        self.flow_duration = LocklessHistogram("mrtr_flow_duration_seconds",
+                                               "Real seconds from a flow's start to its end.", ["flow"],
+                                               buckets=DURATION_BUCKETS, registry=r)
+        self.client_errors = LocklessCounter("mrtr_client_errors_total",
+                                             "Rounds that failed, by flow and JSON-RPC code or failure class (not a "
+                                             "tool error answering a person's decline: that is an expected "
+                                             "outcome).", ["flow", "code"], registry=r)
+        self.auth_refusals = LocklessCounter("mrtr_auth_refusals_total",
+                                             "Rounds the resource server refused for their access token "
+                                             "(unauthorized: 401) or its scopes (forbidden: 403), by flow, tool and "
+                                             "round.", ["flow", "tool", "round", "outcome"], registry=r)
         self.token_refreshes = Counter("mrtr_token_refreshes_total",
                                        "Access tokens renewed after the first ones (before expiry, or after a 401), "
                                        "by outcome: ok, or failed (the old token is kept).", ["outcome"], registry=r)
@@ -92,9 +98,9 @@ class RunMetrics:
         self.unmatched_logged = Counter("mrtr_unmatched_logged_rejections_total",
                                         "Logged rejections no -32602 of this run accounts for (other clients).",
                                         registry=r)
-        self.late_starts = Counter("mrtr_flow_starts_late_total",
-                                   "Open-model flows that started later than scheduled (the generator fell behind).",
-                                   registry=r)
+        self.late_starts = LocklessCounter("mrtr_flow_starts_late_total",
+                                           "Open-model flows that started later than scheduled (the generator fell "
+                                           "behind).", registry=r)
         self.chaos_actions = Counter("mrtr_chaos_actions_total", "Chaos actions run, by action.", ["action"],
                                      registry=r)
         self.chaos_last = Gauge("mrtr_chaos_last_action_timestamp_seconds", "When each chaos action last started.",
@@ -102,11 +108,13 @@ class RunMetrics:
         self.replicas_up = Gauge("mrtr_replicas_up", "Replicas answering their health check.", registry=r)
         self.invariant_violations = Counter("mrtr_invariant_violations_total", "Ledger invariant violations found.",
                                             ["invariant"], registry=r)
-        self.host_flows = Counter("mrtr_host_flows_finished_total", "Flows finished, by the host their lead sits "
-                                  "behind (`[[hosts]]`) and outcome.", ["host", "outcome"], registry=r)
-        self.host_errors = Counter("mrtr_host_client_errors_total", "Rounds that failed, by host and JSON-RPC code "
-                                   "or failure class (-32021: the host's client declared no mode the server needed "
-                                   "to ask in).", ["host", "code"], registry=r)
+        self.host_flows = LocklessCounter("mrtr_host_flows_finished_total",
+                                          "Flows finished, by the host their lead sits behind (`[[hosts]]`) and "
+                                          "outcome.", ["host", "outcome"], registry=r)
+        self.host_errors = LocklessCounter("mrtr_host_client_errors_total",
+                                           "Rounds that failed, by host and JSON-RPC code or failure class (-32021: "
+                                           "the host's client declared no mode the server needed to ask in).",
+                                           ["host", "code"], registry=r)
 
     def preset(self, *, flows: Iterable[str] = (), replicas: Iterable[str] = (), actions: Iterable[str] = (),
                invariants: Iterable[str] = (), hosts: Iterable[str] = ()) -> None:
