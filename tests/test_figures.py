@@ -12,11 +12,12 @@ import gc
 import random
 
 import pytest
+from ddsketch import DDSketch
 
 from harness.checks.invariants import FlowChecks
 from harness.checks.thresholds import evaluate
 from harness.config.thresholds import parse_thresholds
-from harness.journal.distributions import RELATIVE_ERROR, Sketch
+from harness.journal.distributions import FLOOR, RELATIVE_ERROR, Sketch
 from harness.journal.figures import RunFigures
 from harness.report.series import _MAX_BINS, Timeline, percentile
 
@@ -118,6 +119,22 @@ def _cells(root: object) -> int:
         cells += 1 + (len(obj) if isinstance(obj, list | dict | tuple | set) else 0)
         stack.extend(gc.get_referents(obj))
     return cells
+
+
+def test_a_sketch_holds_what_the_librarys_own_add_would():
+    """`Sketch.add` skips DDSketch's generic checks: the bins, zeros, count, sum, min and max must be the library's."""
+    rng = random.Random(1)
+    values = [rng.choice([0.0, 1e-9, 5e-7, 1e-6, -0.001]) if rng.random() < 0.05 else rng.lognormvariate(-5, 2)
+              for _ in range(20_000)]
+    ours, theirs = Sketch(), DDSketch(RELATIVE_ERROR)
+    for value in values:
+        ours.add(value)
+        theirs.add(value if value >= FLOOR else 0.0)
+    mine = ours._sketch
+    assert (mine._count, mine._sum, mine._min, mine._max, mine._zero_count) == \
+        (theirs._count, theirs._sum, theirs._min, theirs._max, theirs._zero_count)
+    assert (mine._store.bins, mine._store.offset, mine._store.count) == \
+        (theirs._store.bins, theirs._store.offset, theirs._store.count)
 
 
 def test_a_sketch_merged_from_parts_gives_the_percentiles_of_the_whole():

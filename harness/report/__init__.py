@@ -144,7 +144,7 @@ class JournalRead(JournalView):
         return {**self.__dict__, "_by_kind": {}}
 
     def add(self, record: Any) -> None:
-        if not isinstance(record, Mapping):
+        if type(record) is not dict and not isinstance(record, Mapping):  # JSON's dicts skip the ABC's check
             self.unreadable += 1
             return
         try:
