@@ -127,8 +127,9 @@ class LoadStopped(TypedDict):
 class CpuUsed(TypedDict):
     """The harness's CPU per round beside the replicas', over the load window.
 
-    `harness_startup_seconds` is the harness's CPU before that window: from the process's
-    start to the load's (imports, the scenario, the target brought up).
+    The harness's CPU is the run process's and its live fold process's together (not a
+    worker's). `harness_startup_seconds` is the harness's CPU before that window: from the
+    process's start to the load's (imports, the scenario, the target brought up).
     """
 
     type: Literal[RecordType.RUN]
