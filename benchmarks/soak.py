@@ -4,15 +4,17 @@ Each side is one real `mrtr-harness run` (`python -m harness run`, in a child pr
 the harness in `--code` (default: this checkout), against two stub servers
 (`benchmarks/stub_server.py`, two rounds per flow, about 0.1 ms per round), closed model,
 16 agents, leads answering at once, same-replica routing. While it runs, this script
-samples the child's RSS (`/proc/<pid>/status` VmRSS) once a second and counts the flows
-its journal has finished (a byte count of `"type":"flow"` lines, no parsing). The child
-records every full garbage collection it makes through `gc.callbacks` (a `sitecustomize`
-put on its path, so neither side's code is changed for the measurement).
+samples the child's RSS (`/proc/<pid>/status` VmRSS) once a second, and that of its live
+fold process (`harness.run.fold`, where the code has one), and counts the flows its journal
+has finished (a byte count of `"type":"flow"` lines, no parsing). Both record every full
+garbage collection they make through `gc.callbacks` (a `sitecustomize` put on their path,
+so neither side's code is changed for the measurement).
 
 Figures per side:
 
 - RSS growth per 1,000,000 finished flows after the first 100,000 (a least-squares slope
-  of RSS over finished flows, from 100,000 flows to the load's stop);
+  of RSS over finished flows, from 100,000 flows to the load's stop), of the load process
+  and of the fold process apart, and the fold process's CPU seconds per 1,000 flows;
 - last flow to exit: seconds from the last `flow` record's `t` to the child's exit;
 - flows finished per 1 s bin during the load (from the journal afterwards): the median,
   the bins below half of it, and the full collections that overlap each;
@@ -51,7 +53,8 @@ import orjson
 
 from benchmarks.cpu import machine_facts
 from benchmarks.flows_per_second import SERVERS, servers
-from benchmarks.runs import REPO_ROOT, RESULTS, write_figures
+from benchmarks.runs import REPO_ROOT, RESULTS, children_of, cmdline, write_figures
+from harness.runtime.processes import process_cpu_seconds
 
 SCENARIO = """\
 name = "soak-benchmark"
@@ -133,8 +136,9 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
     child = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--quiet", "--results",
                               str(results)], cwd=code, env=env, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    samples: list[tuple[float, int, int]] = []  # (time, finished flows, RSS bytes)
-    folder, offset, flows = None, 0, 0
+    samples: list[tuple[float, int, int, int]] = []  # (time, finished flows, RSS bytes, the fold's RSS bytes)
+    fold_cpu: list[tuple[float, int, float]] = []  # (time, finished flows, the fold's CPU seconds)
+    folder, offset, flows, fold = None, 0, 0, None
     began = time.monotonic()
     deadline = began + seconds + 600
     while child.poll() is None and time.monotonic() < deadline:
@@ -146,16 +150,21 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
             folder = made[0] if made else None
         if folder is not None:
             offset, flows = count_flows(folder / "journal.jsonl", offset, flows)
-        rss = rss_bytes(child.pid)
+        if fold is None:
+            fold = next((pid for pid in children_of(child.pid) if "harness.run.fold" in cmdline(pid)), None)
+        rss, fold_rss = rss_bytes(child.pid), rss_bytes(fold) if fold is not None else 0
         if rss is not None:
-            samples.append((time.time(), flows, rss))
+            samples.append((time.time(), flows, rss, fold_rss or 0))
+        if fold is not None and (seconds_used := process_cpu_seconds(fold)) is not None:
+            fold_cpu.append((time.time(), flows, seconds_used))
         time.sleep(SAMPLE_EVERY)
     if child.poll() is None:
         child.kill()
     _, stderr = child.communicate(timeout=60)
     exited = time.time()
     assert folder is not None, stderr.decode(errors="replace")[-2000:]
-    figures = run_figures(folder, samples, exited, gc_log)
+    figures = run_figures(folder, samples, exited, gc_log, child.pid)
+    figures["fold_process"] = fold_figures(samples, fold_cpu)
     figures.update(code=str(code), exit_code=child.returncode, stderr_tail=stderr.decode(errors="replace")[-500:],
                    report=report_figures(code, folder, figures["flows_finished"]))
     saved = folder / "figures.pickle"
@@ -165,7 +174,8 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
     return figures
 
 
-def run_figures(folder: Path, samples: list[tuple[float, int, int]], exited: float, gc_log: Path) -> dict[str, Any]:
+def run_figures(folder: Path, samples: list[tuple[float, int, int, int]], exited: float, gc_log: Path,
+                load_pid: int) -> dict[str, Any]:
     flow_times, load_started, load_stopped = [], None, None
     with open(folder / "journal.jsonl", "rb") as journal:
         for line in journal:
@@ -182,6 +192,7 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int]], exited: flo
     if load_stopped is None:
         load_stopped = max(flow_times)
     pauses = [json.loads(line) for line in gc_log.read_text().splitlines()] if gc_log.is_file() else []
+    pauses = [pause for pause in pauses if pause["pid"] == load_pid]  # the fold's own are in `fold_process`
     bins = Counter(int(t - load_started) for t in flow_times if load_started <= t < load_stopped)
     whole = range(1, int(load_stopped - load_started))  # the first second is the agents' spawn
     per_bin = [bins.get(second, 0) for second in whole]
@@ -191,18 +202,29 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int]], exited: flo
                                            if second <= p["t"] - load_started < second + 1
                                            or second <= p["t"] + p["pause"] - load_started < second + 1), 1)}
            for second in whole if bins.get(second, 0) < median / 2]
-    steady = [(flows, rss) for t, flows, rss in samples if flows >= 100_000 and t <= load_stopped]
+    steady = [(flows, rss) for t, flows, rss, _ in samples if flows >= 100_000 and t <= load_stopped]
     return {"flows_finished": len(flow_times), "load_seconds": round(load_stopped - load_started, 1),
             "median_flows_per_second": median, "bins_below_half_median": low,
             "rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
             "rss_at_100k_mib": round(steady[0][1] / 2**20, 1) if steady else None,
-            "rss_peak_mib": round(max(rss for _, _, rss in samples) / 2**20, 1),
+            "rss_peak_mib": round(max(rss for _, _, rss, _ in samples) / 2**20, 1),
             "last_flow_to_exit_s": None if killed else round(exited - max(flow_times), 1),
             "full_gcs": len(pauses),
             "full_gc_pause_max_ms": round(1000 * max((p["pause"] for p in pauses), default=0), 1),
             "full_gc_pause_total_ms": round(1000 * sum(p["pause"] for p in pauses), 1),
             "journal_bytes": sum(path.stat().st_size for path in folder.glob("journal*.jsonl")),
             "folder": str(folder.relative_to(REPO_ROOT))}
+
+
+def fold_figures(samples: list[tuple[float, int, int, int]], cpu: list[tuple[float, int, float]]) -> dict[str, Any]:
+    """The fold process's RSS growth per 1,000,000 flows after the first 100,000, its peak, and its CPU per flow."""
+    steady = [(flows, rss) for _, flows, _, rss in samples if flows >= 100_000 and rss]
+    busy = [(flows, seconds) for _, flows, seconds in cpu if flows > 0]
+    per_flow = (busy[-1][1] - busy[0][1]) / (busy[-1][0] - busy[0][0]) if len(busy) > 1 and busy[-1][0] > busy[0][0] \
+        else None
+    return {"rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
+            "rss_peak_mib": round(max((rss for *_, rss in samples), default=0) / 2**20, 1),
+            "cpu_us_per_flow": round(per_flow * 1e6, 1) if per_flow is not None else None}
 
 
 def _slope_mib_per_million(points: list[tuple[int, int]]) -> float | None:

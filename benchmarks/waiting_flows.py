@@ -6,8 +6,9 @@ per round, so the load process is the limit), open model at `--rate` flows/s for
 `--seconds`, every lead thinking 20 minutes, grace 0: every flow started is still
 waiting on its lead when the load stops.
 
-While the load runs it samples the run process's RSS (`/proc/<pid>/status`) and the
-flows started so far (the journal's `start` records, read as they are written): the
+While the load runs it samples the run process's RSS (`/proc/<pid>/status`), that of its
+live fold process (`harness.run.fold`: the flows in flight of `one_outcome_per_flow` are
+kept there) apart, and the flows started so far (the journal's `start` records, read as they are written): the
 baseline is the RSS when the load starts, the figure is RSS growth per 1,000 waiting
 flows, and the RSS at the peak. After the run it reads from the journal: flows
 started, flows with exactly one end record, flows journaled as interrupted by the run,
@@ -49,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runs import write_figures
+from benchmarks.runs import cmdline, write_figures
 from harness.runtime.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,7 +203,7 @@ def sample_memory(run: subprocess.Popen[bytes], results: Path, deadline: float) 
             find_processes(run.pid, processes)
             total = sum(starts.values())
             for name, process in processes.items():
-                process.sample(total if name == "run" else starts[f"journal-{name}.jsonl"])
+                process.sample(total if name in ("run", "fold") else starts[f"journal-{name}.jsonl"])
             rss = rss_mib(run.pid)
             if rss is not None:
                 samples.append((round(time.monotonic(), 1), total, rss))
@@ -227,13 +228,17 @@ def read_new(folder: Path, offsets: dict[Path, int]) -> dict[str, bytes]:
 
 
 def find_processes(run_pid: int, processes: dict[str, Process]) -> None:
-    """The run process, and each Locust worker below it, named by the journal spool it has open (`w0`, ...).
+    """The run process, its live fold process (`fold`), and each Locust worker below it, named by the journal
+    spool it has open (`w0`, ...).
 
     The master gives a worker its index when it says hello; the worker then journals to
     `journal-w<i>.jsonl` in a spool folder of its own, which is how it is told apart here.
     """
     processes.setdefault("run", Process("run", run_pid))
     for pid in descendants(run_pid):
+        if "harness.run.fold" in cmdline(pid):  # the run's live fold: it reads every part, a worker's too
+            processes.setdefault("fold", Process("fold", pid))
+            continue
         name = spool_name(pid)
         if name is not None:
             processes.setdefault(name, Process(name, pid))
