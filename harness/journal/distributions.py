@@ -57,7 +57,7 @@ class Sketch:
     def add(self, value: float) -> None:
         """`DDSketch.add(value)` (a value under `FLOOR` as 0), without its checks for weights and negative values.
 
-        A fold adds several values per flow; the library's generic `add` costs a third more. The
+        A fold adds several values per flow, and the library's generic `add` is a call deeper. The
         bin comes from the sketch's own mapping and store, so the sketch is the one `add` builds.
         """
         sketch = self._sketch

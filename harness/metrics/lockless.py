@@ -2,13 +2,13 @@
 
 A load process makes about a dozen metric updates per flow. prometheus_client guards each
 value with a lock of its own, checks on every call that the metric is not a labelled
-parent, and finds a histogram's bucket by walking its bounds; that came to about 16 µs per
-two-round flow, some 5% of the load process's CPU (benchmarks/README.md). These subclasses
-keep each child's values as plain Python numbers: an update is an addition (a histogram's,
-a bisection and two additions). They are safe where every update comes from one thread, as
-in a load process, whose greenlets never switch inside an update; a scrape from another
-thread reads numbers that are at most one update old, as it may with prometheus_client's
-own values, whose histogram buckets are not read under one lock either.
+parent, and finds a histogram's bucket by walking its bounds: a few percent of the load
+process's CPU. These subclasses keep each child's values as plain Python numbers: an update
+is an addition (a histogram's, a bisection and two additions). They are safe where every
+update comes from one thread, as in a load process, whose greenlets never switch inside an
+update; a scrape from another thread reads numbers that are at most one update old, as it
+may with prometheus_client's own values, whose histogram buckets are not read under one
+lock either.
 
 Everything else is prometheus_client's: names, labels, children, registries, the
 exposition (the same samples, `_created` included). Use them only for metrics updated on the

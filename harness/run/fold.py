@@ -16,8 +16,8 @@ later rebuild fold the same bytes the same way. `harness.run.fold_process` is th
 side of the pipe. Started as `python -m harness.run.fold FOLDER SAVE_EVERY`.
 
 Its cyclic garbage collector runs at each save, not on allocation counts: every record is a
-fresh dict freed by its reference count (no cycles), and the collections its allocations
-would trigger cost about a fifth of the fold's CPU.
+fresh dict freed by its reference count (no cycles), and collections triggered by those
+allocations would cost the fold much of its CPU for nothing.
 """
 
 from __future__ import annotations
