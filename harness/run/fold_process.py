@@ -39,6 +39,8 @@ from harness.runtime.processes import process_cpu_seconds, start_child
 ANSWER_TIMEOUT = 300.0
 """Seconds a request waits for its answer: the fold first catches up with every batch written before it."""
 EXIT_TIMEOUT = 10.0
+READ_CHUNK = 1 << 20
+"""Bytes asked of the pipe at a time: a whole finished fold is read in pieces, not one buffer of its size."""
 
 
 class FoldLost(RuntimeError):
@@ -203,7 +205,7 @@ class FoldProcess:
             if self.lost is not None:
                 raise self._lost_error()
             try:
-                chunk = os.read(self._replies, size - len(data))
+                chunk = os.read(self._replies, min(size - len(data), READ_CHUNK))
             except BlockingIOError:
                 left = deadline - time.monotonic()
                 if left <= 0:

@@ -197,7 +197,6 @@ class Run:
         self.began = time.time()
         self._install_signals()
         try:
-            self.fold.start()
             self.journal.write(RunStarted(type=RecordType.RUN, event=RunEvent.START, t=self.began,
                                           run_id=self.folder.name, scenario=self.scenario.name,
                                           seed=self.scenario.seed, duration=self.scenario.duration))
@@ -205,6 +204,7 @@ class Run:
             for caution in cautions(self.scenario):
                 self.say(f"warning: {caution}")
             try:
+                self.fold.start()  # the records before it are read all the same: each size it is told is the whole
                 self._bring_up()
                 self._drive()
             except TargetDown as exc:  # the target, or a token endpoint it needs (harness.auth)
