@@ -93,6 +93,33 @@ def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):
         fold.close()
 
 
+def test_a_hypothesis_window_holds_the_flows_journaled_after_it_opened(tmp_path):
+    """A window opens where it stands among the journal's batches: flows that ended before it are not in it, flows
+    after it are (and a late record of an earlier time is left out by its time), and the window it closes stops."""
+    fold = FoldProcess(tmp_path, save_every=3600)
+    journal = Journal(tmp_path / "journal.jsonl", on_flush=fold.grown, flush_delay=3600)
+    fold.flush = journal.flush
+    fold.start()
+
+    def flows(first: int, count: int, t: float) -> None:
+        for n in range(first, first + count):
+            journal.write({"type": "flow", "t": t, "flow": "refund", "flow_id": f"f{n}",  # type: ignore[arg-type]
+                           "outcome": "completed", "duration": 1.0})
+
+    try:
+        flows(0, 30, T0)
+        flows(30, 7, T0 + 15)  # stamped after the window's start, but journaled before it opened: not the window's
+        fold.open_window("during", T0 + 10)
+        flows(37, 20, T0 + 11)
+        flows(57, 5, T0 + 9)  # journaled late, ended before the window opened
+        fold.open_window("after", T0 + 20, closing="during")
+        flows(62, 12, T0 + 21)
+        during, after = fold.window("during"), fold.window("after")
+        assert (during.flows, after.flows, fold.figures().flows) == (20, 12, 74)
+    finally:
+        fold.close()
+
+
 def test_a_run_whose_fold_process_dies_is_a_harness_error_with_results_from_the_journal(tmp_path):
     """Killing the fold mid-run: exit 4, the cause said once, the status errored, and summary.json still holds
     every flow of the journal (read from it, as `report DIR` would)."""

@@ -48,6 +48,9 @@ GROWN = b"G"
 """A part grew: the payload is its new size (`SIZE`) and its file name."""
 ASK = b"A"
 """A request: the payload is a pickled (name, arguments); one reply frame answers it."""
+TELL = b"T"
+"""A request with no reply (a hypothesis window opened): it takes effect exactly where it stands among the batches,
+since the run sends it without waiting; if it fails, every later request is answered with that failure."""
 HEAD = struct.Struct("<cI")
 """A frame to the fold: its kind and the payload's length."""
 SIZE = struct.Struct("<Q")
@@ -84,10 +87,12 @@ class LiveFold:
         """When what was told must be read (`FOLD_EVERY` after the first of it)."""
         self.changed = False
         self.finished = False
+        self.failed: str | None = None
+        """What a told request failed with: the answer to every request after it."""
         self.requests: dict[str, Callable[..., Any]] = {
-            "figures": self.figures, "open_window": self.open_window, "close_window": self.close_window,
-            "window": self.window, "progress": self.progress, "replica_rounds": self.replica_rounds,
-            "reconcile": self.reconcile, "invariants": self.invariants, "save": self.save, "finish": self.finish}
+            "figures": self.figures, "open_window": self.open_window, "window": self.window,
+            "progress": self.progress, "replica_rounds": self.replica_rounds, "reconcile": self.reconcile,
+            "invariants": self.invariants, "save": self.save, "finish": self.finish}
 
     # --- the journal ---------------------------------------------------------------------------
 
@@ -156,15 +161,14 @@ class LiveFold:
         """The whole run's figures so far (the probe before the chaos)."""
         return self.read.figures
 
-    def open_window(self, name: str, since: float) -> None:
-        """A hypothesis window's figures, fed from now on with the rounds and flows that end at or after `since`."""
-        self.close_window(name)
+    def open_window(self, name: str, since: float, closing: str | None = None) -> None:
+        """A hypothesis window's figures, fed from now on with the rounds and flows that end at or after `since`;
+        the window `closing` stops being fed at the same record (the chaos's window ends as the one after it opens)."""
+        for done in {name, closing} - {None}:
+            window = self.windows.get(str(done))
+            if window is not None:
+                self.read.figures.close(window)
         self.windows[name] = self.read.figures.window(since)
-
-    def close_window(self, name: str) -> None:
-        window = self.windows.get(name)
-        if window is not None:
-            self.read.figures.close(window)
 
     def window(self, name: str) -> RunFigures | None:
         return self.windows.get(name)
@@ -203,14 +207,24 @@ class LiveFold:
         return self.read
 
     def answer(self, payload: bytes) -> bytes:
-        """A request's reply frame: (True, value), or (False, what went wrong) when the request failed."""
+        """A request's reply frame: (True, value), or (False, what went wrong) when it, or a told request, failed."""
         try:
+            if self.failed is not None:
+                raise RuntimeError(self.failed)
             name, arguments = pickle.loads(payload)
             reply: tuple[bool, Any] = (True, self.requests[name](*arguments))
         except Exception as exc:  # noqa: BLE001 - the run hears what failed, as one line, and decides
             reply = (False, f"{type(exc).__name__}: {exc}")
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         return REPLY_HEAD.pack(len(data)) + data
+
+    def take(self, payload: bytes) -> None:
+        """A told request: carried out now, its failure kept for the next request's answer."""
+        try:
+            name, arguments = pickle.loads(payload)
+            self.requests[name](*arguments)
+        except Exception as exc:  # noqa: BLE001 - answered with the next request
+            self.failed = self.failed or f"{type(exc).__name__}: {exc}"
 
     def close(self) -> None:
         for file in self._files.values():
@@ -271,6 +285,9 @@ def serve(fold: LiveFold, frames: Frames, replies: IO[bytes], save_every: float)
                     fold.catch_up()
                     replies.write(fold.answer(payload))
                     replies.flush()
+                elif kind == TELL:
+                    fold.catch_up()
+                    fold.take(payload)
             elif frames.closed:
                 return 0
             if fold.due is not None and time.monotonic() >= fold.due:

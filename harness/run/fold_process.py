@@ -33,7 +33,7 @@ from harness.checks.invariants import InvariantTally
 from harness.journal.figures import RunFigures
 from harness.journal.records import Reconciled
 from harness.report import JournalRead
-from harness.run.fold import ASK, GROWN, HEAD, REPLY_HEAD, SIZE
+from harness.run.fold import ASK, GROWN, HEAD, REPLY_HEAD, SIZE, TELL
 from harness.runtime.processes import process_cpu_seconds, start_child
 
 ANSWER_TIMEOUT = 300.0
@@ -156,11 +156,16 @@ class FoldProcess:
         """The whole run's figures so far."""
         return self._ask("figures")
 
-    def open_window(self, name: str, since: float) -> None:
-        self._ask("open_window", name, since)
+    def open_window(self, name: str, since: float, closing: str | None = None) -> None:
+        """A hypothesis window fed from here on with what ends at or after `since` (and `closing` fed no more).
 
-    def close_window(self, name: str) -> None:
-        self._ask("close_window", name)
+        Told, not asked: it reaches the fold right after the batch the journal writes now, with no
+        wait in between in which other greenlets could journal records that ended after `since`.
+        """
+        self.check()
+        self.flush()
+        payload = pickle.dumps(("open_window", (name, since, closing)), protocol=pickle.HIGHEST_PROTOCOL)
+        self._send(HEAD.pack(TELL, len(payload)) + payload)
 
     def window(self, name: str) -> RunFigures | None:
         return self._ask("window", name)

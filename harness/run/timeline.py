@@ -392,9 +392,7 @@ class Run:
         if not self.steady_state.thresholds:
             return
         with self._fold_lost_is_an_error():
-            if closing is not None:
-                self.fold.close_window(closing)
-            self.fold.open_window(name, since)
+            self.fold.open_window(name, since, closing)
 
     def _probe_window(self, phase: str, since: float) -> None:
         """Judge the hypothesis over a window's flows (`phase` names the window: during, after)."""
