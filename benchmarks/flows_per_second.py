@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu import load_average, machine_busy_seconds, machine_facts, process_cpu_seconds
-from benchmarks.runs import RESULTS, children_of, cmdline, write_figures
+from benchmarks.runs import RESULTS, fold_pid, write_figures
 from harness.journal.writer import read_journal
 from tests.servers import Running, start_server
 
@@ -148,7 +148,7 @@ class FoldFinder:
     def cpu(self) -> float:
         if self.pid is None and self.looks < 50:
             self.looks += 1
-            self.pid = next((pid for pid in children_of(self.load_pid) if "harness.run.fold" in cmdline(pid)), None)
+            self.pid = fold_pid(self.load_pid)
         if self.pid is None:
             return 0.0
         try:

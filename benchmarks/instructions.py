@@ -35,7 +35,7 @@ from typing import Any
 
 from benchmarks.cpu import machine_facts
 from benchmarks.flows_per_second import SCENARIO, SERVERS, servers
-from benchmarks.runs import REPO_ROOT, children_of, cmdline, write_figures
+from benchmarks.runs import REPO_ROOT, fold_pid, write_figures
 
 WARM_FLOWS = 200
 """Flows the journal must hold before the window opens (the agents spawned, the imports done)."""
@@ -64,7 +64,8 @@ def one_side(code: Path, urls: list[str], window: float, work: Path) -> dict[str
                            stderr=subprocess.DEVNULL)
     try:
         journal = wait_for_flows(run, results)
-        pids = [run.pid, *(pid for pid in children_of(run.pid) if "harness.run.fold" in cmdline(pid))]
+        fold = fold_pid(run.pid)
+        pids = [run.pid, *([fold] if fold is not None else [])]
         for pid in pids:
             control("-i", "on", str(pid))
         first = flows_in(journal)

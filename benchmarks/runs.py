@@ -117,6 +117,16 @@ def children_of(pid: int) -> list[int]:
     return sorted(found)
 
 
+def is_fold_process(pid: int) -> bool:
+    """Whether `pid` is a run's live fold process (`python -m harness.run.fold`)."""
+    return "harness.run.fold" in cmdline(pid)
+
+
+def fold_pid(run_pid: int) -> int | None:
+    """The live fold process of the run `run_pid`, or None (not started yet, or code that folds in the run)."""
+    return next((pid for pid in children_of(run_pid) if is_fold_process(pid)), None)
+
+
 def embedded_target_pids(harness_pid: int) -> dict[str, int]:
     """The embedded shop's processes under a run: `api`, and `replica-N` for each replica the zygote forked."""
     pids: dict[str, int] = {}

@@ -53,7 +53,7 @@ import orjson
 
 from benchmarks.cpu import machine_facts
 from benchmarks.flows_per_second import SERVERS, servers
-from benchmarks.runs import REPO_ROOT, RESULTS, children_of, cmdline, write_figures
+from benchmarks.runs import REPO_ROOT, RESULTS, fold_pid, write_figures
 from harness.runtime.processes import process_cpu_seconds
 
 SCENARIO = """\
@@ -151,7 +151,7 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
         if folder is not None:
             offset, flows = count_flows(folder / "journal.jsonl", offset, flows)
         if fold is None:
-            fold = next((pid for pid in children_of(child.pid) if "harness.run.fold" in cmdline(pid)), None)
+            fold = fold_pid(child.pid)
         rss, fold_rss = rss_bytes(child.pid), rss_bytes(fold) if fold is not None else 0
         if rss is not None:
             samples.append((time.time(), flows, rss, fold_rss or 0))

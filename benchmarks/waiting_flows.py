@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runs import cmdline, write_figures
+from benchmarks.runs import is_fold_process, write_figures
 from harness.runtime.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,7 +236,7 @@ def find_processes(run_pid: int, processes: dict[str, Process]) -> None:
     """
     processes.setdefault("run", Process("run", run_pid))
     for pid in descendants(run_pid):
-        if "harness.run.fold" in cmdline(pid):  # the run's live fold: it reads every part, a worker's too
+        if is_fold_process(pid):  # the run's live fold: it reads every part, a worker's too
             processes.setdefault("fold", Process("fold", pid))
             continue
         name = spool_name(pid)

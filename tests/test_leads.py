@@ -20,7 +20,7 @@ from harness.config.leads import LeadProfile
 from harness.config.think import ConstantThink, LognormalThink
 from harness.leads.answers import UnanswerableRequest, UnanswerableSchema, answer_form
 from harness.leads.lead import Action, Lead, capabilities
-from harness.leads.seeding import FlowStreams, derive_seed, flow_stream, stream
+from harness.leads.seeding import FlowStream, FlowStreams, derive_seed, stream
 
 SEEDS = range(300)
 
@@ -437,7 +437,7 @@ def test_a_flows_stream_is_the_same_whether_its_prefix_was_hashed_once_or_with_i
     """The load's per-flow streams hash (seed, "worker", w, "flow") once: every flow must still draw what it did."""
     family = FlowStreams(7, "worker", 1, "flow")
     for number in (1, 2, 999_999):
-        once, whole = family.stream(number), flow_stream(7, "worker", 1, "flow", number)
+        once, whole = family.stream(number), FlowStream(derive_seed(7, "worker", 1, "flow", number))
         assert [once.random() for _ in range(5)] == [whole.random() for _ in range(5)]
     assert family.stream(1).random() != FlowStreams(7, "worker", 2, "flow").stream(1).random()
 

@@ -20,7 +20,7 @@ from harness.run.fold import LiveFold
 from harness.run.fold_process import FoldProcess
 from harness.runtime.processes import alive, descendants
 from tests.harness_run import ROOT, SCENARIOS, run_harness
-from tests.test_lifeline import sigint_default
+from tests.test_lifeline import _cmdline, sigint_default
 from tests.test_report import T0, write_run
 
 SCENARIO = parse_scenario('name = "nightly-refunds"\nseed = 7\nduration = "30s"\n[load]\narrival_rate = 2\n'
@@ -162,10 +162,3 @@ def test_a_runs_own_results_equal_a_rebuild_from_its_journal_alone(tmp_path):
                              text=True, cwd=ROOT, timeout=120)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert _summary(finished.folder) == live
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""

@@ -192,7 +192,7 @@ class RunFigures(JournalView):
         if isinstance(think, _NUMBER):
             self.think_time.add(float(think))
         for call in get("calls") or []:
-            rounds = call.get("rounds") if _is_mapping(call) else None
+            rounds = call.get("rounds") if is_mapping(call) else None
             if isinstance(rounds, int) and rounds > 0:
                 key = (flow, str(call.get("tool")))
                 counts = self.rounds_per_call.get(key)
@@ -365,7 +365,7 @@ class HostFigures:
         host = str(record.get("host", DEFAULT_HOST_NAME))
         self.finished[(host, flow, str(record.get("outcome")))] += 1
         for call in record.get("calls") or []:
-            rounds = call.get("rounds") if _is_mapping(call) else None
+            rounds = call.get("rounds") if is_mapping(call) else None
             if isinstance(rounds, int) and rounds > 0:
                 counts = self.rounds_per_call.get((host, flow))
                 if counts is None:
@@ -400,7 +400,7 @@ class HostFigures:
         return table
 
 
-def _is_mapping(value: object) -> bool:
+def is_mapping(value: object) -> bool:
     """`isinstance(value, Mapping)`, with JSON's own dict first: the ABC's check costs more than the rest of a fold."""
     return type(value) is dict or isinstance(value, Mapping)
 

@@ -114,13 +114,9 @@ class FlowStream:
     sample = _Random.sample
 
 
-def flow_stream(seed: int, *parts: str | int) -> FlowStream:
-    """A small stream for (seed, *parts), one per flow: same arguments, same draws, in any process."""
-    return FlowStream(derive_seed(seed, *parts))
-
-
 class FlowStreams:
-    """`flow_stream(seed, *prefix, last)` for many values of `last`, with the prefix hashed once.
+    """Small streams, one per flow: `FlowStream(derive_seed(seed, *prefix, last))` for many values of `last`, with
+    the prefix hashed once. Same arguments, same draws, in any process.
 
     A load process derives one stream per flow, all under the same prefix; sha256 is fed
     part by part, so a copy of the prefix's state fed `last` is the same digest.

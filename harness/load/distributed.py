@@ -100,10 +100,10 @@ class JournalParts:
     """
 
     def __init__(self, folder: Path, on_grown: Callable[[str, int], None],
-                 before_append: Callable[[], None] = lambda: None) -> None:
+                 before_append: Callable[[], None] | None = None) -> None:
         self.folder = folder
         self._on_grown = on_grown
-        self._before_append = before_append
+        self._before_append = before_append or (lambda: None)
         self._files: dict[int, IO[bytes]] = {}
         self._sizes: dict[int, int] = {}
         self.paths: list[Path] = []

@@ -102,7 +102,7 @@ class DistributedLoad:
         env.events.worker_report.add_listener(self._on_report)
         self.port = bind_port or (free_port() if not remote else DEFAULT_MASTER_PORT)
         self.runner = env.create_master_runner(bind_host, self.port)
-        self.parts = JournalParts(folder, on_grown, before_append or (lambda: None))
+        self.parts = JournalParts(folder, on_grown, before_append)
         scenario_json = scenario.model_dump_json()
         self.link = MasterLink(self.runner, lambda index: setup_message(scenario_json, urls, labels, index, self.count),
                                self.count, self.parts, run_metrics.apply, say)

@@ -16,7 +16,7 @@ from typing import Any
 from harness.config.scenario import Scenario
 from harness.config.thresholds import Threshold
 from harness.errors import UsageError
-from harness.journal.figures import RunFigures
+from harness.journal.figures import RunFigures, is_mapping
 from harness.journal.records import RecordType
 from harness.journal.writer import JournalDamage, JournalView, read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
@@ -144,7 +144,7 @@ class JournalRead(JournalView):
         return {**self.__dict__, "_by_kind": {}}
 
     def add(self, record: Any) -> None:
-        if type(record) is not dict and not isinstance(record, Mapping):  # JSON's dicts skip the ABC's check
+        if not is_mapping(record):
             self.unreadable += 1
             return
         try:

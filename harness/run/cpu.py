@@ -3,11 +3,10 @@
 The harness must never be the bottleneck, and this is where a run proves it: one
 snapshot when the load starts and one when it stops, of the harness's CPU (this process's and
 its live fold process's) and of every target process (from /proc, by PID), and the round count
-at each. The first snapshot is
-also the harness's start-up cost (its CPU from exec to the load's start), which the
-record keeps beside the window's. Start-up is left out
-on both sides; a replica restarted during the load (another PID at the end) is left out
-of the replicas' figure, which makes the comparison err against the harness.
+at each. The first snapshot is also the harness's start-up cost (its CPU from exec to the
+load's start), which the record keeps beside the window's. Start-up is left out on both
+sides; a replica restarted during the load (another PID at the end) is left out of the
+replicas' figure, which makes the comparison err against the harness.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ class LiveFold:
         self.requests: dict[str, Callable[..., Any]] = {
             "figures": self.figures, "open_window": self.open_window, "window": self.window,
             "progress": self.progress, "replica_rounds": self.replica_rounds, "reconcile": self.reconcile,
-            "invariants": self.invariants, "save": self.save, "finish": self.finish}
+            "invariants": self.invariants, "finish": self.finish}
 
     # --- the journal ---------------------------------------------------------------------------
 
