@@ -10,12 +10,18 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import gevent
 
 from harness.config.scenario import parse_scenario
 from harness.journal.writer import Journal
-from harness.report import read_run, write_results
-from harness.report.snapshot import SNAPSHOT
+from harness.report import JournalRead, read_run, write_results
+from harness.report.snapshot import SNAPSHOT, read_snapshot
 from harness.run.fold import LiveFold
 from harness.run.fold_process import FoldProcess
 from harness.runtime.processes import alive, descendants
@@ -23,8 +29,41 @@ from tests.harness_run import ROOT, SCENARIOS, run_harness
 from tests.test_lifeline import _cmdline, sigint_default
 from tests.test_report import T0, write_run
 
+RUN_FILES = {"scenario.toml", "scenario.json", "journal.jsonl", "summary.json", "junit.xml", "report.html",
+             "locust_stats.json", "metrics.prom", SNAPSHOT, "target"}
+"""What a run leaves in its results folder (a harness error adds `harness-error.txt`, its traceback)."""
 SCENARIO = parse_scenario('name = "nightly-refunds"\nseed = 7\nduration = "30s"\n[load]\narrival_rate = 2\n'
                           '[[flows]]\nkind = "refund"\n[[flows]]\nkind = "return"\n')
+
+
+@contextmanager
+def _fold_of(tmp_path: Path) -> Iterator[tuple[FoldProcess, Journal]]:
+    """A live fold process told of every batch of a journal in `tmp_path` (written when flushed, or asked)."""
+    fold = FoldProcess(tmp_path, save_every=3600)
+    journal = Journal(tmp_path / "journal.jsonl", on_flush=fold.grown, flush_delay=3600)
+    fold.flush = journal.flush
+    fold.start()
+    try:
+        yield fold, journal
+    finally:
+        if fold.pid is not None and alive(fold.pid):
+            os.kill(fold.pid, signal.SIGCONT)
+        fold.close()
+        journal.close()
+
+
+def _flow(journal: Journal, n: int, t: float = T0) -> None:
+    journal.write({"type": "flow", "t": t, "flow": "refund", "flow_id": f"f{n}",  # type: ignore[arg-type]
+                   "outcome": "completed", "duration": 1.0})
+
+
+def _until_waiting(fold: FoldProcess, count: int) -> None:
+    """Switch greenlets until `count` askers have sent their request and wait for its reply."""
+    for _ in range(100_000):
+        if len(fold._waiting) >= count:
+            return
+        gevent.sleep(0)
+    raise AssertionError(f"{len(fold._waiting)} askers waiting, not {count}")
 
 
 def _summary(folder: Path) -> dict:
@@ -69,15 +108,10 @@ def test_the_checks_the_fold_keeps_are_the_journals(tmp_path):
 def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):
     """The fold stopped (SIGSTOP) while the journal grows past what the pipe holds: every write returns, what the
     pipe did not take waits in order, and once the fold runs again it answers with every record."""
-    fold = FoldProcess(tmp_path, save_every=3600)
-    journal = Journal(tmp_path / "journal.jsonl", on_flush=fold.grown, flush_delay=3600)
-    fold.flush = journal.flush
-    fold.start()
-    try:
+    with _fold_of(tmp_path) as (fold, journal):
         os.kill(fold.pid, signal.SIGSTOP)
         for n in range(6000):  # a batch each: more frames than a pipe holds
-            journal.write({"type": "flow", "t": T0 + n, "flow": "refund", "flow_id": f"f{n}",  # type: ignore[arg-type]
-                           "outcome": "completed", "duration": 1.0})
+            _flow(journal, n, T0 + n)
             journal.flush()
         assert fold._pending, "the pipe took every frame: the fold was not behind"
         os.kill(fold.pid, signal.SIGCONT)
@@ -87,26 +121,16 @@ def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):
         read = fold.finish([journal.path])
         assert read.figures.flows == 6000 and fold.process.poll() == 0
         assert (tmp_path / SNAPSHOT).is_file()
-    finally:
-        if fold.pid is not None and alive(fold.pid):
-            os.kill(fold.pid, signal.SIGCONT)
-        fold.close()
 
 
 def test_a_hypothesis_window_holds_the_flows_journaled_after_it_opened(tmp_path):
     """A window opens where it stands among the journal's batches: flows that ended before it are not in it, flows
     after it are (and a late record of an earlier time is left out by its time), and the window it closes stops."""
-    fold = FoldProcess(tmp_path, save_every=3600)
-    journal = Journal(tmp_path / "journal.jsonl", on_flush=fold.grown, flush_delay=3600)
-    fold.flush = journal.flush
-    fold.start()
+    with _fold_of(tmp_path) as (fold, journal):
+        def flows(first: int, count: int, t: float) -> None:
+            for n in range(first, first + count):
+                _flow(journal, n, t)
 
-    def flows(first: int, count: int, t: float) -> None:
-        for n in range(first, first + count):
-            journal.write({"type": "flow", "t": t, "flow": "refund", "flow_id": f"f{n}",  # type: ignore[arg-type]
-                           "outcome": "completed", "duration": 1.0})
-
-    try:
         flows(0, 30, T0)
         flows(30, 7, T0 + 15)  # stamped after the window's start, but journaled before it opened: not the window's
         fold.open_window("during", T0 + 10)
@@ -116,8 +140,69 @@ def test_a_hypothesis_window_holds_the_flows_journaled_after_it_opened(tmp_path)
         flows(62, 12, T0 + 21)
         during, after = fold.window("during"), fold.window("after")
         assert (during.flows, after.flows, fold.figures().flows) == (20, 12, 74)
-    finally:
-        fold.close()
+
+
+def test_an_asker_stopped_before_its_reply_leaves_that_reply_to_no_one(tmp_path):
+    """The reported desync: `progress()` killed while it waits; the next request, `replica_rounds()`, gets its own
+    answer (a dict), not the progress tuple, and the orphaned reply is dropped."""
+    with _fold_of(tmp_path) as (fold, journal):
+        _flow(journal, 1)
+        os.kill(fold.pid, signal.SIGSTOP)  # no reply can come while the asker is stopped
+        progress = gevent.spawn(fold.progress)
+        _until_waiting(fold, 1)
+        progress.kill()
+        os.kill(fold.pid, signal.SIGCONT)
+        assert fold.replica_rounds() == {}
+        assert fold.dropped == 1 and fold.progress()[0] == 1 and fold.lost is None
+
+
+def test_askers_stopped_anywhere_across_thousands_of_requests_each_get_only_their_own_answer(tmp_path):
+    """Rounds of concurrent askers, each echoing a value of its own (some far larger than the pipe, so their replies
+    take many reads), between journal batches. In each round a seeded quarter is killed while it waits, another
+    quarter at a seeded random point (before sending, while waiting, mid-reply, or answered but not yet resumed),
+    the rest not at all: every answer anyone got is its own, every asker not killed got one, no slot is left,
+    every orphaned reply is dropped, and the fold still answers and counts every flow."""
+    rng = random.Random(30)
+    answers: dict[int, Any] = {}
+    values: dict[int, Any] = {}
+    spared: list[int] = []
+    killed_waiting = 0
+
+    with _fold_of(tmp_path) as (fold, journal):
+        def ask(n: int) -> None:
+            answers[n] = fold.echo(values[n])
+
+        for round_ in range(30):
+            for n in range(round_ * 10, round_ * 10 + 10):
+                _flow(journal, n)
+            os.kill(fold.pid, signal.SIGSTOP)
+            askers: dict[int, gevent.Greenlet] = {}
+            for n in range(round_ * 100, round_ * 100 + 100):
+                values[n] = (n, b"x" * (200_000 if rng.random() < 0.05 else rng.randrange(64)))
+                askers[n] = gevent.spawn(ask, n)
+            _until_waiting(fold, len(askers))
+            plans = {n: rng.choice(("waiting", "anywhere", "spared", "spared")) for n in askers}
+            for n, plan in plans.items():
+                if plan == "waiting":
+                    askers[n].kill()
+                    killed_waiting += 1
+            os.kill(fold.pid, signal.SIGCONT)
+            killers = [gevent.spawn(_kill_after, askers[n], rng.randrange(200)) for n, plan in plans.items()
+                       if plan == "anywhere"]
+            spared += [n for n, plan in plans.items() if plan == "spared"]
+            gevent.joinall([*askers.values(), *killers], raise_error=True)
+
+        assert fold.echo("last") == "last"  # its reply came after every earlier one: each was read and handed on
+        wrong = [n for n, answer in answers.items() if answer != values[n]]
+        assert wrong == [] and set(spared) <= set(answers)
+        assert fold._waiting == {} and fold.dropped >= killed_waiting > 0
+        assert fold.lost is None and fold.progress()[0] == 300
+
+
+def _kill_after(greenlet: gevent.Greenlet, switches: int) -> None:
+    for _ in range(switches):
+        gevent.sleep(0)
+    greenlet.kill()
 
 
 def test_a_run_whose_fold_process_dies_is_a_harness_error_with_results_from_the_journal(tmp_path):
@@ -146,16 +231,28 @@ def test_a_run_whose_fold_process_dies_is_a_harness_error_with_results_from_the_
     said = [line for line in text.splitlines() if line.startswith("harness error:")]
     assert len(said) == 1 and "FoldLost: the live fold process exited with code -9" in said[0], text
     (folder,) = (tmp_path / "results").iterdir()
+    assert {path.name for path in folder.iterdir()} == RUN_FILES | {"harness-error.txt"}
+    journal = folder / "journal.jsonl"
+    journal_flows = journal.read_bytes().count(b'"type":"flow"')
     summary = _summary(folder)
     assert summary["status"] == "errored" and summary["exit_code"] == 4
-    journal_flows = (folder / "journal.jsonl").read_bytes().count(b'"type":"flow"')
     assert summary["flows"]["total"] == journal_flows > 0
+    assert summary["journal"]["unreadable"] == summary["journal"]["torn"] == 0
+    junit = ElementTree.parse(folder / "junit.xml")
+    properties = {item.get("name"): item.get("value") for item in junit.iter("property")}
+    assert (properties["status"], properties["exit_code"]) == ("errored", "4")
+    assert ">errored</span>" in (folder / "report.html").read_text()
+    saved = read_snapshot(folder, [journal], JournalRead)
+    assert saved is not None and saved.figures.flows == journal_flows
+    assert json.loads((folder / "locust_stats.json").read_text())
+    assert b"mrtr_flows" in (folder / "metrics.prom").read_bytes()
 
 
 def test_a_runs_own_results_equal_a_rebuild_from_its_journal_alone(tmp_path):
     """What the fold gave the run is what one pass over the journal gives, to the last figure."""
     finished = run_harness(SCENARIOS / "smoke.toml", tmp_path, "--duration", "8s")
     assert finished.code == 0, finished.output
+    assert {path.name for path in finished.folder.iterdir()} == RUN_FILES
     live = _summary(finished.folder)
     (finished.folder / SNAPSHOT).unlink()
     rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(finished.folder)], capture_output=True,

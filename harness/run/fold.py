@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import orjson
 
@@ -47,15 +47,47 @@ from harness.report.snapshot import write_snapshot
 GROWN = b"G"
 """A part grew: the payload is its new size (`SIZE`) and its file name."""
 ASK = b"A"
-"""A request: the payload is a pickled (name, arguments); one reply frame answers it."""
+"""A `Request`; one reply frame, carrying the request's id, answers it."""
 TELL = b"T"
-"""A request with no reply (a hypothesis window opened): it takes effect exactly where it stands among the batches,
-since the run sends it without waiting; if it fails, every later request is answered with that failure."""
+"""A `Request` with no reply (a hypothesis window opened): it takes effect exactly where it stands among the
+batches, since the run sends it without waiting; if it fails, every later request is answered with that failure."""
 HEAD = struct.Struct("<cI")
 """A frame to the fold: its kind and the payload's length."""
 SIZE = struct.Struct("<Q")
-REPLY_HEAD = struct.Struct("<I")
-"""A reply: the pickled (ok, value or error text)'s length."""
+REQUEST_ID = struct.Struct("<Q")
+"""A request's id, first in its payload (before the pickle, so even a request that cannot be read is answered)."""
+REPLY_HEAD = struct.Struct("<QI")
+"""A reply: the id of the request it answers, and the pickled (ok, value or error text)'s length."""
+
+
+class Request(NamedTuple):
+    """One request to the fold, as the pipe carries it: `id` comes back on its reply, so the run hands each
+    reply to its own asker (an asker stopped before its reply came leaves that reply to nobody, never to the next).
+
+    The pickle is between the run and the child it started, never read from anywhere else.
+    """
+
+    id: int
+    name: str
+    """One of `LiveFold.requests`."""
+    arguments: tuple[Any, ...] = ()
+
+    def frame(self, kind: bytes) -> bytes:
+        """The whole frame (`ASK` or `TELL`) that carries it."""
+        payload = REQUEST_ID.pack(self.id) + pickle.dumps((self.name, self.arguments), protocol=pickle.HIGHEST_PROTOCOL)
+        return HEAD.pack(kind, len(payload)) + payload
+
+
+class Reply(NamedTuple):
+    """The fold's answer to request `id`: its value when `ok`, else what went wrong, in one line."""
+
+    id: int
+    ok: bool
+    value: Any
+
+    def frame(self) -> bytes:
+        data = pickle.dumps((self.ok, self.value), protocol=pickle.HIGHEST_PROTOCOL)
+        return REPLY_HEAD.pack(self.id, len(data)) + data
 
 _FLOW_CHECKED = frozenset({RecordType.START, RecordType.FLOW})
 """The records `FlowChecks` reads."""
@@ -92,7 +124,7 @@ class LiveFold:
         self.requests: dict[str, Callable[..., Any]] = {
             "figures": self.figures, "open_window": self.open_window, "window": self.window,
             "progress": self.progress, "replica_rounds": self.replica_rounds, "reconcile": self.reconcile,
-            "invariants": self.invariants, "finish": self.finish}
+            "invariants": self.invariants, "finish": self.finish, "echo": self.echo}
 
     # --- the journal ---------------------------------------------------------------------------
 
@@ -189,6 +221,10 @@ class LiveFold:
     def invariants(self, ledger: list[dict[str, Any]] | None, ledger_error: str | None) -> list[InvariantTally]:
         return self.flow_checks.results(ledger, ledger_error=ledger_error)
 
+    def echo(self, value: Any) -> Any:
+        """`value` back: an answer that can only be its own request's (how the pipe's dispatch is checked)."""
+        return value
+
     def save(self) -> None:
         """Save the fold beside the journal, with the sizes folded: a run killed later is reported from it."""
         parts = [self.folder / name for name in self.folded]
@@ -207,21 +243,21 @@ class LiveFold:
         return self.read
 
     def answer(self, payload: bytes) -> bytes:
-        """A request's reply frame: (True, value), or (False, what went wrong) when it, or a told request, failed."""
+        """A request's reply frame, with its id: its value, or what went wrong when it, or a told request, failed."""
+        (request_id,) = REQUEST_ID.unpack_from(payload)
         try:
             if self.failed is not None:
                 raise RuntimeError(self.failed)
-            name, arguments = pickle.loads(payload)
-            reply: tuple[bool, Any] = (True, self.requests[name](*arguments))
+            name, arguments = pickle.loads(payload[REQUEST_ID.size:])
+            reply = Reply(request_id, True, self.requests[name](*arguments))
         except Exception as exc:  # noqa: BLE001 - the run hears what failed, as one line, and decides
-            reply = (False, f"{type(exc).__name__}: {exc}")
-        data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-        return REPLY_HEAD.pack(len(data)) + data
+            reply = Reply(request_id, False, f"{type(exc).__name__}: {exc}")
+        return reply.frame()
 
     def take(self, payload: bytes) -> None:
         """A told request: carried out now, its failure kept for the next request's answer."""
         try:
-            name, arguments = pickle.loads(payload)
+            name, arguments = pickle.loads(payload[REQUEST_ID.size:])
             self.requests[name](*arguments)
         except Exception as exc:  # noqa: BLE001 - answered with the next request
             self.failed = self.failed or f"{type(exc).__name__}: {exc}"

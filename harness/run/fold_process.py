@@ -5,8 +5,13 @@ name and new size, sent after the batch is in the file. Requests (figures for a 
 the progress line, reconciliation, the invariants, the finished fold) go down the same
 pipe, so the fold answers each one after folding every batch written before it, as a fold
 in this process would. The pipe is never waited on from gevent's hub: what does not fit
-is kept in order and written by a greenlet when the pipe drains. Replies are waited for
-cooperatively.
+is kept in order and written by a greenlet when the pipe drains.
+
+Each request carries an id (`harness.run.fold.Request`), and its reply carries it back. One
+greenlet reads the replies, each frame whole, and hands each to the asker waiting on its id;
+a reply no one waits for any more is dropped. So an asker stopped anywhere (the progress,
+watch or chaos greenlet killed at the run's end) abandons only its own slot: the next
+asker still gets its own answer, and the pipe never holds half a frame for someone else.
 
 The fold process is started with the lifeline (`harness.runtime.processes`): it dies with
 the run, also after SIGKILL. If it exits or stops answering, the run's figures are gone:
@@ -15,6 +20,7 @@ that is `FoldLost`, a harness error (exit 4), and the results are rebuilt from t
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import subprocess
@@ -26,18 +32,20 @@ from pathlib import Path
 from typing import IO, Any
 
 import gevent
-from gevent.lock import Semaphore
+from gevent.event import AsyncResult
 from gevent.socket import wait_read, wait_write
 
 from harness.checks.invariants import InvariantTally
 from harness.journal.figures import RunFigures
 from harness.journal.records import Reconciled
 from harness.report import JournalRead
-from harness.run.fold import ASK, GROWN, HEAD, REPLY_HEAD, SIZE, TELL
+from harness.run.fold import ASK, GROWN, HEAD, REPLY_HEAD, SIZE, TELL, Request
 from harness.runtime.processes import process_cpu_seconds, start_child
 
 ANSWER_TIMEOUT = 300.0
 """Seconds a request waits for its answer: the fold first catches up with every batch written before it."""
+CHECK_EVERY = 1.0
+"""Seconds between looks at the fold process while a request waits (it may have exited without a word)."""
 EXIT_TIMEOUT = 10.0
 READ_CHUNK = 1 << 20
 """Bytes asked of the pipe at a time: a whole finished fold is read in pieces, not one buffer of its size."""
@@ -62,8 +70,15 @@ class FoldProcess:
         self._to_fold = self._replies = -1
         self._pending = bytearray()
         """Frames the pipe did not take yet, in order; a greenlet writes them when it drains."""
-        self._asking = Semaphore()
         self._errors: IO[bytes] | None = None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, AsyncResult] = {}
+        """The askers waiting, by their request's id: the reader sets each one's (ok, value)."""
+        self._reader: gevent.Greenlet | None = None
+        self._ended = False
+        """The fold closed its end of the replies (it exited, or finished)."""
+        self.dropped = 0
+        """Replies no asker waited for any more (it was stopped while it waited): read whole, and dropped."""
 
     # --- life ----------------------------------------------------------------------------------
 
@@ -80,6 +95,7 @@ class FoldProcess:
             os.close(answers)
         os.set_blocking(self._to_fold, False)
         os.set_blocking(self._replies, False)
+        self._reader = gevent.spawn(self._read_replies)
 
     @property
     def pid(self) -> int | None:
@@ -93,13 +109,17 @@ class FoldProcess:
         """`FoldLost` when the fold process has gone (it never exits before it is asked to finish)."""
         if self.lost is None and self.process is None:
             self.lost = "the live fold process was not started"
-        if self.lost is None and self.process is not None and (self._broken or self.process.poll() is not None):
+        if self.lost is None and self.process is not None and (self._broken or self._ended
+                                                               or self.process.poll() is not None):
             self._lose(self._gone(wait=EXIT_TIMEOUT))
         if self.lost is not None:
             raise self._lost_error()
 
     def close(self) -> None:
         """Stop the fold process if it still runs (by its PID), and let go of its pipes."""
+        if self._reader is not None:
+            self._reader.kill()  # before its pipe closes under it
+            self._reader = None
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(EXIT_TIMEOUT)
@@ -162,10 +182,7 @@ class FoldProcess:
         Told, not asked: it reaches the fold right after the batch the journal writes now, with no
         wait in between in which other greenlets could journal records that ended after `since`.
         """
-        self.check()
-        self.flush()
-        payload = pickle.dumps(("open_window", (name, since, closing)), protocol=pickle.HIGHEST_PROTOCOL)
-        self._send(HEAD.pack(TELL, len(payload)) + payload)
+        self._tell("open_window", name, since, closing)
 
     def window(self, name: str) -> RunFigures | None:
         return self._ask("window", name)
@@ -191,39 +208,88 @@ class FoldProcess:
             gevent.sleep(0.01)
         return read
 
-    def _ask(self, name: str, *arguments: Any) -> Any:
+    def echo(self, value: Any) -> Any:
+        """`value`, sent to the fold and back (an answer that can only be its own request's)."""
+        return self._ask("echo", value)
+
+    def _tell(self, name: str, *arguments: Any) -> None:
+        """A request the fold carries out where it stands among the batches, with no reply (a failure is the next
+        request's answer)."""
         self.check()
-        with self._asking:
-            self.flush()
-            payload = pickle.dumps((name, arguments), protocol=pickle.HIGHEST_PROTOCOL)
-            self._send(HEAD.pack(ASK, len(payload)) + payload)
-            deadline = time.monotonic() + ANSWER_TIMEOUT
-            (length,) = REPLY_HEAD.unpack(self._read(REPLY_HEAD.size, deadline))
-            ok, value = pickle.loads(self._read(length, deadline))
+        self.flush()
+        self._send(Request(next(self._ids), name, arguments).frame(TELL))
+
+    def _ask(self, name: str, *arguments: Any) -> Any:
+        """Request `name`'s answer, after every batch written before it. Stopped while it waits, the asker leaves
+        only its slot behind: its reply, when it comes, is dropped."""
+        self.check()
+        self.flush()
+        request = Request(next(self._ids), name, arguments)
+        slot = self._waiting[request.id] = AsyncResult()
+        try:
+            self._send(request.frame(ASK))
+            ok, value = self._answer(slot)
+        finally:
+            self._waiting.pop(request.id, None)
         if not ok:
             raise FoldLost(f"the live fold could not answer '{name}': {value}")
         return value
 
-    def _read(self, size: int, deadline: float) -> bytes:
-        data = bytearray()
-        while len(data) < size:
+    def _answer(self, slot: AsyncResult) -> tuple[bool, Any]:
+        """The (ok, value) the reader puts in `slot`, looking at the fold process every `CHECK_EVERY` meanwhile."""
+        deadline = time.monotonic() + ANSWER_TIMEOUT
+        while True:
             if self.lost is not None:
                 raise self._lost_error()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._lose(f"the live fold process did not answer within {ANSWER_TIMEOUT:g} s")
+                continue
+            try:
+                answer: tuple[bool, Any] = slot.get(timeout=min(left, CHECK_EVERY))
+            except gevent.Timeout:
+                self.check()
+                continue
+            return answer
+
+    # --- the replies ---------------------------------------------------------------------------
+
+    def _read_replies(self) -> None:
+        """The replies' only reader: every frame read whole and handed to the asker waiting on its id, until the
+        fold closes its end (then whoever still waits hears why)."""
+        while (head := self._read(REPLY_HEAD.size)) is not None:
+            request_id, length = REPLY_HEAD.unpack(head)
+            body = self._read(length)
+            if body is None:
+                break
+            self._deliver(request_id, body)
+        self._ended = True
+        if self._waiting:
+            self._lose(self._gone(wait=EXIT_TIMEOUT))
+
+    def _deliver(self, request_id: int, body: bytes) -> None:
+        slot = self._waiting.pop(request_id, None)
+        if slot is None:
+            self.dropped += 1
+            return
+        try:
+            slot.set(pickle.loads(body))
+        except Exception as exc:  # noqa: BLE001 - that asker hears it as a failed answer, in one line
+            slot.set((False, f"its reply could not be read: {type(exc).__name__}: {exc}"))
+
+    def _read(self, size: int) -> bytes | None:
+        """Exactly `size` bytes of the replies, waited for cooperatively; None once the pipe ends (or breaks)."""
+        data = bytearray()
+        while len(data) < size:
             try:
                 chunk = os.read(self._replies, min(size - len(data), READ_CHUNK))
             except BlockingIOError:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._lose(f"the live fold process did not answer within {ANSWER_TIMEOUT:g} s")
-                    continue
-                try:
-                    wait_read(self._replies, timeout=min(left, 1.0))
-                except TimeoutError:
-                    self.check()
+                wait_read(self._replies)
                 continue
+            except OSError:
+                return None
             if not chunk:
-                self._lose(self._gone(wait=EXIT_TIMEOUT))
-                continue
+                return None
             data += chunk
         return bytes(data)
 
@@ -238,9 +304,13 @@ class FoldProcess:
             return "the live fold process stopped reading or answering"
 
     def _lose(self, why: str) -> None:
+        """The fold is gone, for `why`: every asker still waiting hears it now."""
         if self.lost is None:
             last = self.errors().strip().splitlines()
             self.lost = why + (f": {last[-1]}" if last else "")
+        waiting, self._waiting = self._waiting, {}
+        for slot in waiting.values():
+            slot.set_exception(self._lost_error())
 
     def errors(self) -> str:
         """What the fold process wrote to its standard error (its traceback, if it failed)."""
