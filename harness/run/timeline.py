@@ -415,11 +415,12 @@ class Run:
                                                                last=until is not None))
 
     def _probe_chaos_end(self) -> None:
-        """The "during" window's last probe, once the chaos ended and its window is closed (fed no more)."""
+        """The "during" window's last probe, once the chaos ended and its window is closed (fed no more); marked done
+        after it, so a greenlet killed while asking leaves it to the wind-down."""
         since, until = self.chaos_window
         if since is not None and until is not None and not self._chaos_end_probed:
-            self._chaos_end_probed = True
             self._probe_window("during", since, until)
+            self._chaos_end_probed = True
 
     @contextmanager
     def _fold_lost_is_an_error(self) -> Iterator[None]:
