@@ -55,6 +55,8 @@ BROKEN = {
     "zero-ttl": (('ttl = "10m"', "ttl = 0"), 8, "target.ttl: must be above 0"),
     "zero-timeout": (('timeout = "30s"', 'timeout = "0s"'), 14, "load.timeout: must be above 0"),
     "endless-grace": (('grace = "5s"', 'grace = "inf"'), 3, "grace: a duration must be finite"),
+    "unjudged-neither-fail-nor-pass": (('grace = "5s"', 'grace = "5s"\nhypothesis_unjudged = "maybe"'), 4,
+                                       "hypothesis_unjudged: must be one of 'fail' or 'pass', not 'maybe'"),
     "chaos-after-the-end": (('at = "10s"', 'at = "40s"'), 24, "chaos[2].at: a kill at 40s falls after the end"),
     "chaos-on-a-missing-replica": (("replica = 2", "replica = 3"), 26, "chaos[2].replica: kill names replica 3"),
     "external-without-urls": (('kind = "embedded"', 'kind = "external"'), 6, "target.kind: an external target needs"),

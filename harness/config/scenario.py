@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -54,6 +54,10 @@ class Scenario(Strict):
     chaos: list[ChaosStep] = Field(default_factory=list, description="what breaks, and when")
     hypothesis: dict[str, str | list[str]] = Field(
         default_factory=dict, description="the steady state, thresholds probed before, during and after the chaos")
+    hypothesis_unjudged: Literal["fail", "pass"] = Field(
+        default="fail", description="a hypothesis condition a window's last probe cannot judge (no samples, no "
+                                    "flow ended in the window): fail makes the window not steady, pass lets "
+                                    "it be (docs/running.md)")
     expect: dict[str, str | list[str]] = Field(default_factory=dict,
                                                description="thresholds the run must meet (k6 syntax)")
     compare: CompareSettings = Field(default_factory=CompareSettings, description="how far a run may drift from "

@@ -345,7 +345,10 @@ class RejectionLogged(TypedDict):
 class HypothesisProbed(TypedDict):
     """The steady-state hypothesis probed `before`, `during` or `after` the chaos.
 
-    `window`: the flows it judged, those that ended `from` .. `to` seconds into the run.
+    `window`: the flows it judged, those that ended `from` .. `to` seconds into the run (a `rate` is over those
+    seconds). `detail`: one item per condition, with `judged` false and `why` when it could not be judged (no
+    samples, no flow ended in the window); `ok` is false when a judged condition failed, or when the window's
+    last probe has a condition not judged and the scenario does not say `hypothesis_unjudged = "pass"`.
     """
 
     type: Literal[RecordType.HYPOTHESIS]

@@ -242,8 +242,8 @@ def _reconciliation_table(verdict: RunVerdict) -> str:
 def _hypothesis_section(verdict: RunVerdict) -> list[str]:
     if not verdict.hypothesis:
         return []
-    rows = [[_mark(probe.ok), cell(f"{probe.phase} chaos"), cell(window_text(probe.window, _since(probe.t, verdict))),
-             cell(describe_detail(probe.detail, 400))]
+    rows = [[_mark(probe.mark, "not judged"), cell(f"{probe.phase} chaos"),
+             cell(window_text(probe.window, _since(probe.t, verdict))), cell(describe_detail(probe.detail, 400))]
             for probe in verdict.hypothesis]
     return ["<h2>Steady-state hypothesis</h2>", table(["", "probe", "window", "thresholds"], rows)]
 

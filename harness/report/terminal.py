@@ -104,8 +104,9 @@ def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:
         return []
     lines = _heading("HYPOTHESIS", paint)
     for probe in verdict.hypothesis:
-        detail = f" — {describe_detail(probe.detail, _DETAIL_LIMIT)}" if probe.detail and not probe.ok else ""
-        lines.append(f"    {paint.mark(probe.ok)} {probe.title(verdict.started)}{detail}")
+        shown = probe.detail and probe.mark is not True
+        detail = f" — {describe_detail(probe.detail, _DETAIL_LIMIT)}" if shown else ""
+        lines.append(f"    {paint.mark(probe.mark)} {probe.title(verdict.started)}{detail}")
     return lines
 
 

@@ -101,8 +101,27 @@ class HypothesisResult:
     window: dict[str, float] | None = None
     """The flows it judged: those that ended `from` .. `to` seconds into the run (None in older journals)."""
 
+    @property
+    def judged(self) -> bool:
+        """Every condition judged (journals written before a probe said so count theirs as judged)."""
+        return not (isinstance(self.detail, list) and any(
+            isinstance(item, Mapping) and item.get("judged") is False for item in self.detail))
+
+    @property
+    def failed_judged(self) -> bool:
+        """A condition it judged did not hold (beside any it could not judge)."""
+        return isinstance(self.detail, list) and any(
+            isinstance(item, Mapping) and item.get("judged") is not False and item.get("passed") is False
+            for item in self.detail)
+
+    @property
+    def mark(self) -> bool | None:
+        """What the probe's line shows: held, failed, or held with a condition not judged (None)."""
+        return None if self.ok and not self.judged else self.ok
+
     def as_dict(self) -> dict[str, Any]:
-        return {"phase": self.phase, "ok": self.ok, "detail": self.detail, "t": self.t, "window": self.window}
+        return {"phase": self.phase, "ok": self.ok, "judged": self.judged, "detail": self.detail, "t": self.t,
+                "window": self.window}
 
     def title(self, started: float | None = None) -> str:
         """`steady state during chaos (flows that ended 30.0s–35.0s)`: which probe, over which window."""
@@ -245,8 +264,8 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
     checks = checks if checks is not None else RunChecks.from_figures(figures)
     verdicts = evaluate(thresholds, figures)
     failures = _failures(verdicts, checks) + _chaos_not_done(figures, thresholds)
-    deviations = [f"{probe.title(figures.started)} failed: {describe_detail(probe.detail)}"
-                  for probe in checks.hypothesis if not probe.ok and probe.phase != "before"]
+    deviations = [probe_failure(probe, figures.started) for probe in checks.hypothesis
+                  if not probe.ok and probe.phase != "before"]
     status, reason = _status(figures, checks, failures, deviations)
     exit_code = {RunStatus.COMPLETED: ExitCode.PASSED, RunStatus.ERRORED: ExitCode.HARNESS}.get(status)
     if exit_code is None:
@@ -294,8 +313,7 @@ def _failures(verdicts: list[ThresholdResult], checks: RunChecks) -> list[str]:
         failures.append(f"reconciliation: {checks.reconciliation.unexplained} unexplained rejection"
                         f"{'s' * (checks.reconciliation.unexplained != 1)} of "
                         f"{checks.reconciliation.client_rejections} the clients saw")
-    failures += [f"{probe.title()} failed: {describe_detail(probe.detail)}"
-                 for probe in checks.hypothesis if not probe.ok and probe.phase == "before"]
+    failures += [probe_failure(probe) for probe in checks.hypothesis if not probe.ok and probe.phase == "before"]
     return failures
 
 
@@ -368,6 +386,14 @@ def describe_detail(detail: Any, limit: int = 160) -> str:
     else:
         text = "" if detail is None else str(detail)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def probe_failure(probe: HypothesisResult, started: float | None = None) -> str:
+    """A probe that did not hold, in one line: what failed, or what it could not judge and why that fails it."""
+    if probe.judged or probe.failed_judged:
+        return f"{probe.title(started)} failed: {describe_detail(probe.detail)}"
+    return (f"{probe.title(started)} not steady: {describe_detail(probe.detail)}; a condition not judged is not "
+            'steady unless hypothesis_unjudged = "pass"')
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -46,7 +46,8 @@ def format_number(metric: str, aggregate: str, value: float) -> str:
 
 
 def probe_item(item: Mapping[str, Any]) -> str:
-    """One threshold of a hypothesis probe's detail: `completed_ratio >= 0.600 (observed 0.973)`."""
+    """One threshold of a hypothesis probe's detail: `completed_ratio >= 0.600 (observed 0.973)`, or
+    `completed_ratio >= 0.600 not judged (no samples)`."""
     key = str(item.get("threshold"))
     condition = str(item.get("condition"))
     match = _METRIC.match(key)
@@ -57,7 +58,10 @@ def probe_item(item: Mapping[str, Any]) -> str:
         aggregate = "ratio"
     observed = item.get("observed")
     seen = "no samples" if not isinstance(observed, int | float) else format_number(metric, aggregate, observed)
-    return f"{key} {_condition(metric, aggregate, words[1:] if aggregate else words, condition)} (observed {seen})"
+    written = _condition(metric, aggregate, words[1:] if aggregate else words, condition)
+    if item.get("judged") is False:
+        return f"{key} {written} not judged ({item.get('why') or seen})"
+    return f"{key} {written} (observed {seen})"
 
 
 def _condition(metric: str, aggregate: str, rest: list[str], written: str) -> str:

@@ -75,7 +75,7 @@ from harness.metrics.registry import RunMetrics
 from harness.run import cpu
 from harness.run.fold_process import FoldLost, FoldProcess
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
-from harness.run.hypothesis import SteadyState
+from harness.run.hypothesis import SteadyState, Window
 from harness.run.progress import Progress, ProgressLine
 from harness.run.results_folder import results_folder
 from harness.target.base import Target, TargetError
@@ -146,7 +146,7 @@ class Run:
         self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows])
         self.run_metrics.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS,
                                 hosts=[host.name for host in scenario.host_list])
-        self.steady_state = SteadyState(scenario.hypothesis, self.journal)
+        self.steady_state = SteadyState(scenario.hypothesis, self.journal, scenario.hypothesis_unjudged)
         self.progress = ProgressLine(options.stream, enabled=options.progress)
         self.target: Target | None = None
         self.collector: Collector | None = None
@@ -161,6 +161,9 @@ class Run:
         """Time zero: when the load started (workers take a while to be ready)."""
         self.chaos_window: tuple[float | None, float | None] = (None, None)
         """The hypothesis windows, "during" the chaos and "after" it, are the fold's (opened when each begins)."""
+        self._chaos_end_probed = False
+        self.load_ended: float | None = None
+        """When the load's last flow ended (or was journaled as interrupted): the "after" window's end."""
         self.cpu_start: cpu.CpuSnapshot | None = None
         self.cpu_end: cpu.CpuSnapshot | None = None
         self._stopping = Event()
@@ -281,6 +284,7 @@ class Run:
                 _stop_greenlets(background, timeout=BACKGROUND_STOP_TIMEOUT)
             finally:  # the flows in flight are accounted for whatever else failed
                 interrupted = self.load.quit()
+                self.load_ended = time.time()
                 if interrupted:
                     self.say(f"{interrupted} flows still in flight: journaled as interrupted")
 
@@ -377,6 +381,7 @@ class Run:
                 self._open_window("after", self.chaos_window[1], closing="during")
             if self.chaos.skip_pending():
                 self.say("chaos steps not run: the run ended first (see chaos_overrun)")
+        self._probe_chaos_end()  # not when killed: the wind-down probes the closed window then
 
     # The hypothesis is judged on the fold's figures. Where the run's own greenlets ask the fold, a lost fold is
     # the run's harness error (said once), and the greenlet goes on without it.
@@ -385,7 +390,8 @@ class Run:
         """Judge the hypothesis over the whole run so far, before the chaos starts."""
         if self.steady_state.thresholds:
             with self._fold_lost_is_an_error():
-                self.steady_state.probe("before", self.fold.figures(), time.time() - self.started)
+                until = time.time() - self.started  # what the fold holds when asked: the flows ended by now
+                self.steady_state.probe("before", self.fold.figures(), Window(0.0, until))
 
     def _open_window(self, name: str, since: float, closing: str | None = None) -> None:
         """A hypothesis window in the fold, fed from `since` on (only a scenario with a hypothesis has them)."""
@@ -394,14 +400,27 @@ class Run:
         with self._fold_lost_is_an_error():
             self.fold.open_window(name, since, closing)
 
-    def _probe_window(self, phase: str, since: float) -> None:
-        """Judge the hypothesis over a window's flows (`phase` names the window: during, after)."""
+    def _probe_window(self, phase: str, since: float, until: float | None = None) -> None:
+        """Judge the hypothesis over a window's flows (`phase` names the window: during, after), from `since` to
+        `until` (the window's end: its last probe) or to now (an earlier probe of a window still open)."""
         if not self.steady_state.thresholds:
             return
         with self._fold_lost_is_an_error():
-            window = self.fold.window(phase)
-            if window is not None:
-                self.steady_state.probe(phase, window, time.time() - self.started, since - self.started)
+            end = time.time() if until is None else until  # taken before asking: the fold holds the flows ended by now
+            figures = self.fold.window(phase)
+            if phase == "during" and until is None and self.chaos_window[1] is not None:
+                return  # the chaos ended while the fold was asked: its last probe judges the whole window
+            if figures is not None:
+                self.steady_state.probe(phase, figures, Window(since - self.started, end - self.started,
+                                                               last=until is not None))
+
+    def _probe_chaos_end(self) -> None:
+        """The "during" window's last probe, once the chaos ended and its window is closed (fed no more); marked done
+        after it, so a greenlet killed while asking leaves it to the wind-down."""
+        since, until = self.chaos_window
+        if since is not None and until is not None and not self._chaos_end_probed:
+            self._probe_window("during", since, until)
+            self._chaos_end_probed = True
 
     @contextmanager
     def _fold_lost_is_an_error(self) -> Iterator[None]:
@@ -549,9 +568,12 @@ class Run:
             return None, f"GET {api}/ledger: {type(exc).__name__}: {exc}"
 
     def _probe_after(self) -> None:
+        """The "during" window's last probe if the chaos was cut short, then the "after" window's, which ends when
+        the last flow did (the load's flows ended or journaled as interrupted)."""
+        self._probe_chaos_end()
         until = self.chaos_window[1]
         if until is not None:
-            self._probe_window("after", until)
+            self._probe_window("after", until, self.load_ended or time.time())
 
     def _roll_back(self) -> None:
         if self.chaos is not None:
