@@ -474,6 +474,28 @@ def test_down_refuses_connections_on_a_port_it_never_lets_go_and_up_serves_again
     assert not _listening(port)  # closed at the end: nothing left behind
 
 
+def test_overlapping_faults_on_one_replica_each_end_only_themselves():
+    """A step on every replica opening inside a step on one: the first one's end leaves the later one on, and the
+    port serves again when the last one ends."""
+    server = _slow_server(0.0)
+    proxies = _proxies(server)
+    url = proxies.urls[0]
+    try:
+        latency = NetworkAction(action="network", at=0, duration=10, fault="latency", delay=0.0)
+        down = NetworkAction(action="network", at=0, duration=10, fault="down")
+        (first,) = proxies.set_fault(latency, [0], stream(7, "first"))
+        (later,) = proxies.set_fault(down, [0], stream(7, "later"))
+        assert first.ended.is_set()  # replaced: it acts no more
+        proxies.clear_fault([0], [first])
+        with pytest.raises(ConnectionRefusedError):
+            gevent.socket.create_connection(_address(url), timeout=5.0)
+        proxies.clear_fault([0], [later])
+        assert _exchange(url).endswith(b"ok")
+    finally:
+        proxies.close()
+        server.stop()
+
+
 # --- the on-call catalogue's network scenarios, looked at as an on-call engineer would ---------
 
 ON_CALL = Path(__file__).resolve().parent.parent / "scenarios" / "on-call"

@@ -334,7 +334,8 @@ class FaultProxy:
     def _start_accepting(self) -> None:
         """Listen (again) on the port held: it is the same one, or the proxy says so and stops."""
         listener = self._listener
-        assert listener is not None
+        if listener is None or self._accepting is not None:  # closed already, or listening
+            return
         listener.listen(512)
         if listener.getsockname()[1] != self.port:  # the kernel let go of the port: never serve elsewhere silently
             raise OSError(f"the proxy for {self.label} lost its port {self.port}")
@@ -349,26 +350,36 @@ class FaultProxy:
             self._handlers.spawn(link.serve)
 
     def _stop_accepting(self) -> None:
-        """Refuse connections from now on and keep the port: the listener is bound, just not listening."""
+        """Refuse connections from now on and keep the port: the listener is bound, just not listening.
+
+        On a system where a listener cannot do that, it goes on accepting and this says so.
+        """
+        listener = self._listener
+        if listener is None:  # closed already: nothing listens
+            return
         if self._accepting is not None:
             self._accepting.kill()
             self._accepting = None
-        if self._listener is not None:
-            try:
-                self._listener.shutdown(socket.SHUT_RDWR)  # Linux: back to a bound, closed socket; the port stays its
-            except OSError:
-                pass
+        try:
+            listener.shutdown(socket.SHUT_RDWR)  # Linux: back to a bound, closed socket; the port stays its own
+        except OSError:
+            pass
+        if listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            self._accepting = gevent.spawn(self._accept, listener)
+            raise OSError(f"the proxy for {self.label} cannot stop listening and keep its port on this system")
 
     def set_fault(self, fault: ActiveFault) -> None:
         """Turn `fault` on (ending the one on before it): it acts on every connection from now on."""
-        previous, self.fault = self.fault, fault
+        previous = self.fault
+        was_down, down = previous is not None and previous.step.fault == "down", fault.step.fault == "down"
+        if down and not was_down:
+            self._stop_accepting()  # first: if it cannot be done, nothing has changed
+        elif was_down and not down:
+            self._start_accepting()
         if previous is not None:
             previous.ended.set()
-            if previous.step.fault == "down" and fault.step.fault != "down":
-                self._start_accepting()
-        if fault.step.fault == "down":  # refused from now on; what was open is closed, as a dead port's would be
-            if previous is None or previous.step.fault != "down":
-                self._stop_accepting()
+        self.fault = fault
+        if down:  # refused from now on; what was open is closed, as a dead port's would be
             for link in list(self.links):
                 fault.hit += 1
                 link.close(reset=True)
@@ -452,11 +463,15 @@ class FaultProxies:
 
     def set_fault(self, step: NetworkAction, replicas: list[int], draw_stream: random.Random) -> list[ActiveFault]:
         """Put the fault on the replicas given (0-based); each gets its own seeded stream of draws."""
-        faults = []
-        for index in replicas:
-            fault = ActiveFault(step, random.Random(draw_stream.getrandbits(64)))
-            self.proxies[index].set_fault(fault)
-            faults.append(fault)
+        faults: list[ActiveFault] = []
+        try:
+            for index in replicas:
+                fault = ActiveFault(step, random.Random(draw_stream.getrandbits(64)))
+                self.proxies[index].set_fault(fault)
+                faults.append(fault)
+        except BaseException:  # all or none: a step that fails to start leaves no fault behind
+            self.clear_fault(replicas[:len(faults)], faults)
+            raise
         return faults
 
     def clear_fault(self, replicas: list[int], faults: list[ActiveFault]) -> None:
