@@ -8,19 +8,25 @@ the toxicity share) is tested on the proxy with a real slow HTTP server in this 
 
 from __future__ import annotations
 
+import errno
 import re
 import secrets
 import socket
+import struct
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import gevent
 import gevent.server
 import gevent.socket
 import pytest
+from gevent.queue import Queue
 
-from harness.chaos.proxy import FaultProxies
+from harness.chaos.proxy import ActiveFault, FaultProxies
 from harness.config.chaos import NetworkAction
 from harness.config.scenario import ScenarioError, load_scenario
 from harness.leads.seeding import stream
@@ -91,14 +97,14 @@ def test_each_fault_hits_only_the_named_replica_inside_its_window(tmp_path):
         hit = [r for r in rounds if r["replica"] == "r2" and inside(r, window)]
         if outcome is not None:
             assert hit and {r["outcome"] for r in hit} == {outcome}, (keys, hit)
-        if "latency" in keys:  # 300 ms each way, over what the server took
-            assert hit and all(r["latency"] >= 0.6 for r in hit), hit
+        if "latency" in keys:  # 300 ms each way, over what the server took, as long as the window lasts over it
+            assert hit and all(r["latency"] >= min(0.6, window[1] - r["sent"]) - 0.05 for r in hit), hit
         if "down" in keys:  # refused: every round went to the other replica
             assert not hit and any(inside(r, window) for r in rounds), keys
     failed = [r for r in rounds if r["outcome"] not in ("complete", "input_required")]
     assert failed
     for r in failed:  # nothing failed outside a window (plus the client's timeout), nor on the other replica
-        assert r["replica"] == "r2" and any(w[0] - 0.05 <= r["sent"] <= w[1] + 0.05 for w in windows), r
+        assert r["replica"] == "r2" and any(_under_way(r, w) for w in windows), r
     assert {r["replica"] for r in rounds if r["outcome"] == "complete"} == {"r1", "r2"}
     reported = [action for action in finished.summary["chaos"] if action["action"] == "network"]
     for (keys, outcome), action, (start_t, end_t) in zip(FAULTS, reported, windows, strict=True):
@@ -127,6 +133,12 @@ def test_a_run_killed_with_sigkill_during_a_fault_leaves_no_listening_port(tmp_p
             process.kill()
             process.wait(10)
     assert not [port for port in ports if _listening(port)], ports
+
+
+def _under_way(record: dict, window: tuple[float, float], margin: float = 0.05) -> bool:
+    """Whether a round was under way at some moment of a fault's window: a fault acts on the bytes moving in it,
+    so a round sent just before it can be hit on its way back (`t` is when the round's answer was read)."""
+    return record["sent"] - margin <= window[1] and record["t"] + margin >= window[0]
 
 
 def _listening(port: int) -> bool:
@@ -165,27 +177,43 @@ def _slow_server(answer_after: float) -> gevent.server.StreamServer:
     """An HTTP server on 127.0.0.1 that answers each request after `answer_after` seconds."""
 
     def handle(sock: socket.socket, _: object) -> None:
-        while sock.recv(65536):
-            gevent.sleep(answer_after)
-            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        try:
+            while sock.recv(65536):
+                gevent.sleep(answer_after)
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        except ConnectionResetError:  # a fault reset the proxy's side
+            pass
 
     server = gevent.server.StreamServer(("127.0.0.1", 0), handle)
     server.start()
     return server
 
 
-def _exchange(url: str, timeout: float = 5.0) -> bytes:
+REQUEST = b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+
+
+def _address(url: str) -> tuple[str, int]:
     host, port = url.split("/")[2].split(":")
+    return host, int(port)
+
+
+def _exchange(url: str, timeout: float = 5.0) -> bytes:
+    """One request on a fresh connection: the answer, or what came of it before a reset."""
+    with gevent.socket.create_connection(_address(url), timeout=timeout) as sock:
+        return _ask(sock)
+
+
+def _ask(sock: socket.socket) -> bytes:
+    """One request on an open connection (a reset may come before the request is written, or after)."""
     answer = b""
-    with gevent.socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
-        try:
-            while chunk := sock.recv(65536):
-                answer += chunk
-                if answer.endswith(b"ok"):
-                    break
-        except ConnectionResetError:
-            pass
+    try:
+        sock.sendall(REQUEST)
+        while chunk := sock.recv(65536):
+            answer += chunk
+            if answer.endswith(b"ok"):
+                break
+    except (ConnectionResetError, BrokenPipeError):
+        pass
     return answer
 
 
@@ -202,7 +230,7 @@ def test_cut_slow_closes_a_request_waiting_longer_than_its_idle_timeout():
         step = NetworkAction(action="network", at=0, duration=10, fault="cut-slow", after=0.2)
         (fault,) = proxies.set_fault(step, [0], stream(7, "test"))
         assert _exchange(proxies.urls[0]) == b""  # cut before the answer began
-        proxies.clear_fault([0])
+        proxies.clear_fault([0], [fault])
         assert _exchange(proxies.urls[0]).endswith(b"ok")
         assert (fault.exchanges, fault.hit) == (1, 1)
     finally:
@@ -225,6 +253,253 @@ def test_toxicity_hits_the_seeded_share_of_exchanges():
         proxies.close()
         server.stop()
     assert not _listening(int(proxies.urls[0].split(":")[2].split("/")[0]))
+
+
+def test_reset_on_connect_counts_each_exchange_once():
+    """A fresh connection the fault resets is one exchange, hit; one it spares, and each exchange on a connection
+    opened before it, is one exchange met as it moves, never hit."""
+    server = _slow_server(0.0)
+    proxies = _proxies(server)
+    kept = gevent.socket.create_connection(_address(proxies.urls[0]), timeout=5.0)
+    try:
+        assert _ask(kept).endswith(b"ok")
+        step = NetworkAction(action="network", at=0, duration=10, fault="reset", when="on-connect", toxicity=0.5)
+        (fault,) = proxies.set_fault(step, [0], stream(7, "test"))
+        fresh = [_exchange(proxies.urls[0]) for _ in range(40)]
+        assert all(_ask(kept).endswith(b"ok") for _ in range(3))  # a connection already open is not reset
+        reset = sum(1 for answer in fresh if not answer)
+        assert 0 < reset < 40
+        assert all(answer.endswith(b"ok") for answer in fresh if answer)
+        assert (fault.exchanges, fault.hit) == (40 + 3, reset)
+    finally:
+        kept.close()
+        proxies.close()
+        server.stop()
+
+
+class _Scripted:
+    """A server on 127.0.0.1 that sends each part of its answer only when the test hands it over, as a stream
+    (a 2025-era SSE answer) does: the test decides where in the exchange a fault opens or ends."""
+
+    def __init__(self) -> None:
+        self.requests: Queue[bytes] = Queue()
+        self.parts: Queue[bytes] = Queue()
+        self.server = gevent.server.StreamServer(("127.0.0.1", 0), self._handle)
+        self.server.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/mcp"
+
+    def _handle(self, sock: socket.socket, _: object) -> None:
+        self.requests.put(sock.recv(65536))
+        while part := self.parts.get():
+            sock.sendall(part)
+
+    def stop(self) -> None:
+        self.parts.put(b"")
+        self.server.stop()
+
+
+@dataclass
+class _Stream:
+    """A connection through the proxy to a scripted server, and the fault step the test opens when it says."""
+
+    server: _Scripted
+    proxies: FaultProxies
+    client: socket.socket
+    step: NetworkAction
+
+    def request(self) -> None:
+        self.client.sendall(REQUEST)
+        self.server.requests.get(timeout=5.0)
+
+    def open(self) -> ActiveFault:
+        (fault,) = self.proxies.set_fault(self.step, [0], stream(7, "test"))
+        return fault
+
+    def answer(self, part: bytes, *, arrives: bytes | None = None) -> None:
+        """The server sends `part`; the client gets `arrives` (default: all of it) and no more is waited for."""
+        self.server.parts.put(part)
+        expected = part if arrives is None else arrives
+        assert _receive(self.client, len(part)) == expected
+
+
+@contextmanager
+def _streaming(**fault_keys: object) -> Iterator[_Stream]:
+    server = _Scripted()
+    proxies = FaultProxies([server.url], ["r1"], seed=7)
+    proxies.start()
+    client = gevent.socket.create_connection(_address(proxies.urls[0]), timeout=5.0)
+    try:
+        yield _Stream(server, proxies, client, NetworkAction(action="network", at=0, duration=10, **fault_keys))
+    finally:
+        client.close()
+        proxies.close()
+        server.stop()
+
+
+def _receive(sock: socket.socket, size: int) -> bytes:
+    """Exactly `size` bytes, or fewer when the connection ends; a reset ends it too."""
+    data = b""
+    try:
+        while len(data) < size and (chunk := sock.recv(size - len(data))):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def test_a_fault_opening_mid_answer_acts_on_the_stream_already_under_way():
+    with _streaming(fault="reset", when="mid-answer") as link:
+        link.request()
+        link.answer(b"HTTP/1.1 200 OK\r\n\r\nevent: 1\n")  # the answer began before the fault
+        fault = link.open()
+        link.answer(b"event: 2\n", arrives=b"even")  # half of the next part, then the reset
+        assert (fault.exchanges, fault.hit) == (1, 1)
+
+
+def test_a_fault_that_ends_stops_acting_on_the_exchange_it_met():
+    """An exchange begun under `truncate` whose answer goes on after the window comes through whole."""
+    with _streaming(fault="truncate", after=30) as link:
+        fault = link.open()
+        link.request()  # the exchange begins inside the window
+        link.answer(b"HTTP/1.1 200 OK\r\n\r\n")
+        link.proxies.clear_fault([0], [fault])
+        link.answer(b"event: 1, longer than the thirty bytes the fault allowed\n")
+        assert (fault.exchanges, fault.hit) == (1, 0)
+
+
+def test_a_blackhole_pauses_a_stream_under_way_and_it_goes_on_whole_when_the_fault_ends():
+    with _streaming(fault="blackhole") as link:
+        link.request()
+        link.answer(b"event: 1\n")
+        fault = link.open()
+        link.server.parts.put(b"event: 2\n")
+        _until(lambda: fault.hit == 1)  # the proxy holds the part: it counts it before it waits
+        link.client.settimeout(0.0)
+        with pytest.raises(BlockingIOError):
+            link.client.recv(1)
+        link.client.settimeout(5.0)
+        link.proxies.clear_fault([0], [fault])
+        assert _receive(link.client, 9) == b"event: 2\n"  # released when the fault ends: nothing lost
+        link.answer(b"event: 3\n")
+        assert (fault.exchanges, fault.hit) == (1, 1)
+
+
+def test_cut_slow_opening_while_a_request_waits_cuts_it():
+    with _streaming(fault="cut-slow", after=0.2) as link:
+        link.request()  # the request waits; the server will not answer
+        fault = link.open()
+        assert _receive(link.client, 1) == b""  # closed by the proxy, not by the client's own timeout
+        assert (fault.exchanges, fault.hit) == (1, 1)
+
+
+def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Let the proxy's greenlets run until `condition` holds (`timeout` only bounds a failure)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the proxy never got there"
+        gevent.sleep(0.005)
+
+
+# --- down keeps the port ------------------------------------------------------------------------
+
+IP_LOCAL_PORT_RANGE = 51
+"""Linux 6.3+: the range a socket's kernel-chosen source port is drawn from (low | high << 16)."""
+
+
+def _outgoing_from(port: int, destination: tuple[str, int]) -> socket.socket | None:
+    """A connection whose source port the kernel must draw from `port` alone, as any outgoing connection may get
+    it; None when the kernel has no per-socket range (the bind check alone then says the port is held)."""
+    sock = gevent.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.IPPROTO_IP, IP_LOCAL_PORT_RANGE, struct.pack("I", port | port << 16))
+    except OSError:
+        sock.close()
+        return None
+    try:
+        sock.connect(destination)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _held(port: int, destination: tuple[str, int]) -> bool:
+    """Whether a socket on this machine still holds `port`: neither a bind nor an outgoing connection gets it."""
+    probe = socket.socket()
+    try:
+        probe.bind(("127.0.0.1", port))
+        return False
+    except OSError as exc:
+        assert exc.errno == errno.EADDRINUSE, exc
+    finally:
+        probe.close()
+    try:
+        taker = _outgoing_from(port, destination)
+    except OSError as exc:
+        assert exc.errno == errno.EADDRNOTAVAIL, exc
+        return True
+    if taker is None:
+        return True
+    taker.close()
+    return False
+
+
+def test_down_refuses_connections_on_a_port_it_never_lets_go_and_up_serves_again_on_it():
+    """The old `down` closed the listener and bound the port again at `up`: in between, the kernel could give the
+    port to an outgoing connection as its source port, and the proxy never listened again. Shown first on a plain
+    listener (so the check can see a port let go), then: the proxy's port stays held through every `down`."""
+    server = _slow_server(0.0)
+    elsewhere = ("127.0.0.1", server.server_port)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed.listen(1)
+    old_port = closed.getsockname()[1]
+    closed.close()
+    assert not _held(old_port, elsewhere)
+
+    proxies = _proxies(server)
+    url, port = proxies.urls[0], _address(proxies.urls[0])[1]
+    open_before = gevent.socket.create_connection(("127.0.0.1", port), timeout=5.0)
+    try:
+        assert _ask(open_before).endswith(b"ok")
+        step = NetworkAction(action="network", at=0, duration=10, fault="down")
+        for cycle in range(20):
+            (fault,) = proxies.set_fault(step, [0], stream(7, "down", cycle))
+            with pytest.raises(ConnectionRefusedError):
+                gevent.socket.create_connection(("127.0.0.1", port), timeout=5.0)
+            assert _held(port, elsewhere), cycle
+            proxies.clear_fault([0], [fault])
+            assert proxies.urls == [url] and _exchange(url).endswith(b"ok"), cycle
+            if cycle == 0:  # the one connection open when the first down came: reset
+                assert fault.hit == 1
+        assert _receive(open_before, 1) == b""
+    finally:
+        open_before.close()
+        proxies.close()
+        server.stop()
+    assert not _listening(port)  # closed at the end: nothing left behind
+
+
+def test_overlapping_faults_on_one_replica_each_end_only_themselves():
+    """A step on every replica opening inside a step on one: the first one's end leaves the later one on, and the
+    port serves again when the last one ends."""
+    server = _slow_server(0.0)
+    proxies = _proxies(server)
+    url = proxies.urls[0]
+    try:
+        latency = NetworkAction(action="network", at=0, duration=10, fault="latency", delay=0.0)
+        down = NetworkAction(action="network", at=0, duration=10, fault="down")
+        (first,) = proxies.set_fault(latency, [0], stream(7, "first"))
+        (later,) = proxies.set_fault(down, [0], stream(7, "later"))
+        assert first.ended.is_set()  # replaced: it acts no more
+        proxies.clear_fault([0], [first])
+        with pytest.raises(ConnectionRefusedError):
+            gevent.socket.create_connection(_address(url), timeout=5.0)
+        proxies.clear_fault([0], [later])
+        assert _exchange(url).endswith(b"ok")
+    finally:
+        proxies.close()
+        server.stop()
 
 
 # --- the on-call catalogue's network scenarios, looked at as an on-call engineer would ---------
@@ -287,7 +562,7 @@ def test_a_reset_after_the_question_loses_the_state_only_on_the_named_replica_in
     start, end = [r for r in records if r["type"] == "chaos" and r["action"] == "network"]
     lost = [r for r in records if r["type"] == "round" and r["outcome"] == "answer_lost"]
     assert lost and {r["replica"] for r in lost} == {"r2"}
-    assert all(start["t"] - 0.05 <= r["sent"] <= end["t"] + 0.05 for r in lost)
+    assert all(_under_way(r, (start["t"], end["t"])) for r in lost)
     asked = [r for r in lost if r["tool"] == "issue_refund" and r["round"] == 1]  # the question's answer
     assert asked, "some answers carrying a question must be lost"
     assert end["detail"]["hit"]["r2"] == len(lost)
@@ -370,5 +645,5 @@ def test_faults_hit_an_external_server_only_on_the_named_replica_inside_the_wind
         inside = [r for r in lost if start_record["t"] <= r["sent"] <= end["t"]]
         assert inside and {r["replica"] for r in inside} == {replica}, (replica, inside)
         assert end["detail"]["hit"][replica] >= len(inside)
-    assert all(any(s["t"] <= r["sent"] <= e["t"] for s, e in zip(starts, ends, strict=True)) for r in lost), lost
+    assert all(any(_under_way(r, (s["t"], e["t"])) for s, e in zip(starts, ends, strict=True)) for r in lost), lost
     assert any(r["outcome"] == "complete" for r in records if r["type"] == "round")

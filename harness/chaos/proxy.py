@@ -7,10 +7,17 @@ the harness ends, even by SIGKILL, the kernel closes its sockets and no port sta
 
 The proxy forwards TCP bytes and knows HTTP only as far as it must: an *exchange* is
 one request and its answer, and a new one begins when the client sends after the
-server has answered (or first, on a fresh connection). A fault draws, once per
-exchange and from the scenario's seed, whether it hits (`toxicity`), and counts the
-exchanges it hit where it acted (a delay, a reset, a cut), so the chaos record can say
-what the fault did. With no fault set, a chunk costs one attribute check each way.
+server has answered (or first, on a fresh connection). A fault acts by time, on the
+bytes that move while it is on: it meets an exchange when a byte of it moves in its
+window (a stream begun before it included), draws once, from the scenario's seed,
+whether it hits it (`toxicity`), and stops acting when it ends, releasing what it
+held. It counts each exchange it met once, and once more each one it acted on, so the
+chaos record can say what it did. With no fault set, a chunk costs one attribute
+check each way.
+
+`down` keeps the listening socket bound to its port and only stops it listening, so
+connections are refused (as by a dead port) and no other socket, not even an
+outgoing connection's source port, can take the port before `up` listens again.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import gevent
 import gevent.socket
+from gevent.event import Event
 from gevent.pool import Group
 
 from harness.config.chaos import NetworkAction
@@ -34,38 +42,64 @@ CONNECT_TIMEOUT = 10.0
 """Seconds the proxy gives a replica to accept its connection: a dead one is a reset, not a hang."""
 
 
-@dataclass
+@dataclass(eq=False)
 class ActiveFault:
     """One network step on one proxy while it lasts: what it is, its seeded draws and its counts."""
 
     step: NetworkAction
     rng: random.Random
     exchanges: int = 0
-    """Exchanges that began on this proxy while the fault was on."""
+    """Exchanges the fault met: under way (a byte moving, a request waiting) while it was on, each once."""
     hit: int = 0
-    """Of those, the ones it acted on (delayed, slowed, reset, swallowed, cut; for down, connections closed)."""
+    """Of those, the ones it acted on (delayed, slowed, reset, swallowed, held, cut; for down, connections closed)."""
+    ended: Event = field(default_factory=Event)
+    """Set when the fault is off: whatever it holds moves on at once."""
 
     def draw(self) -> bool:
-        """Whether the exchange beginning now is hit: one seeded draw per exchange."""
-        self.exchanges += 1
+        """Whether what the fault meets now is hit: one seeded draw."""
         return self.step.toxicity >= 1.0 or self.rng.random() < self.step.toxicity
+
+    def meet(self) -> bool:
+        """Count an exchange the fault meets for the first time, and draw whether it hits it."""
+        self.exchanges += 1
+        return self.draw()
 
     def delay(self) -> float:
         return self.step.delay + (self.rng.uniform(0.0, self.step.jitter) if self.step.jitter else 0.0)
 
 
-@dataclass
+@dataclass(eq=False)
+class _Meeting:
+    """What one fault decided about one exchange, the first time it saw a byte of it (or its wait)."""
+
+    fault: ActiveFault
+    hit: bool
+    counted: bool = False
+    delayed: set[str] = field(default_factory=set)
+    """The directions a latency fault has delayed ("request", "answer"): once each."""
+    watched: bool = False
+    """A cut-slow fault watches the exchange's idle time."""
+
+
+@dataclass(eq=False)
 class _Exchange:
-    fault: ActiveFault | None
-    """The fault that hit this exchange (None: it goes through untouched)."""
     answered: int = 0
     """Bytes of the answer forwarded so far."""
-    counted: bool = False
+    meeting: _Meeting | None = None
+    """The last fault that met this exchange."""
+
+    def under(self, fault: ActiveFault) -> _Meeting | None:
+        """The fault on now, if it hits this exchange; the first time it sees the exchange, it meets it."""
+        if self.meeting is None or self.meeting.fault is not fault:
+            self.meeting = _Meeting(fault, fault.meet())
+        return self.meeting if self.meeting.hit else None
 
     def count(self) -> None:
-        if self.fault is not None and not self.counted:
-            self.counted = True
-            self.fault.hit += 1
+        """The fault acted on this exchange: counted once however often it acts."""
+        meeting = self.meeting
+        if meeting is not None and not meeting.counted:
+            meeting.counted = True
+            meeting.fault.hit += 1
 
 
 class _Link:
@@ -80,11 +114,14 @@ class _Link:
         """The server spoke last (or nobody did yet): the client's next bytes begin an exchange."""
         self.moved = time.monotonic()
         self.closed = False
+        self.gone = Event()
+        """Set when the link is closed: nothing it holds is waited for any more."""
 
     def serve(self) -> None:
         fault = self.proxy.fault
         if fault is not None and fault.step.fault == "reset" and fault.step.when == "on-connect" and fault.draw():
-            _Exchange(fault).count()
+            fault.exchanges += 1  # the connection's first exchange, and its only one; one not hit is met as it moves
+            fault.hit += 1
             self.close(reset=True)
             return
         host, port = self.proxy.upstream
@@ -104,6 +141,22 @@ class _Link:
                 to_client.join()
             self.close()
 
+    def waiting(self) -> bool:
+        """A request was sent and no byte of its answer came back yet."""
+        return not self.closed and self.exchange is not None and not self.answering
+
+    def fault_opened(self, fault: ActiveFault) -> None:
+        """A cut-slow fault meets the requests already waiting when it opens: their idle time counts from now."""
+        if fault.step.fault == "cut-slow" and self.waiting():
+            assert self.exchange is not None
+            meeting = self.exchange.under(fault)
+            if meeting is not None:
+                self._watch(self.exchange, meeting)
+
+    def _hold(self, fault: ActiveFault, seconds: float | None) -> None:
+        """Wait `seconds` (None: while the fault lasts), less if the fault ends or the link closes first."""
+        gevent.wait([fault.ended, self.gone], timeout=seconds, count=1)
+
     # --- client -> replica ---------------------------------------------------------------
 
     def _to_server(self) -> None:
@@ -114,11 +167,13 @@ class _Link:
                 return
             self.moved = time.monotonic()
             if self.answering:
-                self._begin_exchange()
-            exchange = self.exchange
-            if exchange is not None and exchange.fault is not None \
-                    and not self._apply_to_server(exchange, exchange.fault, data):
-                continue
+                self.answering = False
+                self.exchange = _Exchange()
+            fault = self.proxy.fault
+            if fault is not None and self.exchange is not None:
+                meeting = self.exchange.under(fault)
+                if meeting is not None and not self._apply_to_server(self.exchange, meeting, data):
+                    continue
             assert self.upstream is not None
             try:
                 self.upstream.sendall(data)
@@ -126,26 +181,22 @@ class _Link:
                 self.close(reset=True)
                 return
 
-    def _begin_exchange(self) -> None:
-        self.answering = False
-        fault = self.proxy.fault
-        exchange = _Exchange(fault if fault is not None and fault.draw() else None)
-        self.exchange = exchange
-        if exchange.fault is not None and exchange.fault.step.fault == "cut-slow":
-            gevent.spawn(self._cut_when_idle, exchange)
-
-    def _apply_to_server(self, exchange: _Exchange, fault: ActiveFault, data: bytes) -> bool:
+    def _apply_to_server(self, exchange: _Exchange, meeting: _Meeting, data: bytes) -> bool:
         """Act on a request chunk; False: it is swallowed, not forwarded."""
+        fault = meeting.fault
         kind = fault.step.fault
         if kind == "blackhole":
             exchange.count()
             return False
-        if kind == "latency" and fault.step.direction != "to-client" and not exchange.counted:
+        if kind == "latency" and fault.step.direction != "to-client" and "request" not in meeting.delayed:
+            meeting.delayed.add("request")
             exchange.count()
-            gevent.sleep(fault.delay())
+            self._hold(fault, fault.delay())
         elif kind == "bandwidth":
             exchange.count()
-            gevent.sleep(len(data) / fault.step.rate)
+            self._hold(fault, len(data) / fault.step.rate)
+        elif kind == "cut-slow":
+            self._watch(exchange, meeting)
         return not self.closed
 
     # --- replica -> client ---------------------------------------------------------------
@@ -160,9 +211,9 @@ class _Link:
             self.moved = time.monotonic()
             first = not self.answering
             self.answering = True
-            exchange = self.exchange
-            if exchange is not None and exchange.fault is not None:
-                forwarded = self._apply_to_client(exchange, exchange.fault, data, first)
+            exchange, fault = self.exchange, self.proxy.fault
+            if fault is not None and exchange is not None and (meeting := exchange.under(fault)) is not None:
+                forwarded = self._apply_to_client(exchange, meeting, data, first)
                 if forwarded is None:
                     return
                 data = forwarded
@@ -173,56 +224,58 @@ class _Link:
                 return
             if exchange is not None:
                 exchange.answered += len(data)
-                if self._truncated(exchange):
-                    self.close()
-                    return
 
-    def _apply_to_client(self, exchange: _Exchange, fault: ActiveFault, data: bytes, first: bool) -> bytes | None:
+    def _apply_to_client(self, exchange: _Exchange, meeting: _Meeting, data: bytes, first: bool) -> bytes | None:
         """Act on an answer chunk: the bytes to forward, or None when the connection was ended instead."""
+        fault = meeting.fault
         step = fault.step
-        if step.fault == "blackhole":
-            return None  # nothing comes back; the request was never forwarded anyway
-        if step.fault == "latency" and step.direction != "to-server" and first:
+        if step.fault == "blackhole":  # held, not lost: a stream pauses for the window and goes on after it
             exchange.count()
-            gevent.sleep(fault.delay())
+            self._hold(fault, None)
+        elif step.fault == "latency" and step.direction != "to-server" and "answer" not in meeting.delayed:
+            meeting.delayed.add("answer")
+            exchange.count()
+            self._hold(fault, fault.delay())
         elif step.fault == "bandwidth":
             exchange.count()
-            gevent.sleep(len(data) / step.rate)
-        elif step.fault == "reset" and step.when == "before-answer":
+            self._hold(fault, len(data) / step.rate)
+        elif step.fault == "reset" and (step.when == "mid-answer" or (step.when == "before-answer" and first)):
             exchange.count()
-            self.close(reset=True)
-            return None
-        elif step.fault == "reset" and step.when == "mid-answer":
-            exchange.count()
-            _send_quietly(self.client, data[:max(1, len(data) // 2)])
+            if step.when == "mid-answer":
+                _send_quietly(self.client, data[:max(1, len(data) // 2)])
             self.close(reset=True)
             return None
         elif step.fault == "truncate":
             allowed = int(step.after or 0) - exchange.answered
-            if allowed < len(data):
+            if allowed <= len(data):
                 exchange.count()
                 _send_quietly(self.client, data[:max(allowed, 0)])
                 self.close()
                 return None
         return None if self.closed else data
 
-    def _truncated(self, exchange: _Exchange) -> bool:
-        fault = exchange.fault
-        return fault is not None and fault.step.fault == "truncate" and exchange.answered >= int(fault.step.after or 0)
-
     # --- the rest ------------------------------------------------------------------------
 
-    def _cut_when_idle(self, exchange: _Exchange) -> None:
-        """cut-slow: close the connection once the request waited `after` with no byte moving either way."""
-        assert exchange.fault is not None and exchange.fault.step.after is not None
-        after = exchange.fault.step.after
-        while not self.closed and self.exchange is exchange and not self.answering:
-            idle = time.monotonic() - self.moved
+    def _watch(self, exchange: _Exchange, meeting: _Meeting) -> None:
+        if not meeting.watched:
+            meeting.watched = True
+            gevent.spawn(self._cut_when_idle, exchange, meeting.fault)
+
+    def _cut_when_idle(self, exchange: _Exchange, fault: ActiveFault) -> None:
+        """cut-slow: close the connection once the request waited `after` with no byte moving either way.
+
+        Idle time counts from the last byte moved or from when the fault met the request, whichever is later;
+        the watch ends with the fault.
+        """
+        assert fault.step.after is not None
+        after, met = fault.step.after, time.monotonic()
+        while self.waiting() and self.exchange is exchange and not fault.ended.is_set():
+            idle = time.monotonic() - max(self.moved, met)
             if idle >= after:
                 exchange.count()
                 self.close()
                 return
-            gevent.sleep(after - idle)
+            self._hold(fault, after - idle)
 
     def _chunk(self) -> int:
         fault = self.proxy.fault
@@ -235,6 +288,7 @@ class _Link:
         if self.closed:
             return
         self.closed = True
+        self.gone.set()
         for sock in (self.client, self.upstream):
             if sock is None:
                 continue
@@ -272,13 +326,19 @@ class FaultProxy:
         return urlunsplit(("http", f"127.0.0.1:{self.port}", parts.path, parts.query, ""))
 
     def listen(self) -> None:
-        """Bind (a free port the first time, the same one after `down`) and accept in a greenlet."""
-        listener = gevent.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        """Bind a free port, held for the proxy's life, and accept on it in a greenlet."""
+        self._listener = _bound_for_life()
+        self.port = self._listener.getsockname()[1]
+        self._start_accepting()
+
+    def _start_accepting(self) -> None:
+        """Listen (again) on the port held: it is the same one, or the proxy says so and stops."""
+        listener = self._listener
+        if listener is None or self._accepting is not None:  # closed already, or listening
+            return
         listener.listen(512)
-        self.port = listener.getsockname()[1]
-        self._listener = listener
+        if listener.getsockname()[1] != self.port:  # the kernel let go of the port: never serve elsewhere silently
+            raise OSError(f"the proxy for {self.label} lost its port {self.port}")
         self._accepting = gevent.spawn(self._accept, listener)
 
     def _accept(self, listener: socket.socket) -> None:
@@ -289,34 +349,94 @@ class FaultProxy:
             self.links.add(link)
             self._handlers.spawn(link.serve)
 
-    def stop_listening(self) -> None:
+    def _stop_accepting(self) -> None:
+        """Refuse connections from now on and keep the port: the listener is bound, just not listening.
+
+        On a system where a listener cannot do that, it goes on accepting and this says so.
+        """
+        listener = self._listener
+        if listener is None:  # closed already: nothing listens
+            return
+        if self._accepting is not None:
+            self._accepting.kill()
+            self._accepting = None
+        try:
+            listener.shutdown(socket.SHUT_RDWR)  # Linux: back to a bound, closed socket; the port stays its own
+        except OSError:
+            pass
+        if listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            self._accepting = gevent.spawn(self._accept, listener)
+            raise OSError(f"the proxy for {self.label} cannot stop listening and keep its port on this system")
+
+    def set_fault(self, fault: ActiveFault) -> None:
+        """Turn `fault` on (ending the one on before it): it acts on every connection from now on."""
+        previous = self.fault
+        was_down, down = previous is not None and previous.step.fault == "down", fault.step.fault == "down"
+        if down and not was_down:
+            self._stop_accepting()  # first: if it cannot be done, nothing has changed
+        elif was_down and not down:
+            self._start_accepting()
+        if previous is not None:
+            previous.ended.set()
+        self.fault = fault
+        if down:  # refused from now on; what was open is closed, as a dead port's would be
+            for link in list(self.links):
+                fault.hit += 1
+                link.close(reset=True)
+            return
+        for link in list(self.links):
+            link.fault_opened(fault)
+
+    def clear_fault(self, fault: ActiveFault) -> None:
+        """Turn `fault` off; what it held moves on. A fault already replaced by a later one is just ended."""
+        fault.ended.set()
+        if self.fault is not fault:
+            return
+        self.fault = None
+        if fault.step.fault == "down":
+            self._start_accepting()
+
+    def close(self) -> None:
+        """No listener, no connection, no greenlet left."""
+        if self.fault is not None:
+            self.fault.ended.set()
+        self.fault = None
         if self._accepting is not None:
             self._accepting.kill()
             self._accepting = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-
-    def set_fault(self, fault: ActiveFault) -> None:
-        self.fault = fault
-        if fault.step.fault == "down":  # refused from now on; what was open is closed, as a dead port's would be
-            self.stop_listening()
-            for link in list(self.links):
-                fault.hit += 1
-                link.close(reset=True)
-
-    def clear_fault(self) -> None:
-        fault, self.fault = self.fault, None
-        if fault is not None and fault.step.fault == "down":
-            self.listen()
-
-    def close(self) -> None:
-        """No listener, no connection, no greenlet left."""
-        self.fault = None
-        self.stop_listening()
         for link in list(self.links):
             link.close()
         self._handlers.kill(block=True, timeout=5.0)
+
+
+def _bound_for_life() -> socket.socket:
+    """A listening socket on a free 127.0.0.1 port, bound to it by number so the port outlives a stop.
+
+    Linux releases a port picked by the kernel (bind to 0) when its socket stops listening; a port bound by
+    number stays the socket's. So a first socket picks the port and holds it while the listener binds it by
+    number (both with SO_REUSEADDR, neither listening yet), then lets go.
+    """
+    picker = _reusable()
+    try:
+        picker.bind(("127.0.0.1", 0))
+        listener = _reusable()
+        try:
+            listener.bind(("127.0.0.1", picker.getsockname()[1]))
+        except BaseException:
+            listener.close()
+            raise
+    finally:
+        picker.close()
+    return listener
+
+
+def _reusable() -> socket.socket:
+    sock = gevent.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
 
 
 class FaultProxies:
@@ -343,16 +463,21 @@ class FaultProxies:
 
     def set_fault(self, step: NetworkAction, replicas: list[int], draw_stream: random.Random) -> list[ActiveFault]:
         """Put the fault on the replicas given (0-based); each gets its own seeded stream of draws."""
-        faults = []
-        for index in replicas:
-            fault = ActiveFault(step, random.Random(draw_stream.getrandbits(64)))
-            self.proxies[index].set_fault(fault)
-            faults.append(fault)
+        faults: list[ActiveFault] = []
+        try:
+            for index in replicas:
+                fault = ActiveFault(step, random.Random(draw_stream.getrandbits(64)))
+                self.proxies[index].set_fault(fault)
+                faults.append(fault)
+        except BaseException:  # all or none: a step that fails to start leaves no fault behind
+            self.clear_fault(replicas[:len(faults)], faults)
+            raise
         return faults
 
-    def clear_fault(self, replicas: list[int]) -> None:
-        for index in replicas:
-            self.proxies[index].clear_fault()
+    def clear_fault(self, replicas: list[int], faults: list[ActiveFault]) -> None:
+        """Turn off the faults `set_fault` put on these replicas (a later fault on one stays on)."""
+        for index, fault in zip(replicas, faults, strict=True):
+            self.proxies[index].clear_fault(fault)
 
     def close(self) -> None:
         for proxy in self.proxies:

@@ -258,7 +258,7 @@ class ChaosRunner:
         try:
             self.sleep(step.duration)
         finally:
-            self.proxies.clear_fault(who)
+            self.proxies.clear_fault(who, faults)
         labels = [self.target.labels[replica] for replica in who]
         return {**step.parameters(),
                 "exchanges": {label: fault.exchanges for label, fault in zip(labels, faults, strict=True)},

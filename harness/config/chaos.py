@@ -122,9 +122,10 @@ class NetworkAction(_Chaos):
     duration: PositiveDuration = Field(description="how long the fault lasts, real")
     fault: NetworkFaultKind = Field(
         description="latency: delays each exchange (`delay`, `jitter`, `direction`); bandwidth: at most `rate` "
-                    "bytes/s each way; reset: resets the connection (`when`); blackhole: accepts, forwards "
-                    "nothing, never answers (the client's timeout decides); truncate: closes the answer after "
-                    "`after` bytes; down: refuses connections (toxicity 1 only); cut-slow: closes a connection "
+                    "bytes/s each way; reset: resets the connection (`when`); blackhole: forwards nothing while "
+                    "it lasts, dropping requests and holding answers under way (the client's timeout decides); "
+                    "truncate: closes the answer after `after` bytes; down: refuses connections on a port it "
+                    "keeps (toxicity 1 only); cut-slow: closes a connection "
                     "that moved no byte for `after` seconds while a request waits for its answer, like a "
                     "balancer's idle timeout")
     toxicity: float = Field(default=1.0, ge=0.0, le=1.0,
@@ -137,7 +138,7 @@ class NetworkAction(_Chaos):
     when: Literal["on-connect", "before-answer", "mid-answer"] = Field(
         default="before-answer", description="reset: as the connection opens (the request never reaches the "
                                              "server), as the answer begins (the request reached it, no answer "
-                                             "arrives) or halfway through the answer's first part (it arrives cut)")
+                                             "arrives) or halfway through the answer's next part (it arrives cut)")
     after: float | None = Field(default=None, ge=0,
                                 description="truncate: bytes of the answer let through; cut-slow: idle seconds "
                                             "(a duration) before the cut, real")
