@@ -314,6 +314,48 @@ def test_two_jwts_of_one_subject_are_one_principal() -> None:
     assert Token("opaque-a", 0.0).holder() != Token("opaque-b", 0.0).holder()
 
 
+OLD_HOST = """
+[[hosts]]
+name = "old"
+protocol = "2025-11-25"
+"""
+
+HOST_2025_CASES = {
+    # name: ([target.auth], the auth outcome every round must have (None: no refusal), its OAuth error)
+    "the-leads-own-token": (CLIENT_CREDENTIALS, None, None),
+    "a-token-the-server-does-not-know": ('kind = "tokens"\nfile = "bogus.tokens"\nprincipals = 2\n', "unauthorized",
+                                         "invalid_token"),
+    "a-token-without-the-scope-required": (CLIENT_CREDENTIALS.replace('["desk"]', '["other"]'), "forbidden",
+                                           "insufficient_scope"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOST_2025_CASES))
+def test_a_2025_host_carries_its_leads_token_and_its_refusals_count_as_auth_refusals(
+        desks: Desks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The SDK's own Client, a session per call: every request of it carries the lead's token; a 401 or 403 is an
+    auth refusal (summary.json's `auth`), not a connection or JSON-RPC error."""
+    auth, refusal, error = HOST_2025_CASES[name]
+    monkeypatch.setenv(SECRET_ENV, desks.secret)
+    (tmp_path / "bogus.tokens").write_text("not-a-token-the-desk-issued\n")
+    scenario = tmp_path / "old.toml"
+    text = SCENARIO.format(url=desks.resource.url, auth=auth)
+    scenario.write_text(text[:text.index("[leads]")] + OLD_HOST + text[text.index("[leads]"):])
+    finished = run_harness(scenario, tmp_path / "results")
+    rounds = [record for record in finished.journal() if record["type"] == "round"]
+    assert rounds and {record["host"] for record in rounds} == {"old"}, finished.output
+    counted = finished.summary["auth"]
+    if refusal is None:  # let in: the tool ran, and asks in 2026 form only, which a 2025 request gets as -32603
+        assert counted["unauthorized"] == counted["forbidden"] == 0, counted
+        assert {(record["outcome"], record["error"]) for record in rounds} == {
+            ("jsonrpc_error", "Handler returned an invalid result")}, finished.output
+    else:
+        assert {(record["outcome"], record["http_status"]) for record in rounds} == {
+            (refusal, 401 if refusal == "unauthorized" else 403)}, finished.output
+        assert all(f"{error}: " in record["error"] for record in rounds)
+        assert counted[refusal] == len(rounds), counted
+
+
 def _revoke_once_rounds_are_flowing(desks: Desks, results: Path, timeout: float = 60.0) -> bool:
     """Revoke every token as soon as the run's journal holds a round (bounded); False if none came in time."""
     deadline = time.monotonic() + timeout

@@ -11,8 +11,9 @@ With `refresh = false` a principal keeps its first token for the whole run.
 
 No principal's token is asked for twice within `MIN_REFRESH_INTERVAL`, whatever asks: a
 source that hands back a token already expired (a clock ahead of the issuer's, a lifetime
-shorter than the margin) would otherwise be asked again at once, in a tight loop. Such a
-token is "expired on arrival": warned once, and counted apart from the refreshes that worked.
+shorter than the margin) would otherwise be asked again at once, in a tight loop. A token
+that comes expired, or expiring within the floor, is "expired on arrival": warned once, and
+counted apart from the refreshes that worked.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ IDLE_CHECK: Final = 60.0
 MIN_REFRESH_INTERVAL: Final = 1.0
 """Seconds at least between two token requests for one principal (the floor under every refresh)."""
 EXPIRED_ON_ARRIVAL: Final = "expired_on_arrival"
-"""A refresh whose token came already expired, or due again sooner than the floor allows asking."""
+"""A refresh whose token came already expired, or expiring within the floor (before it could be asked for again)."""
 
 
 class TokenSource(Protocol):
@@ -166,15 +167,15 @@ class LeadTokens:
         self._holders[principal] = token.holder()
         self._generation[principal] += 1
         self.refreshed += 1
-        due = token.due(self.margin)
-        self._schedule(principal, due)
-        spent = due is not None and due - self._clock() < self.floor
+        self._schedule(principal, token.due(self.margin))
+        left = token.expires_at - self._clock() if token.expires_at is not None else None
+        spent = left is not None and left <= self.floor
         if spent and not self._warned_spent:
             self._warned_spent = True
-            logger.warning("the token for lead %d arrived expired, or due again within %gs (it expires %+.1fs from "
+            logger.warning("the token for lead %d arrived expired, or expiring within %gs (it expires %+.1fs from "
                            "now): tokens are asked for no sooner than every %gs per lead; check the token source's "
-                           "lifetimes and this machine's clock (not logged again)", principal, self.floor,
-                           (token.expires_at or 0.0) - self._clock(), self.floor)
+                           "lifetimes and this machine's clock (not logged again)", principal, self.floor, left,
+                           self.floor)
         return spent
 
     def _schedule(self, principal: int, due: float | None) -> None:

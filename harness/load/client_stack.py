@@ -54,7 +54,8 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
 
             legacy_loop = legacy_loop or LegacyLoop()
             hosts[host.name] = (host, LegacyClient(router, legacy_loop, elicitation=bool(host.elicitation),
-                                                   timeout=scenario.load.timeout, headers=principal))
+                                                   timeout=scenario.load.timeout, headers=principal,
+                                                   credentials=tokens))
         else:
             hosts[host.name] = (host, MrtrClient(router, capabilities=capabilities(scenario.leads, host.elicitation),
                                                  timeout=scenario.load.timeout, transport=transport, headers=principal,

@@ -87,8 +87,8 @@ class RunMetrics:
                                              "round.", ["flow", "tool", "round", "outcome"], registry=r)
         self.token_refreshes = Counter("mrtr_token_refreshes_total",
                                        "Access tokens renewed after the first ones (before expiry, or after a 401), "
-                                       "by outcome: ok; expired_on_arrival (the new token had run out, or was due "
-                                       "again at once: asked for again no sooner than a second later, warned "
+                                       "by outcome: ok; expired_on_arrival (the new token had run out, or would "
+                                       "within a second: asked for again no sooner than a second later, warned "
                                        "once); or failed (the old token is kept).", ["outcome"], registry=r)
         for outcome in ("ok", "expired_on_arrival", "failed"):
             self.token_refreshes.labels(outcome=outcome)
