@@ -13,11 +13,12 @@ refused before the load with the exit code that says whose it is, naming no secr
 from __future__ import annotations
 
 import json
+import logging
 import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,7 +34,9 @@ from harness.auth.sources import lead_tokens
 from harness.auth.token import Token
 from harness.config.auth import TargetAuth
 from harness.config.leads import LeadProfile
+from harness.errors import TargetDown
 from harness.leads.lead import capabilities
+from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
@@ -256,6 +259,103 @@ def test_the_fuzzers_cross_principal_mutant_goes_back_with_another_leads_real_to
     assert finished.summary["fuzz"]["skipped"] == {}
 
 
+def test_with_every_principal_on_one_token_the_cross_principal_mutant_is_skipped_saying_why(
+        desks: Desks, tmp_path: Path) -> None:
+    """Two principals, one token (a tokens file shorter than principals): sent "as another principal" the retry
+    would go as the same one and be rightly served. The flows send their other class; no_mutant_accepted holds,
+    and the report says cross-principal was not sent, and why."""
+    token = httpx.post(f"{desks.authorization.url}/token", auth=(CLIENT_ID, desks.secret), timeout=10,
+                       data={"grant_type": "client_credentials", "client_id": CLIENT_ID, "lead": "0",
+                             "scope": "desk"}).json()["access_token"]
+    (tmp_path / "one.tokens").write_text(token + "\n")
+    scenario = tmp_path / "fuzz.toml"
+    text = SCENARIO.format(url=desks.resource.url, auth='kind = "tokens"\nfile = "one.tokens"\nprincipals = 2\n')
+    fuzz = FUZZ_FLOW.replace('["cross-principal"]', '["cross-principal", "truncate"]')
+    scenario.write_text(text[:text.index("[[flows]]")] + fuzz + text[text.index("[leads]"):])
+    finished = run_harness(scenario, tmp_path / "results")
+    verdict = finished.summary["invariants"]["no_mutant_accepted"]
+    assert verdict["checked"] and verdict["passed"], finished.output  # (its rejections go unlogged: no log here)
+    flows = [record for record in finished.journal() if record["type"] == "flow"]
+    assert {record.get("mutation") for record in flows} == {"truncate"}, "nothing went as the same principal"
+    assert any(record.get("mutation_skipped") == "cross-principal" for record in flows), "the seed drew it"
+    fuzz_summary = finished.summary["fuzz"]
+    assert set(fuzz_summary["by_mutation"]) == {"truncate"}
+    assert "every principal's token stands for the same one" in fuzz_summary["skipped"]["cross-principal"]
+    assert "cross-principal: not sent, every principal's token stands for the same one" in finished.output
+
+
+def test_cross_principal_goes_with_a_lead_who_is_someone_else(tmp_path: Path) -> None:
+    """Three principals on two tokens: principal 2 holds principal 0's token, so it goes as principal 1."""
+    path = tmp_path / "two.tokens"
+    path.write_text("alpha-token\nbeta-token\n")
+    tokens = lead_tokens(TargetAuth(kind="tokens", file=str(path), principals=3), "http://127.0.0.1:9/mcp")
+    try:
+        assert [tokens.other_principal(lead) for lead in range(4)] == [1, 2, 1, 1]
+    finally:
+        tokens.stop()
+    path.write_text("alpha-token\n")
+    tokens = lead_tokens(TargetAuth(kind="tokens", file=str(path), principals=3), "http://127.0.0.1:9/mcp")
+    try:
+        assert [tokens.other_principal(lead) for lead in range(3)] == [None, None, None]
+    finally:
+        tokens.stop()
+
+
+def test_two_jwts_of_one_subject_are_one_principal() -> None:
+    """A token command that ignores {lead} mints a new JWT each time: the values differ, the subject does not."""
+    import jwt
+
+    def minted(subject: str, nonce: int) -> Token:
+        value = jwt.encode({"iss": "https://idp.example", "sub": subject, "client_id": "c", "jti": str(nonce)},
+                           "not-a-real-key-but-long-enough-for-hs256", algorithm="HS256")
+        return Token(value, time.time())
+
+    assert minted("lead-0", 1).holder() == minted("lead-0", 2).holder() != minted("lead-1", 3).holder()
+    assert Token("opaque-a", 0.0).holder() != Token("opaque-b", 0.0).holder()
+
+
+OLD_HOST = """
+[[hosts]]
+name = "old"
+protocol = "2025-11-25"
+"""
+
+HOST_2025_CASES = {
+    # name: ([target.auth], the auth outcome every round must have (None: no refusal), its OAuth error)
+    "the-leads-own-token": (CLIENT_CREDENTIALS, None, None),
+    "a-token-the-server-does-not-know": ('kind = "tokens"\nfile = "bogus.tokens"\nprincipals = 2\n', "unauthorized",
+                                         "invalid_token"),
+    "a-token-without-the-scope-required": (CLIENT_CREDENTIALS.replace('["desk"]', '["other"]'), "forbidden",
+                                           "insufficient_scope"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOST_2025_CASES))
+def test_a_2025_host_carries_its_leads_token_and_its_refusals_count_as_auth_refusals(
+        desks: Desks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The SDK's own Client, a session per call: every request of it carries the lead's token; a 401 or 403 is an
+    auth refusal (summary.json's `auth`), not a connection or JSON-RPC error."""
+    auth, refusal, error = HOST_2025_CASES[name]
+    monkeypatch.setenv(SECRET_ENV, desks.secret)
+    (tmp_path / "bogus.tokens").write_text("not-a-token-the-desk-issued\n")
+    scenario = tmp_path / "old.toml"
+    text = SCENARIO.format(url=desks.resource.url, auth=auth)
+    scenario.write_text(text[:text.index("[leads]")] + OLD_HOST + text[text.index("[leads]"):])
+    finished = run_harness(scenario, tmp_path / "results")
+    rounds = [record for record in finished.journal() if record["type"] == "round"]
+    assert rounds and {record["host"] for record in rounds} == {"old"}, finished.output
+    counted = finished.summary["auth"]
+    if refusal is None:  # let in: the tool ran, and asks in 2026 form only, which a 2025 request gets as -32603
+        assert counted["unauthorized"] == counted["forbidden"] == 0, counted
+        assert {(record["outcome"], record["error"]) for record in rounds} == {
+            ("jsonrpc_error", "Handler returned an invalid result")}, finished.output
+    else:
+        assert {(record["outcome"], record["http_status"]) for record in rounds} == {
+            (refusal, 401 if refusal == "unauthorized" else 403)}, finished.output
+        assert all(f"{error}: " in record["error"] for record in rounds)
+        assert counted[refusal] == len(rounds), counted
+
+
 def _revoke_once_rounds_are_flowing(desks: Desks, results: Path, timeout: float = 60.0) -> bool:
     """Revoke every token as soon as the run's journal holds a round (bounded); False if none came in time."""
     deadline = time.monotonic() + timeout
@@ -332,9 +432,12 @@ def test_a_token_file_gives_lead_i_line_i_mod_n(tmp_path: Path) -> None:
 
 
 class _StartingBalancer(BaseHTTPRequestHandler):
-    """A balancer whose replicas are still starting (503 to the first probes), then a resource server's answers."""
+    """A balancer whose replicas are still starting (503 to the first probes), then a resource server's answers;
+    `lie` makes one of its metadata answers point elsewhere; `token_posts` counts requests to its token endpoint."""
 
-    not_yet = 2
+    not_yet = 0
+    lie: dict[str, str] = {}
+    token_posts = 0
 
     def log_message(self, *args: object) -> None:
         pass
@@ -351,6 +454,10 @@ class _StartingBalancer(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         base = f"http://127.0.0.1:{self.server.server_port}"
+        if self.path == "/token":
+            type(self).token_posts += 1
+            self._json(200, {"access_token": "never-to-be-used", "token_type": "Bearer", "expires_in": 3600})
+            return
         if type(self).not_yet > 0:
             type(self).not_yet -= 1
             self._json(503, {"error": "no server is available"})
@@ -360,34 +467,97 @@ class _StartingBalancer(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         base = f"http://127.0.0.1:{self.server.server_port}"
+        lie = type(self).lie
         if self.path.startswith("/.well-known/oauth-protected-resource"):
-            self._json(200, {"resource": f"{base}/mcp", "authorization_servers": [base]})
+            self._json(200, {"resource": lie.get("resource", f"{base}/mcp"), "authorization_servers": [base]})
         elif self.path == "/.well-known/oauth-authorization-server":
-            self._json(200, {"issuer": base, "authorization_endpoint": f"{base}/authorize",
-                             "token_endpoint": f"{base}/token", "response_types_supported": ["code"]})
+            self._json(200, {"issuer": lie.get("issuer", base), "authorization_endpoint": f"{base}/authorize",
+                             "token_endpoint": lie.get("token_endpoint", f"{base}/token"),
+                             "response_types_supported": ["code"]})
         else:
             self._json(404, {})
 
 
-@pytest.mark.parametrize("not_yet", [2, 1000])
-def test_discovery_waits_for_a_balancer_whose_replicas_are_starting_then_gives_up_naming_its_answer(
-        not_yet: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A compose stack brought up with the run answers 503 until a replica is healthy: asked again, not refused."""
-    monkeypatch.setattr(_StartingBalancer, "not_yet", not_yet)
-    monkeypatch.setattr(discovery, "DISCOVERY_PATIENCE", 2.0)
+@pytest.fixture
+def balancer(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The fake balancer's MCP URL, on 127.0.0.1, with its class state reset for the test."""
+    monkeypatch.setattr(_StartingBalancer, "not_yet", 0)
+    monkeypatch.setattr(_StartingBalancer, "lie", {})
+    monkeypatch.setattr(_StartingBalancer, "token_posts", 0)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _StartingBalancer)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        url = f"http://127.0.0.1:{server.server_port}/mcp"
-        if not_yet == 2:
-            assert discovery.discover(url).token_endpoint == f"http://127.0.0.1:{server.server_port}/token"
-        else:
-            with pytest.raises(TokenEndpointError, match="answered HTTP 503"):
-                discovery.discover(url)
+        yield f"http://127.0.0.1:{server.server_port}/mcp"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("not_yet", [2, 1000])
+def test_discovery_waits_for_a_balancer_whose_replicas_are_starting_then_gives_up_naming_its_answer(
+        not_yet: int, balancer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compose stack brought up with the run answers 503 until a replica is healthy: asked again, not refused."""
+    monkeypatch.setattr(_StartingBalancer, "not_yet", not_yet)
+    monkeypatch.setattr(discovery, "DISCOVERY_PATIENCE", 2.0)
+    if not_yet == 2:
+        assert discovery.discover(balancer).token_endpoint == balancer.replace("/mcp", "/token")
+    else:
+        with pytest.raises(TokenEndpointError, match="answered HTTP 503"):
+            discovery.discover(balancer)
+
+
+LIES = {
+    # name: (what the metadata says instead of the truth, what the one line must name)
+    "a-resource-document-for-another-server": ({"resource": "https://payroll.example.com/mcp"},
+                                               "is for resource https://payroll.example.com/mcp, not "),
+    "a-foreign-issuer": ({"issuer": "https://login.example.net"}, "names issuer https://login.example.net, not "),
+    "a-plain-http-token-endpoint-on-another-host": ({"token_endpoint": "http://tokens.example.org/token"},
+                                                    "token endpoint http://tokens.example.org/token of issuer "),
+}
+
+
+@pytest.mark.parametrize("name", list(LIES))
+def test_discovery_that_meets_a_lie_stops_naming_it_and_sends_no_secret(
+        name: str, balancer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RFC 9728 3.3 and RFC 8414 3.3; the secret goes in the clear only on this machine (the other host named
+    here is never contacted: the check refuses first)."""
+    lie, text = LIES[name]
+    monkeypatch.setattr(_StartingBalancer, "lie", lie)
+    monkeypatch.setenv(SECRET_ENV, "a-secret-that-must-stay-here")
+    auth = TargetAuth(kind="client-credentials", client_id=CLIENT_ID, client_secret_env=SECRET_ENV, principals=2)
+    with pytest.raises(TokenEndpointError, match="refused, no secret sent") as refused:
+        lead_tokens(auth, balancer)
+    assert text in str(refused.value) and "a-secret-that-must-stay-here" not in str(refused.value)
+    assert isinstance(refused.value, TargetDown), "exit 3: the target's answers, not the scenario"
+    assert _StartingBalancer.token_posts == 0
+
+
+def test_discovery_of_the_truth_fetches_tokens_and_a_foreign_issuer_stops_a_run_with_exit_3(
+        balancer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same server telling the truth gives tokens (so the lies above are what was refused); lying, a real run
+    exits 3 in one line naming the issuer, before its load."""
+    monkeypatch.setenv(SECRET_ENV, "a-secret-that-must-stay-here")
+    auth = TargetAuth(kind="client-credentials", client_id=CLIENT_ID, client_secret_env=SECRET_ENV, principals=2)
+    tokens = lead_tokens(auth, balancer)
+    tokens.stop()
+    assert _StartingBalancer.token_posts == 2
+    monkeypatch.setattr(_StartingBalancer, "lie", LIES["a-foreign-issuer"][0])
+    scenario = tmp_path / "lying.toml"
+    scenario.write_text(SCENARIO.format(url=balancer, auth=CLIENT_CREDENTIALS))
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 3, finished.output
+    assert "names issuer https://login.example.net," in finished.output and "Traceback" not in finished.output
+    assert _StartingBalancer.token_posts == 2 and "a-secret-that-must-stay-here" not in finished.output
+
+
+def test_a_plain_http_token_url_off_this_machine_is_refused_when_the_scenario_is_read() -> None:
+    with pytest.raises(ValueError, match="plain http off this machine"):
+        TargetAuth(kind="client-credentials", client_id=CLIENT_ID, client_secret_env=SECRET_ENV,
+                   token_url="http://tokens.example.org/token")
+    for allowed in ({"token_url": "https://tokens.example.org/token"}, {"token_url": "http://127.0.0.1:9/token"},
+                    {"token_url": "http://tokens.example.org/token", "allow_http": True}):
+        TargetAuth(kind="client-credentials", client_id=CLIENT_ID, client_secret_env=SECRET_ENV, **allowed)
 
 
 class _SlowSecondToken:
@@ -425,3 +595,74 @@ def test_a_refresh_cut_short_by_the_end_of_the_run_is_counted_neither_failed_nor
     assert source.requests == 2
     tokens.stop()
     assert heard == [] and tokens.failed == 0
+
+
+class _ExpiredOnArrival:
+    """A token source whose every token has run out a second before it is handed over (a clock far ahead)."""
+
+    refreshable = True
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock = clock
+        self.requests = 0
+
+    def describe(self) -> str:
+        return "a source of expired tokens"
+
+    def fetch(self, principal: int) -> Token:
+        self.requests += 1
+        return Token(f"token-{self.requests}", self.clock[0], self.clock[0] - 1.0)
+
+    def close(self) -> None:
+        pass
+
+
+def _until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        gevent.sleep(0.01)
+    return condition()
+
+
+def test_a_token_expired_on_arrival_is_asked_for_again_no_sooner_than_the_floor_warned_once_and_counted(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """On a clock that moves only when the test moves it, each principal is asked once per floor: never more,
+    however long the refresher runs meanwhile (without the floor it asked 1,512 times a second)."""
+    clock = [time.time()]
+    source = _ExpiredOnArrival(clock)
+    metrics = RunMetrics()
+    tokens = LeadTokens(source, 2, clock=lambda: clock[0], floor=0.2, on_refresh=metrics.token_refreshed)
+    caplog.set_level(logging.WARNING, logger="harness.auth.keeper")
+    tokens.start()
+    try:
+        for steps in range(4):
+            expected = 2 * (steps + 1)
+            assert _until(lambda expected=expected: source.requests == expected), source.requests
+            gevent.sleep(0.5)  # the refresher runs on, and the clock has not moved past the floor
+            assert source.requests == expected
+            if steps < 3:
+                clock[0] += 0.2
+    finally:
+        tokens.stop()
+    warnings = [record for record in caplog.records if "arrived expired" in record.getMessage()]
+    assert len(warnings) == 1, [record.getMessage() for record in caplog.records]
+    counted = {outcome: metrics.registry.get_sample_value("mrtr_token_refreshes_total", {"outcome": outcome})
+               for outcome in ("ok", "expired_on_arrival", "failed")}
+    assert counted == {"ok": 0.0, "expired_on_arrival": 6.0, "failed": 0.0}
+
+
+def test_a_renewal_after_a_401_waits_out_the_floor_too() -> None:
+    """A round refused for a token that came expired asks `renew`: it gets the next token, not a request per round."""
+    clock = [time.time()]
+    source = _ExpiredOnArrival(clock)
+    tokens = LeadTokens(source, 1, clock=lambda: clock[0], floor=0.2, refresh=True)
+    tokens.start()
+    try:
+        renewals = [gevent.spawn(tokens.renew, 0, clock[0]) for _ in range(20)]
+        gevent.sleep(0.5)
+        assert source.requests == 1 and not any(renewal.ready() for renewal in renewals)
+        clock[0] += 0.2
+        assert _until(lambda: all(renewal.ready() for renewal in renewals))
+        assert [renewal.value for renewal in renewals] == [True] * 20 and source.requests == 2
+    finally:
+        tokens.stop()

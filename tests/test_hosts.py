@@ -17,6 +17,7 @@ from harness.config.hosts import HANDSHAKE_ERA, MODERN
 from harness.config.scenario import parse_scenario
 from harness.load.flow import host_for
 from tests.harness_run import run_harness
+from tests.servers import start_server
 
 BASE = """\
 name = "hosts"
@@ -104,3 +105,47 @@ def test_a_forms_only_host_gets_32021_where_the_shop_asks_in_url_mode(tmp_path):
     assert samples[("desktop", "-32021")] == 0  # pre-set: the panel shows a flat zero, not "no data"
     assert samples[("desktop", "rounds_exceeded")] == 0
     assert samples[("desktop", "completed")] == hosts["desktop"]["by_outcome"]["completed"]
+
+
+BLACK_HOLE = """\
+name = "black-hole"
+seed = 7
+duration = "2s"
+time_scale = 60
+grace = "60s"  # far longer than the timeout: a call that ignored it would still be in flight when the run ends
+
+[target]
+kind = "external"
+urls = ["{url}"]
+
+[load]
+arrival_rate = 2
+timeout = "2s"
+
+[[flows]]
+kind = "call"
+tool = "slow"
+arguments = [{{ seconds = 600 }}]
+
+[[hosts]]
+name = "old"
+protocol = "2025-11-25"
+"""
+
+
+def test_a_2025_hosts_call_to_a_tool_that_never_answers_ends_by_the_load_timeout(tmp_path):
+    """The SDK's own defaults (30 s, 300 s for a stream) would keep the call open past `grace`: it obeys
+    `[load] timeout` instead, journaled as a round that timed out."""
+    garden = start_server("tests.servers.garden", log=tmp_path / "garden.log")
+    try:
+        path = tmp_path / "black-hole.toml"
+        path.write_text(BLACK_HOLE.format(url=garden.url))
+        finished = run_harness(path, tmp_path / "results")
+    finally:
+        garden.stop()
+    records = finished.journal()
+    rounds = [record for record in records if record["type"] == "round"]
+    flows = [record for record in records if record["type"] == "flow"]
+    assert rounds and {(record["outcome"], record["host"]) for record in rounds} == {("timeout", "old")}, \
+        finished.output
+    assert flows and not any(record.get("interrupted_by_run") for record in flows), "every call ended by itself"

@@ -6,6 +6,13 @@ URLs. That metadata lists the authorization servers; their RFC 8414 (or OpenID) 
 gives the `token_endpoint` and the client authentications it takes. URLs and parsing are
 the SDK's (`mcp.client.auth.utils`, `mcp.shared.auth`); only the HTTP is ours (synchronous,
 on gevent's sockets, before the load starts).
+
+Every answer is checked before it is believed, since the secret goes where it points: the
+protected-resource metadata must name the target as its `resource` (RFC 9728 section 3.3),
+the authorization server's metadata the issuer it was asked as (RFC 8414 section 3.3), and
+the token endpoint must be https, or plain http only when every URL involved is loopback
+(or the scenario says `allow_http`). Otherwise discovery stops (exit 3) naming the mismatch,
+before any token request, so no secret is sent.
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ from mcp.client.auth.utils import (
     build_oauth_authorization_server_metadata_discovery_urls,
     build_protected_resource_metadata_discovery_urls,
     extract_resource_metadata_from_www_auth,
+    issuers_match,
 )
 from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import ValidationError
 
 from harness.auth.errors import TokenEndpointError
+from harness.config.urls import secure_transport
 from harness.mrtr.wire import ACCEPT, MCP_PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION
 
 DISCOVERY_TIMEOUT = 10.0
@@ -44,8 +54,9 @@ class Discovered:
     issuer: str
 
 
-def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT) -> Discovered:
-    """The token endpoint for `target_url` (an MCP endpoint); TokenEndpointError when no step leads to one."""
+def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT, *, allow_http: bool = False) -> Discovered:
+    """The token endpoint for `target_url` (an MCP endpoint); TokenEndpointError when no step leads to one, or
+    when an answer does not hold up (a resource or issuer that is not the one asked, a token endpoint in the clear)."""
     with httpx2.Client(timeout=timeout, follow_redirects=False) as http:
         resource = _protected_resource(http, target_url)
         if not resource.authorization_servers:
@@ -53,7 +64,12 @@ def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT) -> Discovered:
                                      "authorization server; give [target.auth] token_url")
         issuer = str(resource.authorization_servers[0])
         metadata = _authorization_server(http, issuer, target_url)
-    return Discovered(str(metadata.token_endpoint), metadata.token_endpoint_auth_methods_supported, issuer)
+    token_endpoint = str(metadata.token_endpoint)
+    if not (allow_http or secure_transport(token_endpoint, target_url, issuer)):
+        raise TokenEndpointError(f"discovery: the token endpoint {token_endpoint} of issuer {issuer} is plain http "
+                                 f"and not every URL involved is loopback (target {target_url}): refused, no secret "
+                                 "sent; use https, or set [target.auth] allow_http = true on a private network")
+    return Discovered(token_endpoint, metadata.token_endpoint_auth_methods_supported, issuer)
 
 
 def _get(http: httpx2.Client, url: str) -> httpx2.Response | None:
@@ -88,9 +104,10 @@ def _protected_resource(http: httpx2.Client, target_url: str) -> ProtectedResour
         response = _get(http, url)
         if response is not None and response.status_code == 200:
             try:
-                return ProtectedResourceMetadata.model_validate_json(response.content)
+                document = ProtectedResourceMetadata.model_validate_json(response.content)
             except ValidationError:
                 continue
+            return _for_target(document, url, target_url)
     raise TokenEndpointError(f"discovery: no protected-resource metadata (RFC 9728) for {target_url}; give "
                              "[target.auth] token_url")
 
@@ -100,8 +117,24 @@ def _authorization_server(http: httpx2.Client, issuer: str, target_url: str) -> 
         response = _get(http, url)
         if response is not None and response.status_code == 200:
             try:
-                return OAuthMetadata.model_validate_json(response.content)
+                metadata = OAuthMetadata.model_validate_json(response.content)
             except ValidationError:
                 continue
+            if not issuers_match(str(metadata.issuer), issuer):
+                raise TokenEndpointError(f"discovery: the authorization-server metadata at {url} names issuer "
+                                         f"{metadata.issuer}, not {issuer}, the one asked (RFC 8414 section 3.3): "
+                                         "refused, no secret sent")
+            return metadata
     raise TokenEndpointError(f"discovery: no authorization-server metadata (RFC 8414) for {issuer}; give "
                              "[target.auth] token_url")
+
+
+def _for_target(document: ProtectedResourceMetadata, url: str, target_url: str) -> ProtectedResourceMetadata:
+    """The protected-resource metadata, if its `resource` is the target (or a path above it, as the SDK's client
+    allows); TokenEndpointError naming both otherwise."""
+    expected = resource_url_from_server_url(target_url)
+    if not check_resource_allowed(requested_resource=expected, configured_resource=str(document.resource)):
+        raise TokenEndpointError(f"discovery: the protected-resource metadata at {url} is for resource "
+                                 f"{document.resource}, not {expected}, the target (RFC 9728 section 3.3): refused, "
+                                 "no secret sent")
+    return document

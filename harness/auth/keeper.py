@@ -8,6 +8,12 @@ rounds go on carrying until the server refuses it, and is tried again a little l
 (`RETRY_AFTER`). After a 401 `invalid_token` a round's greenlet asks `renew`, which waits
 for one refresh of that principal (shared by every round that asked meanwhile).
 With `refresh = false` a principal keeps its first token for the whole run.
+
+No principal's token is asked for twice within `MIN_REFRESH_INTERVAL`, whatever asks: a
+source that hands back a token already expired (a clock ahead of the issuer's, a lifetime
+shorter than the margin) would otherwise be asked again at once, in a tight loop. A token
+that comes expired, or expiring within the floor, is "expired on arrival": warned once, and
+counted apart from the refreshes that worked.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from typing import Final, Protocol
 
 import gevent
 from gevent.event import AsyncResult, Event
-from gevent.pool import Pool
+from gevent.lock import BoundedSemaphore
+from gevent.pool import Group, Pool
 
 from harness.auth.errors import TokenEndpointError
 from harness.auth.token import Token
@@ -33,6 +40,10 @@ RENEW_TIMEOUT: Final = 15.0
 """Seconds a round waits for its lead's renewed token before the round is given up as refused."""
 IDLE_CHECK: Final = 60.0
 """Seconds the refresher sleeps when no token is due (none expires): it wakes when told to stop."""
+MIN_REFRESH_INTERVAL: Final = 1.0
+"""Seconds at least between two token requests for one principal (the floor under every refresh)."""
+EXPIRED_ON_ARRIVAL: Final = "expired_on_arrival"
+"""A refresh whose token came already expired, or expiring within the floor (before it could be asked for again)."""
 
 
 class TokenSource(Protocol):
@@ -52,16 +63,26 @@ class LeadTokens:
 
     def __init__(self, source: TokenSource, principals: int, *, concurrency: int = 4, refresh: bool = True,
                  margin: float = 30.0, clock: Callable[[], float] = time.time,
-                 on_refresh: Callable[[bool], None] | None = None) -> None:
-        """`on_refresh(ok)`: told of every refresh after the first tokens (the run's metrics count them)."""
+                 on_refresh: Callable[[str], None] | None = None, floor: float = MIN_REFRESH_INTERVAL) -> None:
+        """`on_refresh(outcome)`: told of every refresh after the first tokens, `ok`, `EXPIRED_ON_ARRIVAL` or
+        `failed` (the run's metrics count them). `clock`: epoch seconds, what expiries and the floor are read on."""
         self.source = source
         self.principals = principals
         self.refresh = refresh and source.refreshable
         self.margin = margin
+        self.floor = floor
         self._clock = clock
         self._pool = Pool(concurrency)
+        self._slots = BoundedSemaphore(concurrency)
+        self._refreshes = Group()
+        """The refreshes under way, each waiting out the floor and then for one of the `concurrency` slots."""
+        self._asked: list[float] = [float("-inf")] * principals
+        """When each principal's token was last asked for (on `clock`)."""
+        self._warned_spent = False
         self._tokens: list[Token | None] = [None] * principals
         self._headers: list[str] = [""] * principals
+        self._holders: list[str] = [""] * principals
+        """Whom each principal's token stands for (`Token.holder`), read once per token."""
         self._pending: dict[int, AsyncResult] = {}
         self._heap: list[tuple[float, int, int]] = []
         """(due, principal, generation of the token it was due for): the refreshes to come."""
@@ -80,6 +101,17 @@ class LeadTokens:
 
     def authorization(self, lead: int) -> str:
         return self._headers[lead % self.principals]
+
+    def other_principal(self, lead: int) -> int | None:
+        """A lead whose token stands for someone else than `lead`'s (the first such principal after it), or None when
+        every principal's token stands for the same one (a tokens file shorter than `principals`, a token command
+        that ignores {lead}): then a round sent "as another principal" would go as the same one."""
+        own = lead % self.principals
+        for step in range(1, self.principals):
+            other = (own + step) % self.principals
+            if self._holders[other] != self._holders[own]:
+                return other
+        return None
 
     def renew(self, lead: int, since: float) -> bool:
         principal = lead % self.principals
@@ -110,6 +142,7 @@ class LeadTokens:
         """Stop refreshing and close the source (the run is over)."""
         if self._refresher is not None:
             self._refresher.kill(block=True, timeout=5)
+        self._refreshes.kill(block=True, timeout=5)
         self._pool.kill(block=True, timeout=5)
         self.source.close()
 
@@ -121,17 +154,29 @@ class LeadTokens:
 
     def _first(self, principal: int) -> Token | TokenEndpointError:
         """A principal's first token, or why there is none (returned: a greenlet's raise would print a traceback)."""
+        self._asked[principal] = self._clock()
         try:
             return self.source.fetch(principal)
         except TokenEndpointError as exc:
             return exc
 
-    def _keep(self, principal: int, token: Token) -> None:
+    def _keep(self, principal: int, token: Token) -> bool:
+        """Hold `principal`'s new token and schedule its refresh; True when it came expired (or as good as)."""
         self._tokens[principal] = token
         self._headers[principal] = token.authorization
+        self._holders[principal] = token.holder()
         self._generation[principal] += 1
         self.refreshed += 1
         self._schedule(principal, token.due(self.margin))
+        left = token.expires_at - self._clock() if token.expires_at is not None else None
+        spent = left is not None and left <= self.floor
+        if spent and not self._warned_spent:
+            self._warned_spent = True
+            logger.warning("the token for lead %d arrived expired, or expiring within %gs (it expires %+.1fs from "
+                           "now): tokens are asked for no sooner than every %gs per lead; check the token source's "
+                           "lifetimes and this machine's clock (not logged again)", principal, self.floor, left,
+                           self.floor)
+        return spent
 
     def _schedule(self, principal: int, due: float | None) -> None:
         """Put `principal`'s next refresh on the heap (none for a token that never expires, or with refresh off)."""
@@ -145,16 +190,24 @@ class LeadTokens:
         pending = self._pending.get(principal)
         if pending is None:
             pending = self._pending[principal] = AsyncResult()
-            self._pool.spawn(self._fetch, principal, pending)
+            self._refreshes.spawn(self._fetch, principal, pending)
         return pending
 
+    def _wait_floor(self, principal: int) -> None:
+        """Until `floor` has passed on the clock since `principal`'s token was last asked for."""
+        while (left := self._asked[principal] + self.floor - self._clock()) > 0:
+            gevent.sleep(left)
+        self._asked[principal] = self._clock()
+
     def _fetch(self, principal: int, pending: AsyncResult) -> None:
-        """One refresh; `on_refresh` hears of it only if it ended: one cut short by `stop` neither failed nor
-        succeeded (counting it failed would show an outage at the end of every run)."""
+        """One refresh, no sooner than the floor allows; `on_refresh` hears of it only if it ended: one cut short by
+        `stop` neither failed nor succeeded (counting it failed would show an outage at the end of every run)."""
         token: Token | None = None
-        ended = False
+        ended = spent = False
         try:
-            token = self.source.fetch(principal)
+            self._wait_floor(principal)
+            with self._slots:
+                token = self.source.fetch(principal)
             ended = True
         except Exception as exc:  # noqa: BLE001 - whatever failed, the old token is kept and the refresh retried
             ended = True
@@ -165,13 +218,13 @@ class LeadTokens:
                                "%gs; not logged again until one succeeds): %s", principal, RETRY_AFTER, exc)
             self._failing = True
         else:
-            self._keep(principal, token)
+            spent = self._keep(principal, token)
             if self._failing:
                 logger.warning("token refreshes succeed again (%d had failed)", self.failed)
             self._failing = False
         finally:
             if self._on_refresh is not None and ended:
-                self._on_refresh(token is not None)
+                self._on_refresh("failed" if token is None else EXPIRED_ON_ARRIVAL if spent else "ok")
             self._pending.pop(principal, None)
             pending.set(token)
 

@@ -52,12 +52,12 @@ def build_source(auth: TargetAuth, target_url: str) -> TokenSource:
         return ClientCredentials(auth.token_url, auth.client_id, secret, auth.scopes)
     from harness.auth.discovery import discover  # the SDK's discovery helpers: imported only to discover
 
-    found = discover(target_url)
+    found = discover(target_url, allow_http=auth.allow_http)
     return ClientCredentials(found.token_endpoint, auth.client_id, secret, auth.scopes,
                              method=auth_method(found.auth_methods))
 
 
-def lead_tokens(auth: TargetAuth, target_url: str, on_refresh: Callable[[bool], None] | None = None) -> LeadTokens:
+def lead_tokens(auth: TargetAuth, target_url: str, on_refresh: Callable[[str], None] | None = None) -> LeadTokens:
     """Every principal's first token, fetched now (TokenEndpointError: exit 3), refreshing from then on."""
     tokens = LeadTokens(build_source(auth, target_url), auth.principals, concurrency=auth.concurrency,
                         refresh=auth.refresh, margin=auth.refresh_margin, on_refresh=on_refresh)

@@ -6,6 +6,7 @@ The value never leaves this object except as the `Authorization` header of a rou
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,14 @@ class Token:
     def fingerprint(self) -> str:
         return fingerprint(self.value)
 
+    def holder(self) -> str:
+        """Whom the token stands for, as far as a client can tell: a JWT's issuer, client and subject when it names a
+        subject (two tokens of one subject are one principal to the server), else the token itself, by fingerprint."""
+        claims = jwt_claims(self.value)
+        if claims is not None and claims.get("sub") is not None:
+            return json.dumps([claims.get("iss"), claims.get("client_id", claims.get("azp")), claims["sub"]])
+        return self.fingerprint
+
     def due(self, margin: float) -> float | None:
         """When to refresh it: `margin` seconds before it expires (never sooner than half its life); None: never."""
         if self.expires_at is None:
@@ -66,11 +75,17 @@ def from_response(response: dict[str, Any], now: float) -> Token:
 def jwt_expiry(value: str) -> float | None:
     """A JWT's `exp` claim, read without checking the signature (that is the resource server's job); None for
     an opaque token or a JWT without one."""
+    claims = jwt_claims(value)
+    exp = claims.get("exp") if claims is not None else None
+    return float(exp) if isinstance(exp, int | float) else None
+
+
+def jwt_claims(value: str) -> dict[str, Any] | None:
+    """A JWT's claims, read without checking the signature (the resource server's job); None for an opaque token."""
     if value.count(".") != 2:
         return None
     try:
         claims = jwt.decode(value, options={"verify_signature": False})
     except jwt.PyJWTError:
         return None
-    exp = claims.get("exp")
-    return float(exp) if isinstance(exp, int | float) else None
+    return claims if isinstance(claims, dict) else None

@@ -44,7 +44,9 @@ class Host(Strict):
         default="2026-07-28", description="2026-07-28: the harness's stateless MRTR client; a 2025 revision: the SDK's "
                                     "own Client with the initialize handshake and a session, answering the "
                                     "server's elicitation/create requests on its stream (it offers 2025-11-25, "
-                                    "the SDK's latest handshake revision)")
+                                    "the SDK's latest handshake revision); it too waits on the server no longer "
+                                    "than [load] timeout at a time (the lead's thinking aside) and carries the "
+                                    "lead's [target.auth] token, its 401 and 403 counted as auth refusals")
     url_retry: Literal["after-completion", "poll"] = Field(
         default="after-completion",
         description="URL mode: after-completion retries once the person answered; poll accepts at once and "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
 from harness.config.base import FieldProblem
@@ -16,3 +17,23 @@ def check_url(url: str, *where: str | int) -> None:
         port = -1
     if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or " " in url:
         raise FieldProblem(f"{url!r} is not an http(s) URL such as \"http://10.0.0.5:8000/mcp\"", *where)
+
+
+def is_loopback(url: str) -> bool:
+    """Whether the URL's host is this machine itself (`localhost`, 127.0.0.0/8, ::1): nothing sent there leaves it."""
+    host = urlsplit(url).hostname
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def secure_transport(url: str, *others: str) -> bool:
+    """Whether a secret may go to `url`: https, or http when it and every one of `others` is loopback."""
+    if urlsplit(url).scheme == "https":
+        return True
+    return all(is_loopback(each) for each in (url, *others))

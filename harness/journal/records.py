@@ -251,7 +251,10 @@ class FlowEnded(TypedDict):
     A `fuzz` flow that sent its mutant adds `mutation` (its class), `mutant_answer`
     (`rejected`, `accepted`, `server_error` or `other`: `harness.load.mutations.answer_of`),
     `mutant_round`, `mutant_length` (characters sent) and `mutant_detail` (how it was made);
-    never the mutant itself. `host`: the `[[hosts]]` entry its lead sits behind.
+    never the mutant itself. One that drew a class it found it could not send (cross-principal when
+    every lead's token stands for the same principal) adds `mutation_skipped` (that class) and
+    `mutation_skipped_why`, and sends another class if it has one. `host`: the `[[hosts]]` entry its
+    lead sits behind.
     """
 
     type: Literal[RecordType.FLOW]
@@ -279,6 +282,8 @@ class FlowEnded(TypedDict):
     mutant_round: NotRequired[int]
     mutant_length: NotRequired[int]
     mutant_detail: NotRequired[str]
+    mutation_skipped: NotRequired[str]
+    mutation_skipped_why: NotRequired[str]
     host: NotRequired[str]
 
 

@@ -37,13 +37,15 @@ if TYPE_CHECKING:
 
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
-                   run_metrics: RunMetrics, *, worker: int = 0, fire_request: RequestHook | None = None) -> FlowEnv:
-    """Everything the flows of one load process share (worker 0 is the local runner)."""
+                   run_metrics: RunMetrics, *, worker: int = 0, fire_request: RequestHook | None = None,
+                   auth_url: str | None = None) -> FlowEnv:
+    """Everything the flows of one load process share (worker 0 is the local runner). `auth_url`: the target's own
+    URL, whose protected-resource metadata names it (the load's `urls` may be fault proxies in front of it)."""
     router = Router(list(urls), scenario.load.routing, rng=stream(scenario.seed, "worker", worker, "router"))
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
     target = scenario.target
     principal = {target.principal_header: target.principal} if target.principal_header is not None else None
-    tokens = _lead_tokens(target.auth, urls[0], run_metrics) if target.auth is not None else None
+    tokens = _lead_tokens(target.auth, auth_url or urls[0], run_metrics) if target.auth is not None else None
     hosts: dict[str, tuple[Host, HostClient]] = {}
     legacy_loop: LegacyLoop | None = None
     for host in scenario.host_list:
@@ -52,7 +54,8 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
 
             legacy_loop = legacy_loop or LegacyLoop()
             hosts[host.name] = (host, LegacyClient(router, legacy_loop, elicitation=bool(host.elicitation),
-                                                   timeout=scenario.load.timeout, headers=principal))
+                                                   timeout=scenario.load.timeout, headers=principal,
+                                                   credentials=tokens))
         else:
             hosts[host.name] = (host, MrtrClient(router, capabilities=capabilities(scenario.leads, host.elicitation),
                                                  timeout=scenario.load.timeout, transport=transport, headers=principal,

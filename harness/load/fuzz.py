@@ -5,7 +5,7 @@ The mutation classes and what each must be answered with are `harness.load.mutat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.config.flows import (
     FuzzFlow,
@@ -18,11 +18,13 @@ from harness.load.shop_flows import quote_order, shop_of
 from harness.mrtr.client import CallResult, Steps
 from harness.mrtr.outcome import Outcome
 
-if TYPE_CHECKING:
-    pass
-
 EXPIRY_MARGIN = 1.0
 """Real seconds an `expired` mutant is held past the TTL, so clocks a little apart still see it expired."""
+
+SAME_PRINCIPAL = ("every principal's token stands for the same one (equal fingerprints, or JWTs of one subject): a "
+                  "tokens file with fewer tokens than principals, or a token command that ignores {lead}; the "
+                  "server would rightly serve the retry")
+"""Why a cross-principal mutant was not sent with `[target.auth]` (the flow's `mutation_skipped_why`)."""
 
 
 def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOutcome]:
@@ -33,10 +35,23 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOut
     the mutant's length and a description) goes on its `flow` record; the mutant does not.
     A class that needs another call which did not go as planned (a replay whose valid
     retry did not complete, a swap with no other state to be had) sends nothing, and the
-    flow's record then carries no `mutation`.
+    flow's record then carries no `mutation`. Cross-principal checks its premise first: with
+    `[target.auth]` it goes with the token of a lead who is someone else (`LeadTokens.other_principal`);
+    when no lead is, the flow draws another class and its record says which class it skipped and why
+    (`mutation_skipped`, `mutation_skipped_why`), so the report does not count a hole that is not there.
     """
     target = flow.env.scenario.target
-    mutation = flow.rng.choice(spec.runnable(target.sends_principal))
+    runnable = spec.runnable(target.sends_principal)
+    mutation = flow.rng.choice(runnable)
+    other_lead: int | None = None
+    if mutation is Mutation.CROSS_PRINCIPAL and flow.env.tokens is not None:
+        other_lead = flow.env.tokens.other_principal(flow.lead)
+        if other_lead is None:
+            flow.facts.update(mutation_skipped=mutation.value, mutation_skipped_why=SAME_PRINCIPAL)
+            runnable = [each for each in runnable if each is not Mutation.CROSS_PRINCIPAL]
+            if not runnable:
+                return FlowOutcome.ABANDONED
+            mutation = flow.rng.choice(runnable)
     if spec.tool is None:
         tool, arguments = "issue_refund", {"quote_id": (yield from quote_order(flow, True, intended_at))}
         intended_at = None
@@ -67,7 +82,7 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOut
     number = len(rounds) + 1
     retry = flow.send(tool, sent_arguments, input_responses=answers, request_state=mutant.value,
                       round_number=number, replica=client.router.pick(previous.replica),
-                      **(_as_another_principal(flow) if mutation is Mutation.CROSS_PRINCIPAL else {}))
+                      **(_as_another_principal(flow, other_lead) if mutation is Mutation.CROSS_PRINCIPAL else {}))
     answer = answer_of(mutant, retry.outcome.value, retry.http_status, retry.error_code)
     flow.facts.update(mutation=mutant.mutation.value, mutant_detail=mutant.detail, mutant_length=mutant.length,
                       mutant_round=number, mutant_answer=answer.value)
@@ -104,12 +119,12 @@ def _mutant(flow: Flow, spec: FuzzFlow, mutation: Mutation, tool: str, arguments
     return mutate_token(mutation, state, rng), arguments
 
 
-def _as_another_principal(flow: Flow) -> dict[str, Any]:
-    """How a round goes as someone else: with `[target.auth]`, the next lead's real token (another principal:
-    there are two or more); else under the principal header, the run's principal with `-other` appended."""
+def _as_another_principal(flow: Flow, other_lead: int | None) -> dict[str, Any]:
+    """How a round goes as someone else: with `[target.auth]`, `other_lead`'s real token (a lead who is someone
+    else); else under the principal header, the run's principal with `-other` appended."""
     target = flow.env.scenario.target
-    if target.auth is not None:
-        return {"lead": flow.lead + 1}
+    if other_lead is not None:
+        return {"lead": other_lead}
     assert target.principal_header is not None, "cross-principal is only run with a principal or tokens"
     return {"headers": {target.principal_header: f"{target.principal}-other"}}
 

@@ -87,8 +87,10 @@ class RunMetrics:
                                              "round.", ["flow", "tool", "round", "outcome"], registry=r)
         self.token_refreshes = Counter("mrtr_token_refreshes_total",
                                        "Access tokens renewed after the first ones (before expiry, or after a 401), "
-                                       "by outcome: ok, or failed (the old token is kept).", ["outcome"], registry=r)
-        for outcome in ("ok", "failed"):
+                                       "by outcome: ok; expired_on_arrival (the new token had run out, or would "
+                                       "within a second: asked for again no sooner than a second later, warned "
+                                       "once); or failed (the old token is kept).", ["outcome"], registry=r)
+        for outcome in ("ok", "expired_on_arrival", "failed"):
             self.token_refreshes.labels(outcome=outcome)
         self.rejections = Counter("mrtr_request_state_rejections_total",
                                   "requestState rejections by the reason the replica logged.", ["replica", "reason"],
@@ -183,10 +185,10 @@ class RunMetrics:
         if self._buffer is not None:
             self._buffer.append(("auth_refused", flow, tool, round_number, outcome))
 
-    def token_refreshed(self, ok: bool) -> None:
-        self._do_token_refreshed(ok)
+    def token_refreshed(self, outcome: str) -> None:
+        self._do_token_refreshed(outcome)
         if self._buffer is not None:
-            self._buffer.append(("token_refreshed", ok))
+            self._buffer.append(("token_refreshed", outcome))
 
     def thought(self, seconds: float) -> None:
         self._do_thought(seconds)
@@ -226,8 +228,8 @@ class RunMetrics:
     def _do_auth_refused(self, flow: str, tool: str, round_number: int, outcome: str) -> None:
         self._child(self.auth_refusals, flow, tool, str(min(round_number, MAX_ROUND_LABEL)), outcome).inc()
 
-    def _do_token_refreshed(self, ok: bool) -> None:
-        self._child(self.token_refreshes, "ok" if ok else "failed").inc()
+    def _do_token_refreshed(self, outcome: str) -> None:
+        self._child(self.token_refreshes, outcome).inc()
 
     def _do_thought(self, seconds: float) -> None:
         self.think_time.observe(seconds)

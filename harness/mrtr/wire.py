@@ -306,7 +306,7 @@ def decode_reply(
     `WWW-Authenticate` challenge (or, failing that, of its JSON body).
     """
     if status in AUTH_STATUSES:
-        return _auth_reply(status, body, challenge)
+        return auth_reply(status, body, challenge)
     if sse is not None and content_type.startswith(SSE_CONTENT_TYPE):
         message = sse.message if sse.finish() else None
     else:
@@ -338,7 +338,7 @@ def challenge_field(challenge: str, pattern: re.Pattern[str]) -> str | None:
     return (match.group(1) or match.group(2)) if match else None
 
 
-def _auth_reply(status: int, body: bytes, challenge: str | None) -> ServerReply:
+def auth_reply(status: int, body: bytes, challenge: str | None) -> ServerReply:
     """A 401 or 403: the OAuth `error` and description, from the challenge first, then the body's JSON."""
     error = description = None
     if challenge:

@@ -84,9 +84,14 @@ class FuzzFold(JournalView):
     mutants: list[dict[str, Any]] = field(default_factory=list)
     rejected_rounds: dict[tuple[str, int], tuple[float, float, str]] = field(default_factory=dict)
     logged: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    skipped_at_run: dict[str, Counter[str]] = field(default_factory=dict)
+    """Classes flows drew and found they could not send, by why, with how many flows did."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
+        if kind == RecordType.FLOW and isinstance(record.get("mutation_skipped"), str):
+            self.skipped_at_run.setdefault(record["mutation_skipped"], Counter())[
+                str(record.get("mutation_skipped_why"))] += 1
         if kind == RecordType.ROUND and record.get("outcome") == Outcome.INVALID_STATE:
             end = float(record["t"])
             self.rejected_rounds[(str(record.get("flow_id")), int(record.get("round") or 0))] = (
@@ -109,9 +114,12 @@ class FuzzFold(JournalView):
                                     f"{mutant.get('mutant_length')} characters)")
         self._reasons(rows)
         order = {mutation.value: index for index, mutation in enumerate(Mutation)}
-        return FuzzTable(sorted(rows.values(), key=lambda row: order.get(row.mutation, len(order))),
-                         _skipped(scenario.flows if scenario is not None else [],
-                                  scenario is not None and scenario.target.sends_principal))
+        skipped = _skipped(scenario.flows if scenario is not None else [],
+                           scenario is not None and scenario.target.sends_principal)
+        for mutation, whys in self.skipped_at_run.items():
+            skipped[mutation] = "; ".join(f"{why} ({count} flow{'s' * (count != 1)} drew it)"
+                                          for why, count in sorted(whys.items()))
+        return FuzzTable(sorted(rows.values(), key=lambda row: order.get(row.mutation, len(order))), skipped)
 
     def _reasons(self, rows: dict[str, MutationRow]) -> None:
         """Pair each rejected mutant with a free logged line on its replica, in three passes (see the module)."""

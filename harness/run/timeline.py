@@ -333,9 +333,11 @@ class Run:
                                    target.labels, self.fold.grown, before_append=self.journal.flush,
                                    local=options.workers,
                                    remote=options.remote_workers, bind_host=options.master_bind_host,
-                                   bind_port=options.master_bind_port, wait=options.workers_wait, say=self.say)
+                                   bind_port=options.master_bind_port, wait=options.workers_wait, say=self.say,
+                                   auth_url=next(iter(target.urls), None))
         flow_env = build_flow_env(self.scenario, self._load_urls(target), target.labels, self.journal,
-                                  self.run_metrics, fire_request=self.env.events.request.fire)
+                                  self.run_metrics, fire_request=self.env.events.request.fire,
+                                  auth_url=next(iter(target.urls), None))
         return LocalLoad(self.env, LoadPlan(self.scenario, flow_env), time.time())
 
     def _warn_unreachable_replicas(self, target: Target) -> None:
