@@ -1,7 +1,9 @@
 """One access token as the harness holds it: the value, when it was obtained, when it runs out.
 
 The value never leaves this object except as the `Authorization` header of a round: its
-`repr` and everything the harness writes name it by its fingerprint (`harness.mrtr.keys`).
+`repr` and everything the harness writes name it by its fingerprint. Every token is
+registered as a secret of the process when it is made (`harness.secrets`), whatever its
+source, so a server or a command that echoes it shows only that fingerprint.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import jwt
 
 from harness.auth.errors import TokenEndpointError
 from harness.mrtr.credentials import AUTHORIZATION
-from harness.mrtr.keys import fingerprint
+from harness.secrets import fingerprint, register
 
 TOKEN_TEXT: Final = re.compile(r"[\x21-\x7e]+")
 """What a bearer token may be (RFC 6750's b64token is narrower): a CR or LF would split the request."""
@@ -36,6 +38,7 @@ class Token:
         if not TOKEN_TEXT.fullmatch(self.value):
             raise TokenEndpointError(f"a token (fingerprint {fingerprint(self.value)}) is not printable ASCII "
                                      "without spaces: it cannot go in a header")
+        register(self.value, "token")
         object.__setattr__(self, "authorization", f"{AUTHORIZATION}: Bearer {self.value}\r\n")
 
     @property
