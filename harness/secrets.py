@@ -31,8 +31,8 @@ from typing import Final
 
 from harness.errors import UsageError
 
-__all__ = ["COMMAND_ENV", "MIN_VALUE", "MissingSecret", "command_env", "env_secret", "fingerprint", "register",
-           "scrub", "scrub_bytes"]
+__all__ = ["COMMAND_ENV", "MIN_VALUE", "MissingSecret", "command_env", "env_secret", "fingerprint", "forget",
+           "register", "scrub", "scrub_bytes"]
 
 MIN_VALUE: Final = 8
 """Shortest value searched for by value: anything shorter would match words, ids and JSON keys."""
@@ -63,43 +63,62 @@ class _Registry:
 
     Every occurrence of a value at least `2 * _GRAM - 1` bytes long covers a piece of the text
     that starts at a multiple of `_GRAM` and is one of the value's first `_GRAM` pieces; so the
-    text is looked up every `_GRAM` bytes in a table of those pieces, and each hit is checked.
+    text's pieces (read as machine words, in C) are looked up in a table of those pieces, and
+    only a text that holds one is walked to check each hit.
     Shorter values are few (client secrets) and are searched for one by one.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._known: set[bytes] = set()
-        self._pieces: dict[bytes, list[tuple[int, bytes, bytes]]] = {}
-        """A piece -> (where it sits in the value, the value, its placeholder)."""
+        self._held: dict[bytes, int] = {}
+        """Each value's forms, and how many holders registered it (it is searched for while one does)."""
+        self._pieces: dict[int, list[tuple[int, bytes, bytes]]] = {}
+        """A piece, as the machine word its bytes make -> (where it sits in the value, the value, its placeholder)."""
         self._short: dict[bytes, bytes] = {}
 
     def __bool__(self) -> bool:
-        return bool(self._known)
+        return bool(self._held)
 
     def add(self, value: str, kind: str) -> None:
         placeholder = f"<{kind} {fingerprint(value)}>".encode()
-        raw = value.encode()
-        # as text, and as it stands in a JSON string (orjson escapes as `json` does without ensure_ascii)
-        for needle in {raw, json.dumps(value, ensure_ascii=False)[1:-1].encode()}:
-            with self._lock:
-                if needle in self._known:
+        with self._lock:
+            for needle in _forms(value):
+                self._held[needle] = self._held.get(needle, 0) + 1
+                if self._held[needle] > 1:
                     continue
-                self._known.add(needle)
                 if len(needle) < 2 * _GRAM - 1:
                     self._short[needle] = placeholder
                     continue
                 for offset in range(_GRAM):
-                    self._pieces.setdefault(needle[offset:offset + _GRAM], []).append((offset, needle, placeholder))
+                    piece = _word(needle, offset)
+                    self._pieces[piece] = [*self._pieces.get(piece, ()), (offset, needle, placeholder)]
+
+    def discard(self, value: str) -> None:
+        """One holder of `value` let it go; once none holds it, it is no longer searched for."""
+        with self._lock:
+            for needle in _forms(value):
+                held = self._held.pop(needle, 0) - 1
+                if held > 0:
+                    self._held[needle] = held
+                    continue
+                self._short.pop(needle, None)
+                for offset in range(_GRAM):  # new lists, never changed in place: a search may be reading one
+                    piece = _word(needle, offset)
+                    kept = [entry for entry in self._pieces.get(piece, ()) if entry[1] != needle]
+                    if kept:
+                        self._pieces[piece] = kept
+                    else:
+                        self._pieces.pop(piece, None)
 
     def replace(self, data: bytes) -> bytes:
         """`data` with every registered value replaced by its placeholder."""
         spans: list[tuple[int, int, bytes]] = []
         pieces = self._pieces
-        if pieces:
-            for at in range(0, len(data) - _GRAM + 1, _GRAM):
-                for offset, needle, placeholder in pieces.get(data[at:at + _GRAM], ()):
-                    start = at - offset
+        words = memoryview(data)[:len(data) - len(data) % _GRAM].cast("Q")  # the text's pieces, read in C
+        if pieces and not pieces.keys().isdisjoint(words):  # only a text that holds a piece is walked
+            for index, word in enumerate(words.tolist()):
+                for offset, needle, placeholder in pieces.get(word, ()):
+                    start = index * _GRAM - offset
                     if start >= 0 and data.startswith(needle, start):
                         spans.append((start, start + len(needle), placeholder))
         for needle, placeholder in list(self._short.items()):
@@ -108,6 +127,16 @@ class _Registry:
                 spans.append((start, start + len(needle), placeholder))
                 start = data.find(needle, start + len(needle))
         return _cut(data, spans) if spans else data
+
+
+def _word(needle: bytes, offset: int) -> int:
+    """The `_GRAM` bytes of `needle` from `offset`, as `memoryview.cast("Q")` reads them from a text."""
+    return int.from_bytes(needle[offset:offset + _GRAM], sys.byteorder)
+
+
+def _forms(value: str) -> set[bytes]:
+    """A value as text, and as it stands in a JSON string (orjson escapes as `json` does without ensure_ascii)."""
+    return {value.encode(), json.dumps(value, ensure_ascii=False)[1:-1].encode()}
 
 
 def _cut(data: bytes, spans: list[tuple[int, int, bytes]]) -> bytes:
@@ -133,6 +162,13 @@ def register(value: str, kind: str = "secret") -> str:
     if len(value) >= MIN_VALUE:
         _REGISTRY.add(value, kind)
     return fingerprint(value)
+
+
+def forget(value: str) -> None:
+    """One `register` of `value` is over (a token dropped for a new one): the registry holds what is in use, so
+    a long soak's refreshed tokens do not pile up. A value registered again meanwhile is kept."""
+    if len(value) >= MIN_VALUE:
+        _REGISTRY.discard(value)
 
 
 def scrub_bytes(data: bytes) -> bytes:

@@ -13,6 +13,7 @@ The embedded auth scenarios are scanned the same way where they already run
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -23,6 +24,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from harness.auth.token import Token
 from harness.secrets import COMMAND_ENV, command_env, fingerprint, register, scrub, scrub_bytes
 from tests.harness_run import leaks, run_harness
 from tests.servers import start_server
@@ -87,6 +89,17 @@ def test_every_one_of_many_values_is_found_at_any_offset_and_nothing_else_change
         expected = (pieces[0] + f"<token {fingerprint(chosen[0])}>" + pieces[1] + f"<token {fingerprint(chosen[1])}>"
                     + f"<token {fingerprint(chosen[2])}>" + pieces[2] + pieces[3])
         assert scrub_bytes(text.encode()) == expected.encode()
+
+
+def test_a_token_no_longer_held_is_forgotten_unless_something_else_still_holds_it() -> None:
+    """A soak refreshes every token many times: the registry holds the tokens in use, not every one ever seen."""
+    dropped, kept = (f"tok-{secrets.token_hex(8)}" for _ in range(2))
+    register(kept, "token")  # as a tokens file registers each of its lines
+    tokens = [Token(dropped, 0.0), Token(kept, 0.0)]
+    assert scrub(f"{dropped} {kept}") == f"<token {fingerprint(dropped)}> <token {fingerprint(kept)}>"
+    del tokens
+    gc.collect()
+    assert scrub(f"{dropped} {kept}") == f"{dropped} <token {fingerprint(kept)}>"
 
 
 def test_a_value_too_short_to_search_for_is_not_registered() -> None:
