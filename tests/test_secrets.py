@@ -210,4 +210,4 @@ def test_a_run_whose_commands_print_everything_leaves_no_secret_and_no_token_any
         given = dict(line.split("=", 1) for line in (folder / env_file).read_text().splitlines() if "=" in line)
         assert "MCP_CLIENT_SECRET" not in given and other not in given, sorted(given)
         assert given[named].startswith("named-for-") and given["PATH"] == os.environ["PATH"]
-        assert set(given) <= {*COMMAND_ENV, named, "MRTR_RUN_ID", "PWD", "SHLVL", "_"}, sorted(given)
+        assert set(given) <= {*COMMAND_ENV, named, "MRTR_RUN_ID", "OLDPWD", "SHLVL", "_"}, sorted(given)
