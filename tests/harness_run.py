@@ -55,3 +55,18 @@ def imported_modules(output: str) -> set[str]:
 def key_files(folder: Path) -> list[Path]:
     """Files under `folder` holding something that looks like a sealing key (there should be none)."""
     return [path for path in folder.rglob("*") if path.is_file() and KEY_LINE.search(path.read_bytes())]
+
+
+JWT = re.compile(rb"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")
+"""An access token as the shop's authorization server (and most others) issues it: a JWT."""
+
+
+def leaks(finished: Finished, values: dict[str, str], *, jwts: bool = True) -> list[tuple[str, str]]:
+    """Where a secret left the run: (file or "output", what) for each of `values` (name -> value) found in any
+    file of the results folder or in the run's output, and with `jwts` for any JWT found there (every token a
+    run against the shop used is one)."""
+    texts = [(str(path.relative_to(finished.folder)), path.read_bytes())
+             for path in sorted(finished.folder.rglob("*")) if path.is_file()] if finished.folder else []
+    texts.append(("output", finished.output.encode()))
+    found = [(where, name) for where, text in texts for name, value in values.items() if value.encode() in text]
+    return found + [(where, "a JWT") for where, text in texts if jwts and JWT.search(text)]

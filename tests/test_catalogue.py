@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.harness_run import SCENARIOS, Finished, run_harness
+from tests.harness_run import SCENARIOS, Finished, leaks, run_harness
 
 EXPECTED = {
     "ephemeral-keys": "unknown key",
@@ -104,9 +104,10 @@ def test_records_in_memory_shows_no_quote_errors_instead_of_rejections(tmp_path)
 
 
 def _check_auth(finished: Finished, sign: tuple[str, str] | None) -> None:
-    """The run's `auth` counts as its scenario says (AUTH_SIGNS), and the secret in none of its output."""
+    """The run's `auth` counts as its scenario says (AUTH_SIGNS), and neither the secret nor any token (a JWT) in
+    any file of its results or its output."""
     auth = finished.summary["auth"]
-    assert "catalogue-secret" not in finished.output
+    assert leaks(finished, {"the client secret": "catalogue-secret"}) == []
     if sign is None:
         assert auth["unauthorized"] == auth["forbidden"] == 0, auth
         return

@@ -172,3 +172,48 @@ def test_a_run_with_its_own_authorization_server_killed_with_sigkill_leaves_no_p
             process.kill()
             process.wait(10)
     assert not survivors, describe(survivors)
+
+
+TOKEN_SCENARIO = """
+name = "token-lifeline"
+duration = "60s"
+[target]
+kind = "external"
+urls = ["{url}"]
+[target.auth]
+kind = "command"
+command = ["sh", "-c", "echo $$ > {pid_file}; exec sleep 600"]
+[load]
+arrival_rate = 1
+[[flows]]
+kind = "call"
+tool = "refund_item"
+arguments = {{ order_id = "O-1001" }}
+"""
+
+
+def test_a_run_killed_with_sigkill_while_a_token_command_runs_leaves_no_token_command_behind(tmp_path):
+    """A token command that hangs (a vault that does not answer) dies with the harness, like every other child."""
+    from tests.servers import start_server
+
+    pid_file = tmp_path / "token-command.pid"
+    desk = start_server("tests.servers.refund_desk", log=tmp_path / "desk.log")
+    scenario = tmp_path / "token.toml"
+    scenario.write_text(TOKEN_SCENARIO.format(url=desk.url, pid_file=pid_file))
+    output = tmp_path / "output.txt"
+    process = start(["run", str(scenario), "--results", str(tmp_path / "results")], output)
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert process.poll() is None, output.read_text(errors="replace")
+            assert time.monotonic() < deadline, "the token command never ran"
+            time.sleep(0.1)
+        command = int(pid_file.read_text())
+        assert alive(command) and b"sleep" in _cmdline(command), describe({command})
+        survivors = kill_and_count_survivors(process, {command})
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        desk.stop()
+    assert not survivors, describe(survivors)

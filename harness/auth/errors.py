@@ -10,7 +10,8 @@ from harness.errors import TargetDown, UsageError
 
 
 class AuthInputError(UsageError):
-    """`[target.auth]` cannot be used as given: a secret's variable unset, a token file with no token."""
+    """`[target.auth]` cannot be used as given: a token file missing or with no token (an unset secret's
+    variable is `harness.secrets.MissingSecret`)."""
 
 
 class TokenEndpointError(TargetDown):

@@ -1,39 +1,41 @@
 """`[target.auth]` made into the run's tokens: the source of its kind, and every principal's first token.
 
 `check` reads what a run needs from the machine before anything starts (the secret's
-variable, the token file), so bad input exits 2 with nothing started; `lead_tokens`
+variable, the token file), so bad input exits 2 with nothing started (an embedded target,
+whose both sides the harness starts, gets a throwaway secret instead of an unset one); `lead_tokens`
 then builds the source (discovering the token endpoint when `token_url` is not given)
 and fetches every principal's token before the load starts.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.auth.client_credentials import ClientCredentials, auth_method
-from harness.auth.errors import AuthInputError
 from harness.auth.keeper import LeadTokens, TokenSource
 from harness.auth.token_command import TokenCommand
 from harness.auth.token_file import TokenFile, read_tokens
 from harness.config.auth import TargetAuth
+from harness.config.target import TargetConfig
+from harness.secrets import env_secret
 
 
-def secret_of(auth: TargetAuth, environ: Mapping[str, str] | None = None) -> str:
-    """The client secret, from the variable the scenario names; AuthInputError naming it when unset or empty."""
+def secret_of(auth: TargetAuth, *, throwaway: bool = False) -> str:
+    """The client secret, from the variable the scenario names (registered as a secret); MissingSecret naming the
+    variable when it is unset or empty, unless `throwaway` (an embedded target) draws one."""
     assert auth.client_secret_env is not None, "client-credentials is validated to name its secret's variable"
-    secret = (os.environ if environ is None else environ).get(auth.client_secret_env)
-    if not secret:
-        raise AuthInputError(f"[target.auth] client_secret_env: the environment variable {auth.client_secret_env} "
-                             "is not set (it holds the client secret)")
-    return secret
+    return env_secret(auth.client_secret_env, throwaway=throwaway,
+                      what=f"the client secret of {auth.client_id!r} ([target.auth] client_secret_env)")
 
 
-def check(auth: TargetAuth) -> None:
-    """What the run will need of this machine, before anything starts (AuthInputError: exit 2)."""
+def check(target: TargetConfig) -> None:
+    """What the run will need of this machine, before anything starts (MissingSecret, AuthInputError: exit 2)."""
+    auth = target.auth
+    if auth is None:
+        return
     if auth.kind == "client-credentials":
-        secret_of(auth)
+        secret_of(auth, throwaway=target.kind == "embedded")
     elif auth.kind == "tokens":
         assert auth.file is not None
         read_tokens(Path(auth.file))
@@ -45,7 +47,7 @@ def build_source(auth: TargetAuth, target_url: str) -> TokenSource:
         assert auth.file is not None
         return TokenFile(Path(auth.file))
     if auth.kind == "command":
-        return TokenCommand(auth.command)
+        return TokenCommand(auth.command, pass_env=auth.command_env)
     assert auth.client_id is not None
     secret = secret_of(auth)
     if auth.token_url is not None:

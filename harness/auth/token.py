@@ -1,7 +1,10 @@
 """One access token as the harness holds it: the value, when it was obtained, when it runs out.
 
 The value never leaves this object except as the `Authorization` header of a round: its
-`repr` and everything the harness writes name it by its fingerprint (`harness.mrtr.keys`).
+`repr` and everything the harness writes name it by its fingerprint. Every token is
+registered as a secret of the process when it is made (`harness.secrets`), whatever its
+source, so a server or a command that echoes it shows only that fingerprint; it is forgotten
+when the object goes (a refreshed token replaced it), so a soak's registry stays the tokens held.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -16,13 +20,13 @@ import jwt
 
 from harness.auth.errors import TokenEndpointError
 from harness.mrtr.credentials import AUTHORIZATION
-from harness.mrtr.keys import fingerprint
+from harness.secrets import fingerprint, forget, register
 
 TOKEN_TEXT: Final = re.compile(r"[\x21-\x7e]+")
 """What a bearer token may be (RFC 6750's b64token is narrower): a CR or LF would split the request."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Token:
     """An access token; `expires_at` (epoch seconds) is None when nobody said how long it lasts."""
 
@@ -37,6 +41,8 @@ class Token:
         if not TOKEN_TEXT.fullmatch(self.value):
             raise TokenEndpointError(f"a token (fingerprint {fingerprint(self.value)}) is not printable ASCII "
                                      "without spaces: it cannot go in a header")
+        register(self.value, "token")
+        weakref.finalize(self, forget, self.value)
         object.__setattr__(self, "authorization", f"{AUTHORIZATION}: Bearer {self.value}\r\n")
 
     @property

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness.auth.errors import AuthInputError
 from harness.auth.token import Token, from_value
+from harness.secrets import register
 
 
 def read_tokens(path: Path) -> list[str]:
@@ -22,6 +23,8 @@ def read_tokens(path: Path) -> list[str]:
     tokens = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if not tokens:
         raise AuthInputError(f"[target.auth] file {path} holds no token (one token a line)")
+    for token in tokens:
+        register(token, "token")  # every line is a secret, also those no principal uses
     return tokens
 
 

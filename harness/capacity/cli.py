@@ -108,7 +108,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     if scenario.target.auth is not None:
         from harness.auth.sources import check
 
-        check(scenario.target.auth)  # a secret's variable unset, a token file with no token: exit 2, nothing started
+        check(scenario.target)  # a secret's variable unset (not embedded), a token file with no token: exit 2
     sweep = Sweep(scenario, args.scenario.read_text(encoding="utf-8"), plan, source=str(args.scenario),
                   overrides=overrides, results_root=args.results, stream=sys.stderr if not args.quiet else None)
     sweep.check()

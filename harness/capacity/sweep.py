@@ -365,7 +365,7 @@ class Sweep:
         assert self.scale is not None and self.folder is not None
         spec = self.scenario.target
         result = run_command(fill(self.scale, {"replicas": str(replicas)}), timeout=spec.command_timeout,
-                             env={"MRTR_RUN_ID": self.folder.name})
+                             env={"MRTR_RUN_ID": self.folder.name}, pass_env=spec.command_env)
         line = (f"scale to {replicas}: {' '.join(result.argv)} -> exit {result.exit_code} in {result.seconds:g} s"
                 f"{': ' + result.error if result.error else ''}; output: {result.output or '(none)'}")
         with open(self.folder / "steps.log", "a", encoding="utf-8") as log:

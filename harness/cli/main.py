@@ -19,6 +19,7 @@ from harness.cli import shop as shop_cli
 from harness.compare import cli as compare_cli
 from harness.errors import ExitCode, UsageError, exit_code_of
 from harness.load import DEFAULT_MASTER_PORT
+from harness.secrets import scrub
 from harness.triage import cli as triage_cli
 
 EXIT_CODES_HELP = ("Exit codes: 0 passed; 1 thresholds, invariants or reconciliation failed, or (run --baseline) a "
@@ -232,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:
     if scenario.target.auth is not None:
         from harness.auth.sources import check
 
-        check(scenario.target.auth)  # a secret's variable unset, a token file with no token: exit 2, nothing started
+        check(scenario.target)  # a secret's variable unset (not embedded), a token file with no token: exit 2
     linger = parse_duration_option("--metrics-linger", args.metrics_linger)
     web_linger = parse_duration_option("--web-linger", args.web_linger)
     web = _web_address(args.web)
@@ -271,6 +272,13 @@ LOG_LEVEL_ENV = "MRTR_LOG_LEVEL"
 """The harness's diagnostics (module loggers under `harness`) at this level and above reach stderr; default WARNING."""
 
 
+class ScrubbingFormatter(logging.Formatter):
+    """A log line (its traceback too) through the harness's one scrubber: a message may quote a server or command."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
+
 def configure_logging() -> None:
     """The harness's module loggers write to stderr, apart from the terminal UI (progress line, closing table).
 
@@ -281,7 +289,7 @@ def configure_logging() -> None:
     if logger.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("mrtr-harness: %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(ScrubbingFormatter("mrtr-harness: %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(os.environ.get(LOG_LEVEL_ENV, "WARNING").upper())
     logger.propagate = False
@@ -312,8 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code == ExitCode.HARNESS:  # a bug of the harness: the traceback, then one line, never exit 1
             import traceback
 
-            traceback.print_exc()
-            print(f"mrtr-harness: harness error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(scrub(traceback.format_exc()), end="", file=sys.stderr)
+            print(scrub(f"mrtr-harness: harness error: {type(exc).__name__}: {exc}"), file=sys.stderr)
         else:
-            print(f"mrtr-harness {args.command}: {exc}", file=sys.stderr)
+            print(scrub(f"mrtr-harness {args.command}: {exc}"), file=sys.stderr)
         return code

@@ -8,7 +8,7 @@ file names the environment variable that holds it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,6 +42,9 @@ class TargetAuth(Strict):
                                                        "i mod n (relative to the scenario file)")
     command: list[str] = Field(default_factory=list, description="command: an argv list that prints one token "
                                                                  "for {lead}; run again before it expires")
+    command_env: list[Annotated[str, Field(pattern=ENV_NAME)]] = Field(
+        default_factory=list, description="command: the environment variables it is given beside the allow-list "
+                                          "(PATH, HOME, LANG, ...: docs/your-deployment.md), e.g. [\"VAULT_ADDR\"]")
     refresh: bool = Field(default=True, description="refresh a token before it expires, and once on a 401 "
                                                     "invalid_token (false: a lead keeps its first token)")
     refresh_margin: PositiveDuration = Field(default=30.0, description="how long before expires_in runs out a "
@@ -69,6 +72,9 @@ class TargetAuth(Strict):
         if (self.kind == "tokens") != (self.file is not None):
             raise FieldProblem("file = \"...\" is for kind = \"tokens\", and kind = \"tokens\" needs it",
                                "file" if self.file is not None else "kind")
+        if self.command_env and self.kind != "command":
+            raise FieldProblem("command_env is for kind = \"command\" (the variables its command is given)",
+                               "command_env")
         if (self.kind == "command") != bool(self.command):
             raise FieldProblem("command = [...] is for kind = \"command\", and kind = \"command\" needs it",
                                "command" if self.command else "kind")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.config.auth import TargetAuth
+from harness.config.auth import ENV_NAME, TargetAuth
 from harness.config.base import FieldProblem, Strict
 from harness.config.commands import COMMAND_NAMES, DEPLOYMENT_COMMANDS, REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
@@ -84,7 +84,12 @@ class TargetConfig(Strict):
                     "new key, a 0600 file deleted after the run); set-ttl {ttl} (real seconds), rename {name}, "
                     "clock-skew {offset} (signed seconds), scale {replicas}; token-expiry {lifetime} (real "
                     "seconds), revoke and scope-loss {share} (0-1), scope-loss and scope-restore {scope}, "
-                    "subject-drift {share} (0 at its end). `MRTR_RUN_ID` is in its environment")
+                    "subject-drift {share} (0 at its end). Their environment: the allow-list, `command_env` and "
+                    "`MRTR_RUN_ID`")
+    command_env: list[Annotated[str, Field(pattern=ENV_NAME)]] = Field(
+        default_factory=list, description="external, docker: the environment variables the commands are given "
+                                          "beside the allow-list (PATH, HOME, LANG, ...: docs/your-deployment.md) "
+                                          "and MRTR_RUN_ID, e.g. [\"KUBECONFIG\"]; no other reaches them")
     release_guard: bool = Field(
         default=True, description="embedded: false makes the shop's API release an already released refund again "
                                   "(no 409), so only the replicas' once-only record stops a replayed answer")
@@ -154,6 +159,9 @@ class TargetConfig(Strict):
         if self.kind == "embedded" and self.commands:
             raise FieldProblem("[target.commands] applies to external and docker targets: the harness runs an "
                                "embedded target's chaos itself", "commands")
+        if self.kind == "embedded" and self.command_env:
+            raise FieldProblem("command_env names what [target.commands] are given: an embedded target has none",
+                               "command_env")
         if self.kind == "embedded" and self.auth is not None and (self.auth.kind != "client-credentials"
                                                                   or self.auth.token_url is not None):
             raise FieldProblem("an embedded shop runs its own authorization server, which issues client-credentials "

@@ -319,8 +319,10 @@ class CommandRan(TypedDict):
     `name`: the command's name (`restart`, `add-key`, ..., `command`, `rollback`); `argv` as run,
     placeholders filled (a key is named by `{key_id}`, its fingerprint; `{key_file}` is a path);
     `exit_code` null when it could not start or ran out of time (`error` says which);
-    `output`: the end of its stdout and stderr, on one line, anything that looks like a key or
-    token replaced; `ready`: false when the replica's URL did not accept connections again in time.
+    `output`: the end of its stdout and stderr, on one line, through the harness's scrubber (a key,
+    token or secret the harness holds shown as `<token 1a2b3c4d5e6f>`, its kind and fingerprint;
+    anything else that looks like one replaced); `ready`: false when the replica's URL did not
+    accept connections again in time.
     """
 
     type: Literal[RecordType.COMMAND]

@@ -16,6 +16,9 @@ on, as Locust does it) it is a `harness.runtime.timers.Timers` callback in geven
 batch is written on the first wake-up the process has anyway (a reply, a lead's answer)
 once `FLUSH_DELAY - FLUSH_SLACK` has passed, and only a quiet process is woken for it.
 Anywhere else it is a flusher thread.
+
+No secret the process holds reaches the file: each batch passes through `harness.secrets.scrub_bytes`,
+which replaces every registered value (client secret, tokens, sealing keys) by its fingerprint.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import orjson
 
 from harness.errors import UsageError
 from harness.journal.records import FlowOutcome, Record
+from harness.secrets import scrub_bytes
 
 if TYPE_CHECKING:
     from harness.runtime.timers import Timers
@@ -161,7 +165,7 @@ class Journal:
         pending, lines = self._pending, []
         while pending:
             lines.append(pending.popleft())
-        batch = b"".join(lines)
+        batch = scrub_bytes(b"".join(lines))
         self._file.write(batch)
         self._file.flush()
         self.records += len(lines)

@@ -8,9 +8,10 @@ and a short excerpt of the body) carries a message into the journal and the repo
 Two rules shape it:
 
 * secrets never: a server may echo what it was sent, and what it was sent includes a
-  sealed requestState; a misconfigured one may print a key. `scrub` replaces anything
-  that looks like one (a `v1.` token, a long hex or base64 run, a bearer token, a
-  `key=...`) before the text goes anywhere, and the text is cut to `MESSAGE_LIMIT`;
+  sealed requestState and a token; a misconfigured one may print a key. `scrub` passes
+  the text through the harness's one scrubber (`harness.secrets`: every secret the
+  harness holds by value, then anything that looks like one) before the text goes
+  anywhere, and the text is cut to `MESSAGE_LIMIT`;
 * equal errors group: Locust groups its failures by `repr(error)`, and the reports count
   errors by message, so `error_pattern` replaces what differs from one flow to the next
   (ids, numbers that look like ids, UUIDs, times, quoted values) by placeholders.
@@ -22,6 +23,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from harness import secrets
+
 __all__ = ["MESSAGE_LIMIT", "content_text", "error_pattern", "http_excerpt", "scrub"]
 
 MESSAGE_LIMIT: Final = 200
@@ -29,19 +32,6 @@ MESSAGE_LIMIT: Final = 200
 
 _BODY_PEEK: Final = 2000
 """Bytes of an HTTP error body looked at; a proxy's error page says what it has to say early."""
-
-_SECRETS: Final = (
-    (re.compile(r"v1\.[A-Za-z0-9_\-]{8,}={0,2}"), "<requestState>"),
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"), "<token>"),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 <token>"),
-    (re.compile(r"(?i)\b(api[_-]?key|key|token|secret|password|passwd|authorization)(\s*[:=]\s*)[^\s,;]+"),
-     r"\1\2<redacted>"),
-    (re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{16,}(?![0-9A-Za-z])"), "<hex>"),
-)
-"""Patterns of what a secret looks like, most specific first, each with its placeholder."""
-
-_BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{24,}={0,2}")
-"""A run long enough to be a key or token; replaced only when it mixes cases and digits (see `_secret_run`)."""
 
 _PATTERNS: Final = (
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
@@ -62,18 +52,8 @@ def scrub(text: str, limit: int = MESSAGE_LIMIT) -> str:
 
     Scrubbed before it is cut, so a token cut in half cannot slip under a length rule.
     """
-    text = _SPACE.sub(" ", text).strip()
-    for pattern, placeholder in _SECRETS:
-        text = pattern.sub(placeholder, text)
-    text = _BASE64_RUN.sub(_secret_run, text)
+    text = _SPACE.sub(" ", secrets.scrub(text, foreign=True)).strip()
     return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _secret_run(match: re.Match[str]) -> str:
-    """A long run is a secret when it looks random: upper and lower case and digits (a word or path does not)."""
-    run = match.group(0)
-    looks_random = any(c.isupper() for c in run) and any(c.islower() for c in run) and any(c.isdigit() for c in run)
-    return "<token>" if looks_random else run
 
 
 def error_pattern(message: str) -> str:

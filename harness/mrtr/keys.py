@@ -1,19 +1,21 @@
 """Sealing keys as the harness and the shop both handle them: new keys, fingerprints, ring files.
 
-Stdlib only, so the harness can make and rotate keys for any target without importing
-the reference server, and the shop's replicas (`harness.shop.sealing`) name a key by the
-same fingerprint the harness journals. Keys never leave a ring file or a process's
+Stdlib and `harness.secrets` only (every key made or read is registered there), so the
+harness can make and rotate keys for any target without importing the reference server,
+and the shop's replicas (`harness.shop.sealing`) name a key by the same fingerprint the
+harness journals. Keys never leave a ring file or a process's
 memory: logs, journals and reports show fingerprints only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
+
+from harness.secrets import fingerprint, register
 
 MIN_KEY_BYTES = 32
 RING_MODE = 0o600
@@ -24,15 +26,12 @@ class KeyRingError(ValueError):
     """A key ring that cannot be used: says which source and why, never the key itself."""
 
 
-def fingerprint(key: str | bytes) -> str:
-    """A short, non-secret name for a key, safe for logs, journals and reports."""
-    raw = key.encode() if isinstance(key, str) else key
-    return hashlib.sha256(b"mrtr-harness/key-fingerprint:" + raw).hexdigest()[:12]
-
-
 def new_key() -> str:
-    """A fresh ring key: 64 hex characters, used (like every string key) as its UTF-8 bytes."""
-    return secrets.token_hex(32)
+    """A fresh ring key: 64 hex characters, used (like every string key) as its UTF-8 bytes; registered as a
+    secret of this process (`harness.secrets`), so no text it writes can show it."""
+    key = secrets.token_hex(32)
+    register(key, "key")
+    return key
 
 
 def parse_ring(text: str, source: str) -> list[str]:
@@ -49,6 +48,8 @@ def parse_ring(text: str, source: str) -> list[str]:
                                f"(fingerprint {fingerprint(key)})")
     if len(set(keys)) != len(keys):
         raise KeyRingError(f"ring {source} lists the same key twice")
+    for key in keys:
+        register(key, "key")
     return keys
 
 

@@ -2,7 +2,8 @@
 
 On a terminal it is redrawn in place every second; in a log (CI) it is a new line every
 few seconds, so a nightly job's output stays readable. Messages (`say`) clear the line
-first, so they never end up glued to half a progress line.
+first, so they never end up glued to half a progress line, and pass through the harness's
+scrubber (`harness.secrets`): a message may quote what a command or a server said.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from harness.config.durations import format_duration
+from harness.secrets import scrub
 
 EVERY_ON_A_TERMINAL = 1.0
 EVERY_IN_A_LOG = 5.0
@@ -42,7 +44,7 @@ class ProgressLine:
     def say(self, message: str) -> None:
         if self.enabled and self.tty:
             self.stream.write("\r\033[K")
-        self.stream.write(message + "\n")
+        self.stream.write(scrub(message) + "\n")
         self.stream.flush()
 
     def follow(self, now: Callable[[], Progress], sleep: Callable[[float], object]) -> None:

@@ -78,6 +78,7 @@ from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import SteadyState, Window
 from harness.run.progress import Progress, ProgressLine
 from harness.run.results_folder import results_folder
+from harness.secrets import scrub
 from harness.target.base import Target, TargetError
 from harness.target.factory import build_target
 
@@ -650,8 +651,8 @@ class Run:
         Only the first is kept as the cause (later ones are often its consequences); each
         one's traceback is appended to the file.
         """
-        text = f"{type(exc).__name__}: {exc}" if exc is not None else "unknown error"
-        trace = "".join(traceback.format_exception(exc)) if exc is not None else text
+        text = scrub(f"{type(exc).__name__}: {exc}") if exc is not None else "unknown error"
+        trace = scrub("".join(traceback.format_exception(exc))) if exc is not None else text
         path: Path | None = self.folder / TRACEBACK_FILE
         try:
             with open(self.folder / TRACEBACK_FILE, "a", encoding="utf-8") as file:

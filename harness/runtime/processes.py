@@ -19,6 +19,7 @@ on it); a child started from a worker thread would be killed when that thread en
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -139,3 +140,10 @@ def start_child(args: list[str], **options: Any) -> subprocess.Popen[Any]:
     decides how each child stops. Call it from the main thread (see the module docstring).
     """
     return subprocess.Popen(args, start_new_session=True, preexec_fn=lifeline(), **options)
+
+
+def kill_session(process: subprocess.Popen[Any]) -> None:
+    """Kill a child started with `start_child` that ran out of time, with what it started in its session."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.config.target import TargetConfig
-from harness.errors import UsageError
+from harness.secrets import env_secret
 
 SHOP_SCOPES = ("refunds:write",)
 """The scopes the shop's authorization server always knows: the refund policy's."""
-
-
-class MissingSecret(UsageError):
-    """The environment variable that should hold the client secret is not set."""
 
 
 @dataclass(frozen=True)
@@ -41,16 +36,14 @@ class AuthServerSpec:
 def auth_server_spec(target: TargetConfig) -> AuthServerSpec | None:
     """The authorization server an embedded shop runs for `[target.auth]`: client-credentials with no token_url.
 
-    The variable is checked here, before anything starts: a missing secret is the user's to fix (exit 2).
+    The variable is read here, before anything starts: when it is unset, a throwaway secret is drawn into it
+    (both sides are the harness's, so any value serves; `harness.secrets.env_secret` says so in one line).
     """
     auth = target.auth
     if auth is None or auth.kind != "client-credentials" or auth.token_url is not None:
         return None
     assert auth.client_id is not None and auth.client_secret_env is not None  # the config's own rule
-    if not os.environ.get(auth.client_secret_env):
-        raise MissingSecret(f"the environment variable {auth.client_secret_env} is not set (target.auth."
-                            f"client_secret_env): it must hold the client secret the shop's authorization "
-                            f"server expects of {auth.client_id!r}")
+    env_secret(auth.client_secret_env, throwaway=True, what=f"the client secret of {auth.client_id!r}")
     scopes = tuple(dict.fromkeys([*SHOP_SCOPES, *auth.scopes]))
     return AuthServerSpec(client_id=auth.client_id, secret_env=auth.client_secret_env, scopes=scopes)
 

@@ -8,21 +8,24 @@ with placeholders filled for the replica it acts on: `{replica}` (r1, r2, ...), 
 `{name}`, `{offset}`, `{replicas}`). A command that names no replica acts on the whole
 deployment (a Secret every pod mounts, `kubectl scale`) and runs once, not once per replica.
 
+A command inherits only what it needs of the harness's environment (`harness.secrets.command_env`:
+the allow-list, the variables `[target] command_env` names, `MRTR_RUN_ID`): never the client
+secret or any other variable a `set -x` or an `env` would print.
+
 What makes a command's run trustworthy as a chaos event: its exit code, duration and the
-end of its output are journaled (`CommandRan`), with any key the harness handed it and
-anything that looks like one replaced; a command that exits non-zero, cannot start or
-runs out of time fails the action; and after it, the harness waits for the replica's URL
-to accept connections again, since "the pod was deleted" is not "the replica serves".
+end of its output are journaled (`CommandRan`), through the harness's one scrubber (every
+key, token and secret it holds by value, then anything that looks like one); a command
+that exits non-zero, cannot start or runs out of time fails the action; and after it, the
+harness waits for the replica's URL to accept connections again, since "the pod was
+deleted" is not "the replica serves".
 Output goes to a file, not a pipe: a restart script that leaves a server running in the
 background would otherwise hold the pipe open and the harness would wait for it forever.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -37,9 +40,9 @@ from harness.config.commands import PLACEHOLDER, REPLICA_PLACEHOLDERS, placehold
 from harness.config.target import TargetConfig
 from harness.journal.records import CommandRan, RecordType
 from harness.journal.writer import Journal
-from harness.mrtr.error_text import scrub
 from harness.mrtr.keys import write_ring
-from harness.runtime.processes import start_child
+from harness.runtime.processes import kill_session, start_child
+from harness.secrets import command_env, register, scrub
 
 __all__ = ["ChaosCommands", "CommandFailed", "CommandResult", "accepts", "fill", "run_command"]
 
@@ -81,17 +84,16 @@ def fill(argv: Sequence[str], values: Mapping[str, str]) -> list[str]:
 
 
 def run_command(argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
-                secrets: Sequence[str] = ()) -> CommandResult:
+                pass_env: Sequence[str] = ()) -> CommandResult:
     """Run one command to its end (or its timeout), tied to the harness; the tail of its output, scrubbed.
 
-    `secrets`: strings that must not reach the journal even if the command prints them (the
-    key a rotation step was handed); they are replaced before the generic scrub runs.
+    Its environment: the allow-list, the variables `pass_env` names, then `env` (`harness.secrets.command_env`).
     """
     started = time.monotonic()
     with tempfile.TemporaryFile() as output:
         try:
             process = start_child(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                  env={**os.environ, **(env or {})})
+                                  env=command_env(pass_env, env))
         except OSError as exc:
             return CommandResult(argv, None, round(time.monotonic() - started, 3), "",
                                  f"could not start {argv[0]}: {exc.strerror or exc}")
@@ -99,28 +101,18 @@ def run_command(argv: list[str], *, timeout: float, env: Mapping[str, str] | Non
         try:
             code: int | None = process.wait(timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(process)
+            kill_session(process)
             code, error = None, f"still running after {timeout:g} s: killed"
-        return CommandResult(argv, code, round(time.monotonic() - started, 3), _tail(output, secrets), error)
+        return CommandResult(argv, code, round(time.monotonic() - started, 3), _tail(output), error)
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill a command that ran out of time, with what it started in its session (its own, from start_child)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def _tail(output: IO[bytes], secrets: Sequence[str]) -> str:
-    """The end of what a command printed, on one line, secrets out."""
+def _tail(output: IO[bytes]) -> str:
+    """The end of what a command printed, on one line, secrets out (scrubbed before it is cut)."""
     output.seek(0, os.SEEK_END)
     size = output.tell()
     output.seek(max(0, size - _OUTPUT_PEEK))
     text = output.read().decode("utf-8", "replace")
-    for secret in secrets:
-        text = text.replace(secret, "<key>")
-    text = scrub(text, limit=len(text) + 1)
-    return text[-OUTPUT_TAIL:]
+    return " ".join(scrub(text, foreign=True).split())[-OUTPUT_TAIL:]
 
 
 def accepts(url: str, timeout: float) -> bool:
@@ -147,7 +139,8 @@ class ChaosCommands:
         self.journal = journal
         self.run_id = run_id
         self.sleep = sleep
-        self.secrets: list[str] = []
+        self.pass_env = spec.command_env
+        self._key_files = 0
         self._key_folder: Path | None = None
 
     def has(self, name: str) -> bool:
@@ -175,7 +168,7 @@ class ChaosCommands:
         if index is not None:
             values |= {"replica": self.labels[index], "index": str(index), "url": self.urls[index]}
         result = run_command(fill(argv, values), timeout=self.timeout, env={"MRTR_RUN_ID": self.run_id},
-                             secrets=self.secrets)
+                             pass_env=self.pass_env)
         label = self.labels[index] if index is not None else "all"
         ready = self.wait_ready(index) if wait and result.ok else None
         record = CommandRan(type=RecordType.COMMAND, t=time.time(), action=action, name=name, target=label,
@@ -204,11 +197,15 @@ class ChaosCommands:
         return not waiting
 
     def key_file(self, key: str) -> Path:
-        """A file holding `key` (0600, in a folder only this user can read) for the key steps; deleted by close()."""
+        """A file holding `key` (0600, in a folder only this user can read) for the key steps; deleted by close().
+
+        The key is registered as a secret (`harness.secrets`): a command that prints the file shows its fingerprint.
+        """
         if self._key_folder is None:
             self._key_folder = Path(tempfile.mkdtemp(prefix="mrtr-keys-"))
-        self.secrets.append(key)
-        path = self._key_folder / f"key-{len(self.secrets)}"
+        register(key, "key")
+        self._key_files += 1
+        path = self._key_folder / f"key-{self._key_files}"
         write_ring(path, [key])
         return path
 

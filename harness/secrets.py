@@ -1,0 +1,249 @@
+"""Every secret the harness holds, by value, and the one scrubber every text it writes passes through.
+
+A secret is registered once, where the harness reads it: the client secret (`env_secret`),
+every token whatever its source (`harness.auth.token`, a tokens file's lines), every sealing
+key (`harness.mrtr.keys`). Whatever then reaches the journal (each batch, `scrub_bytes`), the
+terminal, a log or a report (`scrub`) has each registered value replaced by its fingerprint
+(`<token 1a2b3c4d5e6f>`): a server that echoes a token, a chaos command that prints the key
+file it was handed, are caught whatever the text around them. Then the keyword rules catch
+what the harness never held but still looks like a secret (`MCP_CLIENT_SECRET=...`,
+`Authorization: ...`, `-u user:pass`, `user:pass@` in a URL, JWTs, long random runs).
+
+Values shorter than `MIN_VALUE` characters are not searched for (they would match ordinary
+words and ids); the keyword rules still apply to them. Registries are per process: each load
+process registers what it reads itself.
+
+Commands the harness runs for the target (chaos commands, token commands) inherit only
+`command_env`: the allow-list `COMMAND_ENV` plus the variables the scenario names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import sys
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from harness.errors import UsageError
+
+__all__ = ["COMMAND_ENV", "MIN_VALUE", "MissingSecret", "command_env", "env_secret", "fingerprint", "forget",
+           "register", "scrub", "scrub_bytes"]
+
+MIN_VALUE: Final = 8
+"""Shortest value searched for by value: anything shorter would match words, ids and JSON keys."""
+
+_GRAM: Final = 8
+"""Length of the pieces a value is found by: the text is looked at every `_GRAM` bytes, not at every byte."""
+
+COMMAND_ENV: Final = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+                      "LC_MESSAGES", "TZ", "TMPDIR", "TERM", "PWD", "SYSTEMROOT")
+"""What a command the harness runs for the target inherits of the harness's environment without being named:
+enough to find programs, its home (and so ~/.kube/config, ~/.docker) and to print text. Anything else (a
+KUBECONFIG, a cloud profile, a vault address) the scenario names (`[target] command_env`, `[target.auth]
+command_env`)."""
+
+
+class MissingSecret(UsageError):
+    """The environment variable that should hold a secret is not set (or empty): the user's to fix, exit 2."""
+
+
+def fingerprint(value: str | bytes) -> str:
+    """A short, non-secret name for a key, token or secret, safe for logs, journals and reports."""
+    raw = value.encode() if isinstance(value, str) else value
+    return hashlib.sha256(b"mrtr-harness/key-fingerprint:" + raw).hexdigest()[:12]
+
+
+class _Registry:
+    """The values of this process's secrets, found in a text at a cost that does not grow with their number.
+
+    Every occurrence of a value at least `2 * _GRAM - 1` bytes long covers a piece of the text
+    that starts at a multiple of `_GRAM` and is one of the value's first `_GRAM` pieces; so the
+    text's pieces (read as machine words, in C) are looked up in a table of those pieces, and
+    only a text that holds one is walked to check each hit.
+    Shorter values are few (client secrets) and are searched for one by one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[bytes, int] = {}
+        """Each value's forms, and how many holders registered it (it is searched for while one does)."""
+        self._pieces: dict[int, list[tuple[int, bytes, bytes]]] = {}
+        """A piece, as the machine word its bytes make -> (where it sits in the value, the value, its placeholder)."""
+        self._short: dict[bytes, bytes] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._held)
+
+    def add(self, value: str, kind: str) -> None:
+        placeholder = f"<{kind} {fingerprint(value)}>".encode()
+        with self._lock:
+            for needle in _forms(value):
+                self._held[needle] = self._held.get(needle, 0) + 1
+                if self._held[needle] > 1:
+                    continue
+                if len(needle) < 2 * _GRAM - 1:
+                    self._short[needle] = placeholder
+                    continue
+                for offset in range(_GRAM):
+                    piece = _word(needle, offset)
+                    self._pieces[piece] = [*self._pieces.get(piece, ()), (offset, needle, placeholder)]
+
+    def discard(self, value: str) -> None:
+        """One holder of `value` let it go; once none holds it, it is no longer searched for."""
+        with self._lock:
+            for needle in _forms(value):
+                held = self._held.pop(needle, 0) - 1
+                if held > 0:
+                    self._held[needle] = held
+                    continue
+                self._short.pop(needle, None)
+                for offset in range(_GRAM):  # new lists, never changed in place: a search may be reading one
+                    piece = _word(needle, offset)
+                    kept = [entry for entry in self._pieces.get(piece, ()) if entry[1] != needle]
+                    if kept:
+                        self._pieces[piece] = kept
+                    else:
+                        self._pieces.pop(piece, None)
+
+    def replace(self, data: bytes) -> bytes:
+        """`data` with every registered value replaced by its placeholder."""
+        spans: list[tuple[int, int, bytes]] = []
+        pieces = self._pieces
+        words = memoryview(data)[:len(data) - len(data) % _GRAM].cast("Q")  # the text's pieces, read in C
+        if pieces and not pieces.keys().isdisjoint(words):  # only a text that holds a piece is walked
+            for index, word in enumerate(words.tolist()):
+                for offset, needle, placeholder in pieces.get(word, ()):
+                    start = index * _GRAM - offset
+                    if start >= 0 and data.startswith(needle, start):
+                        spans.append((start, start + len(needle), placeholder))
+        for needle, placeholder in list(self._short.items()):
+            start = data.find(needle)
+            while start >= 0:
+                spans.append((start, start + len(needle), placeholder))
+                start = data.find(needle, start + len(needle))
+        return _cut(data, spans) if spans else data
+
+
+def _word(needle: bytes, offset: int) -> int:
+    """The `_GRAM` bytes of `needle` from `offset`, as `memoryview.cast("Q")` reads them from a text."""
+    return int.from_bytes(needle[offset:offset + _GRAM], sys.byteorder)
+
+
+def _forms(value: str) -> set[bytes]:
+    """A value as text, and as it stands in a JSON string (orjson escapes as `json` does without ensure_ascii)."""
+    return {value.encode(), json.dumps(value, ensure_ascii=False)[1:-1].encode()}
+
+
+def _cut(data: bytes, spans: list[tuple[int, int, bytes]]) -> bytes:
+    """`data` with each span replaced by its placeholder; overlapping spans become one (the first's placeholder)."""
+    spans.sort()
+    parts: list[bytes] = []
+    kept = 0
+    for start, end, placeholder in spans:
+        if start < kept:  # overlaps one replaced already: extend it
+            kept = max(kept, end)
+            continue
+        parts += [data[kept:start], placeholder]
+        kept = end
+    parts.append(data[kept:])
+    return b"".join(parts)
+
+
+_REGISTRY = _Registry()
+
+
+def register(value: str, kind: str = "secret") -> str:
+    """Remember `value` as a secret of this process (`kind`: secret, token, key); returns its fingerprint."""
+    if len(value) >= MIN_VALUE:
+        _REGISTRY.add(value, kind)
+    return fingerprint(value)
+
+
+def forget(value: str) -> None:
+    """One `register` of `value` is over (a token dropped for a new one): the registry holds what is in use, so
+    a long soak's refreshed tokens do not pile up. A value registered again meanwhile is kept."""
+    if len(value) >= MIN_VALUE:
+        _REGISTRY.discard(value)
+
+
+def scrub_bytes(data: bytes) -> bytes:
+    """Journal lines (JSON) with every registered value replaced by its fingerprint; nothing else changes."""
+    return _REGISTRY.replace(data) if _REGISTRY else data
+
+
+_VALUE: Final = r"(?!<)[^\s,;\"'&]+"
+"""The value after a secret's name: up to a space, a separator or a quote; a placeholder is left alone."""
+
+_NAMES: Final = r"(?:api[_\-]?key|key|token|secret|password|passwd|credentials?)"
+"""Words that name a secret: as the last part of an assignment's name (`MCP_CLIENT_SECRET=`), or on their own (or
+as `client_secret`, `access_token`, ...) before a colon; `invalid_token: ...` (an OAuth error) is not one."""
+
+_RULES: Final = (
+    (re.compile(r"v1\.[A-Za-z0-9_\-]{8,}={0,2}"), "<requestState>"),
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"), "<token>"),
+    (re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)[^\r\n\"']*"), r"\1<redacted>"),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 <token>"),
+    (re.compile(rf"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_\-.])*{_NAMES}[\"']?\s*=\s*[\"']?){_VALUE}"),
+     r"\1<redacted>"),
+    (re.compile(rf"(?i)(?<![\w\-.])((?:client|access|refresh|id)?[_\-]?{_NAMES}[\"']?\s*:\s*[\"']?){_VALUE}"),
+     r"\1<redacted>"),
+    (re.compile(r"(?<!\S)(-u\s*|--user[\s=]+|--proxy-user[\s=]+)([\"']?)([^\s:\"']*):[^\s\"']+"),
+     r"\1\2\3:<redacted>"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/@:]*):[^\s/@]+@"), r"\1\2:<redacted>@"),
+)
+"""What a secret looks like, most specific first, each with its placeholder: a requestState, a JWT, an
+Authorization header (to the end of its line), a bearer or basic credential, a `*_SECRET=`-style assignment
+(`\\b` would fail on the underscore), a `secret: ...` field, curl's `-u user:pass`, a URL's `user:pass@`."""
+
+_LONG_HEX: Final = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{16,}(?![0-9A-Za-z])")
+_RANDOM_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{24,}={0,2}")
+"""A run long enough to be a key or token; replaced only when it mixes cases and digits (see `_random`)."""
+
+
+def scrub(text: str, *, foreign: bool = False) -> str:
+    """`text` with every registered value replaced by its fingerprint, then anything named or shaped as a secret.
+
+    `foreign`: a text from outside the harness (a server's error, a command's output), where a long hex run or a
+    random-looking one is taken for a key or token too; the harness's own messages keep theirs (a results folder's
+    name, a run id).
+    """
+    if _REGISTRY:
+        text = _REGISTRY.replace(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+    for pattern, placeholder in _RULES:
+        text = pattern.sub(placeholder, text)
+    if foreign:
+        text = _RANDOM_RUN.sub(_random, _LONG_HEX.sub("<hex>", text))
+    return text
+
+
+def _random(match: re.Match[str]) -> str:
+    """A long run is a secret when it looks random: upper and lower case and digits (a word or path does not)."""
+    run = match.group(0)
+    looks_random = any(c.isupper() for c in run) and any(c.islower() for c in run) and any(c.isdigit() for c in run)
+    return "<token>" if looks_random else run
+
+
+def env_secret(name: str, *, throwaway: bool, what: str) -> str:
+    """The secret in environment variable `name`, registered; when unset or empty, MissingSecret naming it, or
+    with `throwaway` (a deployment the harness starts both sides of, so any value serves) a value drawn now, put
+    in the variable for the processes the harness starts, and said in one line on stderr."""
+    value = os.environ.get(name)
+    if not value:
+        if not throwaway:
+            raise MissingSecret(f"the environment variable {name} is not set: it must hold {what}")
+        value = os.environ[name] = secrets.token_urlsafe(32)
+        print(f"mrtr-harness: {name} is not set: drew a throwaway secret for this run (fingerprint "
+              f"{fingerprint(value)}); any value serves an embedded target", file=sys.stderr)
+    register(value, "secret")
+    return value
+
+
+def command_env(names: Iterable[str] = (), extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a command run for the target: `COMMAND_ENV` and `names`, where set, then `extra`."""
+    chosen = {name: os.environ[name] for name in (*COMMAND_ENV, *names) if name in os.environ}
+    return {**chosen, **(extra or {})}
