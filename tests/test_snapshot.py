@@ -135,3 +135,20 @@ def test_a_run_killed_after_saving_its_figures_is_reported_from_them_and_the_rec
 
 def _flows_in(folder) -> int:
     return (folder / "journal.jsonl").read_bytes().count(b'"type":"flow"')
+
+
+def test_the_saved_figures_carry_the_reconciliation_and_what_it_settled_early(tmp_path):
+    folder, _ = _folder(tmp_path)
+    with open(folder / "journal.jsonl", "a") as journal:  # a later reconciliation, past the matching's bound
+        journal.write(json.dumps({"type": "reconciliation", "t": T0 + 35, "client_rejections": 30_000, "logged": 29_000,
+                                  "matched": 28_000, "unexplained": 2_000, "unmatched_logged": 1_000,
+                                  "examples": {"unexplained": ["f1 round 2 on replica-1"], "unmatched_logged": []},
+                                  "settled_early": 7}) + "\n")
+    rebuild_results(folder)
+    from_journal = _summary(folder)
+    saved = json.loads((folder / SNAPSHOT).read_bytes())["folded"]["checks"]["reconciliation"]
+    assert (saved["unexplained"], saved["settled_early"]) == (2_000, 7)
+    (folder / "summary.json").unlink()
+    assert read_saved(folder, journal_parts(folder)) is not None
+    rebuild_results(folder)
+    assert _summary(folder) == from_journal and from_journal["reconciliation"]["settled_early"] == 7
