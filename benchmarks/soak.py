@@ -19,8 +19,9 @@ Figures per side:
 - flows finished per 1 s bin during the load (from the journal afterwards): the median,
   the bins below half of it, and the full collections that overlap each;
 - `mrtr-harness report DIR` on the folder: wall seconds, flows per second, peak RSS
-  (`ru_maxrss` of that child); where the run saved its figures (`figures.pickle`), once
-  from them and once more without them (one pass over the journal, as for a killed run).
+  (`ru_maxrss` of that child); where the run saved its figures (`figures.json`, or an older
+  code's `figures.pickle`), once from them and once more without them (one pass over the
+  journal, as for a killed run).
 
 Run from the repository root (the code before, for the ratio, from a worktree of it):
 
@@ -167,9 +168,9 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
     figures["fold_process"] = fold_figures(samples, fold_cpu)
     figures.update(code=str(code), exit_code=child.returncode, stderr_tail=stderr.decode(errors="replace")[-500:],
                    report=report_figures(code, folder, figures["flows_finished"]))
-    saved = folder / "figures.pickle"
-    if saved.is_file():  # the side saved its figures: also the journal's path alone (no snapshot)
-        saved.unlink()
+    saved = [folder / name for name in ("figures.json", "figures.pickle") if (folder / name).is_file()]
+    if saved:  # the side saved its figures: also the journal's path alone (no snapshot)
+        saved[0].unlink()
         figures["report_from_journal"] = report_figures(code, folder, figures["flows_finished"])
     return figures
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from harness.checks.reconcile import Matching
+from harness.journal.figures import RunFigures
+from harness.report import render_thresholds
+from harness.report.verdict import RunChecks, decide
 
 T0 = 1_780_000_000.0
 
@@ -56,3 +59,68 @@ def test_many_rejections_close_together_each_take_their_own_line() -> None:
     records += [logged(T0 + n * 0.01, "r1") for n in range(1999)]
     result = reconcile(records)
     assert (result["matched"], result["unexplained"], result["unmatched_logged"]) == (1999, 1, 0)
+
+
+def _steady(rejections: int, lag: float) -> list[dict]:
+    """`rejections` -32602s on three replicas, 50 in 5 s of every 10 s, each line logged 10 ms before its round
+    ended and journaled `lag` seconds later; every seventh rejection has no line, and in each quiet 5 s a replica
+    logs one line no client of this run explains (another client's). In the order the journal holds them."""
+    timed = []
+    for n in range(rejections):
+        burst = T0 + (n // 50) * 10
+        t, replica = burst + (n % 50) * 0.1, f"r{n % 3}"
+        timed.append((t, rejected_round(t, replica, f"w0-{n:06d}")))
+        if n % 7:
+            timed.append((t - 0.01 + lag, logged(t - 0.01, replica)))
+        if n % 50 == 0:
+            timed.append((burst + 8.2 + lag, logged(burst + 8.2, replica, "expired")))
+    return [record for _, record in sorted(timed, key=lambda pair: pair[0])]
+
+
+def _fold(records: list[dict], held: int) -> tuple[Matching, int]:
+    """The matching of `records` with at most `held` of each side, and the most it ever held."""
+    matching, most = Matching(held=held), 0
+    for record in records:
+        matching.add(record)
+        most = max(most, len(matching.clients), len(matching.logged))
+    return matching, most
+
+
+def _counts(matching: Matching) -> dict:
+    result = dict(matching.reconcile(("r0", "r1", "r2")))
+    del result["t"]
+    return result
+
+
+def test_a_steady_stream_far_beyond_the_bound_holds_the_bound_and_counts_as_matching_everything_at_once() -> None:
+    """20,000 rejections, 300 a minute, through a matching that holds 1,000 of each side: it settles what is a
+    minute old as it goes, and its counts (and examples) are those of one matching of the whole run at its end."""
+    records = _steady(20_000, lag=2.0)
+    bounded, most = _fold(records, held=1_000)
+    unbounded, everything = _fold(records, held=len(records))
+    assert most == 1_000  # reached the bound, never held more: each add over it settles at once
+    assert everything == 20_000 and bounded.settled.clients > 15_000  # all held at once; settled again and again
+    expected = _counts(unbounded)
+    assert (expected["unexplained"], expected["unmatched_logged"]) == (2858, 400)
+    assert _counts(bounded) == {**expected, "settled_early": 0}
+
+
+def test_past_the_bound_unmatched_items_count_against_the_run_never_for_it() -> None:
+    """A burst of rejections larger than the bound whose lines the collector journals only after all of them: a
+    matching of everything explains each one; the bounded one cannot hold them, counts the oldest unexplained and
+    says so, so the run fails rather than passes on what it could not check."""
+    records = [rejected_round(T0 + n * 0.01, "r1", f"f{n}") for n in range(300)]
+    records += [logged(T0 + n * 0.01, "r1") for n in range(300)]
+    bounded, most = _fold(records, held=100)
+    unbounded, _ = _fold(records, held=len(records))
+    assert (_counts(unbounded)["unexplained"], _counts(unbounded)["matched"]) == (0, 300)
+    result = _counts(bounded)
+    assert most == 100 and result["unexplained"] > 0 and result["settled_early"] >= result["unexplained"]
+    assert result["matched"] + result["unexplained"] == result["client_rejections"] == 300
+    checks = RunChecks()
+    checks.add({**bounded.reconcile(("r1",)), "type": "reconciliation"})
+    assert checks.reconciliation is not None and not checks.reconciliation.passed
+    assert checks.reconciliation.as_dict()["settled_early"] == result["settled_early"]
+    verdict = decide(RunFigures(), [], checks)
+    assert f"{result['settled_early']} unmatched rejection(s) and line(s) were counted before" in \
+        render_thresholds(verdict)

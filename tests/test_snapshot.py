@@ -1,13 +1,12 @@
-"""`report DIR` takes the figures a run saved only while they match its journal, and never runs what a file says."""
+"""`report DIR` takes the figures a run saved only while they match its journal; hostile ones: test_snapshot_hostile."""
 
 from __future__ import annotations
 
 import json
-import pickle
 import time
 
 from harness.config.scenario import parse_scenario
-from harness.report import journal_parts, read_run, rebuild_results, write_results
+from harness.report import journal_parts, read_run, read_saved, rebuild_results, write_results
 from harness.report.snapshot import SNAPSHOT
 from tests.test_lifeline import start, wait_for_line
 from tests.test_report import T0, write_run
@@ -35,6 +34,7 @@ def test_a_rebuild_from_the_saved_figures_equals_one_from_the_journal(tmp_path):
     assert (folder / SNAPSHOT).is_file()
     from_journal = _summary(folder)
     (folder / "summary.json").unlink()
+    assert read_saved(folder, journal_parts(folder)) is not None  # the snapshot is taken, not refolded
     saved = rebuild_results(folder)
     assert _summary(folder) == from_journal and saved.exit_code == streamed.exit_code
 
@@ -49,23 +49,6 @@ def test_saved_figures_that_no_longer_match_the_journal_are_ignored(tmp_path):
                                   "outcome": "completed", "rounds": 2}) + "\n")
     rebuild_results(folder)
     assert _summary(folder)["flows"]["total"] == before + 1
-
-
-def test_a_snapshot_that_would_call_a_function_is_refused_and_the_journal_read(tmp_path):
-    folder, _ = _folder(tmp_path)
-    rebuild_results(folder)
-    expected = _summary(folder)
-    marker = tmp_path / "ran"
-
-    class Payload:
-        def __reduce__(self):
-            return (open, (str(marker), "w"))
-
-    state = pickle.loads((folder / SNAPSHOT).read_bytes())
-    state["folded"] = Payload()
-    (folder / SNAPSHOT).write_bytes(pickle.dumps(state))
-    rebuild_results(folder)
-    assert not marker.exists() and _summary(folder) == expected
 
 
 def _cut_in_half(folder) -> bytes:
@@ -141,7 +124,7 @@ def test_a_run_killed_after_saving_its_figures_is_reported_from_them_and_the_rec
     finally:
         process.kill()
         process.wait(10)
-    state = pickle.loads((folder / SNAPSHOT).read_bytes())
+    state = json.loads((folder / SNAPSHOT).read_bytes())
     assert state["parts"]["journal.jsonl"] < (folder / "journal.jsonl").stat().st_size  # records came after it
     assert rebuild_results(folder).status.value == "interrupted"
     from_snapshot = _summary(folder)
@@ -152,3 +135,20 @@ def test_a_run_killed_after_saving_its_figures_is_reported_from_them_and_the_rec
 
 def _flows_in(folder) -> int:
     return (folder / "journal.jsonl").read_bytes().count(b'"type":"flow"')
+
+
+def test_the_saved_figures_carry_the_reconciliation_and_what_it_settled_early(tmp_path):
+    folder, _ = _folder(tmp_path)
+    with open(folder / "journal.jsonl", "a") as journal:  # a later reconciliation, past the matching's bound
+        journal.write(json.dumps({"type": "reconciliation", "t": T0 + 35, "client_rejections": 30_000, "logged": 29_000,
+                                  "matched": 28_000, "unexplained": 2_000, "unmatched_logged": 1_000,
+                                  "examples": {"unexplained": ["f1 round 2 on replica-1"], "unmatched_logged": []},
+                                  "settled_early": 7}) + "\n")
+    rebuild_results(folder)
+    from_journal = _summary(folder)
+    saved = json.loads((folder / SNAPSHOT).read_bytes())["folded"]["checks"]["reconciliation"]
+    assert (saved["unexplained"], saved["settled_early"]) == (2_000, 7)
+    (folder / "summary.json").unlink()
+    assert read_saved(folder, journal_parts(folder)) is not None
+    rebuild_results(folder)
+    assert _summary(folder) == from_journal and from_journal["reconciliation"]["settled_early"] == 7

@@ -14,13 +14,24 @@ default); on the log side `unmatched_logged` (reported, thresholdable).
 Matching is greedy by the end of each client rejection's window, taking the earliest
 free line inside it: for intervals against points that gives a largest matching, in
 O(n log n) for 100,000 rejections.
+
+Memory stays flat under a steady rejection rate: the matching holds at most `HELD` client
+rejections and `HELD` logged lines. When either side would hold more, it settles: it
+matches what it holds and folds into counts every pair, and every unmatched item, whose
+time is more than `SETTLE` seconds before the newest record it has seen (no line or round
+comes that late: their writers flush within seconds); if a side still holds more than half
+of `HELD`, its oldest items are folded too, each pair as matched and each unmatched item
+as unexplained or unmatched logged, though its partner might still have come. That can
+only add unexplained rejections, never hide one: past the bound the check fails closed,
+and the record's `settled_early` says how many items were counted so.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from bisect import bisect_left
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +46,10 @@ SLACK_AFTER = 2.5
 """Seconds after the answer that its line may carry (a line with no timestamp of its own is stamped when
 the collector read it: up to a poll and the collector's settle later)."""
 EXAMPLES = 5
+HELD = 20_000
+"""Client rejections, and logged lines, a `Matching` holds at most (about 8 MiB for both): docs/figures.md."""
+SETTLE = 60.0
+"""Seconds before the newest record after which a held item is settled: its partner, if any, has come."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +69,16 @@ class LoggedRejection:
 
 @dataclass
 class Matching(JournalView):
-    """Folds a run's journal into client rejections and logged lines, then matches them."""
+    """Folds a run's journal into client rejections and logged lines, then matches them, holding at most `held`
+    unmatched of each (the rest already folded into counts)."""
 
     clients: list[ClientRejection] = field(default_factory=list)
     logged: list[LoggedRejection] = field(default_factory=list)
+    held: int = HELD
+    """The bound on each side."""
+    latest: float = -math.inf
+    """The newest time of a held item's record: what `SETTLE` counts back from."""
+    settled: Settled = field(default_factory=lambda: Settled())
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -68,46 +89,118 @@ class Matching(JournalView):
                                                 str(record.get("replica")),
                                                 f"{record.get('flow_id')} round {record.get('round')} on "
                                                 f"{record.get('replica')} at {_clock(end)}"))
+            self.latest = max(self.latest, end)
         elif kind == RecordType.REJECTION:
-            self.logged.append(LoggedRejection(float(record["t"]), str(record["replica"]), str(record["reason"])))
+            line = LoggedRejection(float(record["t"]), str(record["replica"]), str(record["reason"]))
+            self.logged.append(line)
+            self.latest = max(self.latest, line.t)
+        else:
+            return
+        if max(len(self.clients), len(self.logged)) > self.held:
+            self.settle()
+
+    def settle(self) -> None:
+        """Fold into counts what is settled (older than `SETTLE`), then the oldest of a side above half the bound."""
+        found = self._pairs({line.replica for line in self.logged})
+        keep = self.held // 2
+        cutoff = self.latest - SETTLE
+        clients = sorted(range(len(self.clients)), key=lambda i: self.clients[i].end)
+        lines = sorted(range(len(self.logged)), key=lambda j: self.logged[j].t)
+        old_clients = sum(1 for i in clients if self.clients[i].end < cutoff)
+        old_lines = sum(1 for j in lines if self.logged[j].t < cutoff)
+        gone_clients = set(clients[:max(old_clients, len(clients) - keep)])
+        gone_lines = set(lines[:max(old_lines, len(lines) - keep)])
+        partner = {line: client for client, line in found.items()}
+        for i in sorted(gone_clients, key=lambda i: self.clients[i].end):
+            if i in found:
+                gone_lines.add(found[i])
+            else:
+                self.settled.unexplain(self.clients[i], early=self.clients[i].end >= cutoff)
+        for j in sorted(gone_lines, key=lambda j: self.logged[j].t):
+            if j in partner:
+                gone_clients.add(partner[j])
+            else:
+                self.settled.leave(self.logged[j], early=self.logged[j].t >= cutoff)
+        self.settled.matched += sum(1 for i in gone_clients if i in found)
+        self.settled.clients += len(gone_clients)
+        self.settled.lines += len(gone_lines)
+        self.clients = [client for i, client in enumerate(self.clients) if i not in gone_clients]
+        self.logged = [line for j, line in enumerate(self.logged) if j not in gone_lines]
 
     def reconcile(self, replicas: Collection[str]) -> Reconciled:
-        """Match on the same replica first (for rounds whose replica is one of `replicas`), then by time alone."""
-        same_replica = {label for label in replicas}
-        unexplained: list[ClientRejection] = []
-        leftover: list[LoggedRejection] = []
-        by_replica: dict[str, tuple[list[ClientRejection], list[LoggedRejection]]] = {}
-        for client in self.clients:
+        """Match on the same replica first (for rounds whose replica is one of `replicas`), then by time alone;
+        with what was settled before."""
+        found = self._pairs(set(replicas))
+        used = set(found.values())
+        missed = sorted((client for i, client in enumerate(self.clients) if i not in found), key=lambda c: c.end)
+        leftover = sorted((line for j, line in enumerate(self.logged) if j not in used), key=lambda line: line.t)
+        settled = self.settled
+        return Reconciled(type=RecordType.RECONCILIATION, t=time.time(),
+                          client_rejections=settled.clients + len(self.clients),
+                          logged=settled.lines + len(self.logged), matched=settled.matched + len(found),
+                          unexplained=settled.unexplained + len(missed),
+                          unmatched_logged=settled.unmatched_logged + len(leftover),
+                          examples={"unexplained": (settled.examples["unexplained"]
+                                                    + [client.what for client in missed])[:EXAMPLES],
+                                    "unmatched_logged": (settled.examples["unmatched_logged"]
+                                                         + [_line(line) for line in leftover])[:EXAMPLES]},
+                          settled_early=settled.early)
+
+    def _pairs(self, same_replica: set[str]) -> dict[int, int]:
+        """The held items' matching, as {client index: line index}: on the same replica first (rounds whose replica
+        is in `same_replica`), then what is left by time alone."""
+        found: dict[int, int] = {}
+        by_replica: dict[str, tuple[list[int], list[int]]] = {}
+        for i, client in enumerate(self.clients):
             if client.replica in same_replica:
-                by_replica.setdefault(client.replica, ([], []))[0].append(client)
-            else:
-                unexplained.append(client)
-        for line in self.logged:
+                by_replica.setdefault(client.replica, ([], []))[0].append(i)
+        for j, line in enumerate(self.logged):
             if line.replica in by_replica:
-                by_replica[line.replica][1].append(line)
-            else:
-                leftover.append(line)
+                by_replica[line.replica][1].append(j)
         for clients, lines in by_replica.values():
-            missed, unused = match(clients, lines)
-            unexplained += missed
-            leftover += unused
-        unexplained, leftover = match(unexplained, leftover)
-        matched = len(self.clients) - len(unexplained)
-        return Reconciled(type=RecordType.RECONCILIATION, t=time.time(), client_rejections=len(self.clients),
-                          logged=len(self.logged), matched=matched, unexplained=len(unexplained),
-                          unmatched_logged=len(leftover),
-                          examples={"unexplained": [client.what for client in unexplained[:EXAMPLES]],
-                                    "unmatched_logged": [f"{line.reason} on {line.replica} at {_clock(line.t)}"
-                                                         for line in leftover[:EXAMPLES]]})
+            self._match(clients, lines, found)
+        used = set(found.values())
+        self._match([i for i in range(len(self.clients)) if i not in found],
+                    [j for j in range(len(self.logged)) if j not in used], found)
+        return found
+
+    def _match(self, clients: list[int], lines: list[int], found: dict[int, int]) -> None:
+        for a, b in match([self.clients[i] for i in clients], [self.logged[j] for j in lines]):
+            found[clients[a]] = lines[b]
 
 
-def match(clients: Iterable[ClientRejection],
-          lines: Iterable[LoggedRejection]) -> tuple[list[ClientRejection], list[LoggedRejection]]:
-    """Pair each client rejection with a free line inside its window; returns (unmatched clients, unused lines)."""
-    ordered = sorted(lines, key=lambda line: line.t)
-    times = [line.t for line in ordered]
-    next_free = list(range(len(ordered) + 1))  # union-find: the first free line at or after an index
-    used = [False] * len(ordered)
+@dataclass
+class Settled:
+    """What a `Matching` has folded into counts: items no longer held."""
+
+    clients: int = 0
+    lines: int = 0
+    matched: int = 0
+    unexplained: int = 0
+    unmatched_logged: int = 0
+    early: int = 0
+    """Unmatched items folded before they were settled, because a side held more than its bound."""
+    examples: dict[str, list[str]] = field(default_factory=lambda: {"unexplained": [], "unmatched_logged": []})
+
+    def unexplain(self, client: ClientRejection, *, early: bool) -> None:
+        self.unexplained += 1
+        self.early += early
+        if len(self.examples["unexplained"]) < EXAMPLES:
+            self.examples["unexplained"].append(client.what)
+
+    def leave(self, line: LoggedRejection, *, early: bool) -> None:
+        self.unmatched_logged += 1
+        self.early += early
+        if len(self.examples["unmatched_logged"]) < EXAMPLES:
+            self.examples["unmatched_logged"].append(_line(line))
+
+
+def match(clients: Sequence[ClientRejection], lines: Sequence[LoggedRejection]) -> list[tuple[int, int]]:
+    """Pair each client rejection with a free line inside its window: (client index, line index) pairs, greedy by
+    the end of each window, taking the earliest free line (a largest matching)."""
+    order = sorted(range(len(lines)), key=lambda j: lines[j].t)
+    times = [lines[j].t for j in order]
+    next_free = list(range(len(order) + 1))  # union-find: the first free line at or after an index
 
     def free_from(index: int) -> int:
         root = index
@@ -117,15 +210,17 @@ def match(clients: Iterable[ClientRejection],
             next_free[index], index = root, next_free[index]
         return root
 
-    missed = []
-    for client in sorted(clients, key=lambda c: c.end):
-        index = free_from(bisect_left(times, client.start))
-        if index < len(times) and times[index] <= client.end:
-            used[index] = True
+    pairs = []
+    for i in sorted(range(len(clients)), key=lambda i: clients[i].end):
+        index = free_from(bisect_left(times, clients[i].start))
+        if index < len(times) and times[index] <= clients[i].end:
+            pairs.append((i, order[index]))
             next_free[index] = index + 1
-        else:
-            missed.append(client)
-    return missed, [line for line, taken in zip(ordered, used, strict=True) if not taken]
+    return pairs
+
+
+def _line(line: LoggedRejection) -> str:
+    return f"{line.reason} on {line.replica} at {_clock(line.t)}"
 
 
 def _clock(t: float) -> str:

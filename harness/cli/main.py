@@ -97,7 +97,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--web-linger", default="0",
                      help="with --web: keep serving the final counts this long after the run (e.g. 30s)")
     run.add_argument("--save-figures-every", default="60s",
-                     help="how often the figures folded so far are saved beside the journal (figures.pickle), so "
+                     help="how often the figures folded so far are saved beside the journal (figures.json), so "
                           "`report` on a run killed later reads only what came after (default 60s)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     baseline = run.add_argument_group("comparing with a baseline run (as `mrtr-harness compare`)")

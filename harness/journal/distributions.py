@@ -14,16 +14,23 @@ exactly, one counter per value seen.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from typing import Protocol
+from typing import Any, Protocol
 
 from ddsketch import DDSketch
+
+from harness.journal.plain import NotPlain
 
 RELATIVE_ERROR = 0.01
 """Every percentile a `Sketch` gives is within 1% of the exact nearest-rank value."""
 
 FLOOR = 1e-6
 """Values below a microsecond count as zero: it bounds a sketch's bins (1 µs to an hour is about 1,100)."""
+
+
+_SKETCH = frozenset({"count", "zero", "sum", "min", "max", "key", "bins"})
+"""The plain form of a `Sketch`: its exact figures, and the counts of its bins from the first key in use on."""
 
 
 def nearest_rank(count: int, pct: float) -> int:
@@ -75,6 +82,38 @@ class Sketch:
 
     def merge(self, other: Sketch) -> None:
         self._sketch.merge(other._sketch)
+
+    def as_plain(self) -> dict[str, Any]:
+        """The sketch as plain data (`harness.journal.plain`): exact count, zero bin, sum, min, max, and the bins."""
+        sketch, store = self._sketch, self._sketch._store
+        kept = store.bins[store.min_key - store.offset:store.max_key - store.offset + 1] if store.count else []
+        return {"count": sketch._count, "zero": sketch._zero_count, "sum": sketch._sum,
+                "min": sketch._min if sketch._count else None, "max": sketch._max if sketch._count else None,
+                "key": store.min_key if store.count else 0, "bins": [int(n) if n.is_integer() else n for n in kept]}
+
+    @classmethod
+    def from_plain(cls, data: Any) -> Sketch:
+        """The sketch `as_plain` gave, checked: counts that add up, bins within the mapping's keys, min <= max."""
+        if type(data) is not dict or data.keys() != _SKETCH:
+            raise NotPlain("not a sketch's fields")
+        count, zero, total, bins, key = data["count"], data["zero"], data["sum"], data["bins"], data["key"]
+        if type(bins) is not list or not all(map(_count_like, [count, zero, total, *bins])) or type(key) is not int:
+            raise NotPlain("a sketch's counts are not numbers of at least zero")
+        if count != zero + sum(bins) or (bins and not _KEYS[0] <= key <= key + len(bins) - 1 <= _KEYS[1]):
+            raise NotPlain("a sketch whose bins do not add up to its count, or lie outside its keys")
+        low, high = data["min"], data["max"]
+        fits = _count_like(low) and _count_like(high) and low <= high if count else low is None and high is None
+        if not fits:
+            raise NotPlain("a sketch's minimum and maximum do not fit its count")
+        built = cls()
+        sketch, store = built._sketch, built._sketch._store
+        if bins:
+            store.bins, store.count = [float(n) for n in bins], float(sum(bins))
+            store.offset, store.min_key, store.max_key = key, key, key + len(bins) - 1
+        sketch._count, sketch._zero_count, sketch._sum = float(count), float(zero), float(total)
+        if count:
+            sketch._min, sketch._max = float(low), float(high)
+        return built
 
     @property
     def count(self) -> int:
@@ -137,6 +176,23 @@ class Counts:
     def merge(self, other: Counts) -> None:
         self._counts.update(other._counts)
 
+    def as_plain(self) -> list[list[int]]:
+        """[value, how many] pairs, in value order (`harness.journal.plain`)."""
+        return [[int(value), n] for value, n in self.items()]
+
+    @classmethod
+    def from_plain(cls, data: Any) -> Counts:
+        """The counts `as_plain` gave, checked: whole values, each once, each counted at least once."""
+        built = cls()
+        if type(data) is not list:
+            raise NotPlain("counts are not a list of pairs")
+        for pair in data:
+            if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not int or type(pair[1]) is not int \
+                    or pair[1] < 1 or pair[0] in built._counts:
+                raise NotPlain("counts are not [value, how many] pairs of whole numbers, each value once")
+            built._counts[pair[0]] = pair[1]
+        return built
+
     @property
     def count(self) -> int:
         return self._counts.total()
@@ -173,6 +229,14 @@ class Counts:
 
     def pairs(self) -> list[tuple[float, int]]:
         return [(float(value), n) for value, n in self.items()]
+
+
+def _count_like(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
+
+
+_KEYS = (DDSketch(RELATIVE_ERROR)._mapping.key(FLOOR), DDSketch(RELATIVE_ERROR)._mapping.key(1e300))
+"""The bins a sketch of times can use: from `FLOOR` to far beyond any time (a key's value must stay a float)."""
 
 
 def merged_sketch(parts: list[Sketch]) -> Sketch:

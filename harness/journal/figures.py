@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.journal.distributions import Counts, Sketch, merged_counts, merged_sketch
+from harness.journal.plain import TRANSIENT
 from harness.journal.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
 from harness.journal.writer import JournalView
 
@@ -105,14 +106,15 @@ class RunFigures(JournalView):
     auth_retries: Counter[str] = field(default_factory=Counter)
     """Per flow: rounds resent once after a 401 `invalid_token` renewed the lead's token."""
     status: str | None = None
-    windows: list[RunFigures] = field(default_factory=list)
+    windows: list[RunFigures] = field(default_factory=list, metadata=TRANSIENT)
+    """The hypothesis windows fed from this fold: the live run's probes, not figures of its results (never saved)."""
     faults: list[FaultWindow] = field(default_factory=list)
     """Each network fault's window, in the order they started, with the rounds sent into it."""
     by_host: HostFigures = field(default_factory=lambda: HostFigures())
     """Finished flows, failed rounds and rounds per call again, by host (`[[hosts]]`)."""
 
     def __getstate__(self) -> dict[str, Any]:
-        """Saved without the hypothesis windows: a window is the live run's probe, not a figure of its results."""
+        """Sent over the fold's pipe (`harness.run.fold`) without the hypothesis windows: the live run's probes."""
         return {**self.__dict__, "windows": []}
 
     def add(self, record: Mapping[str, Any]) -> None:

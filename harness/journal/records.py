@@ -393,6 +393,9 @@ class Reconciled(TypedDict):
     unexplained: int
     unmatched_logged: int
     examples: dict[str, list[str]]
+    settled_early: NotRequired[int]
+    """Unmatched items counted before their partner could have come, because the matching held its bound
+    (`harness.checks.reconcile.HELD`): each may be one unexplained too many, never one too few."""
 
 
 Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessError | RunEnded | FlowStarted

@@ -17,6 +17,7 @@ from harness.config.scenario import Scenario
 from harness.config.thresholds import Threshold
 from harness.errors import UsageError
 from harness.journal.figures import RunFigures, is_mapping
+from harness.journal.plain import TRANSIENT
 from harness.journal.records import RecordType
 from harness.journal.writer import JournalDamage, JournalView, read_journal
 from harness.report.errors import ErrorGroup, ErrorTable
@@ -133,14 +134,14 @@ class JournalRead(JournalView):
     """Lines that are not a record, or records the figures could not take: the verdict was decided without them."""
     torn: int = 0
     """Torn last lines (a part cut mid-write, as a SIGKILL leaves it): the normal end of a killed run's journal."""
-    _by_kind: dict[Any, list[Fold]] = field(default_factory=dict, repr=False, compare=False)
+    _by_kind: dict[Any, list[Fold]] = field(default_factory=dict, repr=False, compare=False, metadata=TRANSIENT)
 
     def as_dict(self) -> dict[str, Any]:
         return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable,
                 "torn": self.torn}
 
     def __getstate__(self) -> dict[str, Any]:
-        """Saved without the table of bound folds (`harness.report.snapshot` builds no methods); rebuilt on use."""
+        """Sent to the run without the table of bound folds (`harness.run.fold`); rebuilt on use."""
         return {**self.__dict__, "_by_kind": {}}
 
     def add(self, record: Any) -> None:

@@ -93,6 +93,9 @@ def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if result.from_redispatched_rounds:
         lines.append(f"      {result.from_redispatched_rounds} of the client rejections came from re-dispatched rounds "
                      "(their replica was down, so the state reached another replica: journal `redispatched_from`)")
+    if result.settled_early:
+        lines.append(f"      {result.settled_early} unmatched rejection(s) and line(s) were counted before a partner "
+                     "could come (the matching held its bound, docs/figures.md): unexplained is an upper bound")
     if result.unmatched_logged is not None:
         lines.append(f"    {paint.mark(None) if result.unmatched_logged else paint.mark(True)} unmatched logged "
                      f"rejections: {result.unmatched_logged} (logged lines no client rejection of this run explains)")

@@ -78,6 +78,8 @@ class Reconciliation:
     from_redispatched_rounds: int = 0
     """Client rejections of rounds re-dispatched from a replica that was down: the state of one replica
     arriving at another (an `unknown key` there during a restart is that, not a key problem of its own)."""
+    settled_early: int = 0
+    """Unmatched items counted before their partner could have come (the matching held its bound)."""
 
     @property
     def passed(self) -> bool:
@@ -86,7 +88,7 @@ class Reconciliation:
     def as_dict(self) -> dict[str, Any]:
         return {"client_rejections": self.client_rejections, "logged": self.logged, "matched": self.matched,
                 "unexplained": self.unexplained, "unmatched_logged": self.unmatched_logged,
-                "from_redispatched_rounds": self.from_redispatched_rounds,
+                "from_redispatched_rounds": self.from_redispatched_rounds, "settled_early": self.settled_early,
                 "examples": self.examples, "passed": self.passed}
 
 
@@ -166,7 +168,8 @@ class RunChecks(JournalView):
                                                  int(record.get("unexplained", 0)),
                                                  _int_or_none(record.get("matched")),
                                                  _int_or_none(record.get("unmatched_logged")),
-                                                 dict(record.get("examples") or {}))
+                                                 dict(record.get("examples") or {}),
+                                                 settled_early=int(record.get("settled_early") or 0))
         elif kind == RecordType.RUN:
             self._run_event(record)
 

@@ -8,7 +8,7 @@ pipe, each time a part grew and to what size (after the bytes are in the file), 
 process folds the parts in exactly the order the run wrote them, whatever the parts: once
 a second, in one batch, or at once when a request needs it. The run asks it for figures
 (the hypothesis probes, the progress line), for reconciliation and the invariants at the
-end, and finally for the whole fold, which it also saves as `figures.pickle`
+end, and finally for the whole fold, which it also saves as `figures.json`
 (`harness.report.snapshot`), as it does every `--save-figures-every`.
 
 Reading the JSON lines from the file, as `report DIR` does, means the live results and a
