@@ -1,9 +1,8 @@
 """`mrtr-harness capacity`: the search, the TTL arithmetic and the report, then short real sweeps.
 
 The real sweeps run the CLI in a subprocess against the embedded shop, as a user does.
-No timing is asserted as exact: the sweep test only needs one replica to break where two
-hold, at rates far enough apart for a shared 2-core machine (one replica costs ~7 ms of
-CPU per round, so 60 flows/s of ~2.5 rounds each needs more than one core).
+No timing decides a test here: whether two replicas hold a higher rate than one depends on
+the machine's spare cores, and is measured by `benchmarks/replica_scaling.py`.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ import json
 import math
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from harness.capacity.plan import CapacityPlan, PlanError, RateSearch, parse_rep
 from harness.capacity.search import Judgement, limit_of, search, step_through
 from harness.config.scenario import parse_scenario
 from harness.config.think import ConstantThink, ExponentialThink, LognormalThink, UniformThink
+from harness.journal.writer import read_journal
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -320,36 +321,27 @@ def test_other_load_leaves_out_the_replicas_the_zygote_forked_and_counts_them_by
     assert all(seconds > 0 for seconds in other_load.target_seconds.values())  # each built its app and served
 
 
-BUSY_BOX = 0.5
-"""Cores used by other processes (the sweep measures them) past which a 2-core box has no room to scale:
-a replica round costs ~7 ms and the harness and API ~3.5 ms more, so one replica alone takes ~1.5 cores at
-its knee and the box has ~0.5 left for a second one's gain."""
-
-
-def test_two_replicas_hold_a_higher_arrival_rate_than_one(tmp_path):
-    """Return flows (two rounds of ~5-7 ms of a replica's CPU, one call to the shop's API) on one replica,
-    then on two. On this 2-core box one replica's knee sits near 85-125 flows/s when the box is quiet and
-    two replicas' only ~1.15-1.35x higher, because the harness (~2 ms a round), the shared API and any
-    other tenant take the rest of the two cores; both fall as the box gets busier. The rates are ~1.25x
-    apart, so that a level falls between the two knees. The SLO is generous, p95 < 750 ms (three times
-    the shipped scenario's): a replica past its knee breaks it by far (its queue grows by the second),
-    a step near its knee does not. The ladder goes one rate past the quiet knee (151): a cheaper harness,
-    or a faster day of this shared VM, leaves a replica more of the box (one replica held 121 flows/s
-    on 2026-12-01). The second replica count starts at the first's highest hold: at most 8 steps of ~9 s.
-    When two replicas did not do better and other processes took half a core or more on average (the
-    sweep measures it per step, the harness's and the target's own processes left out), the second
-    replica had no spare CPU to show its gain, and the test is skipped with that figure, not failed."""
-    text = _scenario_text(rate=20, think='{ dist = "lognormal", median = "6s", p95 = "18s" }', slo="750ms",
-                          grace="1s").replace('kind = "refund"\namount = "any"', 'kind = "return"')
-    process = _start_capacity(text, tmp_path, "--replicas", "1,2", "--rates", "50,62,78,97,121,151",
-                              "--step", "4s", "--warmup", "1s")
+def test_a_sweep_runs_each_step_on_its_replica_count_and_spreads_the_rounds_over_them(tmp_path):
+    """One sweep on 1, then 2 replicas: each step's rounds were served by as many replicas as the step names,
+    and on two each served about half (round-robin), so each does half the work one did alone. That is what
+    lets two replicas hold more; how much more depends on the machine's spare cores, a timing no pass/fail
+    test can rely on on a shared box (`benchmarks/replica_scaling.py` measures it)."""
+    text = _scenario_text(rate=12, grace="1s").replace('kind = "refund"\namount = "any"', 'kind = "return"')
+    process = _start_capacity(text, tmp_path, "--replicas", "1,2", "--rates", "12", "--step", "2s",
+                              "--warmup", "0.5s")
     document = _finish_capacity(process, tmp_path)
-    held = {row["replicas"]: row["highest_rate_holding_slo"] or 0 for row in document["capacity"]}
-    others = [step["other_load_cores"] for step in document["steps"] if step["other_load_cores"] is not None]
-    if held[2] <= held[1] and others and sum(others) / len(others) >= BUSY_BOX:
-        pytest.skip(f"other processes used {sum(others) / len(others):.1f} of this box's cores during the sweep: "
-                    "no spare core for a second replica to show")
-    assert held[2] > held[1], json.dumps(document["steps"], indent=1)
+    [results] = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    assert [row["replicas"] for row in document["capacity"]] == [1, 2]
+    served = {step["replicas"]: _rounds_by_replica(results / step["folder"]) for step in document["steps"]}
+    assert sorted(served) == [1, 2], document["steps"]
+    assert len(served[1]) == 1 and sum(served[1].values()) >= 10, served
+    assert len(served[2]) == 2 and min(served[2].values()) >= 0.4 * sum(served[2].values()), served
+
+
+def _rounds_by_replica(folder: Path) -> Counter[str]:
+    """The rounds a step's journal says each replica served."""
+    return Counter(str(record["replica"]) for record in read_journal(folder / "journal.jsonl")
+                   if isinstance(record, dict) and record.get("type") == "round")
 
 
 def test_predicted_expiry_share_matches_the_measured_one_for_constant_and_lognormal_leads(tmp_path):

@@ -1,13 +1,15 @@
-"""docker-compose.yml end to end: the stack comes up, its harness runs scenarios/compose.toml through the
-balancer with no rejection, and its Prometheus scrapes every replica.
+"""The Dockerfile and docker-compose.yml end to end: the image builds and runs, the stack comes up, its harness
+runs scenarios/compose.toml through the balancer with no rejection, and its Prometheus scrapes every replica.
 
 What runs:
 
-* Images, with no registry (`tests/images.py`): the repository's Dockerfile built as
-  `mrtr-harness:local` on the debootstrapped Debian base (cached, shared with
-  test_dockerfile_build.py), and stand-ins for `redis:7-alpine`, `prom/prometheus:v2.53.0`
+* Images, with no registry (`tests/images.py`): the repository's Dockerfile built once for
+  this module as `mrtr-harness:local` on the debootstrapped Debian base (its root cached under
+  /var/cache/mrtr-harness/, MRTR_IMAGE_CACHE overrides; only the first run on a machine pays
+  for it, about 2 minutes), and stand-ins for `redis:7-alpine`, `prom/prometheus:v2.53.0`
   and `haproxy:2.9-alpine` built from Debian's packages on that base, with the entrypoints,
   default commands and users of the real images.
+* The image alone: `--version`, `validate scenarios/smoke.toml`, its Python, its user.
 * Debian's `docker-compose` (1.29, the Python one) brings the stack up on a private dockerd
   (`tests/services.py` docker_engine), reading a copy of docker-compose.yml that this test
   renders for host networking, so all traffic stays on 127.0.0.1:
@@ -21,7 +23,7 @@ What runs:
     deploy/prometheus-targets/ and of scenarios/compose.toml (mounted over the image's);
   - `--host 0.0.0.0` and friends listen on 127.0.0.1 only;
   - the harness's results go to a temporary folder, and it talks to the private engine;
-  - the scenario runs one minute instead of three (`--duration`, and its restart and key
+  - the scenario runs half a minute instead of three (`--duration`, and its restart and key
     rotation moved to the same points of the shorter run), to keep the suite short;
   - the top-level `name:` (which compose 1.29 does not know) becomes `--project-name`.
 
@@ -54,7 +56,7 @@ import time
 import tomllib
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import __version__ as HARNESS_VERSION
 from harness.config.durations import format_duration, parse_duration
 from tests.images import ROOT, build_app_image, build_stand_ins, debian_base
 from tests.services import docker_engine, fail_or_skip, free_port, require_binary
@@ -74,7 +77,7 @@ APP_IMAGE = "mrtr-harness:local"
 LEFT_OUT = {"grafana": "no Debian package and no registry here, so no stand-in image"}
 REDIS_PORT = 6379
 """The port the Redis image listens on: the compose file's command names none."""
-RUN_S = 60.0
+RUN_S = 30.0
 """How long the test runs the scenario (its own duration is 3 minutes, for people watching the dashboards):
 `--duration` on the harness's command, and every chaos step moved to the same point of the shorter run."""
 COMPOSE_TIMEOUT_S = 300
@@ -367,67 +370,127 @@ def app_image_tag(client: Any, shared_engine: bool):
                     client.images.get(before).tag(APP_IMAGE)
 
 
-# --- the test ----------------------------------------------------------------------------------
+# --- the engine and the app image, shared by the module's tests -------------------------------------
 
 
-def test_the_compose_stack_runs_its_scenario_through_the_balancer_and_prometheus_scrapes_every_replica(
-        request: pytest.FixtureRequest, tmp_path: Path):
-    require_binary("debootstrap")
-    binary = require_binary("docker-compose")
+@dataclass
+class Built:
+    """A Docker engine with the Debian base and the repository's Dockerfile built on it as `APP_IMAGE`."""
+
+    host: str
+    client: Any
+    shared_engine: bool
+    base: Any
+    build_s: float
+    size_mb: float
+    log: list[str]
+    started: float
+
+
+@pytest.fixture(scope="module")
+def built() -> Iterator[Built]:
+    """The engine (the one that answers, or a private dockerd) with the app image built once for this module:
+    the Dockerfile's own test and the compose stack both use it, so the image is built once per suite."""
+    require_binary("debootstrap")  # dockerd: docker_engine() requires it when no engine answers
     started = time.monotonic()
     with docker_engine() as docker_host:
         import docker
 
         client = docker.from_env(timeout=ENGINE_TIMEOUT_S)
-        shared_engine = "/mrtr-dockerd-" not in docker_host
-        rendered = render(tmp_path, docker_host)
-        if client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={rendered.project}"}):
-            fail_or_skip(f"the engine at {docker_host} already runs a compose project {rendered.project!r}: "
-                         f"this test would replace its containers")
-        stand_ins = None
-        volumes: set[str] = set()
-        left: list[str] = []
         try:
+            shared_engine = "/mrtr-dockerd-" not in docker_host
             with app_image_tag(client, shared_engine):
                 base = debian_base(client)
-                stand_ins = build_stand_ins(client, base)
-                _, build_s, _ = build_app_image(client, base.reference, APP_IMAGE)
-                up_start = time.monotonic()
-                try:
-                    code, output = compose(binary, rendered, "up", "--detach", "--no-build")
-                    if code != 0:
-                        pytest.fail(f"docker-compose up exited {code}:\n{output[-3000:]}\n"
-                                    f"{_stack_logs(client, rendered.project)}", pytrace=False)
-                    up_s = time.monotonic() - up_start
-                    volumes = project_volumes(client, rendered.project)
-                    summary = wait_for_summary(client, rendered)
-                    run_s = time.monotonic() - up_start - up_s
-                    targets = wait_until_scraped(f"http://127.0.0.1:{rendered.ports['prometheus']}", replicas=3)
-                    if not summary["passed"]:
-                        pytest.fail(f"the run did not pass: {summary['status']}, {summary['problems']}\n"
-                                    f"{_stack_logs(client, rendered.project)}", pytrace=False)
-                    check_summary(summary)
-                    check_balancer_spread_rounds(rendered)
-                    check_rotation_reached_every_replica(client, rendered.project, summary)
-                    check_targets(targets, rendered)
-                finally:
-                    volumes |= project_volumes(client, rendered.project)
-                    code, output = compose(binary, rendered, "down", "--volumes", "--remove-orphans", "--timeout", "5")
-                    left = remove_leftovers(client, rendered.project, volumes)
-                    assert code == 0, f"docker-compose down exited {code}:\n{output[-3000:]}"
+                image, build_s, log = build_app_image(client, base.reference, APP_IMAGE)
+                yield Built(docker_host, client, shared_engine, base, build_s, image.attrs["Size"] / 1e6, log,
+                            started)
         finally:
-            if shared_engine and stand_ins is not None:
-                for tag in stand_ins.made:
-                    with contextlib.suppress(docker.errors.ImageNotFound):
-                        client.images.remove(stand_ins.ids[tag], force=True)
             client.close()
+
+
+# --- the tests ---------------------------------------------------------------------------------
+
+
+def test_the_real_dockerfile_builds_on_a_debootstrapped_base_and_the_image_runs(request: pytest.FixtureRequest,
+                                                                                built: Built):
+    """The repository's Dockerfile, built on the debootstrapped Debian base (`tests/images.py`), makes an image that
+    runs: its `--version`, `validate scenarios/smoke.toml`, its Python (3.11 or later, in its venv), not as root."""
+    run_start = time.monotonic()
+    client = built.client
+    version = client.containers.run(APP_IMAGE, ["--version"], network_mode="host", remove=True)
+    assert HARNESS_VERSION in version.decode(), version
+    validated = client.containers.run(APP_IMAGE, ["validate", "scenarios/smoke.toml"], network_mode="host",
+                                      remove=True, stderr=True)
+    python = client.containers.run(
+        APP_IMAGE, ["-c", "import sys; print(sys.version_info[:2] >= (3, 11), sys.prefix)"],
+        entrypoint="python3", network_mode="host", remove=True,
+    ).decode()
+    assert python.split() == ["True", "/opt/mrtr"], python
+    user = client.containers.run(APP_IMAGE, ["-u"], entrypoint="id", network_mode="host", remove=True)
+    assert user.decode().strip() != "0", "the image must not run as root"
+    base = built.base
+    report(request, "dockerfile build", [
+        f"{'cached root' if base.debootstrap_s is None else 'first run'}",
+        base.root_line,
+        seconds(base.import_s, f"docker import {base.reference}"),
+        f"docker build {APP_IMAGE}: {built.build_s:.1f} s, image {built.size_mb:.0f} MB",
+        f"docker run --version / validate / checks: {time.monotonic() - run_start:.1f} s",
+        f"validate says: {validated.decode(errors='replace').strip()[:200]}",
+        f"build log tail: {''.join(built.log).strip().splitlines()[-1] if built.log else ''}",
+    ])
+
+
+def test_the_compose_stack_runs_its_scenario_through_the_balancer_and_prometheus_scrapes_every_replica(
+        request: pytest.FixtureRequest, tmp_path: Path, built: Built):
+    binary = require_binary("docker-compose")
+    import docker
+
+    client, base = built.client, built.base
+    rendered = render(tmp_path, built.host)
+    if client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={rendered.project}"}):
+        fail_or_skip(f"the engine at {built.host} already runs a compose project {rendered.project!r}: "
+                     f"this test would replace its containers")
+    stand_ins = None
+    volumes: set[str] = set()
+    left: list[str] = []
+    try:
+        stand_ins = build_stand_ins(client, base)
+        up_start = time.monotonic()
+        try:
+            code, output = compose(binary, rendered, "up", "--detach", "--no-build")
+            if code != 0:
+                pytest.fail(f"docker-compose up exited {code}:\n{output[-3000:]}\n"
+                            f"{_stack_logs(client, rendered.project)}", pytrace=False)
+            up_s = time.monotonic() - up_start
+            volumes = project_volumes(client, rendered.project)
+            summary = wait_for_summary(client, rendered)
+            run_s = time.monotonic() - up_start - up_s
+            targets = wait_until_scraped(f"http://127.0.0.1:{rendered.ports['prometheus']}", replicas=3)
+            if not summary["passed"]:
+                pytest.fail(f"the run did not pass: {summary['status']}, {summary['problems']}\n"
+                            f"{_stack_logs(client, rendered.project)}", pytrace=False)
+            check_summary(summary)
+            check_balancer_spread_rounds(rendered)
+            check_rotation_reached_every_replica(client, rendered.project, summary)
+            check_targets(targets, rendered)
+        finally:
+            volumes |= project_volumes(client, rendered.project)
+            code, output = compose(binary, rendered, "down", "--volumes", "--remove-orphans", "--timeout", "5")
+            left = remove_leftovers(client, rendered.project, volumes)
+            assert code == 0, f"docker-compose down exited {code}:\n{output[-3000:]}"
+    finally:
+        if built.shared_engine and stand_ins is not None:
+            for tag in stand_ins.made:
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    client.images.remove(stand_ins.ids[tag], force=True)
     assert not left, f"docker-compose down -v left {left} (removed by id)"
     report(request, "compose stack", [
-        f"total {time.monotonic() - started:.1f} s ({'cached root' if base.debootstrap_s is None else 'first run'})",
+        f"total {time.monotonic() - built.started:.1f} s since the engine's start "
+        f"({'cached root' if base.debootstrap_s is None else 'first run'})",
         base.root_line,
         seconds(base.import_s, f"docker import {base.reference}"),
         f"stand-ins {', '.join(stand_ins.ids)}: {stand_ins.seconds:.1f} s",
-        f"docker build {APP_IMAGE}: {build_s:.1f} s",
+        f"docker build {APP_IMAGE}: {built.build_s:.1f} s",
         f"docker-compose up: {up_s:.1f} s; the harness's run until summary.json: {run_s:.1f} s",
         f"services: {', '.join(rendered.services)} (left out: {', '.join(LEFT_OUT)})",
         f"the run ({format_duration(RUN_S)}, {rendered.speedup:g}x shorter than the scenario): "

@@ -31,7 +31,10 @@ CLI's `shop replica` and `shop auth-server`; neither imports its server until it
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    return run_harness(SMOKE, tmp_path_factory.mktemp("smoke"), python_options=("-X", "importtime"))
+    """The smoke scenario as a user runs it, for half its duration (its every part still runs: the flows, the
+    leads, the end and every result), read by the tests below."""
+    return run_harness(SMOKE, tmp_path_factory.mktemp("smoke"), "--duration", "15s",
+                       python_options=("-X", "importtime"))
 
 
 def test_smoke_passes_and_leaves_every_result(smoke):
@@ -367,10 +370,13 @@ def test_report_rebuilds_the_results_of_a_run_killed_with_sigkill(tmp_path):
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not process.stdout.readline().startswith("target up"):
         pass
-    time.sleep(6)  # a few seconds of load, then no chance to write anything
+    (folder,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    journal = folder / "journal.jsonl"
+    while time.monotonic() < deadline and not (journal.read_bytes().count(b'"type":"flow"') >= 2
+                                               and journal.read_bytes().count(b"\n") > 12):
+        time.sleep(0.2)  # load until flows have ended, then no chance to write anything
     process.kill()
     process.wait(10)
-    (folder,) = [path for path in tmp_path.iterdir() if path.is_dir()]
     try:
         assert not (folder / "summary.json").exists()
         rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(folder)], capture_output=True,

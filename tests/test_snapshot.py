@@ -8,7 +8,8 @@ import time
 from harness.config.scenario import parse_scenario
 from harness.report import journal_parts, read_run, read_saved, rebuild_results, write_results
 from harness.report.snapshot import SNAPSHOT
-from tests.test_lifeline import start, wait_for_line
+from harness.runtime.processes import descendants
+from tests.test_lifeline import kill_and_count_survivors, start, wait_for_line
 from tests.test_report import T0, write_run
 
 SCENARIO = ('name = "nightly-refunds"\nseed = 7\nduration = "30s"\n[load]\narrival_rate = 2\n'
@@ -106,6 +107,9 @@ def test_figures_saved_for_other_bytes_of_the_same_length_are_ignored(tmp_path):
 
 
 def test_a_run_killed_after_saving_its_figures_is_reported_from_them_and_the_records_after(tmp_path):
+    """A real run saves its figures every second and is SIGKILLed; records then follow the last save by
+    construction (copies of its own last flow, new ids): the report takes the saved figures, folds those
+    records after them, and reaches the verdict one pass over the whole journal reaches."""
     scenario = tmp_path / "killed.toml"
     scenario.write_text('name = "killed"\nseed = 3\nduration = "60s"\ntime_scale = 60\n[target]\nreplicas = 2\n'
                         '[load]\narrival_rate = 8\n[[flows]]\nkind = "refund"\n'
@@ -113,28 +117,50 @@ def test_a_run_killed_after_saving_its_figures_is_reported_from_them_and_the_rec
     output = tmp_path / "output.txt"
     process = start(["run", str(scenario), "--results", str(tmp_path / "results"), "--save-figures-every", "1s"],
                     output)
+    below: set[int] = set()
     try:
         wait_for_line(process, output, "results:", timeout=60)
         (folder,) = (tmp_path / "results").iterdir()
-        deadline = time.monotonic() + 30
-        while not (folder / SNAPSHOT).is_file() or _flows_in(folder) < 20:
+        deadline = time.monotonic() + 60
+        while not (folder / SNAPSHOT).is_file() or _flows_in(folder) < 10:
             assert process.poll() is None and time.monotonic() < deadline, output.read_text()
+            below |= descendants(process.pid)
             time.sleep(0.2)
-        time.sleep(1.5)  # flows journaled after the last save
+        below |= descendants(process.pid)
     finally:
-        process.kill()
-        process.wait(10)
-    state = json.loads((folder / SNAPSHOT).read_bytes())
-    assert state["parts"]["journal.jsonl"] < (folder / "journal.jsonl").stat().st_size  # records came after it
+        assert not kill_and_count_survivors(process, below)  # the fold too: no save after this point
+    parts = journal_parts(folder)
+    assert read_saved(folder, parts) is not None, "the figures saved before the kill continue the journal"
+    flows = _flows_in(folder)
+    late = _append_flows_after_the_last_save(folder, 5)
     assert rebuild_results(folder).status.value == "interrupted"
     from_snapshot = _summary(folder)
     (folder / SNAPSHOT).unlink()
     rebuild_results(folder)
-    assert from_snapshot == _summary(folder) and from_snapshot["flows"]["total"] >= 20
+    from_journal = _summary(folder)
+    assert from_snapshot == from_journal and from_snapshot["flows"]["total"] == flows + late
+
+
+def _append_flows_after_the_last_save(folder, count: int) -> int:
+    """Copies of the journal's last flow record, under new ids, after its end (a torn last line is closed
+    first, and counted as damage by both reads alike); how many."""
+    journal = folder / "journal.jsonl"
+    text = journal.read_bytes()
+    last = json.loads(next(line for line in reversed(text.splitlines(keepends=True))
+                           if b'"type":"flow"' in line and line.endswith(b"\n")))
+    with open(journal, "ab") as file:
+        if not text.endswith(b"\n"):
+            file.write(b"\n")
+        for n in range(count):
+            record = {**last, "flow_id": f"after-the-kill-{n}"}
+            file.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+    return count
 
 
 def _flows_in(folder) -> int:
-    return (folder / "journal.jsonl").read_bytes().count(b'"type":"flow"')
+    """The flow records among the journal's whole lines (a line the kill cut short is none)."""
+    lines = (folder / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    return sum(1 for line in lines if b'"type":"flow"' in line and line.endswith(b"\n"))
 
 
 def test_the_saved_figures_carry_the_reconciliation_and_what_it_settled_early(tmp_path):
