@@ -41,11 +41,12 @@ _GRAM: Final = 8
 """Length of the pieces a value is found by: the text is looked at every `_GRAM` bytes, not at every byte."""
 
 COMMAND_ENV: Final = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
-                      "LC_MESSAGES", "TZ", "TMPDIR", "TERM", "PWD", "SYSTEMROOT")
+                      "LC_MESSAGES", "TZ", "TMPDIR", "TERM", "PWD", "SYSTEMROOT", "KUBECONFIG", "DOCKER_HOST",
+                      "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
 """What a command the harness runs for the target inherits of the harness's environment without being named:
-enough to find programs, its home (and so ~/.kube/config, ~/.docker) and to print text. Anything else (a
-KUBECONFIG, a cloud profile, a vault address) the scenario names (`[target] command_env`, `[target.auth]
-command_env`)."""
+enough to find programs, its home, the cluster or Docker engine it acts on (where they are, never a
+credential) and to print text. Anything else (a cloud profile, a vault address) the scenario names
+(`[target] command_env`, `[target.auth] command_env`)."""
 
 
 class MissingSecret(UsageError):

@@ -89,7 +89,7 @@ class TargetConfig(Strict):
     command_env: list[Annotated[str, Field(pattern=ENV_NAME)]] = Field(
         default_factory=list, description="external, docker: the environment variables the commands are given "
                                           "beside the allow-list (PATH, HOME, LANG, ...: docs/your-deployment.md) "
-                                          "and MRTR_RUN_ID, e.g. [\"KUBECONFIG\"]; no other reaches them")
+                                          "and MRTR_RUN_ID, e.g. [\"AWS_PROFILE\"]; no other reaches them")
     release_guard: bool = Field(
         default=True, description="embedded: false makes the shop's API release an already released refund again "
                                   "(no 409), so only the replicas' once-only record stops a replayed answer")
