@@ -328,6 +328,7 @@ class Run:
     def _load_driver(self, target: Target) -> LocalLoad | DistributedLoad:
         self.env = Environment(events=Events())
         options = self.options
+        auth_url = next(iter(target.urls), None)  # discovery asks the target itself, never a fault proxy before it
         if options.workers or options.remote_workers:
             self._warn_unreachable_replicas(target)
             return DistributedLoad(self.env, self.scenario, self.run_metrics, self.folder, self._load_urls(target),
@@ -335,10 +336,10 @@ class Run:
                                    local=options.workers,
                                    remote=options.remote_workers, bind_host=options.master_bind_host,
                                    bind_port=options.master_bind_port, wait=options.workers_wait, say=self.say,
-                                   auth_url=next(iter(target.urls), None))
+                                   auth_url=auth_url)
         flow_env = build_flow_env(self.scenario, self._load_urls(target), target.labels, self.journal,
                                   self.run_metrics, fire_request=self.env.events.request.fire,
-                                  auth_url=next(iter(target.urls), None))
+                                  auth_url=auth_url)
         return LocalLoad(self.env, LoadPlan(self.scenario, flow_env), time.time())
 
     def _warn_unreachable_replicas(self, target: Target) -> None:
