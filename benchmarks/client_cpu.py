@@ -173,7 +173,7 @@ def stub_flow(client: MrtrClient, index: int) -> tuple[int, str]:
 @contextmanager
 def shop_server(sse: bool) -> Iterator[Server]:
     from harness.shop.catalogue import build_catalogue
-    from harness.target.local_deployment import LocalDeployment, ReplicaOptions
+    from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
     held = build_catalogue().order_ids(needs_confirmation=True)
     with tempfile.TemporaryDirectory(prefix="client-cpu-") as tmp:

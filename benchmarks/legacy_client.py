@@ -80,7 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     started = datetime.now(UTC)
     from harness.shop.catalogue import build_catalogue
-    from harness.target.local_deployment import LocalDeployment, ReplicaOptions
+    from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
     held = build_catalogue().order_ids(needs_confirmation=True)
     runs: dict[str, list[dict[str, Any]]] = {"2026-07-28": [], "2025": []}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.cpu import load_average, machine_facts
 from benchmarks.runs import write_figures
-from harness.target.local_deployment import LocalDeployment, ReplicaOptions
+from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
 
 def restart_once(deployment: LocalDeployment) -> dict[str, float]:

@@ -132,7 +132,7 @@ def embedded_target_pids(harness_pid: int) -> dict[str, int]:
     pids: dict[str, int] = {}
     for child in children_of(harness_pid):
         line = cmdline(child)
-        if "harness.target.zygote" in line:
+        if "harness.targets.zygote" in line:
             for index, replica in enumerate(children_of(child), 1):
                 pids[f"replica-{index}"] = replica
         elif " shop api" in line:

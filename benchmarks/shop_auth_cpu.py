@@ -42,8 +42,8 @@ from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds
 from benchmarks.runs import write_figures
 from benchmarks.shop_replica import PHASE_CAP, Shop, flow_work, run_pool
 from harness.shop.catalogue import build_catalogue
-from harness.target.auth_server import AuthServerSpec
-from harness.target.local_deployment import LocalDeployment, ReplicaOptions
+from harness.targets.auth_server import AuthServerSpec
+from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
 SECRET_ENV = "MRTR_BENCH_CLIENT_SECRET"
 CLIENT_ID = "support-leads"

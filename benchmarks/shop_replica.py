@@ -53,7 +53,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/shop_replica.py` puts b
 from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds
 from benchmarks.runs import write_figures
 from harness.shop.catalogue import build_catalogue
-from harness.target.local_deployment import LocalDeployment
+from harness.targets.local_deployment import LocalDeployment
 
 PROTOCOL = "2026-07-28"
 CAPABILITIES = {"elicitation": {"form": {}}}

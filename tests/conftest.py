@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.target.local_deployment import LocalDeployment, ReplicaOptions
+from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
 
 @pytest.fixture(scope="module")

@@ -300,7 +300,7 @@ def test_other_load_leaves_out_the_replicas_the_zygote_forked_and_counts_them_by
     step's "other load" would count it. They are counted by PID instead; the API and the zygote, the
     harness's own children, reach `os.times` once they are stopped and are not counted twice."""
     from harness.capacity.other_load import OtherLoad
-    from harness.target.embedded import EmbeddedTarget
+    from harness.targets.embedded import EmbeddedTarget
 
     scenario = parse_scenario('name = "other-load"\nduration = "5s"\n[target]\nkind = "embedded"\nreplicas = 2\n'
                               '[load]\narrival_rate = 1\n[[flows]]\nkind = "refund"\n')

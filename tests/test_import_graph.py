@@ -130,7 +130,7 @@ def test_the_shop_imports_only_the_instrument_and_stdlib_leaves_of_the_harness()
 
 def test_the_zygote_never_imports_the_command_line():
     graph = import_graph()
-    assert "harness.cli.main" not in reachable(graph, {"harness.target.zygote"})
+    assert "harness.cli.main" not in reachable(graph, {"harness.targets.zygote"})
 
 
 @pytest.mark.parametrize("argv", [

@@ -18,7 +18,7 @@ import pytest
 
 from harness.config.scenario import parse_scenario
 from harness.mrtr.keys import fingerprint, new_key, read_ring, write_ring
-from harness.target.embedded import EmbeddedTarget
+from harness.targets.embedded import EmbeddedTarget
 from tests.harness_run import key_files
 
 _WATCHED: list[Path] = []

@@ -76,7 +76,7 @@ def test_a_run_killed_with_sigkill_leaves_no_process_behind(tmp_path):
     try:
         seen = watch(process, 17.0)
         assert "target up" in output.read_text(errors="replace"), output.read_text(errors="replace")
-        zygotes = {pid for pid in seen if b"harness.target.zygote" in _cmdline(pid) and parent_of(pid) == process.pid}
+        zygotes = {pid for pid in seen if b"harness.targets.zygote" in _cmdline(pid) and parent_of(pid) == process.pid}
         replicas = {pid for pid in seen if parent_of(pid) in zygotes}
         assert len(zygotes) == 1 and len(replicas) == 3, describe(seen)  # smoke.toml: 3 forked replicas
         folds = {pid for pid in seen if b"harness.run.fold" in _cmdline(pid) and parent_of(pid) == process.pid}

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from harness.journal.writer import read_journal
-from harness.target.local_deployment import ReplicaOptions
+from harness.targets.local_deployment import ReplicaOptions
 from tests.harness_run import ROOT, Finished
 from tests.services import sigint_default
 

@@ -14,7 +14,7 @@ import pytest
 
 from harness.mrtr.reasons import REASONS, parse_rejection
 from harness.shop.catalogue import build_catalogue
-from harness.target.local_deployment import ReplicaOptions
+from harness.targets.local_deployment import ReplicaOptions
 
 HELD_ORDERS = iter(build_catalogue().order_ids(needs_confirmation=True))
 CAPABILITIES = {"elicitation": {"form": {}}}

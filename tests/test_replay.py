@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from harness.target.local_deployment import ReplicaOptions
+from harness.targets.local_deployment import ReplicaOptions
 from tests.services import redis_server, require_binary
 from tests.test_rejection_reasons import YES, first_round, post
 

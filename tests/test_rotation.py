@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from harness.mrtr.keys import fingerprint, new_key, write_ring
-from harness.target.local_deployment import ReplicaOptions
+from harness.targets.local_deployment import ReplicaOptions
 from tests.test_rejection_reasons import YES, first_round, logged, post
 
 OLD, NEW = new_key(), new_key()

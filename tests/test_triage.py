@@ -31,7 +31,7 @@ from harness.cli.main import main
 from harness.logs.parse import LineParser
 from harness.mrtr.reasons import REASONS
 from harness.runtime.processes import free_port
-from harness.target.local_deployment import ReplicaOptions
+from harness.targets.local_deployment import ReplicaOptions
 from harness.triage.counts import Counts
 from harness.triage.display import render_live
 from tests.services import docker_engine, fail_or_skip, sigint_default
@@ -449,7 +449,7 @@ def docker_client():
 
 def test_a_compose_services_container_is_followed_live(tmp_path, docker_client):
     client = docker_client
-    from harness.target.image import (  # an empty root over the host's /usr
+    from harness.targets.image import (  # an empty root over the host's /usr
         ensure_host_python_image,
         host_python_run_spec,
     )

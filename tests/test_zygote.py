@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from harness.runtime.processes import alive
-from harness.target.local_deployment import LocalDeployment, ReplicaOptions
+from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
 
 def health(deployment: LocalDeployment, index: int) -> dict:
@@ -53,7 +53,7 @@ def test_a_restart_is_a_new_process_with_new_ephemeral_keys_logging_to_the_same_
 
 
 def test_a_replica_that_cannot_start_says_so_with_its_log(shop, tmp_path):
-    from harness.target.local_deployment import DeploymentError
+    from harness.targets.local_deployment import DeploymentError
 
     with pytest.raises(DeploymentError, match=r"r2 exited .* before it was ready; see .*r2\.log"):
         shop.restart_replica(1, options=ReplicaOptions(keyring=f"file:{tmp_path / 'no-such-ring'}"))

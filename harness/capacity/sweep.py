@@ -45,7 +45,7 @@ from harness.journal.records import FlowOutcome, RecordType, RunEvent
 from harness.journal.writer import read_journal
 from harness.report.series import percentile
 from harness.run.results_folder import results_folder
-from harness.target.commands import accepts, fill, run_command
+from harness.targets.commands import accepts, fill, run_command
 
 RISING, RISING_FLOOR = 2.0, 0.05
 """A steady window's second half may not have a p95 round latency above twice its first half's (and 50 ms)."""

@@ -8,7 +8,7 @@ later, every phase fully rolled out before the next) or wrong on purpose:
 it yet; `retire-early` drops the old key before one TTL has passed.
 
 On a deployment the harness did not start, an action is the scenario's command for it
-(`[target.commands]`, run by `harness.target.commands`): an action with a command runs it,
+(`[target.commands]`, run by `harness.targets.commands`): an action with a command runs it,
 on any target, and one without goes to the target, which may raise `ChaosUnsupported`.
 A key rotation by command hands each step (add-key, promote-key, retire-key) the new key
 as a file and its fingerprint, since the harness never holds the deployment's old keys.
@@ -51,9 +51,9 @@ from harness.journal.writer import Journal
 from harness.leads.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.keys import fingerprint, new_key
-from harness.target.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
-from harness.target.by_command import CommandTarget, RollbackIncomplete
-from harness.target.commands import ChaosCommands, CommandFailed
+from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
+from harness.targets.by_command import CommandTarget, RollbackIncomplete
+from harness.targets.commands import ChaosCommands, CommandFailed
 
 Sleep = Callable[[float], None]
 

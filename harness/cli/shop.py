@@ -2,7 +2,7 @@
 
 The harness's side of the shop: the shop (`harness.shop`) is the server only and knows
 nothing of the harness's command line; `shop up` runs the process backend's deployment
-(`harness.target.local_deployment`), tied to this process so it dies with it.
+(`harness.targets.local_deployment`), tied to this process so it dies with it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from harness.shop import authserver, replica
 
 if TYPE_CHECKING:
-    from harness.target.local_deployment import LocalDeployment
+    from harness.targets.local_deployment import LocalDeployment
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -108,7 +108,7 @@ def run_keyring(args: argparse.Namespace) -> int:
 
 
 def run_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from harness.target.local_deployment import DeploymentError, LocalDeployment
+    from harness.targets.local_deployment import DeploymentError, LocalDeployment
 
     if args.replicas < 1:
         parser.error("--replicas must be at least 1")

@@ -10,7 +10,7 @@ rollback, teardown and results still happen. An unexpected error anywhere is the
 harness's own failure (exit 4), never the target's: the teardown still runs, step by
 step, and the results are still written.
 
-What each step needs lives in its own module: the target factory (`harness.target`),
+What each step needs lives in its own module: the target factory (`harness.targets`),
 the client stack (`harness.load.client_stack`), the exporter (`harness.metrics.exporter`),
 CPU accounting (`harness.run.cpu`), the live fold of the journal into the figures, the checks and
 reconciliation (`harness.run.fold`, a process of its own, driven from `harness.run.fold_process`),
@@ -79,8 +79,8 @@ from harness.run.hypothesis import SteadyState, Window
 from harness.run.progress import Progress, ProgressLine
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
-from harness.target.base import Target, TargetError
-from harness.target.factory import build_target
+from harness.targets.base import Target, TargetError
+from harness.targets.factory import build_target
 
 if TYPE_CHECKING:
     from harness.report import JournalRead

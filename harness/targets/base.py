@@ -3,7 +3,7 @@
 Chaos actions (`harness.chaos.schedule`) are written once, against `Target`. Each kind of
 deployment implements it: the embedded shop and containers by acting on processes and ring
 files, a deployment the harness did not start by the user's commands
-(`harness.target.by_command.CommandTarget`, which falls back to the target it wraps).
+(`harness.targets.by_command.CommandTarget`, which falls back to the target it wraps).
 """
 
 from __future__ import annotations

@@ -9,19 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.config.scenario import Scenario
-from harness.target.base import Target
+from harness.targets.base import Target
 
 
 def build_target(scenario: Scenario, workdir: Path) -> Target:
     """The scenario's target, not started yet; `workdir` holds whatever files it makes (logs, stores, rings)."""
     if scenario.target.kind == "embedded":
-        from harness.target.embedded import EmbeddedTarget
+        from harness.targets.embedded import EmbeddedTarget
 
         return EmbeddedTarget(scenario, workdir)
     if scenario.target.kind == "external":
-        from harness.target.external import ExternalTarget
+        from harness.targets.external import ExternalTarget
 
         return ExternalTarget(scenario)
-    from harness.target.docker import DockerTarget
+    from harness.targets.docker import DockerTarget
 
     return DockerTarget(scenario, workdir)

@@ -2,7 +2,7 @@
 
 The harness cannot restart a pod or rewrite a Kubernetes Secret itself, but the user has a
 command for each. `CommandTarget` wraps the target the run started or reached: an operation
-with a command in the table runs it (`harness.target.commands.ChaosCommands`: placeholders
+with a command in the table runs it (`harness.targets.commands.ChaosCommands`: placeholders
 filled, journaled, the replica waited for), one without goes to the wrapped target, which may
 raise `ChaosUnsupported`. What a command changed is owed back: a paused replica's resume, a
 TTL, name or clock set back to the target's own value, a rotation cut short finished
@@ -21,8 +21,8 @@ from typing import Any
 
 from harness.config.logs import LogSource
 from harness.mrtr.keys import fingerprint
-from harness.target.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
-from harness.target.commands import ChaosCommands
+from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
+from harness.targets.commands import ChaosCommands
 
 __all__ = ["CommandTarget", "RollbackIncomplete"]
 

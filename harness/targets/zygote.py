@@ -7,7 +7,7 @@ everything, a replica serves again at once. It is still a new process
 with a new PID: its in-memory keys (`ephemeral`), caches and connections are gone, exactly
 what a restart is meant to exercise.
 
-The parent (`python -m harness.target.zygote`) reads one JSON request per line on stdin
+The parent (`python -m harness.targets.zygote`) reads one JSON request per line on stdin
 (`{"argv": [...], "log": path, "env": {...}}`: `argv` are the options of
 `mrtr-harness shop replica`) and answers one line per request (`{"pid": n}`). Each child
 calls the replica's entry point (`harness.shop.replica.main`) directly: the zygote never
@@ -59,7 +59,7 @@ class Zygote:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")  # noqa: SIM115 - held for the life of the zygote
         self.process: subprocess.Popen[str] = start_child(
-            [sys.executable, "-m", "harness.target.zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "harness.targets.zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log, text=True)
         answer = self._read_line()
         if answer != READY:

@@ -4,7 +4,7 @@ Logs come from the files, commands or containers the scenario names (`file:PATH`
 `file:PATH@replica`, `command:kubectl -n mrtr logs -f -l app.kubernetes.io/name=mcp --prefix
 --tail=0 --max-log-requests=20`, `docker:LABEL=VALUE`; see `harness.config.logs`), so
 rejections are still explained by reason. Chaos is whatever the scenario's `[target.commands]`
-can reach (run by the chaos runner through `harness.target.commands`); the process operations
+can reach (run by the chaos runner through `harness.targets.commands`); the process operations
 themselves are not the harness's to do here, so each raises `ChaosUnsupported` and the run
 records it.
 """
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from harness.config.logs import LogSource, parse_log_location
 from harness.config.scenario import Scenario
-from harness.target.base import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
-from harness.target.commands import accepts
+from harness.targets.base import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
+from harness.targets.commands import accepts
 
 
 class ExternalTarget(NoAuthServer):

@@ -49,9 +49,9 @@ from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
 from harness.config.scenario import Scenario
 from harness.mrtr.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
 from harness.runtime.processes import alive, descendants, free_port, process_cpu_seconds
-from harness.target.base import ChaosUnsupported, NoAuthServer, ReplicaChange, RingKeys, TargetError
-from harness.target.embedded import replica_options
-from harness.target.image import (
+from harness.targets.base import ChaosUnsupported, NoAuthServer, ReplicaChange, RingKeys, TargetError
+from harness.targets.embedded import replica_options
+from harness.targets.image import (
     HOST_PYTHON_IMAGE,
     RunSpec,
     ensure_host_python_image,
@@ -59,8 +59,8 @@ from harness.target.image import (
     installed_run_spec,
     is_host_python,
 )
-from harness.target.local_deployment import replica_args
-from harness.target.redis_process import RedisProcess
+from harness.targets.local_deployment import replica_args
+from harness.targets.redis_process import RedisProcess
 
 RUN_LABEL = "mrtr-harness.run"
 REPLICA_LABEL = "mrtr-harness.replica"

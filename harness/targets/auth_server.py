@@ -1,5 +1,5 @@
 """The shop's authorization server as the harness starts it: its spec, its command, and the harness's hand on
-its admin port (the process is `harness.target.local_deployment.AuthServerProcess`).
+its admin port (the process is `harness.targets.local_deployment.AuthServerProcess`).
 
 Started like every other process of the deployment (`ManagedProcess`, in its own session,
 on the run's lifeline: it dies with the harness, also on SIGKILL), before the replicas,
