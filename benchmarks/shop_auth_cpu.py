@@ -42,7 +42,7 @@ from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds
 from benchmarks.runs import write_figures
 from benchmarks.shop_replica import PHASE_CAP, Shop, flow_work, run_pool
 from harness.shop.catalogue import build_catalogue
-from harness.targets.auth_server import AuthServerSpec
+from harness.targets.auth_admin import AuthServerSpec
 from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
 SECRET_ENV = "MRTR_BENCH_CLIENT_SECRET"
@@ -70,7 +70,7 @@ def verification_cost(tokens: int = 2000, repeats: int = 5) -> dict[str, float]:
     import jwt
 
     from harness.shop.authserver import Signer
-    from harness.shop.resource import JwtVerifier
+    from harness.shop.token_checks import JwtVerifier
 
     signer = Signer()
     now = time.time()

@@ -32,7 +32,7 @@ from harness.logs.parse import LineParser
 from harness.mrtr.reasons import REASONS
 from harness.runtime.processes import free_port
 from harness.targets.local_deployment import ReplicaOptions
-from harness.triage.counts import Counts
+from harness.triage.counts import LiveCounts
 from harness.triage.display import render_live
 from tests.services import docker_engine, fail_or_skip, sigint_default
 from tests.test_rejection_reasons import YES, first_round, post
@@ -504,7 +504,7 @@ def _answers(url: str) -> bool:
 
 def test_the_recent_window_slides_and_the_whole_window_keeps_everything():
     now = [0.0]
-    counts = Counts(60, clock=lambda: now[0])
+    counts = LiveCounts(60, clock=lambda: now[0])
     counts.declare(["r1", "r2"])
     counts.add("r1", "unknown key")
     now[0] = 30.0
@@ -519,7 +519,7 @@ def test_the_recent_window_slides_and_the_whole_window_keeps_everything():
 
 def test_the_live_table_sets_the_last_window_against_the_whole_run_with_advice():
     now = [0.0]
-    counts = Counts(60, clock=lambda: now[0])
+    counts = LiveCounts(60, clock=lambda: now[0])
     counts.declare(["r1", "r2", "r3"])
     for _ in range(4):
         counts.add("r2", "unknown key")

@@ -145,7 +145,7 @@ class CpuUsed(TypedDict):
     harness_to_replica: NotRequired[float]
 
 
-class HarnessError(TypedDict):
+class HarnessErrorRecord(TypedDict):
     """The harness itself failed (exit 4): the cause in one line, the traceback in a file of the results folder."""
 
     type: Literal[RecordType.RUN]
@@ -398,12 +398,12 @@ class Reconciled(TypedDict):
     (`harness.checks.reconcile.HELD`): each may be one unexplained too many, never one too few."""
 
 
-Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessError | RunEnded | FlowStarted
+Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessErrorRecord | RunEnded | FlowStarted
           | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | CommandRan | RejectionLogged | HypothesisProbed
           | InvariantChecked | Reconciled)
 """Anything a writer may journal."""
 
-RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessError, RunEnded,
+RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessErrorRecord, RunEnded,
                              FlowStarted, RoundDone, FlowEnded, ChaosStarted, ChaosEnded, CommandRan, RejectionLogged,
                              HypothesisProbed, InvariantChecked, Reconciled)
 """Every record type, in the order the schema documents them."""

@@ -27,7 +27,7 @@ import string
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.leads.seeding import RandomStream
+from harness.config.think import RandomStream
 
 OPTIONAL_SHARE = 0.5
 """How often a lead fills an optional field: people skip about half of them."""

@@ -21,8 +21,8 @@ from enum import StrEnum
 from typing import Any
 
 from harness.config.leads import LeadProfile
+from harness.config.think import RandomStream
 from harness.leads.answers import UnanswerableRequest, UnanswerableSchema, answer_form
-from harness.leads.seeding import RandomStream
 
 ELICITATION = "elicitation/create"
 

@@ -27,11 +27,12 @@ from harness.config.flows import (
 from harness.config.hosts import DEFAULT_HOST, Host
 from harness.config.leads import LeadProfile
 from harness.config.scenario import Scenario
+from harness.config.think import RandomStream
 from harness.journal.records import CallSummary, FlowEnded, FlowOutcome, RecordType, RoundDone
 from harness.journal.writer import Journal
 from harness.leads.answers import UnanswerableRequest
 from harness.leads.lead import Action, Lead
-from harness.leads.seeding import RandomStream, stream
+from harness.leads.seeding import stream
 from harness.load.mutations import StatePool
 from harness.logs.parse import clean_label
 from harness.metrics.registry import RunMetrics

@@ -12,8 +12,8 @@ from typing import Any
 import gevent
 
 from harness.config.flows import AdversarialFlow, CallFlow, FlowSpec, FuzzFlow, PayoutFlow, RefundFlow, ReturnFlow
+from harness.config.think import RandomStream
 from harness.journal.records import FlowOutcome, FlowStarted, RecordType
-from harness.leads.seeding import RandomStream
 from harness.load.flow import Flow, FlowEnv, FlowFailed, finish, generic_call
 from harness.load.fuzz import fuzz
 from harness.load.shop_flows import adversarial, payout, record_return, refund

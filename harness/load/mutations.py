@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from harness.config.mutations import Mutation
-from harness.leads.seeding import RandomStream
+from harness.config.think import RandomStream
 from harness.mrtr.wire import JSON_NULL
 
 EXPECTED_REASONS: Final[dict[Mutation, frozenset[str]]] = {

@@ -21,7 +21,8 @@ from gevent.pool import Group
 from harness.config.flows import FlowSpec
 from harness.config.load import Load
 from harness.config.scenario import Scenario
-from harness.leads.seeding import FlowStream, FlowStreams, RandomStream, stream
+from harness.config.think import RandomStream
+from harness.leads.seeding import FlowStream, FlowStreams, stream
 from harness.load.flow import Flow, FlowEnv, interrupt
 from harness.load.kinds import flow_steps, run_flow
 from harness.load.parking import Parking

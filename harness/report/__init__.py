@@ -20,7 +20,6 @@ from harness.journal.figures import RunFigures, is_mapping
 from harness.journal.plain import TRANSIENT
 from harness.journal.records import RecordType
 from harness.journal.writer import JournalDamage, JournalView, read_journal
-from harness.report.errors import ErrorGroup, ErrorTable
 from harness.report.fuzz import FuzzFold, FuzzTable
 from harness.report.html import write_html
 from harness.report.junit import write_junit
@@ -28,6 +27,7 @@ from harness.report.series import Timeline
 from harness.report.snapshot import read_snapshot, write_snapshot
 from harness.report.summary_json import write_summary
 from harness.report.terminal import render_thresholds
+from harness.report.top_errors import ErrorGroup, ErrorTable
 from harness.report.verdict import (
     HypothesisResult,
     InvariantResult,

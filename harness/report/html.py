@@ -18,7 +18,6 @@ from harness.config.scenario import Scenario
 from harness.journal.figures import RunFigures
 from harness.load.mutations import FINDINGS
 from harness.report import svg
-from harness.report.errors import ErrorGroup
 from harness.report.fuzz import COLUMNS
 from harness.report.series import (
     Bins,
@@ -31,6 +30,7 @@ from harness.report.series import (
     rounds_histogram,
     rounds_per_call,
 )
+from harness.report.top_errors import ErrorGroup
 from harness.report.verdict import (
     RunStatus,
     RunVerdict,

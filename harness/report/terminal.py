@@ -8,8 +8,8 @@ ANSI codes as noise; `color=True` for a terminal.
 from __future__ import annotations
 
 from harness.load.mutations import FINDINGS
-from harness.report.errors import ErrorGroup
 from harness.report.fuzz import COLUMNS
+from harness.report.top_errors import ErrorGroup
 from harness.report.verdict import RunStatus, RunVerdict, condition_text, describe_detail, observed_text
 from harness.report.wording import describe_fault_rounds
 

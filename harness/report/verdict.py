@@ -21,8 +21,8 @@ from harness.errors import ExitCode
 from harness.journal.figures import RunFigures
 from harness.journal.records import EndStatus, RecordType, RunEvent
 from harness.journal.writer import JournalView
-from harness.report.errors import ErrorGroup
 from harness.report.series import ChaosAction, chaos_actions
+from harness.report.top_errors import ErrorGroup
 from harness.report.wording import format_number, probe_item, window_text
 from harness.report.wording import format_seconds as format_seconds  # where compare and html import it from
 

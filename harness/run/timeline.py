@@ -54,7 +54,7 @@ from harness.config.thresholds import parse_thresholds
 from harness.errors import ExitCode, TargetDown
 from harness.journal.records import (
     EndStatus,
-    HarnessError,
+    HarnessErrorRecord,
     InvariantChecked,
     LoadExtended,
     LoadStarted,
@@ -667,7 +667,7 @@ class Run:
         elif text == self.error:
             return  # the same failure again, seen by a later step (a lost fold is asked again): said once
         if not self.journal.closed:
-            self.journal.write(HarnessError(type=RecordType.RUN, event=RunEvent.ERROR, t=time.time(), error=text,
+            self.journal.write(HarnessErrorRecord(type=RecordType.RUN, event=RunEvent.ERROR, t=time.time(), error=text,
                                             traceback_file=path.name if path else None))
         logger.debug("harness error", exc_info=exc)
         self.say(f"harness error: {text}" + (f" (traceback in {path})" if path else ""))

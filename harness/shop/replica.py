@@ -222,7 +222,7 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
                                      transport_security=_transport_security(settings, TransportSecuritySettings),
                                      host=settings.host)
     if settings.auth_issuer is not None:
-        from harness.shop.resource import gate_scopes
+        from harness.shop.token_checks import gate_scopes
 
         gate_scopes(app, settings.resource)
     return _naming_the_replica(app, settings.label), codec, store
@@ -232,7 +232,7 @@ def _resource_server(settings: ReplicaSettings) -> dict[str, Any]:
     """With --auth-issuer, the SDK's token verifier and auth settings for the server; otherwise nothing."""
     if settings.auth_issuer is None:
         return {}
-    from harness.shop.resource import JwtVerifier, auth_settings
+    from harness.shop.token_checks import JwtVerifier, auth_settings
 
     return {"token_verifier": JwtVerifier(settings.auth_issuer, settings.auth_audience, settings.auth_server),
             "auth": auth_settings(settings.auth_issuer, settings.resource)}

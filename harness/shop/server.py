@@ -49,8 +49,8 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
-from harness.shop.resource import require_scope
 from harness.shop.store import Store
+from harness.shop.token_checks import require_scope
 
 ReturnReason = Literal["damaged in transit", "wrong item sent", "missing part", "arrived late", "changed mind"]
 """The refund policy's five reasons for a return."""
@@ -180,7 +180,7 @@ def build_server(*, name: str, store: Store, api: ShopApi, security: RequestStat
     (the on-call case of a once-only record kept in one process's memory). `serve_2025`:
     a 2025-era session is asked over its session (`ctx.elicit`), not with an input request
     it cannot read (-32603). `payment_rounds`: pay_refund's URL-mode round count, 0 for none.
-    With `token_verifier` and `auth` it is an OAuth resource server (`harness.shop.resource`).
+    With `token_verifier` and `auth` it is an OAuth resource server (`harness.shop.token_checks`).
     """
     server = MCPServer(name, request_state_security=security, token_verifier=token_verifier, auth=auth)
     records = ShopRecords(store, answers)

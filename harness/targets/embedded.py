@@ -7,7 +7,7 @@ ring files hold the only copies of the keys outside the replicas' memory: they a
 when the target stops, so a results folder never keeps a key.
 
 With `[target.auth]` (client-credentials, no token_url) the shop runs its own authorization
-server (`harness.targets.auth_server`) and every replica verifies its tokens; a client finds
+server (`harness.targets.auth_admin`) and every replica verifies its tokens; a client finds
 the token endpoint by discovery from a replica's 401. The auth chaos actions act on it.
 """
 
@@ -23,7 +23,7 @@ from harness.config.logs import LogSource
 from harness.config.scenario import Scenario
 from harness.config.target import TargetConfig
 from harness.runtime.processes import process_cpu_seconds
-from harness.targets.auth_server import AuthAdminError, auth_server_spec
+from harness.targets.auth_admin import AuthAdminError, auth_server_spec
 from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, RingKeys, TargetError
 from harness.targets.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.targets.redis_process import RedisProcess

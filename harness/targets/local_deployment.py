@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
 from harness.runtime.processes import alive, free_port, harness_command, start_child
-from harness.targets.auth_server import AuthServerSpec, admin_call, auth_server_args
+from harness.targets.auth_admin import AuthServerSpec, admin_call, auth_server_args
 from harness.targets.zygote import Zygote, ZygoteError
 
 READY_TIMEOUT = 60.0

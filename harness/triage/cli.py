@@ -214,7 +214,7 @@ def run(options: Options) -> int:
     """Open every source, read them into one count while showing it, and return the exit code."""
     from harness.logs.sources import NotALog, SourceError
     from harness.triage import display
-    from harness.triage.counts import Counts
+    from harness.triage.counts import LiveCounts
     from harness.triage.session import Session
 
     for warning in _drop_duplicate_files(options):
@@ -241,7 +241,7 @@ def run(options: Options) -> int:
             print(f"{PROG}: --metrics-port: cannot listen on {options.metrics_host}:{options.metrics_port}: "
                   f"{exc.strerror or exc}", file=sys.stderr)
             return ExitCode.USAGE
-    counts = Counts(options.window, by_line_time=options.once, since=options.since, until=options.until, **hooks)
+    counts = LiveCounts(options.window, by_line_time=options.once, since=options.since, until=options.until, **hooks)
     session = Session(sources, counts)
     names = [source.name for source in sources]
     screen = None if options.once or options.json else display.Screen()

@@ -96,7 +96,7 @@ class Snapshot:
         return count / span if span > 0 else 0.0
 
 
-class Counts:
+class LiveCounts:
     """Thread-safe counts, fed by every source's reader thread and read by the display.
 
     `clock` is the reading time (wall seconds); `by_line_time` places the recent window by

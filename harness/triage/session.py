@@ -2,7 +2,7 @@
 
 The reading itself is the log pipeline's (`harness.logs.readers`, as a run's collector
 reads): files on one shared poller, each stream (a pipe, a container's log) on its own
-thread. What they share is the `Counts`, which locks. The display's thread calls `tick`
+thread. What they share is the `LiveCounts`, which locks. The display's thread calls `tick`
 now and then, which finishes a rich record that a stream went quiet after.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from harness.logs.parse import LineParser, Rejection
 from harness.logs.readers import Readers
 from harness.logs.sources import Source
-from harness.triage.counts import Counts
+from harness.triage.counts import LiveCounts
 
 STALE_SECONDS = 1.0
 """A rich record still unfinished this long after its first line is counted as it stands."""
@@ -24,7 +24,7 @@ JOIN_SECONDS = 3.0
 class Session:
     """Reads `sources` (opened) into `counts` until they end (read once) or `stop()` (followed)."""
 
-    def __init__(self, sources: Sequence[Source], counts: Counts) -> None:
+    def __init__(self, sources: Sequence[Source], counts: LiveCounts) -> None:
         self.sources = list(sources)
         self.counts = counts
         self._readers = Readers(settle=STALE_SECONDS)
