@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.errors import ExitCode
 from harness.shop import authserver, replica
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def run_api(args: argparse.Namespace) -> int:
         store = open_store(args.store)
     except (StoreSpecError, StoreUnavailable) as exc:
         print(f"mrtr-harness shop api: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     catalogue = build_catalogue(args.seed if args.seed is not None else DEFAULT_SEED,
                                 args.orders if args.orders is not None else DEFAULT_ORDER_COUNT)
     app = create_app(store, catalogue, release_guard=args.release_guard)
@@ -120,7 +121,7 @@ def run_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except DeploymentError as exc:
         deployment.stop()
         print(f"mrtr-harness shop up: {exc}", file=sys.stderr)
-        return 3
+        return ExitCode.TARGET
     _print_urls(deployment)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))

@@ -37,6 +37,7 @@ from typing import IO, Any
 
 import gevent
 
+from harness.errors import ExitCode
 from harness.logs.files import FileFollower
 from harness.runtime.processes import harness_command, start_child
 
@@ -361,7 +362,7 @@ def run_worker(master_host: str, master_port: int, spool_root: Path | None = Non
         runner = env.create_worker_runner(master_host, master_port)
     except ConnectionError:
         say(f"no master answered at {master_host}:{master_port}")
-        return 3
+        return ExitCode.TARGET
     session = WorkerSession(env, runner, spool_root, say)
     runner.send_message(HELLO, {"version": _version()})
     say(f"connected to the master at {master_host}:{master_port}; waiting for its setup")
