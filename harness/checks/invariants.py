@@ -34,21 +34,11 @@ from typing import Any
 from harness.config.mutations import Mutation
 from harness.journal.records import RecordType
 from harness.load.mutations import FINDINGS
+from harness.vocabulary import INVARIANTS as INVARIANTS
 
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
 REPLAY_COMPLETED = Mutation.REPLAY_COMPLETED.value
 
-INVARIANTS = (
-    "ledger_readable",
-    "no_double_release",
-    "no_double_payout",
-    "no_release_without_accept",
-    "one_outcome_per_flow",
-    "confirmed_refund_released",
-    "declined_refund_still_held",
-    "unasked_refund_still_held",
-    "no_mutant_accepted",
-)
 JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted")
 """The invariants judged from the journal alone."""
 LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name not in JOURNAL_INVARIANTS)
