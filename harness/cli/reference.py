@@ -4,7 +4,8 @@ A metric list or a scenario reference written by hand drifts from the code the f
 time a field or a label changes; generated, it cannot. `python -m harness.cli.reference`
 rewrites every document, `python -m harness.cli.reference --check` exits 1 naming each
 stale one (the test suite runs the check). One function per document: adding one (the
-journal schema) is one more entry in `DOCUMENTS`.
+journal schema) is one more entry in `DOCUMENTS`; a document written by hand around a
+generated part (the map in docs/architecture.md) is an entry in `SECTIONS`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from prometheus_client.metrics_core import Metric
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from harness.cli.package_map import BEGIN, END, NoMapSection, package_map, splice
 from harness.config.compare import parse_share
 from harness.config.durations import format_duration, parse_duration
 from harness.config.scenario import Scenario
@@ -394,24 +396,43 @@ DOCUMENTS: dict[str, Callable[[], str]] = {
 }
 """Each generated document, by its path from the project's root, and the function that writes it."""
 
+SECTIONS: dict[str, Callable[[], str]] = {
+    "docs/architecture.md": package_map,
+}
+"""Documents written by hand around one generated section (between `package_map.BEGIN` and `END`), and the
+function that writes the section: the prose around it is left as it is."""
+
+
+def _expected(path: Path, relative: str) -> str:
+    """What the document at `path` should hold: a generated one whole; a sectioned one with its section written
+    (one that is missing, or has no section, as the section alone)."""
+    if relative in DOCUMENTS:
+        return DOCUMENTS[relative]()
+    section = SECTIONS[relative]()
+    around = path.read_text(encoding="utf-8") if path.is_file() else ""
+    try:
+        return splice(around, section)
+    except NoMapSection:
+        return around + f"{BEGIN}\n{section}{END}\n"
+
 
 def stale_documents(root: Path) -> list[str]:
     """The documents under `root` whose text differs from what the code generates now (or that are missing)."""
     stale = []
-    for relative, generate in DOCUMENTS.items():
+    for relative in [*DOCUMENTS, *SECTIONS]:
         path = root / relative
-        if not path.is_file() or path.read_text(encoding="utf-8") != generate():
+        if not path.is_file() or path.read_text(encoding="utf-8") != _expected(path, relative):
             stale.append(relative)
     return stale
 
 
 def write_documents(root: Path) -> list[str]:
-    """Write every document under `root`; returns the paths written."""
-    for relative, generate in DOCUMENTS.items():
+    """Write every document (every section of a sectioned one) under `root`; returns the paths written."""
+    for relative in [*DOCUMENTS, *SECTIONS]:
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(generate(), encoding="utf-8")
-    return list(DOCUMENTS)
+        path.write_text(_expected(path, relative), encoding="utf-8")
+    return [*DOCUMENTS, *SECTIONS]
 
 
 def main(argv: list[str] | None = None) -> int:
