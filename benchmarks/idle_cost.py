@@ -111,7 +111,7 @@ def one_run(code: Path, work: Path, seconds: float, skip: float, tail: float) ->
 WAKERS = {
     "time.sleep (a plain thread)": "import time\nwhile True:\n    time.sleep(0.01)\n",
     "gevent.sleep (a load process)": ("import locust\n"
-                                      "import gevent, harness.run.timeline\nwhile True:\n    gevent.sleep(0.01)\n"),
+                                      "import gevent, harness.run.run\nwhile True:\n    gevent.sleep(0.01)\n"),
 }
 """Processes that only wake 100 times a second: the floor of one wake-up's CPU, by how the process sleeps."""
 

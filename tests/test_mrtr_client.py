@@ -704,7 +704,7 @@ def test_a_load_process_imports_no_server_code() -> None:
 
     probe = ("import sys\nimport harness.cli.main\n"
              "import locust\n"
-             "import harness.run.timeline, harness.load.distributed, harness.load.client_stack\n"
+             "import harness.run.run, harness.load.distributed, harness.load.client_stack\n"
              "print(sorted({m for m in sys.modules if m.split('.')[0] in "
              "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'sse_starlette') or m == 'harness.shop.server'}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)

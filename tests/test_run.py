@@ -50,7 +50,7 @@ def test_the_run_s_own_process_imports_no_server_code(smoke):
     """Start-up is a load process's fixed cost (`benchmarks/startup.py`): the run imports Locust and its own
     code, never the SDK's server side or a web server, even while it starts the embedded shop's replicas."""
     imported = imported_modules(smoke.output)
-    assert {"locust", "harness.run.timeline", "harness.shop.catalogue"} <= imported, sorted(imported)[:20]
+    assert {"locust", "harness.run.run", "harness.shop.catalogue"} <= imported, sorted(imported)[:20]
     assert not {name for name in imported if name.split(".")[0] in SERVER_PACKAGES}
     assert {name for name in imported if name.split(".")[:2] == ["harness", "shop"]} <= SHOP_MODULES_A_RUN_MAY_IMPORT
 
@@ -312,7 +312,7 @@ RESTORES_HANDLERS = """
 import io, signal, sys
 from pathlib import Path
 import locust  # noqa: F401 - patches gevent first, as the CLI does
-from harness.run.timeline import Run, RunOptions
+from harness.run.run import Run, RunOptions
 from harness.config.scenario import load_scenario
 
 def mine(signum, frame):
@@ -456,7 +456,7 @@ def test_every_flow_still_waiting_on_its_lead_at_the_stop_has_exactly_one_end_re
 
 STUBBORN = """
 import gevent
-from harness.run.timeline import OverloadedError, _stop_greenlets
+from harness.run.greenlets import OverloadedError, stop_greenlets
 
 stopping = []
 
@@ -470,7 +470,7 @@ def stubborn():
 greenlet = gevent.spawn(stubborn)
 gevent.sleep(0)
 try:
-    _stop_greenlets([greenlet], timeout=0.2)
+    stop_greenlets([greenlet], timeout=0.2)
 except Exception as exc:  # an ordinary error, which the run reports as its own (exit 4)
     print(type(exc).__name__, exc)
 stopping.append(True)

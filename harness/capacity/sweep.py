@@ -339,7 +339,7 @@ class Sweep:
         return search(start, judge)
 
     def _run_step(self, scenario: Scenario, replicas: int, rate: float) -> StepResult:
-        from harness.run.timeline import Run, RunOptions
+        from harness.run.run import Run, RunOptions
 
         assert self.folder is not None
         started = time.time()

@@ -186,13 +186,5 @@ def _copy(tally: InvariantTally) -> InvariantTally:
     return InvariantTally(tally.name, tally.checked, tally.violations, list(tally.examples))
 
 
-def ledger_violations(ledger: list[dict[str, Any]]) -> int:
-    """The live check a run can afford while it goes: double releases and payouts only.
-
-    It reads the whole ledger: flows still in flight have not journaled their quotes yet.
-    """
-    return sum(1 for row in ledger if row["released"] > 1 or row["paid"] > 1)
-
-
 def _refund(row: dict[str, Any]) -> str:
     return f"{row['refund_id']} (quote {row['quote_id']})"

@@ -227,7 +227,7 @@ def _run(args: argparse.Namespace) -> int:
     import locust  # noqa: F401 - its import patches gevent, which must come before any socket or thread
 
     from harness.config.durations import parse_duration_option
-    from harness.run.timeline import Run, RunOptions
+    from harness.run.run import Run, RunOptions
 
     scenario = _load(args.scenario, args)  # ScenarioError: exit 2, nothing started
     if scenario.target.auth is not None:

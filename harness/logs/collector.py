@@ -53,6 +53,7 @@ class Collector:
         self._readers = Readers()
         self.dropped = 0
         """Rejection lines left out because their own timestamp predates `since` (history)."""
+        self.stopped = False
 
     @property
     def lines_read(self) -> int:
@@ -78,7 +79,11 @@ class Collector:
         return emit
 
     def stop(self, settle: float = 0.3) -> None:
-        """Read what the sources still hold (after `settle` seconds for in-flight writes), then stop."""
+        """Read what the sources still hold (after `settle` seconds for in-flight writes), then stop; once stopped,
+        stopping again does nothing (a run stops it before its reconciliation, and on the way down)."""
+        if self.stopped:
+            return
+        self.stopped = True
         time.sleep(settle)
         self._readers.stop()
 

@@ -10,6 +10,11 @@ no time in it) is not judged. A window's last probe fails closed on it: the wind
 steady unless the scenario says `hypothesis_unjudged = "pass"`. An earlier probe of a window
 that is still open judges what it can, and nothing while few flows ended in it: the window's
 last probe covers the same flows and more, and judges them all.
+
+The windows are the fold's (`HypothesisWindows`): "before" is the whole run until the chaos
+starts, "during" is fed from the chaos's start until its end, "after" from there until the
+load's last flow ended. Where a probe asks the fold, a lost fold is the run's harness error
+(said once), and the probe goes on without it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from harness.config.thresholds import parse_thresholds
 from harness.journal.figures import RunFigures
 from harness.journal.records import HypothesisProbed, RecordType
 from harness.journal.writer import Journal
+from harness.run.failures import Failures
+from harness.run.fold_process import FoldLost, FoldProcess
 
 MIN_FLOWS = 10
 """An earlier probe of a window still open says nothing with fewer finished flows (its last probe judges them):
@@ -90,3 +97,84 @@ def _item(verdict: ThresholdResult, why: str | None) -> dict[str, object]:
     if why is None:
         return {**item, "judged": True}
     return {**item, "passed": False, "judged": False, "why": why}
+
+
+class HypothesisWindows:
+    """The steady state probed over the fold's windows: before the chaos, during it, after it."""
+
+    def __init__(self, table: Mapping[str, str | list[str]], unjudged: str, journal: Journal, fold: FoldProcess,
+                 failures: Failures) -> None:
+        self.steady_state = SteadyState(table, journal, unjudged)
+        self.fold, self.failures = fold, failures
+        self.started = 0.0
+        """Time zero: when the load started."""
+        self.chaos: tuple[float | None, float | None] = (None, None)
+        """When the chaos began and ended: the "during" window, then the "after" one from its end."""
+        self._chaos_end_probed = False
+
+    @property
+    def wanted(self) -> bool:
+        """Only a scenario with a hypothesis has windows to probe."""
+        return bool(self.steady_state.thresholds)
+
+    def probe_before(self) -> None:
+        """Judge the hypothesis over the whole run so far, before the chaos starts."""
+        if self.wanted:
+            with self.failures.recorded(FoldLost):
+                until = time.time() - self.started  # what the fold holds when asked: the flows ended by now
+                self.steady_state.probe("before", self.fold.figures(), Window(0.0, until))
+
+    def chaos_began(self) -> None:
+        since = time.time()
+        self.chaos = (since, None)
+        self._open("during", since)
+
+    def chaos_ended(self) -> None:
+        """The "during" window closes (fed no more), the "after" one opens; nothing when the chaos never began."""
+        since = self.chaos[0]
+        if since is not None:
+            until = time.time()
+            self.chaos = (since, until)
+            self._open("after", until, closing="during")
+
+    def probe_during(self) -> None:
+        """An earlier probe of the "during" window, while the chaos runs."""
+        since, until = self.chaos
+        if since is not None and until is None:
+            self._probe("during", since)
+
+    def probe_chaos_end(self) -> None:
+        """The "during" window's last probe, once the chaos ended and its window is closed (fed no more); marked done
+        after it, so a greenlet killed while asking leaves it to the wind-down."""
+        since, until = self.chaos
+        if since is not None and until is not None and not self._chaos_end_probed:
+            self._probe("during", since, until)
+            self._chaos_end_probed = True
+
+    def probe_after(self, load_ended: float | None) -> None:
+        """The "during" window's last probe if the chaos was cut short, then the "after" window's, which ends when
+        the last flow did (the load's flows ended or journaled as interrupted)."""
+        self.probe_chaos_end()
+        until = self.chaos[1]
+        if until is not None:
+            self._probe("after", until, load_ended or time.time())
+
+    def _open(self, name: str, since: float, closing: str | None = None) -> None:
+        """A window in the fold, fed from `since` on."""
+        if self.wanted:
+            with self.failures.recorded(FoldLost):
+                self.fold.open_window(name, since, closing)
+
+    def _probe(self, phase: str, since: float, until: float | None = None) -> None:
+        """Judge the hypothesis over a window's flows (`phase` names the window: during, after), from `since` to
+        `until` (the window's end: its last probe) or to now (an earlier probe of a window still open)."""
+        if not self.wanted:
+            return
+        with self.failures.recorded(FoldLost):
+            end = time.time() if until is None else until  # taken before asking: the fold holds the flows ended by now
+            figures = self.fold.window(phase)
+            if phase == "during" and until is None and self.chaos[1] is not None:
+                return  # the chaos ended while the fold was asked: its last probe judges the whole window
+            if figures is not None:
+                self.steady_state.probe(phase, figures, Window(since - self.started, end - self.started,
+                                                               last=until is not None))

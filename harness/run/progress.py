@@ -8,12 +8,20 @@ scrubber (`harness.secrets`): a message may quote what a command or a server sai
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from harness.config.durations import format_duration
+from harness.config.load import Load
+from harness.run.fold_process import FoldLost, FoldProcess
 from harness.secrets import scrub
+
+if TYPE_CHECKING:
+    from harness.chaos.schedule import ChaosRunner
+    from harness.load.drivers import DistributedLoad, LocalLoad
+    from harness.run.failures import Failures
 
 EVERY_ON_A_TERMINAL = 1.0
 EVERY_IN_A_LOG = 5.0
@@ -71,3 +79,36 @@ class ProgressLine:
         if self.enabled and self.tty:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class LiveProgress:
+    """What the line shows now, from the fold's counts, the load and the chaos schedule of a run started at `started`.
+
+    Once the fold is lost, the line keeps the counts it last had.
+    """
+
+    def __init__(self, load_config: Load, duration: float, started: float, fold: FoldProcess, failures: Failures,
+                 load: LocalLoad | DistributedLoad, chaos: ChaosRunner) -> None:
+        self.load_config, self.duration, self.started = load_config, duration, started
+        self.fold, self.failures, self.load, self.chaos = fold, failures, load, chaos
+        self.counts: tuple[int, list[tuple[str, int]]] = (0, [])
+        """Flows finished and the top rejection reasons, as the fold last said."""
+
+    def __call__(self) -> Progress:
+        if self.fold.lost is None:
+            with self.failures.recorded(FoldLost):
+                self.counts = self.fold.progress()
+        finished, rejections = self.counts
+        step = self.chaos.next_step()
+        return Progress(elapsed=time.time() - self.started, duration=self.duration, finished=finished,
+                        in_flight=self.load.active, rejections=rejections,
+                        next_chaos=f"{step.action} at {format_duration(step.at)}" if step else None,
+                        intended=self._intended_level())
+
+    def _intended_level(self) -> str | None:
+        """What the stages aim at now; None without stages."""
+        load = self.load_config
+        if not load.stages:
+            return None
+        level = load.level_at(time.time() - self.started)
+        return f"{level:.1f} flows/s" if load.model == "open" else f"{round(level)} agents"

@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 
 from harness.config.logs import LogSource
 from harness.errors import TargetDown
+from harness.targets.ledger import LedgerCheck
 
 __all__ = ["AuthChange", "ChaosUnsupported", "LogSource", "NoAuthServer", "ReplicaChange", "RingKeys", "Target",
            "TargetError"]
@@ -77,9 +78,8 @@ class Target(Protocol):
         """Each replica's MCP URL, by index."""
         ...
 
-    @property
-    def api_url(self) -> str | None:
-        """The shop API's base URL, whose ledger the invariants read; None: no ledger."""
+    def ledger_check(self) -> LedgerCheck | None:
+        """The shop's ledger, which the invariants read; None: the target declares no ledger."""
         ...
 
     def start(self) -> None: ...

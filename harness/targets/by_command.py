@@ -23,6 +23,7 @@ from harness.config.logs import LogSource
 from harness.mrtr.keys import fingerprint
 from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.targets.commands import ChaosCommands
+from harness.targets.ledger import LedgerCheck
 
 __all__ = ["CommandTarget", "RollbackIncomplete"]
 
@@ -57,9 +58,8 @@ class CommandTarget:
     def urls(self) -> list[str]:
         return self.inner.urls
 
-    @property
-    def api_url(self) -> str | None:
-        return self.inner.api_url
+    def ledger_check(self) -> LedgerCheck | None:
+        return self.inner.ledger_check()
 
     def start(self) -> None:
         self.inner.start()

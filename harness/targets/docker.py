@@ -59,6 +59,7 @@ from harness.targets.image import (
     installed_run_spec,
     is_host_python,
 )
+from harness.targets.ledger import LedgerAtApi
 from harness.targets.local_deployment import replica_args
 from harness.targets.redis_process import RedisProcess
 
@@ -87,7 +88,7 @@ class _Replica:
     original_ring: list[str] = field(default_factory=list)
 
 
-class DockerTarget(NoAuthServer, RingKeys):
+class DockerTarget(NoAuthServer, RingKeys, LedgerAtApi):
     """Replicas as containers of a real Docker engine; the same chaos as the process backend."""
 
     def __init__(self, scenario: Scenario, workdir: Path) -> None:

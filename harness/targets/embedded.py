@@ -25,11 +25,12 @@ from harness.config.target import TargetConfig
 from harness.runtime.processes import process_cpu_seconds
 from harness.targets.auth_admin import AuthAdminError, auth_server_spec
 from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, RingKeys, TargetError
+from harness.targets.ledger import LedgerAtApi
 from harness.targets.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.targets.redis_process import RedisProcess
 
 
-class EmbeddedTarget(RingKeys):
+class EmbeddedTarget(RingKeys, LedgerAtApi):
     """The shop's API and N replicas on free 127.0.0.1 ports, torn down at the end whatever happens."""
 
     def __init__(self, scenario: Scenario, workdir: Path) -> None:

@@ -17,9 +17,10 @@ from harness.config.logs import LogSource, parse_log_location
 from harness.config.scenario import Scenario
 from harness.targets.base import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
 from harness.targets.commands import accepts
+from harness.targets.ledger import LedgerAtApi
 
 
-class ExternalTarget(NoAuthServer):
+class ExternalTarget(NoAuthServer, LedgerAtApi):
     def __init__(self, scenario: Scenario) -> None:
         spec = scenario.target
         self.urls = list(spec.urls)

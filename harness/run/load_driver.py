@@ -1,0 +1,60 @@
+"""Which load a run drives: Locust in this process, or a master with workers; and where it sends each round.
+
+The load talks to each replica's fault proxy when there is one; discovery asks the target
+itself, never a fault proxy before it. Workers on other machines send rounds to the URLs the
+master has, so loopback ones are said to work only here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from locust.env import Environment
+from locust.event import Events
+
+from harness.config.scenario import Scenario
+from harness.journal.writer import Journal
+from harness.load.client_stack import build_flow_env
+from harness.load.drivers import DistributedLoad, LocalLoad
+from harness.load.plan import LoadPlan
+from harness.metrics.registry import RunMetrics
+from harness.run.options import RunOptions
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def load_driver(env: Environment, scenario: Scenario, options: RunOptions, *, urls: Sequence[str],
+                target_urls: Sequence[str], labels: Sequence[str], journal: Journal, run_metrics: RunMetrics,
+                folder: Path, grown: Callable[[str, int], None],
+                say: Callable[[str], None]) -> LocalLoad | DistributedLoad:
+    """The load for `scenario`, sending rounds to `urls` (one per replica, proxies or the target's own)."""
+    auth_url = next(iter(target_urls), None)  # discovery asks the target itself, never a fault proxy before it
+    if options.workers or options.remote_workers:
+        warn_unreachable_replicas(options, target_urls)
+        return DistributedLoad(env, scenario, run_metrics, folder, list(urls), list(labels), grown,
+                               before_append=journal.flush, local=options.workers, remote=options.remote_workers,
+                               bind_host=options.master_bind_host, bind_port=options.master_bind_port,
+                               wait=options.workers_wait, say=say, auth_url=auth_url)
+    flow_env = build_flow_env(scenario, list(urls), list(labels), journal, run_metrics,
+                              fire_request=env.events.request.fire, auth_url=auth_url)
+    return LocalLoad(env, LoadPlan(scenario, flow_env), time.time())
+
+
+def new_environment() -> Environment:
+    """A Locust environment of the run's own (its events too: several runs in one process share nothing)."""
+    return Environment(events=Events())
+
+
+def warn_unreachable_replicas(options: RunOptions, urls: Sequence[str]) -> None:
+    """Workers on other machines send rounds to the URLs the master has; loopback ones only work here."""
+    if options.remote_workers and options.master_bind_host not in LOOPBACK:
+        local = [url for url in urls if urlsplit(url).hostname in LOOPBACK]
+        if local:
+            logger.warning("workers on other machines cannot reach %s; give the target URLs they can reach "
+                           "(`urls` of an external or docker target)", ", ".join(local))
