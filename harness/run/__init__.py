@@ -1,6 +1,8 @@
-"""`mrtr-harness run`: the timeline of one run, and the parts it orders.
+"""`mrtr-harness run`: the order of one run, and the parts it orders.
 
-`timeline` (target up, load, chaos, wind-down, checks, results), `hypothesis` (the steady
-state probed around the chaos), `progress` (the line shown while it runs), `cpu` (what
-the harness and the replicas spent per round) and `results_folder`.
+`run` (target up, load, chaos, wind-down, checks, results: the order, nothing else), `hypothesis`
+(the steady state probed over windows around the chaos), `load_driver` and `load_end` (which load,
+and when it ends), `stopping` and `failures` (early stops, the harness's own errors), `progress`
+(the line shown while it runs), `cpu` (what the harness and the replicas spent per round),
+`results` and `results_folder`.
 """
