@@ -49,7 +49,6 @@ from harness.config.scenario import Scenario
 from harness.errors import ExitCode, TargetDown
 from harness.journal.records import (
     EndStatus,
-    InvariantChecked,
     LoadStarted,
     LoadStopped,
     RecordType,
@@ -63,6 +62,7 @@ from harness.logs.collector import Collector, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
 from harness.run import cpu
+from harness.run.end_checks import check_invariants, reconcile
 from harness.run.failures import Failures
 from harness.run.fold_process import FoldLost
 from harness.run.greenlets import background, stop_greenlets
@@ -78,7 +78,7 @@ from harness.run.results_folder import results_folder
 from harness.run.stopping import Stop
 from harness.targets.base import Target, TargetError
 from harness.targets.factory import build_target
-from harness.targets.ledger import LedgerRead, NewDoubles
+from harness.targets.ledger import NewDoubles
 
 __all__ = ["Run", "RunOptions"]
 
@@ -361,30 +361,16 @@ class Run:
             self.collector.stop(settle=0.5)
 
     def _reconcile(self) -> None:
-        """Match every client -32602 to a logged line, from the journal as written (every part)."""
-        if self.collector is None or self.target is None:
-            return
-        record = self.fold.reconcile(self.target.labels)
-        self.journal.write(record)
-        self.run_metrics.unexplained.inc(record["unexplained"])
-        self.run_metrics.unmatched_logged.inc(record["unmatched_logged"])
+        if self.collector is not None and self.target is not None:
+            reconcile(self.fold, self.target.labels, self.journal, self.run_metrics)
 
     def _account_cpu(self) -> None:
         if self.cpu_start is not None and self.cpu_end is not None:
             self.journal.write(cpu.account(self.cpu_start, self.cpu_end))
 
     def _check_invariants(self) -> None:
-        """The invariants, on the journal and the ledger the target supplies (none: the ledger ones unchecked)."""
-        if self.target is None:
-            return
-        ledger = self.target.ledger_check()
-        read = ledger.read() if ledger is not None else LedgerRead(None)
-        for result in self.fold.invariants(read.refunds, read.error):
-            self.journal.write(InvariantChecked(type=RecordType.INVARIANT, t=time.time(), invariant=result.name,
-                                                checked=result.checked, violations=result.violations,
-                                                detail=result.examples))
-            if result.violations:
-                self.run_metrics.invariant_violations.labels(invariant=result.name).inc(result.violations)
+        if self.target is not None:
+            check_invariants(self.fold, self.target.ledger_check(), self.journal, self.run_metrics)
 
     def _roll_back(self, chaos: ChaosRunner) -> None:
         undone = chaos.rollback()
