@@ -80,7 +80,7 @@ class Collector:
 
     def stop(self, settle: float = 0.3) -> None:
         """Read what the sources still hold (after `settle` seconds for in-flight writes), then stop; once stopped,
-        stopping again does nothing (a run stops it before its reconciliation, and on the way down)."""
+        stopping again does not wait again (a run stops it before its reconciliation, and on the way down)."""
         if self.stopped:
             return
         self.stopped = True
