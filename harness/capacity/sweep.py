@@ -34,8 +34,8 @@ from typing import IO, Any
 
 from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, assess, measure
 from harness.capacity.other_load import OtherLoad
-from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
+from harness.capacity.sweep_plan import CapacityPlan
 from harness.checks.thresholds import evaluate
 from harness.config.scenario import Scenario, parse_scenario
 from harness.config.thresholds import parse_thresholds

@@ -231,7 +231,7 @@ def _run(args: argparse.Namespace) -> int:
 
     scenario = _load(args.scenario, args)  # ScenarioError: exit 2, nothing started
     if scenario.target.auth is not None:
-        from harness.auth.sources import check
+        from harness.auth.token_sources import check
 
         check(scenario.target)  # a secret's variable unset (not embedded), a token file with no token: exit 2
     linger = parse_duration_option("--metrics-linger", args.metrics_linger)

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from harness.config.durations import parse_duration
-from harness.config.words import did_you_mean
+from harness.config.worded_errors import did_you_mean
 from harness.errors import UsageError
 from harness.vocabulary import LABEL_VALUES
 
