@@ -17,13 +17,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from gevent.monkey import get_original
-from prometheus_client import CollectorRegistry, Counter, Gauge, values
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from harness._compat.prometheus import use_value_lock
 from harness.journal.writer import FlowOutcome
 from harness.metrics.lockless import LocklessCounter, LocklessGauge, LocklessHistogram
 from harness.mrtr.reasons import OTHER_REASON, REASONS
 
-values.Lock = get_original("threading", "Lock")
+use_value_lock(get_original("threading", "Lock"))
 """Each value of a prometheus_client metric guards itself with `threading.Lock`; in a load process gevent's
 patching has made that name a greenlet-aware lock written in Python, and a load process updates several values
 per round. No update can switch greenlets while it holds the lock (it is arithmetic on a float), so the
