@@ -25,39 +25,33 @@ __all__ = ["CustomCounter", "CustomGauge", "CustomHistogram", "created_samples",
            "use_value_lock"]
 
 
-class CustomCounter(Counter):
+class _ChildHooks:
+    """prometheus_client's per-child hooks, handed on under names of the harness's own."""
+
+    def _metric_init(self) -> None:
+        self.start_child()
+
+    def _child_samples(self) -> Iterable[Sample]:
+        return self.child_samples()
+
+    def start_child(self) -> None:
+        """Make this child's values (called for each label set, and once for an unlabelled metric)."""
+        raise NotImplementedError
+
+    def child_samples(self) -> Iterable[Sample]:
+        """This child's samples, as a scrape reads them."""
+        raise NotImplementedError
+
+
+class CustomCounter(_ChildHooks, Counter):
     """A `Counter` whose subclass makes each child's values (`start_child`) and says its samples (`child_samples`)."""
 
-    def _metric_init(self) -> None:
-        self.start_child()
 
-    def _child_samples(self) -> Iterable[Sample]:
-        return self.child_samples()
-
-    def start_child(self) -> None:
-        raise NotImplementedError
-
-    def child_samples(self) -> Iterable[Sample]:
-        raise NotImplementedError
-
-
-class CustomGauge(Gauge):
+class CustomGauge(_ChildHooks, Gauge):
     """A `Gauge` whose subclass makes each child's value (`start_child`) and says its samples (`child_samples`)."""
 
-    def _metric_init(self) -> None:
-        self.start_child()
 
-    def _child_samples(self) -> Iterable[Sample]:
-        return self.child_samples()
-
-    def start_child(self) -> None:
-        raise NotImplementedError
-
-    def child_samples(self) -> Iterable[Sample]:
-        raise NotImplementedError
-
-
-class CustomHistogram(Histogram):
+class CustomHistogram(_ChildHooks, Histogram):
     """A `Histogram` whose subclass makes each child's counts (`start_child`) and says its samples (`child_samples`).
 
     `bounds` is the child's bucket bounds in order, +Inf last, set before `start_child`.
@@ -67,16 +61,7 @@ class CustomHistogram(Histogram):
 
     def _metric_init(self) -> None:
         self.bounds = self._upper_bounds
-        self.start_child()
-
-    def _child_samples(self) -> Iterable[Sample]:
-        return self.child_samples()
-
-    def start_child(self) -> None:
-        raise NotImplementedError
-
-    def child_samples(self) -> Iterable[Sample]:
-        raise NotImplementedError
+        super()._metric_init()
 
 
 def created_samples(created: float) -> tuple[Sample, ...]:
