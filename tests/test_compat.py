@@ -7,6 +7,7 @@ name the harness uses; pyproject.toml caps each of them at the minor release the
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import math
@@ -15,6 +16,7 @@ import sys
 import threading
 from collections import Counter as Tally
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -35,6 +37,27 @@ from harness._compat.prometheus import (
     use_value_lock,
 )
 from tests.harness_run import ROOT
+
+# --- the edges stay in one place -------------------------------------------------------------------------------
+
+
+def _private_imports(path: Path) -> list[str]:
+    """Other packages' private modules (a dotted part starting with `_`) a harness module imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        found += [name for name in names if not name.startswith("harness") and name != "__future__"
+                  and any(part.startswith("_") for part in name.split("."))]
+    return found
+
+
+def test_only_harness_compat_imports_another_librarys_private_modules():
+    outside = {str(path.relative_to(ROOT)): names for path in sorted((ROOT / "harness").rglob("*.py"))
+               if "_compat" not in path.parts and (names := _private_imports(path))}
+    assert outside == {}
+    assert _private_imports(ROOT / "harness" / "_compat" / "mcp.py") == ["mcp.shared._httpx_utils"]  # it sees them
+
 
 # --- prometheus_client -----------------------------------------------------------------------------------------
 
