@@ -4,16 +4,16 @@ A load process makes about a dozen metric updates per flow. prometheus_client gu
 value with a lock of its own, checks on every call that the metric is not a labelled
 parent, and finds a histogram's bucket by walking its bounds, on the load's hot path
 (figures in benchmarks/README.md). These subclasses keep each child's values as plain
-Python numbers: an update is an addition (a histogram's, a bisection and two additions). They are safe where every
-update comes from one thread, as in a load process, whose greenlets never switch inside an
-update; a scrape from another thread reads numbers that are at most one update old, as it
-may with prometheus_client's own values, whose histogram buckets are not read under one
-lock either.
+Python numbers: an update is an addition (a histogram's, a bisection and two additions).
+They are safe where every update comes from one thread, as in a load process, whose
+greenlets never switch inside an update; a scrape from another thread reads numbers that
+are at most one update old, as it may with prometheus_client's own values, whose
+histogram buckets are not read under one lock either.
 
 Everything else is prometheus_client's: names, labels, children, registries, the
-exposition (the same samples, `_created` included); its per-child hooks are reached through
-`harness._compat.prometheus`. Use them only for metrics updated on the
-load's hot path, and only with positive increments (no check is made).
+exposition (the same samples, `_created` included); its per-child hooks are reached
+through `harness._compat.prometheus`. Use them only for metrics updated on the load's hot
+path, and only with positive increments (no check is made).
 """
 
 from __future__ import annotations
