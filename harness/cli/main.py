@@ -1,7 +1,9 @@
 """The `mrtr-harness` command line: one entry point, a subcommand per job.
 
 Heavy imports happen inside each handler: `run` must let Locust patch gevent before
-anything else opens sockets or threads, and `validate` must stay instant.
+anything else opens sockets or threads, and `validate` must stay instant. `--help`,
+`validate`, `report` and `compare` load no server code (the shop's, uvicorn, Starlette, the
+SDK's server side): the shop's subcommands import it when they are used.
 """
 
 from __future__ import annotations
