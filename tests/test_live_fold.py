@@ -22,8 +22,18 @@ from harness.config.scenario import parse_scenario
 from harness.journal.writer import Journal
 from harness.report import JournalRead, read_run, write_results
 from harness.report.snapshot import SNAPSHOT, read_snapshot
-from harness.run.fold import LiveFold
-from harness.run.fold_process import FoldProcess
+from harness.run.fold.client import FoldProcess
+from harness.run.fold.protocol import (
+    Echo,
+    Figures,
+    Finish,
+    Invariants,
+    OpenWindow,
+    ProgressCounts,
+    ReplicaRounds,
+    WindowFigures,
+)
+from harness.run.fold.worker import LiveFold
 from harness.runtime.processes import alive, descendants
 from tests.harness_run import ROOT, SCENARIOS, run_harness
 from tests.test_lifeline import _cmdline, sigint_default
@@ -83,8 +93,8 @@ def test_a_fold_fed_in_any_batches_equals_one_pass_over_the_journal(tmp_path):
     fold = LiveFold(tmp_path)
     cuts = sorted(random.Random(3).sample(range(1, len(data)), 40)) + [len(data)]
     for size in cuts:
-        fold.grown("journal.jsonl", size)
-    live = fold.finish(["journal.jsonl"])
+        fold.read_part("journal.jsonl", size)
+    live = fold.reply_to(Finish(("journal.jsonl",)))
     assert live.torn == 1 and live.records > 100
     assert _written(tmp_path / "live", journal, live) == _written(tmp_path / "read", journal, read_run([journal]))
 
@@ -99,8 +109,8 @@ def test_the_checks_the_fold_keeps_are_the_journals(tmp_path):
             journal.write({"type": "flow", "t": T0 + 1, "flow": "refund", "flow_id": flow_id,  # type: ignore[arg-type]
                            "outcome": "completed"})
     fold = LiveFold(tmp_path)
-    fold.grown("journal.jsonl", path.stat().st_size)
-    (one_outcome,) = [tally for tally in fold.invariants(None, None) if tally.name == "one_outcome_per_flow"]
+    fold.read_part("journal.jsonl", path.stat().st_size)
+    (one_outcome,) = [tally for tally in fold.reply_to(Invariants(None, None)) if tally.name == "one_outcome_per_flow"]
     assert one_outcome.violations == 2
     assert sorted(one_outcome.examples) == ["f1: started 0 times, ended 1 times", "f3: started 1 times, ended 0 times"]
 
@@ -115,7 +125,7 @@ def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):
             journal.flush()
         assert fold._pending, "the pipe took every frame: the fold was not behind"
         os.kill(fold.pid, signal.SIGCONT)
-        finished, _ = fold.progress()
+        finished, _ = fold.ask(ProgressCounts())
         assert finished == 6000 and not fold._pending
         journal.close()
         read = fold.finish([journal.path])
@@ -133,13 +143,13 @@ def test_a_hypothesis_window_holds_the_flows_journaled_after_it_opened(tmp_path)
 
         flows(0, 30, T0)
         flows(30, 7, T0 + 15)  # stamped after the window's start, but journaled before it opened: not the window's
-        fold.open_window("during", T0 + 10)
+        fold.tell(OpenWindow("during", T0 + 10))
         flows(37, 20, T0 + 11)
         flows(57, 5, T0 + 9)  # journaled late, ended before the window opened
-        fold.open_window("after", T0 + 20, closing="during")
+        fold.tell(OpenWindow("after", T0 + 20, closing="during"))
         flows(62, 12, T0 + 21)
-        during, after = fold.window("during"), fold.window("after")
-        assert (during.flows, after.flows, fold.figures().flows) == (20, 12, 74)
+        during, after = fold.ask(WindowFigures("during")), fold.ask(WindowFigures("after"))
+        assert (during.flows, after.flows, fold.ask(Figures()).flows) == (20, 12, 74)
 
 
 def test_an_asker_stopped_before_its_reply_leaves_that_reply_to_no_one(tmp_path):
@@ -148,12 +158,12 @@ def test_an_asker_stopped_before_its_reply_leaves_that_reply_to_no_one(tmp_path)
     with _fold_of(tmp_path) as (fold, journal):
         _flow(journal, 1)
         os.kill(fold.pid, signal.SIGSTOP)  # no reply can come while the asker is stopped
-        progress = gevent.spawn(fold.progress)
+        progress = gevent.spawn(fold.ask, ProgressCounts())
         _until_waiting(fold, 1)
         progress.kill()
         os.kill(fold.pid, signal.SIGCONT)
-        assert fold.replica_rounds() == {}
-        assert fold.dropped == 1 and fold.progress()[0] == 1 and fold.lost is None
+        assert fold.ask(ReplicaRounds()) == {}
+        assert fold.dropped == 1 and fold.ask(ProgressCounts())[0] == 1 and fold.lost is None
 
 
 def test_askers_stopped_anywhere_across_thousands_of_requests_each_get_only_their_own_answer(tmp_path):
@@ -170,7 +180,7 @@ def test_askers_stopped_anywhere_across_thousands_of_requests_each_get_only_thei
 
     with _fold_of(tmp_path) as (fold, journal):
         def ask(n: int) -> None:
-            answers[n] = fold.echo(values[n])
+            answers[n] = fold.ask(Echo(values[n]))
 
         for round_ in range(30):
             for n in range(round_ * 10, round_ * 10 + 10):
@@ -192,11 +202,11 @@ def test_askers_stopped_anywhere_across_thousands_of_requests_each_get_only_thei
             spared += [n for n, plan in plans.items() if plan == "spared"]
             gevent.joinall([*askers.values(), *killers], raise_error=True)
 
-        assert fold.echo("last") == "last"  # its reply came after every earlier one: each was read and handed on
+        assert fold.ask(Echo("last")) == "last"  # its reply came after every earlier one: each was read and handed on
         wrong = [n for n, answer in answers.items() if answer != values[n]]
         assert wrong == [] and set(spared) <= set(answers)
         assert fold._waiting == {} and fold.dropped >= killed_waiting > 0
-        assert fold.lost is None and fold.progress()[0] == 300
+        assert fold.lost is None and fold.ask(ProgressCounts())[0] == 300
 
 
 def _kill_after(greenlet: gevent.Greenlet, switches: int) -> None:
