@@ -19,9 +19,10 @@ from typing import Any
 import gevent
 
 from harness.config.scenario import parse_scenario
+from harness.folding.read import JournalRead, read_run
+from harness.folding.snapshot import SNAPSHOT, read_snapshot
 from harness.journal.writer import Journal
-from harness.report import JournalRead, read_run, write_results
-from harness.report.snapshot import SNAPSHOT, read_snapshot
+from harness.report import write_results
 from harness.run.fold.client import FoldProcess
 from harness.run.fold.protocol import (
     Echo,

@@ -273,8 +273,8 @@ def test_zero_is_accepted_where_it_means_something(tmp_path):
 
 def test_the_label_values_a_threshold_may_name_are_the_ones_the_harness_records():
     """config is a leaf, so it writes the lists out; each must stay equal to the one the harness records by."""
-    from harness.checks.invariants import INVARIANTS
     from harness.config.thresholds import LABEL_VALUES
+    from harness.folding.invariants import INVARIANTS
     from harness.journal.records import FlowOutcome
     from harness.mrtr.reasons import OTHER_REASON, REASONS
 

@@ -24,10 +24,10 @@ from prometheus_client.metrics_core import Metric
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from harness.checks.invariants import INVARIANTS
 from harness.config.compare import parse_share
 from harness.config.durations import format_duration, parse_duration
 from harness.config.scenario import Scenario
+from harness.folding.invariants import INVARIANTS
 from harness.journal.writer import FlowOutcome
 from harness.metrics.registry import HOST_CODES, MAX_ROUND_LABEL, RunMetrics
 from harness.mrtr.reasons import OTHER_REASON, REASONS

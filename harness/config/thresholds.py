@@ -10,7 +10,7 @@ each condition is `[aggregate] operator value`. A count's default aggregate is i
 count, a distribution's must be named (p(N), avg, min, max, med, count), and `rate` is
 per second of the run. Values may carry a unit (250ms, 2s). Parsed once, at the edge,
 so a typo fails the scenario before anything starts. Judging a run against them is
-`harness.checks.thresholds`.
+`harness.folding.thresholds`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
                   "unasked_refund_still_held", "no_mutant_accepted"),
 }
 """The values a label can have in any run: a flow's outcomes (`harness.journal.records.FlowOutcome`), the
-rejection reasons (`harness.mrtr.reasons`, and `other`), the invariants (`harness.checks.invariants`). Written
+rejection reasons (`harness.mrtr.reasons`, and `other`), the invariants (`harness.folding.invariants`). Written
 out here because the configuration is a leaf; tests hold each list equal to its source. A selector with any
 other value selects nothing, so its threshold would judge nothing: refused, with a did-you-mean. The labels a
 scenario names (flow, action, replica) are checked against it (`harness.config.scenario`)."""

@@ -44,7 +44,6 @@ from prometheus_client import generate_latest
 
 from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
-from harness.checks.invariants import INVARIANTS, ledger_violations
 from harness.config.cautions import cautions
 from harness.config.chaos import NetworkAction
 from harness.config.durations import format_duration
@@ -52,6 +51,7 @@ from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
 from harness.config.thresholds import parse_thresholds
 from harness.errors import ExitCode, TargetDown
+from harness.folding.invariants import INVARIANTS, ledger_violations
 from harness.journal.records import (
     EndStatus,
     HarnessErrorRecord,
@@ -92,7 +92,7 @@ from harness.targets.base import Target, TargetError
 from harness.targets.factory import build_target
 
 if TYPE_CHECKING:
-    from harness.report import JournalRead
+    from harness.folding.read import JournalRead
 
 logger = logging.getLogger(__name__)
 

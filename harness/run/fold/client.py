@@ -35,7 +35,7 @@ import gevent
 from gevent.event import AsyncResult
 from gevent.socket import wait_read, wait_write
 
-from harness.report import JournalRead
+from harness.folding.read import JournalRead
 from harness.run.fold.protocol import REPLY_HEAD, Ask, Finish, Growth, Reply, Request, Tell
 from harness.runtime.processes import process_cpu_seconds, start_child
 

@@ -20,10 +20,10 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from harness.checks.invariants import InvariantTally
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
+from harness.folding.invariants import InvariantResult
+from harness.folding.read import JournalRead
 from harness.journal.records import Reconciled
-from harness.report import JournalRead
 
 R = TypeVar("R", covariant=True)
 
@@ -99,7 +99,7 @@ class Reconcile(Ask[Reconciled]):
 
 
 @dataclass(frozen=True)
-class Invariants(Ask[list[InvariantTally]]):
+class Invariants(Ask[list[InvariantResult]]):
     """Every invariant judged on this run's flows and `ledger` (None: no ledger, or `ledger_error` reading it)."""
 
     ledger: list[dict[str, Any]] | None

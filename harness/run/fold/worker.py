@@ -1,6 +1,6 @@
 """The run's live fold, in a process of its own: every journal record into the figures, the checks and the windows.
 
-A run's results come from folding its journal record by record (`harness.report.JournalRead`,
+A run's results come from folding its journal record by record (`harness.folding.read.JournalRead`,
 the flow checks, reconciliation's matching, the hypothesis windows). Done in the load
 process, that fold costs the load a share of every flow; here it runs beside it, on another
 core, reading the journal parts from the files the run writes. The run tells it, over a
@@ -9,7 +9,7 @@ process folds the parts in exactly the order the run wrote them, whatever the pa
 a second, in one batch, or at once when a request needs it. The run asks it for figures
 (the hypothesis probes, the progress line), for reconciliation and the invariants at the
 end, and finally for the whole fold, which it also saves as `figures.json`
-(`harness.report.snapshot`), as it does every `--save-figures-every`. What it can be asked
+(`harness.folding.snapshot`), as it does every `--save-figures-every`. What it can be asked
 is `harness.run.fold.protocol`'s queries, one case each in `LiveFold.reply_to`.
 
 Reading the JSON lines from the file, as `report DIR` does, means the live results and a
@@ -34,13 +34,13 @@ from typing import IO, Any
 
 import orjson
 
-from harness.checks.invariants import FlowChecks
-from harness.checks.reconcile import Matching
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
+from harness.folding.invariants import FlowChecks
+from harness.folding.read import JournalRead
+from harness.folding.reconcile import Matching
+from harness.folding.snapshot import write_snapshot
 from harness.journal.records import RecordType
 from harness.journal.writer import JournalDamage
-from harness.report import JournalRead
-from harness.report.snapshot import write_snapshot
 from harness.run.fold.protocol import (
     ASK,
     GROWTH,
