@@ -19,19 +19,25 @@ from typing import Any
 import gevent
 
 from harness.config.scenario import parse_scenario
+from harness.folding.invariants import INVARIANTS, InvariantResult
 from harness.folding.read import JournalRead, read_run
 from harness.folding.snapshot import SNAPSHOT, read_snapshot
+from harness.journal.records import RecordType
 from harness.journal.writer import Journal
 from harness.report import write_results
+from harness.run.fold import protocol
 from harness.run.fold.client import FoldProcess
 from harness.run.fold.protocol import (
+    Ask,
     Echo,
     Figures,
     Finish,
     Invariants,
     OpenWindow,
     ProgressCounts,
+    Reconcile,
     ReplicaRounds,
+    Tell,
     WindowFigures,
 )
 from harness.run.fold.worker import LiveFold
@@ -114,6 +120,34 @@ def test_the_checks_the_fold_keeps_are_the_journals(tmp_path):
     (one_outcome,) = [tally for tally in fold.reply_to(Invariants(None, None)) if tally.name == "one_outcome_per_flow"]
     assert one_outcome.violations == 2
     assert sorted(one_outcome.examples) == ["f1: started 0 times, ended 1 times", "f3: started 1 times, ended 0 times"]
+
+
+def test_every_query_of_the_protocol_is_answered_through_the_pipe_with_its_reply_type(tmp_path):
+    """One of each query the protocol declares, asked of a real fold process: each answer is of the reply type the
+    query names, so the run and the fold agree on one interface (a query added without its case fails here)."""
+    queries: list[Ask[Any] | Tell] = [
+        Figures(), OpenWindow("during", T0), WindowFigures("during"), ProgressCounts(), ReplicaRounds(),
+        Reconcile(("replica-1",)), Invariants(None, None), Echo(("back", 1))]
+    declared = {kind for kind in vars(protocol).values() if isinstance(kind, type) and kind not in (Ask, Tell)
+                and issubclass(kind, Ask | Tell)}
+    assert declared == {type(query) for query in queries} | {Finish}
+    with _fold_of(tmp_path) as (fold, journal):
+        _flow(journal, 1)
+        answers = {}
+        for query in queries:
+            if isinstance(query, Tell):
+                fold.tell(query)
+            else:
+                answers[type(query)] = fold.ask(query)
+        journal.close()
+        read = fold.ask(Finish((journal.path.name,)))
+    assert answers[Figures].flows == 1 and answers[WindowFigures].flows == 0  # the flow came before the window
+    assert answers[ProgressCounts] == (1, [])
+    assert answers[ReplicaRounds] == {} and answers[Echo] == ("back", 1)
+    assert answers[Reconcile]["type"] == RecordType.RECONCILIATION and answers[Reconcile]["unexplained"] == 0
+    assert [result.name for result in answers[Invariants]] == list(INVARIANTS)
+    assert all(isinstance(result, InvariantResult) for result in answers[Invariants])
+    assert isinstance(read, JournalRead) and read.figures.flows == 1
 
 
 def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):
