@@ -10,7 +10,7 @@ each condition is `[aggregate] operator value`. A count's default aggregate is i
 count, a distribution's must be named (p(N), avg, min, max, med, count), and `rate` is
 per second of the run. Values may carry a unit (250ms, 2s). Parsed once, at the edge,
 so a typo fails the scenario before anything starts. Judging a run against them is
-`harness.checks.thresholds`.
+`harness.folding.thresholds`.
 """
 
 from __future__ import annotations
