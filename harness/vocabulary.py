@@ -127,7 +127,7 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "unasked_refund_still_held",
     "no_mutant_accepted",
 )
-"""The invariants a run is judged by (`harness.checks.invariants` checks them)."""
+"""The invariants a run is judged by (`harness.folding.invariants` checks them)."""
 
 
 # --- the protocol revisions a host's client may speak -----------------------------------------

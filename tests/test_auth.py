@@ -30,8 +30,8 @@ import pytest
 from harness.auth import discovery
 from harness.auth.errors import TokenEndpointError
 from harness.auth.keeper import LeadTokens
-from harness.auth.sources import lead_tokens
 from harness.auth.token import Token
+from harness.auth.token_sources import lead_tokens
 from harness.config.auth import TargetAuth
 from harness.config.leads import LeadProfile
 from harness.errors import TargetDown

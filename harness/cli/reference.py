@@ -25,6 +25,7 @@ from prometheus_client.metrics_core import Metric
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from harness._compat.prometheus import label_names, upper_bounds
 from harness.cli.package_map import BEGIN, END, NoMapSection, package_map, splice
 from harness.config.compare import parse_share
 from harness.config.durations import format_duration, parse_duration
@@ -88,12 +89,11 @@ def _family(metric: MetricWrapperBase) -> Metric:
 def _label_names(metric: MetricWrapperBase) -> tuple[str, ...]:
     # prometheus_client keeps a metric's label names and buckets on the object only: its
     # exposition shows them on samples, and a label set with no sample yet shows nothing.
-    return tuple(metric._labelnames)
+    return label_names(metric)
 
 
 def _buckets(metric: MetricWrapperBase) -> list[float]:
-    bounds = list(getattr(metric, "_upper_bounds", []))
-    return [bound for bound in bounds if bound != float("inf")]
+    return [bound for bound in upper_bounds(metric) if bound != float("inf")]
 
 
 # --- docs/scenario.md -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ each condition is `[aggregate] operator value`. A count's default aggregate is i
 count, a distribution's must be named (p(N), avg, min, max, med, count), and `rate` is
 per second of the run. Values may carry a unit (250ms, 2s). Parsed once, at the edge,
 so a typo fails the scenario before anything starts. Judging a run against them is
-`harness.checks.thresholds`.
+`harness.folding.thresholds`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from harness.config.durations import parse_duration
-from harness.config.words import did_you_mean
+from harness.config.worded_errors import did_you_mean
 from harness.errors import UsageError
 from harness.vocabulary import LABEL_VALUES
 

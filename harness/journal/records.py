@@ -382,7 +382,7 @@ class Reconciled(TypedDict):
     examples: dict[str, list[str]]
     settled_early: NotRequired[int]
     """Unmatched items counted before their partner could have come, because the matching held its bound
-    (`harness.checks.reconcile.HELD`): each may be one unexplained too many, never one too few."""
+    (`harness.folding.reconcile.HELD`): each may be one unexplained too many, never one too few."""
 
 
 Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessErrorRecord | RunEnded | FlowStarted

@@ -37,6 +37,7 @@ from typing import IO, Any
 
 import gevent
 
+from harness._compat.locust import send_stats_now
 from harness.errors import ExitCode
 from harness.logs.files import FileFollower
 from harness.runtime.processes import harness_command, start_child
@@ -254,7 +255,7 @@ class WorkerSession:
         self.shipper.close()
         # Locust's last stats report goes ahead of `finished` (one connection keeps the order): on its own,
         # it is sent on quit, and a master that waits only 0.5 s for it can miss it on a busy machine.
-        self.runner._send_stats()
+        send_stats_now(self.runner)
         self.runner.send_message(FINISHED, {"mrtr": self.run_metrics.drain()})
         self.finished = True
         self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")

@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from harness.journal.records import InvariantChecked, RecordType
 from harness.journal.writer import Journal
 from harness.metrics.registry import RunMetrics
-from harness.run.fold_process import FoldProcess
+from harness.run.fold.client import FoldProcess
+from harness.run.fold.protocol import Invariants, Reconcile
 from harness.targets.ledger import LedgerCheck, LedgerRead
 
 
 def reconcile(fold: FoldProcess, replicas: Sequence[str], journal: Journal, run_metrics: RunMetrics) -> None:
     """Match every client -32602 to a logged line, from the journal as written (every part)."""
-    record = fold.reconcile(replicas)
+    record = fold.ask(Reconcile(tuple(replicas)))
     journal.write(record)
     run_metrics.unexplained.inc(record["unexplained"])
     run_metrics.unmatched_logged.inc(record["unmatched_logged"])
@@ -29,7 +30,7 @@ def reconcile(fold: FoldProcess, replicas: Sequence[str], journal: Journal, run_
 def check_invariants(fold: FoldProcess, ledger: LedgerCheck | None, journal: Journal, run_metrics: RunMetrics) -> None:
     """Every invariant, on this run's flows and the ledger rows of the quotes they created."""
     read = ledger.read() if ledger is not None else LedgerRead(None)
-    for result in fold.invariants(read.refunds, read.error):
+    for result in fold.ask(Invariants(read.refunds, read.error)):
         journal.write(InvariantChecked(type=RecordType.INVARIANT, t=time.time(), invariant=result.name,
                                        checked=result.checked, violations=result.violations, detail=result.examples))
         if result.violations:

@@ -23,13 +23,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.checks.thresholds import ThresholdResult, evaluate
 from harness.config.thresholds import parse_thresholds
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
+from harness.folding.thresholds import ThresholdResult, evaluate
 from harness.journal.records import HypothesisProbed, RecordType
 from harness.journal.writer import Journal
 from harness.run.failures import Failures
-from harness.run.fold_process import FoldLost, FoldProcess
+from harness.run.fold.client import FoldLost, FoldProcess
+from harness.run.fold.protocol import Figures, OpenWindow, WindowFigures
 
 MIN_FLOWS = 10
 """An earlier probe of a window still open says nothing with fewer finished flows (its last probe judges them):
@@ -122,7 +123,7 @@ class HypothesisWindows:
         if self.wanted:
             with self.failures.recorded(FoldLost):
                 until = time.time() - self.started  # what the fold holds when asked: the flows ended by now
-                self.steady_state.probe("before", self.fold.figures(), Window(0.0, until))
+                self.steady_state.probe("before", self.fold.ask(Figures()), Window(0.0, until))
 
     def chaos_began(self) -> None:
         since = time.time()
@@ -163,7 +164,7 @@ class HypothesisWindows:
         """A window in the fold, fed from `since` on."""
         if self.wanted:
             with self.failures.recorded(FoldLost):
-                self.fold.open_window(name, since, closing)
+                self.fold.tell(OpenWindow(name, since, closing))
 
     def _probe(self, phase: str, since: float, until: float | None = None) -> None:
         """Judge the hypothesis over a window's flows (`phase` names the window: during, after), from `since` to
@@ -172,7 +173,7 @@ class HypothesisWindows:
             return
         with self.failures.recorded(FoldLost):
             end = time.time() if until is None else until  # taken before asking: the fold holds the flows ended by now
-            figures = self.fold.window(phase)
+            figures = self.fold.ask(WindowFigures(phase))
             if phase == "during" and until is None and self.chaos[1] is not None:
                 return  # the chaos ended while the fold was asked: its last probe judges the whole window
             if figures is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.journal.writer import Journal
-from harness.run.fold_process import FoldProcess
+from harness.run.fold.client import FoldProcess
 
 JOURNAL_FILE = "journal.jsonl"
 

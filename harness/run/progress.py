@@ -15,7 +15,8 @@ from typing import IO, TYPE_CHECKING
 
 from harness.config.durations import format_duration
 from harness.config.load import Load
-from harness.run.fold_process import FoldLost, FoldProcess
+from harness.run.fold.client import FoldLost, FoldProcess
+from harness.run.fold.protocol import ProgressCounts
 from harness.secrets import scrub
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class LiveProgress:
     def __call__(self) -> Progress:
         if self.fold.lost is None:
             with self.failures.recorded(FoldLost):
-                self.counts = self.fold.progress()
+                self.counts = self.fold.ask(ProgressCounts())
         finished, rejections = self.counts
         step = self.chaos.next_step()
         return Progress(elapsed=time.time() - self.started, duration=self.duration, finished=finished,

@@ -18,10 +18,10 @@ from prometheus_client import generate_latest
 from harness.config.scenario import Scenario
 from harness.config.thresholds import parse_thresholds
 from harness.metrics.registry import RunMetrics
-from harness.run.fold_process import FoldLost, FoldProcess
+from harness.run.fold.client import FoldLost, FoldProcess
 
 if TYPE_CHECKING:
-    from harness.report import JournalRead
+    from harness.folding.read import JournalRead
 
 
 def write_run_results(folder: Path, scenario: Scenario, *, env: Environment | None, run_metrics: RunMetrics,

@@ -19,8 +19,8 @@ which the endpoint and the web UI keep serving for their linger.
 What each step needs lives in its own module: the target factory (`harness.targets`, whose
 target supplies its ledger check), the load (`harness.run.load_driver`) and when it ends
 (`harness.run.load_end`), the exporter (`harness.metrics.exporter`), CPU accounting
-(`harness.run.cpu`), the live fold (`harness.run.fold`, a process of its own, driven from
-`harness.run.fold_process`), the hypothesis windows (`harness.run.hypothesis`), the
+(`harness.run.cpu`), the live fold (`harness.run.fold.worker`, a process of its own, driven from
+`harness.run.fold.client`), the hypothesis windows (`harness.run.hypothesis`), the
 progress line (`harness.run.progress`), early stops (`harness.run.stopping`), harness
 errors (`harness.run.failures`) and the results (`harness.run.results`). This module is
 the order.
@@ -40,13 +40,13 @@ from locust.env import Environment
 
 from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
-from harness.checks.invariants import INVARIANTS
 from harness.config.cautions import cautions
 from harness.config.chaos import NetworkAction
 from harness.config.durations import format_duration
 from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode, TargetDown
+from harness.folding.invariants import INVARIANTS
 from harness.journal.records import (
     EndStatus,
     LoadStarted,
@@ -64,7 +64,8 @@ from harness.metrics.registry import RunMetrics
 from harness.run import cpu
 from harness.run.end_checks import check_invariants, reconcile
 from harness.run.failures import Failures
-from harness.run.fold_process import FoldLost
+from harness.run.fold.client import FoldLost
+from harness.run.fold.protocol import ReplicaRounds
 from harness.run.greenlets import background, stop_greenlets
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import HypothesisWindows
@@ -274,7 +275,7 @@ class Run:
 
     def _cpu_snapshot(self, target: Target) -> cpu.CpuSnapshot:
         """CPU so far, the harness's with its fold process's, and the rounds each replica served."""
-        return cpu.snapshot(target.cpu_seconds, self.fold.replica_rounds(), helpers=self.fold.cpu_seconds())
+        return cpu.snapshot(target.cpu_seconds, self.fold.ask(ReplicaRounds()), helpers=self.fold.cpu_seconds())
 
     def _serve_web_ui(self, env: Environment, run_side: ExitStack) -> None:
         """`--web`: Locust's web UI with the MRTR tab, from the load's start (the run is never waiting for a click);
