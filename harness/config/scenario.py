@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.config.base import FieldProblem, ScenarioError, Strict
-from harness.config.chaos import AUTH_ACTIONS, ChaosStep, RotateKeys, commands_needed
-from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, placeholders_in
+from harness.config.chaos import AUTH_ACTIONS, COMMAND_NAMES, ChaosStep, RotateKeys, commands_needed
+from harness.config.commands import REPLICA_PLACEHOLDERS, placeholders_in
 from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.flows import FlowSpec, FuzzFlow, flow_label
