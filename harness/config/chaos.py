@@ -318,7 +318,8 @@ class Revoke(_AuthChaos):
     action: Literal["revoke"]
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"revoke": frozenset({"share"})}
     by_command: ClassVar[AuthCommands] = AuthCommands("revoke")
-    undone: ClassVar[str] = "not undone: a lead whose token was revoked gets a good one by refreshing"
+    undone: ClassVar[str] = ("not at its end (a refreshed token is good again); the rollback clears the "
+                             "revocations of the harness's own authorization server")
     share: Share = Field(default=0.5, description="the share of the leads holding tokens whose tokens are "
                                                   "revoked, more than 0 up to 1 (at least one lead)")
 

@@ -250,7 +250,7 @@ class Run:
     def _start_proxies(self, target: Target) -> None:
         """A fault proxy in front of each replica, in this process's own loop: the load talks to them."""
         try:
-            self.proxies = FaultProxies(target.urls, target.labels, self.scenario.seed)
+            self.proxies = FaultProxies(target.urls, target.labels)
         except ValueError as exc:
             raise TargetError(str(exc)) from None
         self.proxies.start()

@@ -6,8 +6,10 @@ with a command in the table runs it (`harness.targets.commands.ChaosCommands`: p
 filled, journaled, the replica waited for), one without goes to the wrapped target, which may
 raise `ChaosUnsupported`. What a command changed is owed back: a paused replica's resume, a
 TTL, name or clock set back to the target's own value, a rotation cut short finished
-forward (the harness never holds the deployment's old keys). `rollback` pays those debts,
-newest first, then rolls back the wrapped target.
+forward (the harness never holds the deployment's old keys), on the run's one ledger
+(`harness.targets.debts.Debts`). `rollback` pays what is still owed, newest first, then rolls back
+the wrapped target. Which command makes, ends and puts back an authorization server action is
+that action's declaration (`harness.config.chaos.AuthCommands`).
 """
 
 from __future__ import annotations
