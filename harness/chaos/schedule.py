@@ -148,8 +148,7 @@ class ChaosRunner:
         target_label = self._target_label(step)
         started = time.time()
         self.run_metrics.chaos_action(step.action, started)
-        asked = {"duration": step.duration, "replica": step.replica, **step.parameters()} \
-            if isinstance(step, NetworkAction) else step.model_dump(mode="json", exclude={"action", "at"})
+        asked = step.asked()
         self.journal.write(ChaosStarted(type=RecordType.CHAOS, phase=ChaosPhase.START, t=started, action=step.action,
                                         target=target_label, detail=asked))
         self.running = step
@@ -325,24 +324,24 @@ class ChaosRunner:
 
     @handles(TokenExpiry, uses=("auth_change",))
     def _token_expiry(self, step: TokenExpiry, index: int) -> dict:
-        return {"lifetime": step.lifetime, **self._held(AuthChange("token-expiry", lifetime=step.lifetime),
+        return {"lifetime": step.lifetime, **self._held(AuthChange(step.action, lifetime=step.lifetime),
                                                          step.duration)}
 
     @handles(Revoke, uses=("auth_change",))
     def _revoke(self, step: Revoke, index: int) -> dict:
-        return self._held(AuthChange("revoke", share=step.share, seed=self._seed(step)), None)
+        return self._held(AuthChange(step.action, share=step.share, seed=self._seed(step)), None)
 
     @handles(ScopeLoss, uses=("auth_change",))
     def _scope_loss(self, step: ScopeLoss, index: int) -> dict:
-        return self._held(AuthChange("scope-loss", share=step.share, scope=step.scope, seed=self._seed(step)), None)
+        return self._held(AuthChange(step.action, share=step.share, scope=step.scope, seed=self._seed(step)), None)
 
     @handles(AuthDown, uses=("auth_change",))
     def _auth_down(self, step: AuthDown, index: int) -> dict:
-        return {"down_for": step.duration, **self._held(AuthChange("auth-down"), step.duration)}
+        return {"down_for": step.duration, **self._held(AuthChange(step.action), step.duration)}
 
     @handles(SubjectDrift, uses=("auth_change",))
     def _subject_drift(self, step: SubjectDrift, index: int) -> dict:
-        return {"share": step.share, **self._held(AuthChange("subject-drift", share=step.share), step.duration)}
+        return {"share": step.share, **self._held(AuthChange(step.action, share=step.share), step.duration)}
 
     def rollback(self) -> list[str]:
         """Put the target back (replicas up, rings restored, commands' changes undone); journaled like an action."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.config.base import Strict
-from harness.config.commands import OTHER_COMMANDS, REPLICA_PLACEHOLDERS, check_command
+from harness.config.commands import OTHER_COMMANDS, REPLICA_PLACEHOLDERS, check_command, placeholders_in
 from harness.config.durations import Duration, PositiveDuration, parse_duration
 
 ActsOn = Literal["replica", "replicas", "auth"]
@@ -84,6 +84,18 @@ class ChaosAction(Strict):
     def commands_needed(self) -> tuple[str, ...]:
         """The `[target.commands]` names this step needs on a target whose chaos is all by command."""
         return self.needs if self.needs is not None else (self.action,)
+
+    def asked(self) -> dict[str, Any]:
+        """What the step asks, as its start record shows it."""
+        return self.model_dump(mode="json", exclude={"action", "at"})
+
+    def command_argvs(self, commands: Mapping[str, list[str]]) -> list[list[str]]:
+        """The argument lists the step runs on a target with these `[target.commands]`."""
+        return [commands[name] for name in self.commands_needed() if name in commands]
+
+    def by_command_problem(self, commands: Mapping[str, list[str]]) -> tuple[str, str] | None:
+        """What makes this step impossible with these `[target.commands]`, and the key at fault; None: nothing."""
+        return None
 
     def journal_target(self, labels: Sequence[str]) -> str:
         """Whom the journal says the step acts on: `auth`, `all` (every replica) or a replica's label."""
@@ -148,6 +160,17 @@ class RotateKeys(_Chaos):
         """minter-first never retires the old key."""
         return tuple(name for name in self.commands if self.order != "minter-first" or name != "retire-key")
 
+    def by_command_problem(self, commands: Mapping[str, list[str]]) -> tuple[str, str] | None:
+        """minter-first promotes the new key on one replica first: its key commands must name one replica."""
+        if self.order != "minter-first":
+            return None
+        wide = [name for name in ("add-key", "promote-key")
+                if name in commands and not placeholders_in(commands[name]) & REPLICA_PLACEHOLDERS]
+        if not wide:
+            return None
+        return (f"minter-first promotes the new key on one replica before the others: {wide[0]} must act on one "
+                f"replica ({{replica}}, {{index}} or {{url}})", "order")
+
 
 class SetTtl(_Chaos):
     """Restart replicas with another TTL: only `replica` when given, else every one in turn."""
@@ -195,6 +218,10 @@ class CommandAction(_Chaos):
                                            "{replica}, {index}, {url} of `replica` (default: the first)")
     rollback: list[str] | None = Field(default=None, description="run when the run ends, if the command ran: "
                                                                  "what puts the deployment back")
+
+    def command_argvs(self, commands: Mapping[str, list[str]]) -> list[list[str]]:
+        """Its own command."""
+        return [self.command]
 
     @field_validator("command", "rollback")
     @classmethod
@@ -274,6 +301,10 @@ class NetworkAction(_Chaos):
         if self.fault == "down" and self.toxicity != 1.0:
             raise ValueError("down refuses every connection: toxicity must be 1")
         return self
+
+    def asked(self) -> dict[str, Any]:
+        """Its duration, replica, fault and the fault's own keys (not the others' defaults)."""
+        return {"duration": self.duration, "replica": self.replica, **self.parameters()}
 
     def parameters(self) -> dict[str, object]:
         """The fault and its own keys, as the journal records them."""
