@@ -5,12 +5,15 @@ A chaos action is declared once, in two halves that share its model:
 - here, its config half: the model (its `action` name(s) and keys), whom it acts on
   (`acts_on`, which also gives the journal's target label), the `[target.commands]` it runs
   with their placeholders (`commands`), the ones a target reached only by command must have
-  (`needs`), and how it is undone (`undone`). Defining a `ChaosAction` subclass with a literal
-  `action` registers it in `CHAOS_ACTIONS`; the scenario's union (`ChaosStep`), `AUTH_ACTIONS`
-  and the command table (`COMMAND_NAMES`, `DEPLOYMENT_COMMANDS`) are read off that registry.
+  (`needs`), and how it is undone (`undone`); where the defaults do not fit, the model overrides
+  `commands_needed`, `asked` (its start record), `command_argvs` or `by_command_problem`. Defining
+  a `ChaosAction` subclass with a literal `action` registers it in `CHAOS_ACTIONS`; the scenario's
+  union (`ChaosStep`), `AUTH_ACTIONS` and the command table (`COMMAND_NAMES`,
+  `DEPLOYMENT_COMMANDS`) are read off that registry. An action on the authorization server also
+  says which of its commands make, end and put it back (`by_command`, an `AuthCommands`).
 - in `harness.chaos.schedule`, its handler half: a `ChaosRunner` method registered with
   `@handles(Model, uses=...)`, naming the `Target` methods it calls. An action without a
-  handler is refused when the chaos package loads.
+  handler is refused when `harness.chaos.schedule` is imported.
 
 The configuration stays a leaf (it imports no runtime), so the handler cannot live here; adding an
 action is one model here and one handler there. docs/scenario.md's table of actions is generated
