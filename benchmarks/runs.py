@@ -118,7 +118,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def is_fold_process(pid: int) -> bool:
-    """Whether `pid` is a run's live fold process (`python -m harness.run.fold`)."""
+    """Whether `pid` is a run's live fold process (`python -m harness.run.fold.worker`)."""
     return "harness.run.fold" in cmdline(pid)
 
 

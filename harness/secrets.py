@@ -1,7 +1,7 @@
 """Every secret the harness holds, by value, and the one scrubber every text it writes passes through.
 
 A secret is registered once, where the harness reads it: the client secret (`env_secret`),
-every token whatever its source (`harness.auth.token`, a tokens file's lines), every sealing
+every token whatever its source (`harness.auth.token`, a tokens file's lines: `file_secrets`), every sealing
 key (`harness.mrtr.keys`). Whatever then reaches the journal (each batch, `scrub_bytes`), the
 terminal, a log or a report (`scrub`) has each registered value replaced by its fingerprint
 (`<token 1a2b3c4d5e6f>`): a server that echoes a token, a chaos command that prints the key
@@ -27,12 +27,13 @@ import secrets
 import sys
 import threading
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Final
 
 from harness.errors import UsageError
 
-__all__ = ["COMMAND_ENV", "MIN_VALUE", "MissingSecret", "command_env", "env_secret", "fingerprint", "forget",
-           "register", "scrub", "scrub_bytes"]
+__all__ = ["COMMAND_ENV", "MIN_VALUE", "MissingSecret", "command_env", "env_secret", "file_secrets", "fingerprint",
+           "forget", "register", "scrub", "scrub_bytes"]
 
 MIN_VALUE: Final = 8
 """Shortest value searched for by value: anything shorter would match words, ids and JSON keys."""
@@ -50,7 +51,8 @@ credential) and to print text. Anything else (a cloud profile, a vault address) 
 
 
 class MissingSecret(UsageError):
-    """The environment variable that should hold a secret is not set (or empty): the user's to fix, exit 2."""
+    """A secret the run needs is not on this machine: its environment variable is unset or empty, or the file that
+    should hold it cannot be read or holds none (`env_secret`, `file_secrets`). The user's to fix: exit 2."""
 
 
 def fingerprint(value: str | bytes) -> str:
@@ -242,6 +244,21 @@ def env_secret(name: str, *, throwaway: bool, what: str) -> str:
               f"{fingerprint(value)}); any value serves an embedded target", file=sys.stderr)
     register(value, "secret")
     return value
+
+
+def file_secrets(path: Path, *, where: str, kind: str = "token") -> list[str]:
+    """The secrets in file `path`, one a line (blank lines and `#` comments skipped), in order, each registered
+    (also those no one uses); MissingSecret naming `where` and the path when the file cannot be read or holds none."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise MissingSecret(f"{where} {path}: cannot read it: {exc.strerror}") from None
+    values = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not values:
+        raise MissingSecret(f"{where} {path} holds no {kind} (one {kind} a line)")
+    for value in values:
+        register(value, kind)
+    return values
 
 
 def command_env(names: Iterable[str] = (), extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -30,8 +30,8 @@ import pytest
 from harness.auth import discovery
 from harness.auth.errors import TokenEndpointError
 from harness.auth.keeper import LeadTokens
-from harness.auth.sources import lead_tokens
 from harness.auth.token import Token
+from harness.auth.token_sources import lead_tokens
 from harness.config.auth import TargetAuth
 from harness.config.leads import LeadProfile
 from harness.errors import TargetDown
@@ -213,6 +213,7 @@ BAD_INPUT = {
     # name: (the [target.auth] table, the secret to set (None: unset), exit code, text the one line must hold)
     "a-missing-secret-variable": (CLIENT_CREDENTIALS, None, 2, f"the environment variable {SECRET_ENV} is not set"),
     "a-token-file-with-no-tokens": ('kind = "tokens"\nfile = "empty.tokens"\n', "", 2, "empty.tokens holds no token"),
+    "a-token-file-not-there": ('kind = "tokens"\nfile = "gone.tokens"\n', "", 2, "gone.tokens: cannot read it"),
     "an-unreachable-token-endpoint": (CLIENT_CREDENTIALS + 'token_url = "http://127.0.0.1:{free}/token"\n', "right",
                                       3, "cannot be reached"),
     "a-wrong-secret": (CLIENT_CREDENTIALS, "wrong", 3, "refused client support-leads: invalid_client"),

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness.capacity.expiry import ExpiryMeasurement, measure, recommend_ttl, round_up_ttl, tolerance
-from harness.capacity.plan import CapacityPlan, PlanError, RateSearch, parse_replicas, parse_search
 from harness.capacity.search import Judgement, limit_of, search, step_through
+from harness.capacity.sweep_plan import CapacityPlan, PlanError, RateSearch, parse_replicas, parse_search
 from harness.config.scenario import parse_scenario
 from harness.config.think import ConstantThink, ExponentialThink, LognormalThink, UniformThink
 from harness.journal.writer import read_journal

@@ -14,12 +14,13 @@ import random
 import pytest
 from ddsketch import DDSketch
 
-from harness.checks.invariants import FlowChecks
-from harness.checks.thresholds import evaluate
 from harness.config.thresholds import parse_thresholds
+from harness.folding.figures import RunFigures
+from harness.folding.invariants import FlowChecks
+from harness.folding.over_time import _MAX_BINS, Timeline
+from harness.folding.thresholds import evaluate
 from harness.journal.distributions import FLOOR, RELATIVE_ERROR, Sketch
-from harness.journal.figures import RunFigures
-from harness.report.series import _MAX_BINS, Timeline, percentile
+from harness.report.series import percentile
 
 T0 = 1_800_000_000.0
 

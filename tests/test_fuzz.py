@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.invariants import check_invariants
 from harness.config.base import ScenarioError
 from harness.config.mutations import DEFAULT_MUTATIONS, Mutation
 from harness.config.scenario import parse_scenario
+from harness.folding.invariants import check_invariants
 from harness.load.mutations import (
     EXPECTED_REASONS,
     TOKEN_MUTATIONS,

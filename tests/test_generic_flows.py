@@ -11,7 +11,7 @@ import secrets
 
 import pytest
 
-from harness.checks.invariants import LEDGER_INVARIANTS
+from harness.folding.invariants import LEDGER_INVARIANTS
 from tests.harness_run import run_harness
 from tests.servers import start_server
 

@@ -13,9 +13,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.config.base import ScenarioError
-from harness.config.hosts import HANDSHAKE_ERA, MODERN
 from harness.config.scenario import parse_scenario
 from harness.load.flow import host_for
+from harness.vocabulary import HANDSHAKE_REVISIONS, MODERN_REVISION
 from tests.harness_run import run_harness
 from tests.servers import start_server
 
@@ -42,8 +42,8 @@ def scenario_with(hosts: str):
 
 
 def test_the_protocols_are_the_sdks():
-    assert MODERN == LATEST_MODERN_VERSION
-    assert set(HANDSHAKE_ERA) <= set(HANDSHAKE_PROTOCOL_VERSIONS)
+    assert MODERN_REVISION == LATEST_MODERN_VERSION
+    assert set(HANDSHAKE_REVISIONS) <= set(HANDSHAKE_PROTOCOL_VERSIONS)
 
 
 def test_no_hosts_is_the_one_default_host():

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
 from harness.journal.writer import Journal, read_journal
 from harness.run.hypothesis import MIN_FLOWS, SteadyState, Window
 from tests.harness_run import run_harness

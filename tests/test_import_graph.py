@@ -19,7 +19,7 @@ from tests.harness_run import ROOT
 PACKAGE = ROOT / "harness"
 SHOP = "harness.shop"
 SHOP_MAY_IMPORT = {"harness.metrics.instrument", "harness.mrtr.reasons", "harness.config.durations",
-                   "harness.mrtr.keys", "harness.secrets", "harness.errors"}
+                   "harness.mrtr.keys", "harness.secrets", "harness.errors", "harness.vocabulary"}
 """What the shop may use of the harness: the rejection exporter and the stdlib-only leaves it needs."""
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.checks.invariants import INVARIANTS, JOURNAL_INVARIANTS, InvariantTally, check_invariants
+from harness.folding.invariants import INVARIANTS, JOURNAL_INVARIANTS, InvariantResult, check_invariants
 from harness.shop.catalogue import build_catalogue
 from harness.shop.store import open_store
 from tests.harness_run import ROOT, run_harness
@@ -47,12 +47,12 @@ def start(flow_id: str) -> dict[str, Any]:
 
 
 def judge(ledger: list[dict[str, Any]] | None, flows: list[dict[str, Any]], starts: list[dict[str, Any]] | None = None,
-          **kwargs: Any) -> dict[str, InvariantTally]:
+          **kwargs: Any) -> dict[str, InvariantResult]:
     starts = [start(record["flow_id"]) for record in flows] if starts is None else starts
     return {result.name: result for result in check_invariants(ledger, starts, flows, **kwargs)}
 
 
-def broken(results: dict[str, InvariantTally]) -> dict[str, list[str]]:
+def broken(results: dict[str, InvariantResult]) -> dict[str, list[str]]:
     return {name: result.examples for name, result in results.items() if result.violations}
 
 

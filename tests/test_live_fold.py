@@ -19,11 +19,28 @@ from typing import Any
 import gevent
 
 from harness.config.scenario import parse_scenario
+from harness.folding.invariants import INVARIANTS, InvariantResult
+from harness.folding.read import JournalRead, read_run
+from harness.folding.snapshot import SNAPSHOT, read_snapshot
+from harness.journal.records import RecordType
 from harness.journal.writer import Journal
-from harness.report import JournalRead, read_run, write_results
-from harness.report.snapshot import SNAPSHOT, read_snapshot
-from harness.run.fold import LiveFold
-from harness.run.fold_process import FoldProcess
+from harness.report import write_results
+from harness.run.fold import protocol
+from harness.run.fold.client import FoldProcess
+from harness.run.fold.protocol import (
+    Ask,
+    Echo,
+    Figures,
+    Finish,
+    Invariants,
+    OpenWindow,
+    ProgressCounts,
+    Reconcile,
+    ReplicaRounds,
+    Tell,
+    WindowFigures,
+)
+from harness.run.fold.worker import LiveFold
 from harness.runtime.processes import alive, descendants
 from tests.harness_run import ROOT, SCENARIOS, run_harness
 from tests.test_lifeline import _cmdline, sigint_default
@@ -83,8 +100,8 @@ def test_a_fold_fed_in_any_batches_equals_one_pass_over_the_journal(tmp_path):
     fold = LiveFold(tmp_path)
     cuts = sorted(random.Random(3).sample(range(1, len(data)), 40)) + [len(data)]
     for size in cuts:
-        fold.grown("journal.jsonl", size)
-    live = fold.finish(["journal.jsonl"])
+        fold.read_part("journal.jsonl", size)
+    live = fold.reply_to(Finish(("journal.jsonl",)))
     assert live.torn == 1 and live.records > 100
     assert _written(tmp_path / "live", journal, live) == _written(tmp_path / "read", journal, read_run([journal]))
 
@@ -99,10 +116,38 @@ def test_the_checks_the_fold_keeps_are_the_journals(tmp_path):
             journal.write({"type": "flow", "t": T0 + 1, "flow": "refund", "flow_id": flow_id,  # type: ignore[arg-type]
                            "outcome": "completed"})
     fold = LiveFold(tmp_path)
-    fold.grown("journal.jsonl", path.stat().st_size)
-    (one_outcome,) = [tally for tally in fold.invariants(None, None) if tally.name == "one_outcome_per_flow"]
+    fold.read_part("journal.jsonl", path.stat().st_size)
+    (one_outcome,) = [tally for tally in fold.reply_to(Invariants(None, None)) if tally.name == "one_outcome_per_flow"]
     assert one_outcome.violations == 2
     assert sorted(one_outcome.examples) == ["f1: started 0 times, ended 1 times", "f3: started 1 times, ended 0 times"]
+
+
+def test_every_query_of_the_protocol_is_answered_through_the_pipe_with_its_reply_type(tmp_path):
+    """One of each query the protocol declares, asked of a real fold process: each answer is of the reply type the
+    query names, so the run and the fold agree on one interface (a query added without its case fails here)."""
+    queries: list[Ask[Any] | Tell] = [
+        Figures(), OpenWindow("during", T0), WindowFigures("during"), ProgressCounts(), ReplicaRounds(),
+        Reconcile(("replica-1",)), Invariants(None, None), Echo(("back", 1))]
+    declared = {kind for kind in vars(protocol).values() if isinstance(kind, type) and kind not in (Ask, Tell)
+                and issubclass(kind, Ask | Tell)}
+    assert declared == {type(query) for query in queries} | {Finish}
+    with _fold_of(tmp_path) as (fold, journal):
+        _flow(journal, 1)
+        answers = {}
+        for query in queries:
+            if isinstance(query, Tell):
+                fold.tell(query)
+            else:
+                answers[type(query)] = fold.ask(query)
+        journal.close()
+        read = fold.ask(Finish((journal.path.name,)))
+    assert answers[Figures].flows == 1 and answers[WindowFigures].flows == 0  # the flow came before the window
+    assert answers[ProgressCounts] == (1, [])
+    assert answers[ReplicaRounds] == {} and answers[Echo] == ("back", 1)
+    assert answers[Reconcile]["type"] == RecordType.RECONCILIATION and answers[Reconcile]["unexplained"] == 0
+    assert [result.name for result in answers[Invariants]] == list(INVARIANTS)
+    assert all(isinstance(result, InvariantResult) for result in answers[Invariants])
+    assert isinstance(read, JournalRead) and read.figures.flows == 1
 
 
 def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):
@@ -115,7 +160,7 @@ def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):
             journal.flush()
         assert fold._pending, "the pipe took every frame: the fold was not behind"
         os.kill(fold.pid, signal.SIGCONT)
-        finished, _ = fold.progress()
+        finished, _ = fold.ask(ProgressCounts())
         assert finished == 6000 and not fold._pending
         journal.close()
         read = fold.finish([journal.path])
@@ -133,13 +178,13 @@ def test_a_hypothesis_window_holds_the_flows_journaled_after_it_opened(tmp_path)
 
         flows(0, 30, T0)
         flows(30, 7, T0 + 15)  # stamped after the window's start, but journaled before it opened: not the window's
-        fold.open_window("during", T0 + 10)
+        fold.tell(OpenWindow("during", T0 + 10))
         flows(37, 20, T0 + 11)
         flows(57, 5, T0 + 9)  # journaled late, ended before the window opened
-        fold.open_window("after", T0 + 20, closing="during")
+        fold.tell(OpenWindow("after", T0 + 20, closing="during"))
         flows(62, 12, T0 + 21)
-        during, after = fold.window("during"), fold.window("after")
-        assert (during.flows, after.flows, fold.figures().flows) == (20, 12, 74)
+        during, after = fold.ask(WindowFigures("during")), fold.ask(WindowFigures("after"))
+        assert (during.flows, after.flows, fold.ask(Figures()).flows) == (20, 12, 74)
 
 
 def test_an_asker_stopped_before_its_reply_leaves_that_reply_to_no_one(tmp_path):
@@ -148,12 +193,12 @@ def test_an_asker_stopped_before_its_reply_leaves_that_reply_to_no_one(tmp_path)
     with _fold_of(tmp_path) as (fold, journal):
         _flow(journal, 1)
         os.kill(fold.pid, signal.SIGSTOP)  # no reply can come while the asker is stopped
-        progress = gevent.spawn(fold.progress)
+        progress = gevent.spawn(fold.ask, ProgressCounts())
         _until_waiting(fold, 1)
         progress.kill()
         os.kill(fold.pid, signal.SIGCONT)
-        assert fold.replica_rounds() == {}
-        assert fold.dropped == 1 and fold.progress()[0] == 1 and fold.lost is None
+        assert fold.ask(ReplicaRounds()) == {}
+        assert fold.dropped == 1 and fold.ask(ProgressCounts())[0] == 1 and fold.lost is None
 
 
 def test_askers_stopped_anywhere_across_thousands_of_requests_each_get_only_their_own_answer(tmp_path):
@@ -170,7 +215,7 @@ def test_askers_stopped_anywhere_across_thousands_of_requests_each_get_only_thei
 
     with _fold_of(tmp_path) as (fold, journal):
         def ask(n: int) -> None:
-            answers[n] = fold.echo(values[n])
+            answers[n] = fold.ask(Echo(values[n]))
 
         for round_ in range(30):
             for n in range(round_ * 10, round_ * 10 + 10):
@@ -192,11 +237,11 @@ def test_askers_stopped_anywhere_across_thousands_of_requests_each_get_only_thei
             spared += [n for n, plan in plans.items() if plan == "spared"]
             gevent.joinall([*askers.values(), *killers], raise_error=True)
 
-        assert fold.echo("last") == "last"  # its reply came after every earlier one: each was read and handed on
+        assert fold.ask(Echo("last")) == "last"  # its reply came after every earlier one: each was read and handed on
         wrong = [n for n, answer in answers.items() if answer != values[n]]
         assert wrong == [] and set(spared) <= set(answers)
         assert fold._waiting == {} and fold.dropped >= killed_waiting > 0
-        assert fold.lost is None and fold.progress()[0] == 300
+        assert fold.lost is None and fold.ask(ProgressCounts())[0] == 300
 
 
 def _kill_after(greenlet: gevent.Greenlet, switches: int) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.checks.reconcile import Matching
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
+from harness.folding.reconcile import Matching
 from harness.report import render_thresholds
 from harness.report.verdict import RunChecks, decide
 

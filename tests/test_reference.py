@@ -1,7 +1,8 @@
 """The generated reference in docs/ matches the code: a stale document fails here, naming itself.
 
-docs/metrics.md and docs/scenario.md are written by `python -m harness.cli.reference`; a
-field or metric added without running it leaves a document that lies to its reader.
+docs/metrics.md, docs/scenario.md, docs/journal.md and the map in docs/architecture.md are
+written by `python -m harness.cli.reference`; a field, metric or module added without running
+it leaves a document that lies to its reader.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from prometheus_client import generate_latest
 from pydantic import BaseModel
 
-from harness.cli.reference import DOCUMENTS
+from harness.cli.package_map import BEGIN, END, NoMapSection, package_map, splice
+from harness.cli.reference import DOCUMENTS, SECTIONS
 from harness.config.scenario import Scenario
 from harness.metrics.registry import RunMetrics
 from tests.harness_run import ROOT
@@ -45,7 +48,42 @@ def test_check_names_a_stale_or_missing_document_and_writing_fixes_it(tmp_path):
     assert "docs/scenario.md is stale" in stale.stderr  # missing counts as stale
     assert reference(root=tmp_path).returncode == 0
     assert reference("--check", root=tmp_path).returncode == 0
-    assert set(DOCUMENTS) == {str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*.md")}
+    assert {*DOCUMENTS, *SECTIONS} == {str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*.md")}
+
+
+def test_the_architecture_map_is_checked_and_rewritten_without_touching_the_prose_around_it(tmp_path):
+    (tmp_path / "docs").mkdir()
+    committed = (ROOT / "docs" / "architecture.md").read_text()
+    head, _, rest = committed.partition(BEGIN + "\n")
+    _, _, tail = rest.partition(END)
+    drifted = head + BEGIN + "\n- `harness/target/`: a package that is no more\n" + END + tail
+    (tmp_path / "docs" / "architecture.md").write_text(drifted)
+    stale = reference("--check", root=tmp_path)
+    assert "docs/architecture.md is stale" in stale.stderr and stale.returncode == 1
+    assert reference(root=tmp_path).returncode == 0
+    assert (tmp_path / "docs" / "architecture.md").read_text() == committed
+
+
+def test_the_map_names_every_package_and_module_by_its_docstring(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text('"""The package.\n\nMore than its summary."""\n')
+    (package / "a.py").write_text('"""Module a: what it is,\nsaid over two lines.\n\nThen the details."""\n')
+    (package / "sub" / "__init__.py").write_text('"""A package inside."""\n')
+    (package / "sub" / "b.py").write_text("VALUE = 1\n")
+    (package / "loose").mkdir()
+    (package / "loose" / "c.py").write_text('"""In a folder with no __init__.py, on the map all the same."""\n')
+    assert package_map(package) == ("- `pkg/`: The package.\n"
+                                    "  - `a.py`: Module a: what it is, said over two lines.\n"
+                                    "- `pkg/loose/`: (no docstring)\n"
+                                    "  - `c.py`: In a folder with no __init__.py, on the map all the same.\n"
+                                    "- `pkg/sub/`: A package inside.\n"
+                                    "  - `b.py`: (no docstring)\n")
+
+
+def test_a_document_without_the_map_section_says_so():
+    with pytest.raises(NoMapSection):
+        splice("# Architecture\n\nNo map here.\n", "- `harness/`\n")
 
 
 def test_the_metrics_reference_names_every_metric_the_exporter_serves():

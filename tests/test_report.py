@@ -20,8 +20,9 @@ import pytest
 from harness.config.scenario import Scenario, parse_scenario
 from harness.config.thresholds import Threshold, parse_thresholds
 from harness.errors import ExitCode
+from harness.folding.read import read_run
 from harness.journal.writer import FlowOutcome, Journal
-from harness.report import RunStatus, read_run, render_thresholds, write_results
+from harness.report import RunStatus, render_thresholds, write_results
 from harness.report.verdict import decide
 from tests.harness_run import ROOT
 
@@ -424,8 +425,8 @@ def test_a_flow_the_harness_lost_track_of_is_its_own_error_not_the_target_s(tmp_
 
 
 def test_crossed_replica_share_counts_continuation_rounds_served_elsewhere_and_fails_a_sticky_run():
-    from harness.checks.thresholds import evaluate
-    from harness.journal.figures import RunFigures
+    from harness.folding.figures import RunFigures
+    from harness.folding.thresholds import evaluate
 
     def figures_of(marks: list[bool | None]) -> RunFigures:
         figures = RunFigures()

@@ -271,18 +271,6 @@ def test_zero_is_accepted_where_it_means_something(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-def test_the_label_values_a_threshold_may_name_are_the_ones_the_harness_records():
-    """config is a leaf, so it writes the lists out; each must stay equal to the one the harness records by."""
-    from harness.checks.invariants import INVARIANTS
-    from harness.config.thresholds import LABEL_VALUES
-    from harness.journal.records import FlowOutcome
-    from harness.mrtr.reasons import OTHER_REASON, REASONS
-
-    recorded = {"outcome": tuple(outcome.value for outcome in FlowOutcome), "reason": (*REASONS, OTHER_REASON),
-                "invariant": INVARIANTS}
-    assert recorded == LABEL_VALUES
-
-
 def test_a_replica_label_is_checked_on_a_docker_target_the_harness_starts_but_not_on_a_compose_one():
     from harness.config.base import ScenarioError
     from harness.config.scenario import parse_scenario

@@ -25,7 +25,18 @@ import orjson
 import pytest
 
 from harness.auth.token import Token
-from harness.secrets import COMMAND_ENV, command_env, fingerprint, register, scrub, scrub_bytes
+from harness.errors import ExitCode
+from harness.secrets import (
+    COMMAND_ENV,
+    MissingSecret,
+    command_env,
+    env_secret,
+    file_secrets,
+    fingerprint,
+    register,
+    scrub,
+    scrub_bytes,
+)
 from tests.harness_run import leaks, run_harness
 from tests.servers import start_server
 
@@ -66,6 +77,27 @@ def test_a_registered_value_is_replaced_by_its_fingerprint_wherever_it_stands() 
     assert scrub(f"x{value}{value}y") == f"x{shown}{shown}y"
     line = orjson.dumps({"output": f"said {value}"})
     assert scrub_bytes(line) == orjson.dumps({"output": f"said {shown}"})
+
+
+def test_a_secret_not_on_this_machine_is_one_error_in_a_variable_or_a_file(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unset variable, a file that is not there and a file with no line are the same bad input: exit 2, named."""
+    monkeypatch.delenv("MRTR_TEST_SECRET", raising=False)
+    (tmp_path / "empty.tokens").write_text("# none yet\n\n")
+    with pytest.raises(MissingSecret, match="the environment variable MRTR_TEST_SECRET is not set: it must hold x"):
+        env_secret("MRTR_TEST_SECRET", throwaway=False, what="x")
+    with pytest.raises(MissingSecret, match=r"\[t\] file .*gone\.tokens: cannot read it: No such file"):
+        file_secrets(tmp_path / "gone.tokens", where="[t] file")
+    with pytest.raises(MissingSecret, match=r"empty\.tokens holds no token \(one token a line\)") as raised:
+        file_secrets(tmp_path / "empty.tokens", where="[t] file")
+    assert raised.value.exit_code is ExitCode.USAGE
+
+
+def test_each_line_of_a_secret_file_is_registered_comments_and_blanks_aside(tmp_path: Path) -> None:
+    values = [secrets.token_hex(8), secrets.token_hex(8)]
+    (tmp_path / "leads.tokens").write_text(f"# {secrets.token_hex(8)}\n{values[0]}\n\n  {values[1]}  \n")
+    assert file_secrets(tmp_path / "leads.tokens", where="[t] file") == values
+    assert scrub(" ".join(values)) == " ".join(f"<token {fingerprint(value)}>" for value in values)
 
 
 def test_a_value_that_json_escapes_is_found_in_a_journal_line_too() -> None:

@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from harness.config.scenario import parse_scenario
-from harness.report import journal_parts, read_saved, rebuild_results
-from harness.report.snapshot import MAX_BYTES, SNAPSHOT
+from harness.folding.read import read_saved
+from harness.folding.snapshot import MAX_BYTES, SNAPSHOT
+from harness.report import journal_parts, rebuild_results
 from tests.harness_run import ROOT
 from tests.test_report import write_run
 from tests.test_snapshot import SCENARIO, _folder, _summary
@@ -38,7 +39,7 @@ def _code_running_pickle(marker: Path) -> bytes:
                  code.co_exceptiontable, code.co_freevars, code.co_cellvars)
 
     def named(name: str) -> bytes:  # SHORT_BINUNICODE module, SHORT_BINUNICODE name, STACK_GLOBAL
-        module = b"harness.journal.figures"
+        module = b"harness.folding.figures"
         return b"\x8c" + bytes([len(module)]) + module + b"\x8c" + bytes([len(name)]) + name.encode() + b"\x93"
 
     body = pickle.dumps(arguments, protocol=3)[2:-1]  # the arguments' tuple, without its header and STOP
@@ -103,11 +104,11 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
 TOUCH = "touch {marker}"
 HOSTILE_JSON: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "a callable by name": _set("folded/figures", {"__reduce__": ["os.system", [TOUCH]]}),
-    "jsonpickle's names": _set("folded", {"py/object": "harness.report.JournalRead",
+    "jsonpickle's names": _set("folded", {"py/object": "harness.folding.read.JournalRead",
                                           "py/reduce": [{"py/function": "os.system"}, {"py/tuple": [TOUCH]}]}),
-    "a dotted name for a value": _set("folded/figures/status", {"__class__": "harness.journal.figures.RunFigures"
+    "a dotted name for a value": _set("folded/figures/status", {"__class__": "harness.folding.figures.RunFigures"
                                                                              ".add.__class__", "args": [TOUCH]}),
-    "a dotted name for the kind": _set("kind", "harness.report.JournalRead.add.__globals__"),
+    "a dotted name for the kind": _set("kind", "harness.folding.read.JournalRead.add.__globals__"),
     "an unknown class for a sketch": _set("folded/figures/think_time", {"class": "collections.OrderedDict",
                                                                         "module": "os", "call": "system"}),
     "an extra field naming a callable": _set("folded/checks/__class__", "os.system"),

@@ -1,17 +1,13 @@
-"""The two ways getting tokens fails before a run can start: bad input (exit 2), or the endpoint (exit 3).
+"""How getting tokens fails once the input is there: the endpoint (exit 3).
 
+A secret or token file the machine lacks is bad input, `harness.secrets.MissingSecret` (exit 2).
 Neither message ever holds a secret or a token: only names, paths, URLs, and the `error`
 field a token endpoint answered with.
 """
 
 from __future__ import annotations
 
-from harness.errors import TargetDown, UsageError
-
-
-class AuthInputError(UsageError):
-    """`[target.auth]` cannot be used as given: a token file missing or with no token (an unset secret's
-    variable is `harness.secrets.MissingSecret`)."""
+from harness.errors import TargetDown
 
 
 class TokenEndpointError(TargetDown):

@@ -146,10 +146,6 @@ class LeadTokens:
         self._pool.kill(block=True, timeout=5)
         self.source.close()
 
-    def fingerprints(self) -> list[str]:
-        """The tokens held now, by fingerprint (what may be shown of them)."""
-        return [token.fingerprint for token in self._tokens if token is not None]
-
     # --- refreshing ---------------------------------------------------------------------------
 
     def _first(self, principal: int) -> Token | TokenEndpointError:

@@ -9,23 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.auth.errors import AuthInputError
 from harness.auth.token import Token, from_value
-from harness.secrets import register
+from harness.secrets import file_secrets
 
 
 def read_tokens(path: Path) -> list[str]:
-    """The file's tokens, in order; AuthInputError (exit 2, with the path) for a file missing or empty."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise AuthInputError(f"[target.auth] file {path}: cannot read it: {exc.strerror}") from None
-    tokens = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if not tokens:
-        raise AuthInputError(f"[target.auth] file {path} holds no token (one token a line)")
-    for token in tokens:
-        register(token, "token")  # every line is a secret, also those no principal uses
-    return tokens
+    """The file's tokens, in order, each registered; MissingSecret (exit 2, with the path) for a file missing or
+    empty."""
+    return file_secrets(path, where="[target.auth] file")
 
 
 class TokenFile:

@@ -64,7 +64,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def _plan(args: argparse.Namespace):
     from pydantic import ValidationError
 
-    from harness.capacity.plan import CapacityPlan, PlanError, RateSearch, parse_rates, parse_replicas, parse_search
+    from harness.capacity.sweep_plan import (
+        CapacityPlan,
+        PlanError,
+        RateSearch,
+        parse_rates,
+        parse_replicas,
+        parse_search,
+    )
 
     fields = {"step": args.step, "peak": args.peak, "headroom": args.headroom, "expiry_target": args.expiry_target,
               "saturation_cpu": args.saturation_cpu, "from_previous": not args.every_rate}
@@ -106,7 +113,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     plan = _plan(args)  # PlanError, ScenarioError: exit 2, before anything starts
     scenario = load_scenario(args.scenario, overrides)
     if scenario.target.auth is not None:
-        from harness.auth.sources import check
+        from harness.auth.token_sources import check
 
         check(scenario.target)  # a secret's variable unset (not embedded), a token file with no token: exit 2
     sweep = Sweep(scenario, args.scenario.read_text(encoding="utf-8"), plan, source=str(args.scenario),

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from harness.capacity.plan import RateSearch
+from harness.capacity.sweep_plan import RateSearch
 
 
 class Judgement(StrEnum):

@@ -34,13 +34,13 @@ from typing import IO, Any
 
 from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, assess, measure
 from harness.capacity.other_load import OtherLoad
-from harness.capacity.plan import CapacityPlan
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
-from harness.checks.thresholds import evaluate
+from harness.capacity.sweep_plan import CapacityPlan
 from harness.config.scenario import Scenario, parse_scenario
 from harness.config.thresholds import parse_thresholds
 from harness.errors import ExitCode, MrtrHarnessError, TargetDown
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
+from harness.folding.thresholds import evaluate
 from harness.journal.records import FlowOutcome, RecordType, RunEvent
 from harness.journal.writer import read_journal
 from harness.report.series import percentile

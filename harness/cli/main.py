@@ -1,7 +1,9 @@
 """The `mrtr-harness` command line: one entry point, a subcommand per job.
 
 Heavy imports happen inside each handler: `run` must let Locust patch gevent before
-anything else opens sockets or threads, and `validate` must stay instant.
+anything else opens sockets or threads, and `validate` must stay instant. `--help`,
+`validate`, `report` and `compare` load no server code (the shop's, uvicorn, Starlette, the
+SDK's server side): the shop's subcommands import it when they are used.
 """
 
 from __future__ import annotations
@@ -231,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:
 
     scenario = _load(args.scenario, args)  # ScenarioError: exit 2, nothing started
     if scenario.target.auth is not None:
-        from harness.auth.sources import check
+        from harness.auth.token_sources import check
 
         check(scenario.target)  # a secret's variable unset (not embedded), a token file with no token: exit 2
     linger = parse_duration_option("--metrics-linger", args.metrics_linger)

@@ -2,7 +2,10 @@
 
 The harness's side of the shop: the shop (`harness.shop`) is the server only and knows
 nothing of the harness's command line; `shop up` runs the process backend's deployment
-(`harness.targets.local_deployment`), tied to this process so it dies with it.
+(`harness.targets.local_deployment`), tied to this process so it dies with it. The shop's
+code is imported only by the subcommand that runs it (`harness.cli.deferred` for the options
+the replica and the authorization server define), so the rest of the command line never
+loads a server.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.shop import authserver, replica
+from harness.cli.deferred import DeferredParser
+from harness.errors import ExitCode
 
 if TYPE_CHECKING:
     from harness.targets.local_deployment import LocalDeployment
@@ -24,7 +28,8 @@ if TYPE_CHECKING:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     shop = subparsers.add_parser("shop", help="run the reference MRTR deployment (the shop)",
                                  description="Run the reference MRTR deployment: the shop's API and MCP replicas.")
-    commands = shop.add_subparsers(dest="shop_command", required=True, metavar="{api,replica,auth-server,keyring,up}")
+    commands = shop.add_subparsers(dest="shop_command", required=True, metavar="{api,replica,auth-server,keyring,up}",
+                                   parser_class=DeferredParser)
 
     api = commands.add_parser("api", help="run the shop's HTTP API (the ledger)")
     api.add_argument("--host", default="127.0.0.1")
@@ -39,15 +44,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     api.set_defaults(handler=run_api)
 
     one = commands.add_parser("replica", help="run one MCP replica (the command every backend uses)",
-                              description=replica.__doc__)
-    replica.add_arguments(one)
+                              fill=_replica_options)
     one.set_defaults(handler=lambda args: run_replica(one, args))
 
     auth = commands.add_parser("auth-server", help="run the shop's OAuth authorization server (client credentials)",
-                               description=authserver.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    authserver.add_arguments(auth)
-    auth.set_defaults(handler=lambda args: authserver.serve(authserver.policy_from(auth, args), args.host, args.port,
-                                                            args.admin_port))
+                               formatter_class=argparse.RawDescriptionHelpFormatter, fill=_auth_server_options)
+    auth.set_defaults(handler=lambda args: run_auth_server(auth, args))
 
     keys = commands.add_parser("keyring", help="write a fresh key ring file, unless one is there already",
                                description="Write a key ring file with one new key (0600), for replicas started "
@@ -67,9 +69,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(handler=lambda args: run_up(up, args))
 
 
+def _replica_options(parser: argparse.ArgumentParser) -> None:
+    from harness.shop import replica
+
+    parser.description = replica.__doc__
+    replica.add_arguments(parser)
+
+
+def _auth_server_options(parser: argparse.ArgumentParser) -> None:
+    from harness.shop import authserver
+
+    parser.description = authserver.__doc__
+    authserver.add_arguments(parser)
+
+
 def run_api(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from harness.shop import replica
     from harness.shop.api import create_app
     from harness.shop.catalogue import DEFAULT_ORDER_COUNT, DEFAULT_SEED, build_catalogue
     from harness.shop.store import StoreSpecError, StoreUnavailable, open_store
@@ -79,7 +96,7 @@ def run_api(args: argparse.Namespace) -> int:
         store = open_store(args.store)
     except (StoreSpecError, StoreUnavailable) as exc:
         print(f"mrtr-harness shop api: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     catalogue = build_catalogue(args.seed if args.seed is not None else DEFAULT_SEED,
                                 args.orders if args.orders is not None else DEFAULT_ORDER_COUNT)
     app = create_app(store, catalogue, release_guard=args.release_guard)
@@ -89,9 +106,16 @@ def run_api(args: argparse.Namespace) -> int:
 
 
 def run_replica(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from harness.shop import replica
     from harness.shop.server import build_replica_server
 
     return replica.serve(replica.settings_from(parser, args), build_replica_server)
+
+
+def run_auth_server(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from harness.shop import authserver
+
+    return authserver.serve(authserver.policy_from(parser, args), args.host, args.port, args.admin_port)
 
 
 def run_keyring(args: argparse.Namespace) -> int:
@@ -120,7 +144,7 @@ def run_up(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except DeploymentError as exc:
         deployment.stop()
         print(f"mrtr-harness shop up: {exc}", file=sys.stderr)
-        return 3
+        return ExitCode.TARGET
     _print_urls(deployment)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))

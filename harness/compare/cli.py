@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ExitCode
+from harness.vocabulary import TOLERANCE_KEYS
 
 if TYPE_CHECKING:
     from harness.config.scenario import Scenario
@@ -26,11 +27,6 @@ EXIT_CODES_HELP = ("Exit codes: 0 no regression; 1 a regression (a metric worse 
               "fewer flows; a flow, tool or round only one run has); 2 bad input (not a results folder, different "
               "scenarios without --force, a bad tolerance, a baseline that did not complete, an --output that "
               "cannot be written).")
-TOLERANCE_KEYS = ("completed_ratio", "cpu.harness_per_round_ms", "cpu.replica_per_round_ms", "flows_finished",
-                  "flows_per_second", "round_duration.p50", "round_duration.p95", "round_duration.p99",
-                  "rounds_per_call.mean")
-"""The keys `--tolerance` takes, for --help: `harness.compare.tolerances.tolerance_keys()` is the truth (a test
-holds them equal), but building the parser must not import the scenario models (and gevent with them)."""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.scenario import Scenario
+from harness.folding.figures import CallKey, RoundKey, RunFigures
+from harness.folding.read import read_saved
 from harness.journal.distributions import Counts, Sketch
-from harness.journal.figures import CallKey, RoundKey, RunFigures
 from harness.journal.records import FlowOutcome, RunEvent, is_run_event
 from harness.journal.writer import JournalDamage, JournalView, read_journal
-from harness.report import journal_parts, read_saved, results_scenario
+from harness.report import journal_parts, results_scenario
 
 
 @dataclass

@@ -17,13 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.config.base import FieldProblem, Strict
 from harness.config.durations import PositiveDuration
-
-MODERN = "2026-07-28"
-"""The stateless revision: every round carries its capabilities, a question is an input request."""
-
-HANDSHAKE_ERA = ("2025-06-18", "2025-11-25")
-"""The revisions of the `initialize` handshake: a session, and the server's questions as `elicitation/create`
-requests on its stream."""
+from harness.vocabulary import HANDSHAKE_REVISIONS, MODERN_REVISION, ProtocolRevision
 
 ElicitationMode = Literal["form", "url"]
 BOTH_MODES: tuple[ElicitationMode, ...] = ("form", "url")
@@ -40,13 +34,14 @@ class Host(Strict):
         default_factory=lambda: list(BOTH_MODES),
         description="the elicitation modes its client declares; [] declares none (a server that must ask "
                     "answers -32021)")
-    protocol: Literal["2026-07-28", "2025-06-18", "2025-11-25"] = Field(
-        default="2026-07-28", description="2026-07-28: the harness's stateless MRTR client; a 2025 revision: the SDK's "
-                                    "own Client with the initialize handshake and a session, answering the "
-                                    "server's elicitation/create requests on its stream (it offers 2025-11-25, "
-                                    "the SDK's latest handshake revision); it too waits on the server no longer "
-                                    "than [load] timeout at a time (the lead's thinking aside) and carries the "
-                                    "lead's [target.auth] token, its 401 and 403 counted as auth refusals")
+    protocol: ProtocolRevision = Field(
+        default=MODERN_REVISION,
+        description="2026-07-28: the harness's stateless MRTR client; a 2025 revision: the SDK's "
+                    "own Client with the initialize handshake and a session, answering the "
+                    "server's elicitation/create requests on its stream (it offers 2025-11-25, "
+                    "the SDK's latest handshake revision); it too waits on the server no longer "
+                    "than [load] timeout at a time (the lead's thinking aside) and carries the "
+                    "lead's [target.auth] token, its 401 and 403 counted as auth refusals")
     url_retry: Literal["after-completion", "poll"] = Field(
         default="after-completion",
         description="URL mode: after-completion retries once the person answered; poll accepts at once and "
@@ -77,7 +72,7 @@ class Host(Strict):
     @property
     def legacy(self) -> bool:
         """Whether its client speaks the 2025 handshake era (the SDK's own `Client`)."""
-        return self.protocol in HANDSHAKE_ERA
+        return self.protocol in HANDSHAKE_REVISIONS
 
     @property
     def polls(self) -> bool:

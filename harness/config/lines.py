@@ -13,11 +13,11 @@ from harness.config.chaos import ChaosStep
 from harness.config.flows import FlowSpec
 from harness.config.leads import LeadProfile
 from harness.config.think import ThinkTime
-from harness.config.words import fields_at, worded
+from harness.config.worded_errors import fields_at, worded
 
 
 def explain(exc: ValidationError, text: str, source: str, model: type[BaseModel]) -> str:
-    """Every error, one a line, as `file:line: field: message` in plain words (`harness.config.words`).
+    """Every error, one a line, as `file:line: field: message` in plain words (`harness.config.worded_errors`).
 
     A value that fits none of a plain union's types (a threshold is text or a list of text)
     is one line, its alternatives joined: "must be text (in quotes) or a list".

@@ -26,7 +26,7 @@ from harness.config.lines import explain
 from harness.config.load import Load
 from harness.config.target import TargetConfig
 from harness.config.thresholds import ThresholdError, parse_threshold, parse_thresholds
-from harness.config.words import did_you_mean
+from harness.config.worded_errors import did_you_mean
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 

@@ -10,7 +10,7 @@ each condition is `[aggregate] operator value`. A count's default aggregate is i
 count, a distribution's must be named (p(N), avg, min, max, med, count), and `rate` is
 per second of the run. Values may carry a unit (250ms, 2s). Parsed once, at the edge,
 so a typo fails the scenario before anything starts. Judging a run against them is
-`harness.checks.thresholds`.
+`harness.folding.thresholds`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import re
 from dataclasses import dataclass
 
 from harness.config.durations import parse_duration
-from harness.config.words import did_you_mean
+from harness.config.worded_errors import did_you_mean
 from harness.errors import UsageError
+from harness.vocabulary import LABEL_VALUES
 
 COUNTS = {
     "flows_started": ("flow",),
@@ -47,25 +48,8 @@ DISTRIBUTIONS = {
 }
 METRICS = {**COUNTS, **RATIOS, **DISTRIBUTIONS}
 
-LABEL_VALUES: dict[str, tuple[str, ...]] = {
-    "outcome": ("completed", "declined", "cancelled", "abandoned", "unfinished", "tool_error", "rejected",
-                "rounds_exceeded", "error", "interrupted"),
-    "reason": ("seal", "unknown key", "malformed", "non-string requestState", "codec error", "minted in the future",
-               "expired", "request binding", "audience", "principal drift", "principal", "principal binding error",
-               "other"),
-    "invariant": ("ledger_readable", "no_double_release", "no_double_payout", "no_release_without_accept",
-                  "one_outcome_per_flow", "confirmed_refund_released", "declined_refund_still_held",
-                  "unasked_refund_still_held", "no_mutant_accepted"),
-}
-"""The values a label can have in any run: a flow's outcomes (`harness.journal.records.FlowOutcome`), the
-rejection reasons (`harness.mrtr.reasons`, and `other`), the invariants (`harness.checks.invariants`). Written
-out here because the configuration is a leaf; tests hold each list equal to its source. A selector with any
-other value selects nothing, so its threshold would judge nothing: refused, with a did-you-mean. The labels a
-scenario names (flow, action, replica) are checked against it (`harness.config.scenario`)."""
-
 _KEY = re.compile(r"^\s*(?P<metric>[a-z_]+)\s*(?:\{(?P<selector>[^}]*)\})?\s*$")
 _LABEL = re.compile(r"\s*(?P<name>[a-z_]+)\s*=\s*(?:'(?P<single>[^']*)'|\"(?P<double>[^\"]*)\")\s*")
-OPERATORS = ("<", "<=", ">", ">=", "==", "!=")
 _CONDITION = re.compile(r"^\s*(?P<aggregate>p\(\s*\d+(?:\.\d+)?\s*\)|avg|min|max|med|count|rate)?\s*"
                         r"(?P<op><=|>=|==|!=|<|>)\s*(?P<value>[0-9.]+\s*[a-z]*)\s*$")
 
@@ -133,7 +117,8 @@ def _parse_selector(key: str, text: str, labels: tuple[str, ...]) -> tuple[tuple
 
 def _check_value(key: str, label: str, value: str) -> None:
     """A value `label` can never have (an outcome, reason or invariant the harness does not know, a round that is
-    no round number) is refused: its threshold would select nothing."""
+    no round number) is refused, with a did-you-mean: its threshold would select nothing. The labels only a
+    scenario names (flow, action, replica) are checked against the scenario (`harness.config.scenario`)."""
     known = LABEL_VALUES.get(label)
     if known is not None and value not in known:
         raise ThresholdError(key, f"{label}={value!r} is none of the {label}s the harness records (there are: "

@@ -18,8 +18,7 @@ import math
 from collections import Counter
 from typing import Any, Protocol
 
-from ddsketch import DDSketch
-
+from harness._compat.ddsketch import OpenSketch
 from harness.journal.plain import NotPlain
 
 RELATIVE_ERROR = 0.01
@@ -59,37 +58,27 @@ class Sketch:
     __slots__ = ("_sketch",)
 
     def __init__(self) -> None:
-        self._sketch = DDSketch(RELATIVE_ERROR)
+        self._sketch = OpenSketch(RELATIVE_ERROR)
 
     def add(self, value: float) -> None:
         """`DDSketch.add(value)` (a value under `FLOOR` as 0), without its checks for weights and negative values.
 
-        A fold adds several values per flow, and the library's generic `add` is a call deeper. The
-        bin comes from the sketch's own mapping and store, so the sketch is the one `add` builds.
+        A fold adds several values per flow, and the library's generic `add` checks what a time
+        never is. The bin comes from the sketch's own mapping and store, so the sketch is the one
+        `add` builds (`OpenSketch.add_floored`).
         """
-        sketch = self._sketch
-        if value >= FLOOR:
-            sketch._store.add(sketch._mapping.key(value))
-        else:
-            value = 0.0
-            sketch._zero_count += 1.0
-        sketch._count += 1.0
-        sketch._sum += value
-        if value < sketch._min:
-            sketch._min = value
-        if value > sketch._max:
-            sketch._max = value
+        self._sketch.add_floored(value, FLOOR)
 
     def merge(self, other: Sketch) -> None:
         self._sketch.merge(other._sketch)
 
     def as_plain(self) -> dict[str, Any]:
         """The sketch as plain data (`harness.journal.plain`): exact count, zero bin, sum, min, max, and the bins."""
-        sketch, store = self._sketch, self._sketch._store
-        kept = store.bins[store.min_key - store.offset:store.max_key - store.offset + 1] if store.count else []
-        return {"count": sketch._count, "zero": sketch._zero_count, "sum": sketch._sum,
-                "min": sketch._min if sketch._count else None, "max": sketch._max if sketch._count else None,
-                "key": store.min_key if store.count else 0, "bins": [int(n) if n.is_integer() else n for n in kept]}
+        sketch = self._sketch
+        key, kept = sketch.bins_in_use()
+        return {"count": sketch.count, "zero": sketch.zero_count, "sum": sketch.sum,
+                "min": sketch.minimum if sketch.count else None, "max": sketch.maximum if sketch.count else None,
+                "key": key, "bins": [int(n) if n.is_integer() else n for n in kept]}
 
     @classmethod
     def from_plain(cls, data: Any) -> Sketch:
@@ -106,13 +95,7 @@ class Sketch:
         if not fits:
             raise NotPlain("a sketch's minimum and maximum do not fit its count")
         built = cls()
-        sketch, store = built._sketch, built._sketch._store
-        if bins:
-            store.bins, store.count = [float(n) for n in bins], float(sum(bins))
-            store.offset, store.min_key, store.max_key = key, key, key + len(bins) - 1
-        sketch._count, sketch._zero_count, sketch._sum = float(count), float(zero), float(total)
-        if count:
-            sketch._min, sketch._max = float(low), float(high)
+        built._sketch.restore(count=count, zero=zero, total=total, low=low, high=high, key=key, bins=bins)
         return built
 
     @property
@@ -125,11 +108,11 @@ class Sketch:
 
     @property
     def minimum(self) -> float | None:
-        return float(self._sketch._min) if self.count else None
+        return float(self._sketch.minimum) if self.count else None
 
     @property
     def maximum(self) -> float | None:
-        return float(self._sketch._max) if self.count else None
+        return float(self._sketch.maximum) if self.count else None
 
     def percentile(self, pct: float) -> float | None:
         """The nearest-rank percentile's estimate: the value of the bin that holds that rank, kept within min..max."""
@@ -137,17 +120,17 @@ class Sketch:
             return None
         rank = nearest_rank(self.count, pct)
         sketch = self._sketch
-        if rank <= sketch._zero_count:
+        if rank <= sketch.zero_count:
             return 0.0
-        key = sketch._store.key_at_rank(rank - sketch._zero_count - 0.5)  # first bin whose running count reaches rank
-        return min(max(float(sketch._mapping.value(key)), sketch._min), sketch._max)
+        key = sketch.key_at_rank(rank - sketch.zero_count - 0.5)  # first bin whose running count reaches rank
+        return min(max(float(sketch.mapping.value(key)), sketch.minimum), sketch.maximum)
 
     def pairs(self) -> list[tuple[float, int]]:
         """(bin value, how many samples) in value order: the samples as the sketch keeps them."""
-        sketch, store = self._sketch, self._sketch._store
-        found = [(0.0, int(sketch._zero_count))] if sketch._zero_count else []
-        found += [(float(sketch._mapping.value(index + store.offset)), int(n)) for index, n in enumerate(store.bins)
-                  if n]
+        sketch = self._sketch
+        found = [(0.0, int(sketch.zero_count))] if sketch.zero_count else []
+        first, bins = sketch.bins_in_use()
+        found += [(float(sketch.mapping.value(first + index)), int(n)) for index, n in enumerate(bins) if n]
         return found
 
     def band(self, pct: float) -> tuple[float, float] | None:
@@ -155,10 +138,10 @@ class Sketch:
         estimate = self.percentile(pct)
         if estimate is None:
             return None
-        if estimate == 0.0 and self._sketch._zero_count >= nearest_rank(self.count, pct):
-            return (0.0, min(FLOOR, self._sketch._max))
-        low = max(estimate / (1 + RELATIVE_ERROR), self._sketch._min)
-        high = min(estimate / (1 - RELATIVE_ERROR), self._sketch._max)
+        if estimate == 0.0 and self._sketch.zero_count >= nearest_rank(self.count, pct):
+            return (0.0, min(FLOOR, self._sketch.maximum))
+        low = max(estimate / (1 + RELATIVE_ERROR), self._sketch.minimum)
+        high = min(estimate / (1 - RELATIVE_ERROR), self._sketch.maximum)
         return (low, high)
 
 
@@ -235,7 +218,7 @@ def _count_like(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value) and value >= 0
 
 
-_KEYS = (DDSketch(RELATIVE_ERROR)._mapping.key(FLOOR), DDSketch(RELATIVE_ERROR)._mapping.key(1e300))
+_KEYS = (OpenSketch(RELATIVE_ERROR).mapping.key(FLOOR), OpenSketch(RELATIVE_ERROR).mapping.key(1e300))
 """The bins a sketch of times can use: from `FLOOR` to far beyond any time (a key's value must stay a float)."""
 
 

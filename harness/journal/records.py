@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal, NotRequired, TypedDict
 
+from harness.vocabulary import FlowOutcome as FlowOutcome  # the journal's records are read with it
+
 
 class RecordType(StrEnum):
     """The `type` field of every record."""
@@ -58,21 +60,6 @@ class EndStatus(StrEnum):
     ABORTED = "aborted"
     INTERRUPTED = "interrupted"
     ERRORED = "errored"
-
-
-class FlowOutcome(StrEnum):
-    """How one flow ended: a bounded set, so it can be a metric label and a report column."""
-
-    COMPLETED = "completed"  # the tool finished and did what was asked
-    DECLINED = "declined"  # the lead said no; the server's safe default stands
-    CANCELLED = "cancelled"  # the lead dismissed the question
-    ABANDONED = "abandoned"  # the lead never answered
-    UNFINISHED = "unfinished"  # the server gave up (e.g. a payment nobody finished)
-    TOOL_ERROR = "tool_error"  # the tool reported an error (no quote, already confirmed, ...)
-    REJECTED = "rejected"  # -32602: the server refused the requestState
-    ROUNDS_EXCEEDED = "rounds_exceeded"  # still asking after 10 rounds
-    ERROR = "error"  # any other protocol or transport failure
-    INTERRUPTED = "interrupted"  # still running when the run stopped
 
 
 class ChaosPhase(StrEnum):
@@ -395,7 +382,7 @@ class Reconciled(TypedDict):
     examples: dict[str, list[str]]
     settled_early: NotRequired[int]
     """Unmatched items counted before their partner could have come, because the matching held its bound
-    (`harness.checks.reconcile.HELD`): each may be one unexplained too many, never one too few."""
+    (`harness.folding.reconcile.HELD`): each may be one unexplained too many, never one too few."""
 
 
 Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessErrorRecord | RunEnded | FlowStarted

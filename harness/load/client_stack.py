@@ -72,7 +72,7 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
 
 def _lead_tokens(auth: TargetAuth, url: str, run_metrics: RunMetrics) -> LeadTokens:
     """Every principal's token, fetched now; the OAuth client (Authlib) is imported only by runs that use it."""
-    from harness.auth.sources import lead_tokens
+    from harness.auth.token_sources import lead_tokens
 
     return lead_tokens(auth, url, run_metrics.token_refreshed)
 

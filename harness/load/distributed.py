@@ -37,6 +37,8 @@ from typing import IO, Any
 
 import gevent
 
+from harness._compat.locust import send_stats_now
+from harness.errors import ExitCode
 from harness.logs.files import FileFollower
 from harness.runtime.processes import harness_command, start_child
 
@@ -253,7 +255,7 @@ class WorkerSession:
         self.shipper.close()
         # Locust's last stats report goes ahead of `finished` (one connection keeps the order): on its own,
         # it is sent on quit, and a master that waits only 0.5 s for it can miss it on a busy machine.
-        self.runner._send_stats()
+        send_stats_now(self.runner)
         self.runner.send_message(FINISHED, {"mrtr": self.run_metrics.drain()})
         self.finished = True
         self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")
@@ -361,7 +363,7 @@ def run_worker(master_host: str, master_port: int, spool_root: Path | None = Non
         runner = env.create_worker_runner(master_host, master_port)
     except ConnectionError:
         say(f"no master answered at {master_host}:{master_port}")
-        return 3
+        return ExitCode.TARGET
     session = WorkerSession(env, runner, spool_root, say)
     runner.send_message(HELLO, {"version": _version()})
     say(f"connected to the master at {master_host}:{master_port}; waiting for its setup")

@@ -39,6 +39,7 @@ from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, MrtrClient, Responder, RoundHook, RoundRecord, Steps
 from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
+from harness.vocabulary import AUTH_OUTCOMES
 
 if TYPE_CHECKING:
     from harness.auth.keeper import LeadTokens
@@ -57,9 +58,6 @@ PAGE_TIMEOUT = 10.0
 
 RequestHook = Callable[..., None]
 """Locust's `events.request.fire`, or None outside Locust."""
-
-AUTH_REFUSALS = frozenset({Outcome.UNAUTHORIZED, Outcome.FORBIDDEN})
-"""The rounds a resource server refused for their token (401) or its scopes (403)."""
 
 ANSWERED = {Action.DECLINE: FlowOutcome.DECLINED, Action.CANCEL: FlowOutcome.CANCELLED}
 _EXPECTED_ANSWERS = frozenset(action.value for action in ANSWERED)
@@ -294,7 +292,7 @@ class Flow:
             done["redispatched_from"] = env.replica_labels.get(record.redispatched_from, record.redispatched_from)
         if record.auth_retry:
             done["auth_retry"] = True
-        if record.outcome in AUTH_REFUSALS:
+        if record.outcome in AUTH_OUTCOMES:
             env.run_metrics.auth_refused(self.kind, tool, record.round, record.outcome.value)
         self.previous_replica = replica
         env.journal.write(done)

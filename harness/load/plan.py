@@ -31,14 +31,15 @@ from harness.runtime.timers import Timers
 ARRIVAL_SLACK = 0.05
 """Seconds an arrival may start early, on a wake-up the process has anyway (a reply) instead of one of its own.
 
-At 16 flows/s this takes about a tenth of the load process's CPU per round off
-(benchmarks/README.md). The arrivals stay a Poisson process at the scenario's rate, each
+A wake-up of its own costs a load process more than a round's work (figures in
+benchmarks/README.md). The arrivals stay a Poisson process at the scenario's rate, each
 start shifted by at most this much, and nothing measured counts from before a round was
 sent: a round sent before its intended time counts its latency from the send.
 """
 
 LATE_AFTER = 0.1
-"""Seconds past its scheduled time after which a flow's start counts as late (sleep lateness p99 ≈ 7 ms)."""
+"""Seconds past its scheduled time after which a flow's start counts as late: well above a sleep's usual lateness
+(benchmarks/README.md), so a late start means the generator fell behind."""
 
 
 class LoadPlan:

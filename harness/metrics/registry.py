@@ -17,18 +17,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from gevent.monkey import get_original
-from prometheus_client import CollectorRegistry, Counter, Gauge, values
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from harness._compat.prometheus import use_value_lock
 from harness.journal.writer import FlowOutcome
 from harness.metrics.lockless import LocklessCounter, LocklessGauge, LocklessHistogram
 from harness.mrtr.reasons import OTHER_REASON, REASONS
 
-values.Lock = get_original("threading", "Lock")
+use_value_lock(get_original("threading", "Lock"))
 """Each value of a prometheus_client metric guards itself with `threading.Lock`; in a load process gevent's
 patching has made that name a greenlet-aware lock written in Python, and a load process updates several values
 per round. No update can switch greenlets while it holds the lock (it is arithmetic on a float), so the
-operating system's lock, what the name meant before the patching, is as safe there and several times cheaper.
-Values made after this import use it (outside a patched process the two are the same lock)."""
+operating system's lock, what the name meant before the patching, is as safe there and cheaper (figures in
+benchmarks/README.md). Values made after this import use it (outside a patched process the two are the same
+lock)."""
 
 ROUND_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Round latency: dense around the usual 250 ms per-round SLO, out to the client timeout."""

@@ -40,9 +40,9 @@ import httpx2
 from gevent.event import AsyncResult
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import ElicitResult
 
+from harness._compat.mcp import create_mcp_http_client
 from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, Responder, RoundHook, RoundRecord
 from harness.mrtr.credentials import AUTHORIZATION, Credentials
 from harness.mrtr.outcome import Outcome, outcome_for_error_code

@@ -1,6 +1,6 @@
-"""The one classification of an MRTR round and of a whole call.
+"""The one classification of an MRTR round and of a whole call: `Outcome` (`harness.vocabulary`) from a reply.
 
-Locust's failure table, the Prometheus counters and the journal all group by this
+Locust's failure table, the Prometheus counters and the journal all group by the
 enum, so it is small, fixed and string-valued (the values are metric labels and
 journal fields). Error texts built here never carry ids, tokens or timestamps:
 Locust groups failures by `repr(error)`, and one unique string per request would
@@ -10,61 +10,12 @@ turn its failure table into a log. A server's own message is added as its patter
 
 from __future__ import annotations
 
-import enum
 from typing import Final
 
 from harness.mrtr.error_text import error_pattern
+from harness.vocabulary import Outcome
 
 __all__ = ["Outcome", "OutcomeError", "describe", "outcome_for_error_code"]
-
-
-class Outcome(enum.StrEnum):
-    """What one round (or a whole call) came to."""
-
-    COMPLETE = "complete"
-    """A result with no `resultType`, or `complete`, and no `isError`."""
-    INPUT_REQUIRED = "input_required"
-    """An intermediate round: the server asked, or shed load with a state-only answer."""
-    TOOL_ERROR = "tool_error"
-    """A complete result with `isError: true`: the tool ran and said no."""
-    INVALID_STATE = "invalid_state"
-    """-32602 (HTTP 400). On a retry this is the SDK's one answer for every rejected `requestState`."""
-    MISSING_CAPABILITY = "missing_capability"
-    """-32021: the server would have to ask something the client did not declare it can show."""
-    HEADER_MISMATCH = "header_mismatch"
-    """-32020: a routing header disagrees with the body."""
-    JSONRPC_ERROR = "jsonrpc_error"
-    """Any other JSON-RPC error; the code is kept next to it."""
-    INVALID_RESULT = "invalid_result"
-    """An unknown `resultType`, a body that does not parse, or a response for another id."""
-    UNAUTHORIZED = "unauthorized"
-    """HTTP 401: the server took no access token from the round (none sent, or `invalid_token`: expired,
-    revoked, for another resource); the OAuth `error` is kept next to it."""
-    FORBIDDEN = "forbidden"
-    """HTTP 403: the token is valid but lacks a scope the call needs (`insufficient_scope`)."""
-    HTTP_ERROR = "http_error"
-    """A non-2xx status without a JSON-RPC error body (a proxy's 502, the SDK's 406/421)."""
-    TIMEOUT = "timeout"
-    """No answer within the read timeout."""
-    CONNECTION_ERROR = "connection_error"
-    """Never sent: no connection could be opened, or it broke while the request was being written."""
-    ANSWER_LOST = "answer_lost"
-    """The request was written, then the connection broke (reset, closed, cut) before a full answer: the server
-    may have acted on it. A reset before the request reached the server looks the same to a client (a host
-    cannot tell either); the fault proxy's counts say which it was."""
-    ROUNDS_EXCEEDED = "rounds_exceeded"
-    """The server kept answering `input_required` past the client's round cap."""
-    ABANDONED = "abandoned"
-    """The simulated person chose not to answer; the client sent no retry."""
-
-    @property
-    def is_failure(self) -> bool:
-        """Whether Locust should count the call as a failure.
-
-        `abandoned` is the lead's choice, and `input_required` is not an end state, so
-        neither is a failure of the system under test.
-        """
-        return self not in _NOT_FAILURES
 
 
 INVALID_PARAMS: Final = -32602
@@ -72,8 +23,6 @@ MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
 HEADER_MISMATCH: Final = -32020
 """The SDK's codes (`mcp_types`), spelled here: importing `mcp_types` builds its pydantic models (about 0.1 s
 of CPU), and a load process needs three integers of it. `tests/test_mrtr_client.py` checks they are the SDK's."""
-
-_NOT_FAILURES: Final = frozenset({Outcome.COMPLETE, Outcome.INPUT_REQUIRED, Outcome.ABANDONED})
 
 _BY_ERROR_CODE: Final[dict[int, Outcome]] = {
     INVALID_PARAMS: Outcome.INVALID_STATE,

@@ -2,9 +2,9 @@
 
 The client always sees the same `-32602 "Invalid or expired requestState"`; the real
 reason exists only in one WARNING line on logger `mcp.server.request_state`:
-`requestState rejected on <method>: <reason>`. This module is the single list of those
-reasons and the single parser of that line, shared by the replica's metrics, the run's
-log collector and `triage`.
+`requestState rejected on <method>: <reason>`. This module is the single parser of that
+line (the reasons themselves are `harness.vocabulary`'s), shared by the replica's metrics, the
+run's log collector and `triage`.
 """
 
 from __future__ import annotations
@@ -12,26 +12,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from harness.vocabulary import OTHER_REASON as OTHER_REASON
+from harness.vocabulary import REASONS as REASONS
+
 REQUEST_STATE_LOGGER: Final = "mcp.server.request_state"
-
-REASONS: Final[tuple[str, ...]] = (
-    "seal",
-    "unknown key",
-    "malformed",
-    "non-string requestState",
-    "codec error",
-    "minted in the future",
-    "expired",
-    "request binding",
-    "audience",
-    "principal drift",
-    "principal",
-    "principal binding error",
-)
-"""Every reason mcp 2.3.0's `RequestStateBoundary` logs, in the order it checks them."""
-
-OTHER_REASON: Final = "other"
-"""A rejection whose reason is not in `REASONS` (a newer SDK, or a custom bind_principal message)."""
 
 TAMPERING_OR_CLIENT_BUG: Final = frozenset({"seal", "request binding", "malformed", "non-string requestState"})
 """Reasons that mean someone changed a token or a client misbehaves, never a slow person."""

@@ -2,13 +2,11 @@
 
 The load generator must stay cheap (its CPU per round at most a tenth of a replica's, so
 the harness never limits what it measures), so this is a small HTTP/1.1 client written
-for exactly one exchange, a JSON POST and its answer, on gevent sockets. The SDK's async
-`Client` costs about ten times the CPU per call and `requests`/`httpx` several times more; a round through
-geventhttpclient's pool and general response parser (with stdlib `json`) cost about
-1.5 times what it costs now (`benchmarks/client_cpu.py`, figures in
-`benchmarks/README.md`). A round writes one request (its head precomputed per URL) and
-reads one answer: the status line, the three fields it needs (length or chunking,
-content type, `Connection`) and the body.
+for exactly one exchange, a JSON POST and its answer, on gevent sockets: the SDK's async
+`Client`, `requests`, `httpx` and geventhttpclient's pool with its general response parser
+all cost more CPU per round (figures in `benchmarks/README.md`). A round writes one request
+(its head precomputed per URL) and reads one answer: the status line, the three fields it
+needs (length or chunking, content type, `Connection`) and the body.
 
 A connection goes back to its pool as soon as its answer is read, so a flow that waits
 minutes for a lead holds no socket (file descriptors, not memory, are what limit a load

@@ -24,6 +24,7 @@ import orjson
 
 from harness.mrtr.error_text import http_excerpt
 from harness.mrtr.outcome import Outcome, outcome_for_error_code
+from harness.vocabulary import MODERN_REVISION
 
 __all__ = [
     "ACCEPT",
@@ -61,7 +62,7 @@ def encode_header_value(value: str) -> str:
         return value
     return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
-PROTOCOL_VERSION: Final = "2026-07-28"
+PROTOCOL_VERSION: Final = MODERN_REVISION
 """The SDK's `mcp_types.version.LATEST_MODERN_VERSION`: the stateless revision. Without the header a server serves
 the 2025 path."""
 

@@ -8,56 +8,31 @@ every run, including an interrupted one, and can be re-run on any results folder
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.config.scenario import Scenario
 from harness.config.thresholds import Threshold
 from harness.errors import UsageError
-from harness.journal.figures import RunFigures, is_mapping
-from harness.journal.plain import TRANSIENT
-from harness.journal.records import RecordType
-from harness.journal.writer import JournalDamage, JournalView, read_journal
-from harness.report.fuzz import FuzzFold, FuzzTable
+from harness.folding.read import JournalRead, read_run, read_saved
+from harness.folding.snapshot import write_snapshot
 from harness.report.html import write_html
 from harness.report.junit import write_junit
-from harness.report.series import Timeline
-from harness.report.snapshot import read_snapshot, write_snapshot
 from harness.report.summary_json import write_summary
 from harness.report.terminal import render_thresholds
-from harness.report.top_errors import ErrorGroup, ErrorTable
-from harness.report.verdict import (
-    HypothesisResult,
-    InvariantResult,
-    Reconciliation,
-    RunChecks,
-    RunStatus,
-    RunVerdict,
-    decide,
-)
+from harness.report.verdict import RunStatus, RunVerdict, decide
 
 __all__ = [
-    "ErrorGroup",
-    "ErrorTable",
-    "FuzzTable",
-    "HypothesisResult",
-    "InvariantResult",
-    "JournalRead",
-    "Reconciliation",
-    "RunChecks",
+    "NotResults",
     "RunStatus",
     "RunVerdict",
-    "Timeline",
     "decide",
-    "read_run",
-    "read_saved",
-    "rebuild_results",
-    "results_scenario",
     "journal_parts",
-    "NotResults",
+    "rebuild_results",
     "render_thresholds",
+    "results_scenario",
     "write_html",
     "write_junit",
     "write_results",
@@ -82,7 +57,7 @@ def journal_parts(folder: Path) -> list[Path]:
 def rebuild_results(folder: Path) -> RunVerdict:
     """summary.json, junit.xml and report.html of any results folder, rebuilt from its journal alone.
 
-    From the figures the run saved (`harness.report.snapshot`) when they match the journal
+    From the figures the run saved (`harness.folding.snapshot`) when they match the journal
     part for part, else from one streaming pass over the journal (then saved for next time).
 
     A run killed with SIGKILL left a journal with no `run end`: the verdict is
@@ -108,104 +83,6 @@ def results_scenario(folder: Path) -> Scenario:
         return Scenario.model_validate_json((folder / SCENARIO_JSON).read_text(encoding="utf-8"))
     except ValueError as exc:
         raise NotResults(f"{folder / SCENARIO_JSON} is not a scenario this harness reads: {exc}") from None
-
-
-Fold = Callable[[Mapping[str, Any]], None]
-
-
-@dataclass
-class JournalRead(JournalView):
-    """One pass over the journal parts, into everything the reports need; what could not be read is counted.
-
-    A run folds its records into one as it writes them (every part's, the workers' too), so
-    its end writes the results without reading the journal again; `report DIR` reads the
-    journal into a fresh one, the same records in the same order.
-    """
-
-    figures: RunFigures = field(default_factory=RunFigures)
-    checks: RunChecks = field(default_factory=RunChecks)
-    timeline: Timeline = field(default_factory=Timeline)
-    errors: ErrorTable = field(default_factory=ErrorTable)
-    fuzz: FuzzFold = field(default_factory=FuzzFold)
-    parts: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    records: int = 0
-    unreadable: int = 0
-    """Lines that are not a record, or records the figures could not take: the verdict was decided without them."""
-    torn: int = 0
-    """Torn last lines (a part cut mid-write, as a SIGKILL leaves it): the normal end of a killed run's journal."""
-    _by_kind: dict[Any, list[Fold]] = field(default_factory=dict, repr=False, compare=False, metadata=TRANSIENT)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable,
-                "torn": self.torn}
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Sent to the run without the table of bound folds (`harness.run.fold`); rebuilt on use."""
-        return {**self.__dict__, "_by_kind": {}}
-
-    def add(self, record: Any) -> None:
-        if not is_mapping(record):
-            self.unreadable += 1
-            return
-        try:
-            for fold in self._folds(record.get("type")):
-                fold(record)
-        except (KeyError, TypeError, ValueError):
-            self.unreadable += 1
-            return
-        self.records += 1
-
-    def _folds(self, kind: Any) -> list[Fold]:
-        """The folds that read records of `kind`: a flow's own records skip those that would only drop them."""
-        found = self._by_kind.get(kind)
-        if found is None:
-            everything: list[Fold] = [self.figures.add, self.timeline.add, self.checks.add, self.errors.add,
-                                      self.fuzz.add]
-            routes: dict[Any, list[Fold]] = {
-                RecordType.START: [self.figures.add, self.timeline.add],
-                RecordType.ROUND: [self.figures.add, self.timeline.add, self.errors.add, self.fuzz.add],
-                RecordType.FLOW: [self.figures.add, self.timeline.add, self.fuzz.add]}
-            found = self._by_kind[kind] = routes.get(kind, everything)
-        return found
-
-    def count_damage(self, damage: JournalDamage) -> None:
-        """Add the lines a read of the journal skipped (not JSON, torn) to the records it could not take."""
-        self.unreadable += damage.unreadable
-        self.torn += damage.torn
-
-    def name_parts(self, paths: Iterable[Path]) -> None:
-        """For a read folded live: the parts as `read_run` would list them (present ones, missing ones)."""
-        self.parts, self.missing = [], []
-        for path in paths:
-            (self.parts if path.is_file() else self.missing).append(str(path))
-
-
-def read_saved(folder: Path, parts: Sequence[Path]) -> JournalRead | None:
-    """The fold the run saved (`harness.report.snapshot`), brought up to the journal's end, with the lines after it
-    that are not a record counted; None when there is none that matches the journal."""
-    damage = JournalDamage()
-    saved = read_snapshot(folder, parts, JournalRead, damage)
-    if saved is not None:
-        saved.count_damage(damage)
-    return saved
-
-
-def read_run(journal_paths: Iterable[Path]) -> JournalRead:
-    """Read every part once. A missing part, a line that is not a record or a record the figures cannot take is
-    counted, never fatal: results are written in every case, and a half-written journal is the normal case after
-    a kill. A part that is no journal at all (binary) is `UnreadableJournal` (exit 2)."""
-    read = JournalRead()
-    damage = JournalDamage()
-    for path in journal_paths:
-        if not path.is_file():
-            read.missing.append(str(path))
-            continue
-        read.parts.append(str(path))
-        for record in read_journal(path, damage=damage):
-            read.add(record)
-    read.count_damage(damage)
-    return read
 
 
 def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path], thresholds: list[Threshold], *,

@@ -15,10 +15,11 @@ from pathlib import Path
 
 from harness.config.load import Load
 from harness.config.scenario import Scenario
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
+from harness.folding.fuzz import COLUMNS
+from harness.folding.top_errors import ErrorGroup
 from harness.load.mutations import FINDINGS
 from harness.report import svg
-from harness.report.fuzz import COLUMNS
 from harness.report.series import (
     Bins,
     ChaosAction,
@@ -30,7 +31,6 @@ from harness.report.series import (
     rounds_histogram,
     rounds_per_call,
 )
-from harness.report.top_errors import ErrorGroup
 from harness.report.verdict import (
     RunStatus,
     RunVerdict,
@@ -222,7 +222,7 @@ def _thresholds_table(verdict: RunVerdict) -> str:
 def _invariants_table(verdict: RunVerdict) -> str:
     rows = [[_mark(result.passed if result.checked or not result.passed else None), cell(name),
              cell(result.violations, numeric=True),
-             cell(describe_detail(result.detail, 400))]
+             cell(describe_detail(result.examples, 400))]
             for name, result in sorted(verdict.invariants.items())]
     return table(["", "invariant", "violations", "examples"], rows, "no invariants checked")
 

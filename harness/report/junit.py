@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.checks.thresholds import ThresholdResult
+from harness.folding.invariants import InvariantResult
+from harness.folding.thresholds import ThresholdResult
 from harness.report.verdict import (
-    InvariantResult,
     RunStatus,
     RunVerdict,
     condition_text,
     describe_detail,
     observed_text,
+    probe_title,
 )
 
 _ERRORS = frozenset({RunStatus.INTERRUPTED, RunStatus.ERRORED})
@@ -78,7 +79,7 @@ def cases_for(verdict: RunVerdict) -> list[Case]:
     cases.append(_reconciliation_case(verdict))
     cases.append(_unmatched_logged_case(verdict))
     cases += [Case("hypothesis", f"steady state {probe.phase} chaos", None if probe.ok else "failure",
-                   f"the {probe.title(verdict.started)} failed: {describe_detail(probe.detail)}",
+                   f"the {probe_title(probe, verdict.started)} failed: {describe_detail(probe.detail)}",
                    "" if probe.detail is None else str(probe.detail)) for probe in verdict.hypothesis]
     cases.append(_run_case(verdict))
     return cases
@@ -99,7 +100,7 @@ def _invariant_case(result: InvariantResult) -> Case:
         return Case("invariants", result.name)
     return Case("invariants", result.name, "failure",
                 f"{result.violations} violation{'s' * (result.violations != 1)}, expected 0",
-                describe_detail(result.detail, 2000))
+                describe_detail(result.examples, 2000))
 
 
 def _reconciliation_case(verdict: RunVerdict) -> Case:

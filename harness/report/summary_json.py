@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.scenario import Scenario
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
 from harness.report.series import ordered_outcomes, round_latency, rounds_per_call
 from harness.report.verdict import RunVerdict
 

@@ -7,10 +7,17 @@ ANSI codes as noise; `color=True` for a terminal.
 
 from __future__ import annotations
 
+from harness.folding.fuzz import COLUMNS
+from harness.folding.top_errors import ErrorGroup
 from harness.load.mutations import FINDINGS
-from harness.report.fuzz import COLUMNS
-from harness.report.top_errors import ErrorGroup
-from harness.report.verdict import RunStatus, RunVerdict, condition_text, describe_detail, observed_text
+from harness.report.verdict import (
+    RunStatus,
+    RunVerdict,
+    condition_text,
+    describe_detail,
+    observed_text,
+    probe_title,
+)
 from harness.report.wording import describe_fault_rounds
 
 _GREEN, _RED, _YELLOW, _BOLD, _RESET = "\033[32m", "\033[31m", "\033[33m", "\033[1m", "\033[0m"
@@ -74,8 +81,8 @@ def _invariants(verdict: RunVerdict, paint: _Paint) -> list[str]:
             lines.append(f"    {paint.mark(None)} {name}: not checked")
             continue
         line = f"    {paint.mark(result.passed)} {name}: {result.violations} violation{'s' * (result.violations != 1)}"
-        if not result.passed and result.detail:
-            line += f" — {describe_detail(result.detail, _DETAIL_LIMIT)}"
+        if not result.passed and result.examples:
+            line += f" — {describe_detail(result.examples, _DETAIL_LIMIT)}"
         lines.append(line)
     return lines
 
@@ -109,7 +116,7 @@ def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:
     for probe in verdict.hypothesis:
         shown = probe.detail and probe.mark is not True
         detail = f" — {describe_detail(probe.detail, _DETAIL_LIMIT)}" if shown else ""
-        lines.append(f"    {paint.mark(probe.mark)} {probe.title(verdict.started)}{detail}")
+        lines.append(f"    {paint.mark(probe.mark)} {probe_title(probe, verdict.started)}{detail}")
     return lines
 
 

@@ -10,24 +10,24 @@ the same verdict after the fact as the run did.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from harness.checks.thresholds import ThresholdResult, evaluate
 from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Threshold
 from harness.errors import ExitCode
-from harness.journal.figures import RunFigures
-from harness.journal.records import EndStatus, RecordType, RunEvent
-from harness.journal.writer import JournalView
+from harness.folding.checks import HypothesisResult, Reconciliation, RunChecks
+from harness.folding.figures import RunFigures
+from harness.folding.invariants import InvariantResult
+from harness.folding.thresholds import ThresholdResult, evaluate
+from harness.folding.top_errors import ErrorGroup
+from harness.journal.records import EndStatus
 from harness.report.series import ChaosAction, chaos_actions
-from harness.report.top_errors import ErrorGroup
 from harness.report.wording import format_number, probe_item, window_text
 from harness.report.wording import format_seconds as format_seconds  # where compare and html import it from
 
 if TYPE_CHECKING:
-    from harness.report.fuzz import FuzzTable
+    from harness.folding.fuzz import FuzzTable
 
 
 
@@ -40,168 +40,6 @@ class RunStatus(StrEnum):
     ABORTED = "aborted"  # the run stopped itself early, or the target failed
     INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM, or a journal cut off without a `run end`
     ERRORED = "errored"  # the harness itself failed: its numbers are not to be trusted either way
-
-
-@dataclass(frozen=True)
-class InvariantResult:
-    """One ledger invariant: how often it was broken, and a few examples to start debugging from."""
-
-    name: str
-    violations: int
-    detail: Any = None
-    checked: bool = True  # False when the target has nothing to check it against (no shop ledger)
-
-    @property
-    def passed(self) -> bool:
-        return self.violations == 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"invariant": self.name, "checked": self.checked, "violations": self.violations,
-                "passed": self.passed, "detail": self.detail}
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """Every -32602 a client saw matched to a line a replica logged.
-
-    `unexplained` (client rejections no line explains) fails the run; `unmatched_logged`
-    (lines no client rejection of this run explains: other clients) is reported and can be
-    given a threshold.
-    """
-
-    client_rejections: int
-    logged: int | None
-    unexplained: int
-    matched: int | None = None
-    unmatched_logged: int | None = None
-    examples: dict[str, list[str]] = field(default_factory=dict)
-    from_redispatched_rounds: int = 0
-    """Client rejections of rounds re-dispatched from a replica that was down: the state of one replica
-    arriving at another (an `unknown key` there during a restart is that, not a key problem of its own)."""
-    settled_early: int = 0
-    """Unmatched items counted before their partner could have come (the matching held its bound)."""
-
-    @property
-    def passed(self) -> bool:
-        return self.unexplained == 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"client_rejections": self.client_rejections, "logged": self.logged, "matched": self.matched,
-                "unexplained": self.unexplained, "unmatched_logged": self.unmatched_logged,
-                "from_redispatched_rounds": self.from_redispatched_rounds, "settled_early": self.settled_early,
-                "examples": self.examples, "passed": self.passed}
-
-
-@dataclass(frozen=True)
-class HypothesisResult:
-    """One probe of the steady-state hypothesis; `before` failing means chaos never had a fair start."""
-
-    phase: str
-    ok: bool
-    detail: Any = None
-    t: float | None = None
-    window: dict[str, float] | None = None
-    """The flows it judged: those that ended `from` .. `to` seconds into the run (None in older journals)."""
-
-    @property
-    def judged(self) -> bool:
-        """Every condition judged (journals written before a probe said so count theirs as judged)."""
-        return not (isinstance(self.detail, list) and any(
-            isinstance(item, Mapping) and item.get("judged") is False for item in self.detail))
-
-    @property
-    def failed_judged(self) -> bool:
-        """A condition it judged did not hold (beside any it could not judge)."""
-        return isinstance(self.detail, list) and any(
-            isinstance(item, Mapping) and item.get("judged") is not False and item.get("passed") is False
-            for item in self.detail)
-
-    @property
-    def mark(self) -> bool | None:
-        """What the probe's line shows: held, failed, or held with a condition not judged (None)."""
-        return None if self.ok and not self.judged else self.ok
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"phase": self.phase, "ok": self.ok, "judged": self.judged, "detail": self.detail, "t": self.t,
-                "window": self.window}
-
-    def title(self, started: float | None = None) -> str:
-        """`steady state during chaos (flows that ended 30.0s–35.0s)`: which probe, over which window."""
-        at = self.t - started if self.t is not None and started is not None else None
-        window = window_text(self.window, at)
-        return f"steady state {self.phase} chaos" + (f" ({window})" if window else "")
-
-
-@dataclass
-class RunChecks(JournalView):
-    """The journal records a verdict needs that `RunFigures` does not keep.
-
-    `RunFigures` keeps invariant counts and the last reconciliation numbers, but not the
-    invariants' examples, the `logged` count, the hypothesis probes, the run id or why the
-    run ended; reading them here, from the same records, keeps the journal the only source.
-    """
-
-    run_id: str | None = None
-    invariants: dict[str, InvariantResult] = field(default_factory=dict)
-    hypothesis: list[HypothesisResult] = field(default_factory=list)
-    reconciliation: Reconciliation | None = None
-    ended: bool = False
-    end_status: str | None = None
-    end_reason: str | None = None
-    target_error: str | None = None
-    harness_error: str | None = None
-    """The first `run error`: the harness's own failure (exit 4)."""
-    cpu: dict[str, Any] | None = None
-
-    def add(self, record: Mapping[str, Any]) -> None:
-        kind = record.get("type")
-        if kind == RecordType.INVARIANT:
-            self._invariant(record)
-        elif kind == RecordType.HYPOTHESIS:
-            window = record.get("window")
-            self.hypothesis.append(HypothesisResult(str(record.get("phase")), bool(record.get("ok")),
-                                                    record.get("detail"), record.get("t"),
-                                                    dict(window) if isinstance(window, Mapping) else None))
-        elif kind == RecordType.RECONCILIATION:
-            self.reconciliation = Reconciliation(int(record.get("client_rejections", 0)),
-                                                 _int_or_none(record.get("logged")),
-                                                 int(record.get("unexplained", 0)),
-                                                 _int_or_none(record.get("matched")),
-                                                 _int_or_none(record.get("unmatched_logged")),
-                                                 dict(record.get("examples") or {}),
-                                                 settled_early=int(record.get("settled_early") or 0))
-        elif kind == RecordType.RUN:
-            self._run_event(record)
-
-    def _run_event(self, record: Mapping[str, Any]) -> None:
-        event = record.get("event")
-        if event == RunEvent.START:
-            self.run_id = self.run_id or record.get("run_id")
-        elif event == RunEvent.ERROR:
-            self.harness_error = self.harness_error or str(record.get("error"))
-        elif event == RunEvent.CPU:
-            self.cpu = {key: value for key, value in record.items() if key not in ("type", "event", "t")}
-        elif event == RunEvent.END:
-            self.ended = True
-            self.end_status = record.get("status")
-            self.end_reason = record.get("reason") or record.get("detail")
-            self.target_error = record.get("target_error") or self.target_error
-
-    def _invariant(self, record: Mapping[str, Any]) -> None:
-        """Counts add up (as `RunFigures.violations` does); the latest examples that exist are kept."""
-        name = str(record.get("invariant"))
-        before = self.invariants.get(name)
-        violations = int(record.get("violations", 0)) + (before.violations if before else 0)
-        detail = record.get("detail") or (before.detail if before else None)
-        checked = bool(record.get("checked", True)) or (before is not None and before.checked)
-        self.invariants[name] = InvariantResult(name, violations, detail, checked)
-
-    @classmethod
-    def from_figures(cls, figures: RunFigures) -> RunChecks:
-        """What can be said from the figures alone (no examples, no hypothesis), for callers without records."""
-        return cls(invariants={name: InvariantResult(name, count) for name, count in figures.violations.items()},
-                   reconciliation=Reconciliation(figures.client_rejections, None, figures.unexplained),
-                   ended=figures.status is not None, end_status=figures.status)
 
 
 @dataclass(frozen=True)
@@ -391,13 +229,18 @@ def describe_detail(detail: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def probe_title(probe: HypothesisResult, started: float | None = None) -> str:
+    """`steady state during chaos (flows that ended 30.0s–35.0s)`: which probe, over which window."""
+    at = probe.t - started if probe.t is not None and started is not None else None
+    window = window_text(probe.window, at)
+    return f"steady state {probe.phase} chaos" + (f" ({window})" if window else "")
+
+
 def probe_failure(probe: HypothesisResult, started: float | None = None) -> str:
     """A probe that did not hold, in one line: what failed, or what it could not judge and why that fails it."""
     if probe.judged or probe.failed_judged:
-        return f"{probe.title(started)} failed: {describe_detail(probe.detail)}"
-    return (f"{probe.title(started)} not steady: {describe_detail(probe.detail)}; a condition not judged is not "
+        return f"{probe_title(probe, started)} failed: {describe_detail(probe.detail)}"
+    return (f"{probe_title(probe, started)} not steady: {describe_detail(probe.detail)}; a condition not judged is not "
             'steady unless hypothesis_unjudged = "pass"')
 
 
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)

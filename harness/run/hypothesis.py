@@ -18,9 +18,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.checks.thresholds import ThresholdResult, evaluate
 from harness.config.thresholds import parse_thresholds
-from harness.journal.figures import RunFigures
+from harness.folding.figures import RunFigures
+from harness.folding.thresholds import ThresholdResult, evaluate
 from harness.journal.records import HypothesisProbed, RecordType
 from harness.journal.writer import Journal
 

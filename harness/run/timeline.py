@@ -13,7 +13,7 @@ step, and the results are still written.
 What each step needs lives in its own module: the target factory (`harness.targets`),
 the client stack (`harness.load.client_stack`), the exporter (`harness.metrics.exporter`),
 CPU accounting (`harness.run.cpu`), the live fold of the journal into the figures, the checks and
-reconciliation (`harness.run.fold`, a process of its own, driven from `harness.run.fold_process`),
+reconciliation (`harness.run.fold.worker`, a process of its own, driven from `harness.run.fold.client`),
 the hypothesis (`harness.run.hypothesis`), the progress line (`harness.run.progress`). This module
 is the order.
 
@@ -44,7 +44,6 @@ from prometheus_client import generate_latest
 
 from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
-from harness.checks.invariants import INVARIANTS, ledger_violations
 from harness.config.cautions import cautions
 from harness.config.chaos import NetworkAction
 from harness.config.durations import format_duration
@@ -52,6 +51,7 @@ from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
 from harness.config.thresholds import parse_thresholds
 from harness.errors import ExitCode, TargetDown
+from harness.folding.invariants import INVARIANTS, ledger_violations
 from harness.journal.records import (
     EndStatus,
     HarnessErrorRecord,
@@ -73,7 +73,16 @@ from harness.logs.collector import Collector, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
 from harness.run import cpu
-from harness.run.fold_process import FoldLost, FoldProcess
+from harness.run.fold.client import FoldLost, FoldProcess
+from harness.run.fold.protocol import (
+    Figures,
+    Invariants,
+    OpenWindow,
+    ProgressCounts,
+    Reconcile,
+    ReplicaRounds,
+    WindowFigures,
+)
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import SteadyState, Window
 from harness.run.progress import Progress, ProgressLine
@@ -83,7 +92,7 @@ from harness.targets.base import Target, TargetError
 from harness.targets.factory import build_target
 
 if TYPE_CHECKING:
-    from harness.report import JournalRead
+    from harness.folding.read import JournalRead
 
 logger = logging.getLogger(__name__)
 
@@ -364,7 +373,7 @@ class Run:
 
     def _cpu_snapshot(self, target: Target) -> cpu.CpuSnapshot:
         """CPU so far, the harness's with its fold process's, and the rounds each replica served."""
-        return cpu.snapshot(target.cpu_seconds, self.fold.replica_rounds(), helpers=self.fold.cpu_seconds())
+        return cpu.snapshot(target.cpu_seconds, self.fold.ask(ReplicaRounds()), helpers=self.fold.cpu_seconds())
 
     # --- background greenlets ----------------------------------------------------------------
 
@@ -395,14 +404,14 @@ class Run:
         if self.steady_state.thresholds:
             with self._fold_lost_is_an_error():
                 until = time.time() - self.started  # what the fold holds when asked: the flows ended by now
-                self.steady_state.probe("before", self.fold.figures(), Window(0.0, until))
+                self.steady_state.probe("before", self.fold.ask(Figures()), Window(0.0, until))
 
     def _open_window(self, name: str, since: float, closing: str | None = None) -> None:
         """A hypothesis window in the fold, fed from `since` on (only a scenario with a hypothesis has them)."""
         if not self.steady_state.thresholds:
             return
         with self._fold_lost_is_an_error():
-            self.fold.open_window(name, since, closing)
+            self.fold.tell(OpenWindow(name, since, closing))
 
     def _probe_window(self, phase: str, since: float, until: float | None = None) -> None:
         """Judge the hypothesis over a window's flows (`phase` names the window: during, after), from `since` to
@@ -411,7 +420,7 @@ class Run:
             return
         with self._fold_lost_is_an_error():
             end = time.time() if until is None else until  # taken before asking: the fold holds the flows ended by now
-            figures = self.fold.window(phase)
+            figures = self.fold.ask(WindowFigures(phase))
             if phase == "during" and until is None and self.chaos_window[1] is not None:
                 return  # the chaos ended while the fold was asked: its last probe judges the whole window
             if figures is not None:
@@ -475,7 +484,7 @@ class Run:
     def _progress_now(self) -> Progress:
         if self.fold.lost is None:  # once the fold is lost, the line keeps the counts it last had
             with self._fold_lost_is_an_error():
-                self._progress_counts = self.fold.progress()
+                self._progress_counts = self.fold.ask(ProgressCounts())
         finished, rejections = self._progress_counts
         step = self.chaos.next_step() if self.chaos is not None else None
         return Progress(elapsed=time.time() - self.started, duration=self.scenario.duration,
@@ -537,7 +546,7 @@ class Run:
         """Match every client -32602 to a logged line, from the journal as written (every part)."""
         if self.collector is None or self.target is None:
             return
-        record = self.fold.reconcile(self.target.labels)
+        record = self.fold.ask(Reconcile(tuple(self.target.labels)))
         self.journal.write(record)
         self.run_metrics.unexplained.inc(record["unexplained"])
         self.run_metrics.unmatched_logged.inc(record["unmatched_logged"])
@@ -550,7 +559,7 @@ class Run:
         if self.target is None:
             return
         ledger, ledger_error = self._ledger()
-        for result in self.fold.invariants(ledger, ledger_error):
+        for result in self.fold.ask(Invariants(ledger, ledger_error)):
             self.journal.write(InvariantChecked(type=RecordType.INVARIANT, t=time.time(), invariant=result.name,
                                                 checked=result.checked, violations=result.violations,
                                                 detail=result.examples))

@@ -12,13 +12,13 @@ metrics (`harness.metrics.registry`), the same counts `/metrics` and summary.jso
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from flask import Response, jsonify, request
 from locust.env import Environment
 
+from harness._compat.locust import clear_command_line_for_web_ui
 from harness.metrics.registry import RunMetrics
 
 __all__ = ["TAB", "mrtr_rows", "serve_web_ui"]
@@ -35,9 +35,9 @@ def serve_web_ui(env: Environment, host: str, port: int, rows: Callable[[], list
 
     Locust's web UI reads the process's command line as Locust's own (its extra UI options,
     on every page load); this process's is the harness's, already parsed, so Locust is handed
-    an empty one instead of failing on `--web`.
+    an empty one instead of failing on `--web` (`harness._compat.locust`).
     """
-    del sys.argv[1:]
+    clear_command_line_for_web_ui()
     web_ui = env.create_web_ui(host=host, port=port, delayed_start=True)
     web_ui.template_args["extendedTabs"] = [{"title": "MRTR", "key": TAB}]
     web_ui.template_args["extendedTables"] = [{"key": TAB, "structure": COLUMNS}]

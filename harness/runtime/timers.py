@@ -1,7 +1,7 @@
 """Timers that ride on the wake-ups a load process has anyway, instead of each adding one.
 
-On a small VM a load process spends more CPU on being woken than on a round's work
-(figures in benchmarks/README.md), and half its wake-ups were timers: an arrival, a lead's
+On a small VM a load process spends more CPU on being woken than on a round's work, and
+many of its wake-ups were timers (figures in benchmarks/README.md): an arrival, a lead's
 answer, a journal batch, each at its own moment between the replies.
 
 A `Timers` runs each callback at its due time or up to `slack` seconds before it, at the

@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
+from harness.errors import ExitCode
+
 if TYPE_CHECKING:  # Starlette is imported where the server is built: `mrtr-harness` parses its options without it
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -407,7 +409,7 @@ def serve(policy: AuthPolicy, host: str, port: int, admin_port: int | None) -> i
         sockets = [_listening(host, port), *([_listening("127.0.0.1", admin_port)] if admin_port else [])]
     except OSError as exc:
         print(f"mrtr-harness shop auth-server: cannot listen: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     app = build_app(policy, Signer(), admin_port)
     logger.info("serving issuer %s token %s/token client=%s audience=%s lifetime=%gs admin=%s", policy.issuer,
                 policy.issuer.rstrip("/"), policy.client_id, policy.audience, policy.lifetime,

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from harness.config.durations import parse_duration
+from harness.errors import ExitCode
 
 logger = logging.getLogger("harness.shop.replica")
 
@@ -299,7 +300,7 @@ def serve(settings: ReplicaSettings, build: ServerBuilder) -> int:
         app, codec, store = build_app(settings, build)
     except (KeyRingError, StoreSpecError, StoreUnavailable) as exc:
         print(f"mrtr-harness shop replica: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     configure_logging(settings.label)  # again: building MCPServer reconfigures the root logger
     logger.info("serving http://%s:%d/mcp name=%s ttl=%gs store=%s keyring=%s sealing-key=%s clock-offset=%gs",
                 settings.host, settings.port, settings.name, settings.ttl, store.kind,

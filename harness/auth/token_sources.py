@@ -30,7 +30,7 @@ def secret_of(auth: TargetAuth, *, throwaway: bool = False) -> str:
 
 
 def check(target: TargetConfig) -> None:
-    """What the run will need of this machine, before anything starts (MissingSecret, AuthInputError: exit 2)."""
+    """What the run will need of this machine, before anything starts (MissingSecret: exit 2)."""
     auth = target.auth
     if auth is None:
         return

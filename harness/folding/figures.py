@@ -22,6 +22,7 @@ from harness.journal.distributions import Counts, Sketch, merged_counts, merged_
 from harness.journal.plain import TRANSIENT
 from harness.journal.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
 from harness.journal.writer import JournalView
+from harness.vocabulary import AUTH_OUTCOMES
 
 _NOT_FINISHED = {FlowOutcome.INTERRUPTED.value}
 _TIMED = {RecordType.ROUND, RecordType.FLOW}
@@ -33,10 +34,6 @@ RoundKey = tuple[str, str, int]
 """(flow, tool, round number): the finest level round latency is kept at."""
 CallKey = tuple[str, str]
 """(flow, tool): rounds per call are kept per tool of each flow."""
-
-
-AUTH_OUTCOMES = frozenset({"unauthorized", "forbidden"})
-"""`Outcome.UNAUTHORIZED` and `Outcome.FORBIDDEN` (the journal's sibling `harness.mrtr` spells them)."""
 
 
 @dataclass

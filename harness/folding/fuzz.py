@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.checks.reconcile import SLACK_AFTER, SLACK_BEFORE
 from harness.config.flows import FuzzFlow
 from harness.config.mutations import Mutation
 from harness.config.scenario import Scenario
+from harness.folding.reconcile import SLACK_AFTER, SLACK_BEFORE
 from harness.journal.records import RecordType
 from harness.journal.writer import JournalView
 from harness.load.mutations import EXPECTED_REASONS, FINDINGS, MutantAnswer

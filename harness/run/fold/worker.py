@@ -1,6 +1,6 @@
 """The run's live fold, in a process of its own: every journal record into the figures, the checks and the windows.
 
-A run's results come from folding its journal record by record (`harness.report.JournalRead`,
+A run's results come from folding its journal record by record (`harness.folding.read.JournalRead`,
 the flow checks, reconciliation's matching, the hypothesis windows). Done in the load
 process, that fold costs the load a share of every flow; here it runs beside it, on another
 core, reading the journal parts from the files the run writes. The run tells it, over a
@@ -9,11 +9,12 @@ process folds the parts in exactly the order the run wrote them, whatever the pa
 a second, in one batch, or at once when a request needs it. The run asks it for figures
 (the hypothesis probes, the progress line), for reconciliation and the invariants at the
 end, and finally for the whole fold, which it also saves as `figures.json`
-(`harness.report.snapshot`), as it does every `--save-figures-every`.
+(`harness.folding.snapshot`), as it does every `--save-figures-every`. What it can be asked
+is `harness.run.fold.protocol`'s queries, one case each in `LiveFold.reply_to`.
 
 Reading the JSON lines from the file, as `report DIR` does, means the live results and a
-later rebuild fold the same bytes the same way. `harness.run.fold_process` is the run's
-side of the pipe. Started as `python -m harness.run.fold FOLDER SAVE_EVERY`.
+later rebuild fold the same bytes the same way. `harness.run.fold.client` is the run's
+side of the pipe. Started as `python -m harness.run.fold.worker FOLDER SAVE_EVERY`.
 
 Its cyclic garbage collector runs at each save, not on allocation counts: every record is a
 fresh dict freed by its reference count (no cycles), and collections triggered by those
@@ -24,70 +25,43 @@ from __future__ import annotations
 
 import gc
 import os
-import pickle
 import select
-import struct
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 import orjson
 
-from harness.checks.invariants import FlowChecks, InvariantTally
-from harness.checks.reconcile import Matching
-from harness.journal.figures import RunFigures
-from harness.journal.records import Reconciled, RecordType
+from harness.folding.figures import RunFigures
+from harness.folding.invariants import FlowChecks
+from harness.folding.read import JournalRead
+from harness.folding.reconcile import Matching
+from harness.folding.snapshot import write_snapshot
+from harness.journal.records import RecordType
 from harness.journal.writer import JournalDamage
-from harness.report import JournalRead
-from harness.report.snapshot import write_snapshot
-
-GROWN = b"G"
-"""A part grew: the payload is its new size (`SIZE`) and its file name."""
-ASK = b"A"
-"""A `Request`; one reply frame, carrying the request's id, answers it."""
-TELL = b"T"
-"""A `Request` with no reply (a hypothesis window opened): it takes effect exactly where it stands among the
-batches, since the run sends it without waiting; if it fails, every later request is answered with that failure."""
-HEAD = struct.Struct("<cI")
-"""A frame to the fold: its kind and the payload's length."""
-SIZE = struct.Struct("<Q")
-REQUEST_ID = struct.Struct("<Q")
-"""A request's id, first in its payload (before the pickle, so even a request that cannot be read is answered)."""
-REPLY_HEAD = struct.Struct("<QI")
-"""A reply: the id of the request it answers, and the pickled (ok, value or error text)'s length."""
-
-
-class Request(NamedTuple):
-    """One request to the fold, as the pipe carries it: `id` comes back on its reply, so the run hands each
-    reply to its own asker (an asker stopped before its reply came leaves that reply to nobody, never to the next).
-
-    The pickle is between the run and the child it started, never read from anywhere else.
-    """
-
-    id: int
-    name: str
-    """One of `LiveFold.requests`."""
-    arguments: tuple[Any, ...] = ()
-
-    def frame(self, kind: bytes) -> bytes:
-        """The whole frame (`ASK` or `TELL`) that carries it."""
-        payload = REQUEST_ID.pack(self.id) + pickle.dumps((self.name, self.arguments), protocol=pickle.HIGHEST_PROTOCOL)
-        return HEAD.pack(kind, len(payload)) + payload
-
-
-class Reply(NamedTuple):
-    """The fold's answer to request `id`: its value when `ok`, else what went wrong, in one line."""
-
-    id: int
-    ok: bool
-    value: Any
-
-    def frame(self) -> bytes:
-        data = pickle.dumps((self.ok, self.value), protocol=pickle.HIGHEST_PROTOCOL)
-        return REPLY_HEAD.pack(self.id, len(data)) + data
+from harness.run.fold.protocol import (
+    ASK,
+    GROWTH,
+    HEAD,
+    TELL,
+    Ask,
+    Echo,
+    Figures,
+    Finish,
+    Growth,
+    Invariants,
+    OpenWindow,
+    Progress,
+    ProgressCounts,
+    Reconcile,
+    ReplicaRounds,
+    Reply,
+    Request,
+    Tell,
+    WindowFigures,
+)
 
 _FLOW_CHECKED = frozenset({RecordType.START, RecordType.FLOW})
 """The records `FlowChecks` reads."""
@@ -113,38 +87,34 @@ class LiveFold:
         self._files: dict[str, IO[bytes]] = {}
         self._partial: dict[str, bytes] = {}
         """A part's bytes after its last newline (a writer always ends a batch on one; kept to be safe)."""
-        self._told: list[tuple[str, int]] = []
+        self._noted: list[Growth] = []
         """Parts grown and not read yet, in the order their writers wrote them (a part's last size only)."""
         self.due: float | None = None
-        """When what was told must be read (`FOLD_EVERY` after the first of it)."""
+        """When what was noted must be read (`FOLD_EVERY` after the first of it)."""
         self.changed = False
         self.finished = False
         self.failed: str | None = None
-        """What a told request failed with: the answer to every request after it."""
-        self.requests: dict[str, Callable[..., Any]] = {
-            "figures": self.figures, "open_window": self.open_window, "window": self.window,
-            "progress": self.progress, "replica_rounds": self.replica_rounds, "reconcile": self.reconcile,
-            "invariants": self.invariants, "finish": self.finish, "echo": self.echo}
+        """What a `Tell` query failed with: the answer to every request after it."""
 
     # --- the journal ---------------------------------------------------------------------------
 
-    def told(self, name: str, size: int) -> None:
-        """Part `name` now holds `size` bytes: read by `catch_up`, with what else grew, within `FOLD_EVERY`."""
-        if self._told and self._told[-1][0] == name:
-            self._told[-1] = (name, size)
+    def note(self, growth: Growth) -> None:
+        """A part grew: read by `catch_up`, with what else grew, within `FOLD_EVERY`."""
+        if self._noted and self._noted[-1].part == growth.part:
+            self._noted[-1] = growth
         else:
-            self._told.append((name, size))
+            self._noted.append(growth)
         if self.due is None:
             self.due = time.monotonic() + FOLD_EVERY
 
     def catch_up(self) -> None:
-        """Fold everything told so far, part by part in the order it was written."""
-        for name, size in self._told:
-            self.grown(name, size)
-        self._told.clear()
+        """Fold every growth noted so far, part by part in the order it was written."""
+        for part, size in self._noted:
+            self.read_part(part, size)
+        self._noted.clear()
         self.due = None
 
-    def grown(self, name: str, size: int) -> None:
+    def read_part(self, name: str, size: int) -> None:
         """Fold part `name` up to byte `size` (its writer has written and flushed that much)."""
         file = self._files.get(name)
         if file is None:
@@ -154,7 +124,7 @@ class LiveFold:
         while offset < size:
             chunk = file.read(min(size - offset, _READ_CHUNK))
             if not chunk:
-                break  # shorter than told (a file replaced under the run): the rest is the journal's damage
+                break  # shorter than noted (a file replaced under the run): the rest is the journal's damage
             offset += len(chunk)
             self._lines(name, chunk)
         self.folded[name] = offset
@@ -187,43 +157,49 @@ class LiveFold:
         damage.count(line)
         self.read.count_damage(damage)
 
-    # --- requests ------------------------------------------------------------------------------
+    # --- the queries (`harness.run.fold.protocol`) -------------------------------------------
 
-    def figures(self) -> RunFigures:
-        """The whole run's figures so far (the probe before the chaos)."""
-        return self.read.figures
+    def reply_to(self, query: Ask[Any]) -> Any:
+        """The answer to `query`, of the reply type its class names."""
+        match query:
+            case Figures():
+                return self.read.figures
+            case WindowFigures(name):
+                return self.windows.get(name)
+            case ProgressCounts():
+                return self._progress()
+            case ReplicaRounds():
+                return dict(self.read.figures.replica_rounds)
+            case Reconcile(replicas):
+                return self.matching.reconcile(replicas)
+            case Invariants(ledger, ledger_error):
+                return self.flow_checks.results(ledger, ledger_error=ledger_error)
+            case Finish(parts):
+                return self._finish(parts)
+            case Echo(value):
+                return value
+        raise TypeError(f"no answer to {type(query).__name__}")
 
-    def open_window(self, name: str, since: float, closing: str | None = None) -> None:
-        """A hypothesis window's figures, fed from now on with the rounds and flows that end at or after `since`;
-        the window `closing` stops being fed at the same record (the chaos's window ends as the one after it opens)."""
+    def _carry_out(self, query: Tell) -> None:
+        """A query with no reply, carried out where it stands among the growths."""
+        match query:
+            case OpenWindow(name, since, closing):
+                self._open_window(name, since, closing)
+            case _:
+                raise TypeError(f"nothing to carry out for {type(query).__name__}")
+
+    def _open_window(self, name: str, since: float, closing: str | None) -> None:
         for done in {name, closing} - {None}:
             window = self.windows.get(str(done))
             if window is not None:
                 self.read.figures.close(window)
         self.windows[name] = self.read.figures.window(since)
 
-    def window(self, name: str) -> RunFigures | None:
-        return self.windows.get(name)
-
-    def progress(self) -> tuple[int, list[tuple[str, int]]]:
-        """Flows finished, and the three most frequent rejection reasons with their counts."""
+    def _progress(self) -> Progress:
         reasons: Counter[str] = Counter()
         for (_, reason), n in self.read.figures.rejections.items():
             reasons[reason] += n
         return self.read.figures.flows, reasons.most_common(3)
-
-    def replica_rounds(self) -> dict[str, int]:
-        return dict(self.read.figures.replica_rounds)
-
-    def reconcile(self, replicas: list[str]) -> Reconciled:
-        return self.matching.reconcile(replicas)
-
-    def invariants(self, ledger: list[dict[str, Any]] | None, ledger_error: str | None) -> list[InvariantTally]:
-        return self.flow_checks.results(ledger, ledger_error=ledger_error)
-
-    def echo(self, value: Any) -> Any:
-        """`value` back: an answer that can only be its own request's (how the pipe's dispatch is checked)."""
-        return value
 
     def save(self) -> None:
         """Save the fold beside the journal, with the sizes folded: a run killed later is reported from it."""
@@ -231,8 +207,7 @@ class LiveFold:
         write_snapshot(self.folder, self.read, parts, sizes=dict(self.folded))
         self.changed = False
 
-    def finish(self, parts: list[str]) -> JournalRead:
-        """The whole fold, the journal's writers done: torn last lines counted, saved, and given to the run."""
+    def _finish(self, parts: tuple[str, ...]) -> JournalRead:
         for rest in self._partial.values():
             if rest.strip():
                 self._count_damage(rest)  # no newline after it: a torn last line
@@ -242,23 +217,27 @@ class LiveFold:
         self.finished = True
         return self.read
 
-    def answer(self, payload: bytes) -> bytes:
-        """A request's reply frame, with its id: its value, or what went wrong when it, or a told request, failed."""
-        (request_id,) = REQUEST_ID.unpack_from(payload)
+    def answer(self, payload: bytes) -> Reply:
+        """An `Ask` request's reply, with its id: its answer, or what went wrong when it, or an earlier `Tell`,
+        failed."""
+        request_id = Request.id_of(payload)
         try:
             if self.failed is not None:
                 raise RuntimeError(self.failed)
-            name, arguments = pickle.loads(payload[REQUEST_ID.size:])
-            reply = Reply(request_id, True, self.requests[name](*arguments))
+            query = Request.read(payload).query
+            if not isinstance(query, Ask):
+                raise TypeError(f"{type(query).__name__} is not a query with an answer")
+            return Reply(request_id, True, self.reply_to(query))
         except Exception as exc:  # noqa: BLE001 - the run hears what failed, as one line, and decides
-            reply = Reply(request_id, False, f"{type(exc).__name__}: {exc}")
-        return reply.frame()
+            return Reply(request_id, False, f"{type(exc).__name__}: {exc}")
 
-    def take(self, payload: bytes) -> None:
-        """A told request: carried out now, its failure kept for the next request's answer."""
+    def carry_out(self, payload: bytes) -> None:
+        """A `Tell` request, carried out now: its failure is kept for the next request's reply."""
         try:
-            name, arguments = pickle.loads(payload[REQUEST_ID.size:])
-            self.requests[name](*arguments)
+            query = Request.read(payload).query
+            if not isinstance(query, Tell):
+                raise TypeError(f"{type(query).__name__} is a query with an answer, sent as a Tell")
+            self._carry_out(query)
         except Exception as exc:  # noqa: BLE001 - answered with the next request
             self.failed = self.failed or f"{type(exc).__name__}: {exc}"
 
@@ -314,16 +293,15 @@ def serve(fold: LiveFold, frames: Frames, replies: IO[bytes], save_every: float)
             frame = frames.next(max(0.0, min(next_save, fold.due or next_save) - time.monotonic()))
             if frame is not None:
                 kind, payload = frame
-                if kind == GROWN:
-                    (size,) = SIZE.unpack_from(payload)
-                    fold.told(payload[SIZE.size:].decode(), size)
+                if kind == GROWTH:
+                    fold.note(Growth.read(payload))
                 elif kind == ASK:
                     fold.catch_up()
-                    replies.write(fold.answer(payload))
+                    replies.write(fold.answer(payload).frame())
                     replies.flush()
                 elif kind == TELL:
                     fold.catch_up()
-                    fold.take(payload)
+                    fold.carry_out(payload)
             elif frames.closed:
                 return 0
             if fold.due is not None and time.monotonic() >= fold.due:

@@ -34,21 +34,11 @@ from typing import Any
 from harness.config.mutations import Mutation
 from harness.journal.records import RecordType
 from harness.load.mutations import FINDINGS
+from harness.vocabulary import INVARIANTS as INVARIANTS
 
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
 REPLAY_COMPLETED = Mutation.REPLAY_COMPLETED.value
 
-INVARIANTS = (
-    "ledger_readable",
-    "no_double_release",
-    "no_double_payout",
-    "no_release_without_accept",
-    "one_outcome_per_flow",
-    "confirmed_refund_released",
-    "declined_refund_still_held",
-    "unasked_refund_still_held",
-    "no_mutant_accepted",
-)
 JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted")
 """The invariants judged from the journal alone."""
 LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name not in JOURNAL_INVARIANTS)
@@ -64,16 +54,31 @@ EXAMPLES = 5
 
 
 @dataclass
-class InvariantTally:
+class InvariantResult:
+    """One invariant: how often it was broken, and a few examples to start debugging from.
+
+    The same type where it is judged (`FlowChecks.results`), journaled (an `invariant` record, its
+    `detail` the examples) and read back for the verdict (`harness.folding.checks.RunChecks`).
+    """
+
     name: str
-    checked: bool = True
     violations: int = 0
     examples: list[str] = field(default_factory=list)
+    checked: bool = True
+    """False when the target has nothing to check it against (no shop ledger)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.violations == 0
 
     def violate(self, example: str) -> None:
         self.violations += 1
         if len(self.examples) < EXAMPLES:
             self.examples.append(example)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"invariant": self.name, "checked": self.checked, "violations": self.violations,
+                "passed": self.passed, "detail": self.examples or None}
 
 
 _HELD, _ACCEPTED = 1, 2
@@ -85,8 +90,8 @@ class FlowChecks:
 
     in_flight: dict[str, int] = field(default_factory=dict)
     """Starts seen per flow id not yet ended: a flow's entry goes when its outcome comes."""
-    one_outcome: InvariantTally = field(default_factory=lambda: InvariantTally("one_outcome_per_flow"))
-    mutants: InvariantTally = field(default_factory=lambda: InvariantTally("no_mutant_accepted"))
+    one_outcome: InvariantResult = field(default_factory=lambda: InvariantResult("one_outcome_per_flow"))
+    mutants: InvariantResult = field(default_factory=lambda: InvariantResult("no_mutant_accepted"))
     quotes: dict[str, int] = field(default_factory=dict)
     """Each quote this run's flows created: _HELD if a flow held its refund, _ACCEPTED if a lead accepted it."""
     settled: list[tuple[str, str, str]] = field(default_factory=list)
@@ -130,14 +135,14 @@ class FlowChecks:
         if flow.get("mutant_answer") is not None and flow.get("mutation") != REPLAY_COMPLETED:
             self.mutated.append((str(flow.get("mutation")), flow["flow_id"], quote))
 
-    def results(self, ledger: list[dict[str, Any]] | None, *, ledger_error: str | None = None) -> list[InvariantTally]:
+    def results(self, ledger: list[dict[str, Any]] | None, *, ledger_error: str | None = None) -> list[InvariantResult]:
         """Every invariant's result, judged on this run's flows and the ledger rows of the quotes they created.
 
         `ledger` None with `ledger_error` None: the target declares no ledger, so the ledger
         invariants are unchecked. `ledger` None with `ledger_error` set: the declared ledger
         could not be read, a `ledger_readable` violation naming the error.
         """
-        results = {name: InvariantTally(name) for name in INVARIANTS}
+        results = {name: InvariantResult(name) for name in INVARIANTS}
         one_outcome = results["one_outcome_per_flow"] = _copy(self.one_outcome)
         for flow_id, started in self.in_flight.items():
             one_outcome.violate(f"{flow_id}: started {started} times, ended 0 times")
@@ -165,7 +170,7 @@ class FlowChecks:
         self._settled_match_ledger(results, {row["quote_id"]: row for row in ours})
         return list(results.values())
 
-    def _settled_match_ledger(self, results: dict[str, InvariantTally], by_quote: dict[str, dict]) -> None:
+    def _settled_match_ledger(self, results: dict[str, InvariantResult], by_quote: dict[str, dict]) -> None:
         for flow_id, outcome, quote in self.settled:
             row = by_quote.get(quote)
             if row is None:
@@ -182,7 +187,7 @@ class FlowChecks:
 
 
 def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Mapping[str, Any]],
-                     flows: Iterable[Mapping[str, Any]], *, ledger_error: str | None = None) -> list[InvariantTally]:
+                     flows: Iterable[Mapping[str, Any]], *, ledger_error: str | None = None) -> list[InvariantResult]:
     """`FlowChecks.results` over lists of start and flow records (every start, then every flow)."""
     checks = FlowChecks()
     for start in starts:
@@ -192,8 +197,8 @@ def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Mappi
     return checks.results(ledger, ledger_error=ledger_error)
 
 
-def _copy(tally: InvariantTally) -> InvariantTally:
-    return InvariantTally(tally.name, tally.checked, tally.violations, list(tally.examples))
+def _copy(result: InvariantResult) -> InvariantResult:
+    return InvariantResult(result.name, result.violations, list(result.examples), result.checked)
 
 
 def ledger_violations(ledger: list[dict[str, Any]]) -> int:

@@ -1,4 +1,4 @@
-"""The run's side of its live fold (`harness.run.fold`): start it, tell it what the journal gained, ask it.
+"""The run's side of its live fold (`harness.run.fold.worker`): start it, tell it what the journal gained, ask it.
 
 The load process pays one small write per journal batch for the whole fold: the part's
 name and new size, sent after the batch is in the file. Requests (figures for a probe,
@@ -7,7 +7,8 @@ pipe, so the fold answers each one after folding every batch written before it, 
 in this process would. The pipe is never waited on from gevent's hub: what does not fit
 is kept in order and written by a greenlet when the pipe drains.
 
-Each request carries an id (`harness.run.fold.Request`), and its reply carries it back. One
+The run asks with the queries of `harness.run.fold.protocol` (`fold.ask(ProgressCounts())`
+returns the query's own reply type). Each request carries an id, and its reply carries it back. One
 greenlet reads the replies, each frame whole, and hands each to the asker waiting on its id;
 a reply no one waits for any more is dropped. So an asker stopped anywhere (the progress,
 watch or chaos greenlet killed at the run's end) abandons only its own slot: the next
@@ -22,25 +23,23 @@ from __future__ import annotations
 
 import itertools
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar, cast
 
 import gevent
 from gevent.event import AsyncResult
 from gevent.socket import wait_read, wait_write
 
-from harness.checks.invariants import InvariantTally
-from harness.journal.figures import RunFigures
-from harness.journal.records import Reconciled
-from harness.report import JournalRead
-from harness.run.fold import ASK, GROWN, HEAD, REPLY_HEAD, SIZE, TELL, Request
+from harness.folding.read import JournalRead
+from harness.run.fold.protocol import REPLY_HEAD, Ask, Finish, Growth, Reply, Request, Tell
 from harness.runtime.processes import process_cpu_seconds, start_child
+
+R = TypeVar("R")
 
 ANSWER_TIMEOUT = 300.0
 """Seconds a request waits for its answer: the fold first catches up with every batch written before it."""
@@ -88,7 +87,7 @@ class FoldProcess:
         self._replies, answers = os.pipe()
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         try:
-            self.process = start_child([sys.executable, "-m", "harness.run.fold", str(self.folder),
+            self.process = start_child([sys.executable, "-m", "harness.run.fold.worker", str(self.folder),
                                         repr(self.save_every)], stdin=commands, stdout=answers, stderr=self._errors)
         finally:
             os.close(commands)
@@ -138,8 +137,7 @@ class FoldProcess:
 
         Called where the journal writes, gevent's hub included: it never waits.
         """
-        payload = SIZE.pack(size) + part.encode()
-        self._send(HEAD.pack(GROWN, len(payload)) + payload)
+        self._send(Growth(part, size).frame())
 
     def _send(self, frame: bytes) -> None:
         if self._broken or self._to_fold < 0:
@@ -172,68 +170,38 @@ class FoldProcess:
 
     # --- asking --------------------------------------------------------------------------------
 
-    def figures(self) -> RunFigures:
-        """The whole run's figures so far."""
-        return self._ask("figures")
-
-    def open_window(self, name: str, since: float, closing: str | None = None) -> None:
-        """A hypothesis window fed from here on with what ends at or after `since` (and `closing` fed no more).
-
-        Told, not asked: it reaches the fold right after the batch the journal writes now, with no
-        wait in between in which other greenlets could journal records that ended after `since`.
-        """
-        self._tell("open_window", name, since, closing)
-
-    def window(self, name: str) -> RunFigures | None:
-        return self._ask("window", name)
-
-    def progress(self) -> tuple[int, list[tuple[str, int]]]:
-        """Flows finished, and the three most frequent rejection reasons."""
-        return self._ask("progress")
-
-    def replica_rounds(self) -> dict[str, int]:
-        return self._ask("replica_rounds")
-
-    def reconcile(self, replicas: Sequence[str]) -> Reconciled:
-        return self._ask("reconcile", list(replicas))
-
-    def invariants(self, ledger: list[dict[str, Any]] | None, ledger_error: str | None) -> list[InvariantTally]:
-        return self._ask("invariants", ledger, ledger_error)
-
-    def finish(self, parts: Sequence[Path]) -> JournalRead:
-        """The whole fold, saved beside the journal; the journal's writers must be done. The process then exits."""
-        read: JournalRead = self._ask("finish", [part.name for part in parts])
-        deadline = time.monotonic() + EXIT_TIMEOUT
-        while self.process.poll() is None and time.monotonic() < deadline:
-            gevent.sleep(0.01)
-        return read
-
-    def echo(self, value: Any) -> Any:
-        """`value`, sent to the fold and back (an answer that can only be its own request's)."""
-        return self._ask("echo", value)
-
-    def _tell(self, name: str, *arguments: Any) -> None:
-        """A request the fold carries out where it stands among the batches, with no reply (a failure is the next
-        request's answer)."""
+    def tell(self, query: Tell) -> None:
+        """`query`, carried out by the fold where it stands among the growths, with no reply (a failure is the next
+        request's answer): it reaches the fold right after the batch the journal writes now, with no wait in
+        between in which other greenlets could journal records."""
         self.check()
         self.flush()
-        self._send(Request(next(self._ids), name, arguments).frame(TELL))
+        self._send(Request(next(self._ids), query).frame())
 
-    def _ask(self, name: str, *arguments: Any) -> Any:
-        """Request `name`'s answer, after every batch written before it. Stopped while it waits, the asker leaves
-        only its slot behind: its reply, when it comes, is dropped."""
+    def ask(self, query: Ask[R]) -> R:
+        """`query`'s answer, after every batch written before it. Stopped while it waits, the asker leaves only its
+        slot behind: its reply, when it comes, is dropped."""
         self.check()
         self.flush()
-        request = Request(next(self._ids), name, arguments)
+        request = Request(next(self._ids), query)
         slot = self._waiting[request.id] = AsyncResult()
         try:
-            self._send(request.frame(ASK))
+            self._send(request.frame())
             ok, value = self._answer(slot)
         finally:
             self._waiting.pop(request.id, None)
         if not ok:
-            raise FoldLost(f"the live fold could not answer '{name}': {value}")
-        return value
+            raise FoldLost(f"the live fold could not answer {type(query).__name__}: {value}")
+        return cast(R, value)  # the worker answers `query` with its reply type
+
+    def finish(self, parts: Sequence[Path]) -> JournalRead:
+        """The whole fold (`Finish`), saved beside the journal; the journal's writers must be done. The process
+        then exits."""
+        read = self.ask(Finish(tuple(part.name for part in parts)))
+        deadline = time.monotonic() + EXIT_TIMEOUT
+        while self.process.poll() is None and time.monotonic() < deadline:
+            gevent.sleep(0.01)
+        return read
 
     def _answer(self, slot: AsyncResult) -> tuple[bool, Any]:
         """The (ok, value) the reader puts in `slot`, looking at the fold process every `CHECK_EVERY` meanwhile."""
@@ -273,7 +241,8 @@ class FoldProcess:
             self.dropped += 1
             return
         try:
-            slot.set(pickle.loads(body))
+            reply = Reply.read(request_id, body)
+            slot.set((reply.ok, reply.value))
         except Exception as exc:  # noqa: BLE001 - that asker hears it as a failed answer, in one line
             slot.set((False, f"its reply could not be read: {type(exc).__name__}: {exc}"))
 

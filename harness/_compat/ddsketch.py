@@ -1,0 +1,80 @@
+"""DDSketch's private fields the harness reads and writes (pinned by tests/test_compat.py).
+
+`harness.journal.distributions` keeps times in a DDSketch and needs what the library keeps
+to itself: the exact minimum, maximum and zero count (`_min`, `_max`, `_zero_count`), the
+mapping from values to bin keys (`_mapping`) and the dense store of positive values
+(`_store`, with its `bins` from `offset`, `min_key`, `max_key` and `count`). It adds a value
+without the library's generic `add` (no weight, no negative store), writes the bins back
+when a sketch is read from the journal, and reads the bins a sketch uses. `OpenSketch` is
+a DDSketch that does these through names of its own, so no other module touches a field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ddsketch import DDSketch
+from ddsketch.mapping import KeyMapping
+
+__all__ = ["OpenSketch"]
+
+
+class OpenSketch(DDSketch):
+    """A `DDSketch` of values of 0 or more, each of weight 1, with its fields read and written by name."""
+
+    @property
+    def mapping(self) -> KeyMapping:
+        """Values to bin keys (`key`) and back (`value`)."""
+        return self._mapping
+
+    @property
+    def zero_count(self) -> float:
+        return self._zero_count
+
+    @property
+    def minimum(self) -> float:
+        """The exact smallest value added (+inf for an empty sketch)."""
+        return self._min
+
+    @property
+    def maximum(self) -> float:
+        """The exact largest value added (-inf for an empty sketch)."""
+        return self._max
+
+    def add_floored(self, value: float, floor: float) -> None:
+        """`add(value)` for a value of 0 or more, without the checks for weights and negative values; a value under
+        `floor` is added as 0 (the zero bin, the sum, the minimum and maximum)."""
+        if value >= floor:
+            self._store.add(self._mapping.key(value))
+        else:
+            value = 0.0
+            self._zero_count += 1.0
+        self._count += 1.0
+        self._sum += value
+        if value < self._min:
+            self._min = value
+        if value > self._max:
+            self._max = value
+
+    def key_at_rank(self, rank: float) -> int:
+        """The key of the first positive bin whose running count reaches `rank` (0-based, not counting zeros)."""
+        return self._store.key_at_rank(rank)
+
+    def bins_in_use(self) -> tuple[int, list[float]]:
+        """The key of the first positive bin in use and the counts from it to the last in use; (0, []) if none."""
+        store = self._store
+        if not store.count:
+            return 0, []
+        return store.min_key, store.bins[store.min_key - store.offset:store.max_key - store.offset + 1]
+
+    def restore(self, *, count: float, zero: float, total: float, low: float | None, high: float | None, key: int,
+                bins: Sequence[float]) -> None:
+        """Set an empty sketch to the figures `bins_in_use` and the properties gave (checked by the caller: counts
+        that add up, keys within the mapping's); `low` and `high` are None for an empty one."""
+        store = self._store
+        if bins:
+            store.bins, store.count = [float(n) for n in bins], float(sum(bins))
+            store.offset, store.min_key, store.max_key = key, key, key + len(bins) - 1
+        self._count, self._zero_count, self._sum = float(count), float(zero), float(total)
+        if low is not None and high is not None:
+            self._min, self._max = float(low), float(high)

@@ -1,0 +1,32 @@
+"""Locust's private parts and hidden inputs the harness relies on (pinned by tests/test_compat.py).
+
+- A worker's stats report, `WorkerRunner._send_stats()`: sent on its own only every few
+  seconds and on quit; a worker that is finishing sends it at once, ahead of the message
+  that must follow it.
+- The command line Locust's web UI reads: on every page load it parses `sys.argv` as
+  Locust's own (`locust.argument_parser.ui_extra_args_dict()`, called with no arguments),
+  for the extra options it shows. In a harness process `sys.argv` is the harness's, already
+  parsed, which Locust's parser would refuse.
+
+Nothing here imports Locust: the runner is given.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["clear_command_line_for_web_ui", "send_stats_now"]
+
+
+def send_stats_now(runner: Any) -> None:
+    """Send a Locust worker runner's stats report to its master now."""
+    runner._send_stats()
+
+
+def clear_command_line_for_web_ui() -> None:
+    """Leave only the program name in `sys.argv`, so Locust's web UI reads an empty command line of its own.
+
+    Call it once the harness has parsed its command line, before the web UI serves a page.
+    """
+    del sys.argv[1:]

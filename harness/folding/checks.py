@@ -1,0 +1,167 @@
+"""The journal records a verdict needs beyond the figures: invariants, reconciliation, hypothesis probes, the end.
+
+`RunChecks` reads them in the same pass as `RunFigures` (`harness.folding.read.JournalRead`),
+so the journal stays the only source of every verdict, live or rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.folding.figures import RunFigures
+from harness.folding.invariants import InvariantResult
+from harness.journal.records import RecordType, RunEvent
+from harness.journal.writer import JournalView
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """Every -32602 a client saw matched to a line a replica logged.
+
+    `unexplained` (client rejections no line explains) fails the run; `unmatched_logged`
+    (lines no client rejection of this run explains: other clients) is reported and can be
+    given a threshold.
+    """
+
+    client_rejections: int
+    logged: int | None
+    unexplained: int
+    matched: int | None = None
+    unmatched_logged: int | None = None
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    from_redispatched_rounds: int = 0
+    """Client rejections of rounds re-dispatched from a replica that was down: the state of one replica
+    arriving at another (an `unknown key` there during a restart is that, not a key problem of its own)."""
+    settled_early: int = 0
+    """Unmatched items counted before their partner could have come (the matching held its bound)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.unexplained == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"client_rejections": self.client_rejections, "logged": self.logged, "matched": self.matched,
+                "unexplained": self.unexplained, "unmatched_logged": self.unmatched_logged,
+                "from_redispatched_rounds": self.from_redispatched_rounds, "settled_early": self.settled_early,
+                "examples": self.examples, "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class HypothesisResult:
+    """One probe of the steady-state hypothesis; `before` failing means chaos never had a fair start."""
+
+    phase: str
+    ok: bool
+    detail: Any = None
+    t: float | None = None
+    window: dict[str, float] | None = None
+    """The flows it judged: those that ended `from` .. `to` seconds into the run (None in older journals)."""
+
+    @property
+    def judged(self) -> bool:
+        """Every condition judged (journals written before a probe said so count theirs as judged)."""
+        return not (isinstance(self.detail, list) and any(
+            isinstance(item, Mapping) and item.get("judged") is False for item in self.detail))
+
+    @property
+    def failed_judged(self) -> bool:
+        """A condition it judged did not hold (beside any it could not judge)."""
+        return isinstance(self.detail, list) and any(
+            isinstance(item, Mapping) and item.get("judged") is not False and item.get("passed") is False
+            for item in self.detail)
+
+    @property
+    def mark(self) -> bool | None:
+        """What the probe's line shows: held, failed, or held with a condition not judged (None)."""
+        return None if self.ok and not self.judged else self.ok
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "ok": self.ok, "judged": self.judged, "detail": self.detail, "t": self.t,
+                "window": self.window}
+
+
+@dataclass
+class RunChecks(JournalView):
+    """The journal records a verdict needs that `RunFigures` does not keep.
+
+    `RunFigures` keeps invariant counts and the last reconciliation numbers, but not the
+    invariants' examples, the `logged` count, the hypothesis probes, the run id or why the
+    run ended; reading them here, from the same records, keeps the journal the only source.
+    """
+
+    run_id: str | None = None
+    invariants: dict[str, InvariantResult] = field(default_factory=dict)
+    hypothesis: list[HypothesisResult] = field(default_factory=list)
+    reconciliation: Reconciliation | None = None
+    ended: bool = False
+    end_status: str | None = None
+    end_reason: str | None = None
+    target_error: str | None = None
+    harness_error: str | None = None
+    """The first `run error`: the harness's own failure (exit 4)."""
+    cpu: dict[str, Any] | None = None
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == RecordType.INVARIANT:
+            self._invariant(record)
+        elif kind == RecordType.HYPOTHESIS:
+            window = record.get("window")
+            self.hypothesis.append(HypothesisResult(str(record.get("phase")), bool(record.get("ok")),
+                                                    record.get("detail"), record.get("t"),
+                                                    dict(window) if isinstance(window, Mapping) else None))
+        elif kind == RecordType.RECONCILIATION:
+            self.reconciliation = Reconciliation(int(record.get("client_rejections", 0)),
+                                                 _int_or_none(record.get("logged")),
+                                                 int(record.get("unexplained", 0)),
+                                                 _int_or_none(record.get("matched")),
+                                                 _int_or_none(record.get("unmatched_logged")),
+                                                 dict(record.get("examples") or {}),
+                                                 settled_early=int(record.get("settled_early") or 0))
+        elif kind == RecordType.RUN:
+            self._run_event(record)
+
+    def _run_event(self, record: Mapping[str, Any]) -> None:
+        event = record.get("event")
+        if event == RunEvent.START:
+            self.run_id = self.run_id or record.get("run_id")
+        elif event == RunEvent.ERROR:
+            self.harness_error = self.harness_error or str(record.get("error"))
+        elif event == RunEvent.CPU:
+            self.cpu = {key: value for key, value in record.items() if key not in ("type", "event", "t")}
+        elif event == RunEvent.END:
+            self.ended = True
+            self.end_status = record.get("status")
+            self.end_reason = record.get("reason") or record.get("detail")
+            self.target_error = record.get("target_error") or self.target_error
+
+    def _invariant(self, record: Mapping[str, Any]) -> None:
+        """Counts add up (as `RunFigures.violations` does); the latest examples that exist are kept."""
+        name = str(record.get("invariant"))
+        before = self.invariants.get(name)
+        violations = int(record.get("violations", 0)) + (before.violations if before else 0)
+        examples = _examples(record.get("detail")) or (before.examples if before else [])
+        checked = bool(record.get("checked", True)) or (before is not None and before.checked)
+        self.invariants[name] = InvariantResult(name, violations, examples, checked)
+
+    @classmethod
+    def from_figures(cls, figures: RunFigures) -> RunChecks:
+        """What can be said from the figures alone (no examples, no hypothesis), for callers without records."""
+        return cls(invariants={name: InvariantResult(name, count) for name, count in figures.violations.items()},
+                   reconciliation=Reconciliation(figures.client_rejections, None, figures.unexplained),
+                   ended=figures.status is not None, end_status=figures.status)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _examples(detail: Any) -> list[str]:
+    """An invariant record's `detail` (its examples) as a list of lines, whatever an older or damaged journal holds."""
+    if detail is None:
+        return []
+    if isinstance(detail, list | tuple):
+        return [str(item) for item in detail]
+    return [str(detail)]

@@ -1,0 +1,182 @@
+"""Series over run time, folded from the journal: what the reports plot against the run's seconds.
+
+Time series need the `t` of each record, which `RunFigures` does not keep, so `Timeline`
+reads it from the same journal records in the same pass, into time bins (flow counts by
+outcome, a latency sketch, rejection counts per bin) whose number stays under `_MAX_BINS`:
+when a run outgrows them, neighbouring bins merge into the next width.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.folding.figures import _NUMBER
+from harness.journal.distributions import Sketch, merged_sketch
+from harness.journal.records import FlowOutcome, RecordType, advance_time_zero
+from harness.journal.writer import JournalView
+
+PERCENTILES = (50.0, 95.0, 99.0)
+_BIN_WIDTHS = (1, 2, 6, 12, 60, 120, 600, 1200, 3600, 7200)
+"""Seconds per time bin; each divides the next, so a run's bins merge into the next width exactly."""
+_MAX_BINS = 120
+_OUTCOME_ORDER = {outcome.value: index for index, outcome in enumerate(FlowOutcome)}
+
+
+def ordered_outcomes(outcomes: Iterable[str]) -> list[str]:
+    """Outcomes in `FlowOutcome` order (completed first), unknown ones after: the same column order everywhere."""
+    return sorted(set(outcomes), key=lambda outcome: (_OUTCOME_ORDER.get(outcome, len(_OUTCOME_ORDER)), outcome))
+
+
+@dataclass
+class _Bin:
+    """What happened in one time bin: flows by outcome, round latencies, rejections by (replica, reason)."""
+
+    flows: Counter[str] = field(default_factory=Counter)
+    latency: Sketch = field(default_factory=Sketch)
+    rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
+    starts: int = 0
+
+    def merge(self, other: _Bin) -> None:
+        self.starts += other.starts
+        self.flows.update(other.flows)
+        self.latency.merge(other.latency)
+        self.rejections.update(other.rejections)
+
+
+@dataclass
+class Timeline(JournalView):
+    """The timed records reports plot: when rounds, flows and rejections happened, relative to the run start.
+
+    Kept in at most `_MAX_BINS` bins of `width` seconds from `anchor` (the run's time zero
+    when the first timed record came); a record past the last bin widens every bin to the
+    next width of `_BIN_WIDTHS`, merging neighbours, so its size does not grow with the run.
+    """
+
+    started: float | None = None
+    first: float | None = None
+    last: float | None = None
+    anchor: float | None = None
+    width: float = float(_BIN_WIDTHS[0])
+    stored: dict[int, _Bin] = field(default_factory=dict)
+    low: int = 0
+    high: int = 0
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        t = record.get("t")
+        if not isinstance(t, (int, float)):  # the tuple is the faster check, once per record
+            return
+        kind = record.get("type")
+        if kind == RecordType.RUN:
+            self.started = advance_time_zero(self.started, record)
+        if self.first is None or t < self.first:
+            self.first = t
+        if self.last is None or t > self.last:
+            self.last = t
+        if kind == RecordType.ROUND and isinstance(record.get("latency"), _NUMBER):
+            self._bin(t).latency.add(float(record["latency"]))
+        elif kind == RecordType.FLOW:
+            self._bin(t).flows[str(record.get("outcome"))] += 1
+        elif kind == RecordType.START:
+            self._bin(t).starts += 1
+        elif kind == RecordType.REJECTION:
+            self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
+
+    def _bin(self, t: float) -> _Bin:
+        if self.anchor is None:
+            self.anchor = self.started if self.started is not None else t
+        index = math.floor((t - self.anchor) / self.width)
+        found = self.stored.get(index)
+        if found is not None:
+            return found
+        if not self.stored:
+            self.low = self.high = index
+        while max(self.high, index) - min(self.low, index) >= _MAX_BINS and self.width < _BIN_WIDTHS[-1]:
+            self._widen()
+            index = math.floor((t - self.anchor) / self.width)
+        self.low, self.high = min(self.low, index), max(self.high, index)
+        found = self.stored.get(index)
+        if found is None:
+            found = self.stored[index] = _Bin()
+        return found
+
+    def _widen(self) -> None:
+        wider = float(next(w for w in _BIN_WIDTHS if w > self.width))
+        factor = round(wider / self.width)
+        merged: dict[int, _Bin] = {}
+        for index, content in sorted(self.stored.items()):
+            merged.setdefault(index // factor, _Bin()).merge(content)
+        self.stored, self.width = merged, wider
+        self.low, self.high = min(merged), max(merged)
+
+    @property
+    def origin(self) -> float:
+        """Zero on the x axis: the run start, or the first timed record of a journal that lost it."""
+        if self.started is not None:
+            return self.started
+        return self.first if self.first is not None else 0.0
+
+    def span(self, duration: float = 0.0) -> float:
+        """Seconds the plots cover: the run's duration, or longer if records came later (the grace period)."""
+        last = (self.last - self.origin) if self.last is not None else 0.0
+        return max(duration, last, 1.0)
+
+    def bins(self, duration: float = 0.0) -> Bins:
+        span = self.span(duration)
+        width = next((w for w in _BIN_WIDTHS if span / w <= _MAX_BINS and w >= self.width), _BIN_WIDTHS[-1])
+        return Bins(width=float(width), count=max(1, math.ceil(span / width)), origin=self.origin)
+
+    def _regrouped(self, bins: Bins) -> dict[int, _Bin]:
+        """The stored bins in `bins`: each goes whole to the plot bin its middle falls in."""
+        anchor = self.anchor if self.anchor is not None else self.origin
+        grouped: dict[int, _Bin] = {}
+        for index, content in self.stored.items():
+            grouped.setdefault(bins.index(anchor + (index + 0.5) * self.width), _Bin()).merge(content)
+        return grouped
+
+    def flow_rates(self, bins: Bins) -> dict[str, list[float]]:
+        """Flows finished per second, by outcome, per bin."""
+        counts: dict[str, list[float]] = {}
+        for index, content in self._regrouped(bins).items():
+            for outcome, n in content.flows.items():
+                counts.setdefault(outcome, [0.0] * bins.count)[index] += n
+        return {outcome: [n / bins.width for n in counts[outcome]] for outcome in ordered_outcomes(counts)}
+
+    def start_rates(self, bins: Bins) -> list[float]:
+        """Flows started per second, per bin: what the load achieved, beside what its stages intended."""
+        rates = [0.0] * bins.count
+        for index, content in self._regrouped(bins).items():
+            rates[index] += content.starts / bins.width
+        return rates
+
+    def latency_percentiles(self, bins: Bins) -> dict[str, list[float | None]]:
+        """Round latency p50/p95/p99 per bin, in seconds (within 1%); None where no round finished."""
+        grouped = self._regrouped(bins)
+        sketches = [grouped[i].latency if i in grouped else merged_sketch([]) for i in range(bins.count)]
+        return {f"p{pct:g}": [sketch.percentile(pct) for sketch in sketches] for pct in PERCENTILES}
+
+    def rejection_counts(self, bins: Bins) -> dict[str, dict[str, list[float]]]:
+        """Per replica, rejections per bin by reason: counts, not rates, since rejections are few and each matters."""
+        table: dict[str, dict[str, list[float]]] = {}
+        for index, content in self._regrouped(bins).items():
+            for (replica, reason), n in content.rejections.items():
+                table.setdefault(replica, {}).setdefault(reason, [0.0] * bins.count)[index] += n
+        return {replica: dict(sorted(reasons.items())) for replica, reasons in sorted(table.items())}
+
+
+@dataclass(frozen=True)
+class Bins:
+    """Equal time bins from the run start; a record after the last bin counts in the last one."""
+
+    width: float
+    count: int
+    origin: float
+
+    def index(self, t: float) -> int:
+        return max(0, min(self.count - 1, int((t - self.origin) // self.width)))
+
+    def centres(self) -> list[float]:
+        return [(i + 0.5) * self.width for i in range(self.count)]

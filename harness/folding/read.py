@@ -1,0 +1,120 @@
+"""One pass over a run's journal into everything its verdict and reports read: `JournalRead`.
+
+The run folds its records into one live (`harness.run.fold.worker`), `report DIR` reads the
+journal, or the fold the run saved (`harness.folding.snapshot`), into a fresh one: the same
+records in the same order, so both reach the same verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.folding.checks import RunChecks
+from harness.folding.figures import RunFigures, is_mapping
+from harness.folding.fuzz import FuzzFold
+from harness.folding.over_time import Timeline
+from harness.folding.snapshot import read_snapshot
+from harness.folding.top_errors import ErrorTable
+from harness.journal.plain import TRANSIENT
+from harness.journal.records import RecordType
+from harness.journal.writer import JournalDamage, JournalView, read_journal
+
+Fold = Callable[[Mapping[str, Any]], None]
+
+
+@dataclass
+class JournalRead(JournalView):
+    """One pass over the journal parts, into everything the reports need; what could not be read is counted.
+
+    A run folds its records into one as it writes them (every part's, the workers' too), so
+    its end writes the results without reading the journal again; `report DIR` reads the
+    journal into a fresh one, the same records in the same order.
+    """
+
+    figures: RunFigures = field(default_factory=RunFigures)
+    checks: RunChecks = field(default_factory=RunChecks)
+    timeline: Timeline = field(default_factory=Timeline)
+    errors: ErrorTable = field(default_factory=ErrorTable)
+    fuzz: FuzzFold = field(default_factory=FuzzFold)
+    parts: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    records: int = 0
+    unreadable: int = 0
+    """Lines that are not a record, or records the figures could not take: the verdict was decided without them."""
+    torn: int = 0
+    """Torn last lines (a part cut mid-write, as a SIGKILL leaves it): the normal end of a killed run's journal."""
+    _by_kind: dict[Any, list[Fold]] = field(default_factory=dict, repr=False, compare=False, metadata=TRANSIENT)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable,
+                "torn": self.torn}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent to the run without the table of bound folds (`harness.run.fold.worker`); rebuilt on use."""
+        return {**self.__dict__, "_by_kind": {}}
+
+    def add(self, record: Any) -> None:
+        if not is_mapping(record):
+            self.unreadable += 1
+            return
+        try:
+            for fold in self._folds(record.get("type")):
+                fold(record)
+        except (KeyError, TypeError, ValueError):
+            self.unreadable += 1
+            return
+        self.records += 1
+
+    def _folds(self, kind: Any) -> list[Fold]:
+        """The folds that read records of `kind`: a flow's own records skip those that would only drop them."""
+        found = self._by_kind.get(kind)
+        if found is None:
+            everything: list[Fold] = [self.figures.add, self.timeline.add, self.checks.add, self.errors.add,
+                                      self.fuzz.add]
+            routes: dict[Any, list[Fold]] = {
+                RecordType.START: [self.figures.add, self.timeline.add],
+                RecordType.ROUND: [self.figures.add, self.timeline.add, self.errors.add, self.fuzz.add],
+                RecordType.FLOW: [self.figures.add, self.timeline.add, self.fuzz.add]}
+            found = self._by_kind[kind] = routes.get(kind, everything)
+        return found
+
+    def count_damage(self, damage: JournalDamage) -> None:
+        """Add the lines a read of the journal skipped (not JSON, torn) to the records it could not take."""
+        self.unreadable += damage.unreadable
+        self.torn += damage.torn
+
+    def name_parts(self, paths: Iterable[Path]) -> None:
+        """For a read folded live: the parts as `read_run` would list them (present ones, missing ones)."""
+        self.parts, self.missing = [], []
+        for path in paths:
+            (self.parts if path.is_file() else self.missing).append(str(path))
+
+
+def read_saved(folder: Path, parts: Sequence[Path]) -> JournalRead | None:
+    """The fold the run saved (`harness.folding.snapshot`), brought up to the journal's end, with the lines after it
+    that are not a record counted; None when there is none that matches the journal."""
+    damage = JournalDamage()
+    saved = read_snapshot(folder, parts, JournalRead, damage)
+    if saved is not None:
+        saved.count_damage(damage)
+    return saved
+
+
+def read_run(journal_paths: Iterable[Path]) -> JournalRead:
+    """Read every part once. A missing part, a line that is not a record or a record the figures cannot take is
+    counted, never fatal: results are written in every case, and a half-written journal is the normal case after
+    a kill. A part that is no journal at all (binary) is `UnreadableJournal` (exit 2)."""
+    read = JournalRead()
+    damage = JournalDamage()
+    for path in journal_paths:
+        if not path.is_file():
+            read.missing.append(str(path))
+            continue
+        read.parts.append(str(path))
+        for record in read_journal(path, damage=damage):
+            read.add(record)
+    read.count_damage(damage)
+    return read
