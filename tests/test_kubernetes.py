@@ -19,8 +19,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from harness.cli.main import main
-from harness.config.chaos import ChaosStep, commands_needed
-from harness.config.commands import COMMAND_NAMES
+from harness.config.chaos import COMMAND_NAMES, ChaosStep, commands_needed
 from harness.config.scenario import load_scenario
 from tests.harness_run import ROOT
 

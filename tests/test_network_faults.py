@@ -218,7 +218,7 @@ def _ask(sock: socket.socket) -> bytes:
 
 
 def _proxies(server: gevent.server.StreamServer) -> FaultProxies:
-    proxies = FaultProxies([f"http://127.0.0.1:{server.server_port}/mcp"], ["r1"], seed=7)
+    proxies = FaultProxies([f"http://127.0.0.1:{server.server_port}/mcp"], ["r1"])
     proxies.start()
     return proxies
 
@@ -325,7 +325,7 @@ class _Stream:
 @contextmanager
 def _streaming(**fault_keys: object) -> Iterator[_Stream]:
     server = _Scripted()
-    proxies = FaultProxies([server.url], ["r1"], seed=7)
+    proxies = FaultProxies([server.url], ["r1"])
     proxies.start()
     client = gevent.socket.create_connection(_address(proxies.urls[0]), timeout=5.0)
     try:

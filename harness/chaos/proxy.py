@@ -15,6 +15,10 @@ held. It counts each exchange it met once, and once more each one it acted on, s
 chaos record can say what it did. With no fault set, a chunk costs one attribute
 check each way.
 
+What each kind of fault does is its own `_Behaviour` (`_BEHAVIOURS`, one per
+`NetworkAction.fault`): hooks for a connection opening, the fault opening, a request chunk and
+an answer chunk, so the proxy's pumps never ask which fault is on.
+
 `down` keeps the listening socket bound to its port and only stops it listening, so
 connections are refused (as by a dead port) and no other socket, not even an
 outgoing connection's source port, can take the port before `up` listens again.
@@ -26,6 +30,7 @@ import random
 import socket
 import struct
 import time
+import typing
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,7 +39,7 @@ import gevent.socket
 from gevent.event import Event
 from gevent.pool import Group
 
-from harness.config.chaos import NetworkAction
+from harness.config.chaos import NetworkAction, NetworkFaultKind
 
 CHUNK = 65536
 """Bytes read at a time (a bandwidth limit reads less, so its pace is even)."""
@@ -54,6 +59,11 @@ class ActiveFault:
     """Of those, the ones it acted on (delayed, slowed, reset, swallowed, held, cut; for down, connections closed)."""
     ended: Event = field(default_factory=Event)
     """Set when the fault is off: whatever it holds moves on at once."""
+    does: _Behaviour = field(init=False)
+    """What its kind of fault does to connections and bytes."""
+
+    def __post_init__(self) -> None:
+        self.does = _BEHAVIOURS[self.step.fault]
 
     def draw(self) -> bool:
         """Whether what the fault meets now is hit: one seeded draw."""
@@ -119,10 +129,7 @@ class _Link:
 
     def serve(self) -> None:
         fault = self.proxy.fault
-        if fault is not None and fault.step.fault == "reset" and fault.step.when == "on-connect" and fault.draw():
-            fault.exchanges += 1  # the connection's first exchange, and its only one; one not hit is met as it moves
-            fault.hit += 1
-            self.close(reset=True)
+        if fault is not None and fault.does.on_connect(self, fault):
             return
         host, port = self.proxy.upstream
         try:
@@ -147,11 +154,7 @@ class _Link:
 
     def fault_opened(self, fault: ActiveFault) -> None:
         """A cut-slow fault meets the requests already waiting when it opens: their idle time counts from now."""
-        if fault.step.fault == "cut-slow" and self.waiting():
-            assert self.exchange is not None
-            meeting = self.exchange.under(fault)
-            if meeting is not None:
-                self._watch(self.exchange, meeting)
+        fault.does.opened(self, fault)
 
     def _hold(self, fault: ActiveFault, seconds: float | None) -> None:
         """Wait `seconds` (None: while the fault lasts), less if the fault ends or the link closes first."""
@@ -183,21 +186,7 @@ class _Link:
 
     def _apply_to_server(self, exchange: _Exchange, meeting: _Meeting, data: bytes) -> bool:
         """Act on a request chunk; False: it is swallowed, not forwarded."""
-        fault = meeting.fault
-        kind = fault.step.fault
-        if kind == "blackhole":
-            exchange.count()
-            return False
-        if kind == "latency" and fault.step.direction != "to-client" and "request" not in meeting.delayed:
-            meeting.delayed.add("request")
-            exchange.count()
-            self._hold(fault, fault.delay())
-        elif kind == "bandwidth":
-            exchange.count()
-            self._hold(fault, len(data) / fault.step.rate)
-        elif kind == "cut-slow":
-            self._watch(exchange, meeting)
-        return not self.closed
+        return meeting.fault.does.to_server(self, exchange, meeting, data) and not self.closed
 
     # --- replica -> client ---------------------------------------------------------------
 
@@ -227,32 +216,8 @@ class _Link:
 
     def _apply_to_client(self, exchange: _Exchange, meeting: _Meeting, data: bytes, first: bool) -> bytes | None:
         """Act on an answer chunk: the bytes to forward, or None when the connection was ended instead."""
-        fault = meeting.fault
-        step = fault.step
-        if step.fault == "blackhole":  # held, not lost: a stream pauses for the window and goes on after it
-            exchange.count()
-            self._hold(fault, None)
-        elif step.fault == "latency" and step.direction != "to-server" and "answer" not in meeting.delayed:
-            meeting.delayed.add("answer")
-            exchange.count()
-            self._hold(fault, fault.delay())
-        elif step.fault == "bandwidth":
-            exchange.count()
-            self._hold(fault, len(data) / step.rate)
-        elif step.fault == "reset" and (step.when == "mid-answer" or (step.when == "before-answer" and first)):
-            exchange.count()
-            if step.when == "mid-answer":
-                _send_quietly(self.client, data[:max(1, len(data) // 2)])
-            self.close(reset=True)
-            return None
-        elif step.fault == "truncate":
-            allowed = int(step.after or 0) - exchange.answered
-            if allowed <= len(data):
-                exchange.count()
-                _send_quietly(self.client, data[:max(allowed, 0)])
-                self.close()
-                return None
-        return None if self.closed else data
+        forwarded = meeting.fault.does.to_client(self, exchange, meeting, data, first)
+        return None if forwarded is None or self.closed else forwarded
 
     # --- the rest ------------------------------------------------------------------------
 
@@ -279,9 +244,7 @@ class _Link:
 
     def _chunk(self) -> int:
         fault = self.proxy.fault
-        if fault is not None and fault.step.fault == "bandwidth":
-            return max(1, min(CHUNK, fault.step.rate // 10))
-        return CHUNK
+        return CHUNK if fault is None else fault.does.chunk(fault.step)
 
     def close(self, *, reset: bool = False) -> None:
         """Close both sides; `reset` sends an RST (SO_LINGER 0) instead of an orderly end."""
@@ -371,7 +334,7 @@ class FaultProxy:
     def set_fault(self, fault: ActiveFault) -> None:
         """Turn `fault` on (ending the one on before it): it acts on every connection from now on."""
         previous = self.fault
-        was_down, down = previous is not None and previous.step.fault == "down", fault.step.fault == "down"
+        was_down, down = previous is not None and previous.does.refuses, fault.does.refuses
         if down and not was_down:
             self._stop_accepting()  # first: if it cannot be done, nothing has changed
         elif was_down and not down:
@@ -393,7 +356,7 @@ class FaultProxy:
         if self.fault is not fault:
             return
         self.fault = None
-        if fault.step.fault == "down":
+        if fault.does.refuses:
             self._start_accepting()
 
     def close(self) -> None:
@@ -439,12 +402,145 @@ def _reusable() -> socket.socket:
     return sock
 
 
+class _Behaviour:
+    """What one kind of network fault does, hook by hook; each hook's default leaves the bytes alone."""
+
+    refuses = False
+    """The proxy stops listening (its port kept) while the fault is on, and closes what is open."""
+
+    def on_connect(self, link: _Link, fault: ActiveFault) -> bool:
+        """A connection opens under the fault; True: the fault ended it."""
+        return False
+
+    def opened(self, link: _Link, fault: ActiveFault) -> None:
+        """The fault opens while `link` is open."""
+
+    def chunk(self, step: NetworkAction) -> int:
+        """Bytes read at a time while the fault is on."""
+        return CHUNK
+
+    def to_server(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes) -> bool:
+        """Act on a request chunk the fault hits; False: it is swallowed."""
+        return True
+
+    def to_client(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes,
+                  first: bool) -> bytes | None:
+        """Act on an answer chunk the fault hits: the bytes to forward, or None when the connection was ended."""
+        return data
+
+
+class _Latency(_Behaviour):
+    def to_server(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes) -> bool:
+        self._delay(link, exchange, meeting, "request", "to-client")
+        return True
+
+    def to_client(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes,
+                  first: bool) -> bytes | None:
+        self._delay(link, exchange, meeting, "answer", "to-server")
+        return data
+
+    @staticmethod
+    def _delay(link: _Link, exchange: _Exchange, meeting: _Meeting, what: str, other_direction: str) -> None:
+        """Delay this side of the exchange once, unless the fault delays only the other direction."""
+        fault = meeting.fault
+        if fault.step.direction != other_direction and what not in meeting.delayed:
+            meeting.delayed.add(what)
+            exchange.count()
+            link._hold(fault, fault.delay())
+
+
+class _Bandwidth(_Behaviour):
+    def chunk(self, step: NetworkAction) -> int:
+        return max(1, min(CHUNK, step.rate // 10))
+
+    def to_server(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes) -> bool:
+        exchange.count()
+        link._hold(meeting.fault, len(data) / meeting.fault.step.rate)
+        return True
+
+    def to_client(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes,
+                  first: bool) -> bytes | None:
+        self.to_server(link, exchange, meeting, data)
+        return data
+
+
+class _Reset(_Behaviour):
+    def on_connect(self, link: _Link, fault: ActiveFault) -> bool:
+        if fault.step.when != "on-connect" or not fault.draw():
+            return False
+        fault.exchanges += 1  # the connection's first exchange, and its only one; one not hit is met as it moves
+        fault.hit += 1
+        link.close(reset=True)
+        return True
+
+    def to_client(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes,
+                  first: bool) -> bytes | None:
+        when = meeting.fault.step.when
+        if not (when == "mid-answer" or (when == "before-answer" and first)):
+            return data
+        exchange.count()
+        if when == "mid-answer":
+            _send_quietly(link.client, data[:max(1, len(data) // 2)])
+        link.close(reset=True)
+        return None
+
+
+class _Blackhole(_Behaviour):
+    def to_server(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes) -> bool:
+        exchange.count()
+        return False
+
+    def to_client(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes,
+                  first: bool) -> bytes | None:
+        exchange.count()  # held, not lost: a stream pauses for the window and goes on after it
+        link._hold(meeting.fault, None)
+        return data
+
+
+class _Truncate(_Behaviour):
+    def to_client(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes,
+                  first: bool) -> bytes | None:
+        allowed = int(meeting.fault.step.after or 0) - exchange.answered
+        if allowed > len(data):
+            return data
+        exchange.count()
+        _send_quietly(link.client, data[:max(allowed, 0)])
+        link.close()
+        return None
+
+
+class _Down(_Behaviour):
+    refuses = True
+
+
+class _CutSlow(_Behaviour):
+    def opened(self, link: _Link, fault: ActiveFault) -> None:
+        """It meets the requests already waiting when it opens: their idle time counts from now."""
+        if link.waiting():
+            assert link.exchange is not None
+            meeting = link.exchange.under(fault)
+            if meeting is not None:
+                link._watch(link.exchange, meeting)
+
+    def to_server(self, link: _Link, exchange: _Exchange, meeting: _Meeting, data: bytes) -> bool:
+        link._watch(exchange, meeting)
+        return True
+
+
+_BEHAVIOURS: dict[str, _Behaviour] = {"latency": _Latency(), "bandwidth": _Bandwidth(), "reset": _Reset(),
+                                      "blackhole": _Blackhole(), "truncate": _Truncate(), "down": _Down(),
+                                      "cut-slow": _CutSlow()}
+"""Each kind of fault (`NetworkAction.fault`) and what it does."""
+
+if set(_BEHAVIOURS) != set(typing.get_args(NetworkFaultKind)):
+    raise TypeError(f"network faults without a behaviour: {set(typing.get_args(NetworkFaultKind)) - set(_BEHAVIOURS)}")
+
+
 class FaultProxies:
     """One `FaultProxy` per replica, in the order of the target's replicas."""
 
-    def __init__(self, urls: list[str], labels: list[str], seed: int) -> None:
+    def __init__(self, urls: list[str], labels: list[str]) -> None:
         self.proxies = [FaultProxy(label, url) for url, label in zip(urls, labels, strict=True)]
-        self.seed = seed
 
     @property
     def urls(self) -> list[str]:

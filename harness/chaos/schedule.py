@@ -12,23 +12,33 @@ On a deployment the harness did not start, an action is the scenario's command f
 on any target, and one without goes to the target, which may raise `ChaosUnsupported`.
 A key rotation by command hands each step (add-key, promote-key, retire-key) the new key
 as a file and its fingerprint, since the harness never holds the deployment's old keys.
+
+Each action's handler is a `ChaosRunner` method registered with `@handles(Model, uses=...)`:
+the handler half of the action's declaration, whose config half (model, commands, label,
+undoing) is in `harness.config.chaos`. Importing this module checks that every declared action
+has exactly one handler. What the actions change is owed on one ledger (`Debts`), shared with
+`CommandTarget`, and every draw an action makes (which leads a share picks, which exchanges a
+network fault hits) comes from one stream per step (`_draws`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from gevent import GreenletExit
 
 from harness.chaos.proxy import FaultProxies
 from harness.config.chaos import (
-    AUTH_ACTIONS,
+    CHAOS_ACTIONS,
     AuthDown,
+    ChaosAction,
     ChaosStep,
     ClockSkew,
     CommandAction,
@@ -54,10 +64,36 @@ from harness.mrtr.keys import fingerprint, new_key
 from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.targets.by_command import CommandTarget, RollbackIncomplete
 from harness.targets.commands import ChaosCommands, CommandFailed
+from harness.targets.debts import Debts
 
 Sleep = Callable[[float], None]
 
 logger = logging.getLogger(__name__)
+
+Step = TypeVar("Step", bound=ChaosAction)
+
+
+@dataclass(frozen=True)
+class Handler:
+    """An action's handler half: the runner's method that does it, and the `Target` methods it calls."""
+
+    run: Callable[[ChaosRunner, Any, int], dict]
+    uses: tuple[str, ...]
+
+
+HANDLERS: dict[type[ChaosAction], Handler] = {}
+"""Each action's model -> its handler, filled by `@handles`."""
+
+
+def handles(model: type[Step], uses: tuple[str, ...] = ()) -> Callable[[Callable[[ChaosRunner, Step, int], dict]],
+                                                                      Callable[[ChaosRunner, Step, int], dict]]:
+    """Register the decorated `ChaosRunner` method as `model`'s handler; `uses`: the `Target` methods it calls."""
+    def register(method: Callable[[ChaosRunner, Step, int], dict]) -> Callable[[ChaosRunner, Step, int], dict]:
+        if model in HANDLERS:
+            raise TypeError(f"{model.__name__} has two handlers")
+        HANDLERS[model] = Handler(method, uses)
+        return method
+    return register
 
 
 class ChaosRunner:
@@ -76,13 +112,13 @@ class ChaosRunner:
         self.failures = 0
         self.running: ChaosStep | None = None
         self.commands = ChaosCommands(scenario.target, target.labels, target.urls, journal, run_id, sleep)
+        self.debts = Debts()
+        """What the rollback owes, newest last: a `command` step's `rollback`, and what `CommandTarget` changed."""
         self.by_command: CommandTarget | None = None
         if scenario.target.commands:
             spec = scenario.target
             original = ReplicaChange(ttl=scenario.real(spec.ttl), name=spec.name, clock_offset=0.0)
-            self.target = self.by_command = CommandTarget(target, self.commands, original)
-        self.undo: list[tuple[str, Callable[[], object]]] = []
-        """What the rollback owes for `command` actions with a `rollback`, newest last: (what it puts back, how)."""
+            self.target = self.by_command = CommandTarget(target, self.commands, original, self.debts)
 
     def next_step(self) -> ChaosStep | None:
         return self.pending[0] if self.pending else None
@@ -112,13 +148,12 @@ class ChaosRunner:
         target_label = self._target_label(step)
         started = time.time()
         self.run_metrics.chaos_action(step.action, started)
-        asked = {"duration": step.duration, "replica": step.replica, **step.parameters()} \
-            if isinstance(step, NetworkAction) else step.model_dump(mode="json", exclude={"action", "at"})
+        asked = step.asked()
         self.journal.write(ChaosStarted(type=RecordType.CHAOS, phase=ChaosPhase.START, t=started, action=step.action,
                                         target=target_label, detail=asked))
         self.running = step
         try:
-            detail = _ACTIONS[type(step)](self, step, index)
+            detail = HANDLERS[type(step)].run(self, step, index)
             if self.by_command is not None and (ran := self.by_command.take_ran()):
                 detail["commands"] = [*detail.get("commands", []), *ran]
             ok, error = True, None
@@ -138,11 +173,7 @@ class ChaosRunner:
         return ok
 
     def _target_label(self, step: ChaosStep) -> str:
-        if step.action in AUTH_ACTIONS:
-            return "auth"
-        if isinstance(step, RollingRestart | RotateKeys | SetTtl | NetworkAction) and step.replica is None:
-            return "all"
-        return self.target.labels[(step.replica or 1) - 1]
+        return step.journal_target(self.target.labels)
 
     def _end(self, step: ChaosStep, target_label: str, started: float, *, ok: bool, error: str | None,
              detail: dict) -> None:
@@ -165,9 +196,11 @@ class ChaosRunner:
 
     # --- actions: each written once, against the Target interface -------------------------
 
+    @handles(ReplicaAction, uses=("restart",))
     def _restart(self, step: ReplicaAction, index: int) -> dict:
         return {"ready_after": round(self.target.restart(index, kill=step.action == "kill"), 3)}
 
+    @handles(PauseAction, uses=("pause", "resume"))
     def _pause(self, step: PauseAction, index: int) -> dict:
         """pause, wait, resume; a resume the run never reached is the rollback's (a paused replica stays paused)."""
         self.target.pause(index)
@@ -175,6 +208,7 @@ class ChaosRunner:
         self.target.resume(index)
         return {"paused_for": step.duration}
 
+    @handles(RollingRestart, uses=("restart",))
     def _rolling_restart(self, step: RollingRestart, index: int) -> dict:
         ready = []
         for replica in range(len(self.target.labels)):
@@ -182,6 +216,7 @@ class ChaosRunner:
             self.sleep(step.interval)
         return {"ready_after": ready}
 
+    @handles(RotateKeys, uses=("sealing_key", "add_key", "promote_key", "retire_old_keys"))
     def _rotate(self, step: RotateKeys, index: int) -> dict:
         """The SDK's rotation, phase by phase on every replica, or one of its mistakes (`order`)."""
         replicas = list(range(len(self.target.labels)))
@@ -214,24 +249,29 @@ class ChaosRunner:
             phase("retire-key", self.target.retire_old_keys, replicas)
         return {**({"old": fingerprint(old)} if old else {}), "new": fingerprint(new), "phases": phases}
 
+    @handles(SetTtl, uses=("reconfigure",))
     def _set_ttl(self, step: SetTtl, index: int) -> dict:
         """A TTL change is a config rollout: every replica in turn, or only the one named."""
         real = self.scenario.real(step.ttl)
         who = [index] if step.replica is not None else list(range(len(self.target.labels)))
         return {"ttl_real": real, "ready_after": _rounded(self.target.reconfigure(who, ReplicaChange(ttl=real)))}
 
+    @handles(Rename, uses=("reconfigure",))
     def _rename(self, step: Rename, index: int) -> dict:
         return {"name": step.name, "ready_after": _rounded(self.target.reconfigure([index],
                                                                                    ReplicaChange(name=step.name)))}
 
+    @handles(ClockSkew, uses=("reconfigure",))
     def _clock(self, step: ClockSkew, index: int) -> dict:
         offset = -step.offset if step.behind else step.offset
         return {"offset": offset, "ready_after": _rounded(self.target.reconfigure([index],
                                                                                   ReplicaChange(clock_offset=offset)))}
 
+    @handles(MemoryRecords, uses=("reconfigure",))
     def _memory(self, step: MemoryRecords, index: int) -> dict:
         return {"ready_after": _rounded(self.target.reconfigure([index], ReplicaChange(store="memory")))}
 
+    @handles(CommandAction)
     def _command(self, step: CommandAction, index: int) -> dict:
         """Any command at its time; its rollback, if any, is owed from the moment it started."""
         rollback = step.rollback
@@ -239,12 +279,10 @@ class ChaosRunner:
             def undo() -> object:
                 return self.commands.run("rollback", "rollback", rollback, index)
 
-            if self.by_command is not None:  # one list, so the rollback goes newest first across both
-                self.by_command.owe(" ".join(rollback), undo)
-            else:
-                self.undo.append((" ".join(rollback), undo))
+            self.debts.owe(" ".join(rollback), undo)
         return {"commands": [self.commands.run(step.action, "command", step.command, index)]}
 
+    @handles(NetworkAction)
     def _network(self, step: NetworkAction, index: int) -> dict:
         """A fault on the proxies of the replicas named, for its duration: what it hit, replica by replica.
 
@@ -253,8 +291,7 @@ class ChaosRunner:
         if self.proxies is None:
             raise ChaosUnsupported("no fault proxy runs in front of the replicas")
         who = [index] if step.replica is not None else list(range(len(self.target.labels)))
-        draws = stream(self.scenario.seed, "network", self.scenario.chaos.index(step))
-        faults = self.proxies.set_fault(step, who, draws)
+        faults = self.proxies.set_fault(step, who, self._draws(step))
         try:
             self.sleep(step.duration)
         finally:
@@ -266,9 +303,13 @@ class ChaosRunner:
 
     # --- the authorization server's actions: each made, held for its duration, undone -----------
 
+    def _draws(self, step: ChaosStep) -> random.Random:
+        """The step's own random stream, from the scenario's seed and the step's place: a rerun draws the same."""
+        return stream(self.scenario.seed, "chaos", self.scenario.chaos.index(step))
+
     def _seed(self, step: ChaosStep) -> int:
-        """Which leads a share picks: drawn from the scenario's seed and the step's place, so a rerun picks the same."""
-        return self.scenario.seed * 1000 + self.scenario.chaos.index(step)
+        """Which leads a share picks: the step's first draw."""
+        return self._draws(step).getrandbits(63)
 
     def _held(self, change: AuthChange, duration: float | None) -> dict:
         """Make `change`; with a duration, wait it out and undo it, however the wait ends."""
@@ -281,28 +322,33 @@ class ChaosRunner:
             undone = self.target.auth_change(dataclasses.replace(change, on=False))
         return {"made": made, "undone": undone}
 
+    @handles(TokenExpiry, uses=("auth_change",))
     def _token_expiry(self, step: TokenExpiry, index: int) -> dict:
-        return {"lifetime": step.lifetime, **self._held(AuthChange("token-expiry", lifetime=step.lifetime),
+        return {"lifetime": step.lifetime, **self._held(AuthChange(step.action, lifetime=step.lifetime),
                                                          step.duration)}
 
+    @handles(Revoke, uses=("auth_change",))
     def _revoke(self, step: Revoke, index: int) -> dict:
-        return self._held(AuthChange("revoke", share=step.share, seed=self._seed(step)), None)
+        return self._held(AuthChange(step.action, share=step.share, seed=self._seed(step)), None)
 
+    @handles(ScopeLoss, uses=("auth_change",))
     def _scope_loss(self, step: ScopeLoss, index: int) -> dict:
-        return self._held(AuthChange("scope-loss", share=step.share, scope=step.scope, seed=self._seed(step)), None)
+        return self._held(AuthChange(step.action, share=step.share, scope=step.scope, seed=self._seed(step)), None)
 
+    @handles(AuthDown, uses=("auth_change",))
     def _auth_down(self, step: AuthDown, index: int) -> dict:
-        return {"down_for": step.duration, **self._held(AuthChange("auth-down"), step.duration)}
+        return {"down_for": step.duration, **self._held(AuthChange(step.action), step.duration)}
 
+    @handles(SubjectDrift, uses=("auth_change",))
     def _subject_drift(self, step: SubjectDrift, index: int) -> dict:
-        return {"share": step.share, **self._held(AuthChange("subject-drift", share=step.share), step.duration)}
+        return {"share": step.share, **self._held(AuthChange(step.action, share=step.share), step.duration)}
 
     def rollback(self) -> list[str]:
         """Put the target back (replicas up, rings restored, commands' changes undone); journaled like an action."""
         started = time.time()
         self.journal.write(ChaosStarted(type=RecordType.CHAOS, phase=ChaosPhase.START, t=started, action="rollback",
                                         target="all", detail={}))
-        undone, errors = self._undo_commands()
+        undone, errors = self.debts.pay()
         try:
             undone += self.target.rollback()
         except RollbackIncomplete as exc:
@@ -318,37 +364,14 @@ class ChaosRunner:
                                       detail={"undone": undone}))
         return undone
 
-    def _undo_commands(self) -> tuple[list[str], list[str]]:
-        """Every rollback command owed, newest first; one that fails is reported and the others still run."""
-        undone: list[str] = []
-        errors: list[str] = []
-        while self.undo:
-            what, how = self.undo.pop()
-            try:
-                how()
-                undone.append(what)
-            except Exception as exc:  # noqa: BLE001 - each undo is tried; the failure is journaled
-                errors.append(f"{type(exc).__name__}: {exc}")
-        return undone, errors
+
+def _unhandled() -> list[str]:
+    """The declared actions without a handler: an action is its model and its handler, never one of them."""
+    return sorted(name for name, model in CHAOS_ACTIONS.items() if model not in HANDLERS)
 
 
-_ACTIONS: dict[type, Callable[[ChaosRunner, Any, int], dict]] = {
-    ReplicaAction: ChaosRunner._restart,
-    PauseAction: ChaosRunner._pause,
-    RollingRestart: ChaosRunner._rolling_restart,
-    RotateKeys: ChaosRunner._rotate,
-    SetTtl: ChaosRunner._set_ttl,
-    Rename: ChaosRunner._rename,
-    ClockSkew: ChaosRunner._clock,
-    MemoryRecords: ChaosRunner._memory,
-    CommandAction: ChaosRunner._command,
-    NetworkAction: ChaosRunner._network,
-    TokenExpiry: ChaosRunner._token_expiry,
-    Revoke: ChaosRunner._revoke,
-    ScopeLoss: ChaosRunner._scope_loss,
-    AuthDown: ChaosRunner._auth_down,
-    SubjectDrift: ChaosRunner._subject_drift,
-}
+if _unhandled():
+    raise TypeError(f"chaos actions without a handler: {', '.join(_unhandled())}")
 
 
 def _rounded(seconds: list[float]) -> float | list[float]:

@@ -26,7 +26,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from harness._compat.prometheus import label_names, upper_bounds
+from harness.chaos.schedule import HANDLERS
 from harness.cli.package_map import BEGIN, END, NoMapSection, package_map, splice
+from harness.config.chaos import CHAOS_ACTIONS, COMMAND_NAMES, ChaosAction
 from harness.config.compare import parse_share
 from harness.config.durations import format_duration, parse_duration
 from harness.config.scenario import Scenario
@@ -168,12 +170,38 @@ def _render_section(section: _Section, sections: list[_Section]) -> list[str]:
         lines += _own_doc(section.model)
         return lines + _field_table(section.model, sections) + [""]
     lines += [f"One of these, chosen by `{section.discriminator}`.", ""]
+    if set(section.variants) == set(CHAOS_ACTIONS.values()):
+        lines += chaos_table()
     for variant in section.variants:
         values = typing.get_args(variant.model_fields[section.discriminator].annotation)
         lines += [f"### {section.discriminator} = " + " | ".join(f'"{value}"' for value in values), ""]
         lines += _own_doc(variant)
         lines += _field_table(variant, sections, skip=section.discriminator) + [""]
     return lines
+
+
+_ACTS_ON = {"replica": "a replica (default: the first)", "replicas": "every replica, or the one named",
+            "auth": "the authorization server"}
+
+
+def chaos_table() -> list[str]:
+    """The registry of chaos actions, one row each: both halves of each action's declaration."""
+    lines = ["| action | acts on (journal target) | `Target` methods | `[target.commands]` (by command) | "
+             "undone |", "|---|---|---|---|---|"]
+    for name, model in CHAOS_ACTIONS.items():
+        needed = _commands_needed(name, model)
+        uses = ", ".join(f"`{method}`" for method in HANDLERS[model].uses) or "none"
+        lines.append(_row([f"`{name}`", _ACTS_ON[model.acts_on], uses, needed, model.undone]))
+    return [*lines, ""]
+
+
+def _commands_needed(name: str, model: type[ChaosAction]) -> str:
+    """The commands an external target must have for the action with its defaults, or that it has none."""
+    needed = model.needs if model.needs is not None \
+        else (name,) if name in model.commands or not model.commands else tuple(model.commands)
+    if any(command not in COMMAND_NAMES for command in needed):
+        return "no command form"
+    return ", ".join(f"`{command}`" for command in needed) or "none"
 
 
 def _own_doc(model: type[BaseModel]) -> list[str]:

@@ -11,7 +11,7 @@ what happens instead and leave the choice to the user.
 
 from __future__ import annotations
 
-from harness.config.chaos import ChaosStep, CommandAction, commands_needed
+from harness.config.chaos import ChaosStep
 from harness.config.commands import REPLICA_PLACEHOLDERS, placeholders_in
 from harness.config.durations import format_duration
 from harness.config.scenario import Scenario
@@ -42,8 +42,4 @@ def cautions(scenario: Scenario) -> list[str]:
 
 def _names_a_replica(step: ChaosStep, commands: dict[str, list[str]]) -> bool:
     """Whether a step's command acts on one replica (uses {replica}, {index} or {url}) rather than on all."""
-    if isinstance(step, CommandAction):
-        argvs = [step.command]
-    else:
-        argvs = [commands[name] for name in commands_needed(step) if name in commands]
-    return any(placeholders_in(argv) & REPLICA_PLACEHOLDERS for argv in argvs)
+    return any(placeholders_in(argv) & REPLICA_PLACEHOLDERS for argv in step.command_argvs(commands))

@@ -1,18 +1,115 @@
-"""`[[chaos]]`: what breaks and when, one model per action."""
+"""`[[chaos]]`: what breaks and when, one model per action, and the registry of actions.
+
+A chaos action is declared once, in two halves that share its model:
+
+- here, its config half: the model (its `action` name(s) and keys), whom it acts on
+  (`acts_on`, which also gives the journal's target label), the `[target.commands]` it runs
+  with their placeholders (`commands`), the ones a target reached only by command must have
+  (`needs`), and how it is undone (`undone`); where the defaults do not fit, the model overrides
+  `commands_needed`, `asked` (its start record), `command_argvs` or `by_command_problem`. Defining
+  a `ChaosAction` subclass with a literal `action` registers it in `CHAOS_ACTIONS`; the scenario's
+  union (`ChaosStep`), `AUTH_ACTIONS` and the command table (`COMMAND_NAMES`,
+  `DEPLOYMENT_COMMANDS`) are read off that registry. An action on the authorization server also
+  says which of its commands make, end and put it back (`by_command`, an `AuthCommands`).
+- in `harness.chaos.schedule`, its handler half: a `ChaosRunner` method registered with
+  `@handles(Model, uses=...)`, naming the `Target` methods it calls. An action without a
+  handler is refused when `harness.chaos.schedule` is imported.
+
+The configuration stays a leaf (it imports no runtime), so the handler cannot live here; adding an
+action is one model here and one handler there. docs/scenario.md's table of actions is generated
+from both halves (`python -m harness.cli.reference`).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.config.base import Strict
-from harness.config.commands import REPLICA_PLACEHOLDERS, check_command
+from harness.config.commands import OTHER_COMMANDS, REPLICA_PLACEHOLDERS, check_command, placeholders_in
 from harness.config.durations import Duration, PositiveDuration, parse_duration
 
+ActsOn = Literal["replica", "replicas", "auth"]
+"""replica: one replica (the first by default); replicas: every replica unless one is named; auth: the
+deployment's authorization server."""
 
-class _Chaos(Strict):
+_NONE: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class AuthCommands:
+    """The `[target.commands]` that make an authorization server action, end it, and put it back at rollback."""
+
+    on: str
+    off: str | None = None
+    """what ends it when its duration is over (None: it has no end)."""
+    restore: str | None = None
+    """what the rollback runs when the action never reached its end (None: nothing to put back)."""
+    off_values: Mapping[str, str] = field(default_factory=dict)
+    """placeholders fixed when it ends or is put back (subject-drift's share is 0 then)."""
+
+
+CHAOS_ACTIONS: dict[str, type[ChaosAction]] = {}
+"""Every chaos action by name, in declaration order: filled as each model is defined."""
+
+
+class ChaosAction(Strict):
+    """A chaos action's model, with its declaration (the class variables) beside its keys."""
+
+    acts_on: ClassVar[ActsOn] = "replica"
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {}
+    """the `[target.commands]` entries this action runs, each with its placeholders beside the replica's own."""
+    needs: ClassVar[tuple[str, ...] | None] = None
+    """the commands a target reached only by command must have for it (None: one named like the action)."""
+    undone: ClassVar[str] = ""
+    """how the action is put back, for the reference."""
+
     at: Duration = Field(description="when it starts, from the start of the load (0: at once), real")
+
+    if TYPE_CHECKING:
+        action: str
+
+        @property
+        def replica(self) -> int | None: ...
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        action = cls.model_fields.get("action")
+        if action is not None and typing.get_origin(action.annotation) is Literal:
+            for name in typing.get_args(action.annotation):
+                CHAOS_ACTIONS[name] = cls
+
+    def commands_needed(self) -> tuple[str, ...]:
+        """The `[target.commands]` names this step needs on a target whose chaos is all by command."""
+        return self.needs if self.needs is not None else (self.action,)
+
+    def asked(self) -> dict[str, Any]:
+        """What the step asks, as its start record shows it."""
+        return self.model_dump(mode="json", exclude={"action", "at"})
+
+    def command_argvs(self, commands: Mapping[str, list[str]]) -> list[list[str]]:
+        """The argument lists the step runs on a target with these `[target.commands]`."""
+        return [commands[name] for name in self.commands_needed() if name in commands]
+
+    def by_command_problem(self, commands: Mapping[str, list[str]]) -> tuple[str, str] | None:
+        """What makes this step impossible with these `[target.commands]`, and the key at fault; None: nothing."""
+        return None
+
+    def journal_target(self, labels: Sequence[str]) -> str:
+        """Whom the journal says the step acts on: `auth`, `all` (every replica) or a replica's label."""
+        if self.acts_on == "auth":
+            return "auth"
+        if self.acts_on == "replicas" and self.replica is None:
+            return "all"
+        return labels[(self.replica or 1) - 1]
+
+
+class _Chaos(ChaosAction):
     replica: int | None = Field(default=None, ge=1,
                                 description="1-based; default: the first (set-ttl: every replica in turn)")
 
@@ -21,12 +118,17 @@ class ReplicaAction(_Chaos):
     """restart: graceful stop and start; kill: kill -9 and start."""
 
     action: Literal["restart", "kill"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"restart": _NONE, "kill": _NONE}
+    undone: ClassVar[str] = "the rollback starts a replica found down"
 
 
 class PauseAction(_Chaos):
     """Freeze a replica (SIGSTOP, or the engine's pause) for `duration`, then resume it."""
 
     action: Literal["pause"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"pause": _NONE, "resume": _NONE}
+    needs: ClassVar[tuple[str, ...] | None] = ("pause", "resume")
+    undone: ClassVar[str] = "resumed at its end; one the run cut short is resumed by the rollback"
     duration: PositiveDuration = Field(default=5.0, description="how long the replica stays paused, real")
 
 
@@ -34,6 +136,9 @@ class RollingRestart(_Chaos):
     """Restart every replica, one after another."""
 
     action: Literal["rolling-restart"]
+    acts_on: ClassVar[ActsOn] = "replicas"
+    needs: ClassVar[tuple[str, ...] | None] = ("restart",)
+    undone: ClassVar[str] = "the rollback starts a replica found down"
     interval: Duration = Field(default=2.0, description="wait between one replica serving again and the next "
                                                         "restart (0: none), real")
 
@@ -42,6 +147,11 @@ class RotateKeys(_Chaos):
     """Key rotation: `correct` waits one (real) TTL before retiring the old key; the others are the mistakes."""
 
     action: Literal["rotate-keys"]
+    acts_on: ClassVar[ActsOn] = "replicas"
+    commands: ClassVar[Mapping[str, frozenset[str]]] = dict.fromkeys(("add-key", "promote-key", "retire-key"),
+                                                                     frozenset({"key_id", "key_file"}))
+    undone: ClassVar[str] = ("the rollback restores each replica's ring; by command, a rotation cut short is "
+                             "finished forward (the new key added and promoted everywhere)")
     order: Literal["correct", "minter-first", "retire-early"] = Field(
         default="correct", description="correct: every replica accepts the new key, then seals with it, and the "
                                        "old key is retired one TTL later; minter-first: one replica seals with it "
@@ -49,11 +159,29 @@ class RotateKeys(_Chaos):
                                        "phase_gap later")
     phase_gap: Duration = Field(default=2.0, description="wait between the rotation's phases (0: none), real")
 
+    def commands_needed(self) -> tuple[str, ...]:
+        """minter-first never retires the old key."""
+        return tuple(name for name in self.commands if self.order != "minter-first" or name != "retire-key")
+
+    def by_command_problem(self, commands: Mapping[str, list[str]]) -> tuple[str, str] | None:
+        """minter-first promotes the new key on one replica first: its key commands must name one replica."""
+        if self.order != "minter-first":
+            return None
+        wide = [name for name in ("add-key", "promote-key")
+                if name in commands and not placeholders_in(commands[name]) & REPLICA_PLACEHOLDERS]
+        if not wide:
+            return None
+        return (f"minter-first promotes the new key on one replica before the others: {wide[0]} must act on one "
+                f"replica ({{replica}}, {{index}} or {{url}})", "order")
+
 
 class SetTtl(_Chaos):
     """Restart replicas with another TTL: only `replica` when given, else every one in turn."""
 
     action: Literal["set-ttl"]
+    acts_on: ClassVar[ActsOn] = "replicas"
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"set-ttl": frozenset({"ttl"})}
+    undone: ClassVar[str] = "the rollback restarts the replicas with the target's own TTL"
     ttl: PositiveDuration = Field(description="the new requestState lifetime, modelled")
 
 
@@ -61,6 +189,8 @@ class Rename(_Chaos):
     """Restart a replica with another server name: states sealed for the old name fail `audience`."""
 
     action: Literal["rename"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"rename": frozenset({"name"})}
+    undone: ClassVar[str] = "the rollback restarts the replica with the target's own name"
     name: str = Field(min_length=1, description="the replica's new server name")
 
 
@@ -68,6 +198,8 @@ class ClockSkew(_Chaos):
     """Restart a replica with its clock off by `offset`."""
 
     action: Literal["clock-skew"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"clock-skew": frozenset({"offset"})}
+    undone: ClassVar[str] = "the rollback restarts the replica with no skew"
     offset: PositiveDuration = Field(default=120.0, description="how far its clock is off, real")
     behind: bool = Field(default=False, description="the clock runs behind instead of ahead")
 
@@ -76,16 +208,23 @@ class MemoryRecords(_Chaos):
     """Restart a replica with its quotes and once-only records in its own memory."""
 
     action: Literal["memory-records"]
+    undone: ClassVar[str] = "the rollback restarts the replica with its original options"
 
 
 class CommandAction(_Chaos):
     """Run any command at its time (a network fault, a config push); `rollback` runs when the run ends."""
 
     action: Literal["command"]
+    needs: ClassVar[tuple[str, ...] | None] = ()
+    undone: ClassVar[str] = "its own `rollback` command, if it ran"
     command: list[str] = Field(description="an argv list (no shell unless you write `sh -c`); placeholders "
                                            "{replica}, {index}, {url} of `replica` (default: the first)")
     rollback: list[str] | None = Field(default=None, description="run when the run ends, if the command ran: "
                                                                  "what puts the deployment back")
+
+    def command_argvs(self, commands: Mapping[str, list[str]]) -> list[list[str]]:
+        """Its own command."""
+        return [self.command]
 
     @field_validator("command", "rollback")
     @classmethod
@@ -118,6 +257,9 @@ class NetworkAction(_Chaos):
     """
 
     action: Literal["network"]
+    acts_on: ClassVar[ActsOn] = "replicas"
+    needs: ClassVar[tuple[str, ...] | None] = ()  # the harness's own proxy's
+    undone: ClassVar[str] = "the fault is off at its end, however the step ends"
     replica: int | None = Field(default=None, ge=1, description="1-based; default: every replica")
     duration: PositiveDuration = Field(description="how long the fault lasts, real")
     fault: NetworkFaultKind = Field(
@@ -163,16 +305,22 @@ class NetworkAction(_Chaos):
             raise ValueError("down refuses every connection: toxicity must be 1")
         return self
 
+    def asked(self) -> dict[str, Any]:
+        """Its duration, replica, fault and the fault's own keys (not the others' defaults)."""
+        return {"duration": self.duration, "replica": self.replica, **self.parameters()}
+
     def parameters(self) -> dict[str, object]:
         """The fault and its own keys, as the journal records them."""
         return {"fault": self.fault, "toxicity": self.toxicity,
                 **{key: getattr(self, key) for key in sorted(_FAULT_KEYS[self.fault])}}
 
 
-class _AuthChaos(Strict):
+class _AuthChaos(ChaosAction):
     """An action on the deployment's authorization server (or its commands), not on a replica."""
 
-    at: Duration = Field(description="when it starts, from the start of the load (0: at once), real")
+    acts_on: ClassVar[ActsOn] = "auth"
+    by_command: ClassVar[AuthCommands]
+    """which of its `commands` make it, end it and put it back."""
 
     @property
     def replica(self) -> None:
@@ -187,6 +335,12 @@ class TokenExpiry(_AuthChaos):
     """From `at`, tokens are issued with a short `lifetime`, so leads' tokens expire while they think."""
 
     action: Literal["token-expiry"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"token-expiry": frozenset({"lifetime"}),
+                                                        "token-expiry-end": _NONE}
+    needs: ClassVar[tuple[str, ...] | None] = ("token-expiry", "token-expiry-end")
+    by_command: ClassVar[AuthCommands] = AuthCommands("token-expiry", off="token-expiry-end",
+                                                      restore="token-expiry-end")
+    undone: ClassVar[str] = "tokens are issued with their usual lifetime again at its end, or by the rollback"
     lifetime: PositiveDuration = Field(default=5.0, description="the lifetime of tokens issued from `at`, real")
     duration: PositiveDuration | None = Field(default=None, description="how long tokens are issued short, real "
                                                                         "(default: until the run ends)")
@@ -196,6 +350,10 @@ class Revoke(_AuthChaos):
     """A `share` of the leads' tokens is revoked (the tokens they hold now; a refreshed token is good again)."""
 
     action: Literal["revoke"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"revoke": frozenset({"share"})}
+    by_command: ClassVar[AuthCommands] = AuthCommands("revoke")
+    undone: ClassVar[str] = ("not at its end (a refreshed token is good again); the rollback clears the "
+                             "revocations of the harness's own authorization server")
     share: Share = Field(default=0.5, description="the share of the leads holding tokens whose tokens are "
                                                   "revoked, more than 0 up to 1 (at least one lead)")
 
@@ -204,6 +362,11 @@ class ScopeLoss(_AuthChaos):
     """A `share` of the leads lose `scope` (refunds:write): their issue_refund calls answer 403 from then on."""
 
     action: Literal["scope-loss"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"scope-loss": frozenset({"share", "scope"}),
+                                                        "scope-restore": frozenset({"scope"})}
+    needs: ClassVar[tuple[str, ...] | None] = ("scope-loss",)
+    by_command: ClassVar[AuthCommands] = AuthCommands("scope-loss", restore="scope-restore")
+    undone: ClassVar[str] = "the rollback gives the scope back (by command: `scope-restore`, if there is one)"
     share: Share = Field(default=0.5, description="the share of the leads holding tokens who lose the scope, more "
                                                   "than 0 up to 1 (at least one lead)")
     scope: str = Field(default="refunds:write", min_length=1, description="the scope they lose")
@@ -213,6 +376,10 @@ class AuthDown(_AuthChaos):
     """The authorization server refuses every request for `duration`: refreshes fail, valid tokens still work."""
 
     action: Literal["auth-down"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"auth-down": _NONE, "auth-up": _NONE}
+    needs: ClassVar[tuple[str, ...] | None] = ("auth-down", "auth-up")
+    by_command: ClassVar[AuthCommands] = AuthCommands("auth-down", off="auth-up", restore="auth-up")
+    undone: ClassVar[str] = "up again at its end, or by the rollback"
     duration: PositiveDuration = Field(default=30.0, description="how long it refuses, real")
 
 
@@ -220,37 +387,44 @@ class SubjectDrift(_AuthChaos):
     """For `duration`, a `share` of the replicas' token verifications drop the token's subject."""
 
     action: Literal["subject-drift"]
+    commands: ClassVar[Mapping[str, frozenset[str]]] = {"subject-drift": frozenset({"share"})}
+    by_command: ClassVar[AuthCommands] = AuthCommands("subject-drift", off="subject-drift",
+                                                      restore="subject-drift", off_values={"share": "0"})
+    undone: ClassVar[str] = "the verifier keeps subjects again at its end (share 0), or by the rollback"
     share: Share = Field(default=0.5, description="the share of verifications that drop the subject, more than "
                                                   "0 up to 1")
     duration: PositiveDuration = Field(default=10.0, description="how long the verifier drops subjects, real")
 
 
-AuthChaosStep = TokenExpiry | Revoke | ScopeLoss | AuthDown | SubjectDrift
-AUTH_ACTIONS = frozenset({"token-expiry", "revoke", "scope-loss", "auth-down", "subject-drift"})
+AUTH_ACTIONS = frozenset(name for name, model in CHAOS_ACTIONS.items() if model.acts_on == "auth")
 """The actions on the authorization server, which name no replica."""
 
-ChaosStep = Annotated[
-    ReplicaAction | PauseAction | RollingRestart | RotateKeys | SetTtl | Rename | ClockSkew | MemoryRecords
-    | CommandAction | NetworkAction | TokenExpiry | Revoke | ScopeLoss | AuthDown | SubjectDrift,
-    Field(discriminator="action"),
-]
+COMMAND_NAMES: dict[str, frozenset[str]] = {
+    **{name: placeholders for model in CHAOS_ACTIONS.values() for name, placeholders in model.commands.items()},
+    **OTHER_COMMANDS}
+"""The commands `[target.commands]` may name, each with the placeholders it gets beside the replica's own."""
+
+DEPLOYMENT_COMMANDS = frozenset({*OTHER_COMMANDS, *(name for model in CHAOS_ACTIONS.values() if model.acts_on == "auth"
+                                                   for name in model.commands)})
+"""Commands that act on the whole deployment (its size, its authorization server): they get no replica
+placeholders and run once."""
+
+if TYPE_CHECKING:
+    ChaosStep = ChaosAction
+else:
+    ChaosStep = Annotated[Union[tuple(dict.fromkeys(CHAOS_ACTIONS.values()))],  # noqa: UP007 - built at run time
+                          Field(discriminator="action")]
+"""One `[[chaos]]` step: the union of every registered action, told apart by `action`."""
+
+
+def auth_commands(action: str) -> AuthCommands:
+    """The commands that make, end and put back an authorization server action."""
+    model = CHAOS_ACTIONS[action]
+    if not issubclass(model, _AuthChaos):
+        raise ValueError(f"{action} is not an action on the authorization server")
+    return model.by_command
 
 
 def commands_needed(step: ChaosStep) -> tuple[str, ...]:
     """The `[target.commands]` names an action needs on a target whose chaos is all by command."""
-    if isinstance(step, RotateKeys):
-        return ("add-key", "promote-key") if step.order == "minter-first" else ("add-key", "promote-key",
-                                                                                 "retire-key")
-    if isinstance(step, PauseAction):
-        return ("pause", "resume")
-    if isinstance(step, RollingRestart):
-        return ("restart",)
-    if isinstance(step, CommandAction | NetworkAction):  # a network fault is the harness's own proxy's
-        return ()
-    if isinstance(step, AuthDown):
-        return ("auth-down", "auth-up")
-    if isinstance(step, TokenExpiry):
-        return ("token-expiry", "token-expiry-end")
-    return (step.action,)
-
-
+    return step.commands_needed()

@@ -1,4 +1,4 @@
-"""The rules of `[target.commands]`: which commands exist, what placeholders each gets, and how they are read."""
+"""The rules of `[target.commands]`: what placeholders a command gets and how its arguments are read."""
 
 from __future__ import annotations
 
@@ -6,21 +6,9 @@ import re
 
 from harness.config.base import FieldProblem
 
-COMMAND_NAMES: dict[str, frozenset[str]] = {
-    "restart": frozenset(), "kill": frozenset(), "pause": frozenset(), "resume": frozenset(),
-    "add-key": frozenset({"key_id", "key_file"}), "promote-key": frozenset({"key_id", "key_file"}),
-    "retire-key": frozenset({"key_id", "key_file"}), "set-ttl": frozenset({"ttl"}),
-    "rename": frozenset({"name"}), "clock-skew": frozenset({"offset"}), "scale": frozenset({"replicas"}),
-    "token-expiry": frozenset({"lifetime"}), "token-expiry-end": frozenset(), "revoke": frozenset({"share"}),
-    "scope-loss": frozenset({"share", "scope"}), "scope-restore": frozenset({"scope"}), "auth-down": frozenset(),
-    "auth-up": frozenset(), "subject-drift": frozenset({"share"}),
-}
-"""The commands `[target.commands]` may name, each with the placeholders it gets beside the replica's own."""
-
-DEPLOYMENT_COMMANDS = frozenset({"scale", "token-expiry", "token-expiry-end", "revoke", "scope-loss", "scope-restore",
-                                 "auth-down", "auth-up", "subject-drift"})
-"""Commands that act on the whole deployment (its size, its authorization server): they get no replica
-placeholders and run once."""
+OTHER_COMMANDS: dict[str, frozenset[str]] = {"scale": frozenset({"replicas"})}
+"""Commands no chaos action runs (`capacity --replicas` scales by `scale`), with their placeholders; each chaos
+action declares its own (`harness.config.chaos`)."""
 
 REPLICA_PLACEHOLDERS = frozenset({"replica", "index", "url"})
 """Every command's placeholders for the replica it acts on: `r1`, `0`, its MCP URL. A command that uses none of

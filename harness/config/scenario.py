@@ -16,8 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.config.base import FieldProblem, ScenarioError, Strict
-from harness.config.chaos import AUTH_ACTIONS, ChaosStep, RotateKeys, commands_needed
-from harness.config.commands import COMMAND_NAMES, REPLICA_PLACEHOLDERS, placeholders_in
+from harness.config.chaos import AUTH_ACTIONS, COMMAND_NAMES, ChaosStep, commands_needed
 from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.flows import FlowSpec, FuzzFlow, flow_label
@@ -175,13 +174,9 @@ class Scenario(Strict):
                 raise FieldProblem(f"{step.action} on an external target needs [target.commands] "
                                    f"{' and '.join(missing)} = [...]: the harness reaches that deployment only "
                                    f"through commands", "chaos", index, "action")
-        if isinstance(step, RotateKeys) and step.order == "minter-first" and commands:
-            wide = [name for name in ("add-key", "promote-key")
-                    if name in commands and not placeholders_in(commands[name]) & REPLICA_PLACEHOLDERS]
-            if wide:
-                raise FieldProblem(f"minter-first promotes the new key on one replica before the others: "
-                                   f"{wide[0]} must act on one replica ({{replica}}, {{index}} or {{url}})",
-                                   "chaos", index, "order")
+        problem = step.by_command_problem(commands) if commands else None
+        if problem is not None:
+            raise FieldProblem(problem[0], "chaos", index, problem[1])
 
     def real(self, modelled_seconds: float) -> float:
         """Modelled seconds (lead times, TTL) as real seconds in this run."""

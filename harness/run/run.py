@@ -214,7 +214,7 @@ class Run:
     def _start_proxies(self, target: Target, target_side: ExitStack) -> None:
         """A fault proxy in front of each replica, in this process's own loop: the load talks to them."""
         try:
-            proxies = self.proxies = FaultProxies(target.urls, target.labels, self.scenario.seed)
+            proxies = self.proxies = FaultProxies(target.urls, target.labels)
         except ValueError as exc:
             raise TargetError(str(exc)) from None
         target_side.callback(self.failures.step, proxies.close)

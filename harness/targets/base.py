@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, Protocol
 
+from harness.config.chaos import AUTH_ACTIONS
 from harness.config.logs import LogSource
 from harness.errors import TargetDown
 from harness.targets.ledger import LedgerCheck
@@ -46,14 +47,12 @@ class ReplicaChange:
         return {name: value for name, value in asdict(self).items() if value is not None}
 
 
-AuthAction = Literal["token-expiry", "revoke", "scope-loss", "auth-down", "subject-drift"]
-
-
 @dataclass(frozen=True)
 class AuthChange:
     """A chaos change to the deployment's authorization server, or (`on` False) its undoing at the action's end."""
 
-    action: AuthAction
+    action: str
+    """one of `harness.config.chaos.AUTH_ACTIONS`."""
     on: bool = True
     lifetime: float | None = None
     """token-expiry: the short lifetime of tokens issued from now, real seconds."""
@@ -63,6 +62,10 @@ class AuthChange:
     """scope-loss: the scope the leads lose."""
     seed: int = 0
     """which leads a share picks, from the scenario's seed."""
+
+    def __post_init__(self) -> None:
+        if self.action not in AUTH_ACTIONS:
+            raise ValueError(f"{self.action!r} is not an action on the authorization server")
 
 
 class Target(Protocol):

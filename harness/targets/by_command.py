@@ -6,8 +6,10 @@ with a command in the table runs it (`harness.targets.commands.ChaosCommands`: p
 filled, journaled, the replica waited for), one without goes to the wrapped target, which may
 raise `ChaosUnsupported`. What a command changed is owed back: a paused replica's resume, a
 TTL, name or clock set back to the target's own value, a rotation cut short finished
-forward (the harness never holds the deployment's old keys). `rollback` pays those debts,
-newest first, then rolls back the wrapped target.
+forward (the harness never holds the deployment's old keys), on the run's one ledger
+(`harness.targets.debts.Debts`). `rollback` pays what is still owed, newest first, then rolls back
+the wrapped target. Which command makes, ends and puts back an authorization server action is
+that action's declaration (`harness.config.chaos.AuthCommands`).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
+from harness.config.chaos import COMMAND_NAMES, auth_commands
 from harness.config.logs import LogSource
 from harness.mrtr.keys import fingerprint
 from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.targets.commands import ChaosCommands
+from harness.targets.debts import Debts
 from harness.targets.ledger import LedgerCheck
 
 __all__ = ["CommandTarget", "RollbackIncomplete"]
@@ -37,13 +40,14 @@ _RECONFIGURE_COMMANDS = {"ttl": ("set-ttl", "ttl"), "name": ("rename", "name"),
 class CommandTarget:
     """`inner`, with every operation the scenario has a command for done by that command instead."""
 
-    def __init__(self, inner: Target, commands: ChaosCommands, original: ReplicaChange) -> None:
+    def __init__(self, inner: Target, commands: ChaosCommands, original: ReplicaChange,
+                 debts: Debts | None = None) -> None:
         self.inner = inner
         self.commands = commands
         self.original = original
         """The target's own values (its TTL in real seconds, its name, no skew): what reconfiguring sets back."""
-        self.debts: list[tuple[str, Callable[[], object]]] = []
-        """What the rollback owes for changes made by command, newest last: (what it puts back, how)."""
+        self.debts = debts if debts is not None else Debts()
+        """What the rollback owes for changes made by command (the run's one ledger, when it hands one)."""
         self.ran: list[dict[str, object]] = []
         """The commands run since `take_ran()` last emptied it: what the current action's end record shows."""
         self._promoted: dict[str, set[int]] = {}
@@ -98,7 +102,7 @@ class CommandTarget:
             return
         if not self.commands.has("resume"):
             raise ChaosUnsupported("pause by command needs a resume command too ([target.commands] resume)")
-        self.owe(f"resumed {self.labels[index]}", lambda: self._run("resume", [index]), key=("resume", index))
+        self.debts.owe(f"resumed {self.labels[index]}", lambda: self._run("resume", [index]), key=("resume", index))
         self._run("pause", [index], wait=False)
 
     def resume(self, index: int) -> None:
@@ -106,7 +110,7 @@ class CommandTarget:
             self.inner.resume(index)
             return
         self._run("resume", [index])
-        self._paid(("resume", index))
+        self.debts.paid(("resume", index))
 
     def reconfigure(self, replicas: Sequence[int], change: ReplicaChange) -> list[float]:
         """Each field by its command where there is one (set-ttl, rename, clock-skew), the rest by the wrapped
@@ -118,8 +122,8 @@ class CommandTarget:
         for field in by_command:
             name, placeholder = _RECONFIGURE_COMMANDS[field]
             back = {placeholder: _text(getattr(self.original, field) or 0)}
-            self.owe(f"{name} {back[placeholder]} on {','.join(self.labels[r] for r in replicas)}",
-                      functools.partial(self._run, name, list(replicas), back, action="rollback"))
+            self.debts.owe(f"{name} {back[placeholder]} on {','.join(self.labels[r] for r in replicas)}",
+                           functools.partial(self._run, name, list(replicas), back, action="rollback"))
             ready.append(self._timed(functools.partial(self._run, name, replicas,
                                                        {placeholder: _text(getattr(change, field))})))
         return ready
@@ -130,8 +134,8 @@ class CommandTarget:
             return
         if key not in self._promoted:
             self._promoted[key] = set()
-            self.owe(f"new key {fingerprint(key)} added and promoted on every replica",
-                      lambda: self._finish_rotation(key), key=("rotation", key))
+            self.debts.owe(f"new key {fingerprint(key)} added and promoted on every replica",
+                           lambda: self._finish_rotation(key), key=("rotation", key))
         self._run("add-key", replicas, self._handed(key))
 
     def promote_key(self, replicas: Sequence[int], key: str) -> None:
@@ -143,7 +147,7 @@ class CommandTarget:
         promoted.update(replicas if self.commands.per_replica(self.commands.table["promote-key"])
                         else range(len(self.labels)))
         if len(promoted) == len(self.labels):  # every replica seals with it: nothing is owed any more
-            self._paid(("rotation", key))
+            self.debts.paid(("rotation", key))
 
     def retire_old_keys(self, replicas: Sequence[int], key: str) -> None:
         if not self.commands.has("retire-key"):
@@ -155,35 +159,29 @@ class CommandTarget:
         return None if self.commands.has("add-key") else self.inner.sealing_key(index)
 
     def auth_change(self, change: AuthChange) -> dict[str, object]:
-        """The authorization server's change by its command (`_AUTH_COMMANDS`); what stays changed is owed back."""
-        name, placeholders = _auth_command(change)
+        """The authorization server's change by its declared command (`AuthCommands`); what stays changed is owed
+        back."""
+        declared = auth_commands(change.action)
+        name, placeholders = _auth_command(declared.on, change, {}) if change.on or declared.off is None \
+            else _auth_command(declared.off, change, declared.off_values)
         if not self.commands.has(name):
             return self.inner.auth_change(change)
         everyone = list(range(len(self.labels)))
-        undo = _auth_undo(change)
+        undo = _auth_command(declared.restore, change, declared.off_values) if declared.restore else None
         if change.on and undo is not None and self.commands.has(undo[0]):
-            self.owe(f"{undo[0]} (after {change.action})", functools.partial(self._run, undo[0], everyone, undo[1],
-                                                                            action="rollback"),
-                     key=("auth", change.action))
+            self.debts.owe(f"{undo[0]} (after {change.action})",
+                           functools.partial(self._run, undo[0], everyone, undo[1], action="rollback"),
+                           key=("auth", change.action))
         self._run(name, everyone, placeholders)
         if not change.on:
-            self._paid(("auth", change.action))
+            self.debts.paid(("auth", change.action))
         return {"by_command": name}
 
     def rollback(self) -> list[str]:
         """Every debt paid, newest first (one that fails is reported, the others still run), then the wrapped
         target's own rollback; the key files handed to commands are deleted."""
-        undone: list[str] = []
-        errors: list[str] = []
         try:
-            while self.debts:
-                what, how = self.debts.pop()
-                try:
-                    how()
-                    undone.append(what)
-                except Exception as exc:  # noqa: BLE001 - each debt is tried; the failure is reported
-                    logger.warning("rollback by command could not put back %s: %s", what, exc)
-                    errors.append(f"{type(exc).__name__}: {exc}")
+            undone, errors = self.debts.pay()
             try:
                 undone += self.inner.rollback()
             except Exception as exc:  # noqa: BLE001 - reported with the debts that failed
@@ -209,50 +207,18 @@ class CommandTarget:
         self._run("add-key", everyone, self._handed(key), action="rollback")
         self._run("promote-key", everyone, self._handed(key), action="rollback")
 
-    def owe(self, what: str, how: Callable[[], object], key: Any = None) -> None:
-        """Something the rollback must put back (`key`: what pays it off early, see `_paid`)."""
-        self.debts.append((what, _Debt(how, key)))
-
-    def _paid(self, key: Any) -> None:
-        self.debts = [(what, how) for what, how in self.debts if getattr(how, "key", None) != key]
-
     def _timed(self, do: Callable[[], None]) -> float:
         started = time.monotonic()
         do()
         return time.monotonic() - started
 
 
-def _auth_command(change: AuthChange) -> tuple[str, dict[str, str]]:
-    """The command that makes `change` (or undoes it, `on` False), and its placeholders."""
-    if change.action == "token-expiry":
-        return ("token-expiry", {"lifetime": _text(change.lifetime or 0)}) if change.on else ("token-expiry-end", {})
-    if change.action == "auth-down":
-        return ("auth-down", {}) if change.on else ("auth-up", {})
-    if change.action == "subject-drift":
-        return "subject-drift", {"share": _text(change.share if change.on and change.share is not None else 0.0)}
-    if change.action == "scope-loss":
-        return "scope-loss", {"share": _text(change.share or 0), "scope": change.scope or ""}
-    return "revoke", {"share": _text(change.share or 0)}
-
-
-def _auth_undo(change: AuthChange) -> tuple[str, dict[str, str]] | None:
-    """What puts `change` back at the rollback if its action never reached its end; None: nothing to put back."""
-    if change.action == "revoke":
-        return None
-    if change.action == "scope-loss":
-        return "scope-restore", {"scope": change.scope or ""}
-    return _auth_command(dataclasses.replace(change, on=False))
-
-
-class _Debt:
-    """A callable the rollback owes, with the key that pays it off early (a resume that ran, a rotation done)."""
-
-    def __init__(self, how: Callable[[], object], key: Any) -> None:
-        self.how = how
-        self.key = key
-
-    def __call__(self) -> object:
-        return self.how()
+def _auth_command(name: str, change: AuthChange, fixed: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """Command `name` with its placeholders filled from `change` (the ones `fixed` gives aside)."""
+    values: dict[str, float | str] = {"lifetime": change.lifetime or 0, "share": change.share or 0,
+                                      "scope": change.scope or ""}
+    return name, {placeholder: fixed[placeholder] if placeholder in fixed else _text(values[placeholder])
+                  for placeholder in sorted(COMMAND_NAMES[name])}
 
 
 class RollbackIncomplete(RuntimeError):

@@ -83,9 +83,6 @@ class EmbeddedTarget(RingKeys, LedgerAtApi):
         assert self.deployment is not None
         return [LogSource("file", str(replica.log_path), replica.label) for replica in self.deployment.replicas]
 
-    def api_log(self) -> Path | None:
-        return self.deployment.api.log_path if self.deployment and self.deployment.api else None
-
     def cpu_seconds(self) -> dict[str, tuple[int, float]]:
         """(pid, CPU seconds so far) of each replica process now running, and of the API, from /proc."""
         if self.deployment is None:
