@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.base import ScenarioError
 from harness.config.leads import LeadProfile
 from harness.config.scenario import parse_scenario
+from harness.config.strict import ScenarioError
 from harness.leads.lead import Lead, capabilities
 from harness.leads.seeding import stream
 from harness.load.flow import lead_profile

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.base import ScenarioError
 from harness.config.scenario import parse_scenario
+from harness.config.strict import ScenarioError
 from harness.mrtr.keys import fingerprint, write_ring
 from harness.runtime.processes import free_port
 from tests.harness_run import ROOT, key_files, run_harness

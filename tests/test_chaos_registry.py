@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from harness.chaos.schedule import HANDLERS, ChaosRunner, _unhandled, handles
 from harness.config.chaos import AUTH_ACTIONS, CHAOS_ACTIONS, COMMAND_NAMES, DEPLOYMENT_COMMANDS, ChaosAction, ChaosStep
-from harness.targets.base import AuthChange, Target
+from harness.targets.interface import AuthChange, Target
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -29,9 +29,9 @@ from scipy.stats import mannwhitneyu
 from harness.compare.cli import add_tolerance_options
 from harness.compare.stats import mann_whitney_greater
 from harness.compare.tolerances import ToleranceError, settle, tolerance_keys
-from harness.config.base import ScenarioError
 from harness.config.compare import CompareSettings
 from harness.config.scenario import Scenario, load_scenario, parse_scenario
+from harness.config.strict import ScenarioError
 from harness.journal.records import (
     CallSummary,
     CpuUsed,

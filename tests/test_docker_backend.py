@@ -20,9 +20,9 @@ import pytest
 
 from harness.config.scenario import parse_scenario
 from harness.mrtr.keys import fingerprint, new_key
-from harness.targets.base import ReplicaChange
 from harness.targets.docker import HARNESS_PID_LABEL, HOST_LABEL, RUN_LABEL, DockerTarget, remove_orphans
 from harness.targets.image import HOST_PYTHON_IMAGE, ensure_host_python_image
+from harness.targets.interface import ReplicaChange
 from tests.harness_run import key_files, run_harness
 from tests.services import docker_engine
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.base import ScenarioError
 from harness.config.mutations import DEFAULT_MUTATIONS, Mutation
 from harness.config.scenario import parse_scenario
+from harness.config.strict import ScenarioError
 from harness.folding.invariants import check_invariants
 from harness.load.mutations import (
     EXPECTED_REASONS,

@@ -12,8 +12,8 @@ import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.config.base import ScenarioError
 from harness.config.scenario import parse_scenario
+from harness.config.strict import ScenarioError
 from harness.load.flow import host_for
 from harness.vocabulary import HANDSHAKE_REVISIONS, MODERN_REVISION
 from tests.harness_run import run_harness

@@ -272,8 +272,8 @@ def test_zero_is_accepted_where_it_means_something(tmp_path):
 
 
 def test_a_replica_label_is_checked_on_a_docker_target_the_harness_starts_but_not_on_a_compose_one():
-    from harness.config.base import ScenarioError
     from harness.config.scenario import parse_scenario
+    from harness.config.strict import ScenarioError
 
     head = 'name = "v"\nduration = "30s"\n[load]\narrival_rate = 2\n[[flows]]\nkind = "refund"\n'
     started = head + '[target]\nkind = "docker"\nimage = "shop:test"\nreplicas = 2\n'

@@ -24,8 +24,8 @@ import pytest
 from harness.config.scenario import parse_scenario
 from harness.shop.authserver import Signer
 from harness.shop.catalogue import build_catalogue
-from harness.targets.base import AuthChange
 from harness.targets.embedded import EmbeddedTarget
+from harness.targets.interface import AuthChange
 from tests.harness_run import SCENARIOS, leaks, run_harness
 
 SECRET_ENV = "MRTR_TEST_SHOP_SECRET"

@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from harness.config.base import ScenarioError
 from harness.config.scenario import parse_scenario
+from harness.config.strict import ScenarioError
 from harness.leads.seeding import stream
 from harness.load.plan import arrival_times
 from tests.harness_run import run_harness

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 
 from harness.runtime.processes import parent_of, process_cpu_seconds
-from harness.targets.base import Target
+from harness.targets.interface import Target
 
 SAMPLE_EVERY = 0.5
 """Seconds between samples of the target's processes."""

@@ -61,10 +61,10 @@ from harness.journal.writer import Journal
 from harness.leads.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.keys import fingerprint, new_key
-from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.targets.by_command import CommandTarget, RollbackIncomplete
 from harness.targets.commands import ChaosCommands, CommandFailed
 from harness.targets.debts import Debts
+from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, Target
 
 Sleep = Callable[[float], None]
 

@@ -196,8 +196,8 @@ def _load(path: Path, args: argparse.Namespace | None = None):
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from harness.config.base import ScenarioError
     from harness.config.cautions import cautions
+    from harness.config.strict import ScenarioError
 
     code = ExitCode.PASSED
     for path in args.scenario:

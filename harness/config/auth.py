@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import FieldProblem, Strict
 from harness.config.durations import PositiveDuration
+from harness.config.strict import FieldProblem, Strict
 from harness.config.urls import check_url, secure_transport
 
 AuthKind = Literal["client-credentials", "tokens", "command"]

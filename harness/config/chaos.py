@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from harness.config.base import Strict
 from harness.config.commands import OTHER_COMMANDS, REPLICA_PLACEHOLDERS, check_command, placeholders_in
 from harness.config.durations import Duration, PositiveDuration, parse_duration
+from harness.config.strict import Strict
 
 ActsOn = Literal["replica", "replicas", "auth"]
 """replica: one replica (the first by default); replicas: every replica unless one is named; auth: the

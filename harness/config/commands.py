@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from harness.config.base import FieldProblem
+from harness.config.strict import FieldProblem
 
 OTHER_COMMANDS: dict[str, frozenset[str]] = {"scale": frozenset({"replicas"})}
 """Commands no chaos action runs (`capacity --replicas` scales by `scale`), with their placeholders; each chaos

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from harness.config.base import Strict
+from harness.config.strict import Strict
 
 
 def parse_share(value: Any) -> Any:

@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from harness.config.base import Strict
 from harness.config.mutations import DEFAULT_MUTATIONS, Mutation, skipped_mutations
+from harness.config.strict import Strict
 
 
 class _Flow(Strict):

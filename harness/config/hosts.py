@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.config.base import FieldProblem, Strict
 from harness.config.durations import PositiveDuration
+from harness.config.strict import FieldProblem, Strict
 from harness.vocabulary import HANDSHAKE_REVISIONS, MODERN_REVISION, ProtocolRevision
 
 ElicitationMode = Literal["form", "url"]

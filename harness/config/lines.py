@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness.config.base import FieldProblem
 from harness.config.chaos import ChaosStep
 from harness.config.flows import FlowSpec
 from harness.config.leads import LeadProfile
+from harness.config.strict import FieldProblem
 from harness.config.think import ThinkTime
 from harness.config.worded_errors import fields_at, worded
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import FieldProblem, Strict
 from harness.config.durations import Duration, PositiveDuration
+from harness.config.strict import FieldProblem, Strict
 
 
 class Routing(enum.StrEnum):

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from harness.config.base import FieldProblem, ScenarioError, Strict
 from harness.config.chaos import AUTH_ACTIONS, COMMAND_NAMES, ChaosStep, commands_needed
 from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
@@ -24,6 +23,7 @@ from harness.config.hosts import DEFAULT_HOST, Host, check_hosts
 from harness.config.leads import LeadProfile
 from harness.config.lines import explain
 from harness.config.load import Load
+from harness.config.strict import FieldProblem, ScenarioError, Strict
 from harness.config.target import TargetConfig
 from harness.config.thresholds import ThresholdError, parse_threshold, parse_thresholds
 from harness.config.worded_errors import did_you_mean

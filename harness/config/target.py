@@ -7,11 +7,11 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from harness.config.auth import ENV_NAME, TargetAuth
-from harness.config.base import FieldProblem, Strict
 from harness.config.chaos import COMMAND_NAMES, DEPLOYMENT_COMMANDS
 from harness.config.commands import REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.logs import parse_log_location
+from harness.config.strict import FieldProblem, Strict
 from harness.config.urls import check_url
 
 

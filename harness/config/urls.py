@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from harness.config.base import FieldProblem
+from harness.config.strict import FieldProblem
 
 
 def check_url(url: str, *where: str | int) -> None:

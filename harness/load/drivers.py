@@ -26,7 +26,7 @@ from harness.load.plan import LoadPlan
 from harness.load.users import StagesShape, user_classes
 from harness.metrics.registry import RunMetrics
 from harness.runtime.processes import free_port
-from harness.targets.base import TargetError
+from harness.targets.interface import TargetError
 
 WORKERS_READY_TIMEOUT = 60.0
 FINISH_TIMEOUT = 30.0

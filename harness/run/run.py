@@ -77,8 +77,8 @@ from harness.run.progress import LiveProgress, ProgressLine
 from harness.run.results import write_run_results
 from harness.run.results_folder import results_folder
 from harness.run.stopping import Stop
-from harness.targets.base import Target, TargetError
 from harness.targets.factory import build_target
+from harness.targets.interface import Target, TargetError
 from harness.targets.ledger import NewDoubles
 
 __all__ = ["Run", "RunOptions"]

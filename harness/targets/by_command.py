@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from harness.config.chaos import COMMAND_NAMES, auth_commands
 from harness.config.logs import LogSource
 from harness.mrtr.keys import fingerprint
-from harness.targets.base import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.targets.commands import ChaosCommands
 from harness.targets.debts import Debts
+from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.targets.ledger import LedgerCheck
 
 __all__ = ["CommandTarget", "RollbackIncomplete"]

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from harness.config.logs import LogSource, parse_log_location
 from harness.config.scenario import Scenario
-from harness.targets.base import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
 from harness.targets.commands import accepts
+from harness.targets.interface import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
 from harness.targets.ledger import LedgerAtApi
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.config.scenario import Scenario
-from harness.targets.base import Target
+from harness.targets.interface import Target
 
 
 def build_target(scenario: Scenario, workdir: Path) -> Target:

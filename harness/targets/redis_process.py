@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from harness.runtime.processes import free_port, start_child
-from harness.targets.base import TargetError
+from harness.targets.interface import TargetError
 
 
 class RedisProcess:
