@@ -253,6 +253,8 @@ def test_a_server_that_accepts_any_state_fails_the_run_naming_the_classes_and_th
     assert again.code == 1, again.output
     one, two = _mutants(first.journal()), _mutants(again.journal())
     both = one.keys() & two.keys()
-    assert len(both) >= 20
+    # How many flows start in 6 s depends on the machine's load; every flow both runs sent a mutant for
+    # got the same one, and the flows numbered first are in both (the plan numbers them in order).
+    assert len(both) >= min(len(one), len(two)) // 2 and both, (len(one), len(two))
     assert {flow_id: one[flow_id] for flow_id in both} == {flow_id: two[flow_id] for flow_id in both}
     assert _tokens_in(first.folder) == []

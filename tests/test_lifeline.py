@@ -41,6 +41,16 @@ def watch(process: subprocess.Popen[bytes], seconds: float) -> set[int]:
     return seen
 
 
+def watch_until_line(process: subprocess.Popen[bytes], output: Path, text: str, timeout: float) -> set[int]:
+    """Every process seen below `process` until `text` is in its output (a loaded machine starts slowly)."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while text not in output.read_text(errors="replace"):
+        assert time.monotonic() < deadline, output.read_text(errors="replace")
+        seen |= watch(process, 0.2)
+    return seen
+
+
 def wait_for_line(process: subprocess.Popen[bytes], output: Path, text: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while text not in output.read_text(errors="replace"):
@@ -74,8 +84,8 @@ def test_a_run_killed_with_sigkill_leaves_no_process_behind(tmp_path):
     output = tmp_path / "output.txt"
     process = start(["run", str(SCENARIOS / "smoke.toml"), "--duration", "60s", "--results", str(tmp_path)], output)
     try:
-        seen = watch(process, 17.0)
-        assert "target up" in output.read_text(errors="replace"), output.read_text(errors="replace")
+        seen = watch_until_line(process, output, "target up", timeout=120)
+        seen |= watch(process, 3.0)  # the load and the live fold are up once the target is
         zygotes = {pid for pid in seen if b"harness.targets.zygote" in _cmdline(pid) and parent_of(pid) == process.pid}
         replicas = {pid for pid in seen if parent_of(pid) in zygotes}
         assert len(zygotes) == 1 and len(replicas) == 3, describe(seen)  # smoke.toml: 3 forked replicas
