@@ -194,8 +194,8 @@ def test_a_cut_off_journal_still_gets_every_file_marked_interrupted_with_a_non_z
         tmp_path: Path, scenario: Scenario) -> None:
     verdict, summary = results(tmp_path, scenario, PASSING, ended=False, torn=True)
 
-    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == 1
-    assert summary["status"] == "interrupted" and summary["exit_code"] == 1
+    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == ExitCode.INTERRUPTED == 130
+    assert summary["status"] == "interrupted" and summary["exit_code"] == 130
     assert summary["flows"]["total"] == 60 and summary["duration"] == RUN_SECONDS
     assert summary["reconciliation"] is None
     assert summary["journal"]["records"] > 0
@@ -210,7 +210,7 @@ def test_an_interrupted_run_is_not_a_pass_even_when_every_check_passed(tmp_path:
     verdict, summary = results(tmp_path, scenario, PASSING, end_status="interrupted",
                                end_reason="interrupted by SIGINT")
 
-    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == 1
+    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == ExitCode.INTERRUPTED == 130
     assert all(row["passed"] for row in summary["thresholds"])
 
 
