@@ -14,7 +14,7 @@ import pytest
 from harness.config.durations import format_duration
 from harness.journal.writer import read_journal
 from harness.runtime.processes import alive
-from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness
+from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness, valid_summary
 from tests.services import sigint_default
 
 SMOKE = SCENARIOS / "smoke.toml"
@@ -282,9 +282,8 @@ def test_ctrl_c_and_sigterm_exit_130_with_results_marked_interrupted_and_no_repl
     output.append(process.communicate(timeout=60)[0])
     assert process.returncode == 130, "".join(output)  # an interruption, told apart from a failed verdict (1)
     (folder,) = [path for path in tmp_path.iterdir() if path.is_dir()]
-    import json
 
-    summary = json.loads((folder / "summary.json").read_text())
+    summary = valid_summary(folder / "summary.json")
     assert (summary["status"], summary["exit_code"]) == ("interrupted", 130)
     assert summary["reason"].startswith(f"interrupted by {stop.name}")
     pids = [int(pid) for log in (folder / "target" / "logs").glob("*.log")
@@ -385,9 +384,8 @@ def test_report_rebuilds_the_results_of_a_run_killed_with_sigkill(tmp_path):
         rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(folder)], capture_output=True,
                                  text=True, cwd=ROOT, timeout=120)
         assert rebuilt.returncode == 130, rebuilt.stdout + rebuilt.stderr  # cut off: interrupted, not failed
-        import json
 
-        summary = json.loads((folder / "summary.json").read_text())
+        summary = valid_summary(folder / "summary.json")
         assert summary["status"] == "interrupted" and "cut off" in summary["reason"]
         assert summary["flows"]["total"] > 0 and summary["journal"]["records"] > 10
         assert (folder / "junit.xml").stat().st_size > 0 and (folder / "report.html").stat().st_size > 0
