@@ -21,11 +21,11 @@ class ExitCode(IntEnum):
     """The process exit codes (docs/exit-codes.md); CI branches on these, so they never change meaning."""
 
     PASSED = 0
-    FAILED = 1  # thresholds, invariants, reconciliation, hypothesis, a regression, a run that did not finish
+    FAILED = 1  # thresholds, invariants, reconciliation, hypothesis, a regression, a run that aborted itself
     USAGE = 2  # a bad scenario, command line or input
     TARGET = 3  # the target could not be started or reached
     HARNESS = 4  # the harness itself failed (results still written, status `errored`)
-    INTERRUPTED = 130  # Ctrl-C of a command that has no verdict to give (a capacity sweep cut short)
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM, or a run cut off (its journal has no end): never a verdict
 
 
 class MrtrHarnessError(Exception):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
 from harness.journal.writer import read_journal
 
 KEY_LINE = re.compile(rb"^[0-9a-f]{64}$", re.MULTILINE)
@@ -17,6 +19,15 @@ KEY_LINE = re.compile(rb"^[0-9a-f]{64}$", re.MULTILINE)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+SUMMARY_SCHEMA = ROOT / "docs" / "summary.schema.json"
+
+
+def valid_summary(path: Path) -> dict[str, Any]:
+    """A summary.json as the run wrote it, checked against the shipped JSON Schema (docs/summary.md) first: every
+    test reading a real run's summary checks that the schema describes it."""
+    document = json.loads(path.read_text())
+    Draft202012Validator(json.loads(SUMMARY_SCHEMA.read_text())).validate(document)
+    return document
 
 
 @dataclass
@@ -28,7 +39,7 @@ class Finished:
     @property
     def summary(self) -> dict[str, Any]:
         assert self.folder is not None, self.output
-        return json.loads((self.folder / "summary.json").read_text())
+        return valid_summary(self.folder / "summary.json")
 
     def journal(self) -> list[dict[str, Any]]:
         assert self.folder is not None

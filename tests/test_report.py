@@ -16,6 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator, ValidationError
 
 from harness.config.scenario import Scenario, parse_scenario
 from harness.config.thresholds import Threshold, parse_thresholds
@@ -24,7 +25,7 @@ from harness.folding.read import read_run
 from harness.journal.writer import FlowOutcome, Journal
 from harness.report import RunStatus, render_thresholds, write_results
 from harness.report.verdict import decide
-from tests.harness_run import ROOT
+from tests.harness_run import ROOT, SUMMARY_SCHEMA, valid_summary
 
 T0 = 1_760_000_000.0
 RUN_SECONDS = 30
@@ -125,11 +126,28 @@ def results(tmp_path: Path, scenario: Scenario, table: dict[str, str | list[str]
     journal = write_run(tmp_path / "journal.jsonl", **journal_options)
     verdict = write_results(tmp_path / "results", scenario, [journal], thresholds(table),
                             extra={"locust": {"requests": 120}})
-    summary = json.loads((tmp_path / "results" / "summary.json").read_text(encoding="utf-8"))
+    summary = valid_summary(tmp_path / "results" / "summary.json")  # checked against docs/summary.schema.json
     return verdict, summary
 
 
 # --- the verdict and the exit code --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("edit", [
+    pytest.param(lambda summary: summary.update(verdict="passed"), id="a key the schema does not know"),
+    pytest.param(lambda summary: summary.pop("status"), id="a key gone"),
+    pytest.param(lambda summary: summary.update(exit_code=5), id="an exit code that does not exist"),
+    pytest.param(lambda summary: summary["flows"].update(total="120"), id="a count that is text"),
+    pytest.param(lambda summary: summary.update(schema=2), id="another layout version"),
+])
+def test_the_summary_schema_refuses_a_summary_the_writer_does_not_write(tmp_path: Path, scenario: Scenario,
+                                                                        edit) -> None:
+    """The schema CI validates summary.json with is strict: a drifted summary fails it, naming the key."""
+    _, summary = results(tmp_path, scenario, FAILING_LATENCY, end_status="interrupted",
+                         end_reason="interrupted by SIGTERM")
+    edit(summary)
+    with pytest.raises(ValidationError):
+        Draft202012Validator(json.loads(SUMMARY_SCHEMA.read_text())).validate(summary)
 
 
 def test_a_run_that_passes_every_check_is_completed_with_exit_code_0(tmp_path: Path, scenario: Scenario) -> None:
@@ -194,8 +212,8 @@ def test_a_cut_off_journal_still_gets_every_file_marked_interrupted_with_a_non_z
         tmp_path: Path, scenario: Scenario) -> None:
     verdict, summary = results(tmp_path, scenario, PASSING, ended=False, torn=True)
 
-    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == 1
-    assert summary["status"] == "interrupted" and summary["exit_code"] == 1
+    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == ExitCode.INTERRUPTED == 130
+    assert summary["status"] == "interrupted" and summary["exit_code"] == 130
     assert summary["flows"]["total"] == 60 and summary["duration"] == RUN_SECONDS
     assert summary["reconciliation"] is None
     assert summary["journal"]["records"] > 0
@@ -210,7 +228,7 @@ def test_an_interrupted_run_is_not_a_pass_even_when_every_check_passed(tmp_path:
     verdict, summary = results(tmp_path, scenario, PASSING, end_status="interrupted",
                                end_reason="interrupted by SIGINT")
 
-    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == 1
+    assert verdict.status is RunStatus.INTERRUPTED and verdict.exit_code == ExitCode.INTERRUPTED == 130
     assert all(row["passed"] for row in summary["thresholds"])
 
 

@@ -14,7 +14,7 @@ import pytest
 from harness.config.durations import format_duration
 from harness.journal.writer import read_journal
 from harness.runtime.processes import alive
-from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness
+from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness, valid_summary
 from tests.services import sigint_default
 
 SMOKE = SCENARIOS / "smoke.toml"
@@ -264,7 +264,9 @@ def test_a_broken_scenario_exits_2_with_a_useful_message_and_starts_nothing(tmp_
     assert not results.exists() or not any(results.iterdir())
 
 
-def test_ctrl_c_leaves_results_marked_interrupted_and_no_replica_behind(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_and_sigterm_exit_130_with_results_marked_interrupted_and_no_replica_behind(tmp_path, stop):
+    """Ctrl-C and SIGTERM (what CI runners and Kubernetes send to cancel) both exit 130: interrupted, never 1."""
     process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(tmp_path)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                                preexec_fn=sigint_default)
@@ -276,14 +278,14 @@ def test_ctrl_c_leaves_results_marked_interrupted_and_no_replica_behind(tmp_path
         if line.startswith("target up"):
             break
     time.sleep(3)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     output.append(process.communicate(timeout=60)[0])
-    assert process.returncode == 1, "".join(output)
+    assert process.returncode == 130, "".join(output)  # an interruption, told apart from a failed verdict (1)
     (folder,) = [path for path in tmp_path.iterdir() if path.is_dir()]
-    import json
 
-    summary = json.loads((folder / "summary.json").read_text())
-    assert summary["status"] == "interrupted"
+    summary = valid_summary(folder / "summary.json")
+    assert (summary["status"], summary["exit_code"]) == ("interrupted", 130)
+    assert summary["reason"].startswith(f"interrupted by {stop.name}")
     pids = [int(pid) for log in (folder / "target" / "logs").glob("*.log")
             for pid in re.findall(r"Started server process \[(\d+)\]", log.read_text())]
     assert len(pids) >= 4
@@ -381,14 +383,13 @@ def test_report_rebuilds_the_results_of_a_run_killed_with_sigkill(tmp_path):
         assert not (folder / "summary.json").exists()
         rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(folder)], capture_output=True,
                                  text=True, cwd=ROOT, timeout=120)
-        assert rebuilt.returncode == 1, rebuilt.stdout + rebuilt.stderr
-        import json
+        assert rebuilt.returncode == 130, rebuilt.stdout + rebuilt.stderr  # cut off: interrupted, not failed
 
-        summary = json.loads((folder / "summary.json").read_text())
+        summary = valid_summary(folder / "summary.json")
         assert summary["status"] == "interrupted" and "cut off" in summary["reason"]
         assert summary["flows"]["total"] > 0 and summary["journal"]["records"] > 10
         assert (folder / "junit.xml").stat().st_size > 0 and (folder / "report.html").stat().st_size > 0
-        assert "status interrupted, exit code 1" in rebuilt.stdout
+        assert "status interrupted, exit code 130" in rebuilt.stdout
     finally:  # a killed harness cannot stop what it started; this test's own children go here
         for pid in _replica_pids(folder):
             if alive(pid):

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import ExitCode
+from harness.exit_codes import epilog
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -24,8 +25,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "for a steady state), judge each step by the scenario's [expect] thresholds over its steady "
                     "window, and write capacity.json, capacity.html and plots: the highest rate holding the SLO "
                     "per replica count, and think time against TTL.",
-        epilog="Exit codes: 0 the sweep completed (whatever it found); 2 bad scenario or options; "
-               "3 the target could not be started or reached; 130 interrupted.")
+        epilog=epilog("capacity"))
     capacity.add_argument("scenario", type=Path, help="scenario file (TOML, open model), e.g. scenarios/capacity.toml")
     rates = capacity.add_mutually_exclusive_group()
     rates.add_argument("--rates", help="arrival rates to step through, flows/s, e.g. 2,4,8,16 (stops after the "

@@ -20,14 +20,10 @@ from harness.capacity import cli as capacity_cli
 from harness.cli import shop as shop_cli
 from harness.compare import cli as compare_cli
 from harness.errors import ExitCode, UsageError, exit_code_of
+from harness.exit_codes import epilog
 from harness.load import DEFAULT_MASTER_PORT
 from harness.secrets import scrub
 from harness.triage import cli as triage_cli
-
-EXIT_CODES_HELP = ("Exit codes: 0 passed; 1 thresholds, invariants or reconciliation failed, or (run --baseline) a "
-              "regression against the baseline; 2 bad scenario or usage; "
-              "3 the target could not be started or reached; 4 the harness itself failed (results still written, "
-              "status errored). See docs/exit-codes.md.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mrtr-harness",
         description="Load and chaos testing for MCP servers that ask the user mid-call "
                     "(Multi Round-Trip Requests, MCP 2026-07-28).",
-        epilog=EXIT_CODES_HELP,
+        epilog=epilog(),
     )
     parser.add_argument("--version", action="version", version=f"mrtr-harness {harness.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -53,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_run(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a scenario: target, load, chaos, reasons, invariants, verdict",
                               description="Run one scenario file and end with results and an exit code.",
-                              epilog=EXIT_CODES_HELP)
+                              epilog=epilog("run"))
     run.add_argument("scenario", type=Path, nargs="?",
                      help="scenario file (TOML), e.g. scenarios/smoke.toml (with --worker: taken from the master)")
     run.add_argument("--results", type=Path, default=Path("results"),
@@ -118,7 +114,8 @@ def _add_worker(commands: argparse._SubParsersAction) -> None:
         description="Connect to a run's master, take the scenario and the replica URLs from it, run this "
                     "worker's share of the flows and ship its journal back. Nothing is shared on disk, so "
                     "the worker can be on another machine. Exits 0 once everything it journaled reached "
-                    "the master.")
+                    "the master.",
+        epilog=epilog("worker"))
     worker.add_argument("--master-host", default="127.0.0.1", help="the master's address (default 127.0.0.1)")
     worker.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT,
                         help=f"the master's port (default {DEFAULT_MASTER_PORT})")
@@ -143,7 +140,7 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
                     "(also a run killed with SIGKILL: status interrupted, figures up to its last record), "
                     "print the closing table, and exit with the code the run's verdict gives (a comparison "
                     "`run --baseline` made is kept, its regression folded in).",
-        epilog=EXIT_CODES_HELP)
+        epilog=epilog("report"))
     report.add_argument("folder", type=Path, help="a run's results folder, e.g. results/20261201T061500Z-smoke")
     report.add_argument("--lenient", action="store_true",
                         help="exit as the rebuilt verdict says even when journal lines could not be read (they are "
@@ -179,7 +176,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _add_validate(commands: argparse._SubParsersAction) -> None:
-    validate = commands.add_parser("validate", help="check a scenario file without running it")
+    validate = commands.add_parser("validate", help="check a scenario file without running it",
+                                   epilog=epilog("validate"))
     validate.add_argument("scenario", type=Path, nargs="+", help="scenario file(s)")
     validate.set_defaults(handler=_validate)
 

@@ -44,10 +44,11 @@ def package_map(package: Path = PACKAGE) -> str:
     return "\n".join(lines) + "\n"
 
 
-def splice(text: str, section: str) -> str:
-    """`text` with what stands between its `BEGIN` and `END` lines replaced by `section`."""
-    head, begin, rest = text.partition(BEGIN + "\n")
-    _, end, tail = rest.partition(END)
+def splice(text: str, section: str, begin_line: str = BEGIN, end_line: str = END) -> str:
+    """`text` with what stands between its `begin_line` and `end_line` (the map's `BEGIN` and `END`) replaced by
+    `section`."""
+    head, begin, rest = text.partition(begin_line + "\n")
+    _, end, tail = rest.partition(end_line)
     if not begin or not end:
-        raise NoMapSection(f"no {BEGIN!r} ... {END!r} section to write the map into")
+        raise NoMapSection(f"no {begin_line!r} ... {end_line!r} section to write into")
     return head + begin + section + end + tail

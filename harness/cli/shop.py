@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from harness.cli.deferred import DeferredParser
 from harness.errors import ExitCode
+from harness.exit_codes import epilog
 
 if TYPE_CHECKING:
     from harness.targets.local_deployment import LocalDeployment
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     shop = subparsers.add_parser("shop", help="run the reference MRTR deployment (the shop)",
-                                 description="Run the reference MRTR deployment: the shop's API and MCP replicas.")
+                                 description="Run the reference MRTR deployment: the shop's API and MCP replicas.",
+                                 epilog=epilog("shop"))
     commands = shop.add_subparsers(dest="shop_command", required=True, metavar="{api,replica,auth-server,keyring,up}",
                                    parser_class=DeferredParser)
 

@@ -17,17 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ExitCode
+from harness.exit_codes import epilog
 from harness.vocabulary import TOLERANCE_KEYS
 
 if TYPE_CHECKING:
     from harness.config.scenario import Scenario
-
-EXIT_CODES_HELP = ("Exit codes: 0 no regression; 1 a regression (a metric worse than its tolerance and, for samples, "
-              "significantly so; a count above the baseline's; a current run that did not complete or finished "
-              "fewer flows; a flow, tool or round only one run has); 2 bad input (not a results folder, different "
-              "scenarios without --force, a bad tolerance, a baseline that did not complete, an --output that "
-              "cannot be written).")
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     compare = commands.add_parser(
@@ -38,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "metric regresses when it is worse by more than its tolerance and a one-sided Mann-Whitney "
                     "test finds the change real; counts compare exactly. Tolerances come from the current run's "
                     "[compare] table, then --tolerance. Writes compare.json, compare-junit.xml and compare.html.",
-        epilog=EXIT_CODES_HELP)
+        epilog=epilog("compare"))
     compare.add_argument("baseline", type=Path, help="the baseline run's results folder")
     compare.add_argument("current", type=Path, help="the results folder of the run to judge")
     add_tolerance_options(compare)

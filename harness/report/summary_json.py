@@ -14,10 +14,11 @@ from typing import Any
 from harness.config.scenario import Scenario
 from harness.folding.figures import RunFigures
 from harness.report.series import ordered_outcomes, round_latency, rounds_per_call
+from harness.report.summary_schema import SCHEMA_VERSION
 from harness.report.verdict import RunVerdict
 
-SCHEMA = 1
-"""Bumped when a key changes meaning, so a script comparing runs can tell."""
+SCHEMA = SCHEMA_VERSION
+"""Bumped when a key changes meaning, so a script comparing runs can tell (the layout: `summary_schema`)."""
 
 
 def write_summary(path: Path, scenario: Scenario, figures: RunFigures, verdict: RunVerdict,

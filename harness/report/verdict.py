@@ -94,8 +94,9 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
 
     Precedence, most telling first: the harness's own failure (exit 4) means its numbers
     prove nothing either way; a target that could not be reached (exit 3) says the numbers
-    are meaningless; an interrupted or cut-off run and an aborted one did not finish, so
-    passing thresholds prove nothing (exit 1); a started flow without exactly one end
+    are meaningless; an interrupted or cut-off run (exit 130, as shells give for Ctrl-C, so CI
+    tells it from a failed verdict) and an aborted one (exit 1) did not finish, so passing
+    thresholds prove nothing; a started flow without exactly one end
     record is the harness's bookkeeping failing (exit 4), never the target's; then
     failures (thresholds, invariants, unexplained rejections, a hypothesis that failed
     before chaos, a chaos action that did not happen unless a `chaos_failures` threshold
@@ -108,7 +109,8 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
     deviations = [probe_failure(probe, figures.started) for probe in checks.hypothesis
                   if not probe.ok and probe.phase != "before"]
     status, reason = _status(figures, checks, failures, deviations)
-    exit_code = {RunStatus.COMPLETED: ExitCode.PASSED, RunStatus.ERRORED: ExitCode.HARNESS}.get(status)
+    exit_code = {RunStatus.COMPLETED: ExitCode.PASSED, RunStatus.ERRORED: ExitCode.HARNESS,
+                 RunStatus.INTERRUPTED: ExitCode.INTERRUPTED}.get(status)
     if exit_code is None:
         exit_code = ExitCode.TARGET if checks.target_error else ExitCode.FAILED
     return RunVerdict(status=status, exit_code=exit_code, thresholds=verdicts, invariants=dict(checks.invariants),

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ExitCode, UsageError
+from harness.exit_codes import epilog
 
 PROG = "mrtr-harness triage"
 TICK_SECONDS = 0.5
@@ -50,17 +51,10 @@ examples:
   mrtr-harness triage --once --since 2026-11-30T05:00Z --until 2026-11-30T06:00Z --file logs/r1.log*
 """
 
-EPILOG = """\
-exit codes: 0 no reason that means tampering or a client bug was seen; 1 one was (seal,
-request binding, malformed, non-string requestState); 2 usage error, or a file that is no
-log (binary, a damaged gzip); 3 a source could not be opened or reached, or ended in error
-(1 wins over 3)."""
-
-
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Add `triage` to the `mrtr-harness` subcommands."""
     triage = commands.add_parser("triage", help="break -32602 down by the reason replicas logged, live, from their "
-                                                "logs", description=DESCRIPTION, epilog=EPILOG,
+                                                "logs", description=DESCRIPTION, epilog=epilog("triage"),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sources = triage.add_argument_group("sources (at least one; any mix)")
     sources.add_argument("--file", action="extend", nargs="+", default=[], metavar="[LABEL=]PATH",

@@ -1,0 +1,111 @@
+"""Every command's exit codes, in one table: docs/exit-codes.md and each `--help` are written from it.
+
+The codes are `harness.errors.ExitCode`; what each one means differs a little by command
+(`compare` fails on a regression, `triage` on a reason that means tampering), so the table
+is by command. `python -m harness.cli.reference` writes it into docs/exit-codes.md and every
+parser's epilog is `epilog(command)`, so the documents and `--help` cannot disagree.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from harness.errors import ExitCode
+
+MAIN = "mrtr-harness"
+"""The key of the table's general rows: what each code means for every command (the main `--help`)."""
+
+TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
+    MAIN: (
+        (ExitCode.PASSED, "passed"),
+        (ExitCode.FAILED, "a verdict that failed: a check, a regression, a reason that means tampering"),
+        (ExitCode.USAGE, "bad scenario, command line or input: nothing was started"),
+        (ExitCode.TARGET, "the target (or a log source, a token endpoint, a master) could not be started or reached"),
+        (ExitCode.HARNESS, "the harness itself failed"),
+        (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): never a verdict"),
+    ),
+    "run": (
+        (ExitCode.PASSED, "passed: every threshold, invariant, reconciliation and hypothesis check held"),
+        (ExitCode.FAILED, "failed: a threshold, an invariant, the reconciliation, the hypothesis or a chaos action "
+                          "failed, or the run aborted itself (abort_on_violation), or with --baseline a regression "
+                          "(summary.json `status` and `problems` say which)"),
+        (ExitCode.USAGE, "bad scenario or command line, a --baseline that is not a results folder of this "
+                         "scenario, a secret's variable unset: nothing was started"),
+        (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
+                          "aborted)"),
+        (ExitCode.HARNESS, "the harness itself failed (status errored, results still written, everything stopped)"),
+        (ExitCode.INTERRUPTED, "interrupted: Ctrl-C or SIGTERM (what CI runners and Kubernetes send to cancel), "
+                               "status interrupted, results still written, not compared with --baseline"),
+    ),
+    "report": (
+        (ExitCode.PASSED, "the rebuilt verdict passed"),
+        (ExitCode.FAILED, "the rebuilt verdict failed (a regression `run --baseline` recorded included)"),
+        (ExitCode.USAGE, "not a run's results folder, or a journal part that is no journal (named)"),
+        (ExitCode.TARGET, "the run's target could not be started or reached"),
+        (ExitCode.HARNESS, "the run's harness failed, or journal lines could not be read (--lenient exits as the "
+                           "verdict says)"),
+        (ExitCode.INTERRUPTED, "the run was interrupted, or cut off (killed: its journal has no end)"),
+    ),
+    "validate": (
+        (ExitCode.PASSED, "every file is valid"),
+        (ExitCode.USAGE, "a file is not (each error names its file, line and field)"),
+    ),
+    "compare": (
+        (ExitCode.PASSED, "no regression"),
+        (ExitCode.FAILED, "a regression: a metric worse than its tolerance (and, for samples, significantly), a "
+                          "count above the baseline's, a current run that did not complete, a flow, tool or round "
+                          "only one run has"),
+        (ExitCode.USAGE, "bad input: not a results folder, different scenarios without --force, a bad tolerance, "
+                         "a baseline that did not complete, an --output that cannot be written"),
+    ),
+    "capacity": (
+        (ExitCode.PASSED, "the sweep completed (whatever it found)"),
+        (ExitCode.USAGE, "bad scenario, plan or options"),
+        (ExitCode.TARGET, "the target could not be started or reached"),
+        (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): capacity.json holds the steps that ran"),
+    ),
+    "triage": (
+        (ExitCode.PASSED, "no reason that means tampering or a client bug was seen (Ctrl-C or SIGTERM ends a live "
+                          "triage with its summary and one of these codes)"),
+        (ExitCode.FAILED, "one was: seal, request binding, malformed, non-string requestState"),
+        (ExitCode.USAGE, "usage, or a file that is no log (binary, a damaged gzip)"),
+        (ExitCode.TARGET, "a source could not be opened or reached, or ended in error (1 wins over 3)"),
+    ),
+    "worker": (
+        (ExitCode.PASSED, "everything it journaled reached the master"),
+        (ExitCode.FAILED, "it did not: the master refused it (another version, one worker too many) or went away "
+                          "(the spool is kept)"),
+        (ExitCode.TARGET, "no master answered"),
+        (ExitCode.INTERRUPTED, "interrupted (Ctrl-C)"),
+    ),
+    "shop": (
+        (ExitCode.PASSED, "stopped: `shop up` by Ctrl-C or SIGTERM, `keyring` done"),
+        (ExitCode.USAGE, "a bad store, key ring or address"),
+        (ExitCode.TARGET, "`shop up`: a part of the deployment could not start"),
+        (ExitCode.INTERRUPTED, "`api`, `replica`, `auth-server` stopped by Ctrl-C (by SIGTERM they shut down "
+                               "cleanly and end as the signal does: 143 in a shell)"),
+    ),
+}
+"""Each command's codes and what they mean for it; every command also exits 4 on a harness bug."""
+
+
+def epilog(command: str = MAIN) -> str:
+    """The exit codes of `command` as its `--help` ends them: one paragraph, wrapped here so that a parser with a
+    raw epilog (triage) shows it as the others do."""
+    rows = "; ".join(f"{int(code)} {meaning}" for code, meaning in TABLE[command])
+    harness_row = any(code is ExitCode.HARNESS for code, _ in TABLE[command])
+    more = ("" if harness_row else "4 on a harness bug, as every command. ") + "See docs/exit-codes.md."
+    return textwrap.fill(f"Exit codes: {rows}. {more}", width=78)
+
+
+def markdown_table() -> str:
+    """The table as docs/exit-codes.md holds it: one row per command and code."""
+    lines = ["| command | code | meaning |", "|---|---|---|"]
+    for command, rows in TABLE.items():
+        name = "every command" if command == MAIN else f"`{command}`"
+        lines += [f"| {name} | {int(code)} | {_cell(meaning)} |" for code, meaning in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")

@@ -1,0 +1,238 @@
+"""What summary.json holds, typed: the models its JSON Schema (docs/summary.schema.json) and docs/summary.md are
+generated from.
+
+A script that gates on a run parses summary.json; these models say every key it can rely
+on, with its type and meaning. `python -m harness.cli.reference` writes the schema and the
+field reference from them, and the tests validate real runs' summaries (passed, failed,
+interrupted) against that schema, so a key the writer adds or changes without them fails.
+`schema` is the version: it goes up when a key changes meaning or goes, never for a new
+optional key.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.errors import ExitCode
+from harness.report.verdict import RunStatus
+
+SCHEMA_VERSION = 1
+"""summary.json's `schema`: bumped when a key changes meaning or goes away, so a script comparing runs can tell."""
+
+SCHEMA_ID = f"https://mrtr-harness.invalid/schemas/summary/{SCHEMA_VERSION}"
+"""The schema's `$id`: a name, not a place to fetch it from (the schema ships in docs/summary.schema.json)."""
+
+
+class _Part(BaseModel):
+    """A part of the summary: every key it holds is listed, no other is allowed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScenarioInfo(_Part):
+    """Which scenario ran."""
+
+    name: str = Field(description="the scenario's `name`")
+    seed: int = Field(description="the seed the run used (after --seed)")
+    description: str = Field(description="the scenario's `description`")
+
+
+class ThresholdRow(_Part):
+    """One condition of one `[expect]` threshold, judged."""
+
+    threshold: str = Field(description="the threshold's key as written, e.g. `round_latency{flow='refund'}`")
+    condition: str = Field(description="the condition as parsed, e.g. `p(95)<0.25`")
+    observed: float | None = Field(description="the value seen; null: no samples (the condition then fails)")
+    passed: bool = Field(description="whether the condition held")
+    metric: str = Field(description="the metric, without its selector")
+    aggregate: str = Field(description="`p(95)`, `avg`, `count`, `ratio`, ...")
+    op: str = Field(description="the comparison: `<`, `<=`, `==`, `>=`, `>`")
+    expected: float = Field(description="the value compared against, in the metric's unit (seconds for times)")
+    text: str = Field(description="the condition as people read it: `p(95) < 250ms`")
+    observed_text: str = Field(description="the value seen as people read it: `p(95)=183ms`")
+
+
+class InvariantRow(_Part):
+    """One invariant, checked after the load."""
+
+    invariant: str = Field(description="its name (docs/metrics.md lists them)")
+    checked: bool = Field(description="false when it could not be checked (a target that declares no ledger)")
+    violations: int = Field(description="how many times it broke")
+    passed: bool = Field(description="whether it held")
+    detail: Any = Field(description="examples of what broke, or null")
+
+
+class ReconciliationRow(_Part):
+    """Every -32602 a client saw, matched with a rejection a replica logged."""
+
+    client_rejections: int = Field(description="-32602 answers the clients saw")
+    logged: int = Field(description="rejections the replicas logged")
+    matched: int = Field(description="client rejections paired with a logged one")
+    unexplained: int = Field(description="client rejections no logged line explains (fails the run)")
+    unmatched_logged: int = Field(description="logged rejections no client saw")
+    from_redispatched_rounds: int = Field(description="client rejections from rounds the harness re-dispatched")
+    settled_early: int = Field(description="rejections matched before the logs were read to the end")
+    examples: dict[str, list[str]] = Field(description="a few of each: `unexplained`, `unmatched_logged`")
+    passed: bool = Field(description="whether every client rejection was explained")
+
+
+class HypothesisRow(_Part):
+    """One probe of the steady-state hypothesis."""
+
+    phase: Literal["before", "during", "after"] = Field(description="when, against the chaos")
+    ok: bool = Field(description="whether the steady state held")
+    judged: bool = Field(description="false when a condition had no samples to judge")
+    detail: Any = Field(description="each threshold of the probe as judged, or why it could not be")
+    t: float | None = Field(description="when the probe ran (Unix seconds)")
+    window: dict[str, float] | None = Field(description="the flows it judged: `from` and `to`, seconds into the run")
+
+
+class FlowCounts(_Part):
+    """Flows by kind and outcome, with the totals each way."""
+
+    total: int = Field(description="every flow that ended")
+    by_flow: dict[str, dict[str, int]] = Field(description="per flow kind: flows by outcome")
+    by_outcome: dict[str, int] = Field(description="flows by outcome (`completed`, `declined`, `interrupted`, ...)")
+
+
+class HostRow(_Part):
+    """One `[[hosts]]` kind (`default` without them)."""
+
+    flows: int = Field(description="flows its leads ran")
+    by_outcome: dict[str, int] = Field(description="those flows by outcome")
+    errors_by_code: dict[str, int] = Field(description="its failed rounds by JSON-RPC code or failure class")
+
+
+class Spread(_Part):
+    """A distribution: null where there were no samples, never a made-up zero."""
+
+    count: int = Field(description="samples")
+    p50: float | None = Field(description="median")
+    p95: float | None = Field(description="95th percentile")
+    p99: float | None = Field(description="99th percentile")
+    max: float | None = Field(default=None, description="largest (rounds per call only)")
+
+
+class Crossings(_Part):
+    """Continuation rounds (round 2 and later) and how many another replica served than the round before."""
+
+    continuations: int = Field(description="continuation rounds")
+    crossed: int = Field(description="those served by another replica than the previous round")
+    share: float | None = Field(description="crossed / continuations; null without continuations")
+
+
+class AuthRefusals(_Part):
+    """Rounds the resource server refused (zeros in a run without `[target.auth]`)."""
+
+    unauthorized: int = Field(description="401 answers")
+    forbidden: int = Field(description="403 answers")
+    retried: int = Field(description="rounds resent after a 401 renewed the lead's token")
+    by_round: list[dict[str, Any]] = Field(description="per `flow`, `tool`, `round` and `outcome`: the `count`")
+
+
+class Rejections(_Part):
+    """Rejections the replicas logged, next to what the clients saw."""
+
+    total_logged: int = Field(description="rejection lines the replicas logged")
+    by_reason: dict[str, Any] = Field(description="logged rejections by reason (and replica)")
+    client_rejections: int = Field(description="-32602 answers the clients saw")
+    unexplained: int = Field(description="client rejections no logged line explains")
+    reconciled: bool = Field(description="whether the reconciliation ran (false when the run ended before it)")
+
+
+class ChaosRow(_Part):
+    """One chaos action, from its start to its end."""
+
+    action: str = Field(description="the action (docs/scenario.md lists them)")
+    target: str | None = Field(description="what it acted on: a replica, `all`, `auth`")
+    start: float | None = Field(description="seconds into the run it started")
+    end: float | None = Field(description="seconds into the run it ended; null: the run was cut off while it ran")
+    ok: bool | None = Field(description="whether it did what it was asked")
+    error: str | None = Field(description="why not")
+    detail: Any = Field(description="what the action reports (e.g. `ready_after` per replica)")
+    rounds: Any = Field(default=None, description="a network fault only: the rounds of its window, by outcome")
+
+
+class ErrorGroup(_Part):
+    """What a server said when rounds failed, counted by flow, tool, round and message."""
+
+    count: int = Field(description="how many rounds")
+    flow: str | None = Field(description="the flow kind")
+    tool: str | None = Field(description="the tool called")
+    round: int | None = Field(description="the round number")
+    message: str = Field(description="the message, numbers and ids masked so alike ones group")
+    example: str = Field(description="one message as it came")
+    first: float | None = Field(description="seconds into the run it was first seen")
+    last: float | None = Field(description="seconds into the run it was last seen")
+
+
+class JournalRead(_Part):
+    """How the journal read."""
+
+    parts: list[str] = Field(description="the journal files read (the master's, then each worker's)")
+    missing: list[str] = Field(description="parts that were expected and not there")
+    records: int = Field(description="records read")
+    unreadable: int = Field(description="lines that are no record, or records the figures could not take: damage")
+    torn: int = Field(description="last lines cut mid-write (what a kill leaves): not damage")
+
+
+class Comparison(_Part):
+    """`run --baseline DIR` only: the comparison with the baseline, folded into the exit code."""
+
+    baseline: str = Field(description="the baseline's results folder")
+    regressed: bool = Field(description="whether anything regressed")
+    regressions: list[str] = Field(description="the metrics that regressed")
+    exit_code: int = Field(description="the comparison's own exit code (as `compare` gives it)")
+    run_exit_code: int = Field(description="the run's exit code before the comparison was folded in")
+    files: list[str] = Field(description="what the comparison wrote into the results folder")
+
+
+class Summary(_Part):
+    """summary.json: a run's verdict, every check behind it and the figures, for machines and later comparison."""
+
+    model_config = ConfigDict(extra="forbid", title="mrtr-harness summary.json")
+
+    schema_version: Literal[1] = Field(alias="schema", description="the version of this layout")
+    run_id: str | None = Field(description="the results folder's name")
+    scenario: ScenarioInfo
+    status: RunStatus = Field(description="how the run ended (docs/exit-codes.md)")
+    exit_code: ExitCode = Field(
+        description="the process's exit code before a comparison (docs/exit-codes.md); 130: interrupted")
+    passed: bool = Field(description="exit_code is 0")
+    reason: str | None = Field(description="why the run did not finish, or failed as a whole (null otherwise)")
+    problems: list[str] = Field(description="one line per thing that failed, naming it")
+    thresholds: list[ThresholdRow] = Field(description="every threshold condition, judged")
+    invariants: dict[str, InvariantRow] = Field(description="every invariant, by name")
+    reconciliation: ReconciliationRow | None = Field(description="null when the run ended before it")
+    hypothesis: list[HypothesisRow] = Field(description="the steady-state probes, in order")
+    started: float | None = Field(description="when the load started (Unix seconds)")
+    duration: float = Field(description="seconds from the load's start to its end")
+    flows: FlowCounts
+    hosts: dict[str, HostRow] = Field(description="per host kind")
+    rounds_per_call: dict[str, Spread] = Field(description="per flow kind: rounds a call took")
+    crossed_replicas: Crossings
+    redispatched_rounds: int = Field(description="rounds the harness sent again to another replica")
+    auth: AuthRefusals
+    round_latency_seconds: dict[str, dict[str, Spread]] = Field(description="per flow kind, per round number")
+    rejections: Rejections
+    chaos: list[ChaosRow] = Field(description="every chaos action")
+    top_errors: list[ErrorGroup] = Field(description="what servers said most often when rounds failed")
+    expected_answers: list[ErrorGroup] = Field(description="tool errors that answered a lead's decline or cancel")
+    fuzz: dict[str, Any] | None = Field(description="the fuzzer's table (`by_mutation`, `skipped`); null without one")
+    journal: JournalRead | None
+    extra: dict[str, Any] = Field(description="`cpu` (harness and replica CPU per round), and what a caller adds")
+    compare: Comparison | None = Field(default=None, description="present after `run --baseline DIR` only")
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of summary.json, from `Summary`."""
+    schema = Summary.model_json_schema(by_alias=True)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}
+
+
+def json_schema_text() -> str:
+    """docs/summary.schema.json as written."""
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
