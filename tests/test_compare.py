@@ -27,6 +27,7 @@ import yaml
 from scipy.stats import mannwhitneyu
 
 from harness.compare.cli import add_tolerance_options
+from harness.compare.samples import read_results
 from harness.compare.stats import mann_whitney_greater
 from harness.compare.tolerances import ToleranceError, settle, tolerance_keys
 from harness.config.compare import CompareSettings
@@ -579,6 +580,61 @@ def test_run_baseline_folds_a_regression_into_a_passing_run(tmp_path):
     summary = json.loads((done.folder / "summary.json").read_text(encoding="utf-8"))
     assert summary["compare"] == folded  # ... and the comparison in summary.json
 
+
+
+def _quick_scenario(tmp_path: Path, expect: str = 'invariant_violations = "== 0"') -> Path:
+    """The smoke scenario with only the thresholds given (no timing threshold: it passes on any machine)."""
+    path = tmp_path / "quick.toml"
+    path.write_text((ROOT / "scenarios" / "smoke.toml").read_text().split("[expect]")[0]
+                    + f"[expect]\n{expect}\n", encoding="utf-8")
+    return path
+
+
+def test_night_one_becomes_the_baseline_night_two_compares_with_it_and_no_baseline_fails_closed(tmp_path):
+    """The guide's order: night one with --first-baseline keeps its run as the baseline; night two, the same
+    command without the flag, is compared with it; a night whose baseline is missing exits 2 naming the flag."""
+    path = _quick_scenario(tmp_path)
+    baseline = tmp_path / "baseline"
+
+    one = run_harness(path, tmp_path / "one", "--duration", "4s", "--baseline", str(baseline), "--first-baseline")
+
+    assert one.code == 0, one.output
+    assert "compare" not in one.summary and not (one.folder / "compare.json").exists()  # nothing to compare yet
+    assert json.loads((baseline / "summary.json").read_text()) == one.summary  # the run itself, kept
+    assert (baseline / "journal.jsonl").read_bytes() == (one.folder / "journal.jsonl").read_bytes()
+
+    two = run_harness(path, tmp_path / "two", "--duration", "4s", "--baseline", str(baseline))
+
+    assert two.folder is not None, two.output
+    assert two.summary["compare"]["baseline"] == str(baseline) and two.summary["compare"]["run_exit_code"] == 0
+    night_one_flows = read_results(one.folder).samples.flows_finished
+    assert night_one_flows > 0 and metrics(two.folder)["flows_finished"]["baseline"] == night_one_flows
+    assert two.code == two.summary["compare"]["exit_code"], two.output  # passed or regressed: judged either way
+
+    again = run_harness(path, tmp_path / "three", "--baseline", str(baseline), "--first-baseline", timeout=60)
+    assert again.code == 2 and "drop --first-baseline" in again.output and again.folder is None
+
+    missing = run_harness(path, tmp_path / "four", "--baseline", str(tmp_path / "no-such"), timeout=60)
+    assert missing.code == 2 and again.folder is None
+    assert missing.output.strip().splitlines()[-1] == (f"mrtr-harness run: --baseline {tmp_path / 'no-such'} does not "
+                                                       "exist: with no baseline yet, add --first-baseline and this "
+                                                       "run becomes it")
+
+
+def test_a_first_night_that_fails_is_not_kept_as_the_baseline(tmp_path):
+    path = _quick_scenario(tmp_path, 'completed_ratio = "> 1"')  # no run completes more than all its flows
+    baseline = tmp_path / "baseline"
+
+    done = run_harness(path, tmp_path / "results", "--duration", "3s", "--baseline", str(baseline),
+                       "--first-baseline")
+
+    assert done.code == 1, done.output
+    assert not baseline.exists() and "not kept as the baseline" in done.output
+
+
+def test_first_baseline_needs_a_baseline_folder(tmp_path):
+    done = run_harness(ROOT / "scenarios" / "smoke.toml", tmp_path / "results", "--first-baseline", timeout=60)
+    assert done.code == 2 and "--first-baseline needs --baseline DIR" in done.output and done.folder is None
 
 
 # --- the nightly CI example and its guide -----------------------------------------------------------------
