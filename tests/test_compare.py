@@ -26,6 +26,7 @@ import pytest
 import yaml
 from scipy.stats import mannwhitneyu
 
+from harness.cli.main import build_parser
 from harness.compare.cli import add_tolerance_options
 from harness.compare.samples import read_results
 from harness.compare.stats import mann_whitney_greater
@@ -641,9 +642,7 @@ def test_first_baseline_needs_a_baseline_folder(tmp_path):
 
 
 def _guide() -> str:
-    """docs/nightly-ci.md up to its first section: the commands and the [compare] defaults."""
-    guide = (ROOT / "docs" / "nightly-ci.md").read_text(encoding="utf-8")
-    return guide[:guide.index("\n## ")]
+    return (ROOT / "docs" / "nightly-ci.md").read_text(encoding="utf-8")
 
 
 def _blocks(section: str, language: str) -> list[str]:
@@ -651,29 +650,96 @@ def _blocks(section: str, language: str) -> list[str]:
     return [part.split("```")[0] for part in parts]
 
 
+def _workflow() -> dict:
+    return yaml.safe_load((ROOT / "docs" / "ci" / "nightly.yml").read_text(encoding="utf-8"))
+
+
+def _run_lines(job: dict) -> list[str]:
+    return [line.strip() for step in job["steps"] for line in step.get("run", "").splitlines()]
+
+
+def _guide_commands() -> tuple[str, str, str, list[str]]:
+    """The guide's sh blocks in order: install, night one, later nights, promoting (its lines)."""
+    install, night_one, later, promote = ([line.strip() for line in block.splitlines() if line.strip()]
+                                          for block in _blocks(_guide(), "sh")[:4])
+    return install[0], night_one[0], later[0], promote
+
+
+def _run_step_script(script: str, folder: Path, env: dict[str, str], exit_code: int = 0) -> list[list[str]]:
+    """A workflow step's shell, run by bash in `folder` with a stub `mrtr-harness` (from `.venv/bin/activate`)
+    that records its arguments and exits `exit_code`: what the step would run, without running it."""
+    activate = folder / ".venv" / "bin" / "activate"
+    activate.parent.mkdir(parents=True, exist_ok=True)
+    activate.write_text(f'mrtr-harness() {{ printf "%s\\0" "$@" >> calls; printf "\\n" >> calls; '
+                        f'return {exit_code}; }}\n', encoding="utf-8")
+    subprocess.run(["bash", "-c", script], cwd=folder, env={"PATH": "/usr/bin:/bin", **env}, timeout=30)
+    calls = (folder / "calls").read_text() if (folder / "calls").exists() else ""
+    return [[part for part in line.split("\0") if part] for line in calls.splitlines()]
+
+
 def test_the_nightly_workflow_is_valid_yaml_and_runs_the_guides_commands():
-    workflow = yaml.safe_load((ROOT / "docs" / "ci" / "nightly.yml").read_text(encoding="utf-8"))
+    workflow = _workflow()
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
     assert triggers["schedule"][0]["cron"].split()[2:] == ["*", "*", "*"]  # every night
-    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
-    lines = [line.strip() for step in steps for line in step.get("run", "").splitlines()]
+    nightly, promote = workflow["jobs"]["nightly"], workflow["jobs"]["promote"]
 
-    commands = [line.strip() for line in _blocks(_guide(), "sh")[0].splitlines()
-                if line.strip()]
-    install, run = commands
-    assert "pip install -e '.[test]'" in install and "--baseline" in run
-    assert install in lines and run in lines
-    assert run.replace(" --baseline baseline", "") in lines  # the first night, with no baseline yet
-    assert (ROOT / run.split("mrtr-harness run ")[1].split()[0]).is_file()
+    install, night_one, later, promoting = _guide_commands()
+    assert "pip install -e '.[test]'" in install and install in _run_lines(nightly) and install in _run_lines(promote)
+    assert night_one == later + " --first-baseline" and later.endswith("--baseline baseline")
+    assert night_one in _run_lines(nightly) and later in _run_lines(nightly)
+    assert (ROOT / later.split("mrtr-harness run ")[1].split()[0]).is_file()
+    assert any("mrtr-harness report" in line and "cp -r" in line for line in promoting)  # checked, then copied
+    assert any("mrtr-harness report" in line and "cp -r" in line for line in _run_lines(promote))
 
-    uploads = [step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@")]
+    uploads = [step for step in nightly["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
     uploaded = "\n".join(step["with"]["path"] for step in uploads)
     assert all(step.get("if") == "always()" for step in uploads)  # a failing night still leaves its results
     assert "results/" in uploaded and "junit.xml" in uploaded and "compare-junit.xml" in uploaded
-    saved = [step for step in steps if step.get("uses", "").startswith("actions/cache/save@")]
-    assert len(saved) == 1 and saved[0]["if"] == "success()" and saved[0]["with"]["path"] == "baseline"
-    restored = [step for step in steps if step.get("uses", "").startswith("actions/cache/restore@")]
-    assert restored[0]["with"]["restore-keys"] in saved[0]["with"]["key"]
+    downloaded = next(step for step in promote["steps"] if step.get("uses", "").startswith("actions/download-"))
+    assert downloaded["with"]["name"] == uploads[0]["with"]["name"].replace("github.run_id", "inputs.promote")
+
+
+def test_the_nightly_workflow_fails_closed_and_saves_a_baseline_only_on_purpose(tmp_path):
+    """A scheduled night restores the baseline or fails, runs `run --baseline` without the first-night flag (so
+    `run` itself exits 2 on a missing baseline), and saves nothing; only night one (an input) and a promotion
+    (another input, a run that `report` says passed) save a baseline."""
+    workflow = _workflow()
+    inputs = workflow.get("on", workflow.get(True))["workflow_dispatch"]["inputs"]
+    assert inputs["first_baseline"]["type"] == "boolean" and inputs["first_baseline"]["default"] is False
+    nightly, promote = workflow["jobs"]["nightly"], workflow["jobs"]["promote"]
+    assert (nightly["if"], promote["if"]) == ("${{ !inputs.promote }}", "${{ inputs.promote }}")
+
+    def uses(job: dict, action: str) -> list[dict]:
+        return [step for step in job["steps"] if step.get("uses", "").startswith(f"actions/{action}@")]
+
+    restore, = uses(nightly, "cache/restore")
+    assert restore["with"]["fail-on-cache-miss"] is True and restore["if"] == "${{ !inputs.first_baseline }}"
+    saved, = uses(nightly, "cache/save")
+    assert saved["if"] == "${{ success() && inputs.first_baseline }}" and saved["with"]["path"] == "baseline"
+    assert restore["with"]["restore-keys"] in saved["with"]["key"]
+    promoted, = uses(promote, "cache/save")
+    assert promoted["with"] == saved["with"] and "if" not in promoted  # after the check step passed
+    assert not any("baseline" in line for line in _run_lines(nightly) if "cp " in line or "mv " in line)
+
+    step = next(step for step in nightly["steps"] if "mrtr-harness run" in step.get("run", ""))
+    variable = next(iter(step["env"]))
+    assert step["env"][variable] == "${{ inputs.first_baseline }}"
+    for value, first in (("", False), ("false", False), ("true", True)):  # a schedule has no inputs: ""
+        folder = tmp_path / f"night-{value or 'scheduled'}"
+        folder.mkdir()
+        (called,) = _run_step_script(step["run"], folder, {variable: value})
+        args = build_parser().parse_args(called)
+        assert (args.command, args.baseline, args.first_baseline) == ("run", Path("baseline"), first), called
+
+    check = next(step for step in promote["steps"] if "mrtr-harness report" in step.get("run", ""))
+    for passed in (True, False):
+        folder = tmp_path / f"promote-{passed}"
+        night = folder / "chosen" / "20261201T021700Z-nightly"
+        night.mkdir(parents=True)
+        (night / "journal.jsonl").write_text("{}\n", encoding="utf-8")
+        (called,) = _run_step_script(check["run"], folder, {}, exit_code=0 if passed else 1)
+        assert called == ["report", "chosen/20261201T021700Z-nightly"]
+        assert (folder / "baseline" / "journal.jsonl").is_file() is passed  # a night that did not pass is not pinned
 
 
 def test_the_guides_compare_table_is_the_defaults():
