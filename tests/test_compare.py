@@ -633,9 +633,12 @@ def test_a_first_night_that_fails_is_not_kept_as_the_baseline(tmp_path):
     assert not baseline.exists() and "not kept as the baseline" in done.output
 
 
-def test_first_baseline_needs_a_baseline_folder(tmp_path):
-    done = run_harness(ROOT / "scenarios" / "smoke.toml", tmp_path / "results", "--first-baseline", timeout=60)
+def test_first_baseline_needs_a_baseline_folder_apart_from_the_results(tmp_path):
+    smoke = ROOT / "scenarios" / "smoke.toml"
+    done = run_harness(smoke, tmp_path / "results", "--first-baseline", timeout=60)
     assert done.code == 2 and "--first-baseline needs --baseline DIR" in done.output and done.folder is None
+    done = run_harness(smoke, tmp_path / "results", "--baseline", str(tmp_path), "--first-baseline", timeout=60)
+    assert done.code == 2 and "would hold the --results folder" in done.output and done.folder is None
 
 
 # --- the nightly CI example and its guide -----------------------------------------------------------------

@@ -107,7 +107,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                           help="a results folder of the same scenario: at the end, compare this run with it, write "
                                "compare.json, compare-junit.xml and compare.html into the results, add a `compare` "
                                "key to summary.json, and exit 1 on a regression (checked before anything starts: "
-                               "exit 2 if it is not a results folder of this scenario)")
+                               "exit 2 if it is missing or not a results folder of this scenario; never skipped)")
     baseline.add_argument("--first-baseline", action="store_true",
                           help="no baseline yet: this run becomes it. With --baseline DIR where DIR does not exist "
                                "yet (or is empty): the run is not compared, and if it passes its results folder is "

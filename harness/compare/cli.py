@@ -93,14 +93,16 @@ def check_baseline_options(args: argparse.Namespace, scenario: Scenario) -> str 
             return "--tolerance and --significance judge a comparison: they need --baseline DIR"
         return None
     if args.first_baseline:
-        return _check_first_baseline(args.baseline)
+        return _check_first_baseline(args.baseline, args.results)
     if not args.baseline.exists():
         return f"--baseline {args.baseline} does not exist: {FIRST_BASELINE_HINT}"
     return check_baseline(args.baseline, scenario, args)
 
 
-def _check_first_baseline(baseline: Path) -> str | None:
-    """--first-baseline: DIR is where the run will be kept, so it must be absent or an empty folder."""
+def _check_first_baseline(baseline: Path, results: Path) -> str | None:
+    """--first-baseline: DIR is where the run will be kept: absent or an empty folder, apart from --results."""
+    if baseline.resolve() in (results.resolve(), *results.resolve().parents):
+        return f"--first-baseline: --baseline {baseline} would hold the --results folder {results}: keep them apart"
     if not baseline.exists():
         return None
     if not baseline.is_dir():
