@@ -557,9 +557,7 @@ def test_run_with_a_baseline_that_did_not_complete_exits_2_and_starts_nothing(tm
 def test_run_baseline_folds_a_regression_into_a_passing_run(tmp_path):
     """A real run of a scenario with no timing threshold (it passes), against a baseline whose rounds took
     0.1 ms each: the run is far slower than that on any machine, so the comparison fails it."""
-    path = tmp_path / "quick.toml"
-    path.write_text((ROOT / "scenarios" / "smoke.toml").read_text().split("[expect]")[0]
-                    + '[expect]\ninvariant_violations = "== 0"\n', encoding="utf-8")
+    path = _quick_scenario(tmp_path)
     as_run = load_scenario(path, {"duration": "6s"})
     baseline = tmp_path / "baseline"
     write_run(baseline, as_run, flows=300, scale=0.01)  # the shop's own refund and return flows and tools
