@@ -26,7 +26,9 @@ import pytest
 import yaml
 from scipy.stats import mannwhitneyu
 
+from harness.cli.main import build_parser
 from harness.compare.cli import add_tolerance_options
+from harness.compare.samples import read_results
 from harness.compare.stats import mann_whitney_greater
 from harness.compare.tolerances import ToleranceError, settle, tolerance_keys
 from harness.config.compare import CompareSettings
@@ -555,9 +557,7 @@ def test_run_with_a_baseline_that_did_not_complete_exits_2_and_starts_nothing(tm
 def test_run_baseline_folds_a_regression_into_a_passing_run(tmp_path):
     """A real run of a scenario with no timing threshold (it passes), against a baseline whose rounds took
     0.1 ms each: the run is far slower than that on any machine, so the comparison fails it."""
-    path = tmp_path / "quick.toml"
-    path.write_text((ROOT / "scenarios" / "smoke.toml").read_text().split("[expect]")[0]
-                    + '[expect]\ninvariant_violations = "== 0"\n', encoding="utf-8")
+    path = _quick_scenario(tmp_path)
     as_run = load_scenario(path, {"duration": "6s"})
     baseline = tmp_path / "baseline"
     write_run(baseline, as_run, flows=300, scale=0.01)  # the shop's own refund and return flows and tools
@@ -581,13 +581,69 @@ def test_run_baseline_folds_a_regression_into_a_passing_run(tmp_path):
 
 
 
+def _quick_scenario(tmp_path: Path, expect: str = 'invariant_violations = "== 0"') -> Path:
+    """The smoke scenario with only the thresholds given (no timing threshold: it passes on any machine)."""
+    path = tmp_path / "quick.toml"
+    path.write_text((ROOT / "scenarios" / "smoke.toml").read_text().split("[expect]")[0]
+                    + f"[expect]\n{expect}\n", encoding="utf-8")
+    return path
+
+
+def test_night_one_becomes_the_baseline_night_two_compares_with_it_and_no_baseline_fails_closed(tmp_path):
+    """The guide's order: night one with --first-baseline keeps its run as the baseline; night two, the same
+    command without the flag, is compared with it; a night whose baseline is missing exits 2 naming the flag."""
+    path = _quick_scenario(tmp_path)
+    baseline = tmp_path / "baseline"
+
+    one = run_harness(path, tmp_path / "one", "--duration", "4s", "--baseline", str(baseline), "--first-baseline")
+
+    assert one.code == 0, one.output
+    assert "compare" not in one.summary and not (one.folder / "compare.json").exists()  # nothing to compare yet
+    assert json.loads((baseline / "summary.json").read_text()) == one.summary  # the run itself, kept
+    assert (baseline / "journal.jsonl").read_bytes() == (one.folder / "journal.jsonl").read_bytes()
+
+    two = run_harness(path, tmp_path / "two", "--duration", "4s", "--baseline", str(baseline))
+
+    assert two.folder is not None, two.output
+    assert two.summary["compare"]["baseline"] == str(baseline) and two.summary["compare"]["run_exit_code"] == 0
+    night_one_flows = read_results(one.folder).samples.flows_finished
+    assert night_one_flows > 0 and metrics(two.folder)["flows_finished"]["baseline"] == night_one_flows
+    assert two.code == two.summary["compare"]["exit_code"], two.output  # passed or regressed: judged either way
+
+    again = run_harness(path, tmp_path / "three", "--baseline", str(baseline), "--first-baseline", timeout=60)
+    assert again.code == 2 and "drop --first-baseline" in again.output and again.folder is None
+
+    missing = run_harness(path, tmp_path / "four", "--baseline", str(tmp_path / "no-such"), timeout=60)
+    assert missing.code == 2 and again.folder is None
+    assert missing.output.strip().splitlines()[-1] == (f"mrtr-harness run: --baseline {tmp_path / 'no-such'} does not "
+                                                       "exist: with no baseline yet, add --first-baseline and this "
+                                                       "run becomes it")
+
+
+def test_a_first_night_that_fails_is_not_kept_as_the_baseline(tmp_path):
+    path = _quick_scenario(tmp_path, 'completed_ratio = "> 1"')  # no run completes more than all its flows
+    baseline = tmp_path / "baseline"
+
+    done = run_harness(path, tmp_path / "results", "--duration", "3s", "--baseline", str(baseline),
+                       "--first-baseline")
+
+    assert done.code == 1, done.output
+    assert not baseline.exists() and "not kept as the baseline" in done.output
+
+
+def test_first_baseline_needs_a_baseline_folder_apart_from_the_results(tmp_path):
+    smoke = ROOT / "scenarios" / "smoke.toml"
+    done = run_harness(smoke, tmp_path / "results", "--first-baseline", timeout=60)
+    assert done.code == 2 and "--first-baseline needs --baseline DIR" in done.output and done.folder is None
+    done = run_harness(smoke, tmp_path / "results", "--baseline", str(tmp_path), "--first-baseline", timeout=60)
+    assert done.code == 2 and "would hold the --results folder" in done.output and done.folder is None
+
+
 # --- the nightly CI example and its guide -----------------------------------------------------------------
 
 
 def _guide() -> str:
-    """docs/nightly-ci.md up to its first section: the commands and the [compare] defaults."""
-    guide = (ROOT / "docs" / "nightly-ci.md").read_text(encoding="utf-8")
-    return guide[:guide.index("\n## ")]
+    return (ROOT / "docs" / "nightly-ci.md").read_text(encoding="utf-8")
 
 
 def _blocks(section: str, language: str) -> list[str]:
@@ -595,29 +651,96 @@ def _blocks(section: str, language: str) -> list[str]:
     return [part.split("```")[0] for part in parts]
 
 
+def _workflow() -> dict:
+    return yaml.safe_load((ROOT / "docs" / "ci" / "nightly.yml").read_text(encoding="utf-8"))
+
+
+def _run_lines(job: dict) -> list[str]:
+    return [line.strip() for step in job["steps"] for line in step.get("run", "").splitlines()]
+
+
+def _guide_commands() -> tuple[str, str, str, list[str]]:
+    """The guide's sh blocks in order: install, night one, later nights, promoting (its lines)."""
+    install, night_one, later, promote = ([line.strip() for line in block.splitlines() if line.strip()]
+                                          for block in _blocks(_guide(), "sh")[:4])
+    return install[0], night_one[0], later[0], promote
+
+
+def _run_step_script(script: str, folder: Path, env: dict[str, str], exit_code: int = 0) -> list[list[str]]:
+    """A workflow step's shell, run by bash in `folder` with a stub `mrtr-harness` (from `.venv/bin/activate`)
+    that records its arguments and exits `exit_code`: what the step would run, without running it."""
+    activate = folder / ".venv" / "bin" / "activate"
+    activate.parent.mkdir(parents=True, exist_ok=True)
+    activate.write_text(f'mrtr-harness() {{ printf "%s\\0" "$@" >> calls; printf "\\n" >> calls; '
+                        f'return {exit_code}; }}\n', encoding="utf-8")
+    subprocess.run(["bash", "-c", script], cwd=folder, env={"PATH": "/usr/bin:/bin", **env}, timeout=30)
+    calls = (folder / "calls").read_text() if (folder / "calls").exists() else ""
+    return [[part for part in line.split("\0") if part] for line in calls.splitlines()]
+
+
 def test_the_nightly_workflow_is_valid_yaml_and_runs_the_guides_commands():
-    workflow = yaml.safe_load((ROOT / "docs" / "ci" / "nightly.yml").read_text(encoding="utf-8"))
+    workflow = _workflow()
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
     assert triggers["schedule"][0]["cron"].split()[2:] == ["*", "*", "*"]  # every night
-    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
-    lines = [line.strip() for step in steps for line in step.get("run", "").splitlines()]
+    nightly, promote = workflow["jobs"]["nightly"], workflow["jobs"]["promote"]
 
-    commands = [line.strip() for line in _blocks(_guide(), "sh")[0].splitlines()
-                if line.strip()]
-    install, run = commands
-    assert "pip install -e '.[test]'" in install and "--baseline" in run
-    assert install in lines and run in lines
-    assert run.replace(" --baseline baseline", "") in lines  # the first night, with no baseline yet
-    assert (ROOT / run.split("mrtr-harness run ")[1].split()[0]).is_file()
+    install, night_one, later, promoting = _guide_commands()
+    assert "pip install -e '.[test]'" in install and install in _run_lines(nightly) and install in _run_lines(promote)
+    assert night_one == later + " --first-baseline" and later.endswith("--baseline baseline")
+    assert night_one in _run_lines(nightly) and later in _run_lines(nightly)
+    assert (ROOT / later.split("mrtr-harness run ")[1].split()[0]).is_file()
+    assert any("mrtr-harness report" in line and "cp -r" in line for line in promoting)  # checked, then copied
+    assert any("mrtr-harness report" in line and "cp -r" in line for line in _run_lines(promote))
 
-    uploads = [step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@")]
+    uploads = [step for step in nightly["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
     uploaded = "\n".join(step["with"]["path"] for step in uploads)
     assert all(step.get("if") == "always()" for step in uploads)  # a failing night still leaves its results
     assert "results/" in uploaded and "junit.xml" in uploaded and "compare-junit.xml" in uploaded
-    saved = [step for step in steps if step.get("uses", "").startswith("actions/cache/save@")]
-    assert len(saved) == 1 and saved[0]["if"] == "success()" and saved[0]["with"]["path"] == "baseline"
-    restored = [step for step in steps if step.get("uses", "").startswith("actions/cache/restore@")]
-    assert restored[0]["with"]["restore-keys"] in saved[0]["with"]["key"]
+    downloaded = next(step for step in promote["steps"] if step.get("uses", "").startswith("actions/download-"))
+    assert downloaded["with"]["name"] == uploads[0]["with"]["name"].replace("github.run_id", "inputs.promote")
+
+
+def test_the_nightly_workflow_fails_closed_and_saves_a_baseline_only_on_purpose(tmp_path):
+    """A scheduled night restores the baseline or fails, runs `run --baseline` without the first-night flag (so
+    `run` itself exits 2 on a missing baseline), and saves nothing; only night one (an input) and a promotion
+    (another input, a run that `report` says passed) save a baseline."""
+    workflow = _workflow()
+    inputs = workflow.get("on", workflow.get(True))["workflow_dispatch"]["inputs"]
+    assert inputs["first_baseline"]["type"] == "boolean" and inputs["first_baseline"]["default"] is False
+    nightly, promote = workflow["jobs"]["nightly"], workflow["jobs"]["promote"]
+    assert (nightly["if"], promote["if"]) == ("${{ !inputs.promote }}", "${{ inputs.promote }}")
+
+    def uses(job: dict, action: str) -> list[dict]:
+        return [step for step in job["steps"] if step.get("uses", "").startswith(f"actions/{action}@")]
+
+    restore, = uses(nightly, "cache/restore")
+    assert restore["with"]["fail-on-cache-miss"] is True and restore["if"] == "${{ !inputs.first_baseline }}"
+    saved, = uses(nightly, "cache/save")
+    assert saved["if"] == "${{ success() && inputs.first_baseline }}" and saved["with"]["path"] == "baseline"
+    assert restore["with"]["restore-keys"] in saved["with"]["key"]
+    promoted, = uses(promote, "cache/save")
+    assert promoted["with"] == saved["with"] and "if" not in promoted  # after the check step passed
+    assert not any("baseline" in line for line in _run_lines(nightly) if "cp " in line or "mv " in line)
+
+    step = next(step for step in nightly["steps"] if "mrtr-harness run" in step.get("run", ""))
+    variable = next(iter(step["env"]))
+    assert step["env"][variable] == "${{ inputs.first_baseline }}"
+    for value, first in (("", False), ("false", False), ("true", True)):  # a schedule has no inputs: ""
+        folder = tmp_path / f"night-{value or 'scheduled'}"
+        folder.mkdir()
+        (called,) = _run_step_script(step["run"], folder, {variable: value})
+        args = build_parser().parse_args(called)
+        assert (args.command, args.baseline, args.first_baseline) == ("run", Path("baseline"), first), called
+
+    check = next(step for step in promote["steps"] if "mrtr-harness report" in step.get("run", ""))
+    for passed in (True, False):
+        folder = tmp_path / f"promote-{passed}"
+        night = folder / "chosen" / "20261201T021700Z-nightly"
+        night.mkdir(parents=True)
+        (night / "journal.jsonl").write_text("{}\n", encoding="utf-8")
+        (called,) = _run_step_script(check["run"], folder, {}, exit_code=0 if passed else 1)
+        assert called == ["report", "chosen/20261201T021700Z-nightly"]
+        assert (folder / "baseline" / "journal.jsonl").is_file() is passed  # a night that did not pass is not pinned
 
 
 def test_the_guides_compare_table_is_the_defaults():

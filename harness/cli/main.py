@@ -103,7 +103,12 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                           help="a results folder of the same scenario: at the end, compare this run with it, write "
                                "compare.json, compare-junit.xml and compare.html into the results, add a `compare` "
                                "key to summary.json, and exit 1 on a regression (checked before anything starts: "
-                               "exit 2 if it is not a results folder of this scenario)")
+                               "exit 2 if it is missing or not a results folder of this scenario; never skipped)")
+    baseline.add_argument("--first-baseline", action="store_true",
+                          help="no baseline yet: this run becomes it. With --baseline DIR where DIR does not exist "
+                               "yet (or is empty): the run is not compared, and if it passes its results folder is "
+                               "copied to DIR for the next run's --baseline DIR to compare with (exit 2 if DIR "
+                               "already holds a run: drop the flag to compare with it)")
     compare_cli.add_tolerance_options(baseline)
     run.set_defaults(handler=_run)
 
@@ -247,12 +252,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--workers and --expect-workers must be 0 or more")
     if args.master != (args.expect_workers > 0):
         raise UsageError("--master and --expect-workers N go together")
-    if args.baseline is None and (args.tolerance or args.significance is not None):
-        raise UsageError("--tolerance and --significance judge a comparison: they need --baseline DIR")
-    if args.baseline is not None:
-        problem = compare_cli.check_baseline(args.baseline, scenario, args)
-        if problem is not None:
-            raise UsageError(problem)
+    problem = compare_cli.check_baseline_options(args, scenario)
+    if problem is not None:
+        raise UsageError(problem)
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
                          workers=args.workers, remote_workers=args.expect_workers,
                          master_bind_host=args.master_bind_host,
@@ -265,6 +267,8 @@ def _run(args: argparse.Namespace) -> int:
     code = run.execute()
     if args.baseline is None:
         return code
+    if args.first_baseline:
+        return compare_cli.keep_first_baseline(run.folder, args.baseline, code)
     return compare_cli.compare_after_run(args.baseline, run.folder, code, args)
 
 

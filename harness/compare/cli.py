@@ -70,6 +70,66 @@ def run_compare(args: argparse.Namespace) -> int:
     return comparison.exit_code
 
 
+FIRST_BASELINE_HINT = "with no baseline yet, add --first-baseline and this run becomes it"
+
+
+def check_baseline_options(args: argparse.Namespace, scenario: Scenario) -> str | None:
+    """Before a `run` starts anything: what is wrong with its --baseline, --first-baseline and tolerances, or None.
+
+    A missing baseline is never skipped quietly: without --first-baseline it is a usage
+    error naming the flag, and with it the folder must not hold a run yet, so a flag left
+    on after the first night fails rather than judging nothing.
+    """
+    if args.baseline is None:
+        if args.first_baseline:
+            return "--first-baseline needs --baseline DIR: the folder this run is kept in as the baseline"
+        if args.tolerance or args.significance is not None:
+            return "--tolerance and --significance judge a comparison: they need --baseline DIR"
+        return None
+    if args.first_baseline:
+        return _check_first_baseline(args.baseline, args.results)
+    if not args.baseline.exists():
+        return f"--baseline {args.baseline} does not exist: {FIRST_BASELINE_HINT}"
+    return check_baseline(args.baseline, scenario, args)
+
+
+def _check_first_baseline(baseline: Path, results: Path) -> str | None:
+    """--first-baseline: DIR is where the run will be kept: absent or an empty folder, apart from --results."""
+    if baseline.resolve() in (results.resolve(), *results.resolve().parents):
+        return f"--first-baseline: --baseline {baseline} would hold the --results folder {results}: keep them apart"
+    if not baseline.exists():
+        return None
+    if not baseline.is_dir():
+        return f"--first-baseline: --baseline {baseline} is a file, not a folder to keep this run in"
+    if any(baseline.iterdir()):
+        return (f"--first-baseline: --baseline {baseline} already holds files (a baseline?): drop --first-baseline "
+                "to compare with it, or empty the folder to start a new baseline")
+    return None
+
+
+def keep_first_baseline(folder: Path, baseline: Path, exit_code: int) -> int:
+    """`run --first-baseline`: a run that passed is copied to the baseline folder; any other run is not kept.
+
+    The copy is the whole results folder, as `run --baseline DIR` and `compare` read it.
+    """
+    import shutil
+
+    from harness.errors import UsageError
+
+    if exit_code != ExitCode.PASSED:
+        print(f"mrtr-harness run: --first-baseline: not kept as the baseline: the run did not pass (exit "
+              f"{exit_code}); {baseline} stays empty", file=sys.stderr)
+        return exit_code
+    try:
+        shutil.copytree(folder, baseline, dirs_exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--first-baseline: the run passed but could not be copied to {baseline}: "
+                         f"{exc.strerror or exc}") from None
+    print(f"mrtr-harness run: --first-baseline: this run is now the baseline, copied to {baseline}; the next run "
+          f"with --baseline {baseline} is compared with it", file=sys.stderr)
+    return exit_code
+
+
 def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace) -> str | None:
     """Before a `run --baseline` starts anything: the reason the comparison could not be made, or None.
 
@@ -86,7 +146,8 @@ def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace)
     from harness.report import SCENARIO_JSON
 
     if not (baseline / SCENARIO_JSON).is_file() or not (baseline / "journal.jsonl").is_file():
-        return f"--baseline {baseline} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl"
+        return (f"--baseline {baseline} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl "
+                f"({FIRST_BASELINE_HINT})")
     try:
         settle(scenario.compare, args.tolerance, args.significance)
         check_comparable(Scenario.model_validate_json((baseline / SCENARIO_JSON).read_text(encoding="utf-8")),
