@@ -29,8 +29,9 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.FAILED, "failed: a threshold, an invariant, the reconciliation, the hypothesis or a chaos action "
                           "failed, or the run aborted itself (abort_on_violation), or with --baseline a regression "
                           "(summary.json `status` and `problems` say which)"),
-        (ExitCode.USAGE, "bad scenario or command line, a --baseline that is not a results folder of this "
-                         "scenario, a secret's variable unset: nothing was started"),
+        (ExitCode.USAGE, "bad scenario or command line, a --baseline missing (the first night takes "
+                         "--first-baseline) or not a results folder of this scenario, a secret's variable unset: "
+                         "nothing was started"),
         (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
                           "aborted)"),
         (ExitCode.HARNESS, "the harness itself failed (status errored, results still written, everything stopped)"),
