@@ -9,6 +9,7 @@ external target without urls, a chaos step after the end of the run).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -282,3 +283,30 @@ def test_a_replica_label_is_checked_on_a_docker_target_the_harness_starts_but_no
         parse_scenario(started + '[expect]\n"rejections{replica=\'r3\'}" = "== 0"\n')
     compose = head + '[target]\nkind = "docker"\ncompose_project = "shop"\n'
     assert parse_scenario(compose + '[expect]\n"rejections{replica=\'shop-mcp-3\'}" = "== 0"\n')
+
+
+def _validate_with(env_secret: str | None, *paths: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "MCP_CLIENT_SECRET"}
+    if env_secret is not None:
+        env["MCP_CLIENT_SECRET"] = env_secret
+    return subprocess.run([sys.executable, "-m", "harness", "validate", *paths], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=False, env=env)
+
+
+def test_a_scenario_whose_secret_variable_is_unset_is_valid_with_a_warning_naming_the_variable():
+    """`run` exits 2 when a deployment's client secret is not on this machine: `validate` says so first (a
+    warning: the file itself is fine), naming the variable and never a value."""
+    unset = _validate_with(None, "scenarios/compose.toml")
+    assert unset.returncode == 0, unset.stderr
+    assert "scenarios/compose.toml: warning: the environment variable MCP_CLIENT_SECRET is not set" in unset.stderr
+    assert "`mrtr-harness run` exits 2 until it is" in unset.stderr
+    empty = _validate_with("", "scenarios/compose.toml")
+    assert "MCP_CLIENT_SECRET is not set" in empty.stderr
+    secret = "s3cret-Value-that-must-not-show-9"
+    found = _validate_with(secret, "scenarios/compose.toml")
+    assert found.returncode == 0 and "warning" not in found.stderr and secret not in found.stdout + found.stderr
+
+
+def test_an_embedded_target_with_its_secret_unset_gets_no_warning_it_draws_a_throwaway_one():
+    result = _validate_with(None, "scenarios/oauth.toml")
+    assert result.returncode == 0 and "MCP_CLIENT_SECRET" not in result.stderr, result.stderr
