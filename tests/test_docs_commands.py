@@ -98,3 +98,15 @@ def test_the_docs_docker_log_sources_name_the_shipped_stacks_services():
         labels = docker_labels(entry)
         assert labels.get(COMPOSE_PROJECT) == "mrtr" and labels.get(COMPOSE_SERVICE) in _compose_services(), \
             (where, entry)
+
+
+def test_every_error_code_the_harness_names_is_defined_where_on_call_reads_them():
+    """docs/on-call.md's table of codes has a row for each code the harness classifies or pre-sets per host."""
+    from harness.metrics.registry import HOST_CODES
+    from harness.mrtr import outcome
+
+    codes = {*HOST_CODES, *(str(code) for code in (outcome.INVALID_PARAMS, outcome.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                                                   outcome.HEADER_MISMATCH))}
+    text = (ROOT / "docs" / "on-call.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `(-\d+)` \|", text, re.MULTILINE))
+    assert codes <= rows, sorted(codes - rows)
