@@ -61,3 +61,52 @@ def test_every_command_in_the_docs_parses_and_its_scenarios_are_valid(line: str)
             assert path.is_file(), f"{line}: {word} does not exist"
             load_scenario(path)
     assert args.handler is not None
+
+
+def _compose_services() -> set[str]:
+    import yaml
+
+    return set(yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))["services"])
+
+
+TRIAGE = [line for _, line in COMMANDS if line.startswith("mrtr-harness triage ")]
+
+
+def test_the_docs_show_the_docker_triage_of_the_shipped_stack():
+    assert any("--docker-service" in line and "--docker-project mrtr" in line for line in TRIAGE), TRIAGE
+
+
+@pytest.mark.parametrize("line", TRIAGE)
+def test_every_triage_line_passes_triages_own_checks_and_names_the_shipped_stacks_services(line: str) -> None:
+    """Beyond argparse: triage's checks at its edge, and a `--docker-project mrtr` line names services that
+    docker-compose.yml runs (a name it does not have finds no container: exit 3)."""
+    from harness.triage.cli import parse_options
+
+    options = parse_options(build_parser().parse_args(shlex.split(line)[1:]))
+    if options.docker_project == "mrtr":
+        assert set(options.docker_services) <= _compose_services(), line
+
+
+def test_the_docs_docker_log_sources_name_the_shipped_stacks_services():
+    """A `docker:` log source for compose project mrtr names a service of docker-compose.yml."""
+    from harness.config.logs import COMPOSE_PROJECT, COMPOSE_SERVICE, docker_labels
+
+    found = [(path.name, entry) for path in DOCUMENTS
+             for entry in re.findall(r'"(docker:[^"]+)"', path.read_text(encoding="utf-8"))]
+    assert found
+    for where, entry in found:
+        labels = docker_labels(entry)
+        assert labels.get(COMPOSE_PROJECT) == "mrtr" and labels.get(COMPOSE_SERVICE) in _compose_services(), \
+            (where, entry)
+
+
+def test_every_error_code_the_harness_names_is_defined_where_on_call_reads_them():
+    """docs/on-call.md's table of codes has a row for each code the harness classifies or pre-sets per host."""
+    from harness.metrics.registry import HOST_CODES
+    from harness.mrtr import outcome
+
+    codes = {*HOST_CODES, *(str(code) for code in (outcome.INVALID_PARAMS, outcome.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                                                   outcome.HEADER_MISMATCH))}
+    text = (ROOT / "docs" / "on-call.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `(-\d+)` \|", text, re.MULTILINE))
+    assert codes <= rows, sorted(codes - rows)

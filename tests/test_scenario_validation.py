@@ -9,6 +9,7 @@ external target without urls, a chaos step after the end of the run).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,15 @@ BROKEN = {
                           "chaos[2].replcia: unknown key 'replcia'; did you mean 'replica'?"),
     "unknown-flow-key": (('kind = "refund"', 'kind = "refund"\nwieght = 2'), 18,
                          "unknown key 'wieght'; did you mean 'weight'?"),
+    # a key of another action: where it belongs, never a lookalike of the step's own keys ('action')
+    "a-pause-key-on-a-restart": (('action = "restart"', 'action = "restart"\nduration = "5s"'), 22,
+                                 "chaos[1].duration: a 'restart' takes no 'duration' (it is a key of auth-down, "
+                                 "network, pause, subject-drift, token-expiry); the keys here are action, at, replica"),
+    "a-call-key-on-a-refund": (('kind = "refund"', 'kind = "refund"\ntool = "x"'), 18,
+                               "flows[1].tool: a 'refund' takes no 'tool' (it is a key of call, fuzz)"),
+    "a-bad-variable-name": (('ttl = "10m"', 'ttl = "10m"\ncommand_env = ["AWS PROFILE"]'), 9,
+                            "target.command_env[1]: must be an environment variable's name: letters, digits and _, "
+                            "not starting with a digit"),
     # a union lists its kinds, never "Input tag ... expected tags"
     "unknown-action": (('action = "kill"', 'action = "scale"'), 23,
                        "chaos[2]: action = 'scale' is not one of: restart, kill, pause, rolling-restart"),
@@ -189,7 +199,7 @@ BROKEN = {
                                             "target.auth.kind: an embedded shop runs its own authorization server"),
 }
 PYDANTIC_WORDS = ("Input should", "Extra inputs", "Input tag", "expected tags", "errors.pydantic.dev",
-                  "Field required", "Value error", "validation error")
+                  "Field required", "Value error", "validation error", "should match pattern", "must match pattern")
 
 
 UNREADABLE = {
@@ -282,3 +292,55 @@ def test_a_replica_label_is_checked_on_a_docker_target_the_harness_starts_but_no
         parse_scenario(started + '[expect]\n"rejections{replica=\'r3\'}" = "== 0"\n')
     compose = head + '[target]\nkind = "docker"\ncompose_project = "shop"\n'
     assert parse_scenario(compose + '[expect]\n"rejections{replica=\'shop-mcp-3\'}" = "== 0"\n')
+
+
+def _validate_with(env_secret: str | None, *paths: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "MCP_CLIENT_SECRET"}
+    if env_secret is not None:
+        env["MCP_CLIENT_SECRET"] = env_secret
+    return subprocess.run([sys.executable, "-m", "harness", "validate", *paths], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=False, env=env)
+
+
+def test_a_scenario_whose_secret_variable_is_unset_is_valid_with_a_warning_naming_the_variable():
+    """`run` exits 2 when a deployment's client secret is not on this machine: `validate` says so first (a
+    warning: the file itself is fine), naming the variable and never a value."""
+    unset = _validate_with(None, "scenarios/compose.toml")
+    assert unset.returncode == 0, unset.stderr
+    assert "scenarios/compose.toml: warning: the environment variable MCP_CLIENT_SECRET is not set" in unset.stderr
+    assert "`mrtr-harness run` exits 2 until it is" in unset.stderr
+    empty = _validate_with("", "scenarios/compose.toml")
+    assert "MCP_CLIENT_SECRET is not set" in empty.stderr
+    secret = "s3cret-Value-that-must-not-show-9"
+    found = _validate_with(secret, "scenarios/compose.toml")
+    assert found.returncode == 0 and "warning" not in found.stderr and secret not in found.stdout + found.stderr
+
+
+def test_an_embedded_target_with_its_secret_unset_gets_no_warning_it_draws_a_throwaway_one():
+    result = _validate_with(None, "scenarios/oauth.toml")
+    assert result.returncode == 0 and "MCP_CLIENT_SECRET" not in result.stderr, result.stderr
+
+
+def test_every_pattern_of_the_scenario_models_is_worded_for_a_person():
+    """A key with a `pattern` says what it must be in words (`PATTERNS`), never the regular expression."""
+    import re
+
+    from harness.config.auth import ENV_NAME
+    from harness.config.worded_errors import PATTERNS
+
+    source = "\n".join(path.read_text() for path in sorted((ROOT / "harness" / "config").glob("*.py")))
+    found = {ENV_NAME, *(re.findall(r'pattern=r"([^"]+)"', source))}
+    assert len(found) >= 5 and found <= set(PATTERNS), found - set(PATTERNS)
+
+
+def test_a_value_that_does_not_fit_a_pattern_is_not_echoed():
+    """Where a variable's NAME goes, a user may paste the secret itself: the error must not print it."""
+    path = ROOT / "scenarios" / "oauth.toml"
+    text = path.read_text().replace('client_secret_env = "MCP_CLIENT_SECRET"', 'client_secret_env = "s3cr+t/Value9"')
+    from harness.config.scenario import parse_scenario
+    from harness.config.strict import ScenarioError
+
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario(text)
+    assert "client_secret_env: must be an environment variable's name" in str(refused.value)
+    assert "s3cr+t/Value9" not in str(refused.value)

@@ -318,6 +318,24 @@ def test_open_sqlite_creates_the_missing_folder_and_schema(tmp_path: Path) -> No
         assert same.get("quote", "q") == "v"
 
 
+def test_closing_a_sqlite_store_folds_its_write_ahead_log_into_the_file(tmp_path: Path) -> None:
+    """A results folder holds the shop's records, not megabytes of log beside them: a store closing while another
+    process still has the file leaves the log empty, and the last one to close removes it."""
+    path = tmp_path / "shop.db"
+    wal = tmp_path / "shop.db-wal"
+    first, second = open_store(f"sqlite:{path}"), open_store(f"sqlite:{path}")
+    for n in range(2000):
+        assert first.add("quote", f"q{n}", "v" * 100)
+    assert wal.stat().st_size > 100_000
+    first.close()
+    assert wal.stat().st_size == 0
+    assert second.get("quote", "q1999") == "v" * 100
+    second.close()
+    assert not wal.exists()
+    with open_store(f"sqlite:{path}") as reopened:
+        assert reopened.get("quote", "q0") == "v" * 100
+
+
 def test_a_closed_sqlite_store_refuses_work(spec_for: Callable[[str], str]) -> None:
     opened = open_store(spec_for("sqlite"))
     opened.close()

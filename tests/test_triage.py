@@ -492,6 +492,53 @@ def test_a_compose_services_container_is_followed_live(tmp_path, docker_client):
     assert code == 1
 
 
+def test_several_compose_services_are_read_each_container_its_own_replica(tmp_path, docker_client, capsys):
+    """The shipped stack's replicas are three services (replica1-replica3): `--docker-service` takes them all, and
+    a service of the project it does not name is not read."""
+    client = docker_client
+    from harness.targets.image import ensure_host_python_image, host_python_run_spec
+
+    ensure_host_python_image(client)
+    project = f"mrtr-triage-{uuid.uuid4().hex[:8]}"
+    spec = host_python_run_spec([tmp_path])
+
+    def start(service: str, command: list[str]) -> docker.models.containers.Container:
+        labels = {"com.docker.compose.project": project, "com.docker.compose.service": service,
+                  "com.docker.compose.container-number": "1"}
+        return client.containers.run(command=command, labels=labels, name=f"{project}-{service}-1", detach=True,
+                                     **spec.options())
+
+    containers = []
+    try:
+        ports = {}
+        for service in ("replica1", "replica2"):
+            ports[service] = port = free_port()
+            containers.append(start(service, spec.module(
+                "harness", "shop", "replica", "--port", str(port), "--api", "http://127.0.0.1:9", "--replica-id",
+                service, "--store", "memory", "--keyring", "ephemeral")))
+        # Another service of the project, logging a rejection line: not named, so not read.
+        containers.append(start("api", ["-c", "print('WARNING requestState rejected on tools/call: seal')"]))
+        for container, state in zip(containers, ("not-a-token", 12345), strict=False):
+            url = f"http://127.0.0.1:{ports[container.labels['com.docker.compose.service']]}"
+            wait_for(lambda url=url: _answers(f"{url}/healthz"), f"the replica in container {container.name}")
+            answer = post(f"{url}/mcp", "issue_refund", {"quote_id": "Q-1"}, id=3, responses=YES, state=state)
+            assert answer.status_code == 400
+            wait_for(lambda container=container: b"requestState rejected" in container.logs(),
+                     f"the rejection in {container.name}'s log")
+        wait_for(lambda: b"rejected" in containers[2].logs(), "the other service's line")
+        code, result = triage(capsys, "--docker-service", "replica1", "--docker-service", "replica2",
+                              "--docker-project", project)
+    finally:
+        for container in containers:
+            try:
+                container.remove(force=True)
+            except docker.errors.DockerException:
+                pass  # the engine went away meanwhile: the test has failed already, and says why
+    replica1, replica2 = (container.name for container in containers[:2])
+    assert result["by_reason_and_replica"] == {"malformed": {replica1: 1}, "non-string requestState": {replica2: 1}}
+    assert code == 1
+
+
 def _answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=1).status_code == 200

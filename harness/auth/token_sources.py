@@ -18,7 +18,7 @@ from harness.auth.token_command import TokenCommand
 from harness.auth.token_file import TokenFile, read_tokens
 from harness.config.auth import TargetAuth
 from harness.config.target import TargetConfig
-from harness.secrets import env_secret
+from harness.secrets import MissingSecret, env_secret
 
 
 def secret_of(auth: TargetAuth, *, throwaway: bool = False) -> str:
@@ -39,6 +39,19 @@ def check(target: TargetConfig) -> None:
     elif auth.kind == "tokens":
         assert auth.file is not None
         read_tokens(Path(auth.file))
+
+
+def missing_secret(target: TargetConfig) -> str | None:
+    """What `check` would refuse on this machine (the variable's name or the file, never a value), for `validate`
+    to say as a warning; None when nothing is missing, or an embedded target would draw a throwaway secret."""
+    auth = target.auth
+    if auth is None or (auth.kind == "client-credentials" and target.kind == "embedded"):
+        return None
+    try:
+        check(target)
+    except MissingSecret as exc:
+        return str(exc)
+    return None
 
 
 def build_source(auth: TargetAuth, target_url: str) -> TokenSource:

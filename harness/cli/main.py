@@ -215,6 +215,12 @@ def _validate(args: argparse.Namespace) -> int:
               f"{len(scenario.expect)} thresholds)")
         for caution in cautions(scenario):
             print(f"{path}: warning: {caution}", file=sys.stderr)
+        if scenario.target.auth is not None:
+            from harness.auth.token_sources import missing_secret
+
+            missing = missing_secret(scenario.target)
+            if missing:
+                print(f"{path}: warning: {missing}; `mrtr-harness run` exits 2 until it is", file=sys.stderr)
     return code
 
 

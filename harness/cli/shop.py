@@ -101,8 +101,8 @@ def run_api(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     catalogue = build_catalogue(args.seed if args.seed is not None else DEFAULT_SEED,
                                 args.orders if args.orders is not None else DEFAULT_ORDER_COUNT)
-    app = create_app(store, catalogue, release_guard=args.release_guard)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False)
+    app = replica.closing_at_shutdown(create_app(store, catalogue, release_guard=args.release_guard), store.close)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on")
     uvicorn.Server(config).run()
     return 0
 

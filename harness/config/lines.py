@@ -13,7 +13,7 @@ from harness.config.flows import FlowSpec
 from harness.config.leads import LeadProfile
 from harness.config.strict import FieldProblem
 from harness.config.think import ThinkTime
-from harness.config.worded_errors import fields_at, worded
+from harness.config.worded_errors import elsewhere_at, fields_at, worded
 
 
 def explain(exc: ValidationError, text: str, source: str, model: type[BaseModel]) -> str:
@@ -50,8 +50,11 @@ def _explain_one(error: Any, text: str, source: str, model: type[BaseModel]) -> 
     field = _dotted(location) or "(top level)"
     line = _find_line(text, location)
     where = f"{source}:{line}" if line else source
-    fields = fields_at(model, list(error["loc"][:-1]), _UNION_TAGS) if error["type"] == "extra_forbidden" else []
-    return f"{where}: {field}", worded(error, fields), alternative
+    fields, elsewhere = [], None
+    if error["type"] == "extra_forbidden":
+        fields = fields_at(model, list(error["loc"][:-1]), _UNION_TAGS)
+        elsewhere = elsewhere_at(model, list(error["loc"][:-1]), _UNION_TAGS, str(error["loc"][-1]))
+    return f"{where}: {field}", worded(error, fields, elsewhere), alternative
 
 
 def _union_tags(*unions: Any) -> frozenset[str]:

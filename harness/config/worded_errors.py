@@ -32,22 +32,41 @@ WORDED: dict[str, str] = {
 }
 """pydantic's error types that need no value to be said plainly."""
 
+PATTERNS: dict[str, str] = {
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "must be an environment variable's name: letters, digits and _, not starting with "
+                                 "a digit (the NAME of the variable, not its value)",
+    r"^[a-z0-9][a-z0-9_-]*$": "must be lower-case letters, digits, _ and -, starting with a letter or digit",
+    r"^[A-Za-z0-9-]+$": "must be an HTTP header's name: letters, digits and -",
+    r"^[\x21-\x7e]+$": "must be printable ASCII without spaces",
+    r"^[A-Za-z0-9_.-]+$": "must be letters, digits, _, . and - (it names a folder)",
+}
+"""Every `pattern` of the scenario models, as a person says it (a test checks none is missing)."""
 
-def worded(error: dict[str, Any], fields: list[str]) -> str:
-    """One pydantic error as a sentence; `fields`: the keys its table accepts (for a did-you-mean)."""
+
+def worded(error: dict[str, Any], fields: list[str], elsewhere: Elsewhere | None = None) -> str:
+    """One pydantic error as a sentence; `fields`: the keys its table accepts (for a did-you-mean); `elsewhere`:
+    the table's kind and the other kinds that take an unknown key (`elsewhere_at`)."""
     kind = error["type"]
     ctx = error.get("ctx") or {}
     location = [part for part in error["loc"] if isinstance(part, str)]
     key = location[-1] if location else ""
     if kind == "extra_forbidden":
-        hint = did_you_mean(key, fields) or (f"; the keys here are {', '.join(fields)}" if fields else "")
-        return f"unknown key {key!r}{hint}"
+        keys = f"; the keys here are {', '.join(fields)}" if fields else ""
+        if elsewhere is not None and elsewhere[1]:
+            tag, others = elsewhere
+            return f"a {tag!r} takes no {key!r} (it is a key of {', '.join(others)}){keys}"
+        own = [name for name in fields if name not in _TAG_FIELDS]  # its tag is right, or this table had none
+        return f"unknown key {key!r}{did_you_mean(key, own) or keys}"
     if kind == "union_tag_invalid":
         tags = _tags(ctx.get("expected_tags"))
         return f"{ctx.get('discriminator', '').strip(chr(39))} = {ctx.get('tag')!r} is not one of: " \
                f"{', '.join(tags)}{did_you_mean(str(ctx.get('tag')), tags)}"
     if kind == "union_tag_not_found":
         return f"needs {str(ctx.get('discriminator', '')).strip(chr(39))} = one of its kinds"
+    if kind == "string_pattern_mismatch":
+        # The value is not echoed: a secret pasted where its variable's name goes must not reach the terminal.
+        return PATTERNS.get(str(ctx.get("pattern")), f"does not have the form {ctx.get('pattern')} (a regular "
+                                                     "expression)")
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, not {error.get('input')!r}"
     if kind in WORDED:
@@ -97,9 +116,42 @@ def fields_at(model: type[BaseModel], location: list[Any], tags: frozenset[str])
     return sorted({name for candidate in candidates for name in candidate.model_fields})
 
 
+Elsewhere = tuple[str, list[str]]
+"""A union member's tag (a chaos action, a flow kind) and the other members' tags that take a given key."""
+
+
+def elsewhere_at(model: type[BaseModel], location: list[Any], tags: frozenset[str], key: str) -> Elsewhere | None:
+    """For a key unknown to the union member at `location` (a restart step's `duration`): the member's tag and the
+    tags of its siblings that take the key, so the error says where it belongs rather than a lookalike of its own.
+    None when `location` ends in no union member."""
+    candidates: list[type[BaseModel]] = [model]
+    for n, part in enumerate(location):
+        if isinstance(part, int):
+            continue
+        if part in tags and n == len(location) - 1:
+            others = sorted({tag for candidate in candidates if key in _keys(candidate)
+                             for tag in _tags_of(candidate) if tag != part})
+            return part, others
+        nested = [inner for candidate in candidates if part in candidate.model_fields
+                  for inner in _models_in(candidate.model_fields[part].annotation)]
+        if not nested:
+            return None
+        candidates = nested
+    return None
+
+
+def _keys(model: type[BaseModel]) -> set[str]:
+    """The keys a model's table accepts, as the file writes them (a field's alias, else its name)."""
+    return {info.alias or name for name, info in model.model_fields.items()}
+
+
+_TAG_FIELDS: tuple[str, ...] = ("kind", "action", "dist")
+"""The keys that choose a union member: never the did-you-mean of a key the chosen member lacks."""
+
+
 def _tags_of(model: type[BaseModel]) -> tuple[str, ...]:
     """The tags a union member answers to (its `kind`, `action` or `dist` literal)."""
-    for name in ("kind", "action", "dist"):
+    for name in _TAG_FIELDS:
         info = model.model_fields.get(name)
         if info is not None:
             return tuple(arg for arg in typing.get_args(info.annotation) if isinstance(arg, str))

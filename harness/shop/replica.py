@@ -5,10 +5,6 @@ goes through this one entry point with the same options, so a replica behaves th
 whichever backend started it, and a failure mode is chosen by options alone: the store
 (`memory` = records one process sees), the key ring (`ephemeral` = the key that dies on
 restart), the TTL, the server name (the audience), the clock offset.
-
-The MCP server itself is given by the caller (`build`: `harness.shop.server.build_replica_server`,
-imported under its own name or as `__main__`), so this module never imports the server and
-`python -m harness.shop.server` can start a replica through it without an import cycle.
 """
 
 from __future__ import annotations
@@ -226,7 +222,7 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
         from harness.shop.token_checks import gate_scopes
 
         gate_scopes(app, settings.resource)
-    return _naming_the_replica(app, settings.label), codec, store
+    return closing_at_shutdown(_naming_the_replica(app, settings.label), store.close), codec, store
 
 
 def _resource_server(settings: ReplicaSettings) -> dict[str, Any]:
@@ -265,6 +261,29 @@ def _naming_the_replica(app: Any, label: str) -> Any:
     return named
 
 
+def closing_at_shutdown(app: Any, close: Callable[[], None]) -> Any:
+    """The app, calling `close` when the server shuts it down (ASGI lifespan), before it says it is done.
+
+    uvicorn ends a process stopped by SIGTERM by raising the signal again once it has shut
+    down, so code after `Server.run()` never runs: the lifespan is the last word a process
+    gets. Closing the store there folds a sqlite store's write-ahead log into its file.
+    """
+
+    async def closing(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def send_closing(message: Any) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                close()
+            await send(message)
+
+        await app(scope, receive, send_closing)
+
+    return closing
+
+
 def _transport_security(settings: ReplicaSettings, cls: Any) -> Any:
     """Accept loopback hosts plus whatever a proxy or container network reaches the replica by."""
     if "*" in settings.allowed_hosts:
@@ -283,6 +302,10 @@ def _header_principal(header: str) -> Callable[[Any], str | None]:
     return bind
 
 
+# The MCP server itself is given by the caller (`build`: `harness.shop.server.build_replica_server`, imported
+# under its own name or as `__main__`), so this module never imports the server and `python -m
+# harness.shop.server` can start a replica through it without an import cycle. (Said here, not in the module's
+# docstring: that is `shop replica --help`.)
 def main(argv: Sequence[str] | None, build: ServerBuilder) -> int:
     """Parse the replica's options and serve until stopped: the one entry point every launch goes through."""
     settings = parse_args(argv)

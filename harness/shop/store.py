@@ -29,6 +29,7 @@ Values are text (callers store JSON).  Keys are grouped in namespaces
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -494,9 +495,17 @@ class SqliteStore(_Closing):
             last = rows[-1][0]
 
     def close(self) -> None:
+        """Close every thread's connection, checkpointing the write-ahead log into the file first.
+
+        The last process to close the file deletes its `-wal` (sqlite does); one closing while
+        others still use it leaves the log empty (TRUNCATE), never megabytes of pages beside it.
+        """
         with self._lock:
             self._closed = True
             conns, self._all = self._all, []
+        if conns:
+            with contextlib.suppress(sqlite3.Error):  # busy or gone: the next closer, or sqlite at open, does it
+                conns[0].execute("PRAGMA wal_checkpoint(TRUNCATE)")
         for conn in conns:
             try:
                 conn.close()

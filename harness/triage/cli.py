@@ -46,7 +46,7 @@ examples:
   mrtr-harness triage --file r1=logs/r1.log --file r2=logs/r2.log
   mrtr-harness triage --command "kubectl logs -f -l app=shop --prefix --tail=0 --max-log-requests=20"
   journalctl -f -o json -u shop | mrtr-harness triage --stdin
-  mrtr-harness triage --docker-service shop --metrics-port 9464
+  mrtr-harness triage --docker-service replica1 replica2 replica3 --docker-project mrtr --metrics-port 9465
   mrtr-harness triage --once --json --file results/run/logs/r1.log > rejections.json
   mrtr-harness triage --once --since 2026-11-30T05:00Z --until 2026-11-30T06:00Z --file logs/r1.log*
 """
@@ -65,9 +65,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          help="a command whose output is a log stream, e.g. \"kubectl logs -f ...\" or "
                               "\"journalctl -f ...\" (split like a shell would, run without one; repeatable)")
     sources.add_argument("--stdin", action="store_true", help="read standard input until it ends")
-    sources.add_argument("--docker-service", metavar="NAME",
-                         help="every container of this compose service (label com.docker.compose.service), "
-                              "each its own replica by container name")
+    sources.add_argument("--docker-service", action="extend", nargs="+", default=[], metavar="NAME",
+                         help="every container of these compose services (label com.docker.compose.service), "
+                              "each its own replica by container name (repeatable: the shipped stack's are "
+                              "replica1 replica2 replica3)")
     sources.add_argument("--docker-project", metavar="P",
                          help="with --docker-service: only this compose project (label com.docker.compose.project)")
     output = triage.add_argument_group("output")
@@ -97,7 +98,7 @@ class Options:
     files: list[tuple[str | None, Path]] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
     stdin: bool = False
-    docker_service: str | None = None
+    docker_services: list[str] = field(default_factory=list)
     docker_project: str | None = None
     once: bool = False
     json: bool = False
@@ -120,12 +121,13 @@ def parse_options(args: argparse.Namespace) -> Options:
         if not argv:
             raise UsageError("--command: empty command")
         options.commands.append(command)
-    if args.docker_project is not None and args.docker_service is None:
+    if args.docker_project is not None and not args.docker_service:
         raise UsageError("--docker-project needs --docker-service")
-    if args.docker_service is not None and not args.docker_service.strip():
+    if any(not service.strip() for service in args.docker_service):
         raise UsageError("--docker-service: empty service name")
-    options.docker_service, options.docker_project = args.docker_service, args.docker_project
-    if not (options.files or options.commands or options.stdin or options.docker_service):
+    options.docker_services = list(dict.fromkeys(args.docker_service))
+    options.docker_project = args.docker_project
+    if not (options.files or options.commands or options.stdin or options.docker_services):
         raise UsageError("no source: give --file, --command, --stdin or --docker-service")
     options.window = _duration("--window", args.window, minimum=1.0)
     now = time.time()
@@ -316,9 +318,9 @@ def _sources(options: Options) -> list[Any]:
     sources += [CommandSource(command) for command in options.commands]
     if options.stdin:
         sources.append(StdinSource())
-    if options.docker_service:
-        sources.append(ComposeServiceSource(options.docker_service, options.docker_project, follow=follow,
-                                            since=time.time()))
+    since = time.time()
+    sources += [ComposeServiceSource(service, options.docker_project, follow=follow, since=since)
+                for service in options.docker_services]
     return sources
 
 
