@@ -607,7 +607,7 @@ def test_the_help_shows_every_source_and_the_exit_codes(capsys):
     for option in ("--file", "--command", "--stdin", "--docker-service", "--docker-project", "--once", "--json",
                    "--metrics-port", "--window"):
         assert option in shown
-    assert "exit codes" in shown
+    assert "Exit codes: 0 " in shown and "docs/exit-codes.md" in shown
 
 
 # --- a pile of logs: compressed, binary, repeated, unlabelled, and placed by their own time --------------
