@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.capacity import json_fields
 from harness.capacity.expiry import ExpiryMeasurement, measure, recommend_ttl, round_up_ttl, tolerance
 from harness.capacity.search import Judgement, limit_of, search, step_through
 from harness.capacity.sweep_plan import CapacityPlan, PlanError, RateSearch, parse_replicas, parse_search
@@ -292,7 +293,21 @@ def _finish_capacity(process: subprocess.Popen, folder: Path, timeout: float = 1
     assert process.returncode == 0, output
     [results] = [p for p in (folder / "results").iterdir() if p.is_dir()]
     assert (results / "capacity.html").is_file() and (results / "latency.svg").is_file()
-    return json.loads((results / "capacity.json").read_text())
+    document = json.loads((results / "capacity.json").read_text())
+    _assert_documented_keys(document)
+    return document
+
+
+def _assert_documented_keys(document: dict) -> None:
+    """Every real sweep's capacity.json has exactly the keys docs/capacity-planning.md documents (generated from
+    `json_fields`), part by part: a key written and not documented, or documented and gone, fails."""
+    assert set(document) == set(json_fields.TOP_LEVEL)
+    assert document["capacity"] and document["steps"] and document["expiry"] is not None
+    for row in document["capacity"]:
+        assert set(row) == set(json_fields.CAPACITY_ROW), row
+    assert set(document["expiry"]) == set(json_fields.EXPIRY)
+    for step in document["steps"]:
+        assert set(step) == set(json_fields.STEP), step
 
 
 def test_other_load_leaves_out_the_replicas_the_zygote_forked_and_counts_them_by_pid(tmp_path):

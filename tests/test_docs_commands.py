@@ -44,6 +44,13 @@ def test_the_docs_show_commands_at_all():
     assert len(COMMANDS) >= 15, [where for where, _ in COMMANDS]
 
 
+def test_the_capacity_guides_commands_are_among_those_parsed():
+    """docs/capacity-planning.md's sweeps, its sample's command included, go through the parser below."""
+    capacity = [line for where, line in COMMANDS if where.startswith("docs/capacity-planning.md: ")]
+    assert len(capacity) >= 3 and all(line.startswith("mrtr-harness capacity ") for line in capacity), capacity
+    assert any("--step 10s" in line for line in capacity), capacity
+
+
 @pytest.mark.parametrize("line", [line for _, line in COMMANDS], ids=[where for where, _ in COMMANDS])
 def test_every_command_in_the_docs_parses_and_its_scenarios_are_valid(line: str) -> None:
     argv = shlex.split(line)[1:]

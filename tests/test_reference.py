@@ -17,8 +17,9 @@ import pytest
 from prometheus_client import generate_latest
 from pydantic import BaseModel
 
+from harness.capacity import json_fields
 from harness.cli.package_map import BEGIN, END, NoMapSection, package_map, splice
-from harness.cli.reference import DOCUMENTS, SECTIONS
+from harness.cli.reference import CAPACITY_JSON_BEGIN, CAPACITY_JSON_END, DOCUMENTS, SECTIONS
 from harness.config.scenario import Scenario
 from harness.metrics.registry import RunMetrics
 from tests.harness_run import ROOT
@@ -85,6 +86,22 @@ def test_the_map_names_every_package_and_module_by_its_docstring(tmp_path):
 def test_a_document_without_the_map_section_says_so():
     with pytest.raises(NoMapSection):
         splice("# Architecture\n\nNo map here.\n", "- `harness/`\n")
+
+
+def test_the_capacity_guide_lists_every_capacity_json_key_and_a_dropped_one_is_stale(tmp_path):
+    """The capacity.json reference in docs/capacity-planning.md has one row per key of `json_fields` (which the
+    sweep tests hold against real capacity.json files); a row edited by hand makes the guide stale."""
+    committed = (ROOT / "docs" / "capacity-planning.md").read_text()
+    section = committed.partition(CAPACITY_JSON_BEGIN + "\n")[2].partition(CAPACITY_JSON_END)[0]
+    for title, _, keys in json_fields.PARTS:
+        part = section.partition(f"### {title}\n")[2].partition("### ")[0]
+        assert [row.split("`")[1] for row in part.splitlines() if row.startswith("| `")] == list(keys), title
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "capacity-planning.md").write_text(committed.replace("| `still_rising` |", "| `rising` |"))
+    stale = reference("--check", root=tmp_path)
+    assert "docs/capacity-planning.md is stale" in stale.stderr and stale.returncode == 1
+    assert reference(root=tmp_path).returncode == 0
+    assert (tmp_path / "docs" / "capacity-planning.md").read_text() == committed
 
 
 def test_the_metrics_reference_names_every_metric_the_exporter_serves():

@@ -9,6 +9,7 @@ from the lead model and measured, and the TTL that would keep expiries under a t
 
 One module per concept: `plan` (what to sweep, from the command line), `search` (which
 rate to try next; pure), `sweep` (running and judging the steps), `expiry` (think time
-against TTL), `report` (capacity.json, capacity.html and the plots), `cli`. Only `sweep`
+against TTL), `report` (capacity.json, capacity.html and the plots), `json_fields` (what
+each key of capacity.json means), `cli`. Only `sweep`
 needs Locust's gevent patching, and imports the run machinery lazily.
 """

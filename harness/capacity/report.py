@@ -45,8 +45,8 @@ _CSS = (PAGE_CSS + META_CSS
 # --- figures shared by every output ----------------------------------------------------------------
 
 
-def slo_text(result: SweepResult) -> str:
-    expect = result.scenario.expect
+def slo_text(expect: dict[str, str | list[str]]) -> str:
+    """A scenario's `[expect]` table on one line: the SLO every step must hold."""
     if not expect:
         return "no thresholds (every step holds unless an invariant fails)"
     return ", ".join(f"{key} {'; '.join([value] if isinstance(value, str) else value)}"
@@ -117,7 +117,7 @@ def recommendation(result: SweepResult) -> list[str]:
 def _capacity_statement(result: SweepResult) -> str:
     plan = result.plan
     held = {n: result.limits[n].held for n in result.replicas if n in result.limits}
-    slo = f"within the SLO ({slo_text(result)})"
+    slo = f"within the SLO ({slo_text(result.scenario.expect)})"
     if not any(step.judgement is not None for step in result.steps):
         return "No step ran to the end, so no capacity was measured."
     if not any(rate is not None for rate in held.values()):
@@ -277,8 +277,8 @@ def render_html(result: SweepResult, charts: tuple[str, str]) -> str:
             '<section class="recommendation">' + "".join(f"<p>{escape(line)}</p>" for line in recommendation(result))
             + "</section>",
             "<h2>Highest arrival rate holding the SLO, per replica count</h2>",
-            f'<p class="meta">SLO: {escape(slo_text(result))}. Figures at that rate, over the steady window '
-            f"(rejections over the whole step).</p>",
+            f'<p class="meta">SLO: {escape(slo_text(result.scenario.expect))}. Figures at that rate, over the '
+            f"steady window (rejections over the whole step).</p>",
             _capacity_table(result),
             "<h2>Throughput and latency against the offered load</h2>", *charts,
             "<h2>Think time against TTL</h2>", _expiry_section(result),
@@ -351,7 +351,7 @@ def _steps_table(result: SweepResult) -> str:
 
 
 def render_text(result: SweepResult) -> str:
-    lines = [f"capacity of {result.scenario.name} ({result.status}); SLO: {slo_text(result)}",
+    lines = [f"capacity of {result.scenario.name} ({result.status}); SLO: {slo_text(result.scenario.expect)}",
              f"{'replicas':>8}  {'held (flows/s)':>14}  {'p95':>8}  {'rounds/call':>11}  {'completed':>9}  "
              f"rejections / note"]
     for row in capacity_rows(result):
