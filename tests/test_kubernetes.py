@@ -105,8 +105,10 @@ def kubectl_logs_examples() -> list[tuple[str, str]]:
 
 
 def test_every_kubectl_logs_example_follows_every_pod():
-    """Of the replicas, that is: the harness's own Job (`logs job/...`) has one pod and its output is no replica's."""
-    examples = [(where, command) for where, command in kubectl_logs_examples() if " job/" not in command]
+    """Of the replicas, that is: the harness's own Job (`logs job/...`, or `logs "$job"`, cut at the quote, in
+    docs/harness-in-kubernetes.md) has one pod and its output is no replica's."""
+    examples = [(where, command) for where, command in kubectl_logs_examples()
+                if " job/" not in command and not command.endswith(" logs")]
     assert len(examples) >= 5
     for where, command in examples:
         argv = command.split()
