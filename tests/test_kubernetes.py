@@ -10,6 +10,7 @@ and the scenario's kubectl commands name objects the manifests define.
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +106,10 @@ def kubectl_logs_examples() -> list[tuple[str, str]]:
 
 
 def test_every_kubectl_logs_example_follows_every_pod():
-    """Of the replicas, that is: the harness's own Job (`logs job/...`) has one pod and its output is no replica's."""
-    examples = [(where, command) for where, command in kubectl_logs_examples() if " job/" not in command]
+    """Of the replicas, that is: the harness's own Job (`logs job/...`, or `logs "$job"`, cut at the quote, in
+    docs/harness-in-kubernetes.md) has one pod and its output is no replica's."""
+    examples = [(where, command) for where, command in kubectl_logs_examples()
+                if " job/" not in command and not command.endswith(" logs")]
     assert len(examples) >= 5
     for where, command in examples:
         argv = command.split()
@@ -210,3 +213,102 @@ def test_validate_warns_that_chaos_through_one_url_reaches_one_replica(tmp_path,
 def test_the_kubernetes_scenario_says_its_restart_reaches_the_first_pod(capsys):
     assert main(["validate", str(ROOT / "scenarios" / "kubernetes.toml")]) == 0
     assert "restart at 30s act on replica 1 only" in capsys.readouterr().err
+
+
+# --- the guide's commands for a Deployment: by label and place, in its namespace ------------------
+
+
+def guide_commands_block() -> str:
+    """docs/your-deployment.md's example `[target.commands]` (the TOML block that starts with it)."""
+    text = (ROOT / "docs" / "your-deployment.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if b.startswith("[target.commands]")]
+    return block
+
+
+def test_the_guide_s_pod_commands_pick_a_deployment_s_pod_by_label_in_its_namespace(tmp_path, capsys):
+    """Pods of a Deployment are named mcp-<hash>-<id>: `mcp-{index}` matches none, and without -n none is found."""
+    block = guide_commands_block()
+    guide = load_commands(block)
+    shipped = load_scenario(ROOT / "scenarios" / "kubernetes.toml").target.commands
+    assert guide["restart"] == shipped["restart"] and guide["kill"] == shipped["kill"]  # one form, the one that ships
+    labels = by_kind("Deployment")["mcp"]["spec"]["selector"]["matchLabels"]
+    selector = ",".join(f"{key}={value}" for key, value in labels.items())
+    for name in ("restart", "kill"):
+        assert f"get pods -l {selector} -o name" in guide[name][-1] and "{index}" in guide[name][-1]
+    for name, argv in guide.items():
+        line = " ".join(argv)
+        assert line.count("kubectl ") == line.count("kubectl -n mrtr "), (name, argv)  # every kubectl in it
+    path = tmp_path / "guide.toml"
+    path.write_text(GUIDE_SCENARIO % block)
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err  # names and placeholders the harness takes
+
+
+def load_commands(block: str) -> dict[str, list[str]]:
+    """The commands of a `[target.commands]` block, as TOML reads them."""
+    return tomllib.loads(block)["target"]["commands"]
+
+
+GUIDE_SCENARIO = '''
+name = "guide-commands"
+duration = "2m"
+[target]
+kind = "external"
+urls = ["http://a.example/mcp", "http://b.example/mcp"]
+%s
+[load]
+arrival_rate = 1
+[[flows]]
+kind = "refund"
+[[chaos]]
+at = "10s"
+action = "restart"
+replica = 2
+[[chaos]]
+at = "20s"
+action = "kill"
+[[chaos]]
+at = "30s"
+action = "set-ttl"
+ttl = "5m"
+[[chaos]]
+at = "40s"
+action = "rotate-keys"
+'''
+
+
+def test_the_restart_command_deletes_the_pod_at_its_index_among_the_deployment_s_pods(tmp_path):
+    """The harness's own `fill` and `run_command` on the shipped restart; kubectl here is a stand-in that lists
+    three pods of a Deployment (unsorted, as the API server may) and records what it is asked to delete:
+    no cluster runs in this project."""
+    from harness.targets.commands import fill, run_command
+
+    calls = tmp_path / "calls"
+    stand_in = tmp_path / "bin" / "kubectl"
+    stand_in.parent.mkdir()
+    stand_in.write_text(f'''#!/bin/sh
+echo "$*" >> {calls}
+case "$*" in
+  *" get pods "*) printf 'pod/mcp-7f9c6d-zq2xk\\npod/mcp-7f9c6d-a81bc\\npod/mcp-7f9c6d-m3p0d\\n' ;;
+esac
+''')
+    stand_in.chmod(0o755)
+    restart = load_scenario(ROOT / "scenarios" / "kubernetes.toml").target.commands["restart"]
+    filled = fill(restart, {"index": "1", "replica": "r2", "url": "http://mcp.mrtr.example/mcp"})
+    result = run_command(filled, timeout=30, env={"PATH": f"{stand_in.parent}:/usr/bin:/bin"})
+    assert result.ok, result
+    get, delete = calls.read_text().splitlines()
+    assert get == "-n mrtr get pods -l app.kubernetes.io/name=mcp -o name"
+    assert delete == "-n mrtr delete --wait=false pod/mcp-7f9c6d-m3p0d"  # sorted: a81bc, m3p0d, zq2xk; index 1
+
+
+def test_the_deployment_s_ttl_is_the_scenarios_modelled_ttl_in_real_time():
+    """An external deployment keeps its own TTL: the harness counts on ttl / time_scale (rotation, rollback)."""
+    from harness.config.durations import parse_duration
+    from harness.config.scenario import parse_scenario
+
+    [container] = by_kind("Deployment")["mcp"]["spec"]["template"]["spec"]["containers"]
+    [ttl] = [item["value"] for item in container["env"] if item["name"] == "MCP_TTL"]
+    in_cluster = parse_scenario(yaml.safe_load((MANIFESTS / "harness" / "scenario.yaml").read_text())
+                                ["data"]["in-cluster.toml"], "in-cluster.toml")
+    for scenario in (load_scenario(ROOT / "scenarios" / "kubernetes.toml"), in_cluster):
+        assert parse_duration(ttl) == scenario.real(scenario.target.ttl), scenario.name
