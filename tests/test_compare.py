@@ -532,6 +532,12 @@ def test_run_with_a_baseline_of_another_scenario_exits_2_and_starts_nothing(tmp_
     done = run_harness(ROOT / "scenarios" / "smoke.toml", tmp_path / "results", "--baseline", str(other), timeout=60)
     assert done.code == 2 and "different scenarios" in done.output
     assert done.folder is None
+    # It names what works: `run` refuses --force (a gate compares like with like); `compare --force` takes it.
+    assert "mrtr-harness compare --force BASELINE RESULTS" in done.output
+    assert "--force compares them anyway" not in done.output
+    refused = run_harness(ROOT / "scenarios" / "smoke.toml", tmp_path / "forced", "--baseline", str(other), "--force",
+                          timeout=60)
+    assert refused.code == 2 and "unrecognized arguments: --force" in refused.output
 
 
 def test_run_with_a_bad_tolerance_exits_2_before_the_run_not_after_it(tmp_path):

@@ -138,7 +138,7 @@ def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace)
     scenario or one that did not complete, or a bad `--tolerance` exits 2 before the target
     starts rather than after the whole run.
     """
-    from harness.compare.folders import check_baseline_run, check_comparable
+    from harness.compare.folders import RUN_HINT, check_baseline_run, check_comparable
     from harness.compare.samples import read_results
     from harness.compare.tolerances import settle
     from harness.config.scenario import Scenario
@@ -151,7 +151,7 @@ def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace)
     try:
         settle(scenario.compare, args.tolerance, args.significance)
         check_comparable(Scenario.model_validate_json((baseline / SCENARIO_JSON).read_text(encoding="utf-8")),
-                         scenario)
+                         scenario, hint=RUN_HINT)
         check_baseline_run(read_results(baseline))  # from the figures it saved, when it completed
     except UsageError as exc:  # NotComparable, ToleranceError, NotResults, UnreadableJournal
         return f"--baseline {baseline}: {exc}"

@@ -22,7 +22,8 @@ from harness.errors import UsageError
 from harness.journal.records import EndStatus
 from harness.report import NotResults, journal_parts
 
-__all__ = ["NotComparable", "OutputNotWritable", "check_comparable", "compare_folders", "output_folder", "same_run",
+__all__ = ["FORCE_HINT", "RUN_HINT", "NotComparable",
+           "OutputNotWritable", "check_comparable", "compare_folders", "output_folder", "same_run",
            "write_outputs"]
 
 
@@ -30,12 +31,19 @@ class NotComparable(UsageError):
     """Bad input for a comparison (exit 2): not a results folder, different scenarios, a bad tolerance."""
 
 
-def check_comparable(baseline: Scenario, current: Scenario, *, force: bool = False) -> list[str]:
-    """The scenario fields that differ; `NotComparable` when any does and `force` is not given."""
+FORCE_HINT = "--force compares them anyway"
+RUN_HINT = ("`run --baseline` takes a baseline of this scenario; `mrtr-harness compare --force BASELINE RESULTS` "
+            "compares runs of two scenarios after the run")
+"""What to do about two scenarios: `compare` has `--force`; `run` has not (a gate must compare like with like)."""
+
+
+def check_comparable(baseline: Scenario, current: Scenario, *, force: bool = False,
+                     hint: str = FORCE_HINT) -> list[str]:
+    """The scenario fields that differ; `NotComparable` (ending in `hint`) when any does and `force` is not given."""
     differences = scenario_differences(baseline, current)
     if differences and not force:
         raise NotComparable(f"the runs ran different scenarios ({baseline.name} and {current.name} differ in "
-                            f"{', '.join(differences)}); --force compares them anyway")
+                            f"{', '.join(differences)}); {hint}")
     return differences
 
 
