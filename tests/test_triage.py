@@ -34,6 +34,7 @@ from harness.runtime.processes import free_port
 from harness.targets.local_deployment import ReplicaOptions
 from harness.triage.counts import LiveCounts
 from harness.triage.display import render_live
+from tests.harness_run import ROOT
 from tests.services import docker_engine, fail_or_skip, sigint_default
 from tests.test_rejection_reasons import YES, first_round, post
 
@@ -723,3 +724,39 @@ def test_the_unknown_key_advice_names_a_key_retired_after_a_correct_rotation(tmp
     cause = result["advice"]["unknown key"]["cause"]
     assert "Harmless when it follows a correct rotation" in cause and "had expired anyway" in cause
     assert "nothing to fix" in result["advice"]["unknown key"]["next_step"]
+
+
+# --- the catalogue named beside the advice ------------------------------------------------------
+
+
+def test_the_advice_names_the_catalogue_scenario_that_reproduces_each_reason(replica_logs, capsys):
+    from harness.config.scenario import load_scenario
+    from harness.config.thresholds import parse_thresholds
+
+    _, result = triage(capsys, *(f"--file={label}={path}" for label, path in replica_logs.items()))
+    assert result["advice"]["seal"]["reproduced_by"] == ["scenarios/on-call/tampered-state.toml"]
+    assert result["advice"]["minted in the future"]["reproduced_by"] == ["scenarios/on-call/clock-ahead.toml"]
+    assert "scenarios/on-call/slow-leads.toml" in result["advice"]["expired"]["reproduced_by"]
+    for reason, advice in result["advice"].items():  # each named file is a valid scenario expecting that reason
+        for file in advice["reproduced_by"]:
+            scenario = load_scenario(ROOT / file)
+            selected = [threshold for threshold in parse_thresholds(scenario.expect)
+                        if threshold.metric == "rejections" and threshold.selector == (("reason", reason),)]
+            assert selected, (reason, file)
+    main(["triage", "--once", *(f"--file={label}={path}" for label, path in replica_logs.items())])
+    out = capsys.readouterr().out
+    assert "rerun: mrtr-harness run scenarios/on-call/tampered-state.toml" in out
+
+
+def test_only_a_parsed_whole_run_expectation_of_a_reason_names_a_scenario(tmp_path):
+    from harness.triage.catalogue import reproducers
+
+    (tmp_path / "a-reproducer.toml").write_text("[expect]\n\"rejections{reason='seal'}\" = \"> 0\"\n")
+    (tmp_path / "b-broken.toml").write_text("[expect\n\"rejections{reason='seal'}\" = \"> 0\"\n")
+    (tmp_path / "c-one-replica.toml").write_text("[expect]\n\"rejections{reason='seal',replica='r1'}\" = \"> 0\"\n")
+    (tmp_path / "d-healthy.toml").write_text("[expect]\n\"rejections{reason='seal'}\" = \"== 0\"\n")
+    (tmp_path / "e-not-a-table.toml").write_text("expect = 3\n")
+    (tmp_path / "f-not-text.toml").write_bytes(b"\xff\xfe[expect]\n")
+    found = reproducers(tmp_path)
+    assert list(found) == ["seal"] and [Path(file).name for file in found["seal"]] == ["a-reproducer.toml"]
+    assert reproducers(tmp_path / "absent") == {}

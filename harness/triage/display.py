@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from harness.config.durations import format_duration
 from harness.mrtr.reasons import OTHER_REASON
 from harness.triage.advice import advice_for, means_tampering_or_client_bug, subset_hint
+from harness.triage.catalogue import reproducers, rerun_line
 from harness.triage.counts import UNKNOWN_REPLICA, Snapshot
 
 REASON_WIDTH = 26
@@ -148,6 +149,9 @@ def _advice(snapshot: Snapshot, width: int) -> list[str]:
                                                       for text, count in _busiest(snapshot.other_texts)))
         lines += wrap.wrap(f"cause: {advice.cause}")
         lines += wrap.wrap(f"next:  {advice.next_step}")
+        rerun = rerun_line(reason)
+        if rerun:
+            lines += wrap.wrap(f"rerun: {rerun} (the on-call catalogue's scenario for it, on the embedded shop)")
     return lines
 
 
@@ -185,7 +189,8 @@ def as_json(snapshot: Snapshot, *, exit_code: int) -> dict[str, Any]:
         },
         "tampering_or_client_bug": snapshot.tampering_or_client_bug(),
         "advice": {reason: {"cause": advice_for(reason).cause, "next_step": advice_for(reason).next_step,
-                            "where": subset_hint(reason, snapshot.replicas_with(reason), known)}
+                            "where": subset_hint(reason, snapshot.replicas_with(reason), known),
+                            "reproduced_by": list(reproducers().get(reason, ()))}
                    for reason in snapshot.seen()},
         "exit_code": exit_code,
     }
