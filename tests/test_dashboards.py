@@ -29,6 +29,7 @@ from tests.services import free_port, prometheus_server, require_binary, stop_pr
 
 DASHBOARDS = ROOT / "dashboards"
 PROMETHEUS_YML = DASHBOARDS / "prometheus.yml"
+ALERTS = DASHBOARDS / "alerts"
 PROVISIONING = DASHBOARDS / "grafana" / "provisioning"
 DASHBOARD_FILES = sorted((DASHBOARDS / "grafana" / "dashboards").glob("*.json"))
 
@@ -221,6 +222,9 @@ def test_every_metric_a_dashboard_queries_is_one_the_harness_or_a_replica_export
         for expr in every_expr(load(path)):
             for name in re.findall(r"\b(mrtr_[a-z0-9_]+)", expr):
                 assert name in exported, (path.name, name)
+    for rule in alert_rules():
+        for name in re.findall(r"\b(mrtr_[a-z0-9_]+)", rule["expr"]):
+            assert name in exported, (rule["alert"], name)
 
 
 def test_every_dashboard_shows_chaos_actions_as_annotations_on_every_time_panel():
@@ -436,3 +440,34 @@ def test_both_counts_of_rejections_show_unknown_key_after_the_restart(scraped):
             f'run_id="{scraped.run_id}"}}[5m])) > 0'))
         reasons = {series["metric"]["reason"] for series in data["result"]}
         assert "unknown key" in reasons, (job, reasons, scraped.output)
+
+
+# --- the alert rules ------------------------------------------------------------------------------
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    import yaml
+
+    groups = yaml.safe_load((ALERTS / "mrtr.rules.yml").read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def test_the_alert_rules_pass_promtool_and_page_on_what_their_unit_tests_say():
+    promtool = require_binary("promtool")
+    for command in (["check", "rules", "mrtr.rules.yml"], ["test", "rules", "mrtr.rules.test.yml"]):
+        checked = subprocess.run([promtool, *command], capture_output=True, text=True, timeout=60, cwd=ALERTS)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS" in checked.stdout
+
+
+def test_the_alert_rules_name_only_reasons_the_harness_knows_and_point_at_the_runbook():
+    from harness.mrtr.reasons import TAMPERING_OR_CLIENT_BUG
+    from harness.vocabulary import REASONS
+
+    for rule in alert_rules():
+        for alternatives in re.findall(r'reason=~?"([^"]+)"', rule["expr"]):
+            assert set(alternatives.split("|")) <= set(REASONS), (rule["alert"], alternatives)
+        assert rule["labels"]["severity"] in {"critical", "warning", "info"}
+    paging = next(rule for rule in alert_rules() if rule["alert"] == "MrtrStateTamperingOrClientBug")
+    assert set(re.search(r'reason=~"([^"]+)"', paging["expr"])[1].split("|")) == set(TAMPERING_OR_CLIENT_BUG)
+    assert "docs/on-call.md" in paging["annotations"]["description"]
