@@ -18,8 +18,8 @@ from prometheus_client import generate_latest
 from pydantic import BaseModel
 
 from harness.capacity import json_fields
-from harness.cli.package_map import BEGIN, END, NoMapSection, package_map, splice
-from harness.cli.reference import CAPACITY_JSON_BEGIN, CAPACITY_JSON_END, DOCUMENTS, SECTIONS
+from harness.cli.package_map import BEGIN, END, package_map
+from harness.cli.reference import CAPACITY_JSON_BEGIN, CAPACITY_JSON_END, DOCUMENTS, SECTIONS, NoSection, splice
 from harness.config.scenario import Scenario
 from harness.metrics.registry import RunMetrics
 from tests.harness_run import ROOT
@@ -84,8 +84,8 @@ def test_the_map_names_every_package_and_module_by_its_docstring(tmp_path):
 
 
 def test_a_document_without_the_map_section_says_so():
-    with pytest.raises(NoMapSection):
-        splice("# Architecture\n\nNo map here.\n", "- `harness/`\n")
+    with pytest.raises(NoSection):
+        splice("# Architecture\n\nNo map here.\n", "- `harness/`\n", BEGIN, END)
 
 
 def test_the_capacity_guide_lists_every_capacity_json_key_and_a_dropped_one_is_stale(tmp_path):

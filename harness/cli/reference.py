@@ -29,7 +29,7 @@ from pydantic.fields import FieldInfo
 from harness._compat.prometheus import label_names, upper_bounds
 from harness.capacity import json_fields
 from harness.chaos.schedule import HANDLERS
-from harness.cli.package_map import BEGIN, END, NoMapSection, package_map, splice
+from harness.cli.package_map import BEGIN, END, package_map
 from harness.config.chaos import CHAOS_ACTIONS, COMMAND_NAMES, ChaosAction
 from harness.config.compare import parse_share
 from harness.config.durations import format_duration, parse_duration
@@ -512,6 +512,19 @@ SECTIONS: dict[str, tuple[Callable[[], str], str, str]] = {
 it stands between (the prose around it is left as it is)."""
 
 
+class NoSection(ValueError):
+    """A sectioned document has no begin ... end lines to write its section between."""
+
+
+def splice(text: str, section: str, begin_line: str, end_line: str) -> str:
+    """`text` with what stands between its `begin_line` and `end_line` replaced by `section`."""
+    head, begin, rest = text.partition(begin_line + "\n")
+    _, end, tail = rest.partition(end_line)
+    if not begin or not end:
+        raise NoSection(f"no {begin_line!r} ... {end_line!r} section to write into")
+    return head + begin + section + end + tail
+
+
 def _expected(path: Path, relative: str) -> str:
     """What the document at `path` should hold: a generated one whole; a sectioned one with its section written
     (one that is missing, or has no section, as the section alone)."""
@@ -522,7 +535,7 @@ def _expected(path: Path, relative: str) -> str:
     around = path.read_text(encoding="utf-8") if path.is_file() else ""
     try:
         return splice(around, section, begin, end)
-    except NoMapSection:
+    except NoSection:
         return around + f"{begin}\n{section}{end}\n"
 
 
