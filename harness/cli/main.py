@@ -21,6 +21,7 @@ from harness.cli import shop as shop_cli
 from harness.compare import cli as compare_cli
 from harness.errors import ExitCode, UsageError, exit_code_of
 from harness.exit_codes import epilog
+from harness.init import cli as init_cli
 from harness.load import DEFAULT_MASTER_PORT
 from harness.secrets import scrub
 from harness.triage import cli as triage_cli
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mrtr-harness {harness.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    init_cli.add_parser(commands)
     _add_run(commands)
     _add_validate(commands)
     _add_report(commands)
