@@ -139,3 +139,46 @@ def test_an_existing_output_file_is_kept_without_force(tmp_path: Path) -> None:
     done = init(f"http://127.0.0.1:{free_port()}/mcp", "-o", str(output))  # refused before any URL is tried
     assert done.returncode == 2 and "exists; give --force" in done.stderr, done.stderr
     assert output.read_text() == "mine\n"
+
+
+SCHEMA = {
+    "type": "object",
+    "$defs": {"Line": {"type": "object", "properties": {"sku": {"type": "string", "minLength": 3, "maxLength": 5},
+                                                         "qty": {"type": "integer", "exclusiveMinimum": 0}},
+                       "required": ["sku", "qty"]}},
+    "properties": {
+        "order_id": {"type": "string", "format": "uuid"},
+        "when": {"type": "string", "format": "date"},
+        "speed": {"type": "string", "enum": ["slow", "fast"]},
+        "count": {"type": "integer", "minimum": 5, "maximum": 9},
+        "ratio": {"type": "number", "maximum": 0.5},
+        "lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}, "minItems": 2},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+        "gift": {"type": "boolean", "default": True},
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["order_id", "when", "speed", "count", "ratio", "lines", "code"],
+}
+
+
+def test_arguments_from_a_schema_are_valid_against_it_and_say_what_was_made_up() -> None:
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    from harness.init.arguments import draw_arguments
+
+    drawn = draw_arguments(SCHEMA)
+    checked = {**drawn.values, "code": "ABC"}  # a pattern cannot be drawn: marked below, pinned by the user
+    Draft202012Validator(SCHEMA, format_checker=FormatChecker()).validate(checked)
+    assert drawn.values["speed"] == "slow" and drawn.values["count"] == 5 and drawn.values["lines"][0]["qty"] == 1
+    assert drawn.made_up == ["order_id", "when", "count", "ratio", "lines", "code"] and drawn.unsatisfied == ["code"]
+    assert set(drawn.optional) == {"note", "gift", "tags"}  # optional ones are named, not sent
+
+
+def test_toml_text_reads_back_as_written() -> None:
+    from harness.init import toml_text
+
+    nasty = {"plain": "a", "quote \" and \\ back": 'tab\there\nnew "line" \x01 \x7f é 😀', "n": -3, "x": 0.25,
+             "on": False, "list": [1, "two", {"three": [3.5]}], "": "empty key"}
+    text = "\n".join(f"{toml_text.key(name)} = {toml_text.value(value)}" for name, value in nasty.items())
+    assert tomllib.loads(text) == nasty

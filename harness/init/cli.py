@@ -33,7 +33,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     init.add_argument("urls", nargs="+", metavar="URL",
                       help="the server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp; several: the replicas of one "
                            "deployment (the scenario spreads rounds over them)")
-    init.add_argument("-o", "--output", type=Path, default=None,
+    init.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                       help="write the scenario to this file (default: standard output)")
     init.add_argument("--force", action="store_true", help="with -o: replace a file that already exists")
     init.add_argument("--client-id", default=None,
@@ -54,6 +54,8 @@ def run_init(args: argparse.Namespace) -> int:
     output: Path | None = args.output
     if output is not None and output.exists() and not args.force:
         raise UsageError(f"-o {output}: the file exists; give --force to replace it (nothing was written)")
+    if output is not None and not output.parent.is_dir():
+        raise UsageError(f"-o {output}: no folder {output.parent} to write it in")
     for url in args.urls:
         try:
             check_url(url)
