@@ -29,8 +29,11 @@ def init(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def examples() -> Iterator[list[Running]]:
+def servers() -> Iterator[list[Running]]:
+    """Two SDK example servers (the replicas of one deployment), and a third that speaks only 2025-11-25,
+    started together: most of a start is importing the SDK, which the processes do in parallel."""
     started = [start_server("tests.servers.sdk_examples", wait=False) for _ in range(2)]
+    started.append(start_server("tests.servers.sdk_examples", env={"SDK_EXAMPLES_ERA": "2025"}, wait=False))
     try:
         for running in started:
             running.wait_ready()
@@ -38,6 +41,11 @@ def examples() -> Iterator[list[Running]]:
     finally:
         for running in started:
             running.stop()
+
+
+@pytest.fixture(scope="module")
+def examples(servers: list[Running]) -> list[Running]:
+    return servers[:2]
 
 
 def test_a_scenario_from_two_sdk_example_servers_names_every_tool_validates_and_runs_over_both(
@@ -107,6 +115,15 @@ def test_a_server_behind_oauth_gets_target_auth_naming_the_secrets_variable_and_
     finally:
         resource.stop()
         authorization.stop()
+
+
+def test_a_server_that_speaks_only_2025_gets_a_host_of_its_era(servers: list[Running], tmp_path: Path) -> None:
+    done = init(servers[2].url)
+    assert done.returncode == 0, done.stderr
+    scenario_file = tmp_path / "legacy.toml"
+    scenario_file.write_text(done.stdout)
+    hosts = load_scenario(scenario_file).hosts
+    assert [(host.name, host.protocol) for host in hosts] == [("sdk-session", "2025-11-25")]
 
 
 def test_a_url_that_is_no_mcp_server_fails_in_one_line_and_writes_nothing(tmp_path: Path) -> None:

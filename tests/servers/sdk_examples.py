@@ -8,13 +8,19 @@ examples' own, unchanged; only the two servers are joined into one, and served o
 127.0.0.1 by the tests' `serve_main`. A server this project did not write: what `init`
 must read as any user's server.
 
+With `SDK_EXAMPLES_ERA=2025` (not the examples' own: the tests' addition) its `server/discover`
+advertises only 2025-11-25, as a server that keeps 2025-era sessions does: the SDK's client
+then falls back to the `initialize` handshake.
+
 Run: `python -m tests.servers.sdk_examples --port P`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from typing import Annotated, Any
 
+import mcp_types as types
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
@@ -53,7 +59,16 @@ def name_shrimp(
     return [shrimp.name for shrimp in tank.shrimp] + extra_names
 
 
+ERA_ENV = "SDK_EXAMPLES_ERA"
+
+
+async def _discover_2025_only(ctx: Any, params: types.RequestParams | None) -> types.DiscoverResult:
+    return types.DiscoverResult(supported_versions=["2025-11-25"], capabilities=types.ServerCapabilities())
+
+
 def main() -> None:
+    if os.environ.get(ERA_ENV) == "2025":
+        mcp._lowlevel_server.add_request_handler("server/discover", types.RequestParams, _discover_2025_only)
     serve_main(mcp.streamable_http_app, __doc__.splitlines()[0])
 
 
