@@ -127,18 +127,25 @@ def test_a_server_that_speaks_only_2025_gets_a_host_of_its_era(servers: list[Run
 
 
 def test_a_url_that_is_no_mcp_server_fails_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """A plain web server (refused at the probe), and a JSON-RPC server that answers neither discovery nor the
+    handshake (refused by the SDK's client): each one line, exit 2, no file."""
     port = free_port()
-    plain = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    plain = Running(subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                                     cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/mcp")
+    rpc_only = start_server("tests.servers.open_door", wait=False)
+    output = tmp_path / "scenario.toml"
     try:
-        Running(plain, port, "/mcp").wait_ready()
-        output = tmp_path / "scenario.toml"
-        done = init(f"http://127.0.0.1:{port}/mcp", "-o", str(output))
+        plain.wait_ready()
+        rpc_only.wait_ready()
+        web = init(plain.url, "-o", str(output))
+        rpc = init(rpc_only.url, "-o", str(output))
     finally:
-        plain.terminate()
-        plain.wait(10)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "is not an MCP server" in done.stderr and "HTTP 501" in done.stderr
+        plain.stop()
+        rpc_only.stop()
+    assert web.returncode == 2 and web.stderr.count("\n") == 1, web.stderr
+    assert "is not an MCP server" in web.stderr and "HTTP 501" in web.stderr
+    assert rpc.returncode == 2 and rpc.stderr.count("\n") == 1, rpc.stderr
+    assert "the MCP SDK's client could not list its tools" in rpc.stderr
     assert not output.exists()
 
 

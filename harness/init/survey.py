@@ -164,7 +164,10 @@ async def _listed(url: str, headers: dict[str, str]) -> tuple[str, str, list[Too
     except TimeoutError:
         raise TargetDown(f"{url} did not finish discovery and tools/list within {SURVEY_TIMEOUT:.0f} s") from None
     except Exception as exc:  # noqa: BLE001 - the SDK wraps its failures in task groups: say what it was, once
-        raise NotMcp(f"{url}: the MCP SDK's client could not list its tools: {_innermost(exc)}") from None
+        cause = _innermost(exc)
+        if isinstance(cause, httpx2.TransportError):
+            raise TargetDown(f"{url} stopped answering during discovery: {_said(cause)}") from None
+        raise NotMcp(f"{url}: the MCP SDK's client could not list its tools: {_said(cause)}") from None
 
 
 async def _tools(sdk: Any) -> list[Tool]:
@@ -182,9 +185,13 @@ async def _tools(sdk: Any) -> list[Tool]:
     return tools
 
 
-def _innermost(exc: BaseException) -> str:
-    """The first leaf of an exception group, as `Type: message`."""
+def _innermost(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK's task groups nest them)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _said(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
