@@ -8,7 +8,8 @@ in exactly one place in `PLAN` below:
   `scenarios/` (a link), so a line's relative paths and its default `results/` work as in a
   user's checkout. The line goes through bash as written (globs and all), `mrtr-harness`
   being this checkout's `python -m harness`. A long run gets only `--duration` added after
-  the line as written (argparse keeps the last one). The guides' results folders
+  the line as written (argparse keeps the last one), and a fixed port is moved to a free one
+  the same way. The guides' results folders
   (results/20261201T061500Z-nightly ...) are examples: the folder the on-call run left is
   copied under those names, and the lines naming them run as written.
 * `compose`: run against the shipped stack by tests/test_compose_stack.py's stack test
@@ -40,6 +41,7 @@ import pytest
 
 from tests.guides import commands
 from tests.harness_run import KEY_LINE, ROOT, valid_summary
+from tests.services import free_port
 
 
 @dataclass(frozen=True)
@@ -173,11 +175,14 @@ class Ran:
 
 @pytest.fixture(scope="module")
 def on_call_run(checkout: Path) -> Iterator[Ran]:
-    """The README's on-call line, run once for this module with `--duration 4s` added (its 20 s is most of the
-    module's cost, and 4 s of leads slower than the TTL already expire states on both replicas)."""
-    done = run_line(ON_CALL_RUN, checkout, "--duration", "4s", timeout=120)
+    """The README's on-call line, run once for this module with `--duration 4s` added (its 20 s would be most of
+    the suite's cost for this module, and 4 s of leads slower than the TTL already expire states on both
+    replicas) and `--metrics-port` moved to a free port (another worker's copy of this module, or anything
+    else on the machine, may hold 9464). The tests that read its folder stop here if it did not pass."""
+    done = run_line(ON_CALL_RUN, checkout, "--duration", "4s", "--metrics-port", str(free_port()), timeout=120)
     folders = sorted((checkout / "results").glob("*-slow-leads"))
-    assert len(folders) == 1, done.stdout + done.stderr
+    if done.returncode != 0 or len(folders) != 1:
+        pytest.fail(f"the on-call run exited {done.returncode}:\n{done.stdout}{done.stderr}", pytrace=False)
     yield Ran(done, folders[0])
 
 
