@@ -609,6 +609,8 @@ def test_the_help_shows_every_source_and_the_exit_codes(capsys):
                    "--metrics-port", "--window"):
         assert option in shown
     assert "Exit codes: 0 " in shown and "docs/exit-codes.md" in shown
+    assert "--file PATH[@LABEL]" in shown and "LABEL=PATH, the older form, is still read but deprecated" in \
+        " ".join(shown.split())
 
 
 # --- a pile of logs: compressed, binary, repeated, unlabelled, and placed by their own time --------------
