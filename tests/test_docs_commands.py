@@ -47,7 +47,7 @@ def test_every_command_in_the_docs_parses_and_its_scenarios_are_valid(line: str)
             return
     for word in argv:
         path = ROOT / word
-        if word.endswith(".toml") and "*" not in word and path.parent.name in ("scenarios", "on-call"):
+        if word.endswith(".toml") and "*" not in word and path.parent.name in ("scenarios", "on-call", "external"):
             assert path.is_file(), f"{line}: {word} does not exist"
             load_scenario(path)
     assert args.handler is not None
