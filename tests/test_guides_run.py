@@ -67,6 +67,8 @@ NIGHTLY_TOO_LONG = ("nightly.toml's chaos runs until 22 s of its 36 s (a shorter
 CAPACITY = "a sweep of several steps of a minute each (docs/capacity-planning.md says how long); the guide's sample " \
            "is checked against the shipped scenario by tests/test_capacity_guide.py"
 
+YOUR_SERVER_SWEEP = "an external target (your server) and a sweep of several minutes"
+
 PLAN: dict[str, Plan] = {
     # README.md and docs/running.md
     "mrtr-harness run scenarios/smoke.toml": Plan(
@@ -93,7 +95,17 @@ PLAN: dict[str, Plan] = {
     "mrtr-harness capacity scenarios/capacity.toml --replicas 1-3 --search 4:128 --peak 20": Plan("not run", CAPACITY),
     "mrtr-harness capacity scenarios/capacity.toml --rates 2,4 --replicas 1 --step 10s --results "
     "/tmp/capdocs/results": Plan("not run", CAPACITY),
+    "mrtr-harness capacity scenarios/external/capacity.toml --rates 2,4,8,16": Plan("not run", YOUR_SERVER_SWEEP),
+    "mrtr-harness capacity scenarios/external/capacity.toml --replicas 1-4 --search 2:64 --peak 20": Plan(
+        "not run", YOUR_SERVER_SWEEP),
     # docs/nightly-ci.md
+    "mrtr-harness run scenarios/external/nightly.toml --baseline baseline-external --first-baseline": Plan(
+        "elsewhere", "tests/test_external_examples.py::test_the_nightly_example_night_one_on_your_own_replicas_"
+                     "passes_and_becomes_the_baseline (on a copy edited as the guide says, for the shop started "
+                     "by hand, with --duration 6s)"),
+    "mrtr-harness run scenarios/external/nightly.toml --baseline baseline-external": Plan(
+        "not run", "your server; night one's command is run on the shop started by hand by tests/test_external_"
+                   "examples.py, and a later night is that command without --first-baseline (see the lines above)"),
     "mrtr-harness run scenarios/nightly.toml --baseline baseline --first-baseline": Plan("not run", NIGHTLY_TOO_LONG),
     "mrtr-harness run scenarios/nightly.toml --baseline baseline": Plan("not run", NIGHTLY_TOO_LONG),
     'mrtr-harness report "$night"': Plan(
@@ -109,6 +121,11 @@ PLAN: dict[str, Plan] = {
     TRIAGE_ONCE: Plan("here", "test_triage_of_a_replicas_log_counts_what_the_run_counted"),
     "mrtr-harness run scenarios/on-call/rotation-minter-first.toml": Plan(
         "elsewhere", "tests/test_catalogue.py::test_each_on_call_scenario_produces_its_reason"),
+    "mrtr-harness validate scenarios/external/on-call-rotation.toml": Plan(
+        "elsewhere", "tests/test_external_examples.py::test_validate_warns_of_the_unset_secret_in_the_words_each_"
+                     "guide_shows (with the other two examples on the same command line)"),
+    "mrtr-harness run scenarios/external/on-call-rotation.toml": Plan(
+        "not run", "an external target whose chaos are your deployment's commands: needs your server"),
     # docs/shop-auth.md
     "mrtr-harness run scenarios/oauth.toml": Plan(
         "elsewhere", "tests/test_shop_auth.py::test_the_oauth_scenario_without_its_secret_variable_runs_on_a_"
