@@ -19,9 +19,9 @@ in exactly one place in `PLAN` below:
 * `not run`: why: it needs a deployment this suite does not have, or it is too long.
 
 A line added to a guide fails `test_every_guide_command_runs_somewhere_or_says_why_not`
-until it is put in one of them. What the runs here cost: one 4-second run of the on-call
-catalogue's slow-leads scenario (about 10 s with its start and grace); every other line
-takes well under a second (`--durations` shows each).
+until it is put in one of them. What the runs here cost: one run of the on-call
+catalogue's slow-leads scenario, shortened to 4 s, shared by the module; every other line
+is a short command (`--durations` shows each).
 """
 
 from __future__ import annotations
