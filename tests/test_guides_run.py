@@ -69,6 +69,10 @@ CAPACITY = "a sweep of several steps of a minute each (docs/capacity-planning.md
 
 YOUR_SERVER_SWEEP = "an external target (your server) and a sweep of several minutes"
 
+INIT_RUN = ("tests/test_init.py::test_a_scenario_from_two_sdk_example_servers_names_every_tool_validates_and_"
+            "runs_over_both (init, validate and run on the SDK's example servers on free ports, in place of the "
+            "guide's URLs)")
+
 PLAN: dict[str, Plan] = {
     # README.md and docs/running.md
     "mrtr-harness run scenarios/smoke.toml": Plan(
@@ -98,6 +102,14 @@ PLAN: dict[str, Plan] = {
     "mrtr-harness capacity scenarios/external/capacity.toml --rates 2,4,8,16": Plan("not run", YOUR_SERVER_SWEEP),
     "mrtr-harness capacity scenarios/external/capacity.toml --replicas 1-4 --search 2:64 --peak 20": Plan(
         "not run", YOUR_SERVER_SWEEP),
+    # README.md and docs/running.md: a scenario from your server
+    "mrtr-harness init http://127.0.0.1:8000/mcp -o scenario.toml": Plan("elsewhere", INIT_RUN),
+    "mrtr-harness init http://10.0.0.5:8000/mcp http://10.0.0.6:8000/mcp -o scenario.toml": Plan("elsewhere", INIT_RUN),
+    "mrtr-harness validate scenario.toml": Plan("elsewhere", INIT_RUN),
+    "mrtr-harness run scenario.toml": Plan("elsewhere", INIT_RUN),
+    "mrtr-harness init https://mcp.example.com/mcp -o scenario.toml --client-id harness": Plan(
+        "elsewhere", "tests/test_init.py::test_a_server_behind_oauth_gets_target_auth_naming_the_secrets_variable_"
+                     "and_validates (a test OAuth server on a free port in place of the guide's host)"),
     # docs/nightly-ci.md
     "mrtr-harness run scenarios/external/nightly.toml --baseline baseline-external --first-baseline": Plan(
         "elsewhere", "tests/test_external_examples.py::test_the_nightly_example_night_one_on_your_own_replicas_"
