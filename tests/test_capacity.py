@@ -130,6 +130,22 @@ def test_plan_options_are_checked_before_anything_runs():
     assert plan.with_default_search(4).search == RateSearch(start=4, max=64)
 
 
+def test_worker_options_that_do_not_go_together_exit_2_before_any_step():
+    """`capacity` reads `--workers`/`--master` as `run` does (`harness.run.load_processes`), before anything starts."""
+    from harness.cli.main import build_parser
+    from harness.errors import UsageError
+    from harness.run import load_processes
+
+    done = subprocess.run([sys.executable, "-m", "harness", "capacity", "scenarios/capacity.toml", "--master"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--master and --expect-workers N go together" in done.stderr, done.stderr
+    with pytest.raises(UsageError, match="must be 0 or more"):
+        load_processes.options(build_parser().parse_args(["capacity", "c.toml", "--workers", "-1"]))
+    spread = load_processes.options(build_parser().parse_args(["capacity", "c.toml", "--master", "--expect-workers",
+                                                                "3", "--master-bind-port", "6000"]))
+    assert (spread["remote_workers"], spread["master_bind_port"], spread["workers_wait"]) == (3, 6000, 300.0)
+
+
 def test_refine_reaches_the_default_search_as_it_does_a_search_given():
     from harness.capacity.cli import _plan
     from harness.cli.main import build_parser

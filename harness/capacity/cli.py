@@ -55,7 +55,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "TTL that meets it")
     capacity.add_argument("--saturation-cpu", type=float, default=0.8,
                           help="harness CPU (cores) over a step above which the step is flagged as the load "
-                               "generator saturating, never as the server's limit (default 0.8)")
+                               "generator saturating, never as the server's limit (default 0.8; with workers, the "
+                               "master's CPU: a worker that cannot keep up shows as flows started late)")
     capacity.add_argument("--seed", type=int, help="override the scenario's seed")
     capacity.add_argument("--results", type=Path, default=Path("results"),
                           help="folder under which <utc>-capacity-<scenario>/ is made (default results/)")

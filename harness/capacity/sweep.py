@@ -2,20 +2,23 @@
 
 A step is `Run(scenario with overrides)` in this process: the arrival rate, the step's
 duration and (on a target the harness starts) the replica count are overridden, and the
-step's own results folder goes under the sweep's `steps/`. On a deployment the harness did
-not start, the replica count is changed by the scenario's `[target.commands] scale`
-command, once before each count's steps, and the sweep waits for the target's URLs to
-accept connections again; the deployment is left at the last count swept. The step's journal is then
-read again to judge it over the steady window only (the warm-up discarded): the
-scenario's `[expect]` thresholds evaluated on the rounds and flows that ended after the
-warm-up, plus the run's invariants and reconciliation. A step holds when all of those
-pass.
+step's own results folder goes under the sweep's `steps/`. With workers (`plan.workers`
+local, `plan.remote_workers` elsewhere) the step's run is their master, as `run --workers N`
+is: its load is spread over them by the same driver, and each step starts (or waits for)
+its own. On a deployment the harness did not start, the replica count is changed by the
+scenario's `[target.commands] scale` command, once before each count's steps, and the sweep
+waits for the target's URLs to accept connections again; the deployment is left at the last
+count swept. The step's journal is then read again to judge it over the steady window only
+(the warm-up discarded): the scenario's `[expect]` thresholds evaluated on the rounds and
+flows that ended after the warm-up, plus the run's invariants and reconciliation. A step
+holds when all of those pass.
 
-The harness watches itself: a step whose load generator used more than
-`saturation_cpu` cores (its CPU seconds over the load window, from the run's own
-accounting) or started more than `saturation_late` of its flows late (it could not keep
-the arrival schedule) is flagged `generator_saturated`. Such a step is neither a hold
-nor a break: it is never reported as the server's limit, and the climb stops there.
+The harness watches itself: a step whose load generator used more than `saturation_cpu`
+cores (its CPU seconds over the load window, from the run's own accounting: the master's
+alone when workers run the flows) or started more than `saturation_late` of its flows late
+(it could not keep the arrival schedule) is flagged `generator_saturated`. Such a step is
+neither a hold nor a break: it is never reported as the server's limit, and the climb stops
+there.
 
 Import this module only after Locust's gevent patching (the CLI imports `locust` first);
 `analyse_step` and the result types need no gevent and can be used anywhere.
