@@ -320,13 +320,14 @@ def _start_capacity(scenario_text: str, folder: Path, *args: str, quiet: bool = 
 
 
 def _finish_capacity(process: subprocess.Popen, folder: Path, timeout: float = 150) -> tuple[dict, str]:
-    """capacity.json and what the sweep printed (stdout and stderr in one)."""
+    """capacity.json and what the sweep printed (stdout and stderr in one): the estimate, even with --quiet."""
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         raise
     assert process.returncode == 0, output
+    assert re.search(r"^estimated duration: (about|at most) ", output, re.M), output
     [results] = [p for p in (folder / "results").iterdir() if p.is_dir()]
     assert (results / "capacity.html").is_file() and (results / "latency.svg").is_file()
     document = json.loads((results / "capacity.json").read_text())
