@@ -110,6 +110,13 @@ PLAN: dict[str, Plan] = {
     "mrtr-harness init https://mcp.example.com/mcp -o scenario.toml --client-id harness": Plan(
         "elsewhere", "tests/test_init.py::test_a_server_behind_oauth_gets_target_auth_naming_the_secrets_variable_"
                      "and_validates (a test OAuth server on a free port in place of the guide's host)"),
+    "mrtr-harness capacity scenarios/capacity.toml --replicas 1-4 --rates 25,50,100,200 --workers 4": Plan(
+        "elsewhere", "tests/test_capacity.py::test_a_sweep_spreads_each_step_over_its_replicas_and_its_load_over_two_"
+                     "workers (the same options at a size this machine runs: 2 rates, 2 workers, short steps)"),
+    "mrtr-harness capacity scenarios/external/capacity.toml --replicas 1-4 --search 50:400      --master "
+    "--expect-workers 4 --master-bind-host 0.0.0.0": Plan(
+        "not run", "your server, and workers started on other machines; a local --workers sweep is run by "
+                   "tests/test_capacity.py"),
     # docs/nightly-ci.md
     "mrtr-harness run scenarios/external/nightly.toml --baseline baseline-external --first-baseline": Plan(
         "elsewhere", "tests/test_external_examples.py::test_the_nightly_example_night_one_on_your_own_replicas_"
