@@ -15,7 +15,9 @@ Nothing here imports Locust: the runner is given.
 
 from __future__ import annotations
 
+import socket
 import sys
+import time
 from typing import Any
 
 __all__ = ["clear_command_line_for_web_ui", "release_master_port", "send_stats_now"]
@@ -26,9 +28,28 @@ def send_stats_now(runner: Any) -> None:
     runner._send_stats()
 
 
-def release_master_port(runner: Any) -> None:
-    """Close a Locust master runner's socket once it has quit, so another master in this process can bind the port."""
+def release_master_port(runner: Any, wait: float = 5.0) -> None:
+    """Close a Locust master runner's socket once it has quit, so another master in this process can bind the port.
+
+    ZeroMQ closes a socket in its own I/O thread, after `close()` has returned: wait (at most
+    `wait` seconds) until the port can be bound again, or the next master's bind would race it.
+    """
     runner.server.close(linger=0)
+    host = "" if runner.master_bind_host == "*" else runner.master_bind_host
+    deadline = time.monotonic() + wait
+    while not _bindable(host, runner.master_bind_port) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether a listening TCP socket could bind `host:port` now (as ZeroMQ binds: address reuse on)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def clear_command_line_for_web_ui() -> None:
