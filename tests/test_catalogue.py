@@ -158,6 +158,7 @@ def _judged_by_expect_it_fails(finished: Finished) -> None:
     summary = json.loads((finished.folder / "summary.json").read_text())
     assert summary["judged"] == "expect" and not summary["passed"]
     assert '<property name="judged" value="expect" />' in (finished.folder / "junit.xml").read_text()
+    assert "judged by <b>[expect]</b>" in (finished.folder / "report.html").read_text()
 
 
 def check_on_call(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Finished:
