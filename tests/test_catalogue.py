@@ -134,7 +134,9 @@ def test_reproduce_on_a_scenario_without_reproduces_is_a_usage_error(tmp_path):
     """Refused before anything starts, in one line (exit 2)."""
     finished = run_harness(SCENARIOS / "smoke.toml", tmp_path, "--reproduce")
     assert finished.code == 2, finished.output
-    assert finished.output.strip().count("\n") == 0 and "has no [reproduces] table" in finished.output
+    assert finished.output.strip().splitlines() == [
+        "mrtr-harness run: scenario 'smoke' has no [reproduces] table (the failure it reproduces): only its [expect] "
+        "can be judged"]
     assert finished.folder is None
 
 

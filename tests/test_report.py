@@ -523,3 +523,26 @@ def test_report_on_a_binary_journal_exits_2_naming_the_file(tmp_path: Path, scen
         assert done.stderr.strip() == (f"mrtr-harness report: {folder / 'journal.jsonl'} is not a journal: {words}"
                                        + (" (NUL bytes in its first line)" if "binary" in words
                                           else " (byte 0xe9 at offset 32)"))
+
+
+def test_report_judges_the_table_asked_for_then_keeps_judging_it(tmp_path: Path, scenario: Scenario) -> None:
+    """`--judge reproduces` judges the same figures by [reproduces] (here a failure that did not happen: exit 1); a
+    later plain `report` keeps the table the summary says was judged; `--judge expect` goes back to [expect]."""
+    failure = scenario.model_copy(update={"reproduces": {"invariant_violations": "> 0"}})
+    folder = _results_folder(tmp_path, failure)
+    reproduced = _report(folder, "--judge", "reproduces")
+    assert reproduced.returncode == 1, reproduced.stderr
+    assert "exit code 1 (judged by [reproduces]: the failure did not reproduce)" in reproduced.stdout
+    assert json.loads((folder / "summary.json").read_text())["judged"] == "reproduces"
+    kept = _report(folder)
+    assert (kept.returncode, json.loads((folder / "summary.json").read_text())["judged"]) == (1, "reproduces")
+    healthy = _report(folder, "--judge", "expect")
+    assert healthy.returncode == 0 and "exit code 0 (judged by [expect])" in healthy.stdout, healthy.stderr
+
+
+def test_report_judging_a_table_the_scenario_has_not_is_a_usage_error(tmp_path: Path, scenario: Scenario) -> None:
+    done = _report(_results_folder(tmp_path, scenario), "--judge", "reproduces")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "mrtr-harness report: scenario 'nightly-refunds' has no [reproduces] table (the failure it reproduces): only "
+        "its [expect] can be judged"]

@@ -190,8 +190,8 @@ class Scenario(Strict):
         if judged is Judged.EXPECT:
             return self.expect
         if self.reproduces is None:
-            raise UsageError(f"--reproduce: scenario {self.name!r} has no [reproduces] table (the failure it "
-                             f"reproduces): run it without --reproduce to judge its [expect]")
+            raise UsageError(f"scenario {self.name!r} has no [reproduces] table (the failure it reproduces): only "
+                             f"its [expect] can be judged")
         return self.reproduces
 
     def real(self, modelled_seconds: float) -> float:
