@@ -1,4 +1,4 @@
-"""Which on-call catalogue scenario reproduces a reason, read from the catalogue itself.
+"""Which on-call catalogue scenario reproduces a reason, and what each needs on your deployment, from its files.
 
 Each catalogue scenario (`scenarios/on-call/*.toml`) states the failure it reproduces in its
 `[reproduces]` table (`"rejections{reason='unknown key'}" = "> 0"`), apart from the healthy
@@ -6,7 +6,9 @@ outcome its `[expect]` holds. Triage names those files beside its advice, with t
 that reproduces the failure on the embedded shop (`mrtr-harness run --reproduce FILE`).
 Read from the files (TOML, parsed only, never run), so the advice cannot drift from the
 catalogue; a file that does not parse is passed over, and where the catalogue is not
-there (an install without the project's folder) triage names none.
+there (an install without the project's folder) triage names none. docs/on-call.md's table
+of what each scenario needs on a deployment the harness did not start (`external_table`) is
+generated from the same files and the chaos registry.
 """
 
 from __future__ import annotations
