@@ -62,6 +62,14 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.USAGE, "bad input: not a results folder, different scenarios without --force, a bad tolerance, "
                          "a baseline that did not complete, an --output that cannot be written"),
     ),
+    "init": (
+        (ExitCode.PASSED, "the scenario was written (or printed)"),
+        (ExitCode.USAGE, "a URL that is no MCP server or lists no tool, a server that wants OAuth without "
+                         "--client-id or its secret's variable, an -o file that exists without --force: nothing "
+                         "written"),
+        (ExitCode.TARGET, "a URL could not be reached, or its OAuth discovery or token endpoint failed: nothing "
+                          "written"),
+    ),
     "capacity": (
         (ExitCode.PASSED, "the sweep completed (whatever it found)"),
         (ExitCode.USAGE, "bad scenario, plan or options"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -75,6 +76,24 @@ def test_stepping_through_rates_stops_after_the_first_break():
                                                       (8, Judgement.BREAK)]
 
 
+def test_the_estimate_bounds_the_steps_a_search_or_a_rate_list_runs_and_says_when_it_is_a_bound():
+    from harness.capacity.estimate import estimate
+    from harness.capacity.search import most_steps
+
+    plan = RateSearch(start=4, max=128, refine=2)  # 4, 8, ..., 128, then 2 bisections
+    assert most_steps(plan) == 8
+    ran = {limit: len(search(plan, _threshold_judge(limit))) for limit in (1, 5, 37, 100, 127, 1000)}
+    assert max(ran.values()) == most_steps(plan) == ran[100] and ran[1000] == 6, ran  # a break at 128: the bound
+    bound = estimate(CapacityPlan(search=plan, step="20s"), replica_counts=3, grace=8.0)
+    assert (bound.steps, bound.exact, bound.per_step) == (24, False, 33.0)
+    assert bound.line() == ("estimated duration: at most 13m12s (at most 24 steps × (20s load + up to 8s grace + "
+                            "about 5s to start and report))")
+    assert bound.left(done=4, spent=100.0) == "at most 8m20s left"  # 20 steps still possible, 25 s each so far
+    one_rate = estimate(CapacityPlan(rates=[12], step="2s"), replica_counts=2, grace=1.0, local_workers=2)
+    assert one_rate.exact and one_rate.line().startswith("estimated duration: about 22s (2 steps × (2s load")
+    assert one_rate.left(done=2, spent=20.0) == ""
+
+
 def test_more_replicas_start_from_the_rate_fewer_replicas_held(tmp_path):
     from harness.capacity.sweep import StepResult, Sweep
 
@@ -109,6 +128,22 @@ def test_plan_options_are_checked_before_anything_runs():
     plan = CapacityPlan(step="20s")
     assert plan.warmup_for(ramp=2.0) == 5.0 and plan.warmup_for(ramp=8.0) == 8.0
     assert plan.with_default_search(4).search == RateSearch(start=4, max=64)
+
+
+def test_worker_options_that_do_not_go_together_exit_2_before_any_step():
+    """`capacity` reads `--workers`/`--master` as `run` does (`harness.run.load_processes`), before anything starts."""
+    from harness.cli.main import build_parser
+    from harness.errors import UsageError
+    from harness.run import load_processes
+
+    done = subprocess.run([sys.executable, "-m", "harness", "capacity", "scenarios/capacity.toml", "--master"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--master and --expect-workers N go together" in done.stderr, done.stderr
+    with pytest.raises(UsageError, match="must be 0 or more"):
+        load_processes.options(build_parser().parse_args(["capacity", "c.toml", "--workers", "-1"]))
+    spread = load_processes.options(build_parser().parse_args(["capacity", "c.toml", "--master", "--expect-workers",
+                                                                "3", "--master-bind-port", "6000"]))
+    assert (spread["remote_workers"], spread["master_bind_port"], spread["workers_wait"]) == (3, 6000, 300.0)
 
 
 def test_refine_reaches_the_default_search_as_it_does_a_search_given():
@@ -275,27 +310,29 @@ def test_the_report_opens_with_the_recommendation_and_carries_table_plots_and_tt
 # --- real sweeps -------------------------------------------------------------------------------------------
 
 
-def _start_capacity(scenario_text: str, folder: Path, *args: str) -> subprocess.Popen:
+def _start_capacity(scenario_text: str, folder: Path, *args: str, quiet: bool = True) -> subprocess.Popen:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "scenario.toml"
     path.write_text(scenario_text)
     return subprocess.Popen([sys.executable, "-m", "harness", "capacity", str(path), "--results",
-                             str(folder / "results"), "--quiet", *args], stdout=subprocess.PIPE,
+                             str(folder / "results"), *(["--quiet"] if quiet else []), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, cwd=ROOT)
 
 
-def _finish_capacity(process: subprocess.Popen, folder: Path, timeout: float = 150) -> dict:
+def _finish_capacity(process: subprocess.Popen, folder: Path, timeout: float = 150) -> tuple[dict, str]:
+    """capacity.json and what the sweep printed (stdout and stderr in one): the estimate, even with --quiet."""
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         raise
     assert process.returncode == 0, output
+    assert re.search(r"^estimated duration: (about|at most) ", output, re.M), output
     [results] = [p for p in (folder / "results").iterdir() if p.is_dir()]
     assert (results / "capacity.html").is_file() and (results / "latency.svg").is_file()
     document = json.loads((results / "capacity.json").read_text())
     _assert_documented_keys(document)
-    return document
+    return document, output
 
 
 def _assert_documented_keys(document: dict) -> None:
@@ -336,15 +373,27 @@ def test_other_load_leaves_out_the_replicas_the_zygote_forked_and_counts_them_by
     assert all(seconds > 0 for seconds in other_load.target_seconds.values())  # each built its app and served
 
 
-def test_a_sweep_runs_each_step_on_its_replica_count_and_spreads_the_rounds_over_them(tmp_path):
-    """One sweep on 1, then 2 replicas: each step's rounds were served by as many replicas as the step names,
-    and on two each served about half (round-robin), so each does half the work one did alone. That is what
-    lets two replicas hold more; how much more depends on the machine's spare cores, a timing no pass/fail
-    test can rely on on a shared box (`benchmarks/replica_scaling.py` measures it)."""
+def test_a_sweep_spreads_each_step_over_its_replicas_and_its_load_over_two_workers(tmp_path):
+    """One sweep on 1, then 2 replicas, each step's load from two local workers (`--workers 2`, the path `run
+    --workers 2` takes). Each step's rounds were served by as many replicas as the step names, and on two each
+    served about half (round-robin), so each does half the work one did alone. That is what lets two replicas
+    hold more; how much more depends on the machine's spare cores, a timing no pass/fail test can rely on on a
+    shared box (`benchmarks/replica_scaling.py` measures it). Each step's flows came from both workers, and the
+    estimated duration was printed before the first step's line (its format, never its accuracy)."""
     text = _scenario_text(rate=12, grace="1s").replace('kind = "refund"\namount = "any"', 'kind = "return"')
     process = _start_capacity(text, tmp_path, "--replicas", "1,2", "--rates", "12", "--step", "2s",
-                              "--warmup", "0.5s")
-    document = _finish_capacity(process, tmp_path)
+                              "--warmup", "0.5s", "--workers", "2", quiet=False)
+    document, output = _finish_capacity(process, tmp_path)
+    lines = output.splitlines()
+    [estimate] = [n for n, line in enumerate(lines) if line.startswith("estimated duration:")]
+    assert re.fullmatch(r"estimated duration: about \S+ \(2 steps × \(2s load \+ up to 1s grace \+ about \S+ to "
+                        r"start and report\)\); each step's load from 2 local workers", lines[estimate]), output
+    progress = [n for n, line in enumerate(lines) if re.match(r"\[\d/2\] ", line)]
+    assert len(progress) == 2 and estimate < progress[0], output
+    assert document["plan"]["workers"] == 2
+    for step in document["steps"]:
+        assert sorted(step["flows_by_worker"]) == ["w0", "w1"] and min(step["flows_by_worker"].values()) > 0, step
+        assert sum(step["flows_by_worker"].values()) == step["flows"]
     [results] = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
     assert [row["replicas"] for row in document["capacity"]] == [1, 2]
     served = {step["replicas"]: _rounds_by_replica(results / step["folder"]) for step in document["steps"]}
@@ -354,8 +403,8 @@ def test_a_sweep_runs_each_step_on_its_replica_count_and_spreads_the_rounds_over
 
 
 def _rounds_by_replica(folder: Path) -> Counter[str]:
-    """The rounds a step's journal says each replica served."""
-    return Counter(str(record["replica"]) for record in read_journal(folder / "journal.jsonl")
+    """The rounds a step's journal (the master's part and each worker's) says each replica served."""
+    return Counter(str(record["replica"]) for record in read_journal(*sorted(folder.glob("journal*.jsonl")))
                    if isinstance(record, dict) and record.get("type") == "round")
 
 
@@ -387,7 +436,7 @@ def test_predicted_expiry_share_matches_the_measured_one_for_constant_and_lognor
             "time_scale = 60", f"time_scale = {time_scale}")
         processes[name] = _start_capacity(text, tmp_path / name, "--replicas", replicas, "--rates", rate,
                                           "--step", step, "--warmup", "0.5s")
-    documents = {name: _finish_capacity(process, tmp_path / name) for name, process in processes.items()}
+    documents = {name: _finish_capacity(process, tmp_path / name)[0] for name, process in processes.items()}
     for name, (_, _, predicted, *_) in cases.items():
         expiry = documents[name]["expiry"]
         assert expiry["predicted_share"] == pytest.approx(predicted, abs=1e-6), name

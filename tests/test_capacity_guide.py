@@ -66,5 +66,6 @@ def test_the_sample_shows_the_command_that_produced_it():
     [command] = [block.strip() for block in _blocks("sh") if "--step 10s" in block]
     assert command.startswith("mrtr-harness capacity scenarios/capacity.toml ")
     [sample] = [block for block in _blocks("text") if block.startswith("capacity sweep of ")]
-    steps = re.findall(r"^\[(\d+)/(\d+)\] 1 replica at (\S+) flows/s", sample, re.M)
+    assert sample.splitlines()[1].startswith("estimated duration: "), sample  # before the first step's line
+    steps = re.findall(r"^\[(\d+)/≤?(\d+)\] 1 replica at (\S+) flows/s", sample, re.M)
     assert [rate for *_, rate in steps] == command.split("--rates ")[1].split()[0].split(",")

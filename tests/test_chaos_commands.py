@@ -60,10 +60,11 @@ class Replicas:
         (folder / "restart.sh").write_text(RESTART)
         self.names: list[str] = []
 
-    def start(self, name: str, *module_args: str) -> str:
+    def start(self, name: str, *module_args: str, env: dict[str, str] | None = None) -> str:
+        """Start `python -m MODULE_ARGS... --port P` by the script; `env` adds variables to this one's environment."""
         port = free_port()
         subprocess.run(["sh", str(self.folder / "start.sh"), name, str(port), *module_args], check=True,
-                       timeout=10, capture_output=True)
+                       timeout=10, capture_output=True, env={**os.environ, **(env or {})})
         self.names.append(name)
         return f"http://127.0.0.1:{port}/mcp"
 

@@ -237,9 +237,19 @@ import locust  # patches gevent before anything else, as the harness's load proc
 import inspect, json, sys
 from locust import argument_parser, web
 from locust.runners import WorkerRunner
-from harness._compat.locust import clear_command_line_for_web_ui
+from harness._compat.locust import clear_command_line_for_web_ui, release_master_port
+from locust.env import Environment
+from locust.event import Events
+from harness.runtime.processes import free_port
 
 found = {}
+port = free_port()
+master = Environment(events=Events()).create_master_runner("127.0.0.1", port)
+master.quit()
+release_master_port(master)
+again = Environment(events=Events()).create_master_runner("127.0.0.1", port)  # raises if the port is still bound
+again.quit()
+found["rebound"] = True
 own = WorkerRunner.__dict__.get("_send_stats")
 found["send_stats"] = None if own is None else list(inspect.signature(own).parameters)
 found["web_reads_argv"] = "argument_parser.ui_extra_args_dict()" in inspect.getsource(web)
@@ -267,6 +277,10 @@ def locust_edges() -> dict[str, Any]:
 
 def test_a_locust_worker_sends_its_stats_report_when_asked_with_no_arguments(locust_edges):
     assert locust_edges["send_stats"] == ["self"]  # WorkerRunner's own, called as `send_stats_now` calls it
+
+
+def test_a_locust_master_that_quit_releases_its_port_for_the_next_master(locust_edges):
+    assert locust_edges["rebound"]  # `capacity --master`: each step's master binds the port the last one held
 
 
 def test_locusts_web_ui_reads_the_process_command_line_which_the_harness_empties(locust_edges):

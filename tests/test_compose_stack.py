@@ -38,7 +38,10 @@ rejections, the chaos done, the verdict: every round carried a lead's token from
 authorization server, found by discovery through the balancer, since the replicas refuse
 any round without one), the replicas' logs (each one sealed with the
 rotation's new key: the ring the harness rewrote, as root, stayed readable to them) and
-Prometheus's /api/v1/targets (every replica and the harness scraped and up).
+Prometheus's /api/v1/targets (every replica and the harness scraped and up). Then it runs
+docs/on-call.md's `triage --docker-service replica1 replica2 replica3 --docker-project mrtr`
+line against the stack (tests/test_guides_run.py lists it as run here): it must find every
+replica's container.
 
 Everything the test started is removed by id at the end (`docker-compose down -v`, then any
 container, network or volume of the project that is left); on a shared engine, the app
@@ -50,8 +53,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import shlex
 import subprocess
+import sys
 import time
 import tomllib
 import urllib.request
@@ -66,6 +72,7 @@ import yaml
 
 from harness import __version__ as HARNESS_VERSION
 from harness.config.durations import format_duration, parse_duration
+from tests.guides import commands
 from tests.images import ROOT, build_app_image, build_stand_ins, debian_base
 from tests.services import docker_engine, fail_or_skip, free_port, require_binary
 from tests.timings import report, seconds
@@ -83,6 +90,7 @@ RUN_S = 30.0
 COMPOSE_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 240
 SCRAPE_TIMEOUT_S = 60
+TRIAGE_TIMEOUT_S = 60
 ENGINE_TIMEOUT_S = 900
 PROJECT_LABEL = "com.docker.compose.project"
 
@@ -473,6 +481,7 @@ def test_the_compose_stack_runs_its_scenario_through_the_balancer_and_prometheus
             check_balancer_spread_rounds(rendered)
             check_rotation_reached_every_replica(client, rendered.project, summary)
             check_targets(targets, rendered)
+            triage_s = check_the_guides_docker_triage(client, rendered, built.host, tmp_path)
         finally:
             volumes |= project_volumes(client, rendered.project)
             code, output = compose(binary, rendered, "down", "--volumes", "--remove-orphans", "--timeout", "5")
@@ -493,6 +502,7 @@ def test_the_compose_stack_runs_its_scenario_through_the_balancer_and_prometheus
         f"docker build {APP_IMAGE}: {built.build_s:.1f} s",
         f"docker-compose up: {up_s:.1f} s; the harness's run until summary.json: {run_s:.1f} s",
         f"services: {', '.join(rendered.services)} (left out: {', '.join(LEFT_OUT)})",
+        f"docs/on-call.md's docker triage against the stack: {triage_s:.1f} s",
         f"the run ({format_duration(RUN_S)}, {rendered.speedup:g}x shorter than the scenario): "
         f"flows {summary['flows']['by_outcome']}, rejections {summary['rejections']['client_rejections']}",
     ])
@@ -541,6 +551,41 @@ def check_rotation_reached_every_replica(client: Any, project: str, summary: dic
         assert "key ring not reloaded" not in logs, f"{container.name}:\n{logs[-3000:]}"
         assert f"key ring reloaded: sealing with {new}" in logs, f"{container.name} never sealed with {new}:\n" \
                                                                  f"{logs[-3000:]}"
+
+
+def check_the_guides_docker_triage(client: Any, rendered: Rendered, docker_host: str, folder: Path) -> float:
+    """docs/on-call.md's triage of the shipped stack, as written but for its metrics port (moved to a free one, as
+    every port of the stack here is): it follows each replica's container, serves each one's rejection counter
+    (every reason at 0 before any line) on that port and prints its live table; SIGTERM then ends it with its
+    summary and exit 0 (the run had no rejection). Returns how long it took."""
+    (line,) = {line for _, line in commands() if "--docker-service" in line and f"--docker-project {rendered.project}"
+               in line}
+    argv = shlex.split(line)[1:]
+    port = free_port()
+    argv[argv.index("--metrics-port") + 1] = str(port)
+    replicas = {container.name for container in client.containers.list(
+        filters={"label": [f"{PROJECT_LABEL}={rendered.project}", "mrtr-harness.role=replica"]})}
+    started = time.monotonic()
+    table = folder / "triage.out"
+    with table.open("w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=ROOT, stdout=out,
+                                   stderr=subprocess.PIPE, text=True, env={**os.environ, "DOCKER_HOST": docker_host})
+    served: set[str] = set()
+    try:
+        deadline = time.monotonic() + TRIAGE_TIMEOUT_S
+        while (served != replicas or not table.stat().st_size) and process.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+                    text = answer.read().decode()
+                served = set(re.findall(r'^mrtr_request_state_rejections_total\{[^}]*replica="([^"]+)"', text, re.M))
+    finally:
+        process.terminate()  # after its first table: triage turns SIGTERM into its summary by then
+        _, err = process.communicate(timeout=30)
+    assert replicas and served == replicas, f"{line}: served {served}, the stack's replicas {replicas}\n{err}"
+    assert process.returncode == 0, f"{line} exited {process.returncode}:\n{err}\n{table.read_text()[-3000:]}"
+    return time.monotonic() - started
 
 
 def check_targets(targets: list[dict[str, Any]], rendered: Rendered) -> None:

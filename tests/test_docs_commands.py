@@ -2,7 +2,8 @@
 
 A user copies these lines: an option renamed in the code, or a scenario file that moved,
 must fail here rather than in their terminal. Each line is parsed by the command line's own
-parser (nothing runs), and each scenario file it names goes through `validate`.
+parser (nothing runs), and each scenario file it names goes through `validate`. The lines
+that can run here run in tests/test_guides_run.py.
 """
 
 from __future__ import annotations
@@ -16,26 +17,8 @@ import pytest
 
 from harness.cli.main import build_parser
 from harness.config.scenario import load_scenario
+from tests.guides import DOCUMENTS, commands
 from tests.harness_run import ROOT
-
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.S)
-INDENTED = re.compile(r"(?m)^(?:    |\t)+(mrtr-harness .*)$")
-
-
-def commands() -> list[tuple[str, str]]:
-    """(where, command line) for every `mrtr-harness ...` line in a fenced block of the docs."""
-    found = []
-    for path in DOCUMENTS:
-        text = path.read_text(encoding="utf-8")
-        for block in [*FENCE.findall(text), *INDENTED.findall(FENCE.sub("", text))]:
-            for line in block.replace("\\\n", " ").splitlines():
-                line = line.split(" # ")[0].strip().removeprefix("$ ")
-                for part in re.split(r"\s*(?:&&|\|\||;)\s*", line):
-                    if part.startswith("mrtr-harness "):
-                        found.append((f"{path.relative_to(ROOT)}: {part}", part))
-    return found
-
 
 COMMANDS = commands()
 
@@ -64,7 +47,7 @@ def test_every_command_in_the_docs_parses_and_its_scenarios_are_valid(line: str)
             return
     for word in argv:
         path = ROOT / word
-        if word.endswith(".toml") and "*" not in word and path.parent.name in ("scenarios", "on-call"):
+        if word.endswith(".toml") and "*" not in word and path.parent.name in ("scenarios", "on-call", "external"):
             assert path.is_file(), f"{line}: {word} does not exist"
             load_scenario(path)
     assert args.handler is not None

@@ -138,6 +138,7 @@ def test_the_zygote_never_imports_the_command_line():
     ["report", "--help"],
     ["compare", "--help"],
     ["triage", "--help"],
+    ["init", "--help"],
 ])
 def test_commands_that_only_read_load_no_gevent_and_no_locust(argv: list[str]) -> None:
     """Checking a scenario or asking for help must not pay for (or be broken by) the load process's runtime."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.logs import LogSource, parse_log_location
+from harness.config.logs import LogSource, parse_labelled_file, parse_log_location
 from harness.journal.writer import read_journal
 from harness.logs.changes import FileChanges
 from harness.logs.collector import Collector, RejectionEvent
@@ -307,6 +307,7 @@ def test_a_followed_file_is_read_after_quiet_rotation_truncation_and_a_folder_th
 @pytest.mark.parametrize("entry, expected", [
     ("file:logs/r1.log@r1", LogSource("file", "logs/r1.log", "r1")),
     ("file:logs/app.log", LogSource("file", "logs/app.log", "log2")),
+    ("file:/var/log/user@host/r1.log", LogSource("file", "/var/log/user@host/r1.log", "log2")),
     ("command:kubectl logs -f deploy/mcp --since=1s --prefix",
      LogSource("command", "kubectl logs -f deploy/mcp --since=1s --prefix", "log2")),
     ("docker:com.docker.compose.service=replica", LogSource("docker", "docker:com.docker.compose.service=replica",
@@ -321,10 +322,20 @@ def test_a_log_entry_names_its_kind_location_and_replica(entry, expected):
     ("/var/log/app.log", "unknown kind"),
     ("command:", "nothing after 'command:'"),
     ("docker:replica", "write docker:LABEL=VALUE"),
+    ("file:logs/r1.log@", "nothing after '@' in 'logs/r1.log@'"),
+    ("file:logs/r1.log@r 1", "the replica label 'r 1' in 'logs/r1.log@r 1' holds characters a label cannot"),
 ])
 def test_a_bad_log_entry_is_refused_with_the_forms_it_may_take(entry, message):
     with pytest.raises(ValueError, match=message):
         parse_log_location(entry, 0)
+
+
+@pytest.mark.parametrize("text", ["logs/r1.log@r1", "/var/log/mcp/r2.log@shop-eu.2", "logs/app.log"])
+def test_a_files_replica_is_written_the_same_in_a_scenario_and_on_triages_command_line(text):
+    """One spelling, one parser: `file:PATH@LABEL` in a scenario's logs is `triage --file PATH@LABEL`."""
+    entry = parse_log_location(f"file:{text}", 0)
+    given = parse_labelled_file(text)
+    assert (given.path, given.label or "log1", given.old_form) == (entry.path, entry.replica, False)
 
 
 def test_validate_refuses_an_unknown_log_kind_with_exit_2_and_its_line(tmp_path):

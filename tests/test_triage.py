@@ -267,7 +267,7 @@ def test_a_seal_rejection_exits_1(replica_logs, capsys):
 
 
 def test_a_reason_on_some_replicas_only_says_so(replica_logs, capsys):
-    _, result = triage(capsys, *(f"--file={label}={path}" for label, path in replica_logs.items()))
+    _, result = triage(capsys, *(f"--file={path}@{label}" for label, path in replica_logs.items()))
     assert result["replicas"] == ["r1", "r2"]
     assert result["advice"]["expired"]["where"].startswith("only on r1 of 2 replicas")
     assert result["advice"]["seal"]["where"].startswith("only on r2 of 2 replicas")
@@ -276,7 +276,7 @@ def test_a_reason_on_some_replicas_only_says_so(replica_logs, capsys):
 
 
 def test_the_summary_names_each_reason_its_cause_and_next_step(replica_logs, capsys):
-    code = main(["triage", "--once", *(f"--file={label}={path}" for label, path in replica_logs.items())])
+    code = main(["triage", "--once", *(f"--file={path}@{label}" for label, path in replica_logs.items())])
     out = capsys.readouterr().out
     assert code == 1
     assert re.search(r"^! seal +1 ", out, re.MULTILINE)
@@ -290,7 +290,7 @@ def test_the_summary_names_each_reason_its_cause_and_next_step(replica_logs, cap
 
 @pytest.mark.parametrize("name", ["rich-80.log", "rich-60.log", "rich-132.log"])
 def test_the_sdks_rich_console_is_counted_however_it_wraps(sdk_logs, capsys, name):
-    code, result = triage(capsys, "--file", f"r9={sdk_logs / name}")
+    code, result = triage(capsys, "--file", f"{sdk_logs / name}@r9")
     assert result["by_reason_and_replica"] == every_sdk_reason_once("r9")
     assert code == 1
 
@@ -416,7 +416,7 @@ def test_a_file_rotated_while_followed_is_counted_on_both_sides(replica_logs, tm
     log = tmp_path / "app.log"
     log.write_text("before triage started: not counted\n" + r2_lines)
     port = free_port()
-    process = live_triage("--file", f"app={log}", "--metrics-port", str(port))
+    process = live_triage("--file", f"{log}@app", "--metrics-port", str(port))
     try:
         wait_for(lambda: all(metric(port, "app", reason) == 0 for reason in REASONS), "every reason at 0", process)
         with log.open("a") as out:
@@ -609,6 +609,8 @@ def test_the_help_shows_every_source_and_the_exit_codes(capsys):
                    "--metrics-port", "--window"):
         assert option in shown
     assert "Exit codes: 0 " in shown and "docs/exit-codes.md" in shown
+    assert "--file PATH[@LABEL]" in shown and "LABEL=PATH, the older form, is still read but deprecated" in \
+        " ".join(shown.split())
 
 
 # --- a pile of logs: compressed, binary, repeated, unlabelled, and placed by their own time --------------
@@ -663,9 +665,45 @@ def test_files_without_a_label_are_named_by_their_base_name(tmp_path, capsys):
     (tmp_path / "r8.log.2.gz").write_bytes(gzip.compress((shop_line("", "expired") + "\n").encode()))
     (tmp_path / "all.log").write_text(shop_line("", "audience", replica="r9") + "\n")
     code, result = triage(capsys, "--file", *(str(tmp_path / name) for name in ("r7.log.1", "r8.log.2.gz", "all.log")),
-                          "--file", f"r10={tmp_path / 'all.log'}")
+                          "--file", f"{tmp_path / 'all.log'}@r10")
     assert result["by_reason_and_replica"] == {"expired": {"r7": 1, "r8": 1}, "audience": {"r9": 1}}
     assert "unknown" not in result["replicas"]
+
+
+def test_a_files_label_follows_an_at_sign_as_in_a_scenarios_logs_entries(tmp_path, capsys):
+    """`--file PATH@LABEL`, a scenario's `file:PATH@LABEL` without its kind; an `@` inside a folder's name, or in
+    the name of a file that exists, is part of the path."""
+    (tmp_path / "user@host").mkdir()
+    (tmp_path / "user@host" / "r7.log").write_text(shop_line("", "expired") + "\n")
+    (tmp_path / "app@2026-11-30.log").write_text(shop_line("", "audience") + "\n")
+    (tmp_path / "plain.log").write_text(shop_line("", "seal") + "\n")
+    code, result = triage(capsys, "--file", str(tmp_path / "user@host" / "r7.log"),
+                          str(tmp_path / "app@2026-11-30.log"), f"{tmp_path / 'plain.log'}@edge-1.eu")
+    assert result["by_reason_and_replica"] == {"expired": {"r7": 1}, "audience": {"app@2026-11-30": 1},
+                                               "seal": {"edge-1.eu": 1}}
+    assert code == 1
+
+
+def test_the_older_label_first_form_still_counts_and_says_how_to_write_it_now(tmp_path, capsys):
+    log = tmp_path / "any.log"
+    log.write_text(shop_line("", "expired") + "\n")
+    code = main(["triage", "--once", "--json", "--file", f"r3={log}"])
+    out, err = capsys.readouterr()
+    assert code == 0 and json.loads(out)["by_reason_and_replica"] == {"expired": {"r3": 1}}
+    assert err.strip() == (f"mrtr-harness triage: --file r3={log}: LABEL=PATH is deprecated; write {log}@r3, the "
+                           "form a scenario's logs entries use")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("logs/r1.log@", "nothing after '@' in 'logs/r1.log@': '@' is followed by the replica's label; write PATH@LABEL, "
+                     "e.g. logs/r1.log@r1"),
+    ("@r1", "no path before '@' in '@r1'; write PATH@LABEL, e.g. logs/r1.log@r1"),
+    ("logs/r1.log@r 1", "the replica label 'r 1' in 'logs/r1.log@r 1' holds characters a label cannot (it may hold "
+                        "letters, digits, '.', '_' and '-'); write PATH@LABEL, e.g. logs/r1.log@r1"),
+])
+def test_a_bad_file_label_exits_2_with_one_line_saying_how_to_write_it(value, message, capsys):
+    assert main(["triage", "--once", "--file", value]) == 2
+    assert capsys.readouterr().err == f"mrtr-harness triage: --file: {message}\n"
 
 
 PILE = [shop_line("2025-06-01T04:59:59Z", "expired", "r1"),
@@ -733,7 +771,7 @@ def test_the_advice_names_the_catalogue_scenario_that_reproduces_each_reason(rep
     from harness.config.scenario import load_scenario
     from harness.config.thresholds import parse_thresholds
 
-    _, result = triage(capsys, *(f"--file={label}={path}" for label, path in replica_logs.items()))
+    _, result = triage(capsys, *(f"--file={path}@{label}" for label, path in replica_logs.items()))
     rerun = "mrtr-harness run --reproduce "
     assert result["advice"]["seal"]["reproduced_by"] == [rerun + "scenarios/on-call/tampered-state.toml"]
     assert result["advice"]["minted in the future"]["reproduced_by"] == [rerun + "scenarios/on-call/clock-ahead.toml"]
@@ -745,7 +783,7 @@ def test_the_advice_names_the_catalogue_scenario_that_reproduces_each_reason(rep
             selected = [threshold for threshold in parse_thresholds(scenario.reproduces or {})
                         if threshold.metric == "rejections" and threshold.selector == (("reason", reason),)]
             assert selected, (reason, command)
-    main(["triage", "--once", *(f"--file={label}={path}" for label, path in replica_logs.items())])
+    main(["triage", "--once", *(f"--file={path}@{label}" for label, path in replica_logs.items())])
     out = capsys.readouterr().out
     assert "rerun: mrtr-harness run --reproduce scenarios/on-call/tampered-state.toml" in out
 

@@ -7,6 +7,8 @@
   Locust's own (`locust.argument_parser.ui_extra_args_dict()`, called with no arguments),
   for the extra options it shows. In a harness process `sys.argv` is the harness's, already
   parsed, which Locust's parser would refuse.
+- A master's socket, `MasterRunner.server`: Locust's `quit()` stops the runner but leaves the
+  port bound until the process ends; a sweep's next step binds the same port (`--master`).
 
 Nothing here imports Locust: the runner is given.
 """
@@ -16,12 +18,17 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["clear_command_line_for_web_ui", "send_stats_now"]
+__all__ = ["clear_command_line_for_web_ui", "release_master_port", "send_stats_now"]
 
 
 def send_stats_now(runner: Any) -> None:
     """Send a Locust worker runner's stats report to its master now."""
     runner._send_stats()
+
+
+def release_master_port(runner: Any) -> None:
+    """Close a Locust master runner's socket once it has quit, so another master in this process can bind the port."""
+    runner.server.close(linger=0)
 
 
 def clear_command_line_for_web_ui() -> None:

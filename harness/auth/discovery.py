@@ -52,6 +52,8 @@ class Discovered:
     token_endpoint: str
     auth_methods: list[str] | None
     issuer: str
+    scopes: list[str] | None = None
+    """The resource's `scopes_supported` (RFC 9728), when it lists them."""
 
 
 def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT, *, allow_http: bool = False) -> Discovered:
@@ -69,7 +71,8 @@ def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT, *, allow_http:
         raise TokenEndpointError(f"discovery: the token endpoint {token_endpoint} of issuer {issuer} is plain http "
                                  f"and not every URL involved is loopback (target {target_url}): refused, no secret "
                                  "sent; use https, or set [target.auth] allow_http = true on a private network")
-    return Discovered(token_endpoint, metadata.token_endpoint_auth_methods_supported, issuer)
+    return Discovered(token_endpoint, metadata.token_endpoint_auth_methods_supported, issuer,
+                      resource.scopes_supported)
 
 
 def _get(http: httpx2.Client, url: str) -> httpx2.Response | None:

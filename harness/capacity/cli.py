@@ -2,6 +2,7 @@
 
     mrtr-harness capacity scenarios/capacity.toml --replicas 1,2 --rates 2,4,8
     mrtr-harness capacity scenarios/capacity.toml --replicas 1-3 --search 4:128 --step 30s --peak 20
+    mrtr-harness capacity scenarios/capacity.toml --replicas 1-4 --rates 25,50,100 --workers 4
 
 Exit codes: 0 the sweep completed (whatever capacity it found); 2 a bad scenario or
 options; 3 a step's target could not be started or reached; 130 interrupted.
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from harness.errors import ExitCode
 from harness.exit_codes import epilog
+from harness.run import load_processes
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -53,15 +55,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "TTL that meets it")
     capacity.add_argument("--saturation-cpu", type=float, default=0.8,
                           help="harness CPU (cores) over a step above which the step is flagged as the load "
-                               "generator saturating, never as the server's limit (default 0.8)")
+                               "generator saturating, never as the server's limit (default 0.8; with workers, the "
+                               "master's CPU: a worker that cannot keep up shows as flows started late)")
     capacity.add_argument("--seed", type=int, help="override the scenario's seed")
     capacity.add_argument("--results", type=Path, default=Path("results"),
                           help="folder under which <utc>-capacity-<scenario>/ is made (default results/)")
-    capacity.add_argument("--quiet", action="store_true", help="no line per step")
+    capacity.add_argument("--quiet", action="store_true",
+                          help="no line per step (the estimated duration is still printed before the first)")
+    load_processes.add_options(capacity, "each step's load")
     capacity.set_defaults(handler=run_capacity)
 
 
-def _plan(args: argparse.Namespace):
+def _plan(args: argparse.Namespace, workers: int = 0, remote_workers: int = 0):
     from pydantic import ValidationError
 
     from harness.capacity.sweep_plan import (
@@ -74,7 +79,8 @@ def _plan(args: argparse.Namespace):
     )
 
     fields = {"step": args.step, "peak": args.peak, "headroom": args.headroom, "expiry_target": args.expiry_target,
-              "saturation_cpu": args.saturation_cpu, "from_previous": not args.every_rate}
+              "saturation_cpu": args.saturation_cpu, "from_previous": not args.every_rate,
+              "workers": workers, "remote_workers": remote_workers}
     if args.warmup is not None:
         fields["warmup"] = args.warmup
     try:
@@ -110,14 +116,16 @@ def run_capacity(args: argparse.Namespace) -> int:
     from harness.config.scenario import load_scenario
 
     overrides = {"seed": args.seed} if args.seed is not None else {}
-    plan = _plan(args)  # PlanError, ScenarioError: exit 2, before anything starts
+    master = load_processes.options(args)  # UsageError: exit 2, before anything starts
+    plan = _plan(args, master.pop("workers"), master.pop("remote_workers"))  # PlanError: exit 2
     scenario = load_scenario(args.scenario, overrides)
     if scenario.target.auth is not None:
         from harness.auth.token_sources import check
 
         check(scenario.target)  # a secret's variable unset (not embedded), a token file with no token: exit 2
     sweep = Sweep(scenario, args.scenario.read_text(encoding="utf-8"), plan, source=str(args.scenario),
-                  overrides=overrides, results_root=args.results, stream=sys.stderr if not args.quiet else None)
+                  overrides=overrides, results_root=args.results, master=master,
+                  stream=sys.stderr, quiet=args.quiet)
     sweep.check()
     result = sweep.run()
     paths = write_report(result)

@@ -19,7 +19,9 @@ TOP_LEVEL: dict[str, str] = {
     "started": "when the sweep started (Unix seconds)",
     "finished": "when it ended (Unix seconds)",
     "plan": "the options of the sweep as parsed: `rates` or `search`, `replicas`, `step`, `warmup`, `peak`, "
-            "`headroom`, `expiry_target`, `saturation_cpu`, `saturation_late`, `from_previous`, ...",
+            "`headroom`, `expiry_target`, `saturation_cpu`, `saturation_late`, `from_previous`, `workers` "
+            "(`--workers`: local worker processes each step's load is spread over; 0 is the sweep's own process), "
+            "`remote_workers` (`--expect-workers`: workers elsewhere), ...",
     "warmup_seconds": "the warm-up cut from the start of each step before it is judged",
     "recommendation": "the report's opening statements, one string each: replicas for the peak, saturation, "
                       "the TTL",
@@ -80,9 +82,11 @@ STEP: dict[str, str] = {
     "rounds_per_call": "rounds per tool call: `mean`, `p95`, `max`",
     "rejections_by_reason": "rejections the replicas logged over the whole step, by reason",
     "thresholds": "each `[expect]` condition judged over the steady window (as in summary.json's `thresholds`)",
-    "harness_cpu_cores": "the harness's CPU over the load window, in cores",
+    "harness_cpu_cores": "the harness's CPU over the load window, in cores (with workers: the master's process "
+                         "only; a worker that cannot keep up shows in `late_start_share`)",
     "late_start_share": "the share of flows the generator started late",
     "flows": "flows started",
+    "flows_by_worker": "flows started by each load process: `w0` alone without workers, `w0` ... `wN-1` with N",
     "expiry": "this step's `states`, `retries`, `expired`, `share`, `unanswered`, `retry_latency_p50` and "
               "`predicted_share_with_latency`",
     "wall_seconds": "how long the step took, start to report",

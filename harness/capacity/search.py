@@ -8,7 +8,7 @@ harness cannot tell, below it the holds stand.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -69,8 +69,7 @@ def search(plan: RateSearch, judge: Judge) -> list[Tried]:
     """
     tried: list[Tried] = []
     low, high = 0.0, None
-    rate = nice_rate(plan.start)
-    while True:
+    for rate in ramp(plan):
         judgement = judge(rate)
         tried.append(Tried(rate, judgement))
         if judgement is Judgement.SATURATED:
@@ -79,9 +78,8 @@ def search(plan: RateSearch, judge: Judge) -> list[Tried]:
             high = rate
             break
         low = rate
-        if rate >= plan.max:
-            return tried
-        rate = min(nice_rate(rate * plan.factor), plan.max)
+    if high is None:
+        return tried
     for _ in range(plan.refine):
         middle = nice_rate((low + high) / 2)
         if not low < middle < high:
@@ -95,6 +93,21 @@ def search(plan: RateSearch, judge: Judge) -> list[Tried]:
         else:
             break
     return tried
+
+
+def ramp(plan: RateSearch) -> Iterator[float]:
+    """The search's rising rates before its first break: `start`, times `factor` each step, the last one `max`."""
+    rate = nice_rate(plan.start)
+    while True:
+        yield rate
+        if rate >= plan.max:
+            return
+        rate = min(nice_rate(rate * plan.factor), plan.max)
+
+
+def most_steps(plan: RateSearch) -> int:
+    """The most steps a search can run: the whole ramp, then `refine` bisections after a break at its top."""
+    return sum(1 for _ in ramp(plan)) + plan.refine
 
 
 def limit_of(tried: list[Tried]) -> Limit:

@@ -2,20 +2,23 @@
 
 A step is `Run(scenario with overrides)` in this process: the arrival rate, the step's
 duration and (on a target the harness starts) the replica count are overridden, and the
-step's own results folder goes under the sweep's `steps/`. On a deployment the harness did
-not start, the replica count is changed by the scenario's `[target.commands] scale`
-command, once before each count's steps, and the sweep waits for the target's URLs to
-accept connections again; the deployment is left at the last count swept. The step's journal is then
-read again to judge it over the steady window only (the warm-up discarded): the
-scenario's `[expect]` thresholds evaluated on the rounds and flows that ended after the
-warm-up, plus the run's invariants and reconciliation. A step holds when all of those
-pass.
+step's own results folder goes under the sweep's `steps/`. With workers (`plan.workers`
+local, `plan.remote_workers` elsewhere) the step's run is their master, as `run --workers N`
+is: its load is spread over them by the same driver, and each step starts (or waits for)
+its own. On a deployment the harness did not start, the replica count is changed by the
+scenario's `[target.commands] scale` command, once before each count's steps, and the sweep
+waits for the target's URLs to accept connections again; the deployment is left at the last
+count swept. The step's journal is then read again to judge it over the steady window only
+(the warm-up discarded): the scenario's `[expect]` thresholds evaluated on the rounds and
+flows that ended after the warm-up, plus the run's invariants and reconciliation. A step
+holds when all of those pass.
 
-The harness watches itself: a step whose load generator used more than
-`saturation_cpu` cores (its CPU seconds over the load window, from the run's own
-accounting) or started more than `saturation_late` of its flows late (it could not keep
-the arrival schedule) is flagged `generator_saturated`. Such a step is neither a hold
-nor a break: it is never reported as the server's limit, and the climb stops there.
+The harness watches itself: a step whose load generator used more than `saturation_cpu`
+cores (its CPU seconds over the load window, from the run's own accounting: the master's
+alone when workers run the flows) or started more than `saturation_late` of its flows late
+(it could not keep the arrival schedule) is flagged `generator_saturated`. Such a step is
+neither a hold nor a break: it is never reported as the server's limit, and the climb stops
+there.
 
 Import this module only after Locust's gevent patching (the CLI imports `locust` first);
 `analyse_step` and the result types need no gevent and can be used anywhere.
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from harness.capacity.estimate import estimate
 from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, assess, measure
 from harness.capacity.other_load import OtherLoad
 from harness.capacity.search import Judgement, Limit, Tried, limit_of, search, step_through
@@ -82,6 +86,7 @@ class StepResult:
     harness_cores: float | None = None
     late_share: float | None = None
     flows: int = 0
+    flows_by_worker: dict[str, int] = field(default_factory=dict)  # flows started by each load process, `w0`, ...
     expiry: ExpiryMeasurement = NONE
     wall_seconds: float = 0.0
     expiry_predicted_with_latency: float | None = None
@@ -110,6 +115,7 @@ class StepResult:
                 "rounds_per_call": self.rounds_per_call, "rejections_by_reason": self.rejections,
                 "thresholds": self.thresholds, "harness_cpu_cores": _r(self.harness_cores),
                 "late_start_share": _r(self.late_share), "flows": self.flows,
+                "flows_by_worker": self.flows_by_worker,
                 "expiry": {**self.expiry.as_dict(),
                            "predicted_share_with_latency": _r(self.expiry_predicted_with_latency, 4)},
                 "wall_seconds": _r(self.wall_seconds, 1), "other_load_cores": _r(self.other_cores),
@@ -150,6 +156,7 @@ def analyse_step(folder: Path, scenario: Scenario, plan: CapacityPlan, replicas:
                                           if r.get("type") == RecordType.REJECTION and r.get("reason")).items()))
     starts = [r for r in records if r.get("type") == RecordType.START and r.get("t") is not None]
     step.flows = len(starts)
+    step.flows_by_worker = dict(sorted(Counter(str(r.get("flow_id", "")).partition("-")[0] for r in starts).items()))
     run_events = {r.get("event"): r["t"] for r in records if r.get("type") == RecordType.RUN and r.get("t") is not None}
     if not starts:
         step.judgement = Judgement.BREAK
@@ -239,7 +246,9 @@ class Sweep:
 
     def __init__(self, scenario: Scenario, scenario_text: str, plan: CapacityPlan, *, source: str = "<scenario>",
                  overrides: dict[str, Any] | None = None, results_root: Path = Path("results"),
-                 stream: IO[str] | None = None) -> None:
+                 master: dict[str, Any] | None = None, stream: IO[str] | None = None, quiet: bool = False) -> None:
+        """`master`: the `RunOptions` of each step's Locust master (bind address, wait) when the plan has
+        workers elsewhere; `stream` gets the estimate before the first step and, unless `quiet`, a line per step."""
         if scenario.load.model != "open" or scenario.load.arrival_rate is None:
             raise ValueError("a capacity sweep varies the arrival rate: the scenario must use the open model")
         self.scenario = scenario
@@ -248,6 +257,8 @@ class Sweep:
         self.overrides = dict(overrides or {})
         self.plan = plan.with_default_search(scenario.load.arrival_rate)
         self.stream = stream if stream is not None else io.StringIO()
+        self.quiet = quiet
+        self.master = dict(master or {})
         embedded = scenario.target.kind == "embedded"
         self.scale = scenario.target.commands.get("scale")
         if self.plan.replicas is not None and not embedded and self.scale is None:
@@ -258,9 +269,7 @@ class Sweep:
         self.embedded = embedded
         self.results_root = results_root
         self.folder: Path | None = None
-        rates = self.plan.rates
-        exact = rates and (not self.plan.from_previous or len(self.replica_counts) == 1)
-        self.total_hint = len(rates) * len(self.replica_counts) if rates and exact else None
+        self.estimate = estimate(self.plan, len(self.replica_counts), scenario.grace, local_workers=self.plan.workers)
 
     def step_scenario(self, replicas: int, rate: float) -> Scenario:
         """One step's scenario; ScenarioError when an override does not fit (e.g. chaos on replica 3 of 2)."""
@@ -282,7 +291,9 @@ class Sweep:
         run_step = run_step or self._run_step
         self.folder = capacity_folder(self.results_root, self.scenario.name)
         self.result = result = SweepResult(self.scenario, self.plan, self.folder, time.time(), self.replica_counts)
-        self.stream.write(f"capacity sweep of {self.scenario.name}: results in {self.folder}\n")
+        self.stream.write(f"capacity sweep of {self.scenario.name}: results in {self.folder}\n"
+                          f"{self.estimate.line()}{load_text(self.plan)}\n")
+        self.stream.flush()
         previous: float | None = None
         try:
             for replicas in self.replica_counts:
@@ -346,7 +357,9 @@ class Sweep:
         with open(self.folder / "steps.log", "a", encoding="utf-8") as log:
             log.write(f"--- {replicas_text(replicas)} at {rate:g} flows/s\n")
             log.flush()
-            run = Run(scenario, self.text, RunOptions(results_root=self.folder / "steps", progress=False, stream=log))
+            options = RunOptions(results_root=self.folder / "steps", progress=False, stream=log,
+                                 workers=self.plan.workers, remote_workers=self.plan.remote_workers, **self.master)
+            run = Run(scenario, self.text, options)
             other_load = OtherLoad(lambda: run.target)
             other_load.start()
             try:
@@ -395,16 +408,20 @@ class Sweep:
                       measured, source, overhead)
 
     def _progress(self, step: StepResult) -> None:
+        if self.quiet:
+            return
         count = len(self.result.steps)
-        of = f"/{self.total_hint}" if self.total_hint else ""
+        of = f"/{'' if self.estimate.exact else '≤'}{self.estimate.steps}"
         judgement = step.judgement.value if step.judgement else step.status
         p95 = f"{step.latency_p95 * 1000:.0f}ms" if step.latency_p95 is not None else "-"
         done = f"{step.completion:.0%}" if step.completion is not None else "-"
         cpu = f"{step.harness_cores:.0%}" if step.harness_cores is not None else "-"
         others = f"  other load {step.other_cores:.1f} cores" if step.other_cores is not None else ""
+        left = self.estimate.left(count, sum(s.wall_seconds for s in self.result.steps))
+        left = f"; {left}" if left else ""
         self.stream.write(f"[{count}{of}] {replicas_text(step.replicas)} at {step.rate:g} flows/s: {judgement:9}  "
                           f"p95 {p95}  completed {done}  throughput {step.throughput or 0:.1f}/s  "
-                          f"harness CPU {cpu} of a core{others}  ({step.wall_seconds:.0f} s)\n")
+                          f"harness CPU {cpu} of a core{others}  ({step.wall_seconds:.0f} s{left})\n")
         if step.judgement is not Judgement.HOLD and step.reasons:
             self.stream.write("      " + "; ".join(step.reasons[:3]) + "\n")
         self.stream.flush()
@@ -415,6 +432,15 @@ def capacity_folder(root: Path, name: str) -> Path:
     folder = results_folder(root, f"capacity-{name}")
     (folder / "steps").mkdir()
     return folder
+
+
+def load_text(plan: CapacityPlan) -> str:
+    """Where each step's load comes from, after the estimate: nothing when from the sweep's own process."""
+    local = f"{plan.workers} local worker{'s' * (plan.workers != 1)}" if plan.workers else ""
+    remote = f"{plan.remote_workers} worker{'s' * (plan.remote_workers != 1)} elsewhere" if plan.remote_workers \
+        else ""
+    spread = " and ".join(part for part in (local, remote) if part)
+    return f"; each step's load from {spread}" if spread else ""
 
 
 def replicas_text(count: int) -> str:

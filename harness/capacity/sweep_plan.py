@@ -63,6 +63,10 @@ class CapacityPlan(BaseModel):
     saturation_late: float = Field(default=0.1, gt=0, le=1, description="share of late flow starts that flags a step")
     from_previous: bool = Field(default=True, description="each replica count after the first starts at the "
                                                           "highest rate the previous count held")
+    workers: int = Field(default=0, ge=0, description="local Locust workers each step's load is spread over "
+                                                      "(0: the sweep's own process)")
+    remote_workers: int = Field(default=0, ge=0, description="workers elsewhere each step's master waits for "
+                                                             "(`--master --expect-workers N`)")
     refine: Refine | None = Field(default=None, exclude=True,
                                   description="the default search's bisection steps (None: RateSearch's default); "
                                               "shown in `search` once the default search is made")

@@ -22,7 +22,9 @@ from harness.compare import cli as compare_cli
 from harness.config.thresholds import Judged
 from harness.errors import ExitCode, UsageError, exit_code_of
 from harness.exit_codes import epilog
+from harness.init import cli as init_cli
 from harness.load import DEFAULT_MASTER_PORT
+from harness.run import load_processes
 from harness.secrets import scrub
 from harness.triage import cli as triage_cli
 
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mrtr-harness {harness.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    init_cli.add_parser(commands)
     _add_run(commands)
     _add_validate(commands)
     _add_report(commands)
@@ -57,22 +60,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="folder under which the run's results folder is made (default results/)")
     run.add_argument("--duration", help="override the scenario's duration, e.g. 20s")
     run.add_argument("--seed", type=int, help="override the scenario's seed")
-    run.add_argument("--workers", type=int, default=0,
-                     help="drive the load from N local Locust worker processes (Locust's own master and "
-                          "workers); default: in this process")
-    spread = run.add_argument_group("workers on other machines (Locust's own flags)")
-    spread.add_argument("--master", action="store_true",
-                        help="be the master of workers started elsewhere with `mrtr-harness worker` "
-                             "(or `run --worker`); needs --expect-workers")
-    spread.add_argument("--expect-workers", type=int, default=0,
-                        help="with --master: how many workers to wait for before the load starts")
-    spread.add_argument("--expect-workers-max-wait", default="5m",
-                        help="with --master: give up (exit 3) if they are not all ready by then (default 5m)")
-    spread.add_argument("--master-bind-host", default="127.0.0.1",
-                        help="with --master: the address workers connect to (default 127.0.0.1; 0.0.0.0 for "
-                             "workers on other machines)")
-    spread.add_argument("--master-bind-port", type=int, default=DEFAULT_MASTER_PORT,
-                        help=f"with --master: the port workers connect to (default {DEFAULT_MASTER_PORT})")
+    spread = load_processes.add_options(run)
     spread.add_argument("--worker", action="store_true",
                         help="be a worker of a master elsewhere (same as `mrtr-harness worker`)")
     spread.add_argument("--master-host", default="127.0.0.1", help="with --worker: the master's address")
@@ -154,8 +142,7 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
     report.add_argument("folder", type=Path, help="a run's results folder, e.g. results/20261201T061500Z-smoke")
     report.add_argument("--judge", choices=[judged.value for judged in Judged], default=None,
                         help="the table to judge the figures by: expect (the healthy outcome) or reproduces (the "
-                             "failure, as `run --reproduce`); default: the one the run judged (summary.json's "
-                             "`judged`)")
+                             "failure, as `run --reproduce`); default: the one the run judged (its journal says)")
     report.add_argument("--lenient", action="store_true",
                         help="exit as the rebuilt verdict says even when journal lines could not be read (they are "
                              "still counted in summary.json's journal.unreadable); without it such a verdict is not "
@@ -268,24 +255,16 @@ def _run(args: argparse.Namespace) -> int:
     save_every = parse_duration_option("--save-figures-every", args.save_figures_every)
     if save_every <= 0:
         raise UsageError("--save-figures-every must be more than 0, e.g. 60s")
-    workers_wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
+    spread = load_processes.options(args)
     if args.prometheus_targets is not None and args.metrics_port is None:
         raise UsageError("--prometheus-targets needs --metrics-port")
-    if args.workers < 0 or args.expect_workers < 0:
-        raise UsageError("--workers and --expect-workers must be 0 or more")
-    if args.master != (args.expect_workers > 0):
-        raise UsageError("--master and --expect-workers N go together")
     problem = compare_cli.check_baseline_options(args, scenario)
     if problem is not None:
         raise UsageError(problem)
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
-                         workers=args.workers, remote_workers=args.expect_workers,
-                         master_bind_host=args.master_bind_host,
-                         master_bind_port=args.master_bind_port if args.master else None,
-                         workers_wait=workers_wait if args.master else 60.0,
                          metrics_host=args.metrics_host,
                          metrics_linger=linger, prometheus_targets=args.prometheus_targets,
-                         web=web, web_linger=web_linger, save_figures_every=save_every, judged=judged)
+                         web=web, web_linger=web_linger, save_figures_every=save_every, judged=judged, **spread)
     run = Run(scenario, args.scenario.read_text(), options)
     code = run.execute()
     if args.baseline is None:

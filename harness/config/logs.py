@@ -6,10 +6,17 @@ scenario lists. A scenario writes them as `logs = ["file:PATH[@replica]",
 "command:COMMAND", "docker:LABEL=VALUE[,...]"]`; `parse_log_location` reads one entry,
 at validation time and again when the target is built, so a bad entry is refused before
 anything starts.
+
+A file names its replica one way everywhere, `PATH@LABEL`: in a scenario's `file:` entry
+and in `triage --file` (`parse_labelled_file`), read by `split_label`. The scenario's
+form won because it is the one that also carries the other kinds (`command:`, `docker:`),
+so a user copies one spelling between a scenario and triage. Triage's older `LABEL=PATH`
+is still read, as a deprecated alias, so scripts written for it keep working.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -23,6 +30,10 @@ COMPOSE_PROJECT: Final = "com.docker.compose.project"
 COMPOSE_SERVICE: Final = "com.docker.compose.service"
 COMPOSE_NUMBER: Final = "com.docker.compose.container-number"
 """The labels compose gives a service's containers: how the docker target and triage find a compose replica."""
+
+LABEL: Final = re.compile(r"[\w.-]+")
+"""A replica label a log source may give: letters, digits, '_', '.' and '-' (r1, shop-eu, replica.2)."""
+_LABEL_EXAMPLE: Final = "write PATH@LABEL, e.g. logs/r1.log@r1"
 
 _FORMS: Final = 'write "file:PATH[@replica]", "command:COMMAND" or "docker:LABEL=VALUE[,LABEL=VALUE...]"'
 
@@ -70,11 +81,62 @@ def parse_log_location(entry: str, index: int) -> LogSource:
     if not rest.strip():
         raise ValueError(f"log source {entry!r}: nothing after {kind + ':'!r}; {_FORMS}")
     if kind == "file":
-        path, _, replica = rest.partition("@")
-        if not path:
-            raise ValueError(f"log source {entry!r}: no path; {_FORMS}")
+        try:
+            path, replica = split_label(rest)
+        except ValueError as exc:
+            raise ValueError(f"log source {entry!r}: {exc}") from None
         return LogSource("file", path, replica or default)
     if kind == "docker":
         docker_labels(entry)
         return LogSource("docker", entry, default)
     return LogSource("command", rest, default)
+
+
+def split_label(text: str) -> tuple[str, str | None]:
+    """`PATH@LABEL` as (PATH, LABEL); (text, None) when it gives no label.
+
+    The label is what follows the last `@`. Text after it holding a `/` is part of the
+    path (a folder named user@host), and so is the whole text when it names a file that
+    exists (logs/app@2026-11-30.log). Raises ValueError, worded for the person who typed
+    it, for an `@` with no path before it or with a label that is empty or holds other
+    characters than `LABEL` allows.
+    """
+    path, at, label = text.rpartition("@")
+    if not at or "/" in label or Path(text).exists():
+        return text, None
+    if not path:
+        raise ValueError(f"no path before '@' in {text!r}; {_LABEL_EXAMPLE}")
+    if not label:
+        raise ValueError(f"nothing after '@' in {text!r}: '@' is followed by the replica's label; {_LABEL_EXAMPLE}")
+    if not LABEL.fullmatch(label):
+        raise ValueError(f"the replica label {label!r} in {text!r} holds characters a label cannot (it may hold "
+                         f"letters, digits, '.', '_' and '-'); {_LABEL_EXAMPLE}")
+    return path, label
+
+
+@dataclass(frozen=True)
+class LabelledFile:
+    """A log file given on a command line (`triage --file`), with the replica label it was given, if any."""
+
+    path: Path
+    label: str | None
+    old_form: bool = False
+    """Given as LABEL=PATH, triage's form before PATH@LABEL: still read, deprecated."""
+
+    @property
+    def new_form(self) -> str:
+        """How the same file and label are written now."""
+        return f"{self.path}@{self.label}" if self.label else str(self.path)
+
+
+def parse_labelled_file(text: str) -> LabelledFile:
+    """`PATH`, `PATH@LABEL`, or the deprecated `LABEL=PATH` (when that is not a file that exists) as a
+    `LabelledFile`; raises ValueError as `split_label` does, or for an empty path."""
+    if not text:
+        raise ValueError("an empty path")
+    path, label = split_label(text)
+    if label is None:
+        old_label, equals, old_path = text.partition("=")
+        if equals and old_path and LABEL.fullmatch(old_label) and not Path(text).exists():
+            return LabelledFile(Path(old_path), old_label, old_form=True)
+    return LabelledFile(Path(path), label)

@@ -71,7 +71,10 @@ class TargetConfig(Strict):
     urls: list[str] = Field(default_factory=list, description="external: the replicas' (or the balancer's) MCP URLs")
     api: str | None = Field(default=None, description="external: the shop API's base URL, whose `GET /ledger` "
                                                       "the invariants read; none: ledger invariants unchecked")
-    logs: list[str] = Field(default_factory=list)
+    logs: list[str] = Field(default_factory=list, description="external: where the replicas log, each entry "
+                            "`file:PATH[@LABEL]` (followed like tail -F; @LABEL names its replica, as `triage "
+                            "--file PATH@LABEL` does), `command:COMMAND` (its output) or "
+                            "`docker:LABEL=VALUE[,...]` (a container by its labels)")
     image: str | None = Field(default=None, description="docker: the image the harness starts the shop from")
     compose_project: str | None = Field(default=None, description="docker: a running compose deployment's project")
     compose_service: str | None = Field(default=None, description="docker: the replicas' compose service")

@@ -13,6 +13,7 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
+from harness._compat.locust import release_master_port
 from harness.config.scenario import Scenario
 from harness.load import DEFAULT_MASTER_PORT
 from harness.load.distributed import (
@@ -155,6 +156,7 @@ class DistributedLoad:
                      f"within {FINISH_TIMEOUT:g}s: {'their' if len(silent) != 1 else 'its'} journal part may lack "
                      "the last records (the worker keeps its spool)")
         self.runner.quit()
+        release_master_port(self.runner)  # a sweep's next step binds the same port (`capacity --master`)
         if self.processes is not None:
             self.processes.wait_exit(timeout=30)
         self.parts.close()

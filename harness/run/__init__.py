@@ -3,6 +3,7 @@
 `run` (target up, load, chaos, wind-down, checks, results: the order, nothing else), `hypothesis`
 (the steady state probed over windows around the chaos), `load_driver` and `load_end` (which load,
 and when it ends), `stopping` and `failures` (early stops, the harness's own errors), `progress`
-(the line shown while it runs), `cpu` (what the harness and the replicas spent per round),
+(the line shown while it runs), `load_processes` (where the load comes from, as `run` and
+`capacity` take it on the command line), `cpu` (what the harness and the replicas spent per round),
 `results` and `results_folder`.
 """

@@ -16,15 +16,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ExitCode, UsageError
 from harness.exit_codes import epilog
 
+if TYPE_CHECKING:
+    from harness.config.logs import LabelledFile
+
 PROG = "mrtr-harness triage"
 TICK_SECONDS = 0.5
 """How often unfinished rich records are checked for staleness (and counted), whatever the redraw interval."""
-_LABEL = re.compile(r"[\w.-]+")
 
 DESCRIPTION = """\
 Read a running deployment's logs and break every -32602 "Invalid or expired requestState"
@@ -33,7 +35,7 @@ last window and the whole run, with the likely cause and the next step for each 
 
 Recognises the SDK's rejection line in plain logs, in the SDK's own rich console output
 (wrapped and padded) and in JSON logs; everything else is skipped. A line's replica is the
-one its source names (a container, FILE given as LABEL=PATH), else its `kubectl --prefix`
+one its source names (a container, a file given as PATH@LABEL), else its `kubectl --prefix`
 or `docker compose logs` prefix, else its own `replica=` or JSON replica/pod/host field,
 else the base name of its file (logs/r1.log, r1.log.1 and r1.log.2.gz are all r1).
 
@@ -43,7 +45,7 @@ read once, and the last window is the end of the logs by the lines' own time.
 line has no time is then left out, and counted as undated).
 
 examples:
-  mrtr-harness triage --file r1=logs/r1.log --file r2=logs/r2.log
+  mrtr-harness triage --file logs/r1.log@r1 --file logs/r2.log@r2
   mrtr-harness triage --command "kubectl logs -f -l app=shop --prefix --tail=0 --max-log-requests=20"
   journalctl -f -o json -u shop | mrtr-harness triage --stdin
   mrtr-harness triage --docker-service replica1 replica2 replica3 --docker-project mrtr --metrics-port 9465
@@ -57,10 +59,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                                 "logs", description=DESCRIPTION, epilog=epilog("triage"),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sources = triage.add_argument_group("sources (at least one; any mix)")
-    sources.add_argument("--file", action="extend", nargs="+", default=[], metavar="[LABEL=]PATH",
+    sources.add_argument("--file", action="extend", nargs="+", default=[], metavar="PATH[@LABEL]",
                          help="log files, followed like tail -F (rotation included), or read once with --once "
-                              "(gzipped ones too); LABEL names its replica, else lines name it or the file's "
-                              "base name does (repeatable)")
+                              "(gzipped ones too); @LABEL names its replica, as in a scenario's logs = "
+                              "[\"file:PATH@LABEL\"], else lines name it or the file's base name does "
+                              "(repeatable; LABEL=PATH, the older form, is still read but deprecated)")
     sources.add_argument("--command", action="append", default=[], metavar="CMD",
                          help="a command whose output is a log stream, e.g. \"kubectl logs -f ...\" or "
                               "\"journalctl -f ...\" (split like a shell would, run without one; repeatable)")
@@ -108,11 +111,18 @@ class Options:
     metrics_host: str = "127.0.0.1"
     since: float | None = None
     until: float | None = None
+    notices: list[str] = field(default_factory=list)
+    """What the user should change though triage runs: a deprecated form."""
 
 
 def parse_options(args: argparse.Namespace) -> Options:
     options = Options(stdin=args.stdin, once=args.once, json=args.json, metrics_host=args.metrics_host)
-    options.files = [_file_argument(value) for value in args.file]
+    for value in args.file:
+        given = _file_argument(value)
+        if given.old_form:
+            options.notices.append(f"--file {value}: LABEL=PATH is deprecated; write {given.new_form}, the form a "
+                                   "scenario's logs entries use")
+        options.files.append((given.label, given.path))
     for command in args.command:
         try:
             argv = shlex.split(command)
@@ -146,13 +156,13 @@ def parse_options(args: argparse.Namespace) -> Options:
     return options
 
 
-def _file_argument(value: str) -> tuple[str | None, Path]:
-    label, equals, path = value.partition("=")
-    if equals and _LABEL.fullmatch(label) and path and not Path(value).exists():
-        return label, Path(path)
-    if not value:
-        raise UsageError("--file: empty path")
-    return None, Path(value)
+def _file_argument(value: str) -> LabelledFile:
+    from harness.config.logs import parse_labelled_file
+
+    try:
+        return parse_labelled_file(value)
+    except ValueError as exc:
+        raise UsageError(f"--file: {exc}") from None
 
 
 def _duration(option: str, text: str, *, minimum: float) -> float:
@@ -213,7 +223,7 @@ def run(options: Options) -> int:
     from harness.triage.counts import LiveCounts
     from harness.triage.session import Session
 
-    for warning in _drop_duplicate_files(options):
+    for warning in [*options.notices, *_drop_duplicate_files(options)]:
         print(f"{PROG}: {warning}", file=sys.stderr)
     sources = _sources(options)
     try:

@@ -1,0 +1,208 @@
+"""`mrtr-harness init`: a scenario written from servers this project did not write, that validates and runs.
+
+The servers are the MCP Python SDK's own examples (`tests/servers/sdk_examples.py`), two of
+them as the replicas of one deployment, and the embedded shop's replica; a plain HTTP server
+stands for a URL that is no MCP server. Every command runs as a user runs it, in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.config.cautions import cautions
+from harness.config.scenario import load_scenario
+from tests.harness_run import ROOT, run_harness
+from tests.servers import Running, free_port, start_server
+
+
+def init(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "init", *argv], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[list[Running]]:
+    """Two SDK example servers (the replicas of one deployment), and a third that speaks only 2025-11-25,
+    started together: most of a start is importing the SDK, which the processes do in parallel."""
+    started = [start_server("tests.servers.sdk_examples", wait=False) for _ in range(2)]
+    started.append(start_server("tests.servers.sdk_examples", env={"SDK_EXAMPLES_ERA": "2025"}, wait=False))
+    try:
+        for running in started:
+            running.wait_ready()
+        yield started
+    finally:
+        for running in started:
+            running.stop()
+
+
+@pytest.fixture(scope="module")
+def examples(servers: list[Running]) -> list[Running]:
+    return servers[:2]
+
+
+def test_a_scenario_from_two_sdk_example_servers_names_every_tool_validates_and_runs_over_both(
+        examples: list[Running], tmp_path: Path) -> None:
+    output = tmp_path / "scenario.toml"
+    output.write_text("an older draft\n")
+    done = init(*(server.url for server in examples), "-o", str(output), "--force")
+    assert done.returncode == 0, done.stderr
+    text = output.read_text()
+    assert text.startswith("# A first scenario for SDK examples") and "What to change first" in text
+    assert "# PIN: real values for greet_user" in text and "# PIN: real values for name_shrimp" in text
+    written = tomllib.loads(text)
+    assert {flow["tool"] for flow in written["flows"]} == {"greet_user", "name_shrimp"}
+    assert written["flows"][1]["arguments"] == {"tank": {"shrimp": [{"name": "example"}]},
+                                                "extra_names": ["example"]}  # the nested model's $ref followed
+    scenario = load_scenario(output)  # what `validate` checks
+    assert scenario.target.urls == [server.url for server in examples] and cautions(scenario) == []
+    finished = run_harness(output, tmp_path / "results", "--duration", "3s")
+    assert finished.code == 0, finished.output
+    flows = finished.summary["flows"]["by_flow"]
+    assert set(flows) == {"greet_user", "name_shrimp"} and all(set(by) == {"completed"} for by in flows.values())
+    served = {record["replica"] for record in finished.journal() if record["type"] == "round"}
+    assert served == {"r1", "r2"}
+
+
+def test_a_scenario_from_the_shops_replica_names_its_tools_and_validates(deploy, tmp_path: Path) -> None:
+    shop = deploy(replicas=1)
+    done = init(shop.replica_urls[0])  # no -o: the scenario on standard output
+    assert done.returncode == 0, done.stderr
+    scenario_file = tmp_path / "shop.toml"
+    scenario_file.write_text(done.stdout)
+    scenario = load_scenario(scenario_file)
+    tools = {flow.tool for flow in scenario.flows}  # type: ignore[union-attr]
+    assert {"quote_refund", "issue_refund", "record_return", "pay_refund"} <= tools
+    assert "routing" not in scenario.load.model_fields_set and cautions(scenario) == []  # one URL: no routing asked
+
+
+def test_a_server_behind_oauth_gets_target_auth_naming_the_secrets_variable_and_validates(
+        tmp_path: Path) -> None:
+    secret = secrets.token_urlsafe(24)
+    authorization = start_server("tests.servers.token_desk", path="", wait=False,
+                                 env={"TOKEN_DESK_CLIENT": f"init-client:{secret}", "TOKEN_DESK_SCOPES": "desk other"})
+    resource = start_server("tests.servers.guarded_desk", env={"GUARDED_DESK_ISSUER": authorization.url}, wait=False)
+    output = tmp_path / "guarded.toml"
+    try:
+        authorization.wait_ready()
+        resource.wait_ready()
+        refused = init(resource.url, "-o", str(output))
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "asks for an OAuth token" in refused.stderr and "--client-id" in refused.stderr
+        assert not output.exists()
+        env = {**os.environ, "INIT_TEST_SECRET": secret}
+        done = subprocess.run([sys.executable, "-m", "harness", "init", resource.url, "-o", str(output),
+                               "--client-id", "init-client", "--client-secret-env", "INIT_TEST_SECRET"],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+        assert done.returncode == 0, done.stderr
+        text = output.read_text()
+        assert secret not in text and secret not in done.stderr
+        auth = tomllib.loads(text)["target"]["auth"]
+        assert auth == {"kind": "client-credentials", "client_id": "init-client",
+                        "client_secret_env": "INIT_TEST_SECRET", "principals": 5, "scopes": ["desk"]}
+        assert [flow["tool"] for flow in tomllib.loads(text)["flows"]] == ["confirm_refund"]
+        # it validates; tests/test_auth.py runs this [target.auth] (discovered endpoint, a scope) on these desks
+        validated = subprocess.run([sys.executable, "-m", "harness", "validate", str(output)], capture_output=True,
+                                   text=True, timeout=60, cwd=ROOT, env=env)
+        assert validated.returncode == 0 and "warning" not in validated.stderr, validated.stderr
+    finally:
+        resource.stop()
+        authorization.stop()
+
+
+def test_a_server_that_speaks_only_2025_gets_a_host_of_its_era(servers: list[Running], tmp_path: Path) -> None:
+    done = init(servers[2].url)
+    assert done.returncode == 0, done.stderr
+    scenario_file = tmp_path / "legacy.toml"
+    scenario_file.write_text(done.stdout)
+    hosts = load_scenario(scenario_file).hosts
+    assert [(host.name, host.protocol) for host in hosts] == [("sdk-session", "2025-11-25")]
+
+
+def test_a_url_that_is_no_mcp_server_fails_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """A plain web server (refused at the probe), and a JSON-RPC server that answers neither discovery nor the
+    handshake (refused by the SDK's client): each one line, exit 2, no file."""
+    port = free_port()
+    plain = Running(subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                                     cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/mcp")
+    rpc_only = start_server("tests.servers.open_door", wait=False)
+    output = tmp_path / "scenario.toml"
+    try:
+        plain.wait_ready()
+        rpc_only.wait_ready()
+        web = init(plain.url, "-o", str(output))
+        rpc = init(rpc_only.url, "-o", str(output))
+    finally:
+        plain.stop()
+        rpc_only.stop()
+    assert web.returncode == 2 and web.stderr.count("\n") == 1, web.stderr
+    assert "is not an MCP server" in web.stderr and "HTTP 501" in web.stderr
+    assert rpc.returncode == 2 and rpc.stderr.count("\n") == 1, rpc.stderr
+    assert "the MCP SDK's client could not list its tools" in rpc.stderr
+    assert not output.exists()
+
+
+def test_a_url_nothing_listens_on_exits_3_and_writes_nothing(tmp_path: Path) -> None:
+    output = tmp_path / "scenario.toml"
+    done = init(f"http://127.0.0.1:{free_port()}/mcp", "-o", str(output))
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1 and "cannot be reached" in done.stderr
+    assert not output.exists()
+
+
+def test_an_existing_output_file_is_kept_without_force(tmp_path: Path) -> None:
+    output = tmp_path / "scenario.toml"
+    output.write_text("mine\n")
+    done = init(f"http://127.0.0.1:{free_port()}/mcp", "-o", str(output))  # refused before any URL is tried
+    assert done.returncode == 2 and "exists; give --force" in done.stderr, done.stderr
+    assert output.read_text() == "mine\n"
+
+
+SCHEMA = {
+    "type": "object",
+    "$defs": {"Line": {"type": "object", "properties": {"sku": {"type": "string", "minLength": 3, "maxLength": 5},
+                                                         "qty": {"type": "integer", "exclusiveMinimum": 0}},
+                       "required": ["sku", "qty"]}},
+    "properties": {
+        "order_id": {"type": "string", "format": "uuid"},
+        "when": {"type": "string", "format": "date"},
+        "speed": {"type": "string", "enum": ["slow", "fast"]},
+        "count": {"type": "integer", "minimum": 5, "maximum": 9},
+        "ratio": {"type": "number", "maximum": 0.5},
+        "lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}, "minItems": 2},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+        "gift": {"type": "boolean", "default": True},
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["order_id", "when", "speed", "count", "ratio", "lines", "code"],
+}
+
+
+def test_arguments_from_a_schema_are_valid_against_it_and_say_what_was_made_up() -> None:
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    from harness.init.arguments import draw_arguments
+
+    drawn = draw_arguments(SCHEMA)
+    checked = {**drawn.values, "code": "ABC"}  # a pattern cannot be drawn: marked below, pinned by the user
+    Draft202012Validator(SCHEMA, format_checker=FormatChecker()).validate(checked)
+    assert drawn.values["speed"] == "slow" and drawn.values["count"] == 5 and drawn.values["lines"][0]["qty"] == 1
+    assert drawn.made_up == ["order_id", "when", "count", "ratio", "lines", "code"] and drawn.unsatisfied == ["code"]
+    assert set(drawn.optional) == {"note", "gift", "tags"}  # optional ones are named, not sent
+
+
+def test_toml_text_reads_back_as_written() -> None:
+    from harness.init import toml_text
+
+    nasty = {"plain": "a", "quote \" and \\ back": 'tab\there\nnew "line" \x01 \x7f é 😀', "n": -3, "x": 0.25,
+             "on": False, "list": [1, "two", {"three": [3.5]}], "": "empty key"}
+    text = "\n".join(f"{toml_text.key(name)} = {toml_text.value(value)}" for name, value in nasty.items())
+    assert tomllib.loads(text) == nasty
