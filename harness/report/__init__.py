@@ -8,7 +8,6 @@ every run, including an interrupted one, and can be re-run on any results folder
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -64,26 +63,18 @@ def rebuild_results(folder: Path, judged: Judged | None = None) -> RunVerdict:
     A run killed with SIGKILL left a journal with no `run end`: the verdict is
     `interrupted`, with every figure up to its last record. The thresholds are the
     scenario's own, from the scenario.json the run wrote first thing: the table `judged` names,
-    by default the one the run judged (its summary.json's `judged`; [expect] when it has none).
+    by default the one the run judged (its journal's start record says; [expect] when it does not).
     """
     from harness.config.thresholds import parse_thresholds
 
     scenario = results_scenario(folder)
-    judged = judged if judged is not None else recorded_judged(folder)
-    thresholds = parse_thresholds(scenario.judged_table(judged))
     parts = journal_parts(folder)
     saved = read_saved(folder, parts)
-    return write_results(folder, scenario, parts, thresholds, live=saved, save=saved is None, judged=judged)
-
-
-def recorded_judged(folder: Path) -> Judged:
-    """The table a results folder's run was judged by, as its summary.json says; [expect] when it says nothing
-    (no summary yet, a run killed before it wrote one, or one written before the key existed)."""
-    try:
-        recorded = json.loads((folder / SUMMARY_JSON).read_text(encoding="utf-8")).get("judged")
-    except (OSError, ValueError, AttributeError):
-        return Judged.EXPECT
-    return Judged(recorded) if recorded in set(Judged) else Judged.EXPECT
+    read = saved if saved is not None else read_run(parts)
+    if judged is None:
+        judged = Judged(read.checks.judged) if read.checks.judged in set(Judged) else Judged.EXPECT
+    thresholds = parse_thresholds(scenario.judged_table(judged))
+    return write_results(folder, scenario, parts, thresholds, live=read, save=saved is None, judged=judged)
 
 
 def results_scenario(folder: Path) -> Scenario:

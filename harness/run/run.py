@@ -176,7 +176,7 @@ class Run:
     def _begin(self) -> None:
         self.journal.write(RunStarted(type=RecordType.RUN, event=RunEvent.START, t=self.began, run_id=self.folder.name,
                                       scenario=self.scenario.name, seed=self.scenario.seed,
-                                      duration=self.scenario.duration))
+                                      duration=self.scenario.duration, judged=self.options.judged.value))
         self.say(f"results: {self.folder}")
         for caution in cautions(self.scenario):
             self.say(f"warning: {caution}")
