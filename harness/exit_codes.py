@@ -25,13 +25,15 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): never a verdict"),
     ),
     "run": (
-        (ExitCode.PASSED, "passed: every threshold, invariant, reconciliation and hypothesis check held"),
+        (ExitCode.PASSED, "passed: every threshold, invariant, reconciliation and hypothesis check held (with "
+                          "--reproduce the thresholds are [reproduces]: the failure reproduced)"),
         (ExitCode.FAILED, "failed: a threshold, an invariant, the reconciliation, the hypothesis or a chaos action "
                           "failed, or the run aborted itself (abort_on_violation), or with --baseline a regression "
-                          "(summary.json `status` and `problems` say which)"),
+                          "(summary.json `status` and `problems` say which; with --reproduce: the failure did not "
+                          "reproduce)"),
         (ExitCode.USAGE, "bad scenario or command line, a --baseline missing (the first night takes "
-                         "--first-baseline) or not a results folder of this scenario, a secret's variable unset: "
-                         "nothing was started"),
+                         "--first-baseline) or not a results folder of this scenario, a secret's variable unset, "
+                         "--reproduce on a scenario without [reproduces]: nothing was started"),
         (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
                           "aborted)"),
         (ExitCode.HARNESS, "the harness itself failed (status errored, results still written, everything stopped)"),
@@ -41,7 +43,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
     "report": (
         (ExitCode.PASSED, "the rebuilt verdict passed"),
         (ExitCode.FAILED, "the rebuilt verdict failed (a regression `run --baseline` recorded included)"),
-        (ExitCode.USAGE, "not a run's results folder, or a journal part that is no journal (named)"),
+        (ExitCode.USAGE, "not a run's results folder, or a journal part that is no journal (named), or --judge "
+                         "reproduces for a scenario without [reproduces]"),
         (ExitCode.TARGET, "the run's target could not be started or reached"),
         (ExitCode.HARNESS, "the run's harness failed, or journal lines could not be read (--lenient exits as the "
                            "verdict says)"),

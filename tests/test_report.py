@@ -57,11 +57,13 @@ def put(journal: Journal, record_type: str, **fields: object) -> None:
 
 def write_run(path: Path, *, violations: int = 0, unexplained: int = 0, ended: bool = True, torn: bool = False,
               hypothesis_after: bool = True, invariant_detail: str = "", end_status: str = "completed",
-              end_reason: str | None = None, target_error: str | None = None) -> Path:
+              end_reason: str | None = None, target_error: str | None = None, judged: str | None = None) -> Path:
     """A 30-second run: refunds (2 rounds) and returns (1 round), a key rotation and a restart, a
-    few rejections on two replicas, the ledger checks, reconciliation and the hypothesis."""
+    few rejections on two replicas, the ledger checks, reconciliation and the hypothesis. `judged`: the table its
+    start record says it judged (none: a journal from before the key)."""
     with Journal(path) as journal:
-        put(journal, "run", t=T0, event="start", run_id="run-0007", scenario="nightly-refunds", seed=7)
+        put(journal, "run", t=T0, event="start", run_id="run-0007", scenario="nightly-refunds", seed=7,
+            **({"judged": judged} if judged is not None else {}))
         put(journal, "hypothesis", t=T0 + 0.5, phase="before", ok=True, detail="p95 < 250ms")
         for n in range(60):
             _flow(journal, n)
@@ -469,12 +471,12 @@ def test_crossed_replica_share_counts_continuation_rounds_served_elsewhere_and_f
 # --- `report DIR` on a damaged journal ----------------------------------------------------------------
 
 
-def _results_folder(tmp_path: Path, scenario: Scenario) -> Path:
+def _results_folder(tmp_path: Path, scenario: Scenario, judged: str | None = None) -> Path:
     """A results folder as a run leaves it (scenario.json, journal.jsonl) that passes every check."""
     folder = tmp_path / "run-0007"
     folder.mkdir()
     (folder / "scenario.json").write_text(scenario.model_dump_json(), encoding="utf-8")
-    write_run(folder / "journal.jsonl")
+    write_run(folder / "journal.jsonl", judged=judged)
     return folder
 
 
@@ -523,3 +525,24 @@ def test_report_on_a_binary_journal_exits_2_naming_the_file(tmp_path: Path, scen
         assert done.stderr.strip() == (f"mrtr-harness report: {folder / 'journal.jsonl'} is not a journal: {words}"
                                        + (" (NUL bytes in its first line)" if "binary" in words
                                           else " (byte 0xe9 at offset 32)"))
+
+
+def test_report_judges_the_table_the_run_judged_or_the_one_asked_for(tmp_path: Path, scenario: Scenario) -> None:
+    """Plain `report` judges the table the run's journal says it judged (here [reproduces], a failure that did not
+    happen: exit 1), whatever a summary written since says; `--judge expect` judges the same figures by [expect]."""
+    failure = scenario.model_copy(update={"reproduces": {"invariant_violations": "> 0"}})
+    folder = _results_folder(tmp_path, failure, judged="reproduces")
+    for args, code, words in (((), 1, "exit code 1 (judged by [reproduces]: the failure did not reproduce)"),
+                              (("--judge", "expect"), 0, "exit code 0 (judged by [expect])"),
+                              ((), 1, "(judged by [reproduces]: the failure did not reproduce)")):
+        done = _report(folder, *args)
+        assert done.returncode == code and words in done.stdout, (args, done.stdout, done.stderr)
+        assert json.loads((folder / "summary.json").read_text())["judged"] == ("expect" if args else "reproduces")
+
+
+def test_report_judging_a_table_the_scenario_has_not_is_a_usage_error(tmp_path: Path, scenario: Scenario) -> None:
+    done = _report(_results_folder(tmp_path, scenario), "--judge", "reproduces")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "mrtr-harness report: scenario 'nightly-refunds' has no [reproduces] table (the failure it reproduces): only "
+        "its [expect] can be judged"]

@@ -153,6 +153,14 @@ BROKEN = {
                                              29,
                                              "action='rotate-keys' names no action of this scenario (there are: "
                                              "kill, restart)"),
+    # [reproduces] (the failure a catalogue scenario reproduces) is read as [expect] is
+    "a-flow-label-in-reproduces-that-names-no-flow": (("replica = 2\n", 'replica = 2\n\n[reproduces]\n'
+                                                                      '"completed_ratio{flow=\'refnud\'}" = "< 0.9"\n'),
+                                                      29, "names no flow of this scenario (there are: refund); did "
+                                                          "you mean 'refund'?"),
+    "a-misspelt-reason-in-reproduces": (("replica = 2\n", 'replica = 2\n\n[reproduces]\n'
+                                                        '"rejections{reason=\'unknwon key\'}" = "> 0"\n'), 29,
+                                        "reason='unknwon key' is none of the reasons the harness records"),
     "an-unknown-metric": (("replica = 2\n", 'replica = 2\n\n[expect]\nrejection = "== 0"\n'), 29,
                           "unknown metric 'rejection'"),
     "a-label-the-metric-has-not": (("replica = 2\n", 'replica = 2\n\n[expect]\n"completed_ratio{reason=\'seal\'}" '

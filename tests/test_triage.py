@@ -772,29 +772,33 @@ def test_the_advice_names_the_catalogue_scenario_that_reproduces_each_reason(rep
     from harness.config.thresholds import parse_thresholds
 
     _, result = triage(capsys, *(f"--file={path}@{label}" for label, path in replica_logs.items()))
-    assert result["advice"]["seal"]["reproduced_by"] == ["scenarios/on-call/tampered-state.toml"]
-    assert result["advice"]["minted in the future"]["reproduced_by"] == ["scenarios/on-call/clock-ahead.toml"]
-    assert "scenarios/on-call/slow-leads.toml" in result["advice"]["expired"]["reproduced_by"]
-    for reason, advice in result["advice"].items():  # each named file is a valid scenario expecting that reason
-        for file in advice["reproduced_by"]:
-            scenario = load_scenario(ROOT / file)
-            selected = [threshold for threshold in parse_thresholds(scenario.expect)
+    rerun = "mrtr-harness run --reproduce "
+    assert result["advice"]["seal"]["reproduced_by"] == [rerun + "scenarios/on-call/tampered-state.toml"]
+    assert result["advice"]["minted in the future"]["reproduced_by"] == [rerun + "scenarios/on-call/clock-ahead.toml"]
+    assert rerun + "scenarios/on-call/slow-leads.toml" in result["advice"]["expired"]["reproduced_by"]
+    for reason, advice in result["advice"].items():  # each named file is a valid scenario reproducing that reason
+        for command in advice["reproduced_by"]:
+            assert command.startswith(rerun), command
+            scenario = load_scenario(ROOT / command.removeprefix(rerun))
+            selected = [threshold for threshold in parse_thresholds(scenario.reproduces or {})
                         if threshold.metric == "rejections" and threshold.selector == (("reason", reason),)]
-            assert selected, (reason, file)
+            assert selected, (reason, command)
     main(["triage", "--once", *(f"--file={path}@{label}" for label, path in replica_logs.items())])
     out = capsys.readouterr().out
-    assert "rerun: mrtr-harness run scenarios/on-call/tampered-state.toml" in out
+    assert "rerun: mrtr-harness run --reproduce scenarios/on-call/tampered-state.toml" in out
 
 
-def test_only_a_parsed_whole_run_expectation_of_a_reason_names_a_scenario(tmp_path):
+def test_only_a_parsed_whole_run_reproduction_of_a_reason_names_a_scenario(tmp_path):
     from harness.triage.catalogue import reproducers
 
-    (tmp_path / "a-reproducer.toml").write_text("[expect]\n\"rejections{reason='seal'}\" = \"> 0\"\n")
-    (tmp_path / "b-broken.toml").write_text("[expect\n\"rejections{reason='seal'}\" = \"> 0\"\n")
-    (tmp_path / "c-one-replica.toml").write_text("[expect]\n\"rejections{reason='seal',replica='r1'}\" = \"> 0\"\n")
-    (tmp_path / "d-healthy.toml").write_text("[expect]\n\"rejections{reason='seal'}\" = \"== 0\"\n")
-    (tmp_path / "e-not-a-table.toml").write_text("expect = 3\n")
-    (tmp_path / "f-not-text.toml").write_bytes(b"\xff\xfe[expect]\n")
+    (tmp_path / "a-reproducer.toml").write_text("[reproduces]\n\"rejections{reason='seal'}\" = \"> 0\"\n")
+    (tmp_path / "b-broken.toml").write_text("[reproduces\n\"rejections{reason='seal'}\" = \"> 0\"\n")
+    (tmp_path / "c-one-replica.toml").write_text(
+        "[reproduces]\n\"rejections{reason='seal',replica='r1'}\" = \"> 0\"\n")
+    (tmp_path / "d-healthy.toml").write_text("[reproduces]\n\"rejections{reason='seal'}\" = \"== 0\"\n")
+    (tmp_path / "e-not-a-table.toml").write_text("reproduces = 3\n")
+    (tmp_path / "f-not-text.toml").write_bytes(b"\xff\xfe[reproduces]\n")
+    (tmp_path / "g-expected-only.toml").write_text("[expect]\n\"rejections{reason='seal'}\" = \"> 0\"\n")
     found = reproducers(tmp_path)
     assert list(found) == ["seal"] and [Path(file).name for file in found["seal"]] == ["a-reproducer.toml"]
     assert reproducers(tmp_path / "absent") == {}

@@ -19,6 +19,7 @@ import harness
 from harness.capacity import cli as capacity_cli
 from harness.cli import shop as shop_cli
 from harness.compare import cli as compare_cli
+from harness.config.thresholds import Judged
 from harness.errors import ExitCode, UsageError, exit_code_of
 from harness.exit_codes import epilog
 from harness.init import cli as init_cli
@@ -86,6 +87,10 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="how often the figures folded so far are saved beside the journal (figures.json), so "
                           "`report` on a run killed later reads only what came after (default 60s)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument("--reproduce", action="store_true",
+                     help="judge the scenario's [reproduces] table (the failure it reproduces) instead of its "
+                          "[expect] (the healthy outcome): exit 0 means the failure reproduced, 1 that it did not "
+                          "(exit 2 if the scenario has no [reproduces])")
     baseline = run.add_argument_group("comparing with a baseline run (as `mrtr-harness compare`)")
     baseline.add_argument("--baseline", type=Path, default=None, metavar="DIR",
                           help="a results folder of the same scenario: at the end, compare this run with it, write "
@@ -135,6 +140,9 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
                     "`run --baseline` made is kept, its regression folded in).",
         epilog=epilog("report"))
     report.add_argument("folder", type=Path, help="a run's results folder, e.g. results/20261201T061500Z-smoke")
+    report.add_argument("--judge", choices=[judged.value for judged in Judged], default=None,
+                        help="the table to judge the figures by: expect (the healthy outcome) or reproduces (the "
+                             "failure, as `run --reproduce`); default: the one the run judged (its journal says)")
     report.add_argument("--lenient", action="store_true",
                         help="exit as the rebuilt verdict says even when journal lines could not be read (they are "
                              "still counted in summary.json's journal.unreadable); without it such a verdict is not "
@@ -148,7 +156,8 @@ def _report(args: argparse.Namespace) -> int:
     from harness.report.terminal import render_thresholds
 
     comparison = recorded_comparison(args.folder)
-    verdict = rebuild_results(args.folder)  # NotResults, UnreadableJournal: exit 2
+    judged = Judged(args.judge) if args.judge is not None else None
+    verdict = rebuild_results(args.folder, judged)  # NotResults, UnreadableJournal, no such table: exit 2
     print(render_thresholds(verdict))
     print(f"rebuilt summary.json, junit.xml and report.html in {args.folder}", file=sys.stderr)
     code = int(verdict.exit_code)
@@ -200,7 +209,7 @@ def _validate(args: argparse.Namespace) -> int:
             continue
         print(f"{path}: ok ({scenario.name}: {scenario.target.kind} target, {scenario.load.model} model, "
               f"{len(scenario.flows)} flow kinds, {len(scenario.chaos)} chaos steps, "
-              f"{len(scenario.expect)} thresholds)")
+              f"{len(scenario.expect)} thresholds{_reproduces_count(scenario)})")
         for caution in cautions(scenario):
             print(f"{path}: warning: {caution}", file=sys.stderr)
         if scenario.target.auth is not None:
@@ -210,6 +219,11 @@ def _validate(args: argparse.Namespace) -> int:
             if missing:
                 print(f"{path}: warning: {missing}; `mrtr-harness run` exits 2 until it is", file=sys.stderr)
     return code
+
+
+def _reproduces_count(scenario) -> str:
+    """What `validate` says of a [reproduces] table: how many thresholds the failure is stated in."""
+    return "" if scenario.reproduces is None else f", {len(scenario.reproduces)} in [reproduces]"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -229,6 +243,8 @@ def _run(args: argparse.Namespace) -> int:
     from harness.run.run import Run, RunOptions
 
     scenario = _load(args.scenario, args)  # ScenarioError: exit 2, nothing started
+    judged = Judged.REPRODUCES if args.reproduce else Judged.EXPECT
+    scenario.judged_table(judged)  # --reproduce on a scenario with no [reproduces]: exit 2, nothing started
     if scenario.target.auth is not None:
         from harness.auth.token_sources import check
 
@@ -248,7 +264,7 @@ def _run(args: argparse.Namespace) -> int:
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
                          metrics_host=args.metrics_host,
                          metrics_linger=linger, prometheus_targets=args.prometheus_targets,
-                         web=web, web_linger=web_linger, save_figures_every=save_every, **spread)
+                         web=web, web_linger=web_linger, save_figures_every=save_every, judged=judged, **spread)
     run = Run(scenario, args.scenario.read_text(), options)
     code = run.execute()
     if args.baseline is None:

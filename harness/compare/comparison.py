@@ -32,7 +32,8 @@ from harness.journal.records import EndStatus
 PERCENTILES = ("p50", "p95", "p99")
 RUN_COMPLETED = "run_completed"
 JOURNAL_UNREADABLE = "journal_unreadable"
-IGNORED_SCENARIO_FIELDS = frozenset({"description", "expect", "hypothesis", "compare", "abort_on_violation"})
+IGNORED_SCENARIO_FIELDS = frozenset({"description", "expect", "reproduces", "hypothesis", "compare",
+                                     "abort_on_violation"})
 """Scenario fields that judge a run rather than shape its load: two runs differing only there are comparable."""
 
 

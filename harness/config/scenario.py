@@ -1,10 +1,11 @@
 """Scenario files: TOML, parsed once at the edge into validated pydantic models.
 
 A scenario says what to run (target, load, flows, leads), what to break and when
-(chaos), what must hold while it breaks (hypothesis) and what the run must show
-(expect). A bad file gets one clear error naming the field and, where it can be found,
-the line; nothing starts. Durations read like "90s" or "10m". Lead times and the TTL are
-modelled: real seconds = modelled / time_scale.
+(chaos), what must hold while it breaks (hypothesis), what the run must show (expect) and,
+for a scenario that reproduces a known failure, what that failure looks like (reproduces:
+judged instead of expect by `run --reproduce`). A bad file gets one clear error naming the
+field and, where it can be found, the line; nothing starts. Durations read like "90s" or
+"10m". Lead times and the TTL are modelled: real seconds = modelled / time_scale.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from harness.config.lines import explain
 from harness.config.load import Load
 from harness.config.strict import FieldProblem, ScenarioError, Strict
 from harness.config.target import TargetConfig
-from harness.config.thresholds import ThresholdError, parse_threshold, parse_thresholds
+from harness.config.thresholds import Judged, ThresholdError, parse_threshold, parse_thresholds
 from harness.config.worded_errors import did_you_mean
+from harness.errors import UsageError
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
@@ -58,7 +60,11 @@ class Scenario(Strict):
                                     "flow ended in the window): fail makes the window not steady, pass lets "
                                     "it be (docs/running.md)")
     expect: dict[str, str | list[str]] = Field(default_factory=dict,
-                                               description="thresholds the run must meet (k6 syntax)")
+                                               description="thresholds the run must meet (k6 syntax): the healthy "
+                                                           "outcome, judged by `run`")
+    reproduces: dict[str, str | list[str]] | None = Field(
+        default=None, description="the failure this scenario reproduces, as thresholds (k6 syntax, as [expect]), "
+                                  "judged instead of [expect] by `run --reproduce`")
     compare: CompareSettings = Field(default_factory=CompareSettings, description="how far a run may drift from "
                                      "its baseline (`mrtr-harness compare`, `run --baseline`)")
     abort_on_violation: bool = Field(default=False, description="stop the load as soon as the ledger shows a "
@@ -68,11 +74,11 @@ class Scenario(Strict):
         default=60.0, description="how long the load may run past `duration` for a chaos schedule still running; "
                                   "an action still running after that is cut short and counts as a chaos failure")
 
-    @field_validator("hypothesis", "expect")
+    @field_validator("hypothesis", "expect", "reproduces")
     @classmethod
-    def _thresholds_read(cls, table: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
+    def _thresholds_read(cls, table: dict[str, str | list[str]] | None) -> dict[str, str | list[str]] | None:
         """Each threshold parses; one that does not is named with its own key, so its error finds its line."""
-        for key, conditions in table.items():
+        for key, conditions in (table or {}).items():
             try:
                 parse_threshold(key, conditions)
             except ThresholdError as exc:
@@ -99,8 +105,8 @@ class Scenario(Strict):
         if self.target.kind == "embedded" or (self.target.kind == "external" and len(self.target.urls) > 1) or (
                 self.target.kind == "docker" and self.target.compose_project is None):  # a compose's are its own
             known["replica"] = [f"r{n}" for n in range(1, self.target.replica_count + 1)]
-        for table in ("expect", "hypothesis"):
-            for threshold in parse_thresholds(getattr(self, table)):
+        for table in ("expect", "reproduces", "hypothesis"):
+            for threshold in parse_thresholds(getattr(self, table) or {}):
                 for label, value in threshold.selector:
                     names = known.get(label)
                     if names is not None and value not in names:
@@ -177,6 +183,16 @@ class Scenario(Strict):
         problem = step.by_command_problem(commands) if commands else None
         if problem is not None:
             raise FieldProblem(problem[0], "chaos", index, problem[1])
+
+    def judged_table(self, judged: Judged) -> dict[str, str | list[str]]:
+        """The thresholds a run judges: [expect], or with `run --reproduce` [reproduces] (a usage error when the
+        scenario states no failure to reproduce)."""
+        if judged is Judged.EXPECT:
+            return self.expect
+        if self.reproduces is None:
+            raise UsageError(f"scenario {self.name!r} has no [reproduces] table (the failure it reproduces): only "
+                             f"its [expect] can be judged")
+        return self.reproduces
 
     def real(self, modelled_seconds: float) -> float:
         """Modelled seconds (lead times, TTL) as real seconds in this run."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from harness.config.durations import parse_duration
 from harness.config.worded_errors import did_you_mean
@@ -94,6 +95,13 @@ def parse_threshold(key: str, conditions: str | list[str]) -> Threshold:
         raise ThresholdError(key, "no condition")
     parsed = tuple(_parse_condition(key, metric, text) for text in texts)
     return Threshold(key, metric, selector, parsed, "; ".join(texts))
+
+
+class Judged(StrEnum):
+    """Which of a scenario's threshold tables a run is judged by: what summary.json's `judged` says."""
+
+    EXPECT = "expect"  # the healthy outcome: plain `run` (exit 0: it holds, the fix works)
+    REPRODUCES = "reproduces"  # the failure: `run --reproduce` (exit 0: it reproduced)
 
 
 def parse_thresholds(table: dict[str, str | list[str]]) -> list[Threshold]:

@@ -87,11 +87,13 @@ class RunChecks(JournalView):
     """The journal records a verdict needs that `RunFigures` does not keep.
 
     `RunFigures` keeps invariant counts and the last reconciliation numbers, but not the
-    invariants' examples, the `logged` count, the hypothesis probes, the run id or why the
-    run ended; reading them here, from the same records, keeps the journal the only source.
+    invariants' examples, the `logged` count, the hypothesis probes, the run id, the table it
+    judged or why the run ended; reading them here, from the same records, keeps the journal the only source.
     """
 
     run_id: str | None = None
+    judged: str | None = None
+    """The table the run judged, as its start record says (`expect`, `reproduces`); None: a journal without it."""
     invariants: dict[str, InvariantResult] = field(default_factory=dict)
     hypothesis: list[HypothesisResult] = field(default_factory=list)
     reconciliation: Reconciliation | None = None
@@ -127,6 +129,7 @@ class RunChecks(JournalView):
         event = record.get("event")
         if event == RunEvent.START:
             self.run_id = self.run_id or record.get("run_id")
+            self.judged = self.judged or record.get("judged")
         elif event == RunEvent.ERROR:
             self.harness_error = self.harness_error or str(record.get("error"))
         elif event == RunEvent.CPU:

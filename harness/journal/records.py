@@ -82,6 +82,8 @@ class RunStarted(TypedDict):
     scenario: str
     seed: int
     duration: float
+    judged: NotRequired[str]
+    """The scenario's table the run judges: `expect`, or `reproduces` (`run --reproduce`); absent: `expect`."""
 
 
 class LoadStarted(TypedDict):

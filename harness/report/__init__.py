@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.scenario import Scenario
-from harness.config.thresholds import Threshold
+from harness.config.thresholds import Judged, Threshold
 from harness.errors import UsageError
 from harness.folding.read import JournalRead, read_run, read_saved
 from harness.folding.snapshot import write_snapshot
@@ -54,7 +54,7 @@ def journal_parts(folder: Path) -> list[Path]:
     return [folder / "journal.jsonl", *workers]
 
 
-def rebuild_results(folder: Path) -> RunVerdict:
+def rebuild_results(folder: Path, judged: Judged | None = None) -> RunVerdict:
     """summary.json, junit.xml and report.html of any results folder, rebuilt from its journal alone.
 
     From the figures the run saved (`harness.folding.snapshot`) when they match the journal
@@ -62,15 +62,19 @@ def rebuild_results(folder: Path) -> RunVerdict:
 
     A run killed with SIGKILL left a journal with no `run end`: the verdict is
     `interrupted`, with every figure up to its last record. The thresholds are the
-    scenario's own, from the scenario.json the run wrote first thing.
+    scenario's own, from the scenario.json the run wrote first thing: the table `judged` names,
+    by default the one the run judged (its journal's start record says; [expect] when it does not).
     """
     from harness.config.thresholds import parse_thresholds
 
     scenario = results_scenario(folder)
     parts = journal_parts(folder)
     saved = read_saved(folder, parts)
-    return write_results(folder, scenario, parts, parse_thresholds(scenario.expect), live=saved,
-                         save=saved is None)
+    read = saved if saved is not None else read_run(parts)
+    if judged is None:
+        judged = Judged(read.checks.judged) if read.checks.judged in set(Judged) else Judged.EXPECT
+    thresholds = parse_thresholds(scenario.judged_table(judged))
+    return write_results(folder, scenario, parts, thresholds, live=read, save=saved is None, judged=judged)
 
 
 def results_scenario(folder: Path) -> Scenario:
@@ -87,14 +91,14 @@ def results_scenario(folder: Path) -> Scenario:
 
 def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path], thresholds: list[Threshold], *,
                   extra: dict[str, Any] | None = None, live: JournalRead | None = None,
-                  save: bool = False) -> RunVerdict:
+                  save: bool = False, judged: Judged = Judged.EXPECT) -> RunVerdict:
     """Decide the run's verdict from its journal and write summary.json, junit.xml and report.html.
 
     The journal alone decides: the caller writes the `run end` record before calling this,
     and a journal without one is taken for a run that was cut off (interrupted). `live`:
     the journal's records as the run folded them while writing them (no second read).
     `save`: write the fold beside the journal for `report` and `compare` (the journal's
-    writers are done).
+    writers are done). `judged`: which table `thresholds` are, said in every output.
     """
     folder.mkdir(parents=True, exist_ok=True)
     if live is not None:
@@ -102,7 +106,8 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
     read = live if live is not None else read_run(journal_paths)
     verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top(),
                       expected_answers=read.errors.top_expected(),
-                      fuzz=read.fuzz.table(scenario), unreadable=read.unreadable, hosts=read.figures.hosts())
+                      fuzz=read.fuzz.table(scenario), unreadable=read.unreadable, hosts=read.figures.hosts(),
+                      judged=judged)
     extra = {"cpu": read.checks.cpu, **(extra or {})}
     write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra, journal=read.as_dict())
     write_junit(folder / JUNIT_XML, scenario.name, verdict)

@@ -110,7 +110,8 @@ def _header(scenario: Scenario, figures: RunFigures, verdict: RunVerdict) -> str
     colour = _STATUS_COLOURS.get(verdict.status, "#cf222e")
     started = (datetime.fromtimestamp(verdict.started, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
                if verdict.started is not None else "unknown")
-    meta = [("run", verdict.run_id or "unknown"), ("seed", str(scenario.seed)), ("started", started),
+    meta = [("judged by", f"[{verdict.judged.value}]"), ("run", verdict.run_id or "unknown"),
+            ("seed", str(scenario.seed)), ("started", started),
             ("duration", f"{figures.duration:.1f} s"), ("flows", str(figures.flows)),
             ("rounds", str(figures.rounds))]
     description = f"<p>{escape(scenario.description)}</p>" if scenario.description else ""

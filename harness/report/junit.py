@@ -59,7 +59,7 @@ def junit_tree(scenario_name: str, verdict: RunVerdict) -> ET.Element:
     suite = ET.SubElement(root, "testsuite", {"name": scenario_name, **counts, **_timestamp(verdict)})
     properties = ET.SubElement(suite, "properties")
     for name, value in (("run_id", verdict.run_id or ""), ("status", verdict.status.value),
-                        ("exit_code", str(int(verdict.exit_code)))):
+                        ("exit_code", str(int(verdict.exit_code))), ("judged", verdict.judged.value)):
         ET.SubElement(properties, "property", {"name": name, "value": value})
     for case in cases:
         element = ET.SubElement(suite, "testcase", {"classname": f"{scenario_name}.{case.group}", "name": case.name,

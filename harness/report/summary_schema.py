@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.config.thresholds import Judged
 from harness.errors import ExitCode
 from harness.report.verdict import RunStatus
 
@@ -41,7 +42,7 @@ class ScenarioInfo(_Part):
 
 
 class ThresholdRow(_Part):
-    """One condition of one `[expect]` threshold, judged."""
+    """One condition of one threshold of the table judged (`[expect]`, or `[reproduces]`), judged."""
 
     threshold: str = Field(description="the threshold's key as written, e.g. `round_latency{flow='refund'}`")
     condition: str = Field(description="the condition as parsed, e.g. `p(95)<0.25`")
@@ -202,6 +203,10 @@ class Summary(_Part):
     exit_code: ExitCode = Field(
         description="the process's exit code before a comparison (docs/exit-codes.md); 130: interrupted")
     passed: bool = Field(description="exit_code is 0")
+    judged: Judged = Field(default=Judged.EXPECT, description=(
+        "which table `thresholds` are: `expect` (the healthy outcome: plain `run`) or `reproduces` (the failure "
+        "a scenario reproduces: `run --reproduce`, where passed means it reproduced); written by every run, "
+        "absent only in summaries from before it (read them as `expect`)"))
     reason: str | None = Field(description="why the run did not finish, or failed as a whole (null otherwise)")
     problems: list[str] = Field(description="one line per thing that failed, naming it")
     thresholds: list[ThresholdRow] = Field(description="every threshold condition, judged")

@@ -15,6 +15,7 @@ from harness.report.verdict import (
     RunVerdict,
     condition_text,
     describe_detail,
+    judged_text,
     observed_text,
     probe_title,
 )
@@ -211,6 +212,6 @@ def _at(seconds: float | None) -> str:
 def _status(verdict: RunVerdict, paint: _Paint) -> list[str]:
     passed = verdict.status is RunStatus.COMPLETED
     lines = ["", f"  {paint.mark(passed)} {paint.bold(f'status {verdict.status.value}')}, "
-                 f"exit code {int(verdict.exit_code)}"]
+                 f"exit code {int(verdict.exit_code)} ({judged_text(verdict)})"]
     lines += [f"    - {problem}" for problem in verdict.problems]
     return lines

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Threshold
+from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Judged, Threshold
 from harness.errors import ExitCode
 from harness.folding.checks import HypothesisResult, Reconciliation, RunChecks
 from harness.folding.figures import RunFigures
@@ -70,6 +70,8 @@ class RunVerdict:
     above 0, the journal is damaged and `report` does not trust the verdict it rebuilt (exit 4 unless --lenient)."""
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Flows by outcome and failed rounds by code, per host (`RunFigures.hosts`): shown beside the decision."""
+    judged: Judged = Judged.EXPECT
+    """Which table the thresholds are: [expect] (the healthy outcome) or, `run --reproduce`, [reproduces]."""
 
     @property
     def passed(self) -> bool:
@@ -80,6 +82,7 @@ class RunVerdict:
             "status": self.status.value,
             "exit_code": int(self.exit_code),
             "passed": self.passed,
+            "judged": self.judged.value,
             "reason": self.reason,
             "problems": list(self.problems),
             "thresholds": [threshold_dict(verdict) for verdict in self.thresholds],
@@ -126,6 +129,15 @@ def _with_redispatched(reconciliation: Reconciliation | None, figures: RunFigure
     if reconciliation is None:
         return None
     return replace(reconciliation, from_redispatched_rounds=figures.redispatched["rejections"])
+
+
+def judged_text(verdict: RunVerdict) -> str:
+    """Which table the verdict judged, and for [reproduces] what its verdict means: the status line's words."""
+    if verdict.judged is Judged.EXPECT:
+        return "judged by [expect]"
+    meaning = {RunStatus.COMPLETED: ": the failure reproduced",
+               RunStatus.FAILED: ": the failure did not reproduce"}.get(verdict.status, "")
+    return f"judged by [reproduces]{meaning}"
 
 
 LOST_TRACK = "one_outcome_per_flow"

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from harness.config.thresholds import Judged
+
 
 @dataclass
 class RunOptions:
@@ -24,4 +26,5 @@ class RunOptions:
     web_linger: float = 0.0
     save_figures_every: float = 60.0  # seconds between saves of the live figures (by the fold process)
     prometheus_targets: Path | None = None
+    judged: Judged = Judged.EXPECT  # [expect], or [reproduces] with `run --reproduce`
     stream: IO[str] = field(default_factory=lambda: sys.stderr)

@@ -16,7 +16,7 @@ from locust.stats import save_stats_json
 from prometheus_client import generate_latest
 
 from harness.config.scenario import Scenario
-from harness.config.thresholds import parse_thresholds
+from harness.config.thresholds import Judged, parse_thresholds
 from harness.metrics.registry import RunMetrics
 from harness.run.fold.client import FoldLost, FoldProcess
 
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 def write_run_results(folder: Path, scenario: Scenario, *, env: Environment | None, run_metrics: RunMetrics,
                       fold: FoldProcess, parts: Sequence[Path], failed: bool, stream: IO[str],
-                      say: Callable[[str], None]) -> int:
-    """Write every result file, show the verdict, and return the run's exit code."""
+                      say: Callable[[str], None], judged: Judged = Judged.EXPECT) -> int:
+    """Write every result file, show the verdict, and return the run's exit code (judged by `judged`'s table)."""
     from harness.report import write_results
     from harness.report.terminal import render_thresholds
 
@@ -35,8 +35,8 @@ def write_run_results(folder: Path, scenario: Scenario, *, env: Environment | No
         save_stats_json(env.stats, str(folder / "locust_stats"))
     (folder / "metrics.prom").write_bytes(generate_latest(run_metrics.registry))
     live = finished_fold(fold, parts, failed=failed, say=say)
-    verdict = write_results(folder, scenario, list(parts), parse_thresholds(scenario.expect), live=live,
-                            save=live is None)
+    verdict = write_results(folder, scenario, list(parts), parse_thresholds(scenario.judged_table(judged)),
+                            live=live, save=live is None, judged=judged)
     stream.write(render_thresholds(verdict) + "\n")
     say(f"results in {folder}")
     return verdict.exit_code

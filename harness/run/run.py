@@ -167,7 +167,7 @@ class Run:
                 return write_run_results(self.folder, self.scenario, env=self.env, run_metrics=self.run_metrics,
                                          fold=self.fold, parts=self._journal_parts(),
                                          failed=self.failures.error is not None, stream=self.options.stream,
-                                         say=self.say)
+                                         say=self.say, judged=self.options.judged)
         except Exception as exc:  # noqa: BLE001 - the results themselves failed: still one line and exit 4
             self.failures.record(exc)
             self.say(f"results could not be written: see {self.folder}")
@@ -176,7 +176,7 @@ class Run:
     def _begin(self) -> None:
         self.journal.write(RunStarted(type=RecordType.RUN, event=RunEvent.START, t=self.began, run_id=self.folder.name,
                                       scenario=self.scenario.name, seed=self.scenario.seed,
-                                      duration=self.scenario.duration))
+                                      duration=self.scenario.duration, judged=self.options.judged.value))
         self.say(f"results: {self.folder}")
         for caution in cautions(self.scenario):
             self.say(f"warning: {caution}")

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from harness.config.durations import format_duration
 from harness.mrtr.reasons import OTHER_REASON
 from harness.triage.advice import advice_for, means_tampering_or_client_bug, subset_hint
-from harness.triage.catalogue import reproducers, rerun_line
+from harness.triage.catalogue import rerun_commands, rerun_line
 from harness.triage.counts import UNKNOWN_REPLICA, Snapshot
 
 REASON_WIDTH = 26
@@ -190,7 +190,7 @@ def as_json(snapshot: Snapshot, *, exit_code: int) -> dict[str, Any]:
         "tampering_or_client_bug": snapshot.tampering_or_client_bug(),
         "advice": {reason: {"cause": advice_for(reason).cause, "next_step": advice_for(reason).next_step,
                             "where": subset_hint(reason, snapshot.replicas_with(reason), known),
-                            "reproduced_by": list(reproducers().get(reason, ()))}
+                            "reproduced_by": rerun_commands(reason)}
                    for reason in snapshot.seen()},
         "exit_code": exit_code,
     }
