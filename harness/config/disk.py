@@ -93,9 +93,9 @@ def rounds_bound(flow: FlowSpec, target: TargetConfig, retries: int = 0) -> int:
     rounds (the adversarial and fuzz retries, sent once): refund = quote_refund, then
     issue_refund (1 round at or below the limit, 2 above); return = record_return's form (2);
     payout = quote, issue, then pay_refund's URL-mode rounds (`payment_rounds` + 1, or the
-    cap with 0); replay / change-args = a quote call and 3 rounds sent; tamper = 2 sent; fuzz
-    on the shop = 2 quote calls and 3 sent (swap-flow's), on a tool = 3 sent; call = one
-    call to the cap.
+    cap with 0); tamper = a quote call and 2 rounds sent, replay 3 sent, change-args a second
+    quote call; fuzz on the shop = 2 quote calls and 3 sent (swap-flow's), on a tool = 3 sent;
+    call = one call to the cap.
     """
     calls, sent = _calls_and_sent(flow, target)
     return sum(min(rounds + retries, CALL_ROUNDS) for rounds in calls) + sent
@@ -110,7 +110,7 @@ def _calls_and_sent(flow: FlowSpec, target: TargetConfig) -> tuple[tuple[int, ..
         payment = PAYMENT_ROUNDS if target.payment_rounds is None else target.payment_rounds
         return (1, 1, payment + 1 if payment else CALL_ROUNDS), 0
     if isinstance(flow, AdversarialFlow):
-        return ((1,), 2) if flow.kind == "tamper" else ((1,), 3)
+        return {"tamper": ((1,), 2), "replay": ((1,), 3)}.get(flow.kind, ((1, 1), 2))  # change-args quotes twice
     if isinstance(flow, FuzzFlow):
         return ((1, 1), 3) if flow.tool is None else ((), 3)
     assert isinstance(flow, CallFlow)
