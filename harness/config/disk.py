@@ -1,23 +1,25 @@
 """How much disk a scenario's journal needs, and a warning when its results folder's filesystem has less free.
 
 The journal is what grows with a run: one line when a flow starts, one per round, one when
-it ends (the other files of a results folder do not grow with the flows). The estimate is
+it ends (the other files of a results folder, but for a target's own logs, do not grow with
+the flows). The estimate is
 
     flows x (FLOW_BYTES + rounds per flow x ROUND_BYTES) / compression
 
 - flows: the open model's arrivals over `duration`, the rate (with its ramp or stages)
-  integrated over the run. The closed model is not estimated: an agent starts its next
-  flow when the last one ends, so its rate is what the target's latency and the leads'
-  think times allow, known only by running (agents whose leads answer at once are limited
-  by the machine, not by the scenario); `journal_need` says None.
+  integrated over the run (`max_in_flight` holding starts back is not counted). The closed
+  model is not estimated: an agent starts its next flow when the last one ends, so its rate
+  is what the target's latency and the leads' think times allow, known only by running
+  (agents whose leads answer at once are limited by the machine, not by the scenario);
+  `journal_need` says None.
 - rounds per flow: the weighted mean, by `[[flows]]` weight, of each kind's most rounds
   when every lead accepts (`rounds_bound`): an upper bound, as declining, cancelling and
   abandoning only end a flow sooner. A `call` flow's server is not known before the run,
   so it counts the client's cap; every call may resend `retry_lost_answers` rounds.
 - FLOW_BYTES, ROUND_BYTES: the journal's lines as measured on a short smoke run (the
   command and the figures are in benchmarks/README.md, "journal bytes per flow").
-- compression: plain bytes over bytes on disk, `JOURNAL_COMPRESSION` (1.0: a plain
-  journal) unless told otherwise.
+- compression: the whole journal's plain bytes over its bytes on disk, `JOURNAL_COMPRESSION`
+  (1.0: a plain journal) unless told otherwise.
 
 A warning, not an error: the estimate is an upper bound, and the user may free space
 while the run goes on. Free space is the results folder's, or its nearest existing parent's.
