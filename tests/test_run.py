@@ -11,7 +11,9 @@ import time
 
 import pytest
 
+from harness.config.disk import rounds_bound
 from harness.config.durations import format_duration
+from harness.config.scenario import load_scenario
 from harness.journal.writer import read_journal
 from harness.runtime.processes import alive
 from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness, valid_summary
@@ -82,6 +84,16 @@ def test_locust_the_metrics_and_the_journal_count_the_same_rounds(smoke):
 def test_every_round_names_the_replica_that_served_it(smoke):
     replicas = {record["replica"] for record in smoke.journal() if record["type"] == "round"}
     assert replicas == {"r1", "r2", "r3"}
+
+
+def test_no_flow_of_the_run_sends_more_rounds_than_the_disk_estimate_bounds_its_kind_by(smoke):
+    """`validate`'s disk warning counts each kind's most rounds (`harness.config.disk`): a real run stays within."""
+    scenario = load_scenario(SMOKE)
+    kinds = {flow.kind: flow for flow in scenario.flows}
+    flows = [record for record in smoke.journal() if record["type"] == "flow"]
+    assert {record["flow"] for record in flows} == set(kinds), "every kind ran"
+    for record in flows:
+        assert record["rounds"] <= rounds_bound(kinds[record["flow"]], scenario.target), record
 
 
 def test_the_same_seed_gives_the_same_flows_and_answers(smoke, tmp_path):

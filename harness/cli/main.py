@@ -181,6 +181,9 @@ def _add_validate(commands: argparse._SubParsersAction) -> None:
     validate = commands.add_parser("validate", help="check a scenario file without running it",
                                    epilog=epilog("validate"))
     validate.add_argument("scenario", type=Path, nargs="+", help="scenario file(s)")
+    validate.add_argument("--results", type=Path, default=Path("results"),
+                          help="the folder `run --results` will be given (default results/): warn when the "
+                               "journal may need more disk than its filesystem has free")
     validate.set_defaults(handler=_validate)
 
 
@@ -197,6 +200,7 @@ def _load(path: Path, args: argparse.Namespace | None = None):
 
 def _validate(args: argparse.Namespace) -> int:
     from harness.config.cautions import cautions
+    from harness.config.disk import disk_caution
     from harness.config.strict import ScenarioError
 
     code = ExitCode.PASSED
@@ -210,8 +214,9 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"{path}: ok ({scenario.name}: {scenario.target.kind} target, {scenario.load.model} model, "
               f"{len(scenario.flows)} flow kinds, {len(scenario.chaos)} chaos steps, "
               f"{len(scenario.expect)} thresholds{_reproduces_count(scenario)})")
-        for caution in cautions(scenario):
-            print(f"{path}: warning: {caution}", file=sys.stderr)
+        for caution in [*cautions(scenario), disk_caution(scenario, args.results)]:
+            if caution is not None:
+                print(f"{path}: warning: {caution}", file=sys.stderr)
         if scenario.target.auth is not None:
             from harness.auth.token_sources import missing_secret
 

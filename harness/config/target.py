@@ -14,6 +14,15 @@ from harness.config.logs import parse_log_location
 from harness.config.strict import FieldProblem, Strict
 from harness.config.urls import check_url
 
+PAYMENT_ROUNDS = 4
+"""After this many URL-mode rounds without the provider seeing the sign-in, pay_refund gives up.
+
+Without a cap, an abandoned payment page asks again on every retry until the client's
+10-round limit; counting rounds in the state ends the flow with a result that says so.
+A replica started with `--payment-rounds 0` counts nothing: the on-call case of a loop
+that never ends.
+"""
+
 
 class ReplicaOverride(Strict):
     """How one replica of an embedded target differs from the others (1-based `replica`)."""
@@ -105,7 +114,8 @@ class TargetConfig(Strict):
                              "input requests, which reach them as -32603")
     payment_rounds: int | None = Field(default=None, ge=0, le=100, description="embedded, docker image: after this "
                                        "many URL-mode rounds with the page unfinished, pay_refund answers "
-                                       "\"Not paid\" (0: it asks until the client's cap; default: the shop's, 4)")
+                                       "\"Not paid\" (0: it asks until the client's cap; default: the shop's, "
+                                       f"{PAYMENT_ROUNDS})")
 
     @field_validator("commands")
     @classmethod

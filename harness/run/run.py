@@ -42,6 +42,7 @@ from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
 from harness.config.cautions import cautions
 from harness.config.chaos import NetworkAction
+from harness.config.disk import disk_caution
 from harness.config.durations import format_duration
 from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
@@ -178,8 +179,9 @@ class Run:
                                       scenario=self.scenario.name, seed=self.scenario.seed,
                                       duration=self.scenario.duration, judged=self.options.judged.value))
         self.say(f"results: {self.folder}")
-        for caution in cautions(self.scenario):
-            self.say(f"warning: {caution}")
+        for caution in [*cautions(self.scenario), disk_caution(self.scenario, self.folder)]:
+            if caution is not None:
+                self.say(f"warning: {caution}")
 
     def _bring_up(self, run_side: ExitStack, target_side: ExitStack) -> Target:
         target = self.target = build_target(self.scenario, self.folder / "target")

@@ -49,6 +49,7 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
+from harness.config.target import PAYMENT_ROUNDS
 from harness.shop.store import Store
 from harness.shop.token_checks import require_scope
 
@@ -60,15 +61,6 @@ RELEASE_FORM: dict[str, Any] = {
     "properties": {"release": {"type": "boolean", "title": "Release"}},
     "required": ["release"],
 }
-
-PAYMENT_ROUNDS = 4
-"""After this many URL-mode rounds without the provider seeing the sign-in, pay_refund gives up.
-
-Without a cap, an abandoned payment page asks again on every retry until the client's
-10-round limit; counting rounds in the state ends the flow with a result that says so.
-A replica started with `--payment-rounds 0` counts nothing: the on-call case of a loop
-that never ends.
-"""
 
 SESSION_PAYMENT_ROUNDS = 10
 """A 2025 session's URL-mode questions when the shop counts none: its client has no round cap of its own."""
