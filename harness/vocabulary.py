@@ -130,6 +130,18 @@ INVARIANTS: Final[tuple[str, ...]] = (
 """The invariants a run is judged by (`harness.folding.invariants` checks them)."""
 
 
+# --- how long the shop's payment page asks ----------------------------------------------------
+
+PAYMENT_ROUNDS: Final = 4
+"""After this many URL-mode rounds without the provider seeing the sign-in, pay_refund gives up.
+
+Without a cap, an abandoned payment page asks again on every retry until the client's
+10-round limit; counting rounds in the state ends the flow with a result that says so.
+A replica started with `--payment-rounds 0` counts nothing: the on-call case of a loop
+that never ends.
+"""
+
+
 # --- the protocol revisions a host's client may speak -----------------------------------------
 
 ProtocolRevision = Literal["2026-07-28", "2025-06-18", "2025-11-25"]

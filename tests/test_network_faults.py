@@ -527,7 +527,7 @@ def test_a_retry_after_a_lost_answer_is_refused_as_a_replay_and_releases_nothing
     scenario = tmp_path / "lost-answer-retry.toml"
     scenario.write_text((ON_CALL / "lost-answer-retry.toml").read_text() + "".join(
         f'\n[[target.overrides]]\nreplica = {n}\nanswers_store = "{once_only}"\n' for n in (1, 2)))
-    finished = run_harness(scenario, tmp_path / "results")
+    finished = run_harness(scenario, tmp_path / "results", "--reproduce")
     assert finished.code == 0, finished.output
     records = finished.journal()
     refused = "was already confirmed" if once_only == "shared" else "is no longer held"
@@ -556,7 +556,7 @@ def test_with_no_once_only_record_a_retried_lost_answer_releases_the_refund_twic
 
 
 def test_a_reset_after_the_question_loses_the_state_only_on_the_named_replica_in_the_window(tmp_path):
-    finished = run_harness(ON_CALL / "reset-after-question.toml", tmp_path)
+    finished = run_harness(ON_CALL / "reset-after-question.toml", tmp_path, "--reproduce")
     assert finished.code == 0, finished.output
     records = finished.journal()
     start, end = [r for r in records if r["type"] == "chaos" and r["action"] == "network"]
@@ -579,7 +579,7 @@ def test_an_idle_timeout_shorter_than_a_leads_round_cuts_no_mrtr_round(tmp_path)
 
 
 def test_latency_on_one_replica_makes_states_expire_there_only(tmp_path):
-    finished = run_harness(ON_CALL / "latency-expiry.toml", tmp_path)
+    finished = run_harness(ON_CALL / "latency-expiry.toml", tmp_path, "--reproduce")
     assert finished.code == 0, finished.output
     expired = finished.summary["rejections"]["by_reason"]["expired"]
     assert expired.get("r2", 0) > 0 and not expired.get("r1"), expired

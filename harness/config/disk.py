@@ -35,7 +35,8 @@ from harness.config.durations import format_duration
 from harness.config.flows import AdversarialFlow, CallFlow, FlowSpec, FuzzFlow, PayoutFlow, RefundFlow, ReturnFlow
 from harness.config.load import Load
 from harness.config.scenario import Scenario
-from harness.config.target import PAYMENT_ROUNDS, TargetConfig
+from harness.config.target import TargetConfig
+from harness.vocabulary import PAYMENT_ROUNDS
 
 FLOW_BYTES = 520
 """Journal bytes a flow takes besides its rounds: its start line and its outcome line (measured)."""

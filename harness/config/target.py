@@ -13,15 +13,7 @@ from harness.config.durations import Duration, PositiveDuration
 from harness.config.logs import parse_log_location
 from harness.config.strict import FieldProblem, Strict
 from harness.config.urls import check_url
-
-PAYMENT_ROUNDS = 4
-"""After this many URL-mode rounds without the provider seeing the sign-in, pay_refund gives up.
-
-Without a cap, an abandoned payment page asks again on every retry until the client's
-10-round limit; counting rounds in the state ends the flow with a result that says so.
-A replica started with `--payment-rounds 0` counts nothing: the on-call case of a loop
-that never ends.
-"""
+from harness.vocabulary import PAYMENT_ROUNDS
 
 
 class ReplicaOverride(Strict):

@@ -49,9 +49,9 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
-from harness.config.target import PAYMENT_ROUNDS
 from harness.shop.store import Store
 from harness.shop.token_checks import require_scope
+from harness.vocabulary import PAYMENT_ROUNDS
 
 ReturnReason = Literal["damaged in transit", "wrong item sent", "missing part", "arrived late", "changed mind"]
 """The refund policy's five reasons for a return."""
