@@ -21,6 +21,7 @@ damage (one unreadable line), and the next segment is read from its own start.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import sys
@@ -148,6 +149,8 @@ class PartReader:
         self._file: Readable | None = None
         self._end: int | None = None
         """Where the segment read now ends, when it is closed (else it is the open one)."""
+        self._closed: list[Closed] = []
+        self._ends: list[int] = []
         self.broken = False
         """The last segment left ended short of its end (damage): its last line is cut."""
 
@@ -174,29 +177,40 @@ class PartReader:
 
     def _rolled_at_offset(self) -> bool:
         """After the open segment gave nothing: whether it was rolled since (the next segment may hold more)."""
-        closed = closed_segments(self.part)
+        closed = self._list()
         return bool(closed) and closed[-1].end >= self.offset
+
+    def _list(self) -> list[Closed]:
+        """The part's closed segments, listed again (a roll may have added one)."""
+        self._closed = closed_segments(self.part)
+        self._ends = [segment.end for segment in self._closed]
+        return self._closed
 
     def _open(self) -> bool:
         """Open the segment holding `offset`; False when the stream holds nothing there yet."""
-        closed = closed_segments(self.part)
-        for segment in closed:
-            if segment.start <= self.offset < segment.end:
+        while True:
+            if not self._ends or self.offset >= self._ends[-1]:
+                self._list()  # past the segments known: there may be more
+            index = bisect.bisect_right(self._ends, self.offset)
+            if index < len(self._closed):
+                segment = self._closed[index]
                 self._file, self._end = self._open_closed(segment), segment.end
-                return self._file is not None or self._open()
-        base = closed[-1].end if closed else 0
-        if self.offset < base:
-            return False
-        try:
-            file = open(self.part, "rb")  # noqa: SIM115 - closed in _close_segment
-        except FileNotFoundError:
-            return False  # between a roll's rename and the new open segment
-        if [segment.end for segment in closed_segments(self.part)[-1:]] != [segment.end for segment in closed[-1:]]:
-            file.close()  # rolled while it was opened: look again
-            return self._open()
-        file.seek(self.offset - base)
-        self._file, self._end = file, None
-        return True
+                if self._file is not None:
+                    return True
+                continue  # not readable (counted): on to the next one
+            base = self._ends[-1] if self._ends else 0
+            if self.offset < base:
+                return False
+            try:
+                file = open(self.part, "rb")  # noqa: SIM115 - closed in _close_segment
+            except FileNotFoundError:
+                return False  # between a roll's rename and the new open segment
+            if self._list()[-1:] and self._ends[-1] != base:
+                file.close()  # rolled while it was opened: look again
+                continue
+            file.seek(self.offset - base)
+            self._file, self._end = file, None
+            return True
 
     def _open_closed(self, segment: Closed) -> Readable | None:
         """A file-like of `segment` from `offset`; None (damage counted, offset moved past it) when it is not
