@@ -16,9 +16,10 @@ import pytest
 import zstandard
 
 from harness.journal.segments import SEGMENT_ENV, closed_segments, compress_segment, part_lines
-from harness.journal.writer import JournalDamage, read_journal
+from harness.journal.writer import Journal, JournalDamage, read_journal
 from harness.load.distributed import JournalParts
 from harness.report import journal_parts
+from harness.run.fold.worker import LiveFold
 from harness.runtime.processes import alive
 from tests.harness_run import ROOT, SCENARIOS, run_harness, valid_summary
 from tests.services import sigint_default
@@ -148,3 +149,23 @@ def test_a_compressed_segment_longer_than_its_name_says_is_read_no_further(tmp_p
     damage = JournalDamage()
     assert list(read_journal(part, damage=damage)) == [{"type": "run"}, {"type": "flow"}]  # its 20 bytes, then on
     assert damage.unreadable == 1  # the segment runs on past its end (its cut line goes with it)
+
+
+def test_the_live_fold_follows_the_journal_across_rolls_and_into_compressed_segments(tmp_path):
+    """The fold reads as the run writes (its open segment renamed under it), then falls behind until every segment it
+    has not read is compressed: it folds every record once, in order."""
+    journal = Journal(tmp_path / "journal.jsonl", segment_bytes=1500)
+    fold = LiveFold(tmp_path)
+    for n in range(400):
+        journal.write({"type": "start", "t": 1.0, "flow_id": f"f{n}", "flow": "refund"})
+        if n % 7 == 0:
+            journal.flush()
+            if n < 200:  # the first half folded as it is written; the rest only after the close
+                fold.read_part("journal.jsonl", journal.size)
+    journal.close()
+    assert len(closed_segments(tmp_path / "journal.jsonl")) > 10
+    assert [path.name for path in tmp_path.glob("journal*.jsonl")] == ["journal.jsonl"]  # all closed compressed
+    fold.read_part("journal.jsonl", journal.size)
+    fold.close()
+    assert (fold.read.records, fold.read.unreadable, fold.read.torn) == (400, 0, 0)
+    assert fold.folded == {"journal.jsonl": journal.size}
