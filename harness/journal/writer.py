@@ -17,6 +17,10 @@ batch is written on the first wake-up the process has anyway (a reply, a lead's 
 once `FLUSH_DELAY - FLUSH_SLACK` has passed, and only a quiet process is woken for it.
 Anywhere else it is a flusher thread.
 
+A run's journal rolls into segments (`harness.journal.segments`): the file keeps the
+journal's name and stays plain, and each full segment is renamed and compressed on a
+native thread, never in the hub; readers here read the segments and the file as one stream.
+
 No secret the process holds reaches the file: each batch passes through `harness.secrets.scrub_bytes`,
 which replaces every registered value (client secret, tokens, sealing keys) by its fingerprint.
 """
