@@ -169,3 +169,17 @@ def test_the_live_fold_follows_the_journal_across_rolls_and_into_compressed_segm
     fold.close()
     assert (fold.read.records, fold.read.unreadable, fold.read.torn) == (400, 0, 0)
     assert fold.folded == {"journal.jsonl": journal.size}
+
+
+def test_a_compressed_segment_asking_for_a_huge_window_is_damage_not_memory(tmp_path):
+    """A hostile frame that wants a 1 GiB window to decompress: refused as damage, the rest of the part read."""
+    text = b'{"type":"run"}\n' * 100
+    stream = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters(window_log=30)
+                                      ).compressobj()  # streamed: the frame keeps the 1 GiB window it declares
+    frame = stream.compress(text) + stream.flush()
+    assert zstandard.get_frame_parameters(frame).window_size == 1 << 30
+    (tmp_path / f"journal.{len(text):012d}.jsonl.zst").write_bytes(frame)
+    (tmp_path / "journal.jsonl").write_bytes(b'{"type":"flow"}\n')
+    damage = JournalDamage()
+    assert list(read_journal(tmp_path / "journal.jsonl", damage=damage)) == [{"type": "flow"}]
+    assert damage.unreadable == 1
