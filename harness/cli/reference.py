@@ -368,7 +368,7 @@ stream offset its text ends at in 12 digits (the segment before it ends where it
 and a thread of the writing process compresses it (zstd, level {segments.LEVEL}) to `journal.<END>.jsonl.zst`
 (a worker's part: `journal-w<N>.<END>.jsonl.zst`, compressed by the master, which writes it), written under a
 temporary name (`.zst.tmp`, which readers ignore) and renamed whole, then the plain one is removed. Segments roll
-by size only: a slow run's journal is small, and a fast one's rolls every few seconds anyway. Readers take the
+by size only: a slow run's journal is small, and one at top speed rolls within a minute anyway. Readers take the
 closed segments in END order, then the open one, as one stream; a closed segment found both plain and compressed
 (a run killed while compressing) is read plain; offsets and sizes (the live fold's, `figures.json`'s) are of the
 stream, not of the files. A compressed segment is decompressed as a stream in bounded chunks, with a bounded
@@ -376,7 +376,6 @@ window, never past the bytes its name says; one that does not decompress to exac
 damaged, or running on) is damage: one unreadable line, and reading goes on at the next segment. (`report DIR`
 with a `figures.json` that matches the journal's end reads only what follows it, so such damage before it shows
 when the journal is read whole: without `figures.json`.)
-reading goes on at the next segment.
 """
 
 
