@@ -183,3 +183,15 @@ def test_a_compressed_segment_asking_for_a_huge_window_is_damage_not_memory(tmp_
     damage = JournalDamage()
     assert list(read_journal(tmp_path / "journal.jsonl", damage=damage)) == [{"type": "flow"}]
     assert damage.unreadable == 1
+
+
+def test_a_compressed_segment_whose_checksum_fails_is_damage(tmp_path):
+    """Its text the right length, a byte of it changed on disk: zstd's checksum says so, and so does the reader."""
+    text = b"".join(b'{"type":"start","flow_id":"f%d"}\n' % n for n in range(50))
+    frame = bytearray(zstandard.ZstdCompressor(level=1, write_checksum=True).compress(text))
+    frame[-1] ^= 0xFF  # the checksum's last byte
+    (tmp_path / f"journal.{len(text):012d}.jsonl.zst").write_bytes(bytes(frame))
+    (tmp_path / "journal.jsonl").write_bytes(b'{"type":"flow"}\n')
+    damage = JournalDamage()
+    assert list(read_journal(tmp_path / "journal.jsonl", damage=damage)) == [{"type": "flow"}]  # none of it taken
+    assert damage.unreadable == 1

@@ -165,8 +165,8 @@ class PartReader:
             if chunk:
                 self.offset += len(chunk)
                 return chunk
-            if self._end is not None and (self.offset < self._end or self._file.read(1)):
-                self._count_damage()  # ended early (truncated) or runs on: not the segment its name says
+            if self._end is not None and (self.offset < self._end or self._file.read(1) or _failed(self._file)):
+                self._count_damage()  # ended early (truncated), runs on or fails its checksum: not what its name says
                 self.broken = True
                 self.offset = self._end
             was_open = self._end is None
@@ -250,6 +250,8 @@ class _Decompressed:
 
     def __init__(self, path: Path, skip: int) -> None:
         self._raw = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self.failed = False
+        """It did not decompress (a damaged block, a checksum that does not match, a window too large)."""
         self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(
             self._raw, read_size=CHUNK, read_across_frames=False)
         while skip > 0:
@@ -262,11 +264,16 @@ class _Decompressed:
         try:
             return self._reader.read(limit)
         except zstandard.ZstdError:
+            self.failed = True
             return b""
 
     def close(self) -> None:
         self._reader.close()
         self._raw.close()
+
+
+def _failed(file: Readable) -> bool:
+    return isinstance(file, _Decompressed) and file.failed
 
 
 def part_lines(part: Path, offset: int = 0, damage: Damage | None = None) -> Iterator[bytes]:
