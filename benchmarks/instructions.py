@@ -36,6 +36,7 @@ from typing import Any
 from benchmarks.cpu import machine_facts
 from benchmarks.flows_per_second import SCENARIO, SERVERS, servers
 from benchmarks.runs import REPO_ROOT, fold_pid, write_figures
+from harness.journal.segments import part_lines
 
 WARM_FLOWS = 200
 """Flows the journal must hold before the window opens (the agents spawned, the imports done)."""
@@ -43,7 +44,7 @@ START_TIMEOUT = 600.0
 
 
 def flows_in(journal: Path) -> int:
-    return journal.read_bytes().count(b'"type":"flow"') if journal.is_file() else 0
+    return sum(line.count(b'"type":"flow"') for line in part_lines(journal))
 
 
 def control(*args: str) -> None:

@@ -21,7 +21,6 @@ Raw figures go to `results/benchmarks/proxy_overhead-<utc>.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 
 from benchmarks.cpu import load_average, machine_facts
 from benchmarks.runs import REPO_ROOT, write_figures
+from harness.journal.writer import read_journal
 
 SCENARIO = """
 name = "proxy-overhead-{variant}"
@@ -79,7 +79,7 @@ def run_once(variant: str, seconds: int, rate: float, folder: Path) -> dict[str,
     if process.returncode != 0:
         raise SystemExit(f"{variant}: the run exited {process.returncode}:\n{process.stdout}{process.stderr}")
     (run,) = sorted(path for path in results.iterdir() if path.is_dir())
-    records = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
+    records = list(read_journal(run / "journal.jsonl"))
     (cpu,) = [r for r in records if r.get("type") == "run" and r.get("event") == "cpu"]
     proxied = "network faults through proxies" in process.stderr + process.stdout
     if proxied != (variant == "on"):

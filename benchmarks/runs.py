@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from harness.journal.segments import PartReader
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "results" / "benchmarks"
 
@@ -164,8 +166,7 @@ class ChildRun:
     """`--quiet` (no progress line); without it the line goes to the child's stderr, a pipe: a log, not a tty."""
     process: subprocess.Popen[bytes] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
-    _offset: int = 0
-    _journal: Path | None = None
+    _journal: PartTail | None = None
     started_at: float = 0.0
 
     def start(self) -> ChildRun:
@@ -195,13 +196,8 @@ class ChildRun:
             folder = self.folder
             if folder is None:
                 return []
-            self._journal = folder / "journal.jsonl"
-        with open(self._journal, "rb") as journal:
-            journal.seek(self._offset)
-            chunk = journal.read()
-        chunk = chunk[: chunk.rfind(b"\n") + 1]
-        self._offset += len(chunk)
-        new = [orjson.loads(line) for line in chunk.splitlines() if line]
+            self._journal = PartTail(folder / "journal.jsonl")
+        new = [orjson.loads(line) for line in self._journal.read().splitlines() if line]
         self.records.extend(new)
         return new
 
@@ -232,6 +228,28 @@ class ChildRun:
             _, stderr = self.process.communicate(timeout=30)
         self.read()
         return self.process.returncode, stderr.decode(errors="replace")[-2000:]
+
+
+class PartTail:
+    """A journal part read as it grows, whole lines only: its segments, plain or compressed, as one stream
+    (`harness.journal.segments`; an older code's single file reads the same)."""
+
+    def __init__(self, part: Path) -> None:
+        self._reader = PartReader(part)
+        self._rest = b""
+
+    def read(self) -> bytes:
+        """The whole lines written since the last call."""
+        data = self._rest + b"".join(iter(self._reader.read, b""))
+        cut = data.rfind(b"\n") + 1
+        self._rest = data[cut:]
+        return data[:cut]
+
+
+def journal_bytes(folder: Path) -> int:
+    """Bytes the journal takes on disk: every part's segments, plain and compressed."""
+    return sum(path.stat().st_size for path in folder.glob("journal*")
+               if path.name.endswith((".jsonl", ".jsonl.zst")))
 
 
 def sample_until_exit(pids: Callable[[], dict[str, int]], child: ChildRun, every: float,

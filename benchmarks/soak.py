@@ -54,7 +54,8 @@ import orjson
 
 from benchmarks.cpu import machine_facts
 from benchmarks.flows_per_second import SERVERS, servers
-from benchmarks.runs import REPO_ROOT, RESULTS, fold_pid, write_figures
+from benchmarks.runs import REPO_ROOT, RESULTS, PartTail, fold_pid, journal_bytes, write_figures
+from harness.journal.segments import part_lines
 from harness.runtime.processes import process_cpu_seconds
 
 SCENARIO = """\
@@ -112,13 +113,9 @@ def rss_bytes(pid: int) -> int | None:
     return None
 
 
-def count_flows(journal: Path, offset: int, count: int) -> tuple[int, int]:
-    """Flows finished so far: (new offset, count), reading only what the journal gained (whole lines)."""
-    with open(journal, "rb") as file:
-        file.seek(offset)
-        chunk = file.read()
-    chunk = chunk[: chunk.rfind(b"\n") + 1]
-    return offset + len(chunk), count + chunk.count(FLOW_MARK)
+def count_flows(journal: PartTail, count: int) -> int:
+    """Flows finished so far, reading only what the journal gained (whole lines)."""
+    return count + journal.read().count(FLOW_MARK)
 
 
 def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
@@ -139,7 +136,7 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     samples: list[tuple[float, int, int, int]] = []  # (time, finished flows, RSS bytes, the fold's RSS bytes)
     fold_cpu: list[tuple[float, int, float]] = []  # (time, finished flows, the fold's CPU seconds)
-    folder, offset, flows, fold = None, 0, 0, None
+    folder, tail, flows, fold = None, None, 0, None
     began = time.monotonic()
     deadline = began + seconds + 600
     while child.poll() is None and time.monotonic() < deadline:
@@ -150,7 +147,8 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
             made = [path for path in set(results.iterdir()) - before if (path / "journal.jsonl").is_file()]
             folder = made[0] if made else None
         if folder is not None:
-            offset, flows = count_flows(folder / "journal.jsonl", offset, flows)
+            tail = tail or PartTail(folder / "journal.jsonl")
+            flows = count_flows(tail, flows)
         if fold is None:
             fold = fold_pid(child.pid)
         rss, fold_rss = rss_bytes(child.pid), rss_bytes(fold) if fold is not None else 0
@@ -178,16 +176,15 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
 def run_figures(folder: Path, samples: list[tuple[float, int, int, int]], exited: float, gc_log: Path,
                 load_pid: int) -> dict[str, Any]:
     flow_times, load_started, load_stopped = [], None, None
-    with open(folder / "journal.jsonl", "rb") as journal:
-        for line in journal:
-            if FLOW_MARK in line:
-                flow_times.append(orjson.loads(line)["t"])
-            elif b'"load-started"' in line or b'"load-stopped"' in line:
-                record = orjson.loads(line)
-                if record.get("event") == "load-started":
-                    load_started = record["t"]
-                elif record.get("event") == "load-stopped":
-                    load_stopped = record["t"]
+    for line in part_lines(folder / "journal.jsonl"):
+        if FLOW_MARK in line:
+            flow_times.append(orjson.loads(line)["t"])
+        elif b'"load-started"' in line or b'"load-stopped"' in line:
+            record = orjson.loads(line)
+            if record.get("event") == "load-started":
+                load_started = record["t"]
+            elif record.get("event") == "load-stopped":
+                load_stopped = record["t"]
     assert load_started is not None and flow_times
     killed = load_stopped is None  # SIGKILLed (`--kill-after`): the load ran until the last flow journaled
     if load_stopped is None:
@@ -213,7 +210,7 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int, int]], exited
             "full_gcs": len(pauses),
             "full_gc_pause_max_ms": round(1000 * max((p["pause"] for p in pauses), default=0), 1),
             "full_gc_pause_total_ms": round(1000 * sum(p["pause"] for p in pauses), 1),
-            "journal_bytes": sum(path.stat().st_size for path in folder.glob("journal*.jsonl")),
+            "journal_bytes": journal_bytes(folder),
             "folder": str(folder.relative_to(REPO_ROOT))}
 
 

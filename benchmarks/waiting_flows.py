@@ -50,7 +50,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runs import is_fold_process, write_figures
+from benchmarks.runs import PartTail, is_fold_process, write_figures
+from harness.journal.segments import part_lines
+from harness.report import journal_parts
 from harness.runtime.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,7 +186,7 @@ def sample_memory(run: subprocess.Popen[bytes], results: Path, deadline: float) 
     The baseline of each process is its RSS when the load starts; the figure, its RSS
     growth per 1,000 flows it holds (the run process, with workers, per 1,000 of all).
     """
-    offsets: dict[Path, int] = {}
+    offsets: dict[Path, PartTail] = {}
     starts: Counter[str] = Counter()
     processes: dict[str, Process] = {}
     loading = False
@@ -214,16 +216,12 @@ def sample_memory(run: subprocess.Popen[bytes], results: Path, deadline: float) 
     return {**run_figures, "processes": figures, "samples": samples[:: max(1, len(samples) // 40)]}
 
 
-def read_new(folder: Path, offsets: dict[Path, int]) -> dict[str, bytes]:
+def read_new(folder: Path, offsets: dict[Path, PartTail]) -> dict[str, bytes]:
     """The complete lines written since the last call to the run's journal and to each worker's part."""
     chunks: dict[str, bytes] = {}
-    for path in sorted(folder.glob("journal*.jsonl")):
-        with open(path, "rb") as lines:
-            lines.seek(offsets.get(path, 0))
-            chunk = lines.read()
-        chunk = chunk[: chunk.rfind(b"\n") + 1]
-        offsets[path] = offsets.get(path, 0) + len(chunk)
-        chunks[path.name] = chunk
+    for path in journal_parts(folder):
+        tail = offsets.setdefault(path, PartTail(path))
+        chunks[path.name] = tail.read()
     return chunks
 
 
@@ -271,9 +269,9 @@ def rss_mib(pid: int) -> float | None:
 
 def journal_lines(folder: Path) -> Iterator[str]:
     """Every line of the run's journal and of each worker's part (flows live in the parts with workers)."""
-    for path in sorted(folder.glob("journal*.jsonl")):
-        with open(path, encoding="utf-8") as lines:
-            yield from lines
+    for path in journal_parts(folder):
+        for line in part_lines(path):
+            yield line.decode("utf-8")
 
 
 def read_journal_figures(folder: Path) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -47,12 +48,12 @@ class Finished:
 
 
 def run_harness(scenario: Path, results: Path, *args: str, timeout: float = 180,
-                python_options: tuple[str, ...] = ()) -> Finished:
+                python_options: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Finished:
     """`mrtr-harness run` as a user runs it; `python_options` go to the run's own interpreter only (e.g.
-    `("-X", "importtime")`: the processes the run starts do not inherit them)."""
+    `("-X", "importtime")`: the processes the run starts do not inherit them); `env`: variables set for the run."""
     process = subprocess.run([sys.executable, *python_options, "-m", "harness", "run", str(scenario), "--results",
                               str(results), "--quiet", *args], capture_output=True, text=True, timeout=timeout,
-                             cwd=ROOT)
+                             cwd=ROOT, env={**os.environ, **(env or {})})
     folders = sorted(path for path in results.iterdir() if path.is_dir()) if results.exists() else []
     return Finished(process.returncode, process.stdout + process.stderr, folders[-1] if folders else None)
 

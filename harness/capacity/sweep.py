@@ -46,6 +46,7 @@ from harness.errors import ExitCode, MrtrHarnessError, TargetDown
 from harness.folding.figures import RunFigures
 from harness.folding.thresholds import evaluate
 from harness.journal.records import FlowOutcome, RecordType, RunEvent
+from harness.journal.segments import part_exists
 from harness.journal.writer import read_journal
 from harness.report.series import percentile
 from harness.run.results_folder import results_folder
@@ -147,7 +148,7 @@ def analyse_step(folder: Path, scenario: Scenario, plan: CapacityPlan, replicas:
     """Judge one finished step from its results folder (summary.json and journal)."""
     summary = _read_summary(folder)
     parts = [Path(p) for p in (summary.get("journal") or {}).get("parts", [])] or [folder / "journal.jsonl"]
-    records = [record for record in read_journal(*[p for p in parts if p.is_file()]) if isinstance(record, dict)]
+    records = [record for record in read_journal(*[p for p in parts if part_exists(p)]) if isinstance(record, dict)]
     step = StepResult(replicas, rate, folder, exit_code, str(summary.get("status") or "unknown"), None)
     step.expiry = measure(records)
     step.expiry_predicted_with_latency = step.expiry.predicted_with_latency(scenario.leads.think, scenario.target.ttl,

@@ -355,6 +355,31 @@ def _discriminated(annotation: Any) -> tuple[tuple[type[BaseModel], ...], str] |
 # --- docs/journal.md --------------------------------------------------------------------------
 
 
+def _segments() -> str:
+    """How a journal part is stored and read as segments (docs/journal.md)."""
+    from harness.journal import segments
+
+    return f"""
+A part is one stream of lines, stored as segments (`harness.journal.segments`). The open segment keeps the
+part's own name (`journal.jsonl`, `journal-w<N>.jsonl`) and is plain text, written as the run goes, so a
+SIGKILL loses nothing already written. Once it holds {segments.SEGMENT_BYTES >> 20} MiB or more (checked after
+each batch, so a segment always ends on a whole line; environment variable `{segments.SEGMENT_ENV}` sets another
+size in bytes, for a run and its workers' parts alike), it is closed: renamed `journal.<END>.jsonl`, END being the
+stream offset its text ends at in 12 digits (the segment before it ends where it starts; the first starts at 0),
+and a thread of the writing process compresses it (zstd, level {segments.LEVEL}) to `journal.<END>.jsonl.zst`
+(a worker's part: `journal-w<N>.<END>.jsonl.zst`, compressed by the master, which writes it), written under a
+temporary name (`.zst.tmp`, which readers ignore) and renamed whole, then the plain one is removed. Segments roll
+by size only: a slow run's journal is small, and one at top speed rolls within a minute anyway. Readers take the
+closed segments in END order, then the open one, as one stream; a closed segment found both plain and compressed
+(a run killed while compressing) is read plain; offsets and sizes (the live fold's, `figures.json`'s) are of the
+stream, not of the files. A compressed segment is decompressed as a stream in bounded chunks, with a bounded
+window, never past the bytes its name says; one that does not decompress to exactly those bytes (truncated,
+damaged, or running on) is damage: one unreadable line, and reading goes on at the next segment. (`report DIR`
+with a `figures.json` that matches the journal's end reads only what follows it, so such damage before it shows
+when the journal is read whole: without `figures.json`.)
+"""
+
+
 def journal_reference() -> str:
     """Every record type of `harness.journal.records`: its `type` (and `event`), what it means, and its fields."""
     from harness.journal import records
@@ -370,7 +395,8 @@ def journal_reference() -> str:
              "(last lines cut mid-write, what a SIGKILL leaves: not damage). With `unreadable` above 0 the journal "
              "is damaged: `report DIR` says so in one line and exits 4 (the verdict was decided without those "
              "lines), or with `--lenient` as the verdict says. A part that is no journal (binary, not UTF-8) is "
-             "refused with exit 2, naming the file.", "", "## Values", ""]
+             "refused with exit 2, naming the file.", "", "## Segments", "",
+             " ".join(_segments().split()), "", "## Values", ""]
     for values in (records.RecordType, records.RunEvent, records.EndStatus, records.FlowOutcome,
                    records.ChaosPhase):
         summary = (inspect.getdoc(values) or "").split("\n")[0]

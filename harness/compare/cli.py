@@ -143,9 +143,9 @@ def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace)
     from harness.compare.tolerances import settle
     from harness.config.scenario import Scenario
     from harness.errors import UsageError
-    from harness.report import SCENARIO_JSON
+    from harness.report import SCENARIO_JSON, is_results
 
-    if not (baseline / SCENARIO_JSON).is_file() or not (baseline / "journal.jsonl").is_file():
+    if not is_results(baseline):
         return (f"--baseline {baseline} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl "
                 f"({FIRST_BASELINE_HINT})")
     try:

@@ -20,6 +20,7 @@ from harness.compare.tolerances import ToleranceError, settle
 from harness.config.scenario import Scenario
 from harness.errors import UsageError
 from harness.journal.records import EndStatus
+from harness.journal.segments import PartReader, part_exists, part_size
 from harness.report import NotResults, journal_parts
 
 __all__ = ["FORCE_HINT", "RUN_HINT", "NotComparable",
@@ -102,14 +103,18 @@ def same_run(baseline: Path, current: Path) -> str | None:
 
 
 def _sizes(parts: list[Path]) -> list[tuple[str, int]]:
-    return [(path.name, path.stat().st_size if path.is_file() else -1) for path in parts]
+    return [(path.name, part_size(path) if part_exists(path) else -1) for path in parts]
 
 
 def _digest(path: Path) -> str | None:
-    if not path.is_file():
+    """The digest of a part's stream (its segments, plain or compressed, as one)."""
+    if not part_exists(path):
         return None
-    with open(path, "rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
+    digest, reader = hashlib.sha256(), PartReader(path)
+    while chunk := reader.read():
+        digest.update(chunk)
+    reader.close()
+    return digest.hexdigest()
 
 
 class OutputNotWritable(UsageError):

@@ -21,6 +21,7 @@ from harness.folding.figures import CallKey, RoundKey, RunFigures
 from harness.folding.read import read_saved
 from harness.journal.distributions import Counts, Sketch
 from harness.journal.records import FlowOutcome, RunEvent, is_run_event
+from harness.journal.segments import part_exists
 from harness.journal.writer import JournalDamage, JournalView, read_journal
 from harness.report import journal_parts, results_scenario
 
@@ -109,7 +110,7 @@ def read_results(folder: Path) -> ResultsRun:
         return ResultsRun(folder, scenario, samples)
     samples = RunSamples()
     damage = JournalDamage()
-    for record in read_journal(*(path for path in parts if path.is_file()), damage=damage):
+    for record in read_journal(*(path for path in parts if part_exists(path)), damage=damage):
         try:
             samples.add(record)
         except (AttributeError, KeyError, TypeError, ValueError):

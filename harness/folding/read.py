@@ -20,6 +20,7 @@ from harness.folding.snapshot import read_snapshot
 from harness.folding.top_errors import ErrorTable
 from harness.journal.plain import TRANSIENT
 from harness.journal.records import RecordType
+from harness.journal.segments import part_exists
 from harness.journal.writer import JournalDamage, JournalView, read_journal
 
 Fold = Callable[[Mapping[str, Any]], None]
@@ -90,7 +91,7 @@ class JournalRead(JournalView):
         """For a read folded live: the parts as `read_run` would list them (present ones, missing ones)."""
         self.parts, self.missing = [], []
         for path in paths:
-            (self.parts if path.is_file() else self.missing).append(str(path))
+            (self.parts if part_exists(path) else self.missing).append(str(path))
 
 
 def read_saved(folder: Path, parts: Sequence[Path]) -> JournalRead | None:
@@ -110,7 +111,7 @@ def read_run(journal_paths: Iterable[Path]) -> JournalRead:
     read = JournalRead()
     damage = JournalDamage()
     for path in journal_paths:
-        if not path.is_file():
+        if not part_exists(path):
             read.missing.append(str(path))
             continue
         read.parts.append(str(path))

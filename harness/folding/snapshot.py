@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import orjson
 
 from harness.journal.plain import NotPlain, from_plain, to_plain
+from harness.journal.segments import PartReader, part_exists, part_size
 from harness.journal.writer import JournalDamage, JournalView, read_journal_from
 
 SNAPSHOT = "figures.json"
@@ -90,7 +91,7 @@ def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[V], damage: Jo
         return None
     for part in parts:
         offset = saved.get(part.name, 0)
-        if part.is_file() and part.stat().st_size > offset:
+        if part_size(part) > offset:
             for record in read_journal_from(part, offset, damage):
                 folded.add(record)
     return folded
@@ -140,11 +141,15 @@ def _ends(parts: Sequence[Path], sizes: dict[str, int]) -> dict[str, bytes]:
         size = sizes.get(part.name)
         if size is None:
             continue
-        with open(part, "rb") as file:
-            file.seek(max(size - _END, 0))
-            ends[part.name] = file.read(min(size, _END))
+        reader = PartReader(part, max(size - _END, 0))
+        end = b""
+        while len(end) < min(size, _END) and (chunk := reader.read(min(size, _END) - len(end))):
+            end += chunk
+        reader.close()
+        ends[part.name] = end
     return ends
 
 
 def _sizes(parts: Sequence[Path]) -> dict[str, int]:
-    return {path.name: path.stat().st_size for path in parts if path.is_file()}
+    """Each part's size: of its stream, whatever of it is compressed (`harness.journal.segments`)."""
+    return {path.name: part_size(path) for path in parts if part_exists(path)}

@@ -17,6 +17,10 @@ batch is written on the first wake-up the process has anyway (a reply, a lead's 
 once `FLUSH_DELAY - FLUSH_SLACK` has passed, and only a quiet process is woken for it.
 Anywhere else it is a flusher thread.
 
+A run's journal rolls into segments (`harness.journal.segments`): the file keeps the
+journal's name and stays plain, and each full segment is renamed and compressed on a
+native thread, never in the hub; readers here read the segments and the file as one stream.
+
 No secret the process holds reaches the file: each batch passes through `harness.secrets.scrub_bytes`,
 which replaces every registered value (client secret, tokens, sealing keys) by its fingerprint.
 """
@@ -24,7 +28,7 @@ which replaces every registered value (client secret, tokens, sealing keys) by i
 from __future__ import annotations
 
 import codecs
-import os
+import itertools
 import sys
 import threading
 import time
@@ -32,12 +36,13 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import orjson
 
 from harness.errors import UsageError
 from harness.journal.records import FlowOutcome, Record
+from harness.journal.segments import SegmentedFile, part_lines
 from harness.secrets import scrub_bytes
 
 if TYPE_CHECKING:
@@ -70,17 +75,18 @@ class Journal:
     or wakes the flusher thread, which waits `FLUSH_DELAY` for more to gather. The queue
     is written out under the lock, so lines keep their order and are never torn or lost.
     `on_flush(file name, size)` is called after each batch is in the file: the run's live
-    fold (`harness.run.fold`) reads the file up to there.
+    fold (`harness.run.fold`) reads the file up to there. With `segment_bytes`, the file rolls
+    into segments, each closed one compressed on a thread (`harness.journal.segments`); `size`
+    and the sizes told are of the whole stream.
     """
 
     def __init__(self, path: Path, on_flush: Callable[[str, int], None] | None = None,
-                 *, flush_delay: float = FLUSH_DELAY) -> None:
+                 *, flush_delay: float = FLUSH_DELAY, segment_bytes: int | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._on_flush = on_flush
-        self._file: IO[bytes] | None = open(path, "ab")  # noqa: SIM115 - closed in close()
-        self.size = os.fstat(self._file.fileno()).st_size
-        """Bytes in the file, every written batch included."""
+        self._file: SegmentedFile | None = SegmentedFile(path, segment_bytes)
+        self._size = 0
         self._pending: deque[bytes] = deque()
         self._lock = threading.Lock()
         self._dirty = threading.Event()
@@ -108,6 +114,11 @@ class Journal:
     @property
     def closed(self) -> bool:
         return self._file is None
+
+    @property
+    def size(self) -> int:
+        """Bytes in the journal's stream (`harness.journal.segments`), every written batch included."""
+        return self._size if self._file is None else self._file.size
 
     def write_many(self, records: Iterable[Record]) -> int:
         """Queue many records at once (a run journaling every flow it interrupted); returns how many."""
@@ -155,7 +166,8 @@ class Journal:
         with self._lock:
             if self._file is not None:
                 self._write_pending()
-                self._file.close()
+                self._size = self._file.size
+                self._file.close()  # waits for the last closed segment's compression
                 self._file = None
 
     def _write_pending(self) -> None:
@@ -167,9 +179,7 @@ class Journal:
             lines.append(pending.popleft())
         batch = scrub_bytes(b"".join(lines))
         self._file.write(batch)
-        self._file.flush()
         self.records += len(lines)
-        self.size += len(batch)
         if self._on_flush is not None:
             self._on_flush(self.path.name, self.size)
 
@@ -224,18 +234,22 @@ def read_journal(*paths: Path, damage: JournalDamage | None = None) -> Iterator[
 
 
 def read_journal_from(path: Path, offset: int, damage: JournalDamage | None = None) -> Iterator[dict[str, Any]]:
-    """The records of one part from byte `offset` on (a line's start), in file order; lines that are not JSON
-    skipped and counted in `damage`. From the start (`offset` 0), a part that is no journal is `UnreadableJournal`."""
-    with open(path, "rb") as lines:
-        if offset == 0:
-            _refuse_binary(path, lines.readline(_SNIFF_BYTES))
-        lines.seek(offset)
-        for line in lines:
-            try:
-                yield orjson.loads(line)
-            except orjson.JSONDecodeError:
-                if damage is not None and line.strip():
-                    damage.count(line)
+    """The records of one part from byte `offset` of its stream (a line's start; `harness.journal.segments`: its
+    segments, plain or compressed, as one), in order; lines that are not JSON skipped and counted in `damage`.
+    From the start (`offset` 0), a part that is no journal is `UnreadableJournal`."""
+    lines = part_lines(path, offset, damage)
+    if offset == 0:
+        first = next(lines, None)
+        if first is None:
+            return
+        _refuse_binary(path, first[:_SNIFF_BYTES])
+        lines = itertools.chain((first,), lines)
+    for line in lines:
+        try:
+            yield orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if damage is not None and line.strip():
+                damage.count(line)
 
 
 @dataclass

@@ -25,7 +25,6 @@ only then does the master call Locust's own quit.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import gevent
 
 from harness._compat.locust import send_stats_now
 from harness.errors import ExitCode
+from harness.journal.segments import Compressor, SegmentedFile, segment_bytes
 from harness.logs.files import FileFollower
 from harness.runtime.processes import harness_command, start_child
 
@@ -94,7 +94,8 @@ class WorkerProcesses:
 
 
 class JournalParts:
-    """The master's side of the workers' journals: one part file per worker index, each batch told to the live fold.
+    """The master's side of the workers' journals: one part per worker index (rolled into segments, compressed by the
+    master: `harness.journal.segments`), each batch told to the live fold.
 
     `before_append` runs before each batch is written (the run's own journal writes its
     pending records out), so the fold reads every part in the order the master took the
@@ -106,15 +107,14 @@ class JournalParts:
         self.folder = folder
         self._on_grown = on_grown
         self._before_append = before_append or (lambda: None)
-        self._files: dict[int, IO[bytes]] = {}
-        self._sizes: dict[int, int] = {}
+        self._files: dict[int, SegmentedFile] = {}
+        self._compressor = Compressor()
         self.paths: list[Path] = []
 
     def open(self, index: int) -> None:
         path = journal_part(self.folder, index)
         if index not in self._files:
-            self._files[index] = open(path, "ab")  # noqa: SIM115 - closed in close()
-            self._sizes[index] = os.fstat(self._files[index].fileno()).st_size
+            self._files[index] = SegmentedFile(path, segment_bytes(), self._compressor)
             self.paths.append(path)
 
     def append(self, index: int, lines: list[str]) -> None:
@@ -122,13 +122,12 @@ class JournalParts:
         batch = "".join(line + "\n" for line in lines).encode("utf-8")
         part = self._files[index]
         part.write(batch)
-        part.flush()
-        self._sizes[index] += len(batch)
-        self._on_grown(journal_part(self.folder, index).name, self._sizes[index])
+        self._on_grown(journal_part(self.folder, index).name, part.size)
 
     def close(self) -> None:
         for part in self._files.values():
             part.close()
+        self._compressor.close()
 
 
 class JournalShipper:

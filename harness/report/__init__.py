@@ -18,6 +18,7 @@ from harness.config.thresholds import Judged, Threshold
 from harness.errors import UsageError
 from harness.folding.read import JournalRead, read_run, read_saved
 from harness.folding.snapshot import write_snapshot
+from harness.journal.segments import part_exists, part_names
 from harness.report.html import write_html
 from harness.report.junit import write_junit
 from harness.report.summary_json import write_summary
@@ -29,6 +30,7 @@ __all__ = [
     "RunStatus",
     "RunVerdict",
     "decide",
+    "is_results",
     "journal_parts",
     "rebuild_results",
     "render_thresholds",
@@ -48,10 +50,10 @@ class NotResults(UsageError):
 
 
 def journal_parts(folder: Path) -> list[Path]:
-    """A results folder's journal: the run's own part, then every worker's part, in worker order."""
-    workers = sorted(folder.glob("journal-w*.jsonl"), key=lambda path: int(path.stem.removeprefix("journal-w") or 0)
-                     if path.stem.removeprefix("journal-w").isdigit() else 0)
-    return [folder / "journal.jsonl", *workers]
+    """A results folder's journal: the run's own part, then every worker's part, in worker order (a part is there
+    when any of its segments is: `harness.journal.segments`)."""
+    workers = sorted(part_names(folder, r"journal-w\d+"), key=lambda name: int(name[len("journal-w"):-len(".jsonl")]))
+    return [folder / "journal.jsonl", *(folder / name for name in workers)]
 
 
 def rebuild_results(folder: Path, judged: Judged | None = None) -> RunVerdict:
@@ -77,11 +79,16 @@ def rebuild_results(folder: Path, judged: Judged | None = None) -> RunVerdict:
     return write_results(folder, scenario, parts, thresholds, live=read, save=saved is None, judged=judged)
 
 
+def is_results(folder: Path) -> bool:
+    """Whether `folder` is a run's results folder: its scenario.json and (any segment of) its journal are there."""
+    return (folder / SCENARIO_JSON).is_file() and part_exists(folder / "journal.jsonl")
+
+
 def results_scenario(folder: Path) -> Scenario:
     """The scenario a results folder's run ran (its scenario.json); `NotResults` when the folder is not one."""
     from harness.config.scenario import Scenario
 
-    if not (folder / SCENARIO_JSON).is_file() or not (folder / "journal.jsonl").is_file():
+    if not is_results(folder):
         raise NotResults(f"{folder} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl")
     try:
         return Scenario.model_validate_json((folder / SCENARIO_JSON).read_text(encoding="utf-8"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.journal.segments import segment_bytes
 from harness.journal.writer import Journal
 from harness.run.fold.client import FoldProcess
 
@@ -16,8 +17,9 @@ JOURNAL_FILE = "journal.jsonl"
 
 
 def journal_and_fold(folder: Path, save_every: float) -> tuple[Journal, FoldProcess]:
-    """The journal in `folder` and the fold of it (not started), wired to each other."""
+    """The journal in `folder` (rolled into segments, `harness.journal.segments`) and the fold of it (not started),
+    wired to each other."""
     fold = FoldProcess(folder, save_every)
-    journal = Journal(folder / JOURNAL_FILE, on_flush=fold.grown)
+    journal = Journal(folder / JOURNAL_FILE, on_flush=fold.grown, segment_bytes=segment_bytes())
     fold.flush = journal.flush
     return journal, fold

@@ -40,6 +40,7 @@ from harness.folding.read import JournalRead
 from harness.folding.reconcile import Matching
 from harness.folding.snapshot import write_snapshot
 from harness.journal.records import RecordType
+from harness.journal.segments import PartReader
 from harness.journal.writer import JournalDamage
 from harness.run.fold.protocol import (
     ASK,
@@ -84,7 +85,7 @@ class LiveFold:
         self.windows: dict[str, RunFigures] = {}
         self.folded: dict[str, int] = {}
         """Bytes of each part folded so far: the sizes a snapshot is saved with."""
-        self._files: dict[str, IO[bytes]] = {}
+        self._files: dict[str, PartReader] = {}
         self._partial: dict[str, bytes] = {}
         """A part's bytes after its last newline (a writer always ends a batch on one; kept to be safe)."""
         self._noted: list[Growth] = []
@@ -115,19 +116,19 @@ class LiveFold:
         self.due = None
 
     def read_part(self, name: str, size: int) -> None:
-        """Fold part `name` up to byte `size` (its writer has written and flushed that much)."""
-        file = self._files.get(name)
-        if file is None:
-            file = self._files[name] = open(self.folder / name, "rb")  # noqa: SIM115 - closed in close()
-        offset = self.folded.get(name, 0)
-        file.seek(offset)
-        while offset < size:
-            chunk = file.read(min(size - offset, _READ_CHUNK))
+        """Fold part `name` up to byte `size` of its stream (its writer has written and flushed that much)."""
+        reader = self._files.get(name)
+        if reader is None:
+            reader = self._files[name] = PartReader(self.folder / name, self.folded.get(name, 0), self.read)
+        while reader.offset < size:
+            chunk = reader.read(min(size - reader.offset, _READ_CHUNK))
+            if reader.broken:  # the segment before ended short: its cut line was counted with it
+                reader.broken = False
+                self._partial.pop(name, None)
             if not chunk:
                 break  # shorter than noted (a file replaced under the run): the rest is the journal's damage
-            offset += len(chunk)
             self._lines(name, chunk)
-        self.folded[name] = offset
+        self.folded[name] = reader.offset
         self.changed = True
 
     def _lines(self, name: str, chunk: bytes) -> None:
