@@ -12,8 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.disk import CALL_ROUNDS, FLOW_BYTES, ROUND_BYTES, journal_need, size_text
+from harness.config.disk import (
+    CALL_ROUNDS,
+    FLOW_BYTES,
+    JOURNAL_COMPRESSION,
+    PLAIN_TAIL_BYTES,
+    ROUND_BYTES,
+    journal_need,
+    size_text,
+)
 from harness.config.scenario import parse_scenario
+from harness.journal.segments import SEGMENT_BYTES
 from harness.mrtr.client import DEFAULT_INPUT_REQUIRED_MAX_ROUNDS
 from tests.harness_run import ROOT, SCENARIOS, run_harness
 
@@ -43,8 +52,17 @@ def test_the_estimate_is_flows_times_the_bytes_of_a_flow_of_its_rounds():
     assert need is not None
     assert need.flows == pytest.approx(50 * 7200)
     assert need.rounds_per_flow == 2  # quote_refund, then issue_refund released at once
-    assert need.bytes == pytest.approx(50 * 7200 * (FLOW_BYTES + 2 * ROUND_BYTES))
-    assert journal_need(_scenario("2h", "arrival_rate = 50\n"), compression=12).bytes == pytest.approx(need.bytes / 12)
+    plain = 50 * 7200 * (FLOW_BYTES + 2 * ROUND_BYTES)
+    assert need.bytes == pytest.approx(plain / JOURNAL_COMPRESSION + PLAIN_TAIL_BYTES)
+    assert journal_need(_scenario("2h", "arrival_rate = 50\n"), compression=1).bytes == pytest.approx(
+        plain + PLAIN_TAIL_BYTES)
+    small = journal_need(_scenario("10s", "arrival_rate = 1\n"))  # all of it in the plain open segment
+    assert small is not None and small.bytes == pytest.approx(10 * (FLOW_BYTES + 2 * ROUND_BYTES) * (
+        1 + 1 / JOURNAL_COMPRESSION))
+
+
+def test_the_plain_tail_is_two_of_the_journals_segments():
+    assert PLAIN_TAIL_BYTES == 2 * SEGMENT_BYTES
 
 
 def test_rounds_per_flow_is_the_weighted_mean_of_each_kind_s_bound():
@@ -78,7 +96,7 @@ def test_validate_warns_when_the_journal_cannot_fit_and_not_for_the_smoke_scenar
     assert result.stdout.count(": ok (") == 2
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and warnings[0].startswith(f"{too_big}: warning: the journal may need up to "), warnings
-    assert " PB on disk (" in warnings[0] and "up to 1,000,000 flows/s for 720h" in warnings[0]
+    assert " TB on disk (" in warnings[0] and "up to 1,000,000 flows/s for 720h" in warnings[0]
     assert f"the filesystem of {tmp_path} has " in warnings[0] and " free: shorten the duration" in warnings[0]
     assert "lower the rate, or give --results a folder on a disk with more room" in warnings[0]
 
