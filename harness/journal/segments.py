@@ -29,9 +29,11 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 import zstandard
+
+from harness._compat.threads import native_threads
 
 SEGMENT_BYTES = 64 << 20
 """A segment is closed (and compressed) once it holds this many bytes: large enough that compression works on whole
@@ -311,7 +313,7 @@ class Compressor:
 
     def __init__(self) -> None:
         self._queue: deque[Path] = deque()
-        self._start_thread, allocate_lock = _native_threads()
+        self._start_thread, allocate_lock = native_threads()
         self._wake = allocate_lock()
         self._wake.acquire()
         self._done = allocate_lock()
@@ -350,17 +352,6 @@ class Compressor:
             if self._stopping:
                 self._done.release()
                 return
-
-
-def _native_threads() -> tuple[Any, Any]:
-    """`_thread`'s own start_new_thread and allocate_lock, also where gevent's patching replaced them."""
-    if "gevent.monkey" in sys.modules:
-        from gevent.monkey import get_original
-
-        return get_original("_thread", "start_new_thread"), get_original("_thread", "allocate_lock")
-    import _thread
-
-    return _thread.start_new_thread, _thread.allocate_lock
 
 
 def compress_segment(path: Path) -> Path | None:
