@@ -149,6 +149,16 @@ def test_a_url_that_is_no_mcp_server_fails_in_one_line_and_writes_nothing(tmp_pa
     assert not output.exists()
 
 
+def test_a_url_carrying_a_password_is_refused_in_one_line_that_does_not_show_it(tmp_path: Path) -> None:
+    """Credentials in a URL would be written into the scenario, and from it into every results folder."""
+    output = tmp_path / "scenario.toml"
+    refused = init("http://ops:hunter2@127.0.0.1:9/mcp", "-o", str(output))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "carries credentials before its host" in refused.stderr and "hunter2" not in refused.stderr
+    assert "http://***@127.0.0.1:9/mcp" in refused.stderr
+    assert not output.exists()
+
+
 def test_a_url_nothing_listens_on_exits_3_and_writes_nothing(tmp_path: Path) -> None:
     output = tmp_path / "scenario.toml"
     done = init(f"http://127.0.0.1:{free_port()}/mcp", "-o", str(output))

@@ -137,6 +137,8 @@ BROKEN = {
                            "target.urls[1]: 'not a url' is not an http(s) URL"),
     "a-url-with-a-bad-port": (('kind = "embedded"', 'kind = "external"\nurls = ["http://10.0.0.5:99999/mcp"]'), 7,
                               "'http://10.0.0.5:99999/mcp' is not an http(s) URL"),
+    "a-url-carrying-a-password": (('kind = "embedded"', 'kind = "external"\nurls = ["http://ops:hunter2@10.0.0.5/mcp"]'),
+                                  7, "target.urls[1]: 'http://***@10.0.0.5/mcp' carries credentials before its host"),
     "an-api-that-is-no-url": (('kind = "embedded"', 'kind = "external"\nurls = ["http://10.0.0.5/mcp"]\n'
                                                     'api = "shop-api"'), 8,
                               "target.api: 'shop-api' is not an http(s) URL"),
@@ -276,6 +278,10 @@ def test_a_bad_setting_is_refused_with_exit_2_naming_its_line(refused, name, tmp
     (old, new), _, _ = BROKEN[name]
     path.write_text(BASE.replace(old, new, 1))
     assert validate(path).returncode == 2
+
+
+def test_a_password_in_a_url_is_not_echoed_back(refused):
+    assert "hunter2" not in refused["a-url-carrying-a-password"][1]
 
 
 def test_zero_is_accepted_where_it_means_something(tmp_path):

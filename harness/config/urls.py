@@ -9,14 +9,30 @@ from harness.config.strict import FieldProblem
 
 
 def check_url(url: str, *where: str | int) -> None:
-    """An http(s) URL with a host and, if given, a port that is one: refused here, not when the run connects."""
+    """An http(s) URL with a host and, if given, a port that is one: refused here, not when the run connects.
+
+    A user name or password in the URL is refused too, and not echoed: a scenario is copied into
+    every results folder, and credentials reach the harness through an environment variable.
+    """
     parts = urlsplit(url)
     try:
         port = parts.port
     except ValueError:
         port = -1
+    if parts.username is not None or parts.password is not None:
+        raise FieldProblem(f"{without_credentials(url)!r} carries credentials before its host: take them out "
+                           "(a token or client secret goes in [target.auth], read from an environment variable)",
+                           *where)
     if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or " " in url:
         raise FieldProblem(f"{url!r} is not an http(s) URL such as \"http://10.0.0.5:8000/mcp\"", *where)
+
+
+def without_credentials(url: str) -> str:
+    """`url` with whatever stands before an `@` in its authority shown as `***`, for messages."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
 
 
 def is_loopback(url: str) -> bool:

@@ -59,8 +59,8 @@ def run_init(args: argparse.Namespace) -> int:
     for url in args.urls:
         try:
             check_url(url)
-        except ValueError:
-            raise UsageError(f"{url!r} is not an http(s) URL such as http://127.0.0.1:8000/mcp") from None
+        except ValueError as problem:
+            raise UsageError(str(problem)) from None
     client = Client(args.client_id, args.client_secret_env) if args.client_id else None
     servers = survey(args.urls, client)
     text = scenario_text(servers, client, _command(args))
