@@ -142,6 +142,15 @@ that never ends.
 """
 
 
+# --- how the journal lies on disk ------------------------------------------------------------
+
+SEGMENT_BYTES: Final = 64 << 20
+"""A journal segment is closed (and compressed) once it holds this many bytes: large enough that compression works
+on whole windows and a day's run has a few hundred files, small enough that the plain open segment is a small
+share. Here because the journal writes by it and the disk estimate (`harness.config.disk`, a layer below)
+counts by it."""
+
+
 # --- the protocol revisions a host's client may speak -----------------------------------------
 
 ProtocolRevision = Literal["2026-07-28", "2025-06-18", "2025-11-25"]

@@ -39,7 +39,7 @@ from harness.config.flows import AdversarialFlow, CallFlow, FlowSpec, FuzzFlow, 
 from harness.config.load import Load
 from harness.config.scenario import Scenario
 from harness.config.target import TargetConfig
-from harness.vocabulary import PAYMENT_ROUNDS
+from harness.vocabulary import PAYMENT_ROUNDS, SEGMENT_BYTES
 
 FLOW_BYTES = 520
 """Journal bytes a flow takes besides its rounds: its start line and its outcome line (measured)."""
@@ -47,9 +47,8 @@ ROUND_BYTES = 300
 """Journal bytes one round takes: its round line (measured)."""
 JOURNAL_COMPRESSION = 8.0
 """A closed segment's plain size over its compressed size: a bound below the measured ratio (1.0: no compression)."""
-PLAIN_TAIL_BYTES = 2 * (64 << 20)
-"""Journal bytes plain on disk at most: two segments of `harness.journal.segments.SEGMENT_BYTES` (the configuration
-sits below the journal's layer, so tests/test_disk.py keeps the two equal)."""
+PLAIN_TAIL_BYTES = 2 * SEGMENT_BYTES
+"""Journal bytes plain on disk at most: the open segment, and the one just closed while it is compressed."""
 CALL_ROUNDS = 11
 """The most rounds one call sends: the client's cap of 10 retries, plus the first round
 (`harness.mrtr.client.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS`, pinned by tests/test_disk.py)."""

@@ -34,10 +34,8 @@ from typing import IO, Protocol
 import zstandard
 
 from harness._compat.threads import native_threads
+from harness.vocabulary import SEGMENT_BYTES
 
-SEGMENT_BYTES = 64 << 20
-"""A segment is closed (and compressed) once it holds this many bytes: large enough that compression works on whole
-windows and a day's run has a few hundred files, small enough that the plain open segment is a small share."""
 SEGMENT_ENV = "MRTR_JOURNAL_SEGMENT_BYTES"
 """An environment variable that sets `SEGMENT_BYTES` for a run (tests use a few kilobytes to roll often)."""
 LEVEL = 1
