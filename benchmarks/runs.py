@@ -129,6 +129,11 @@ def fold_pid(run_pid: int) -> int | None:
     return next((pid for pid in children_of(run_pid) if is_fold_process(pid)), None)
 
 
+def worker_pids(run_pid: int) -> list[int]:
+    """The live Locust workers a run `run_pid` started with `--workers N` (`python -m harness worker ...`)."""
+    return [pid for pid in children_of(run_pid) if " harness worker " in f" {cmdline(pid)} "]
+
+
 def embedded_target_pids(harness_pid: int) -> dict[str, int]:
     """The embedded shop's processes under a run: `api`, and `replica-N` for each replica the zygote forked."""
     pids: dict[str, int] = {}

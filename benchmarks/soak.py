@@ -4,36 +4,52 @@ Each side is one real `mrtr-harness run` (`python -m harness run`, in a child pr
 the harness in `--code` (default: this checkout), against two stub servers
 (`benchmarks/stub_server.py`, two rounds per flow, about 0.1 ms per round), closed model,
 16 agents, leads answering at once, same-replica routing. While it runs, this script
-samples the child's RSS (`/proc/<pid>/status` VmRSS) once a second, and that of its live
-fold process (`harness.run.fold`, where the code has one), and counts the flows its journal
-has finished (a byte count of `"type":"flow"` lines, no parsing). Both record every full
-garbage collection they make through `gc.callbacks` (a `sitecustomize` put on their path,
-so neither side's code is changed for the measurement).
+samples the child's RSS (`/proc/<pid>/status` VmRSS) once a second, that of its live
+fold process (`harness.run.fold`, where the code has one) and, with `--workers N` (the run's
+own `--workers N`: the child is then Locust's master and the load is in its workers), that
+of each worker (`python -m harness worker`, children of the run found by their command line),
+and counts the flows its journal has finished (a byte count of `"type":"flow"` lines in every
+part, `journal.jsonl` and each worker's `journal-w<N>.jsonl`, no parsing). They all record
+every full garbage collection they make through `gc.callbacks` (a `sitecustomize` put on
+their path, so neither side's code is changed for the measurement).
+
+With `--reject FRACTION`, each stub refuses a seeded share of the continuation rounds as the
+SDK refuses a `requestState` (-32602 `Invalid or expired requestState`) and logs each refusal
+in the shop's replicas' line format to a file of its own; the scenario names those files
+(`[target] logs`, `file:PATH@r<N>`), so the run's log collector follows them and its
+reconciliation matches every client rejection with a logged line, live and at the end:
+a chaos that keeps rejecting, with what reconciliation holds in memory in the figures.
 
 Figures per side:
 
-- RSS growth per 1,000,000 finished flows after the first 100,000 (a least-squares slope
-  of RSS over finished flows, from 100,000 flows to the load's stop), of the load process
-  and of the fold process apart, and the fold process's CPU seconds per 1,000 flows;
+- RSS growth per 1,000,000 finished flows after the first 100,000 (`--steady-from`; a
+  least-squares slope of RSS over finished flows, from there to the load's stop), and the
+  peak RSS, of the run process (the load process, or the master with workers), of the fold
+  process and of each worker apart, and the fold process's CPU µs per flow;
 - last flow to exit: seconds from the last `flow` record's `t` to the child's exit;
 - flows finished per 1 s bin during the load (from the journal afterwards): the median,
   the bins below half of it, and the full collections that overlap each;
 - `mrtr-harness report DIR` on the folder: wall seconds, flows per second, peak RSS
   (`ru_maxrss` of that child); where the run saved its figures (`figures.json`, or an older
   code's `figures.pickle`), once from them and once more without them (one pass over the
-  journal, as for a killed run).
+  journal, as for a killed run);
+- with `--reject`: the run's reconciliation from its `summary.json` (client rejections, logged,
+  matched, unexplained, unmatched logged, settled early where the code counts it) and the
+  rejection rate the clients saw (client rejections per continuation round in the journal).
 
 Run from the repository root (the code before, for the ratio, from a worktree of it):
 
     python -m benchmarks.soak [--seconds 160] [--code DIR] [--label after] [--kill-after SECONDS]
+                              [--reject FRACTION] [--workers N] [--steady-from FLOWS]
 
 With `--kill-after`, the run is SIGKILLed that long after it started, and `report DIR` is
 timed on the folder it left: from its last saved figures and the records after them, then
 again from the journal alone.
 
 Raw figures go to `results/benchmarks/soak-<utc>.json`; run folders to
-`results/benchmarks/runs/`. Leaves out: the log collector (the stub has no logs), chaos,
-a ledger (the stub has none), workers.
+`results/benchmarks/runs/`. Leaves out: the log collector unless `--reject` (the stub logs
+nothing else), chaos commands (the refusals are the stub's own), a ledger (the stub has none),
+workers on other machines.
 """
 
 from __future__ import annotations
@@ -47,16 +63,18 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from benchmarks.cpu import machine_facts
-from benchmarks.flows_per_second import SERVERS, servers
-from benchmarks.runs import REPO_ROOT, RESULTS, PartTail, fold_pid, journal_bytes, write_figures
-from harness.journal.segments import part_lines
+from benchmarks.runs import REPO_ROOT, RESULTS, PartTail, fold_pid, journal_bytes, worker_pids, write_figures
+from harness.journal.segments import part_lines, part_names
 from harness.runtime.processes import process_cpu_seconds
+from tests.servers import Running, start_server
 
 SCENARIO = """\
 name = "soak-benchmark"
@@ -66,7 +84,7 @@ grace = "5s"
 
 [target]
 kind = "external"
-urls = {urls}
+urls = {urls}{logs}
 
 [load]
 model = "closed"
@@ -100,7 +118,18 @@ if _path:
     gc.callbacks.append(_probe)
 '''
 FLOW_MARK = b'"type":"flow"'
+ROUND_MARK = b'"type":"round"'
+FIRST_ROUND_MARK = b'"round":1,'
+PARTS = r"journal(?:-w\d+)?"
+"""The journal's parts: the run's own, and each worker's (`harness.report.journal_parts`)."""
 SAMPLE_EVERY = 1.0
+REPLICAS = 2
+STEADY_FROM = 100_000
+"""Finished flows after which RSS is expected flat (the slope is taken from there)."""
+RECONCILED = ("client_rejections", "logged", "matched", "unexplained", "unmatched_logged", "settled_early")
+
+Sample = tuple[float, int, dict[str, int]]
+"""(time, finished flows, RSS bytes by process: `load`, `fold`, `worker-1`, ...)."""
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -113,18 +142,54 @@ def rss_bytes(pid: int) -> int | None:
     return None
 
 
-def count_flows(journal: PartTail, count: int) -> int:
-    """Flows finished so far, reading only what the journal gained (whole lines)."""
-    return count + journal.read().count(FLOW_MARK)
+class JournalFlows:
+    """Flows finished so far in every part of a run's journal, reading only what each part gained (whole lines)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.tails: dict[str, PartTail] = {}
+        self.count = 0
+
+    def read(self) -> int:
+        for name in part_names(self.folder, PARTS):  # a worker's part appears with its first batch
+            tail = self.tails.setdefault(name, PartTail(self.folder / name))
+            self.count += tail.read().count(FLOW_MARK)
+        return self.count
 
 
-def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
-             kill_after: float | None = None) -> dict[str, Any]:
-    """One run of `code`'s harness; with `kill_after`, SIGKILLed that many seconds after it started (a killed run)."""
+@contextmanager
+def stub_servers(count: int, reject: float, logs: Path) -> Iterator[list[Running]]:
+    """`count` stub servers; with `reject`, each refuses that share of continuation rounds (its own seed) and logs
+    each refusal to `logs/r<N>.log`. Stopped by PID on the way out."""
+    logs.mkdir(parents=True, exist_ok=True)
+    started = []
+    try:
+        for number in range(1, count + 1):
+            extra = ("--reject", str(reject), "--seed", str(number), "--log", str(logs / f"r{number}.log"),
+                     "--replica", f"r{number}") if reject > 0 else ()
+            started.append(start_server("benchmarks.stub_server", *extra, wait=False))
+        for server in started:
+            server.wait_ready()
+        yield started
+    finally:
+        for server in started:
+            server.stop()
+
+
+def log_sources(logs: Path, count: int) -> list[str]:
+    """The scenario's `[target] logs`: each stub's file, labelled with the replica its URL is (`r1`, `r2`, ...)."""
+    return [f"file:{logs / f'r{number}.log'}@r{number}" for number in range(1, count + 1)]
+
+
+def soak_run(code: Path, seconds: float, urls: list[str], work: Path, kill_after: float | None = None,
+             workers: int = 0, logs: list[str] | None = None, steady_from: int = STEADY_FROM) -> dict[str, Any]:
+    """One run of `code`'s harness; with `kill_after`, SIGKILLed that many seconds after it started (a killed run);
+    with `workers`, `run --workers N`; with `logs`, the scenario's `[target] logs` (reconciliation on)."""
     results = RESULTS / "runs"
     results.mkdir(parents=True, exist_ok=True)
     scenario = work / "soak.toml"
-    scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls)))
+    sources = f"\nlogs = {json.dumps(logs)}" if logs else ""
+    scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls), logs=sources))
     probe_dir = work / "probe"
     probe_dir.mkdir()
     (probe_dir / "sitecustomize.py").write_text(GC_PROBE)
@@ -132,11 +197,13 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
     before = set(results.iterdir())
     env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{probe_dir}", "MRTR_GC_PROBE": str(gc_log)}
     child = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--quiet", "--results",
-                              str(results)], cwd=code, env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    samples: list[tuple[float, int, int, int]] = []  # (time, finished flows, RSS bytes, the fold's RSS bytes)
+                              str(results), *(["--workers", str(workers)] if workers else [])],
+                             cwd=code, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    samples: list[Sample] = []
     fold_cpu: list[tuple[float, int, float]] = []  # (time, finished flows, the fold's CPU seconds)
-    folder, tail, flows, fold = None, None, 0, None
+    folder, journal, flows = None, None, 0
+    pids: dict[str, int] = {"load": child.pid}
     began = time.monotonic()
     deadline = began + seconds + 600
     while child.poll() is None and time.monotonic() < deadline:
@@ -147,14 +214,13 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
             made = [path for path in set(results.iterdir()) - before if (path / "journal.jsonl").is_file()]
             folder = made[0] if made else None
         if folder is not None:
-            tail = tail or PartTail(folder / "journal.jsonl")
-            flows = count_flows(tail, flows)
-        if fold is None:
-            fold = fold_pid(child.pid)
-        rss, fold_rss = rss_bytes(child.pid), rss_bytes(fold) if fold is not None else 0
-        if rss is not None:
-            samples.append((time.time(), flows, rss, fold_rss or 0))
-        if fold is not None and (seconds_used := process_cpu_seconds(fold)) is not None:
+            journal = journal or JournalFlows(folder)
+            flows = journal.read()
+        find_processes(pids, child.pid, workers)
+        rss = {name: value for name, pid in pids.items() if (value := rss_bytes(pid)) is not None}
+        if "load" in rss:
+            samples.append((time.time(), flows, rss))
+        if "fold" in pids and (seconds_used := process_cpu_seconds(pids["fold"])) is not None:
             fold_cpu.append((time.time(), flows, seconds_used))
         time.sleep(SAMPLE_EVERY)
     if child.poll() is None:
@@ -162,8 +228,14 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
     _, stderr = child.communicate(timeout=60)
     exited = time.time()
     assert folder is not None, stderr.decode(errors="replace")[-2000:]
-    figures = run_figures(folder, samples, exited, gc_log, child.pid)
-    figures["fold_process"] = fold_figures(samples, fold_cpu)
+    load_pids = {pid for name, pid in pids.items() if name != "fold"}
+    figures = run_figures(folder, samples, exited, gc_log, load_pids, steady_from)
+    figures["fold_process"] = {**process_figures(samples, "fold", steady_from), **fold_cpu_figures(fold_cpu)}
+    if workers:
+        figures["worker_processes"] = {name: process_figures(samples, name, steady_from)
+                                       for name in pids if name.startswith("worker-")}
+    if logs:
+        figures["reconciliation"] = reconciliation_figures(folder, figures.pop("continuation_rounds"))
     figures.update(code=str(code), exit_code=child.returncode, stderr_tail=stderr.decode(errors="replace")[-500:],
                    report=report_figures(code, folder, figures["flows_finished"]))
     saved = [folder / name for name in ("figures.json", "figures.pickle") if (folder / name).is_file()]
@@ -173,12 +245,34 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path,
     return figures
 
 
-def run_figures(folder: Path, samples: list[tuple[float, int, int, int]], exited: float, gc_log: Path,
-                load_pid: int) -> dict[str, Any]:
-    flow_times, load_started, load_stopped = [], None, None
-    for line in part_lines(folder / "journal.jsonl"):
+def find_processes(pids: dict[str, int], run_pid: int, workers: int) -> None:
+    """Add the run's fold process and its workers to `pids` as they appear (`fold`, `worker-1`, ... in PID order)."""
+    if "fold" not in pids and (fold := fold_pid(run_pid)) is not None:
+        pids["fold"] = fold
+    known = {pid for name, pid in pids.items() if name.startswith("worker-")}
+    if len(known) < workers:
+        for pid in worker_pids(run_pid):
+            if pid not in known:
+                known.add(pid)
+                pids[f"worker-{len(known)}"] = pid
+
+
+def journal_lines(folder: Path) -> Iterator[bytes]:
+    """Every line of every part of the run's journal (the run's own part first)."""
+    for name in sorted(part_names(folder, PARTS), key=lambda name: (name != "journal.jsonl", len(name), name)):
+        yield from part_lines(folder / name)
+
+
+def run_figures(folder: Path, samples: list[Sample], exited: float, gc_log: Path, load_pids: set[int],
+                steady_from: int = STEADY_FROM) -> dict[str, Any]:
+    """The run process's figures and the journal's: flows, per-second bins, full collections of the load's
+    processes (`load_pids`: the run's, and its workers'), continuation rounds."""
+    flow_times, load_started, load_stopped, continuations = [], None, None, 0
+    for line in journal_lines(folder):
         if FLOW_MARK in line:
             flow_times.append(orjson.loads(line)["t"])
+        elif ROUND_MARK in line:
+            continuations += FIRST_ROUND_MARK not in line
         elif b'"load-started"' in line or b'"load-stopped"' in line:
             record = orjson.loads(line)
             if record.get("event") == "load-started":
@@ -190,7 +284,7 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int, int]], exited
     if load_stopped is None:
         load_stopped = max(flow_times)
     pauses = [json.loads(line) for line in gc_log.read_text().splitlines()] if gc_log.is_file() else []
-    pauses = [pause for pause in pauses if pause["pid"] == load_pid]  # the fold's own are in `fold_process`
+    pauses = [pause for pause in pauses if pause["pid"] in load_pids]  # not the fold's
     bins = Counter(int(t - load_started) for t in flow_times if load_started <= t < load_stopped)
     whole = range(1, int(load_stopped - load_started))  # the first second is the agents' spawn
     per_bin = [bins.get(second, 0) for second in whole]
@@ -200,12 +294,11 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int, int]], exited
                                            if second <= p["t"] - load_started < second + 1
                                            or second <= p["t"] + p["pause"] - load_started < second + 1), 1)}
            for second in whole if bins.get(second, 0) < median / 2]
-    steady = [(flows, rss) for t, flows, rss, _ in samples if flows >= 100_000 and t <= load_stopped]
     return {"flows_finished": len(flow_times), "load_seconds": round(load_stopped - load_started, 1),
             "median_flows_per_second": median, "bins_below_half_median": low,
-            "rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
-            "rss_at_100k_mib": round(steady[0][1] / 2**20, 1) if steady else None,
-            "rss_peak_mib": round(max(rss for _, _, rss, _ in samples) / 2**20, 1),
+            **process_figures([sample for sample in samples if sample[0] <= load_stopped], "load", steady_from),
+            "rss_peak_mib": round(max(rss["load"] for *_, rss in samples) / 2**20, 1),
+            "continuation_rounds": continuations,
             "last_flow_to_exit_s": None if killed else round(exited - max(flow_times), 1),
             "full_gcs": len(pauses),
             "full_gc_pause_max_ms": round(1000 * max((p["pause"] for p in pauses), default=0), 1),
@@ -214,15 +307,32 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int, int]], exited
             "folder": str(folder.relative_to(REPO_ROOT))}
 
 
-def fold_figures(samples: list[tuple[float, int, int, int]], cpu: list[tuple[float, int, float]]) -> dict[str, Any]:
-    """The fold process's RSS growth per 1,000,000 flows after the first 100,000, its peak, and its CPU per flow."""
-    steady = [(flows, rss) for _, flows, _, rss in samples if flows >= 100_000 and rss]
+def process_figures(samples: list[Sample], name: str, steady_from: int = STEADY_FROM) -> dict[str, Any]:
+    """Process `name`'s RSS growth per 1,000,000 flows after the first `steady_from`, its RSS there, and its peak."""
+    steady = [(flows, rss[name]) for _, flows, rss in samples if flows >= steady_from and rss.get(name)]
+    return {"rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
+            "rss_at_steady_from_mib": round(steady[0][1] / 2**20, 1) if steady else None,
+            "rss_peak_mib": round(max((rss.get(name, 0) for *_, rss in samples), default=0) / 2**20, 1)}
+
+
+def fold_cpu_figures(cpu: list[tuple[float, int, float]]) -> dict[str, Any]:
+    """The fold process's CPU µs per finished flow, over the samples it had flows in."""
     busy = [(flows, seconds) for _, flows, seconds in cpu if flows > 0]
     per_flow = (busy[-1][1] - busy[0][1]) / (busy[-1][0] - busy[0][0]) if len(busy) > 1 and busy[-1][0] > busy[0][0] \
         else None
-    return {"rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
-            "rss_peak_mib": round(max((rss for *_, rss in samples), default=0) / 2**20, 1),
-            "cpu_us_per_flow": round(per_flow * 1e6, 1) if per_flow is not None else None}
+    return {"cpu_us_per_flow": round(per_flow * 1e6, 1) if per_flow is not None else None}
+
+
+def reconciliation_figures(folder: Path, continuation_rounds: int) -> dict[str, Any]:
+    """The run's reconciliation as its `summary.json` gives it, and the share of continuation rounds refused."""
+    summary = folder / "summary.json"
+    reconciled = (orjson.loads(summary.read_bytes()).get("reconciliation") if summary.is_file() else None) or {}
+    figures: dict[str, Any] = {key: reconciled[key] for key in RECONCILED if key in reconciled}
+    rejections = reconciled.get("client_rejections")
+    figures["continuation_rounds"] = continuation_rounds
+    figures["rejection_rate_seen"] = round(rejections / continuation_rounds, 5) \
+        if isinstance(rejections, int) and continuation_rounds else None
+    return figures
 
 
 def _slope_mib_per_million(points: list[tuple[int, int]]) -> float | None:
@@ -256,13 +366,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="after")
     parser.add_argument("--kill-after", type=float, default=None, metavar="SECONDS",
                         help="SIGKILL the run this long after it started, then time `report DIR` on what it left")
+    parser.add_argument("--reject", type=float, default=0.0, metavar="FRACTION",
+                        help="the stubs refuse this seeded share of continuation rounds (-32602) and log each; "
+                             "the run reconciles them (default 0: no logs, no refusals)")
+    parser.add_argument("--workers", type=int, default=0, help="run with --workers N (default 0: the load in the run)")
+    parser.add_argument("--steady-from", type=int, default=STEADY_FROM, metavar="FLOWS",
+                        help=f"finished flows from which the RSS slopes are taken (default {STEADY_FROM:,})")
     args = parser.parse_args(argv)
+    if not 0.0 <= args.reject <= 1.0:
+        parser.error("--reject takes a share between 0 and 1")
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    with servers(SERVERS["stub"], 2) as running, tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="soak-") as tmp, \
+            stub_servers(REPLICAS, args.reject, Path(tmp) / "logs") as running:
+        logs = log_sources(Path(tmp) / "logs", REPLICAS) if args.reject > 0 else None
         figures = soak_run(args.code.resolve(), args.seconds, [server.url for server in running], Path(tmp),
-                           args.kill_after)
+                           args.kill_after, args.workers, logs, args.steady_from)
     document = {"label": args.label, "started": started, "machine": machine_facts(), "seconds": args.seconds,
-                "load_average_after": os.getloadavg(), **figures}
+                "reject": args.reject, "workers": args.workers, "load_average_after": os.getloadavg(), **figures}
     write_figures(f"soak-{args.label}", document)
     print(json.dumps({k: v for k, v in document.items() if k != "bins_below_half_median"}, indent=2))
     print("bins below half the median:", json.dumps(document["bins_below_half_median"]))
