@@ -28,7 +28,9 @@ Figures per side:
   process and of each worker apart, and the fold process's CPU µs per flow;
 - last flow to exit: seconds from the last `flow` record's `t` to the child's exit;
 - flows finished per 1 s bin during the load (from the journal afterwards): the median,
-  the bins below half of it, and the full collections that overlap each;
+  the bins below half of it, and the full collections that overlap each (those of the run
+  process and of its workers, not the fold's); the continuation rounds (rounds after a
+  flow's first) the journal holds;
 - `mrtr-harness report DIR` on the folder: wall seconds, flows per second, peak RSS
   (`ru_maxrss` of that child); where the run saved its figures (`figures.json`, or an older
   code's `figures.pickle`), once from them and once more without them (one pass over the
@@ -235,7 +237,7 @@ def soak_run(code: Path, seconds: float, urls: list[str], work: Path, kill_after
         figures["worker_processes"] = {name: process_figures(samples, name, steady_from)
                                        for name in pids if name.startswith("worker-")}
     if logs:
-        figures["reconciliation"] = reconciliation_figures(folder, figures.pop("continuation_rounds"))
+        figures["reconciliation"] = reconciliation_figures(folder, figures["continuation_rounds"])
     figures.update(code=str(code), exit_code=child.returncode, stderr_tail=stderr.decode(errors="replace")[-500:],
                    report=report_figures(code, folder, figures["flows_finished"]))
     saved = [folder / name for name in ("figures.json", "figures.pickle") if (folder / name).is_file()]
@@ -329,7 +331,6 @@ def reconciliation_figures(folder: Path, continuation_rounds: int) -> dict[str, 
     reconciled = (orjson.loads(summary.read_bytes()).get("reconciliation") if summary.is_file() else None) or {}
     figures: dict[str, Any] = {key: reconciled[key] for key in RECONCILED if key in reconciled}
     rejections = reconciled.get("client_rejections")
-    figures["continuation_rounds"] = continuation_rounds
     figures["rejection_rate_seen"] = round(rejections / continuation_rounds, 5) \
         if isinstance(rejections, int) and continuation_rounds else None
     return figures
