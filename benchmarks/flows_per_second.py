@@ -54,7 +54,7 @@ import sys
 import tempfile
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -113,10 +113,13 @@ think = {{ dist = "constant", value = "0s" }}
 
 
 @contextmanager
-def servers(kind: ServerKind, replicas: int) -> Iterator[list[Running]]:
-    """Start the replicas (one shared state key for the garden), stop them by PID on the way out."""
+def servers(kind: ServerKind, replicas: int,
+            extra: Callable[[int], Sequence[str]] = lambda number: ()) -> Iterator[list[Running]]:
+    """Start the replicas (one shared state key for the garden; `extra(number)`: replica `number`'s own arguments,
+    from 1), stop them by PID on the way out."""
     env = {"GARDEN_REQUEST_STATE_KEY": secrets.token_hex(16)}
-    started = [start_server(kind.module, *kind.args, env=env, wait=False) for _ in range(replicas)]
+    started = [start_server(kind.module, *kind.args, *extra(number), env=env, wait=False)
+               for number in range(1, replicas + 1)]
     try:
         for server in started:
             server.wait_ready()

@@ -66,17 +66,18 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from benchmarks.cpu import machine_facts
+from benchmarks.flows_per_second import SERVERS, servers
 from benchmarks.runs import REPO_ROOT, RESULTS, PartTail, fold_pid, journal_bytes, worker_pids, write_figures
 from harness.journal.segments import part_lines, part_names
 from harness.runtime.processes import process_cpu_seconds
-from tests.servers import Running, start_server
+from tests.servers import Running
 
 SCENARIO = """\
 name = "soak-benchmark"
@@ -159,23 +160,16 @@ class JournalFlows:
         return self.count
 
 
-@contextmanager
-def stub_servers(count: int, reject: float, logs: Path) -> Iterator[list[Running]]:
+def stub_servers(count: int, reject: float, logs: Path) -> AbstractContextManager[list[Running]]:
     """`count` stub servers; with `reject`, each refuses that share of continuation rounds (its own seed) and logs
     each refusal to `logs/r<N>.log`. Stopped by PID on the way out."""
     logs.mkdir(parents=True, exist_ok=True)
-    started = []
-    try:
-        for number in range(1, count + 1):
-            extra = ("--reject", str(reject), "--seed", str(number), "--log", str(logs / f"r{number}.log"),
-                     "--replica", f"r{number}") if reject > 0 else ()
-            started.append(start_server("benchmarks.stub_server", *extra, wait=False))
-        for server in started:
-            server.wait_ready()
-        yield started
-    finally:
-        for server in started:
-            server.stop()
+
+    def rejecting(number: int) -> tuple[str, ...]:
+        return ("--reject", str(reject), "--seed", str(number), "--log", str(logs / f"r{number}.log"),
+                "--replica", f"r{number}") if reject > 0 else ()
+
+    return servers(SERVERS["stub"], count, rejecting)
 
 
 def log_sources(logs: Path, count: int) -> list[str]:
