@@ -12,10 +12,11 @@ What comes back, also over Locust's connection:
 
 * metric updates, in Locust's `report_to_master` (the master replays them into its one
   registry, so only the master serves `/metrics`);
-* journal lines, a batch every quarter second: the worker journals to a spool file of its
-  own and ships what is new; the master appends it to `journal-w<i>.jsonl` in the results
-  folder and feeds its live figures. A worker that cannot ship keeps its spool, and says
-  where it is.
+* journal lines, a batch every quarter second: the worker journals to a spool of its own
+  (rolled into plain segments, each removed once shipped: `JournalShipper`) and ships what
+  is new; the master appends it to `journal-w<i>.jsonl` in the results folder (segmented and
+  compressed there) and feeds its live figures. A worker that cannot ship keeps its spool,
+  and says where it is.
 
 Stopping is three-step: `stop-accepting` (no new flows), a grace period while workers
 report flows in flight, then `finish`: every worker journals its flows still running as
