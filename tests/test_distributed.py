@@ -12,10 +12,14 @@ from collections import Counter
 import pytest
 
 from harness.journal.distributions import RELATIVE_ERROR
+from harness.journal.segments import SEGMENT_ENV, part_size
 from harness.report.series import PERCENTILES, percentile
 from tests.harness_run import ROOT, SCENARIOS, Finished, run_harness
 
 SMOKE = SCENARIOS / "smoke.toml"
+SPOOL_BYTES = 4096
+SPOOL_SEGMENTS = {SEGMENT_ENV: str(SPOOL_BYTES)}
+"""For workers only: their spools roll every 4 KiB, the master's parts stay whole (read as plain files here)."""
 
 
 def totals(finished: Finished) -> dict[str, object]:
@@ -81,7 +85,8 @@ def test_every_flow_is_accounted_for_once_in_one_process_and_across_workers(tmp_
 def test_workers_started_elsewhere_share_nothing_on_disk_with_the_master(tmp_path):
     """`run --master` and `worker --master-host` processes, each in its own folder, as on separate machines.
 
-    A third worker is one too many: it is refused, says so, and exits 1.
+    A third worker is one too many: it is refused, says so, and exits 1. The workers' spools roll every few
+    kilobytes (each segment removed once shipped): every flow still reaches the master once.
     """
     from harness.runtime.processes import free_port
 
@@ -99,7 +104,7 @@ def test_workers_started_elsewhere_share_nothing_on_disk_with_the_master(tmp_pat
         workers.append(subprocess.Popen(
             [sys.executable, "-m", "harness", "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
              "--spool", str(spools[-1])],
-            cwd=home, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+            cwd=home, env={**os.environ, "PYTHONPATH": str(ROOT), **SPOOL_SEGMENTS}, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
     try:
         output, _ = master.communicate(timeout=150)
@@ -117,6 +122,7 @@ def test_workers_started_elsewhere_share_nothing_on_disk_with_the_master(tmp_pat
     assert "the master refused this worker: this run expects 2 workers" in refused, refused
     assert [list(spool.iterdir()) for spool in spools] == [[], [], []]  # shipped whole (or never used): none kept
     folder = next(path for path in results.iterdir() if path.is_dir())
+    assert all(part_size(folder / f"journal-w{index}.jsonl") > 3 * SPOOL_BYTES for index in (0, 1))  # spools rolled
     finished = Finished(master.returncode, output, folder)
     counted = totals(finished)
     assert counted["starts"] > 5

@@ -380,6 +380,24 @@ when the journal is read whole: without `figures.json`.)
 """
 
 
+def _worker_spool() -> str:
+    """A worker's part: its spool on the worker, its copy on the master (docs/journal.md)."""
+    return """
+A worker's part (`--workers`, `worker`) is written twice. The worker journals to a spool in a temporary folder of
+its own (`worker --spool DIR` chooses where): `journal-w<N>.jsonl`, rolled into segments at the same size and named
+the same way, but never compressed. A few times a second the worker ships the whole lines its spool gained to the
+master, reading the spool as one stream from the offset shipped so far, so a roll (or several) between two batches
+loses and repeats nothing; a batch counts as shipped once it was sent, and one that failed is sent again first.
+Each closed spool segment is removed once it is shipped whole, but for the newest (its name says where the open
+segment starts), so a worker's disk holds its open segment and one or two closed ones however long the run; a
+worker that cannot ship removes nothing more: its spool keeps everything not shipped yet, plain, and the worker
+says where. The master writes what it receives to the results folder's `journal-w<N>.jsonl` and compresses its
+closed segments itself: the master needs the lines as they come (its live figures follow them), so they travel
+plain either way, and compressing on the worker would only spend the load process's CPU on segments it removes a
+moment later.
+"""
+
+
 def journal_reference() -> str:
     """Every record type of `harness.journal.records`: its `type` (and `event`), what it means, and its fields."""
     from harness.journal import records
@@ -396,7 +414,7 @@ def journal_reference() -> str:
              "is damaged: `report DIR` says so in one line and exits 4 (the verdict was decided without those "
              "lines), or with `--lenient` as the verdict says. A part that is no journal (binary, not UTF-8) is "
              "refused with exit 2, naming the file.", "", "## Segments", "",
-             " ".join(_segments().split()), "", "## Values", ""]
+             " ".join(_segments().split()), "", " ".join(_worker_spool().split()), "", "## Values", ""]
     for values in (records.RecordType, records.RunEvent, records.EndStatus, records.FlowOutcome,
                    records.ChaosPhase):
         summary = (inspect.getdoc(values) or "").split("\n")[0]

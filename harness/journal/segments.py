@@ -375,13 +375,15 @@ def compress_segment(path: Path) -> Path | None:
 
 class SegmentedFile:
     """A part's open segment, appended to in whole-line batches; rolled and handed to `compressor` once it holds
-    `limit` bytes (None: never rolled)."""
+    `limit` bytes (None: never rolled). With `compress=False`, closed segments stay plain (a worker's spool, whose
+    closed segments are removed once shipped: `harness.load.distributed.JournalShipper`)."""
 
-    def __init__(self, part: Path, limit: int | None, compressor: Compressor | None = None) -> None:
+    def __init__(self, part: Path, limit: int | None, compressor: Compressor | None = None, *,
+                 compress: bool = True) -> None:
         self.part = part
         self.limit = limit
-        self._owns_compressor = compressor is None
-        self._compressor = compressor if compressor is not None else Compressor()
+        self._owns_compressor = compress and compressor is None
+        self._compressor = compressor if compressor is not None or not compress else Compressor()
         self._file: IO[bytes] = open(part, "ab")  # noqa: SIM115 - closed in close()
         self.size = part_size(part)
         """Bytes in the part's stream, every written batch included."""
@@ -398,10 +400,11 @@ class SegmentedFile:
         closed = closed_path(self.part, self.size)
         os.rename(self.part, closed)
         self._file = open(self.part, "ab")  # noqa: SIM115 - closed in close()
-        self._compressor.submit(closed)
+        if self._compressor is not None:
+            self._compressor.submit(closed)
 
     def close(self) -> None:
         """Close the open segment (it stays plain) and, with a compressor of its own, finish compressing."""
         self._file.close()
-        if self._owns_compressor:
+        if self._owns_compressor and self._compressor is not None:
             self._compressor.close()

@@ -77,15 +77,15 @@ class Journal:
     `on_flush(file name, size)` is called after each batch is in the file: the run's live
     fold (`harness.run.fold`) reads the file up to there. With `segment_bytes`, the file rolls
     into segments, each closed one compressed on a thread (`harness.journal.segments`); `size`
-    and the sizes told are of the whole stream.
+    and the sizes told are of the whole stream; `compress=False` leaves closed segments plain (a worker's spool).
     """
 
     def __init__(self, path: Path, on_flush: Callable[[str, int], None] | None = None,
-                 *, flush_delay: float = FLUSH_DELAY, segment_bytes: int | None = None) -> None:
+                 *, flush_delay: float = FLUSH_DELAY, segment_bytes: int | None = None, compress: bool = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._on_flush = on_flush
-        self._file: SegmentedFile | None = SegmentedFile(path, segment_bytes)
+        self._file: SegmentedFile | None = SegmentedFile(path, segment_bytes, compress=compress)
         self._size = 0
         self._pending: deque[bytes] = deque()
         self._lock = threading.Lock()

@@ -12,10 +12,11 @@ What comes back, also over Locust's connection:
 
 * metric updates, in Locust's `report_to_master` (the master replays them into its one
   registry, so only the master serves `/metrics`);
-* journal lines, a batch every quarter second: the worker journals to a spool file of its
-  own and ships what is new; the master appends it to `journal-w<i>.jsonl` in the results
-  folder and feeds its live figures. A worker that cannot ship keeps its spool, and says
-  where it is.
+* journal lines, a batch every quarter second: the worker journals to a spool of its own
+  (rolled into plain segments, each removed once shipped: `JournalShipper`) and ships what
+  is new; the master appends it to `journal-w<i>.jsonl` in the results folder (segmented and
+  compressed there) and feeds its live figures. A worker that cannot ship keeps its spool,
+  and says where it is.
 
 Stopping is three-step: `stop-accepting` (no new flows), a grace period while workers
 report flows in flight, then `finish`: every worker journals its flows still running as
@@ -32,15 +33,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import gevent
 
 from harness._compat.locust import send_stats_now
 from harness.errors import ExitCode
-from harness.journal.segments import Compressor, SegmentedFile, segment_bytes
-from harness.logs.files import FileFollower
+from harness.journal.segments import Compressor, PartReader, SegmentedFile, closed_segments, segment_bytes
 from harness.runtime.processes import harness_command, start_child
+
+if TYPE_CHECKING:
+    from harness.journal.writer import Journal
 
 STOP_ACCEPTING = "mrtr:stop-accepting"
 HELLO = "mrtr:hello"
@@ -131,20 +134,66 @@ class JournalParts:
 
 
 class JournalShipper:
-    """A worker's side: ships what its spool file gained since the last batch, in bounded messages."""
+    """A worker's side: ships the lines its spool gained since the last batch, in bounded messages, each line once
+    and in order, and removes the spool's closed segments once they are shipped.
+
+    The spool is a part in segments (`harness.journal.segments`, see `open_spool`), read as one stream from the
+    offset shipped so far (`PartReader`), so a roll never loses or repeats a line, however many rolls come between
+    two batches. A batch counts as shipped only once `send` returned: one that raised is sent again first, and no
+    segment is removed for it, so a worker that cannot ship keeps its whole spool.
+
+    Shipped closed segments are removed, but for the newest one: its name says where the open segment's text
+    starts in the stream. So a worker's spool holds its open segment and one or two closed ones, however long the
+    run; the master keeps (and compresses) everything shipped.
+    """
 
     def __init__(self, spool: Path, send: Callable[[list[str]], None]) -> None:
-        self._follower = FileFollower(spool)
+        self.spool = spool
+        self._reader = PartReader(spool)
         self._send = send
+        self._rest = b""
+        """What was read after the last whole line."""
+        self._batch: tuple[list[str], int] | None = None
+        """Lines read but not yet sent, and the offset after them."""
+        self.offset = 0
+        """Where the shipped text ends in the spool's stream."""
         self.shipped = 0
 
     def ship(self) -> None:
-        """Send everything complete that is new; `shipped` counts the lines."""
-        sent = 0
-        while lines := [line for line in self._follower.read_lines(SHIP_MAX_CHARS) if line]:
-            self._send(lines)
-            sent += len(lines)
-        self.shipped += sent
+        """Send everything complete that is new; `shipped` counts the lines. A `send` that raises raises here, and
+        its batch is sent first next time."""
+        while self._batch is not None or self._read_batch():
+            assert self._batch is not None
+            lines, end = self._batch
+            if lines:
+                self._send(lines)
+            self._batch = None
+            self.shipped += len(lines)
+            self.offset = end
+            self._remove_shipped()
+
+    def _read_batch(self) -> bool:
+        """The next whole lines of about `SHIP_MAX_CHARS` (a longer line whole) as the batch; False when none."""
+        data = bytearray(self._rest)
+        while len(data) < SHIP_MAX_CHARS or b"\n" not in data:
+            chunk = self._reader.read(max(SHIP_MAX_CHARS - len(data), 1 << 16))
+            if not chunk:
+                break
+            data += chunk
+        cut = data.rfind(b"\n") + 1
+        self._rest = bytes(data[cut:])
+        if not cut:
+            return False
+        lines = [line for line in data[:cut].decode("utf-8", errors="replace").split("\n") if line]
+        self._batch = (lines, self.offset + cut)
+        return True
+
+    def _remove_shipped(self) -> None:
+        """Remove the closed segments shipped whole, but for the newest (`PartReader` finds the open one's start by
+        it)."""
+        shipped = [segment for segment in closed_segments(self.spool) if segment.end <= self.offset]
+        for segment in shipped[:-1]:
+            segment.path.unlink(missing_ok=True)
 
     def follow(self) -> None:
         while True:
@@ -154,10 +203,21 @@ class JournalShipper:
     def close(self) -> None:
         """Ship the rest, including a last line with no newline after it."""
         self.ship()
-        if last := self._follower.take_partial():
+        if last := self._rest.decode("utf-8", errors="replace"):
             self._send([last])
+            self._rest = b""
             self.shipped += 1
-        self._follower.close()
+        self._reader.close()
+
+
+def open_spool(spool: Path) -> Journal:
+    """A worker's journal spool: rolled into segments like the run's journal, but its closed segments are not
+    compressed. The shipper removes each once shipped (a fraction of a second after it closes, when the master
+    takes the lines), so compressing it would spend the load process's CPU on a file about to go; the master
+    compresses its copy (`JournalParts`). A worker that cannot ship keeps its spool plain, as it was written."""
+    from harness.journal.writer import Journal
+
+    return Journal(spool, segment_bytes=segment_bytes(), compress=False)
 
 
 class WorkerSession:
@@ -204,7 +264,6 @@ class WorkerSession:
 
     def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int, auth_url: str | None) -> None:
         from harness.config.flows import flow_label
-        from harness.journal.writer import Journal
         from harness.load.client_stack import build_flow_env
         from harness.load.plan import LoadPlan
         from harness.load.users import user_classes
@@ -212,7 +271,7 @@ class WorkerSession:
 
         assert self.index is not None
         spool = journal_part(self.spool_dir, self.index)
-        self.journal = Journal(spool)
+        self.journal = open_spool(spool)
         self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
         flow_env = build_flow_env(scenario, urls, labels, self.journal, self.run_metrics, worker=self.index,
                                   fire_request=self.env.events.request.fire, auth_url=auth_url)
