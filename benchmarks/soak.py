@@ -54,7 +54,16 @@ import orjson
 
 from benchmarks.cpu import machine_facts
 from benchmarks.flows_per_second import SERVERS, servers
-from benchmarks.runs import REPO_ROOT, RESULTS, PartTail, fold_pid, journal_bytes, write_figures
+from benchmarks.runs import (
+    REPO_ROOT,
+    RESULTS,
+    PartTail,
+    fold_pid,
+    journal_bytes,
+    rss_bytes,
+    slope_mib_per_million,
+    write_figures,
+)
 from harness.journal.segments import part_lines
 from harness.runtime.processes import process_cpu_seconds
 
@@ -101,16 +110,6 @@ if _path:
 '''
 FLOW_MARK = b'"type":"flow"'
 SAMPLE_EVERY = 1.0
-
-
-def rss_bytes(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def count_flows(journal: PartTail, count: int) -> int:
@@ -203,7 +202,7 @@ def run_figures(folder: Path, samples: list[tuple[float, int, int, int]], exited
     steady = [(flows, rss) for t, flows, rss, _ in samples if flows >= 100_000 and t <= load_stopped]
     return {"flows_finished": len(flow_times), "load_seconds": round(load_stopped - load_started, 1),
             "median_flows_per_second": median, "bins_below_half_median": low,
-            "rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
+            "rss_growth_mib_per_million_flows": slope_mib_per_million(steady),
             "rss_at_100k_mib": round(steady[0][1] / 2**20, 1) if steady else None,
             "rss_peak_mib": round(max(rss for _, _, rss, _ in samples) / 2**20, 1),
             "last_flow_to_exit_s": None if killed else round(exited - max(flow_times), 1),
@@ -220,20 +219,9 @@ def fold_figures(samples: list[tuple[float, int, int, int]], cpu: list[tuple[flo
     busy = [(flows, seconds) for _, flows, seconds in cpu if flows > 0]
     per_flow = (busy[-1][1] - busy[0][1]) / (busy[-1][0] - busy[0][0]) if len(busy) > 1 and busy[-1][0] > busy[0][0] \
         else None
-    return {"rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
+    return {"rss_growth_mib_per_million_flows": slope_mib_per_million(steady),
             "rss_peak_mib": round(max((rss for *_, rss in samples), default=0) / 2**20, 1),
             "cpu_us_per_flow": round(per_flow * 1e6, 1) if per_flow is not None else None}
-
-
-def _slope_mib_per_million(points: list[tuple[int, int]]) -> float | None:
-    """Least-squares slope of RSS over finished flows, in MiB per 1,000,000 flows."""
-    if len(points) < 3:
-        return None
-    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / \
-        sum((x - mean_x) ** 2 for x in xs)
-    return round(slope * 1_000_000 / 2**20, 2)
 
 
 def report_figures(code: Path, folder: Path, flows: int) -> dict[str, Any]:
