@@ -85,32 +85,18 @@ from benchmarks.runs import (
     write_figures,
 )
 from benchmarks.soak import FLOW_MARK
+from benchmarks.soak import SCENARIO as SOAK_SCENARIO
 from harness.config.disk import FLOW_BYTES, JOURNAL_COMPRESSION, ROUND_BYTES, size_text
 from harness.journal.segments import LEVEL, SEGMENT_ENV, PartReader, closed_segments, part_names
 from harness.vocabulary import SEGMENT_BYTES
 
-SCENARIO = """\
-name = "day-on-disk"
-seed = 23
-duration = "{seconds}s"
-grace = "5s"
-
-[target]
-kind = "external"
-urls = {urls}
-
-[load]
-{load}
-routing = "same-replica"
-timeout = "10s"
-
-[[flows]]
-{flow}
-[leads]
-think = {{ dist = "constant", value = "0s" }}
-"""
-TOP_USERS = 16
-"""Agents of the top-speed case, as `benchmarks/soak.py`'s."""
+CLOSED_LOAD = 'model = "closed"\nusers = 16\n'
+"""The top-speed case's load: `benchmarks/soak.py`'s (16 agents, leads answering at once)."""
+SCENARIO = SOAK_SCENARIO.replace('name = "soak-benchmark"', 'name = "day-on-disk"').replace(CLOSED_LOAD, "{load}")
+"""`benchmarks/soak.py`'s scenario (two stub servers, same-replica routing, the stub's two-round tool) with the
+case's load in place of its own."""
+if "{load}" not in SCENARIO:
+    raise RuntimeError("benchmarks/soak.py's scenario no longer has the load this benchmark replaces")
 PARTS = r"journal(?:-w\d+)?"
 RUN_PART = "journal.jsonl"
 CLOSED_NAME = re.compile(PARTS + r"\.\d{12}\.jsonl(?:\.zst)?")
@@ -138,8 +124,8 @@ class Case:
 
     def load_toml(self) -> str:
         if self.rate is None:
-            return f'model = "closed"\nusers = {TOP_USERS}'
-        return f'model = "open"\narrival_rate = {self.rate:g}'
+            return CLOSED_LOAD
+        return f'model = "open"\narrival_rate = {self.rate:g}\n'
 
 
 @dataclass
@@ -215,8 +201,7 @@ def run_case(case: Case, seconds: float, urls: list[str], results: Path, segment
              code: Path = REPO_ROOT) -> dict[str, Any]:
     """One case's run, watched once a second; its figures."""
     scenario = work / f"{case.name}.toml"
-    scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls), load=case.load_toml(),
-                                        flow=SERVERS["stub"].flow_toml))
+    scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls), load=case.load_toml()))
     spool_root = work / f"{case.name}-tmp"
     spool_root.mkdir()
     child = ChildRun(scenario, results, code, args=("--workers", str(case.workers)) if case.workers else (),
@@ -251,7 +236,10 @@ def run_case(case: Case, seconds: float, urls: list[str], results: Path, segment
             "load_seconds": round(stopped - began, 1), "flows_per_second": round(count.flows / (stopped - began), 1),
             "journal": journal, "spool": spool_figures(looks, steady),
             "rss": {role: rss_figures(looks, steady, role) for role in sorted(known)},
-            "folder": str(folder.relative_to(REPO_ROOT)), "code": str(code)}
+            "folder": str(folder.relative_to(REPO_ROOT)), "code": str(code),
+            "samples": [{"s": round(look.at - began, 1), "flows": look.flows, "spool": look.spool,
+                         "rss_mib": {role: round(size / MIB, 1) for role, size in look.rss.items()}}
+                        for look in looks]}
 
 
 def journal_figures(folder: Path, flows: int, segment: int) -> dict[str, Any]:
@@ -411,7 +399,7 @@ def model_check(cases: list[dict[str, Any]]) -> str:
                      f"measured {low:,.0f}-{high:,.0f} ({model / high - 1:+.0%} to {model / low - 1:+.0%})")
     if ratios:
         low, high = min(ratios), max(ratios)
-        lines.append(f"harness.config.disk: JOURNAL_COMPRESSION = {JOURNAL_COMPRESSION:g}; closed segments measured "
+        lines.append(f"harness.config.disk: JOURNAL_COMPRESSION = {JOURNAL_COMPRESSION:g}; measured "
                      f"{low:.1f}x-{high:.1f}x ({JOURNAL_COMPRESSION / high - 1:+.0%} to "
                      f"{JOURNAL_COMPRESSION / low - 1:+.0%})")
     return "\n".join(lines)
