@@ -23,9 +23,9 @@ Figures per case:
 - the workers' spools: their peak bytes, their growth per flow (the same slope), whether they rolled.
 
 From them, the day on paper, each case at the rate it reached: the journal on disk after an hour
-and after a day, as `harness.config.disk` models it (every growing part's stream compressed at the
-measured ratio but its plain tail, the open segment and the one being compressed, two segments of
-`SEGMENT_BYTES` at most); the spools after an hour and a day (spools that rolled into segments, each
+and after a day, estimated as `harness.config.disk` does from bounds (every growing part's stream
+compressed at the measured ratio but its plain tail, the open segment and the one being compressed,
+two segments of `SEGMENT_BYTES` at most); the spools after an hour and a day (spools that rolled into segments, each
 removed once shipped, hold a few segments whatever the flows: their peak, at the real segment size;
 spools that did not keep every line: their growth per flow); and each process's RSS as its peak and
 its growth over a day's flows (shown flat when it moved less than `FLAT_MIB` after the warm-up). The
@@ -87,7 +87,7 @@ from benchmarks.runs import (
 from benchmarks.soak import FLOW_MARK
 from benchmarks.soak import SCENARIO as SOAK_SCENARIO
 from harness.config.disk import FLOW_BYTES, JOURNAL_COMPRESSION, ROUND_BYTES, size_text
-from harness.journal.segments import LEVEL, SEGMENT_ENV, PartReader, closed_segments, part_names
+from harness.journal.segments import LEVEL, SEGMENT_ENV, PartReader, closed_segments, part_names, part_size
 from harness.vocabulary import SEGMENT_BYTES
 
 CLOSED_LOAD = 'model = "closed"\nusers = 16\n'
@@ -252,12 +252,12 @@ def journal_figures(folder: Path, flows: int, segment: int) -> dict[str, Any]:
                        "closed_plain_bytes": sum(piece.end - piece.start for piece in closed),
                        "closed_bytes": sum(piece.path.stat().st_size for piece in closed),
                        "still_plain_closed": len(closed_segments(part)) - len(closed),
-                       "open_bytes": part.stat().st_size if part.is_file() else 0}
-    stream = sum(p["closed_plain_bytes"] + p["open_bytes"] for p in parts.values())  # plain closed ones: none at exit
+                       "open_bytes": part.stat().st_size if part.is_file() else 0, "stream_bytes": part_size(part)}
+    stream = sum(p["stream_bytes"] for p in parts.values())
     closed_plain = sum(p["closed_plain_bytes"] for p in parts.values())
     closed_bytes = sum(p["closed_bytes"] for p in parts.values())
     plain_per_flow = stream / flows if flows else None
-    largest = max(parts, key=lambda name: parts[name]["closed_plain_bytes"] + parts[name]["open_bytes"])
+    largest = max(parts, key=lambda name: parts[name]["stream_bytes"])
     check = ratio_check(folder / largest, segment)
     # No closed segment (a short run at a low rate): the stream compressed again, as a segment would be.
     ratio = closed_plain / closed_bytes if closed_bytes else check.get("ratio_segment_frames")
@@ -278,6 +278,7 @@ def ratio_check(part: Path, segment: int, whole: int = SEGMENT_BYTES) -> dict[st
     reader, data = PartReader(part), bytearray()
     while len(data) < whole and (chunk := reader.read()):
         data += chunk
+    reader.close()
     del data[whole:]
     if not data:
         return {"plain_bytes": 0}
