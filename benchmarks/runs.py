@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,6 +85,31 @@ def process_sample(pid: int) -> ProcessSample | None:
             continue  # the thread ended between the listing and the read
         threads += 1
     return ProcessSample(at, cpu_ns / 1e9, switches, voluntary, threads)
+
+
+def rss_bytes(pid: int) -> int | None:
+    """The resident memory of `pid` now (`/proc/<pid>/status` VmRSS), or None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def slope_mib_per_million(points: list[tuple[int, int]]) -> float | None:
+    """Least-squares slope of bytes (RSS, or any other size) over finished flows, in MiB per 1,000,000 flows;
+    None with fewer than 3 points or no flows between them."""
+    if len(points) < 3:
+        return None
+    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread == 0:
+        return None
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+    return round(slope * 1_000_000 / 2**20, 2)
 
 
 def interpolate(samples: Sequence[ProcessSample], moment: float, name: str) -> float:
@@ -169,6 +195,8 @@ class ChildRun:
     args: Sequence[str] = ()
     quiet: bool = True
     """`--quiet` (no progress line); without it the line goes to the child's stderr, a pipe: a log, not a tty."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables for the child beside this process's own (`PYTHONPATH` is `code`)."""
     process: subprocess.Popen[bytes] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     _journal: PartTail | None = None
@@ -177,7 +205,7 @@ class ChildRun:
     def start(self) -> ChildRun:
         """Start it; the child imports the harness of `code` (its folder first on the path)."""
         self.results.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYTHONPATH": str(self.code)}
+        env = {**os.environ, **self.env, "PYTHONPATH": str(self.code)}
         command = [sys.executable, "-m", "harness", "run", str(self.scenario), *(["--quiet"] * self.quiet),
                    "--results", str(self.results), *self.args]
         self.started_at = time.time()

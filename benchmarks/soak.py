@@ -74,7 +74,17 @@ import orjson
 
 from benchmarks.cpu import machine_facts
 from benchmarks.flows_per_second import SERVERS, servers
-from benchmarks.runs import REPO_ROOT, RESULTS, PartTail, fold_pid, journal_bytes, worker_pids, write_figures
+from benchmarks.runs import (
+    REPO_ROOT,
+    RESULTS,
+    PartTail,
+    fold_pid,
+    journal_bytes,
+    rss_bytes,
+    slope_mib_per_million,
+    worker_pids,
+    write_figures,
+)
 from harness.journal.segments import part_lines, part_names
 from harness.runtime.processes import process_cpu_seconds
 from tests.servers import Running
@@ -133,16 +143,6 @@ RECONCILED = ("client_rejections", "logged", "matched", "unexplained", "unmatche
 
 Sample = tuple[float, int, dict[str, int]]
 """(time, finished flows, RSS bytes by process: `load`, `fold`, `worker-1`, ...)."""
-
-
-def rss_bytes(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 class JournalFlows:
@@ -306,7 +306,7 @@ def run_figures(folder: Path, samples: list[Sample], exited: float, gc_log: Path
 def process_figures(samples: list[Sample], name: str, steady_from: int = STEADY_FROM) -> dict[str, Any]:
     """Process `name`'s RSS growth per 1,000,000 flows after the first `steady_from`, its RSS there, and its peak."""
     steady = [(flows, rss[name]) for _, flows, rss in samples if flows >= steady_from and rss.get(name)]
-    return {"rss_growth_mib_per_million_flows": _slope_mib_per_million(steady),
+    return {"rss_growth_mib_per_million_flows": slope_mib_per_million(steady),
             "rss_at_steady_from_mib": round(steady[0][1] / 2**20, 1) if steady else None,
             "rss_peak_mib": round(max((rss.get(name, 0) for *_, rss in samples), default=0) / 2**20, 1)}
 
@@ -328,17 +328,6 @@ def reconciliation_figures(folder: Path, continuation_rounds: int) -> dict[str, 
     figures["rejection_rate_seen"] = round(rejections / continuation_rounds, 5) \
         if isinstance(rejections, int) and continuation_rounds else None
     return figures
-
-
-def _slope_mib_per_million(points: list[tuple[int, int]]) -> float | None:
-    """Least-squares slope of RSS over finished flows, in MiB per 1,000,000 flows."""
-    if len(points) < 3:
-        return None
-    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / \
-        sum((x - mean_x) ** 2 for x in xs)
-    return round(slope * 1_000_000 / 2**20, 2)
 
 
 def report_figures(code: Path, folder: Path, flows: int) -> dict[str, Any]:
