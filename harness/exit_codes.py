@@ -54,6 +54,9 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.PASSED, "every file is valid"),
         (ExitCode.USAGE, "a file is not (each error names its file, line and field)"),
     ),
+    "schema": (
+        (ExitCode.PASSED, "the scenario file's JSON Schema was printed"),
+    ),
     "compare": (
         (ExitCode.PASSED, "no regression"),
         (ExitCode.FAILED, "a regression: a metric worse than its tolerance (and, for samples, significantly), a "

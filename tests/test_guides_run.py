@@ -80,6 +80,9 @@ PLAN: dict[str, Plan] = {
         "elsewhere", "tests/test_live_fold.py::test_a_runs_own_results_equal_a_rebuild_from_its_journal_alone "
                      "(with --duration 8s)"),
     VALIDATE: Plan("here", "test_validating_the_catalogue_checks_every_file_and_starts_nothing"),
+    "mrtr-harness schema": Plan(
+        "elsewhere", "tests/test_schema.py::test_the_printed_schema_is_what_docs_scenario_schema_json_holds (runs it "
+                     "as written and compares what it prints with docs/scenario.schema.json)"),
     "mrtr-harness run scenarios/nightly.toml": Plan("not run", NIGHTLY_TOO_LONG),
     "mrtr-harness run scenarios/spike.toml --web 8089": Plan(
         "not run", "its stages fix 35 s of load (a --duration cannot shorten them) and --web holds port 8089; the "

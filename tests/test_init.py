@@ -7,6 +7,7 @@ stands for a URL that is no MCP server. Every command runs as a user runs it, in
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from harness.config.cautions import cautions
 from harness.config.scenario import load_scenario
@@ -55,7 +57,12 @@ def test_a_scenario_from_two_sdk_example_servers_names_every_tool_validates_and_
     done = init(*(server.url for server in examples), "-o", str(output), "--force")
     assert done.returncode == 0, done.stderr
     text = output.read_text()
-    assert text.startswith("# A first scenario for SDK examples") and "What to change first" in text
+    directive, _, rest = text.partition("\n")  # first, the line editors read: the path to the schema, from the file
+    schema_file = (ROOT / "docs" / "scenario.schema.json").resolve()
+    assert (output.parent / directive.removeprefix("#:schema ")).resolve() == schema_file
+    assert rest.startswith("# A first scenario for SDK examples") and "What to change first" in text
+    schema = json.loads(schema_file.read_text())
+    assert not list(Draft202012Validator(schema).iter_errors(tomllib.loads(text)))  # and the file passes it
     assert "# PIN: real values for greet_user" in text and "# PIN: real values for name_shrimp" in text
     written = tomllib.loads(text)
     assert {flow["tool"] for flow in written["flows"]} == {"greet_user", "name_shrimp"}
@@ -75,6 +82,7 @@ def test_a_scenario_from_the_shops_replica_names_its_tools_and_validates(deploy,
     shop = deploy(replicas=1)
     done = init(shop.replica_urls[0])  # no -o: the scenario on standard output
     assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("#:schema docs/scenario.schema.json\n")  # from the folder it ran in (ROOT)
     scenario_file = tmp_path / "shop.toml"
     scenario_file.write_text(done.stdout)
     scenario = load_scenario(scenario_file)

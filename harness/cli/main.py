@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     init_cli.add_parser(commands)
     _add_run(commands)
     _add_validate(commands)
+    _add_schema(commands)
     _add_report(commands)
     _add_worker(commands)
     shop_cli.add_parser(commands)
@@ -185,6 +186,26 @@ def _add_validate(commands: argparse._SubParsersAction) -> None:
                           help="the folder `run --results` will be given (default results/): warn when the "
                                "journal may need more disk than its filesystem has free")
     validate.set_defaults(handler=_validate)
+
+
+def _add_schema(commands: argparse._SubParsersAction) -> None:
+    schema = commands.add_parser(
+        "schema", help="print the scenario file's JSON Schema, for editors that check TOML as it is typed",
+        description="Print the JSON Schema (draft 2020-12) of a scenario file, generated from the models `validate` "
+                    "reads it with: keys, types, descriptions, defaults, enums and ranges. An editor that knows it "
+                    "(VS Code with Even Better TOML, JetBrains, any Taplo-based one) completes keys and marks an "
+                    "unknown key, a wrong type or a value out of range as it is typed. The project keeps it as "
+                    "docs/scenario.schema.json; point a file at it with a first line `#:schema PATH` "
+                    "(docs/scenario.md). It checks structure only: `validate` still has the last word.",
+        epilog=epilog("schema"))
+    schema.set_defaults(handler=_schema)
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from harness.config.scenario_schema import json_schema_text
+
+    sys.stdout.write(json_schema_text())
+    return 0
 
 
 def _load(path: Path, args: argparse.Namespace | None = None):

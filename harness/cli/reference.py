@@ -17,7 +17,7 @@ import json
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,10 +30,11 @@ from harness._compat.prometheus import label_names, upper_bounds
 from harness.capacity import json_fields
 from harness.chaos.schedule import HANDLERS
 from harness.cli.package_map import BEGIN, END, package_map
+from harness.config import scenario_schema
 from harness.config.chaos import CHAOS_ACTIONS, COMMAND_NAMES, ChaosAction
-from harness.config.compare import parse_share
-from harness.config.durations import format_duration, parse_duration
+from harness.config.durations import format_duration
 from harness.config.scenario import Scenario
+from harness.config.scenario_schema import SCHEMA_FILE, is_duration, is_share
 from harness.exit_codes import markdown_table
 from harness.metrics.registry import HOST_CODES, MAX_ROUND_LABEL, RunMetrics
 from harness.report import summary_schema
@@ -135,10 +136,36 @@ def scenario_reference() -> str:
               "it is finite and never negative. A percentage (a `[compare]` tolerance, relative to the baseline) is "
               "written `\"20%\"`. *Modelled* times (lead times, TTLs) are divided by `time_scale` to "
               "give real seconds; *real* ones are not. A key left out takes its default; any key not listed here "
-              "is refused."), ""]
+              "is refused."), "", *_editor_paragraphs()]
     for section in sections:
         lines += _render_section(section, sections)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _editor_paragraphs() -> list[str]:
+    """How to have an editor check a scenario file as it is typed (docs/scenario.md's top)."""
+    return ["## Checked as you type", "",
+            (f"[scenario.schema.json](scenario.schema.json) is this reference as a JSON Schema (draft 2020-12, `$id` "
+             f"`{scenario_schema.SCHEMA_ID}`), generated from the same models; `mrtr-harness schema` prints it "
+             "(`mrtr-harness schema > scenario.schema.json` for a copy beside your files). An editor that reads "
+             "TOML with a schema completes the keys, shows each one's description and default, and marks an "
+             "unknown key, a wrong type or a value outside its choices or range as it is typed. Every shipped "
+             "scenario starts with the line Taplo reads (Taplo is the TOML engine of VS Code's Even Better TOML "
+             "and of other editors' plugins), a path relative to the file, and `mrtr-harness init` writes it too "
+             "(the path from the file it writes to this checkout's schema):"), "",
+            "```toml", "#:schema ../docs/scenario.schema.json", "```", "",
+            ("The line must come before the first key (comments may precede it). JetBrains IDEs map a schema to "
+             "files in Settings > Languages & Frameworks > Schemas and DTDs > JSON Schema Mappings instead; "
+             "Taplo's own `.taplo.toml` can too (`[[rule]]` with `include` and `schema.path`)."), "",
+            ("The schema checks the shape of a file: key names, types, choices, number ranges and the forms of "
+             "durations (a number of seconds, or text such as `\"90s\"` or `\"1h30m\"`) and percentages. "
+             "`mrtr-harness validate` has the last word: it also refuses what only the keys together decide (a "
+             "chaos step after the end of the run, an external target without `urls`, a label naming no flow), a "
+             "threshold that does not parse, a URL that is not one, a duration written as text that is zero where "
+             "zero means nothing or longer than 30 days, and `nan` (or `inf` where no maximum bounds the number). "
+             "The schema is stricter than `validate` only for a number or a boolean written in quotes (`replicas = "
+             "\"2\"`) and for odd spellings of a duration (`\"1_000\"`, spaces inside a number), which "
+             "`validate` takes and the schema marks."), ""]
 
 
 def _sections(root: type[BaseModel]) -> list[_Section]:
@@ -226,9 +253,9 @@ def _field_table(model: type[BaseModel], sections: list[_Section], skip: str = "
 
 
 def _type_of(info: FieldInfo, sections: list[_Section]) -> str:
-    if _is_duration(info.metadata):
+    if is_duration(info.metadata):
         return "duration"
-    if _is_share(info.metadata):
+    if is_share(info.metadata):
         return "percentage"
     union = _field_union(info)
     if union is not None:
@@ -250,7 +277,7 @@ def _describe_type(annotation: Any, sections: list[_Section]) -> str:
         return _union_link(union, sections)
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
-        return "duration" if _is_duration(annotation.__metadata__) else _describe_type(annotation.__origin__, sections)
+        return "duration" if is_duration(annotation.__metadata__) else _describe_type(annotation.__origin__, sections)
     if origin is Literal:
         return " \\| ".join(f'"{value}"' for value in typing.get_args(annotation))
     if origin in (typing.Union, types.UnionType):
@@ -285,9 +312,9 @@ def _default_of(info: FieldInfo) -> str:
         return "none"
     if isinstance(value, BaseModel):
         return f"`{value}`" if type(value).__str__ is not BaseModel.__str__ else "its defaults"
-    if _is_duration(info.metadata) and isinstance(value, int | float):
+    if is_duration(info.metadata) and isinstance(value, int | float):
         return f'`"{format_duration(value)}"`'
-    if _is_share(info.metadata) and isinstance(value, int | float):
+    if is_share(info.metadata) and isinstance(value, int | float):
         return f'`"{value * 100:g}%"`'
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
@@ -310,16 +337,6 @@ def _constraints_of(info: FieldInfo) -> list[str]:
         if getattr(item, "allow_inf_nan", None) is False:
             found.append("finite")
     return found
-
-
-def _is_duration(metadata: Iterable[Any]) -> bool:
-    """A `Duration` field: its validators include the one duration parser."""
-    return any(getattr(item, "func", None) is parse_duration for item in metadata)
-
-
-def _is_share(metadata: Iterable[Any]) -> bool:
-    """A `Share` field (a `[compare]` tolerance): written "20%", held as the fraction 0.2."""
-    return any(getattr(item, "func", None) is parse_share for item in metadata)
 
 
 def _field_union(info: FieldInfo) -> tuple[tuple[type[BaseModel], ...], str] | None:
@@ -538,6 +555,7 @@ DOCUMENTS: dict[str, Callable[[], str]] = {
     "docs/journal.md": journal_reference,
     "docs/summary.md": summary_reference,
     "docs/summary.schema.json": summary_schema.json_schema_text,
+    SCHEMA_FILE: scenario_schema.json_schema_text,
 }
 """Each generated document, by its path from the project's root, and the function that writes it."""
 

@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from harness.config.commands import OTHER_COMMANDS, REPLICA_PLACEHOLDERS, check_command, placeholders_in
-from harness.config.durations import Duration, PositiveDuration, parse_duration
+from harness.config.durations import Duration, PositiveDuration, parse_duration_text
 from harness.config.strict import Strict
 
 ActsOn = Literal["replica", "replicas", "auth"]
@@ -281,14 +281,9 @@ class NetworkAction(_Chaos):
         default="before-answer", description="reset: as the connection opens (the request never reaches the "
                                              "server), as the answer begins (the request reached it, no answer "
                                              "arrives) or halfway through the answer's next part (it arrives cut)")
-    after: float | None = Field(default=None, ge=0,
+    after: Annotated[float | None, BeforeValidator(parse_duration_text)] = Field(default=None, ge=0,
                                 description="truncate: bytes of the answer let through; cut-slow: idle seconds "
                                             "(a duration) before the cut, real")
-
-    @field_validator("after", mode="before")
-    @classmethod
-    def _after(cls, value: object) -> object:
-        return parse_duration(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _keys_of_the_fault(self) -> NetworkAction:

@@ -48,6 +48,12 @@ def parse_duration(text: str | int | float) -> float:
     return seconds
 
 
+def parse_duration_text(value: object) -> object:
+    """A duration written as text ("2s") as seconds, any other value as it is: for a key that also takes a count
+    (a network fault's `after`: bytes for truncate, idle seconds for cut-slow)."""
+    return parse_duration(value) if isinstance(value, str) else value
+
+
 def parse_duration_option(option: str, text: str) -> float:
     """`parse_duration` for a command-line option: the error names the option (`--window: not a duration ...`)."""
     try:

@@ -47,12 +47,12 @@ def _no_arguments() -> list[dict[str, Any]]:
     return [{}]
 
 
-def _one_or_many(value: Any) -> Any:
+def one_or_many(value: Any) -> Any:
     """One table of arguments is a list of one."""
     return [value] if isinstance(value, dict) else value
 
 
-Arguments = Annotated[list[dict[str, Any]], BeforeValidator(_one_or_many)]
+Arguments = Annotated[list[dict[str, Any]], BeforeValidator(one_or_many)]
 """A tool's arguments: one table, or a list of them to pick from."""
 
 

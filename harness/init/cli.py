@@ -63,7 +63,7 @@ def run_init(args: argparse.Namespace) -> int:
             raise UsageError(str(problem)) from None
     client = Client(args.client_id, args.client_secret_env) if args.client_id else None
     servers = survey(args.urls, client)
-    text = scenario_text(servers, client, _command(args))
+    text = scenario_text(servers, client, _command(args), Path.cwd() if output is None else output.parent)
     if output is None:
         sys.stdout.write(text)
         return 0

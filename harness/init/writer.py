@@ -12,10 +12,13 @@ ledger invariants, its rejection reasons) is written. A server that answered 401
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
+from harness.config.scenario_schema import shipped_schema
 from harness.init import toml_text
 from harness.init.arguments import draw_arguments
 from harness.init.survey import Client, Server, Tool
@@ -29,8 +32,9 @@ PRINCIPALS = 5
 """Distinct leads (OAuth subjects) the load uses with [target.auth]."""
 
 
-def scenario_text(servers: Sequence[Server], client: Client | None, command: str) -> str:
-    """The whole scenario file for the surveyed `servers` (at least one), `command` being how it was made."""
+def scenario_text(servers: Sequence[Server], client: Client | None, command: str, folder: Path) -> str:
+    """The whole scenario file for the surveyed `servers` (at least one), `command` being how it was made, to be
+    kept in `folder` (its schema directive is a path from there)."""
     first = servers[0]
     common, partial = _tools(servers)
     if not common:
@@ -38,7 +42,8 @@ def scenario_text(servers: Sequence[Server], client: Client | None, command: str
 
         raise NotMcp(f"{first.url} lists no tool{' every URL lists' if len(servers) > 1 else ''}: "
                      "a scenario needs at least one tool to call")
-    parts = [_header(servers, command), _top(first), _target(servers, client), _load(len(servers)), _leads(),
+    parts = [schema_directive(folder) + _header(servers, command), _top(first), _target(servers, client),
+             _load(len(servers)), _leads(),
              _hosts(servers), _flows_intro(partial), *(_flow(tool) for tool in common), _expect()]
     return "\n".join(part for part in parts if part)
 
@@ -55,6 +60,21 @@ def _tools(servers: Sequence[Server]) -> tuple[list[Tool], dict[str, list[str]]]
                 partial[tool.name] = [other.url for other, names in zip(servers, named, strict=True)
                                       if tool.name not in names]
     return common, partial
+
+
+def schema_directive(folder: Path, schema: Path | None = None) -> str:
+    """The first line, which editors (Taplo, Even Better TOML) read to check the file as it is typed: the path from
+    `folder` to the checkout's docs/scenario.schema.json, relative so the checkout and the file can move together;
+    `scenario.schema.json` beside the file where the harness was installed without its docs/ (the header says how
+    to write it). `schema`: the schema file (default: the checkout's)."""
+    schema = shipped_schema() if schema is None else schema
+    if not schema.is_file():
+        return "#:schema scenario.schema.json\n"
+    try:
+        path = Path(os.path.relpath(schema, folder.resolve())).as_posix()
+    except ValueError:  # another drive (Windows): no relative path
+        path = schema.as_uri()
+    return f"#:schema {path}\n"
 
 
 def _header(servers: Sequence[Server], command: str) -> str:
@@ -75,6 +95,8 @@ def _header(servers: Sequence[Server], command: str) -> str:
 #   5. [target] logs: where each replica logs, so the run can say why a retry was refused (-32602).
 # Check and run it:   mrtr-harness validate FILE && mrtr-harness run FILE
 # Every key: docs/scenario.md; this command and what to do next: docs/running.md ("Start from your server").
+# The first line points editors at the file's JSON Schema (`mrtr-harness schema` prints it): keys complete and
+# typos show as you type.
 """
 
 
