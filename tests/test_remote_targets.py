@@ -202,3 +202,12 @@ def test_a_run_is_refused_before_any_traffic(command, rule, counting, tmp_path):
     assert handler.count == 0
     assert not marker.exists() and not Path(f"{marker}.token").exists()
     assert not results.exists() or not any(results.iterdir())
+
+
+def test_an_address_in_allow_matches_the_url_s_host_with_or_without_brackets():
+    text = scenario_text(["http://[2001:DB8::1]:8080/mcp", "http://10.0.0.5:8080/mcp"], chaos=True,
+                         target='allow = ["[2001:db8::1]", "10.0.0.5"]')
+    assert check(parse_scenario(text)) == ["chaos against remote host 2001:db8::1: allowed by [target] allow",
+                                           "chaos against remote host 10.0.0.5: allowed by [target] allow"]
+    with pytest.raises(ScenarioError, match="chaos against remote host 10.0.0.5: refused"):
+        check(parse_scenario(text.replace(', "10.0.0.5"', "")))

@@ -19,23 +19,26 @@ balancer's); an OAuth token or discovery URL is no chaos target.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
+from pydantic import AfterValidator
+
 from harness.config.flows import FuzzFlow
-from harness.config.strict import FieldProblem, ScenarioError
+from harness.config.strict import ScenarioError
 from harness.config.urls import is_loopback, secure_transport
 
 if TYPE_CHECKING:
     from harness.config.scenario import Scenario
     from harness.config.target import TargetConfig
 
-HOST_NAME = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
-"""An `allow` entry: a host name or an IP address (IPv6 with or without brackets), never a URL or a port."""
+HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+"""A host name as a URL names it (an IP address is checked as one)."""
 
 ALLOW_HINT = "add it to [target] allow or pass --allow-host"
 HTTP_HINT = "use https, or set [target.auth] allow_http = true on a private network"
@@ -49,11 +52,19 @@ class Verdict:
     allowed: bool
 
 
-def check_host_name(host: str, *where: str | int) -> None:
-    """An `allow` entry is a host as URLs name it: refused here, with its line, when it is a URL or has a port."""
-    if not HOST_NAME.match(host):
-        raise FieldProblem(f"{host!r} is not a host name or address such as \"staging.example\" or \"10.0.0.5\" "
-                           "(no scheme, port or path)", *where)
+def _host_name(host: str) -> str:
+    """An `allow` entry is a host as URLs name it: refused, with its line, when it is a URL or has a port."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        if HOST_NAME.match(host) is None:
+            raise ValueError(f"{host!r} is not a host name or address such as \"staging.example\" or "
+                             "\"10.0.0.5\" (no scheme, port or path)") from None
+    return host
+
+
+HostName = Annotated[str, AfterValidator(_host_name)]
+"""One entry of `[target] allow`."""
 
 
 def normal_host(host: str) -> str:
@@ -151,8 +162,9 @@ def _secret_to(head: str, urls: Sequence[str], others: Sequence[str], allow_http
     return Verdict(f"{head}: refused: plain http off this machine ({', '.join(plain)}); {HTTP_HINT}", False)
 
 
-ALLOW_HOST_HELP = ("a host of the target's URLs, not loopback, that this run's chaos and fuzzing may act on, as "
-                   "[target] allow lists them (repeatable); without it they are refused there (exit 2, nothing sent)")
+ALLOW_HOST_HELP = ("a host of the target's URLs, not loopback, that chaos and fuzzing may act on, as [target] allow "
+                   "lists them (repeatable); chaos or fuzzing against a host named in neither is refused (exit 2, "
+                   "nothing sent)")
 
 
 def add_allow_host(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from harness.config.chaos import COMMAND_NAMES, DEPLOYMENT_COMMANDS
 from harness.config.commands import REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.logs import parse_log_location
-from harness.config.remote import check_host_name
+from harness.config.remote import HostName
 from harness.config.strict import FieldProblem, Strict
 from harness.config.urls import check_url
 from harness.vocabulary import PAYMENT_ROUNDS
@@ -71,7 +71,7 @@ class TargetConfig(Strict):
         a `principal_header`, or OAuth tokens of two principals or more."""
         return self.principal_header is not None or (self.auth is not None and self.auth.principals > 1)
     urls: list[str] = Field(default_factory=list, description="external: the replicas' (or the balancer's) MCP URLs")
-    allow: list[str] = Field(
+    allow: list[HostName] = Field(
         default_factory=list,
         description="the hosts of `urls` that are not loopback and that chaos (any [[chaos]]) and fuzzing (a fuzz "
                     "flow) may act on, e.g. [\"staging.example\"] (host names or addresses, no scheme or port; "
@@ -138,13 +138,6 @@ class TargetConfig(Strict):
         for index, url in enumerate(urls):
             check_url(url, index)
         return urls
-
-    @field_validator("allow")
-    @classmethod
-    def _hosts_named(cls, allow: list[str]) -> list[str]:
-        for index, host in enumerate(allow):
-            check_host_name(host, index)
-        return allow
 
     @field_validator("api")
     @classmethod
