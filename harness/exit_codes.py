@@ -33,6 +33,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                           "reproduce)"),
         (ExitCode.USAGE, "bad scenario or command line, a --baseline missing (the first night takes "
                          "--first-baseline) or not a results folder of this scenario, a secret's variable unset, "
+                         "chaos or fuzzing against a host not in [target] allow or --allow-host, a token or client "
+                         "secret over plain http off this machine, "
                          "--reproduce on a scenario without [reproduces]: nothing was started"),
         (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
                           "aborted)"),
@@ -52,7 +54,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
     ),
     "validate": (
         (ExitCode.PASSED, "every file is valid"),
-        (ExitCode.USAGE, "a file is not (each error names its file, line and field)"),
+        (ExitCode.USAGE, "a file is not (each error names its file, line and field), or it breaks a rule of remote "
+                         "targets (chaos or fuzzing against a host not allowed, a secret over plain http)"),
     ),
     "schema": (
         (ExitCode.PASSED, "the scenario file's JSON Schema was printed"),
@@ -75,7 +78,7 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
     ),
     "capacity": (
         (ExitCode.PASSED, "the sweep completed (whatever it found)"),
-        (ExitCode.USAGE, "bad scenario, plan or options"),
+        (ExitCode.USAGE, "bad scenario, plan or options (a remote target's rules as `run`'s)"),
         (ExitCode.TARGET, "the target could not be started or reached"),
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): capacity.json holds the steps that ran"),
     ),

@@ -172,6 +172,7 @@ duration = "1m"
 [target]
 kind = "external"
 urls = ["http://mcp.example/mcp"]
+allow = ["mcp.example", "a", "b"]   # chaos may act on these hosts
 [target.commands]
 restart = ["kubectl", "delete", "pod", "mcp-{index}"]
 add-key = ["sh", "-c", "cat {key_file} >> ring"]
@@ -254,6 +255,7 @@ duration = "2m"
 [target]
 kind = "external"
 urls = ["http://a.example/mcp", "http://b.example/mcp"]
+allow = ["a.example", "b.example"]
 %s
 [load]
 arrival_rate = 1

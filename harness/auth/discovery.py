@@ -32,7 +32,7 @@ from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_serv
 from pydantic import ValidationError
 
 from harness.auth.errors import TokenEndpointError
-from harness.config.urls import secure_transport
+from harness.config.remote import secret_may_go
 from harness.mrtr.wire import ACCEPT, MCP_PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION
 
 DISCOVERY_TIMEOUT = 10.0
@@ -67,7 +67,7 @@ def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT, *, allow_http:
         issuer = str(resource.authorization_servers[0])
         metadata = _authorization_server(http, issuer, target_url)
     token_endpoint = str(metadata.token_endpoint)
-    if not (allow_http or secure_transport(token_endpoint, target_url, issuer)):
+    if not secret_may_go(token_endpoint, target_url, issuer, allow_http=allow_http):
         raise TokenEndpointError(f"discovery: the token endpoint {token_endpoint} of issuer {issuer} is plain http "
                                  f"and not every URL involved is loopback (target {target_url}): refused, no secret "
                                  "sent; use https, or set [target.auth] allow_http = true on a private network")

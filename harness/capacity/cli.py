@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.config.remote import add_allow_host
 from harness.errors import ExitCode
 from harness.exit_codes import epilog
 from harness.run import load_processes
@@ -62,6 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                           help="folder under which <utc>-capacity-<scenario>/ is made (default results/)")
     capacity.add_argument("--quiet", action="store_true",
                           help="no line per step (the estimated duration is still printed before the first)")
+    add_allow_host(capacity)
     load_processes.add_options(capacity, "each step's load")
     capacity.set_defaults(handler=run_capacity)
 
@@ -113,12 +115,14 @@ def run_capacity(args: argparse.Namespace) -> int:
 
     from harness.capacity.report import render_text, write_report
     from harness.capacity.sweep import Sweep
+    from harness.config.remote import say_remote
     from harness.config.scenario import load_scenario
 
     overrides = {"seed": args.seed} if args.seed is not None else {}
     master = load_processes.options(args)  # UsageError: exit 2, before anything starts
     plan = _plan(args, master.pop("workers"), master.pop("remote_workers"))  # PlanError: exit 2
     scenario = load_scenario(args.scenario, overrides)
+    say_remote(scenario, args.allow_host, str(args.scenario))  # chaos, fuzzing, secrets off this machine: exit 2
     if scenario.target.auth is not None:
         from harness.auth.token_sources import check
 

@@ -19,6 +19,7 @@ import harness
 from harness.capacity import cli as capacity_cli
 from harness.cli import shop as shop_cli
 from harness.compare import cli as compare_cli
+from harness.config.remote import add_allow_host
 from harness.config.thresholds import Judged
 from harness.errors import ExitCode, UsageError, exit_code_of
 from harness.exit_codes import epilog
@@ -88,6 +89,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="how often the figures folded so far are saved beside the journal (figures.json), so "
                           "`report` on a run killed later reads only what came after (default 60s)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    add_allow_host(run)
     run.add_argument("--reproduce", action="store_true",
                      help="judge the scenario's [reproduces] table (the failure it reproduces) instead of its "
                           "[expect] (the healthy outcome): exit 0 means the failure reproduced, 1 that it did not "
@@ -185,6 +187,7 @@ def _add_validate(commands: argparse._SubParsersAction) -> None:
     validate.add_argument("--results", type=Path, default=Path("results"),
                           help="the folder `run --results` will be given (default results/): warn when the "
                                "journal may need more disk than its filesystem has free")
+    add_allow_host(validate)
     validate.set_defaults(handler=_validate)
 
 
@@ -220,6 +223,7 @@ def _load(path: Path, args: argparse.Namespace | None = None):
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from harness.config import remote
     from harness.config.cautions import cautions
     from harness.config.disk import disk_caution
     from harness.config.strict import ScenarioError
@@ -232,9 +236,17 @@ def _validate(args: argparse.Namespace) -> int:
             print(f"mrtr-harness validate: {exc}", file=sys.stderr)
             code = ExitCode.USAGE
             continue
+        try:
+            remote_lines = remote.check(scenario, args.allow_host, str(path))
+        except ScenarioError as exc:
+            print(f"mrtr-harness validate: {exc}", file=sys.stderr)
+            code = ExitCode.USAGE
+            continue
         print(f"{path}: ok ({scenario.name}: {scenario.target.kind} target, {scenario.load.model} model, "
               f"{len(scenario.flows)} flow kinds, {len(scenario.chaos)} chaos steps, "
               f"{len(scenario.expect)} thresholds{_reproduces_count(scenario)})")
+        for line in remote_lines:
+            print(f"{path}: remote: {line}")
         for caution in [*cautions(scenario), disk_caution(scenario, args.results)]:
             if caution is not None:
                 print(f"{path}: warning: {caution}", file=sys.stderr)
@@ -266,11 +278,13 @@ def _run(args: argparse.Namespace) -> int:
     import locust  # noqa: F401 - its import patches gevent, which must come before any socket or thread
 
     from harness.config.durations import parse_duration_option
+    from harness.config.remote import say_remote
     from harness.run.run import Run, RunOptions
 
     scenario = _load(args.scenario, args)  # ScenarioError: exit 2, nothing started
     judged = Judged.REPRODUCES if args.reproduce else Judged.EXPECT
     scenario.judged_table(judged)  # --reproduce on a scenario with no [reproduces]: exit 2, nothing started
+    say_remote(scenario, args.allow_host, str(args.scenario))  # chaos, fuzzing, secrets off this machine: exit 2
     if scenario.target.auth is not None:
         from harness.auth.token_sources import check
 

@@ -13,8 +13,9 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from harness.config.durations import PositiveDuration
+from harness.config.remote import secret_may_go
 from harness.config.strict import FieldProblem, Strict
-from harness.config.urls import check_url, secure_transport
+from harness.config.urls import check_url
 
 AuthKind = Literal["client-credentials", "tokens", "command"]
 
@@ -50,16 +51,17 @@ class TargetAuth(Strict):
     refresh_margin: PositiveDuration = Field(default=30.0, description="how long before expires_in runs out a "
                                                                        "token is refreshed, real seconds")
     concurrency: int = Field(default=4, ge=1, le=64, description="how many token requests may be in flight at once")
-    allow_http: bool = Field(default=False, description="client-credentials: let the client secret go to a plain-http "
-                                                        "token endpoint off this machine (a private network, such "
-                                                        "as the compose stack's); by default only https, or http "
-                                                        "when every URL involved is loopback")
+    allow_http: bool = Field(default=False, description="let the leads' tokens go to plain-http target URLs, and the "
+                                                        "client secret to a plain-http token endpoint, off this "
+                                                        "machine (a private network, such as the compose stack's); "
+                                                        "by default only https, or http when every URL involved is "
+                                                        "loopback")
 
     @model_validator(mode="after")
     def _fits_kind(self) -> TargetAuth:
         if self.token_url is not None:
             check_url(self.token_url, "token_url")
-            if not (self.allow_http or secure_transport(self.token_url)):
+            if not secret_may_go(self.token_url, allow_http=self.allow_http):
                 raise FieldProblem(f"token_url {self.token_url} is plain http off this machine: the client secret "
                                    "would cross the network in the clear; use https, or set allow_http = true for "
                                    "a private network", "token_url")

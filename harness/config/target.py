@@ -11,6 +11,7 @@ from harness.config.chaos import COMMAND_NAMES, DEPLOYMENT_COMMANDS
 from harness.config.commands import REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.logs import parse_log_location
+from harness.config.remote import HostName
 from harness.config.strict import FieldProblem, Strict
 from harness.config.urls import check_url
 from harness.vocabulary import PAYMENT_ROUNDS
@@ -70,6 +71,12 @@ class TargetConfig(Strict):
         a `principal_header`, or OAuth tokens of two principals or more."""
         return self.principal_header is not None or (self.auth is not None and self.auth.principals > 1)
     urls: list[str] = Field(default_factory=list, description="external: the replicas' (or the balancer's) MCP URLs")
+    allow: list[HostName] = Field(
+        default_factory=list,
+        description="the hosts of `urls` that are not loopback and that chaos (any [[chaos]]) and fuzzing (a fuzz "
+                    "flow) may act on, e.g. [\"staging.example\"] (host names or addresses, no scheme or port; "
+                    "also `run --allow-host HOST`); loopback (127.0.0.0/8, ::1, localhost) and an embedded "
+                    "target need none")
     api: str | None = Field(default=None, description="external: the shop API's base URL, whose `GET /ledger` "
                                                       "the invariants read; none: ledger invariants unchecked")
     logs: list[str] = Field(default_factory=list, description="external: where the replicas log, each entry "
