@@ -25,16 +25,17 @@ from scipy.stats import kendalltau, norm
 from harness.compare.folders import compare_folders
 from harness.compare.trend import MIN_NIGHTS, mann_kendall, sen_slope
 from harness.exit_codes import TABLE
+from harness.journal.records import EndStatus
 from harness.report import rebuild_results
 from tests.harness_run import ROOT
-from tests.test_compare import SCENARIO, SLOW_REFUND_P95, T0, scenario, write_run
+from tests.test_compare import SCENARIO, SLOW_REFUND_P95, T0, _run_step_script, _workflow, scenario, write_run
 
 NIGHTS = 14
 DAY = 86_400.0
 
 
 def night_folder(root: Path, day: int) -> Path:
-    return root / f"202612{day:02d}T020000Z-nightly-compare"
+    return root / f"202612{day:02d}T020000Z-nightly"  # as the guide's history/*-nightly finds them
 
 
 def write_nights(root: Path, scales: list[float], text: str = SCENARIO, first_day: int = 1) -> list[Path]:
@@ -152,6 +153,19 @@ def test_a_damaged_or_missing_summary_fails_closed_with_exit_4_in_one_line(flat,
     assert not (nights[-1] / "history.json").exists()
 
 
+def test_a_night_that_did_not_complete_fails_closed_naming_it(flat, tmp_path):
+    nights = [shutil.copytree(folder, tmp_path / folder.name) for folder in flat[:MIN_NIGHTS]]
+    shutil.rmtree(nights[2])
+    write_run(nights[2], scenario(), flows=150, seed=3, t0=T0 + 2 * DAY, status=EndStatus.INTERRUPTED)
+    rebuild_results(nights[2])
+
+    done = history(*nights)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"run_completed: night that did not complete: {nights[2].name}" in done.stdout
+    assert by_metric(nights[-1])["run_completed"]["verdict"] == "cannot be judged"
+
+
 def test_the_exit_code_table_says_how_many_nights_a_trend_needs():
     (usage,) = [meaning for code, meaning in TABLE["history"] if code == 2]
     assert f"fewer nights than a trend needs ({MIN_NIGHTS})" in usage
@@ -186,3 +200,31 @@ def test_sens_slope_is_the_median_pairwise_slope_and_shrugs_off_one_odd_night():
     assert mann_kendall([3.0] * 8).p_value == 1.0  # all tied: no evidence either way
     five = mann_kendall([1, 2, 3, 4, 5])
     assert five.p_value > 0.01 and mann_kendall([1, 2, 3, 4, 5, 6]).p_value < 0.01  # hence MIN_NIGHTS
+
+
+def test_the_workflow_keeps_the_last_14_passing_nights_and_judges_them_from_the_sixth_on(tmp_path):
+    """The `history` job runs only after a night that passed, keeps the newest 14 results folders in the cache, and
+    runs the guide's `history` line once 6 are kept (fewer is exit 2: a trend cannot be shown yet)."""
+    job = _workflow()["jobs"]["history"]
+    assert job["needs"] == "nightly"
+    steps = {step["name"]: step for step in job["steps"] if "name" in step}
+    keep = next(step["run"] for name, step in steps.items() if name.startswith("Keep"))
+    judge = next(step["run"] for name, step in steps.items() if name.startswith("Judge"))
+    assert "mrtr-harness history history/*-nightly" in judge
+    (restore,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/cache/restore@")]
+    (save,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/cache/save@")]
+    assert restore["with"]["path"] == save["with"]["path"] == "history"
+    assert restore["with"]["restore-keys"] in save["with"]["key"] and "fail-on-cache-miss" not in restore["with"]
+
+    for kept in (4, 5, 14):
+        folder = tmp_path / f"kept-{kept}"
+        for day in range(1, kept + 1):
+            (night_folder(folder / "history", day)).mkdir(parents=True)
+        tonight = night_folder(folder / "results", kept + 1)
+        tonight.mkdir(parents=True)
+        assert _run_step_script(keep, folder, {}) == []
+        names = sorted(path.name for path in (folder / "history").iterdir())
+        assert len(names) == min(kept + 1, 14) and names[-1] == tonight.name
+        calls = _run_step_script(judge, folder, {})
+        assert calls == ([] if kept + 1 < MIN_NIGHTS else
+                         [["history", *(f"history/{name}" for name in names)]]), calls

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from harness.compare.history import History, MetricTrend
-from harness.compare.outputs import format_value
+from harness.compare.outputs import format_value, plain_table
 
 HISTORY_JSON, HISTORY_HTML = "history.json", "history.html"
 _HEADERS = ("metric", "first", "last", "per night", "drift", "tolerance", "trend", "verdict")
@@ -25,16 +25,10 @@ def write_json(path: Path, history: History) -> Path:
 
 def render_table(history: History) -> str:
     """The terminal table, plain text, then one line per metric that failed the gate."""
-    rows = [_HEADERS, *(row_cells(metric) for metric in history.metrics)]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADERS))]
     first, last = history.nights[0].run_id, history.nights[-1].run_id
     lines = [f"history: {history.scenario}, {len(history.nights)} nights from {first} to {last} (Mann-Kendall, "
-             f"significance {history.settings.significance:g})", ""]
-    for index, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-        if index == 0:
-            lines.append("  ".join("-" * width for width in widths))
-    lines.append("")
+             f"significance {history.settings.significance:g})", "",
+             *plain_table(_HEADERS, [row_cells(metric) for metric in history.metrics]), ""]
     failures = history.failures
     if failures:
         lines.append(f"✗ {len(failures)} metric{'s' * (len(failures) != 1)} drifted or cannot be judged, exit code 1:")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.compare.history import History, MetricTrend, TrendOutcome
 from harness.compare.history_outputs import row_cells
+from harness.compare.page import header
 from harness.report import svg
 from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table
 
@@ -48,10 +49,7 @@ def _header(history: History) -> str:
     meta = [("nights", str(len(history.nights))), ("oldest", history.nights[0].run_id),
             ("newest", history.nights[-1].run_id), ("significance", f"{history.settings.significance:g}"),
             ("exit code", str(history.exit_code))]
-    return (f"<header><h1>{escape(history.scenario)}: trends over the nights</h1>"
-            '<p class="meta">' + "".join(f"<span>{escape(name)} <b>{escape(value)}</b></span>"
-                                         for name, value in meta)
-            + f"</p>{verdict}</header>")
+    return header(f"{history.scenario}: trends over the nights", meta, verdict)
 
 
 def _metrics_table(history: History) -> str:
