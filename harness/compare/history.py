@@ -156,14 +156,28 @@ def read_nights(folders: Sequence[Path]) -> list[Night]:
             raise NotAHistory(f"{seen[night.run_id]} and {night.run.folder} are the same run ({night.run_id}): "
                               "give each night once")
         seen[night.run_id] = night.run.folder
+    _check_one_scenario(nights)
+    return nights
+
+
+def _check_one_scenario(nights: Sequence[Night]) -> None:
+    """`NotAHistory` naming a night of another scenario than the others (the fields `compare` checks): the first
+    night unlike the newest, or the newest itself when it is unlike every other."""
     newest = nights[-1].run
+    odd: list[tuple[ResultsRun, str]] = []
     for night in nights[:-1]:
         try:
             check_comparable(night.run.scenario, newest.scenario, hint="a history is the nights of one scenario")
         except NotComparable as exc:
-            raise NotAHistory(f"{night.run.folder} is not a night of {newest.scenario.name} like {newest.folder}: "
-                              f"{exc}") from None
-    return nights
+            odd.append((night.run, str(exc)))
+    if not odd:
+        return
+    run, reason = odd[0]
+    if len(odd) == len(nights) - 1 and len(nights) > 2:  # every other night agrees: the newest is the odd one
+        run, others = newest, nights[0].run
+        raise NotAHistory(f"{run.folder} is not a night of {others.scenario.name} like the {len(nights) - 1} others: "
+                          f"{reason}")
+    raise NotAHistory(f"{run.folder} is not a night of {newest.scenario.name} like {newest.folder}: {reason}")
 
 
 def read_night(folder: Path) -> Night:
