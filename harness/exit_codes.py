@@ -68,6 +68,16 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.USAGE, "bad input: not a results folder, different scenarios without --force, a bad tolerance, "
                          "a baseline that did not complete, an --output that cannot be written"),
     ),
+    "history": (
+        (ExitCode.PASSED, "no trend beyond its tolerance"),
+        (ExitCode.FAILED, "a gated metric drifted the worse way (a significant Mann-Kendall trend beyond its "
+                          "tolerance), or cannot be judged: a night that did not complete or whose journal is "
+                          "damaged, a flow, tool or round only some nights have"),
+        (ExitCode.USAGE, "bad input: fewer nights than a trend needs (6), a folder of another scenario, the same run "
+                         "twice, a bad tolerance, an --output that cannot be written"),
+        (ExitCode.HARNESS, "a night's data is damaged: its summary.json (or scenario.json, journal) missing or not "
+                           "what the schema says"),
+    ),
     "init": (
         (ExitCode.PASSED, "the scenario was written (or printed)"),
         (ExitCode.USAGE, "a URL that is no MCP server or lists no tool, a server that wants OAuth without "

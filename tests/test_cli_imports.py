@@ -1,4 +1,5 @@
-"""The command line loads what the command needs: `--help`, `validate`, `report` and `compare` load no server.
+"""The command line loads what the command needs: `--help`, `validate`, `report`, `compare` and `history` load no
+server.
 
 Each command runs as a user runs it (`python -X importtime -m harness ...`), and the modules
 its process imported are read from its stderr. The shop's servers, uvicorn, Starlette and
@@ -45,6 +46,14 @@ def test_the_command_loads_no_server_code(command: str, runs: tuple[Path, Path])
     assert code == 0, output
     assert "harness.cli.main" in modules  # the process ran the command line (and importtime saw it)
     assert _server_code(modules) == [], f"{command} loaded server code"
+
+
+def test_history_loads_no_server_code(tmp_path: Path) -> None:
+    from tests.test_history import MIN_NIGHTS, write_nights
+
+    code, modules, output = _imports("history", *map(str, write_nights(tmp_path, [1.0] * MIN_NIGHTS)))
+    assert code == 0, output
+    assert "harness.compare.history" in modules and _server_code(modules) == [], "history loaded server code"
 
 
 @pytest.mark.parametrize("command,server,described", [

@@ -77,39 +77,39 @@ def scenario(extra: str = "", text: str = SCENARIO) -> Scenario:
 
 def write_run(folder: Path, run: Scenario, *, flows: int = 300, scale: float = 1.0, seed: int = 1,
               rejections: Sequence[str] = (), return_rounds: int = 2, cpu: bool = True,
-              status: EndStatus | None = EndStatus.COMPLETED) -> Path:
+              status: EndStatus | None = EndStatus.COMPLETED, t0: float = T0) -> Path:
     """A results folder: refunds (quote_refund, then issue_refund over 2 rounds) and returns (record_return over
     `return_rounds`), each round's latency lognormal around 10 ms times `scale`, `rejections` logged by reason;
-    the run ends with `status` (None: no `run end` record, as a kill leaves it)."""
+    the run ends with `status` (None: no `run end` record, as a kill leaves it); it starts at `t0`."""
     folder.mkdir(parents=True)
     (folder / "scenario.json").write_text(run.model_dump_json(indent=2), encoding="utf-8")
     latencies = random.Random(seed)
     with Journal(folder / "journal.jsonl") as journal:
-        journal.write(RunStarted(type=RecordType.RUN, event=RunEvent.START, t=T0, run_id=folder.name,
+        journal.write(RunStarted(type=RecordType.RUN, event=RunEvent.START, t=t0, run_id=folder.name,
                                  scenario=run.name, seed=run.seed, duration=LOAD_SECONDS))
-        journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=T0 + 1))
+        journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=t0 + 1))
         for n in range(flows):
-            start = T0 + 1 + n * LOAD_SECONDS / max(flows, 1)
+            start = t0 + 1 + n * LOAD_SECONDS / max(flows, 1)
             calls = ([("quote_refund", 1), ("issue_refund", 2)] if n % 3 else [("record_return", return_rounds)])
             _flow(journal, f"f{n}", "refund" if n % 3 else "return", start, calls,
                   lambda: latencies.lognormvariate(math.log(0.010), 0.4) * scale)
         for index, reason in enumerate(rejections):
-            journal.write(RejectionLogged(type=RecordType.REJECTION, t=T0 + 2 + index, replica="r1", reason=reason,
+            journal.write(RejectionLogged(type=RecordType.REJECTION, t=t0 + 2 + index, replica="r1", reason=reason,
                                           method="tools/call"))
-        journal.write(LoadStopped(type=RecordType.RUN, event=RunEvent.LOAD_STOPPED, t=T0 + 1 + LOAD_SECONDS,
+        journal.write(LoadStopped(type=RecordType.RUN, event=RunEvent.LOAD_STOPPED, t=t0 + 1 + LOAD_SECONDS,
                                   reason="duration"))
         if cpu:
-            journal.write(CpuUsed(type=RecordType.RUN, event=RunEvent.CPU, t=T0 + 62, rounds=flows * 2,
+            journal.write(CpuUsed(type=RecordType.RUN, event=RunEvent.CPU, t=t0 + 62, rounds=flows * 2,
                                   harness_seconds=1.0, harness_per_round_ms=1.5, harness_startup_seconds=0.5,
                                   replicas_measured=["r1"],
                                   replica_seconds=3.0, replica_per_round_ms=5.0))
-        journal.write(InvariantChecked(type=RecordType.INVARIANT, t=T0 + 63, invariant="no_double_release",
+        journal.write(InvariantChecked(type=RecordType.INVARIANT, t=t0 + 63, invariant="no_double_release",
                                        checked=True, violations=0, detail=[]))
-        journal.write(Reconciled(type=RecordType.RECONCILIATION, t=T0 + 63, client_rejections=len(rejections),
+        journal.write(Reconciled(type=RecordType.RECONCILIATION, t=t0 + 63, client_rejections=len(rejections),
                                  logged=len(rejections), matched=len(rejections), unexplained=0, unmatched_logged=0,
                                  examples={}))
         if status is not None:
-            journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=T0 + 64, status=status, reason=None))
+            journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=t0 + 64, status=status, reason=None))
     return folder
 
 

@@ -57,6 +57,7 @@ ON_CALL_RUN = ("mrtr-harness run --reproduce scenarios/on-call/slow-leads.toml -
 VALIDATE = "mrtr-harness validate scenarios/on-call/*.toml"
 REPORT = "mrtr-harness report results/20261201T061500Z-nightly"
 COMPARE = "mrtr-harness compare results/20261130T021700Z-nightly results/20261201T021700Z-nightly"
+HISTORY = "mrtr-harness history history/*-nightly"
 TRIAGE_ONCE = "mrtr-harness triage --file app.log --once --json"
 KEYRING = "mrtr-harness shop keyring ring"
 DOCKER_TRIAGE = ("mrtr-harness triage --docker-service replica1 replica2 replica3 --docker-project mrtr "
@@ -90,6 +91,7 @@ PLAN: dict[str, Plan] = {
     ON_CALL_RUN: Plan("here", "test_the_on_call_run_reproduces_expired_and_leaves_a_results_folder"),
     REPORT: Plan("here", "test_report_rebuilds_a_results_folder_with_the_runs_verdict"),
     COMPARE: Plan("here", "test_compare_of_two_results_folders_writes_its_comparison"),
+    HISTORY: Plan("here", "test_history_over_the_kept_nights_judges_their_trends"),
     "mrtr-harness run scenarios/compose.toml --master --expect-workers 2 --master-bind-host 0.0.0.0": Plan(
         "not run", "a master waiting for two workers on other machines; local workers are run by "
                    "tests/test_distributed.py"),
@@ -276,6 +278,19 @@ def test_compare_of_two_results_folders_writes_its_comparison(on_call_run: Ran, 
     assert "one run, compared with itself, cannot regress" in done.stderr
     assert "no regression, exit code 0" in done.stdout
     assert json.loads((current / "compare.json").read_text())["regressed"] is False
+
+
+def test_history_over_the_kept_nights_judges_their_trends(checkout: Path):
+    """The guide's history/ holds six nights of one scenario here, written as tests/test_history.py writes them
+    (journals through the harness's writer, results by `report`): no trend, exit 0, the page in the newest."""
+    from tests.test_history import write_nights
+
+    nights = write_nights(checkout / "history", [1.0, 1.02, 0.98, 1.01, 0.99, 1.0])
+    done = run_line(HISTORY, checkout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "history: nightly-compare, 6 nights" in done.stdout and "exit code 0" in done.stdout
+    newest = nights[-1]
+    assert (newest / "history.html").is_file() and json.loads((newest / "history.json").read_text())["exit_code"] == 0
 
 
 def test_triage_of_a_replicas_log_counts_what_the_run_counted(on_call_run: Ran, checkout: Path):

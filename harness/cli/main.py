@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     triage_cli.add_parser(commands)
     capacity_cli.add_parser(commands)
     compare_cli.add_parser(commands)
+    compare_cli.add_history_parser(commands)
     return parser
 
 

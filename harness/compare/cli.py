@@ -1,11 +1,15 @@
-"""`mrtr-harness compare BASELINE CURRENT`, and the comparison `mrtr-harness run --baseline DIR` ends with.
+"""`mrtr-harness compare BASELINE CURRENT`, the comparison `mrtr-harness run --baseline DIR` ends with, and
+`mrtr-harness history DIR...`, the same metrics' trends over many nights.
 
     mrtr-harness compare results/20261130T020000Z-nightly results/20261201T020000Z-nightly
     mrtr-harness compare BASE CUR --tolerance round_duration.p95=20% --tolerance completed_ratio=2%
+    mrtr-harness history history/*
 
-Exit codes: 0 no regression; 1 a regression (what cannot be judged included: docs/nightly-ci.md);
-2 bad input (a folder that is not a run's results, runs of different scenarios without --force,
-a bad tolerance, a baseline that did not complete, an --output that cannot be written).
+Exit codes: 0 no regression (no trend beyond tolerance); 1 a regression, or a drift (what cannot
+be judged included: docs/nightly-ci.md); 2 bad input (a folder that is not a run's results, runs
+of different scenarios without --force, a bad tolerance, a baseline that did not complete, an
+--output that cannot be written; for history, too few nights); 4 for history, a night whose
+summary.json is missing or damaged.
 """
 
 from __future__ import annotations
@@ -41,6 +45,53 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--output", type=Path, default=None,
                          help="folder for compare.json, compare-junit.xml and compare.html (default: CURRENT)")
     compare.set_defaults(handler=run_compare)
+
+
+def add_history_parser(commands: argparse._SubParsersAction) -> None:
+    from harness.compare.trend import MIN_NIGHTS  # stdlib only: the command line stays instant
+
+    history = commands.add_parser(
+        "history", help="trends over many nights of one scenario: each gated metric over time, and a drift gate",
+        description="Read the results folders of many nights of one scenario (ordered by when each run's load "
+                    "started, not by the order given) and follow every metric `compare` gates over them: a "
+                    "table, history.json and history.html (one plot per metric). A metric fails when it drifts "
+                    "the worse way: a significant Mann-Kendall trend (one-sided, at the [compare] table's "
+                    "significance) whose size, Sen's slope times the nights it spans relative to the first "
+                    "night's fitted value, is beyond the metric's [compare] tolerance (counts: any growth). "
+                    "A p95 creeping up 3%% a night fails after two weeks though every night passes its compare "
+                    f"with the one before. At least {MIN_NIGHTS} nights; the newest night's [compare] table, "
+                    "then --tolerance, sets the tolerances.",
+        epilog=epilog("history"))
+    history.add_argument("nights", type=Path, nargs="+", metavar="DIR",
+                         help="the results folders of the nights, e.g. history/* (any order)")
+    add_tolerance_options(history)
+    history.add_argument("--output", type=Path, default=None,
+                         help="folder for history.json and history.html (default: the newest night's folder)")
+    history.set_defaults(handler=run_history)
+
+
+def run_history(args: argparse.Namespace) -> int:
+    from harness.compare.folders import OutputNotWritable, output_folder
+    from harness.compare.history import DamagedNight, history_of
+    from harness.compare.history_outputs import HISTORY_HTML, HISTORY_JSON, render_table, write_json
+    from harness.compare.history_page import write_page
+
+    if args.output:
+        output_folder(args.output)  # OutputNotWritable: exit 2, before the nights are read
+    try:
+        history = history_of(args.nights, tolerances=args.tolerance, significance=args.significance)
+    except DamagedNight as exc:  # a data error: one line, exit 4 (not a traceback: the harness did not fail)
+        print(f"mrtr-harness history: {exc}", file=sys.stderr)
+        return ExitCode.HARNESS
+    output = args.output or history.nights[-1].run.folder
+    try:
+        write_json(output / HISTORY_JSON, history)
+        write_page(output / HISTORY_HTML, history)
+    except OSError as exc:
+        raise OutputNotWritable(f"cannot write the history into {output}: {exc.strerror or exc}") from None
+    print(render_table(history))
+    print(f"wrote {HISTORY_JSON} and {HISTORY_HTML} in {output}", file=sys.stderr)
+    return history.exit_code
 
 
 def add_tolerance_options(parser: argparse.ArgumentParser) -> None:

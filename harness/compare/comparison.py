@@ -63,6 +63,8 @@ class MetricResult:
     p_value: float | None = None
     samples: tuple[int, int] | None = None
     note: str = ""
+    direction: Direction = Direction.HIGHER_IS_WORSE
+    """Which way is worse (`mrtr-harness history` judges a trend in that direction)."""
 
     @property
     def change(self) -> float | None:
@@ -156,20 +158,20 @@ class _Judge:
                 note = (f"worse by more than {_percent(tolerance)}, but not significant on {count[0]} and "
                         f"{count[1]} samples (p {_p(test_worse)} >= {alpha:g})")
             return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, test_worse.p_value,
-                                count, note)
+                                count, note, direction)
         test_better = mann_whitney_greater_counted(worse, better)
         if -moved > tolerance and test_better.p_value < alpha:
             return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.IMPROVED, tolerance,
-                                test_better.p_value, count, f"better by more than {_percent(tolerance)}")
+                                test_better.p_value, count, f"better by more than {_percent(tolerance)}", direction)
         return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.PASS, tolerance,
-                            test_worse.p_value, count, "")
+                            test_worse.p_value, count, "", direction)
 
     def single(self, metric: str, unit: str, value_before: float | None, value_after: float | None,
                tolerance: float, direction: Direction = Direction.HIGHER_IS_WORSE) -> MetricResult:
         if value_before is None or value_after is None:
             missing = "the baseline" if value_before is None else "the current run"
             return MetricResult(metric, value_before, value_after, unit, ComparisonOutcome.REGRESSION, tolerance,
-                                note=f"{missing} did not record it, so it cannot be judged")
+                                note=f"{missing} did not record it, so it cannot be judged", direction=direction)
         moved = _worsened(value_before, value_after, direction)
         if moved > tolerance:
             verdict = ComparisonOutcome.REGRESSION
@@ -178,7 +180,7 @@ class _Judge:
             verdict, note = ComparisonOutcome.IMPROVED, f"better by more than {_percent(tolerance)}"
         else:
             verdict, note = ComparisonOutcome.PASS, ""
-        return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, note=note)
+        return MetricResult(metric, value_before, value_after, unit, verdict, tolerance, note=note, direction=direction)
 
 
 def _run_status(after: RunSamples) -> MetricResult:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.compare.comparison import Comparison, MetricResult
@@ -27,15 +28,9 @@ def write_json(path: Path, comparison: Comparison) -> Path:
 
 def render_table(comparison: Comparison) -> str:
     """The terminal table, plain text (CI logs show colour codes as noise), then one line per regression."""
-    rows = [_HEADERS, *(row_cells(result) for result in comparison.results)]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADERS))]
     lines = [f"compare: baseline {comparison.baseline.run_id}, current {comparison.current.run_id} "
-             f"(significance {comparison.settings.significance:g})", ""]
-    for index, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-        if index == 0:
-            lines.append("  ".join("-" * width for width in widths))
-    lines.append("")
+             f"(significance {comparison.settings.significance:g})", "",
+             *plain_table(_HEADERS, [row_cells(result) for result in comparison.results]), ""]
     if comparison.regressions:
         lines.append(f"✗ {len(comparison.regressions)} regression{'s' * (len(comparison.regressions) != 1)}, "
                      f"exit code 1:")
@@ -43,6 +38,18 @@ def render_table(comparison: Comparison) -> str:
     else:
         lines.append("✓ no regression, exit code 0")
     return "\n".join(lines) + "\n"
+
+
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Columns padded to their widest cell, a rule under the headers: a table a CI log shows as it is."""
+    table = [headers, *rows]
+    widths = [max(len(row[column]) for row in table) for column in range(len(headers))]
+    lines = []
+    for index, row in enumerate(table):
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return lines
 
 
 def row_cells(result: MetricResult) -> tuple[str, str, str, str, str, str, str]:

@@ -52,10 +52,15 @@ def _header(comparison: Comparison) -> str:
     differences = (f'<p class="skip">Compared with --force; the scenarios differ in: '
                    f'{escape(", ".join(comparison.scenario_differences))}</p>'
                    if comparison.scenario_differences else "")
-    return (f"<header><h1>{escape(comparison.current.scenario.name)}: baseline comparison</h1>"
+    return header(f"{comparison.current.scenario.name}: baseline comparison", meta, verdict + differences)
+
+
+def header(heading: str, meta: list[tuple[str, str]], verdict: str) -> str:
+    """The page's heading, its facts in a line (name, value), then the verdict's HTML (compare.html, history.html)."""
+    return (f"<header><h1>{escape(heading)}</h1>"
             '<p class="meta">' + "".join(f"<span>{escape(name)} <b>{escape(value)}</b></span>"
                                          for name, value in meta)
-            + f"</p>{verdict}{differences}</header>")
+            + f"</p>{verdict}</header>")
 
 
 def _metrics_table(results: list[MetricResult]) -> str:
