@@ -191,6 +191,18 @@ def test_add_floored_builds_the_sketch_the_librarys_add_builds():
     assert ours.key_at_rank(0) == ours.mapping.key(2e-6) and ours.key_at_rank(7) == ours.mapping.key(3600.0)
 
 
+def test_add_floored_counts_each_value_in_the_bin_the_mappings_key_names():
+    values = [FLOOR * 1.37 ** n for n in range(90)] + [0.0123 * (1 + n / 997) for n in range(997)]
+    values += [2.0 ** n for n in range(-19, 13)] + [1e-6, 1.0000001e-6, 3599.999, 3600.0]
+    sketch, keys = OpenSketch(0.01), Tally()
+    for value in values:  # each widens the range, or lands inside it in place
+        sketch.add_floored(value, FLOOR)
+        keys[sketch.mapping.key(value)] += 1
+    key, bins = sketch.bins_in_use()
+    assert {key + index: n for index, n in enumerate(bins) if n} == keys
+    assert (sketch.count, sketch.zero_count) == (len(values), 0)
+
+
 def test_a_restored_sketch_is_the_sketch_it_was_read_from():
     original = _filled(VALUES)
     key, bins = original.bins_in_use()

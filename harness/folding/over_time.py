@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.folding.figures import _NUMBER
+from harness.folding.figures import _FLOW, _NUMBER, _ROUND, _START
 from harness.journal.distributions import Sketch, merged_sketch
 from harness.journal.records import FlowOutcome, RecordType, advance_time_zero
 from harness.journal.writer import JournalView
@@ -66,24 +66,52 @@ class Timeline(JournalView):
     high: int = 0
 
     def add(self, record: Mapping[str, Any]) -> None:
-        t = record.get("t")
-        if not isinstance(t, (int, float)):  # the tuple is the faster check, once per record
-            return
         kind = record.get("type")
-        if kind == RecordType.RUN:
-            self.started = advance_time_zero(self.started, record)
+        if kind == _ROUND:
+            self.add_round(record)
+        elif kind == _FLOW:
+            self.add_flow(record)
+        elif kind == _START:
+            self.add_start(record)
+        else:
+            t = self._seen(record)
+            if t is None:
+                return
+            if kind == RecordType.RUN:
+                self.started = advance_time_zero(self.started, record)
+            elif kind == RecordType.REJECTION:
+                self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
+
+    def add_round(self, record: Mapping[str, Any]) -> None:
+        """`add` for a `round` record (`harness.folding.read` routes each kind straight to its own)."""
+        t = self._seen(record)
+        if t is not None:
+            latency = record.get("latency")
+            if isinstance(latency, _NUMBER):
+                self._bin(t).latency.add(float(latency))
+
+    def add_flow(self, record: Mapping[str, Any]) -> None:
+        """`add` for a flow's outcome (`flow` record)."""
+        t = self._seen(record)
+        if t is not None:
+            self._bin(t).flows[str(record.get("outcome"))] += 1
+
+    def add_start(self, record: Mapping[str, Any]) -> None:
+        """`add` for a flow's `start` record."""
+        t = self._seen(record)
+        if t is not None:
+            self._bin(t).starts += 1
+
+    def _seen(self, record: Mapping[str, Any]) -> float | None:
+        """The record's time, taken into the first and last seen; None when it has none (it is not plotted)."""
+        t = record.get("t")
+        if not isinstance(t, _NUMBER):
+            return None
         if self.first is None or t < self.first:
             self.first = t
         if self.last is None or t > self.last:
             self.last = t
-        if kind == RecordType.ROUND and isinstance(record.get("latency"), _NUMBER):
-            self._bin(t).latency.add(float(record["latency"]))
-        elif kind == RecordType.FLOW:
-            self._bin(t).flows[str(record.get("outcome"))] += 1
-        elif kind == RecordType.START:
-            self._bin(t).starts += 1
-        elif kind == RecordType.REJECTION:
-            self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
+        return t
 
     def _bin(self, t: float) -> _Bin:
         if self.anchor is None:

@@ -70,15 +70,17 @@ class JournalRead(JournalView):
         self.records += 1
 
     def _folds(self, kind: Any) -> list[Fold]:
-        """The folds that read records of `kind`: a flow's own records skip those that would only drop them."""
+        """The folds that read records of `kind`: a flow's own records go straight to each fold's method for that
+        kind, skipping the folds that would only drop them; any other record to every fold's `add`."""
         found = self._by_kind.get(kind)
         if found is None:
             everything: list[Fold] = [self.figures.add, self.timeline.add, self.checks.add, self.errors.add,
                                       self.fuzz.add]
             routes: dict[Any, list[Fold]] = {
-                RecordType.START: [self.figures.add, self.timeline.add],
-                RecordType.ROUND: [self.figures.add, self.timeline.add, self.errors.add, self.fuzz.add],
-                RecordType.FLOW: [self.figures.add, self.timeline.add, self.fuzz.add]}
+                RecordType.START: [self.figures.add_start, self.timeline.add_start],
+                RecordType.ROUND: [self.figures.add_round, self.timeline.add_round, self.errors.add_round,
+                                   self.fuzz.add_round],
+                RecordType.FLOW: [self.figures.add_flow, self.timeline.add_flow, self.fuzz.add_flow]}
             found = self._by_kind[kind] = routes.get(kind, everything)
         return found
 
