@@ -24,8 +24,10 @@ __all__ = ["OpenSketch"]
 class OpenSketch(DDSketch):
     """A `DDSketch` of values of 0 or more, each of weight 1, with its fields read and written by name."""
 
-    def __init__(self, relative_accuracy: float) -> None:
+    def __init__(self, relative_accuracy: float, floor: float = 0.0) -> None:
         super().__init__(relative_accuracy)
+        self._floor = floor
+        """`add_floored` adds a value under it as 0."""
         mapping = self._mapping
         if type(mapping) is not LogarithmicMapping:
             raise TypeError(f"DDSketch maps values with {type(mapping).__name__}, not LogarithmicMapping")
@@ -51,13 +53,13 @@ class OpenSketch(DDSketch):
         """The exact largest value added (-inf for an empty sketch)."""
         return self._max
 
-    def add_floored(self, value: float, floor: float) -> None:
+    def add_floored(self, value: float) -> None:
         """`add(value)` for a value of 0 or more, without the checks for weights and negative values; a value under
-        `floor` is added as 0 (the zero bin, the sum, the minimum and maximum).
+        the sketch's `floor` is added as 0 (the zero bin, the sum, the minimum and maximum).
 
         The bin's key is the mapping's `key(value)`, computed here, and a key within the store's range is counted in
         place (`DenseStore.add` for one outside it, which grows the range): a fold adds several values per flow."""
-        if value >= floor:
+        if value >= self._floor:
             key = int(ceil(log(value, 2) * self._scale) + self._shift)
             store = self._store
             if store.min_key <= key <= store.max_key:

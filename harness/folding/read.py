@@ -21,7 +21,7 @@ from harness.folding.top_errors import ErrorTable
 from harness.journal.plain import TRANSIENT
 from harness.journal.records import RecordType
 from harness.journal.segments import part_exists
-from harness.journal.writer import JournalDamage, JournalView, read_journal
+from harness.journal.writer import JournalDamage, JournalView, fold_journal_from
 
 Fold = Callable[[Mapping[str, Any]], None]
 
@@ -58,11 +58,12 @@ class JournalRead(JournalView):
         return {**self.__dict__, "_by_kind": {}}
 
     def add(self, record: Any) -> None:
-        if not is_mapping(record):
+        if type(record) is not dict and not is_mapping(record):  # JSON's own dict without a call, once per record
             self.unreadable += 1
             return
         try:
-            for fold in self._folds(record.get("type")):
+            kind = record.get("type")
+            for fold in self._by_kind.get(kind) or self._folds(kind):  # a `type` that is no key: TypeError
                 fold(record)
         except (KeyError, TypeError, ValueError):
             self.unreadable += 1
@@ -117,7 +118,6 @@ def read_run(journal_paths: Iterable[Path]) -> JournalRead:
             read.missing.append(str(path))
             continue
         read.parts.append(str(path))
-        for record in read_journal(path, damage=damage):
-            read.add(record)
+        fold_journal_from(path, 0, read.add, damage)
     read.count_damage(damage)
     return read
