@@ -12,6 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from math import floor
 from typing import Any
 
 from harness.folding.figures import _FLOW, _NUMBER, _ROUND, _START
@@ -84,23 +85,25 @@ class Timeline(JournalView):
 
     def add_round(self, record: Mapping[str, Any]) -> None:
         """`add` for a `round` record (`harness.folding.read` routes each kind straight to its own)."""
-        t = self._seen(record)
-        if t is not None:
-            latency = record.get("latency")
-            if isinstance(latency, _NUMBER):
-                self._bin(t).latency.add(float(latency))
+        latency = record.get("latency")
+        if not isinstance(latency, _NUMBER):
+            self._seen(record)
+            return
+        found = self._bin_of(record)
+        if found is not None:
+            found.latency.add(float(latency))
 
     def add_flow(self, record: Mapping[str, Any]) -> None:
         """`add` for a flow's outcome (`flow` record)."""
-        t = self._seen(record)
-        if t is not None:
-            self._bin(t).flows[str(record.get("outcome"))] += 1
+        found = self._bin_of(record)
+        if found is not None:
+            found.flows[str(record.get("outcome"))] += 1
 
     def add_start(self, record: Mapping[str, Any]) -> None:
         """`add` for a flow's `start` record."""
-        t = self._seen(record)
-        if t is not None:
-            self._bin(t).starts += 1
+        found = self._bin_of(record)
+        if found is not None:
+            found.starts += 1
 
     def _seen(self, record: Mapping[str, Any]) -> float | None:
         """The record's time, taken into the first and last seen; None when it has none (it is not plotted)."""
@@ -113,10 +116,27 @@ class Timeline(JournalView):
             self.last = t
         return t
 
+    def _bin_of(self, record: Mapping[str, Any]) -> _Bin | None:
+        """`_seen`, then the bin of the record's time: the bin a run's records mostly fall in is found without a
+        call more (`_bin` makes the others)."""
+        t = record.get("t")
+        if not isinstance(t, _NUMBER):
+            return None
+        if self.first is None or t < self.first:
+            self.first = t
+        if self.last is None or t > self.last:
+            self.last = t
+        anchor = self.anchor
+        if anchor is not None:
+            found = self.stored.get(floor((t - anchor) / self.width))
+            if found is not None:
+                return found
+        return self._bin(t)
+
     def _bin(self, t: float) -> _Bin:
         if self.anchor is None:
             self.anchor = self.started if self.started is not None else t
-        index = math.floor((t - self.anchor) / self.width)
+        index = floor((t - self.anchor) / self.width)
         found = self.stored.get(index)
         if found is not None:
             return found
@@ -124,7 +144,7 @@ class Timeline(JournalView):
             self.low = self.high = index
         while max(self.high, index) - min(self.low, index) >= _MAX_BINS and self.width < _BIN_WIDTHS[-1]:
             self._widen()
-            index = math.floor((t - self.anchor) / self.width)
+            index = floor((t - self.anchor) / self.width)
         self.low, self.high = min(self.low, index), max(self.high, index)
         found = self.stored.get(index)
         if found is None:
