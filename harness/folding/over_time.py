@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from math import floor
 from typing import Any
 
-from harness.folding.figures import _FLOW, _NUMBER, _ROUND, _START
+from harness.folding.figures import _NUMBER, add_by_kind
 from harness.journal.distributions import Sketch, merged_sketch
 from harness.journal.records import FlowOutcome, RecordType, advance_time_zero
 from harness.journal.writer import JournalView
@@ -67,27 +67,23 @@ class Timeline(JournalView):
     high: int = 0
 
     def add(self, record: Mapping[str, Any]) -> None:
+        if add_by_kind(self, record):
+            return
+        t = record.get("t")
+        if not isinstance(t, _NUMBER):
+            return
+        self._bin_of(record, binned=False)
         kind = record.get("type")
-        if kind == _ROUND:
-            self.add_round(record)
-        elif kind == _FLOW:
-            self.add_flow(record)
-        elif kind == _START:
-            self.add_start(record)
-        else:
-            t = self._seen(record)
-            if t is None:
-                return
-            if kind == RecordType.RUN:
-                self.started = advance_time_zero(self.started, record)
-            elif kind == RecordType.REJECTION:
-                self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
+        if kind == RecordType.RUN:
+            self.started = advance_time_zero(self.started, record)
+        elif kind == RecordType.REJECTION:
+            self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
 
     def add_round(self, record: Mapping[str, Any]) -> None:
         """`add` for a `round` record (`harness.folding.read` routes each kind straight to its own)."""
         latency = record.get("latency")
         if not isinstance(latency, _NUMBER):
-            self._seen(record)
+            self._bin_of(record, binned=False)
             return
         found = self._bin_of(record)
         if found is not None:
@@ -105,8 +101,10 @@ class Timeline(JournalView):
         if found is not None:
             found.starts += 1
 
-    def _seen(self, record: Mapping[str, Any]) -> float | None:
-        """The record's time, taken into the first and last seen; None when it has none (it is not plotted)."""
+    def _bin_of(self, record: Mapping[str, Any], binned: bool = True) -> _Bin | None:
+        """The record's time taken into the first and last seen, then, when `binned`, the bin it falls in (the one a
+        run's records mostly fall in found without a call more: `_bin` makes the others); None when the record has
+        no time (it is not plotted) or is not `binned`."""
         t = record.get("t")
         if not isinstance(t, _NUMBER):
             return None
@@ -114,18 +112,8 @@ class Timeline(JournalView):
             self.first = t
         if self.last is None or t > self.last:
             self.last = t
-        return t
-
-    def _bin_of(self, record: Mapping[str, Any]) -> _Bin | None:
-        """`_seen`, then the bin of the record's time: the bin a run's records mostly fall in is found without a
-        call more (`_bin` makes the others)."""
-        t = record.get("t")
-        if not isinstance(t, _NUMBER):
+        if not binned:
             return None
-        if self.first is None or t < self.first:
-            self.first = t
-        if self.last is None or t > self.last:
-            self.last = t
         anchor = self.anchor
         if anchor is not None:
             found = self.stored.get(floor((t - anchor) / self.width))
