@@ -184,9 +184,22 @@ class RunFigures(JournalView):
         get = record.get
         if self.since is not None and (get("t") or 0) < self.since:
             return
-        flow = str(get("flow"))
-        self.finished[(flow, str(get("outcome")))] += 1
-        self.by_host.flow(record, flow)
+        flow, outcome, host = str(get("flow")), str(get("outcome")), str(get("host", DEFAULT_HOST_NAME))
+        self.finished[(flow, outcome)] += 1
+        by_host = self.by_host
+        by_host.finished[(host, flow, outcome)] += 1
+        for call in get("calls") or []:  # first, as before: `calls` that is no list leaves the rest of the flow out
+            rounds = call.get("rounds") if is_mapping(call) else None
+            if isinstance(rounds, int) and rounds > 0:
+                key = (flow, str(call.get("tool")))
+                counts = self.rounds_per_call.get(key)
+                if counts is None:
+                    counts = self.rounds_per_call[key] = Counts()
+                counts.add(rounds)
+                counts = by_host.rounds_per_call.get((host, flow))
+                if counts is None:
+                    counts = by_host.rounds_per_call[(host, flow)] = Counts()
+                counts.add(rounds)
         if get("late"):
             self.late += 1
         duration, think = get("duration"), get("think_time")
@@ -197,14 +210,6 @@ class RunFigures(JournalView):
             sketch.add(float(duration))
         if isinstance(think, _NUMBER):
             self.think_time.add(float(think))
-        for call in get("calls") or []:
-            rounds = call.get("rounds") if is_mapping(call) else None
-            if isinstance(rounds, int) and rounds > 0:
-                key = (flow, str(call.get("tool")))
-                counts = self.rounds_per_call.get(key)
-                if counts is None:
-                    counts = self.rounds_per_call[key] = Counts()
-                counts.add(rounds)
 
     def _fault(self, record: Mapping[str, Any]) -> None:
         """A network fault's start opens its window; its end closes the oldest open one of the same target."""
@@ -365,18 +370,8 @@ class HostFigures:
     errors: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     """Failed rounds by (host, flow, code)."""
     rounds_per_call: dict[tuple[str, str], Counts] = field(default_factory=dict)
-    """Rounds per call by (host, flow)."""
-
-    def flow(self, record: Mapping[str, Any], flow: str) -> None:
-        host = str(record.get("host", DEFAULT_HOST_NAME))
-        self.finished[(host, flow, str(record.get("outcome")))] += 1
-        for call in record.get("calls") or []:
-            rounds = call.get("rounds") if is_mapping(call) else None
-            if isinstance(rounds, int) and rounds > 0:
-                counts = self.rounds_per_call.get((host, flow))
-                if counts is None:
-                    counts = self.rounds_per_call[(host, flow)] = Counts()
-                counts.add(rounds)
+    """Rounds per call by (host, flow). `RunFigures.add_flow` fills both tables, in the pass over a flow's calls that
+    counts its rounds per call."""
 
     def count(self, metric: str, selector: dict[str, str]) -> float:
         if metric == "flows_finished":
