@@ -170,9 +170,9 @@ QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.9, 0.99, 1.0)
 
 
 def _filled(values: list[float]) -> OpenSketch:
-    sketch = OpenSketch(0.01)
+    sketch = OpenSketch(0.01, FLOOR)
     for value in values:
-        sketch.add_floored(value, FLOOR)
+        sketch.add_floored(value)
     return sketch
 
 
@@ -191,14 +191,26 @@ def test_add_floored_builds_the_sketch_the_librarys_add_builds():
     assert ours.key_at_rank(0) == ours.mapping.key(2e-6) and ours.key_at_rank(7) == ours.mapping.key(3600.0)
 
 
+def test_add_floored_counts_each_value_in_the_bin_the_mappings_key_names():
+    values = [FLOOR * 1.37 ** n for n in range(90)] + [0.0123 * (1 + n / 997) for n in range(997)]
+    values += [2.0 ** n for n in range(-19, 13)] + [1e-6, 1.0000001e-6, 3599.999, 3600.0]
+    sketch, keys = OpenSketch(0.01, FLOOR), Tally()
+    for value in values:  # each widens the range, or lands inside it in place
+        sketch.add_floored(value)
+        keys[sketch.mapping.key(value)] += 1
+    key, bins = sketch.bins_in_use()
+    assert {key + index: n for index, n in enumerate(bins) if n} == keys
+    assert (sketch.count, sketch.zero_count) == (len(values), 0)
+
+
 def test_a_restored_sketch_is_the_sketch_it_was_read_from():
     original = _filled(VALUES)
     key, bins = original.bins_in_use()
-    copy = OpenSketch(0.01)
+    copy = OpenSketch(0.01, FLOOR)
     copy.restore(count=original.count, zero=original.zero_count, total=original.sum, low=original.minimum,
                  high=original.maximum, key=key, bins=[int(n) for n in bins])
     for sketch in (original, copy):
-        sketch.add_floored(0.7, FLOOR)  # and it goes on as the original does
+        sketch.add_floored(0.7)  # and it goes on as the original does
         sketch.merge(_filled([0.0, 9.0, 1e-3]))
     figures = [(s.count, s.sum, s.zero_count, s.minimum, s.maximum, s.bins_in_use()) for s in (original, copy)]
     assert figures[0] == figures[1]
@@ -206,7 +218,7 @@ def test_a_restored_sketch_is_the_sketch_it_was_read_from():
 
 
 def test_an_empty_sketch_restores_empty():
-    empty = OpenSketch(0.01)
+    empty = OpenSketch(0.01, FLOOR)
     empty.restore(count=0, zero=0, total=0.0, low=None, high=None, key=0, bins=[])
     assert (empty.count, empty.bins_in_use(), empty.get_quantile_value(0.5)) == (0, (0, []), None)
     assert (empty.minimum, empty.maximum) == (math.inf, -math.inf)

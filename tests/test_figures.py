@@ -18,6 +18,7 @@ from harness.config.thresholds import parse_thresholds
 from harness.folding.figures import RunFigures
 from harness.folding.invariants import FlowChecks
 from harness.folding.over_time import _MAX_BINS, Timeline
+from harness.folding.read import JournalRead
 from harness.folding.thresholds import evaluate
 from harness.journal.distributions import FLOOR, RELATIVE_ERROR, Sketch
 from harness.report.series import percentile
@@ -167,3 +168,23 @@ def test_a_hypothesis_window_counts_only_what_ended_after_it_opened():
     assert figures.rounds == 4 and window.rounds == 1
     assert window.distribution("round_duration", {}).maximum == 0.01
     assert window.count("rejections", {}) == 1  # the run's rejections, shared
+
+
+def test_rounds_per_call_are_kept_per_flow_and_again_per_host():
+    def flow(host: str | None, rounds: list[int]) -> dict[str, object]:
+        record = {"type": "flow", "t": T0, "flow": "refund", "outcome": "completed",
+                  "calls": [{"tool": "refund", "rounds": n} for n in rounds]}
+        return record if host is None else {**record, "host": host}
+
+    read = JournalRead.from_records([flow("desktop", [2, 3]), flow("cli", [1]), flow(None, [4]),
+                                     {**flow("cli", [5]), "calls": 7, "duration": 9.0}])  # calls no list: unreadable
+    figures = read.figures
+
+    def values(selector: dict[str, str]) -> list[tuple[float, int]]:
+        return figures.distribution("rounds_per_call", selector).pairs()
+
+    assert values({}) == [(1.0, 1), (2.0, 1), (3.0, 1), (4.0, 1)]
+    assert values({"host": "desktop"}) == [(2.0, 1), (3.0, 1)]
+    assert values({"host": "cli"}) == [(1.0, 1)] and values({"host": "default"}) == [(4.0, 1)]
+    assert read.unreadable == 1 and figures.by_host.table()["cli"]["flows"] == 2  # its outcome counted, as before
+    assert figures.distribution("flow_duration", {}).count == 0  # and nothing after its calls

@@ -4,23 +4,35 @@
 to itself: the exact minimum, maximum and zero count (`_min`, `_max`, `_zero_count`), the
 mapping from values to bin keys (`_mapping`) and the dense store of positive values
 (`_store`, with its `bins` from `offset`, `min_key`, `max_key` and `count`). It adds a value
-without the library's generic `add` (no weight, no negative store), writes the bins back
-when a sketch is read from the journal, and reads the bins a sketch uses. `OpenSketch` is
-a DDSketch that does these through names of its own, so no other module touches a field.
+without the library's generic `add` (no weight, no negative store, and the logarithmic
+mapping's key computed in place: `_multiplier` and `_offset`), writes the bins back when a
+sketch is read from the journal, and reads the bins a sketch uses. `OpenSketch` is a
+DDSketch that does these through names of its own, so no other module touches a field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import ceil, log
 
 from ddsketch import DDSketch
-from ddsketch.mapping import KeyMapping
+from ddsketch.mapping import KeyMapping, LogarithmicMapping
 
 __all__ = ["OpenSketch"]
 
 
 class OpenSketch(DDSketch):
     """A `DDSketch` of values of 0 or more, each of weight 1, with its fields read and written by name."""
+
+    def __init__(self, relative_accuracy: float, floor: float = 0.0) -> None:
+        super().__init__(relative_accuracy)
+        self._floor = floor
+        """`add_floored` adds a value under it as 0."""
+        mapping = self._mapping
+        if type(mapping) is not LogarithmicMapping:
+            raise TypeError(f"DDSketch maps values with {type(mapping).__name__}, not LogarithmicMapping")
+        self._scale, self._shift = mapping._multiplier, mapping._offset
+        """`LogarithmicMapping.key(value)` is `int(ceil(log(value, 2) * _multiplier) + _offset)`."""
 
     @property
     def mapping(self) -> KeyMapping:
@@ -41,11 +53,20 @@ class OpenSketch(DDSketch):
         """The exact largest value added (-inf for an empty sketch)."""
         return self._max
 
-    def add_floored(self, value: float, floor: float) -> None:
+    def add_floored(self, value: float) -> None:
         """`add(value)` for a value of 0 or more, without the checks for weights and negative values; a value under
-        `floor` is added as 0 (the zero bin, the sum, the minimum and maximum)."""
-        if value >= floor:
-            self._store.add(self._mapping.key(value))
+        the sketch's `floor` is added as 0 (the zero bin, the sum, the minimum and maximum).
+
+        The bin's key is the mapping's `key(value)`, computed here, and a key within the store's range is counted in
+        place (`DenseStore.add` for one outside it, which grows the range): a fold adds several values per flow."""
+        if value >= self._floor:
+            key = int(ceil(log(value, 2) * self._scale) + self._shift)
+            store = self._store
+            if store.min_key <= key <= store.max_key:
+                store.bins[key - store.offset] += 1.0
+                store.count += 1.0
+            else:
+                store.add(key)
         else:
             value = 0.0
             self._zero_count += 1.0

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from harness.journal.distributions import Counts, Sketch, merged_counts, merged_sketch
 from harness.journal.plain import TRANSIENT
@@ -25,8 +25,10 @@ from harness.journal.writer import JournalView
 from harness.vocabulary import AUTH_OUTCOMES
 
 _NOT_FINISHED = {FlowOutcome.INTERRUPTED.value}
-_TIMED = {RecordType.ROUND, RecordType.FLOW}
-"""The records a window keeps only from its start on (the rest, rejections and checks, are the run's)."""
+_START, _ROUND, _FLOW = RecordType.START.value, RecordType.ROUND.value, RecordType.FLOW.value
+"""The most frequent records' types, as plain strings: a plain comparison costs less than an enum member's.
+Rounds and flows are the records a window keeps only from its start on (the rest, rejections and checks, are
+the run's)."""
 
 _NUMBER = (int, float)
 """`isinstance`'s tuple: a union (`int | float`) is built again at every call of the fold."""
@@ -115,24 +117,10 @@ class RunFigures(JournalView):
         return {**self.__dict__, "windows": []}
 
     def add(self, record: Mapping[str, Any]) -> None:
+        if add_by_kind(self, record):
+            return
         kind = record.get("type")
-        if kind in _TIMED:
-            for window in self.windows:
-                window.add(record)
-            if self.since is not None and (record.get("t") or 0) < self.since:
-                return
-        if kind == RecordType.START:
-            self.started_by_flow[str(record.get("flow"))] += 1
-        elif kind == RecordType.ROUND:
-            self._round(record)
-            for fault in self.faults:
-                fault.add(record)
-            if record.get("redispatched_from"):
-                self.redispatched["rounds"] += 1
-                self.redispatched["rejections"] += record.get("outcome") == "invalid_state"  # Outcome.INVALID_STATE
-        elif kind == RecordType.FLOW:
-            self._flow(record)
-        elif kind == RecordType.REJECTION:
+        if kind == RecordType.REJECTION:
             self.rejections[(record["replica"], record["reason"])] += 1
         elif kind == RecordType.INVARIANT:
             self.violations[record["invariant"]] += int(record.get("violations", 0))
@@ -147,8 +135,17 @@ class RunFigures(JournalView):
         elif kind == RecordType.RUN:
             self._run_event(record)
 
-    def _round(self, record: Mapping[str, Any]) -> None:
-        get = record.get  # a round is the most frequent record: each lookup of the method counts
+    def add_start(self, record: Mapping[str, Any]) -> None:
+        """`add` for a flow's `start` record (`harness.folding.read` routes each kind straight to its own)."""
+        self.started_by_flow[str(record.get("flow"))] += 1
+
+    def add_round(self, record: Mapping[str, Any]) -> None:
+        """`add` for a `round` record: the most frequent one, so every lookup in it counts."""
+        for window in self.windows:
+            window.add_round(record)
+        get = record.get
+        if self.since is not None and (get("t") or 0) < self.since:
+            return
         flow = str(get("flow"))
         self.rounds += 1
         self.replica_rounds[str(get("replica"))] += 1
@@ -174,12 +171,35 @@ class RunFigures(JournalView):
         if crossed is not None:
             self.continuations[flow] += 1
             self.crossed[flow] += bool(crossed)
+        for fault in self.faults:
+            fault.add(record)
+        if get("redispatched_from"):
+            self.redispatched["rounds"] += 1
+            self.redispatched["rejections"] += outcome == "invalid_state"  # Outcome.INVALID_STATE
 
-    def _flow(self, record: Mapping[str, Any]) -> None:
+    def add_flow(self, record: Mapping[str, Any]) -> None:
+        """`add` for a flow's outcome (`flow` record)."""
+        for window in self.windows:
+            window.add_flow(record)
         get = record.get
-        flow = str(get("flow"))
-        self.finished[(flow, str(get("outcome")))] += 1
-        self.by_host.flow(record, flow)
+        if self.since is not None and (get("t") or 0) < self.since:
+            return
+        flow, outcome, host = str(get("flow")), str(get("outcome")), str(get("host", DEFAULT_HOST_NAME))
+        self.finished[(flow, outcome)] += 1
+        by_host = self.by_host
+        by_host.finished[(host, flow, outcome)] += 1
+        for call in get("calls") or []:  # first, as before: `calls` that is no list leaves the rest of the flow out
+            rounds = call.get("rounds") if is_mapping(call) else None
+            if isinstance(rounds, int) and rounds > 0:
+                key = (flow, str(call.get("tool")))
+                counts = self.rounds_per_call.get(key)
+                if counts is None:
+                    counts = self.rounds_per_call[key] = Counts()
+                counts.add(rounds)
+                counts = by_host.rounds_per_call.get((host, flow))
+                if counts is None:
+                    counts = by_host.rounds_per_call[(host, flow)] = Counts()
+                counts.add(rounds)
         if get("late"):
             self.late += 1
         duration, think = get("duration"), get("think_time")
@@ -190,14 +210,6 @@ class RunFigures(JournalView):
             sketch.add(float(duration))
         if isinstance(think, _NUMBER):
             self.think_time.add(float(think))
-        for call in get("calls") or []:
-            rounds = call.get("rounds") if is_mapping(call) else None
-            if isinstance(rounds, int) and rounds > 0:
-                key = (flow, str(call.get("tool")))
-                counts = self.rounds_per_call.get(key)
-                if counts is None:
-                    counts = self.rounds_per_call[key] = Counts()
-                counts.add(rounds)
 
     def _fault(self, record: Mapping[str, Any]) -> None:
         """A network fault's start opens its window; its end closes the oldest open one of the same target."""
@@ -358,18 +370,8 @@ class HostFigures:
     errors: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     """Failed rounds by (host, flow, code)."""
     rounds_per_call: dict[tuple[str, str], Counts] = field(default_factory=dict)
-    """Rounds per call by (host, flow)."""
-
-    def flow(self, record: Mapping[str, Any], flow: str) -> None:
-        host = str(record.get("host", DEFAULT_HOST_NAME))
-        self.finished[(host, flow, str(record.get("outcome")))] += 1
-        for call in record.get("calls") or []:
-            rounds = call.get("rounds") if is_mapping(call) else None
-            if isinstance(rounds, int) and rounds > 0:
-                counts = self.rounds_per_call.get((host, flow))
-                if counts is None:
-                    counts = self.rounds_per_call[(host, flow)] = Counts()
-                counts.add(rounds)
+    """Rounds per call by (host, flow). `RunFigures.add_flow` fills both tables, in the pass over a flow's calls that
+    counts its rounds per call."""
 
     def count(self, metric: str, selector: dict[str, str]) -> float:
         if metric == "flows_finished":
@@ -397,6 +399,28 @@ class HostFigures:
             row = table.setdefault(host, {"flows": 0, "outcomes": {}, "errors": {}})
             row["errors"][code] = row["errors"].get(code, 0) + n
         return table
+
+
+class FlowRecordFolds(Protocol):
+    """A fold with a method of its own for each of a flow's records, which a reader may call straight."""
+
+    def add_start(self, record: Mapping[str, Any]) -> None: ...
+    def add_round(self, record: Mapping[str, Any]) -> None: ...
+    def add_flow(self, record: Mapping[str, Any]) -> None: ...
+
+
+def add_by_kind(fold: FlowRecordFolds, record: Mapping[str, Any]) -> bool:
+    """A flow's own record (start, round, flow) into `fold`'s method for its kind; False for any other record."""
+    kind = record.get("type")
+    if kind == _ROUND:
+        fold.add_round(record)
+    elif kind == _FLOW:
+        fold.add_flow(record)
+    elif kind == _START:
+        fold.add_start(record)
+    else:
+        return False
+    return True
 
 
 def is_mapping(value: object) -> bool:

@@ -31,6 +31,9 @@ from harness.journal.writer import JournalView
 from harness.load.mutations import EXPECTED_REASONS, FINDINGS, MutantAnswer
 from harness.mrtr.outcome import Outcome
 
+_INVALID_STATE = Outcome.INVALID_STATE.value
+"""A rejected round's outcome, as a plain string: a plain comparison costs less than an enum member's."""
+
 EXAMPLES = 3
 _STAMP = 0.002
 """A log line's own time has millisecond resolution: a line stamped inside its round may read a little outside."""
@@ -89,16 +92,26 @@ class FuzzFold(JournalView):
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
-        if kind == RecordType.FLOW and isinstance(record.get("mutation_skipped"), str):
-            self.skipped_at_run.setdefault(record["mutation_skipped"], Counter())[
-                str(record.get("mutation_skipped_why"))] += 1
-        if kind == RecordType.ROUND and record.get("outcome") == Outcome.INVALID_STATE:
+        if kind == RecordType.ROUND:
+            self.add_round(record)
+        elif kind == RecordType.FLOW:
+            self.add_flow(record)
+        elif kind == RecordType.REJECTION:
+            self.logged.setdefault(str(record["replica"]), []).append((float(record["t"]), str(record["reason"])))
+
+    def add_round(self, record: Mapping[str, Any]) -> None:
+        """`add` for a `round` record (`harness.folding.read` routes each kind straight to its own)."""
+        if record.get("outcome") == _INVALID_STATE:
             end = float(record["t"])
             self.rejected_rounds[(str(record.get("flow_id")), int(record.get("round") or 0))] = (
                 end - float(record.get("latency") or 0.0), end, str(record.get("replica")))
-        elif kind == RecordType.REJECTION:
-            self.logged.setdefault(str(record["replica"]), []).append((float(record["t"]), str(record["reason"])))
-        elif kind == RecordType.FLOW and record.get("mutation") is not None:
+
+    def add_flow(self, record: Mapping[str, Any]) -> None:
+        """`add` for a flow's outcome (`flow` record)."""
+        if isinstance(record.get("mutation_skipped"), str):
+            self.skipped_at_run.setdefault(record["mutation_skipped"], Counter())[
+                str(record.get("mutation_skipped_why"))] += 1
+        if record.get("mutation") is not None:
             self.mutants.append({key: record.get(key) for key in ("flow_id", "mutation", "mutant_answer",
                                                                   "mutant_round", "mutant_length", "mutant_detail")})
 

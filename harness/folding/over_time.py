@@ -12,9 +12,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from math import floor
 from typing import Any
 
-from harness.folding.figures import _NUMBER
+from harness.folding.figures import _NUMBER, add_by_kind
 from harness.journal.distributions import Sketch, merged_sketch
 from harness.journal.records import FlowOutcome, RecordType, advance_time_zero
 from harness.journal.writer import JournalView
@@ -66,29 +67,64 @@ class Timeline(JournalView):
     high: int = 0
 
     def add(self, record: Mapping[str, Any]) -> None:
-        t = record.get("t")
-        if not isinstance(t, (int, float)):  # the tuple is the faster check, once per record
+        if add_by_kind(self, record):
             return
+        t = record.get("t")
+        if not isinstance(t, _NUMBER):
+            return
+        self._bin_of(record, binned=False)
         kind = record.get("type")
         if kind == RecordType.RUN:
             self.started = advance_time_zero(self.started, record)
+        elif kind == RecordType.REJECTION:
+            self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
+
+    def add_round(self, record: Mapping[str, Any]) -> None:
+        """`add` for a `round` record (`harness.folding.read` routes each kind straight to its own)."""
+        latency = record.get("latency")
+        if not isinstance(latency, _NUMBER):
+            self._bin_of(record, binned=False)
+            return
+        found = self._bin_of(record)
+        if found is not None:
+            found.latency.add(float(latency))
+
+    def add_flow(self, record: Mapping[str, Any]) -> None:
+        """`add` for a flow's outcome (`flow` record)."""
+        found = self._bin_of(record)
+        if found is not None:
+            found.flows[str(record.get("outcome"))] += 1
+
+    def add_start(self, record: Mapping[str, Any]) -> None:
+        """`add` for a flow's `start` record."""
+        found = self._bin_of(record)
+        if found is not None:
+            found.starts += 1
+
+    def _bin_of(self, record: Mapping[str, Any], binned: bool = True) -> _Bin | None:
+        """The record's time taken into the first and last seen, then, when `binned`, the bin it falls in (the one a
+        run's records mostly fall in found without a call more: `_bin` makes the others); None when the record has
+        no time (it is not plotted) or is not `binned`."""
+        t = record.get("t")
+        if not isinstance(t, _NUMBER):
+            return None
         if self.first is None or t < self.first:
             self.first = t
         if self.last is None or t > self.last:
             self.last = t
-        if kind == RecordType.ROUND and isinstance(record.get("latency"), _NUMBER):
-            self._bin(t).latency.add(float(record["latency"]))
-        elif kind == RecordType.FLOW:
-            self._bin(t).flows[str(record.get("outcome"))] += 1
-        elif kind == RecordType.START:
-            self._bin(t).starts += 1
-        elif kind == RecordType.REJECTION:
-            self._bin(t).rejections[(str(record.get("replica")), str(record.get("reason")))] += 1
+        if not binned:
+            return None
+        anchor = self.anchor
+        if anchor is not None:
+            found = self.stored.get(floor((t - anchor) / self.width))
+            if found is not None:
+                return found
+        return self._bin(t)
 
     def _bin(self, t: float) -> _Bin:
         if self.anchor is None:
             self.anchor = self.started if self.started is not None else t
-        index = math.floor((t - self.anchor) / self.width)
+        index = floor((t - self.anchor) / self.width)
         found = self.stored.get(index)
         if found is not None:
             return found
@@ -96,7 +132,7 @@ class Timeline(JournalView):
             self.low = self.high = index
         while max(self.high, index) - min(self.low, index) >= _MAX_BINS and self.width < _BIN_WIDTHS[-1]:
             self._widen()
-            index = math.floor((t - self.anchor) / self.width)
+            index = floor((t - self.anchor) / self.width)
         self.low, self.high = min(self.low, index), max(self.high, index)
         found = self.stored.get(index)
         if found is None:

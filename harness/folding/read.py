@@ -21,7 +21,7 @@ from harness.folding.top_errors import ErrorTable
 from harness.journal.plain import TRANSIENT
 from harness.journal.records import RecordType
 from harness.journal.segments import part_exists
-from harness.journal.writer import JournalDamage, JournalView, read_journal
+from harness.journal.writer import JournalDamage, JournalView, fold_journal_from
 
 Fold = Callable[[Mapping[str, Any]], None]
 
@@ -58,11 +58,12 @@ class JournalRead(JournalView):
         return {**self.__dict__, "_by_kind": {}}
 
     def add(self, record: Any) -> None:
-        if not is_mapping(record):
+        if type(record) is not dict and not is_mapping(record):  # JSON's own dict without a call, once per record
             self.unreadable += 1
             return
         try:
-            for fold in self._folds(record.get("type")):
+            kind = record.get("type")
+            for fold in self._by_kind.get(kind) or self._folds(kind):  # a `type` that is no key: TypeError
                 fold(record)
         except (KeyError, TypeError, ValueError):
             self.unreadable += 1
@@ -70,15 +71,17 @@ class JournalRead(JournalView):
         self.records += 1
 
     def _folds(self, kind: Any) -> list[Fold]:
-        """The folds that read records of `kind`: a flow's own records skip those that would only drop them."""
+        """The folds that read records of `kind`: a flow's own records go straight to each fold's method for that
+        kind, skipping the folds that would only drop them; any other record to every fold's `add`."""
         found = self._by_kind.get(kind)
         if found is None:
             everything: list[Fold] = [self.figures.add, self.timeline.add, self.checks.add, self.errors.add,
                                       self.fuzz.add]
             routes: dict[Any, list[Fold]] = {
-                RecordType.START: [self.figures.add, self.timeline.add],
-                RecordType.ROUND: [self.figures.add, self.timeline.add, self.errors.add, self.fuzz.add],
-                RecordType.FLOW: [self.figures.add, self.timeline.add, self.fuzz.add]}
+                RecordType.START: [self.figures.add_start, self.timeline.add_start],
+                RecordType.ROUND: [self.figures.add_round, self.timeline.add_round, self.errors.add_round,
+                                   self.fuzz.add_round],
+                RecordType.FLOW: [self.figures.add_flow, self.timeline.add_flow, self.fuzz.add_flow]}
             found = self._by_kind[kind] = routes.get(kind, everything)
         return found
 
@@ -115,7 +118,6 @@ def read_run(journal_paths: Iterable[Path]) -> JournalRead:
             read.missing.append(str(path))
             continue
         read.parts.append(str(path))
-        for record in read_journal(path, damage=damage):
-            read.add(record)
+        fold_journal_from(path, 0, read.add, damage)
     read.count_damage(damage)
     return read

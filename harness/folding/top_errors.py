@@ -69,10 +69,16 @@ class ErrorTable(JournalView):
         if record.get("type") != RecordType.ROUND:
             self.started = advance_time_zero(self.started, record)
             return
-        for field_name, groups in (("error", self.groups), ("expected", self.expected)):
-            message = record.get(field_name)
-            if isinstance(message, str) and message:
-                _count(groups, record, message)
+        self.add_round(record)
+
+    def add_round(self, record: Mapping[str, Any]) -> None:
+        """`add` for a `round` record (`harness.folding.read` routes each kind straight to its own)."""
+        message = record.get("error")
+        if message and isinstance(message, str):
+            _count(self.groups, record, message)
+        message = record.get("expected")
+        if message and isinstance(message, str):
+            _count(self.expected, record, message)
 
     def top(self, limit: int = TOP_ERRORS) -> list[ErrorGroup]:
         """The `limit` most frequent errors, most frequent first (then the earliest)."""

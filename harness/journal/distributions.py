@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from harness._compat.ddsketch import OpenSketch
@@ -55,19 +56,16 @@ class Distribution(Protocol):
 class Sketch:
     """Non-negative times (seconds): exact count, sum, min and max; percentiles within `RELATIVE_ERROR`."""
 
-    __slots__ = ("_sketch",)
+    __slots__ = ("_sketch", "add")
 
     def __init__(self) -> None:
-        self._sketch = OpenSketch(RELATIVE_ERROR)
+        self._sketch = OpenSketch(RELATIVE_ERROR, FLOOR)
+        self.add: Callable[[float], None] = self._sketch.add_floored
+        """`add(value)`: `DDSketch.add(value)` (a value under `FLOOR` as 0), without its checks for weights and
+        negative values (`OpenSketch.add_floored`, bound: a fold adds several values per flow, each one call).
 
-    def add(self, value: float) -> None:
-        """`DDSketch.add(value)` (a value under `FLOOR` as 0), without its checks for weights and negative values.
-
-        A fold adds several values per flow, and the library's generic `add` checks what a time
-        never is. The bin comes from the sketch's own mapping and store, so the sketch is the one
-        `add` builds (`OpenSketch.add_floored`).
-        """
-        self._sketch.add_floored(value, FLOOR)
+        The library's generic `add` checks what a time never is. The bin comes from the sketch's own
+        mapping and store, so the sketch is the one `add` builds."""
 
     def merge(self, other: Sketch) -> None:
         self._sketch.merge(other._sketch)

@@ -281,6 +281,18 @@ def part_lines(part: Path, offset: int = 0, damage: Damage | None = None) -> Ite
 
     A line that runs longer than `MAX_LINE` is damage, skipped to its end; the cut last line of a segment that
     ended short is damage too (counted with the segment)."""
+    for lines, whole in part_batches(part, offset, damage):
+        if whole:
+            for line in lines:
+                yield line + b"\n"
+        else:
+            yield from lines
+
+
+def part_batches(part: Path, offset: int = 0, damage: Damage | None = None) -> Iterator[tuple[list[bytes], bool]]:
+    """`part_lines`' lines in batches, each line without its newline, with whether they are whole: the last batch
+    is a torn last line alone (no newline after it), `whole` False. A reader that folds every line takes a batch
+    at a time: a line at a time would cost a generator's step per record."""
     reader = PartReader(part, offset, damage)
     rest = b""
     skipping = False
@@ -290,11 +302,11 @@ def part_lines(part: Path, offset: int = 0, damage: Damage | None = None) -> Ite
                 reader.broken, rest, skipping = False, b"", False
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()
-            for line in lines:
-                if skipping:
-                    skipping = False
-                    continue
-                yield line + b"\n"
+            if skipping and lines:
+                del lines[0]  # the end of a line longer than MAX_LINE
+                skipping = False
+            if lines:
+                yield lines, True
             if len(rest) > MAX_LINE:
                 rest, skipping = b"", True
                 if damage is not None:
@@ -302,7 +314,7 @@ def part_lines(part: Path, offset: int = 0, damage: Damage | None = None) -> Ite
     finally:
         reader.close()
     if rest and not skipping and not reader.broken:
-        yield rest
+        yield [rest], False
 
 
 class Compressor:
