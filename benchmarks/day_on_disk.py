@@ -201,7 +201,7 @@ def run_case(case: Case, seconds: float, urls: list[str], results: Path, segment
              code: Path = REPO_ROOT) -> dict[str, Any]:
     """One case's run, watched once a second; its figures."""
     scenario = work / f"{case.name}.toml"
-    scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls), load=case.load_toml()))
+    scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls), logs="", load=case.load_toml()))
     spool_root = work / f"{case.name}-tmp"
     spool_root.mkdir()
     child = ChildRun(scenario, results, code, args=("--workers", str(case.workers)) if case.workers else (),

@@ -304,9 +304,14 @@ def run_figures(folder: Path, samples: list[Sample], exited: float, gc_log: Path
 
 
 def process_figures(samples: list[Sample], name: str, steady_from: int = STEADY_FROM) -> dict[str, Any]:
-    """Process `name`'s RSS growth per 1,000,000 flows after the first `steady_from`, its RSS there, and its peak."""
+    """Process `name`'s RSS growth per 1,000,000 flows after the first `steady_from` (and over the second half of
+    that: a bounded store that fills first and then stays shows as growth over the whole and none in the second
+    half), its RSS at each quarter of that span, there, and its peak."""
     steady = [(flows, rss[name]) for _, flows, rss in samples if flows >= steady_from and rss.get(name)]
     return {"rss_growth_mib_per_million_flows": slope_mib_per_million(steady),
+            "rss_growth_last_half_mib_per_million_flows": slope_mib_per_million(steady[len(steady) // 2:]),
+            "rss_by_quarter_mib": [round(steady[min(len(steady) - 1, len(steady) * q // 4)][1] / 2**20, 1)
+                                   for q in range(5)] if steady else None,
             "rss_at_steady_from_mib": round(steady[0][1] / 2**20, 1) if steady else None,
             "rss_peak_mib": round(max((rss.get(name, 0) for *_, rss in samples), default=0) / 2**20, 1)}
 
