@@ -35,9 +35,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     mcp = commands.add_parser("mcp", help="serve the harness to an assistant as an MCP server over stdio",
                               description=DESCRIPTION, epilog=epilog("mcp"),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    mcp.add_argument("--results", type=Path, default=Path("results"),
+    mcp.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                      help="folder under which the run tool makes each run's results folder (default results/)")
-    mcp.add_argument("--max-duration", default=DEFAULT_MAX_DURATION,
+    mcp.add_argument("--max-duration", default=DEFAULT_MAX_DURATION, metavar="DURATION",
                      help="the longest load a run tool call may ask for, its scenario's duration or the one given "
                           f"(default {DEFAULT_MAX_DURATION}); a longer one is refused with nothing started")
     mcp.set_defaults(handler=serve)
