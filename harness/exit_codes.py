@@ -99,6 +99,11 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.USAGE, "usage, or a file that is no log (binary, a damaged gzip)"),
         (ExitCode.TARGET, "a source could not be opened or reached, or ended in error (1 wins over 3)"),
     ),
+    "mcp": (
+        (ExitCode.PASSED, "the client closed the connection (each tool's own exit code is in its result)"),
+        (ExitCode.USAGE, "a bad option (--max-duration)"),
+        (ExitCode.INTERRUPTED, "interrupted (Ctrl-C)"),
+    ),
     "worker": (
         (ExitCode.PASSED, "everything it journaled reached the master"),
         (ExitCode.FAILED, "it did not: the master refused it (another version, one worker too many) or went away "

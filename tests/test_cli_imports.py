@@ -48,6 +48,14 @@ def test_the_command_loads_no_server_code(command: str, runs: tuple[Path, Path])
     assert _server_code(modules) == [], f"{command} loaded server code"
 
 
+def test_mcp_loads_the_sdks_server_only_when_it_serves() -> None:
+    """`mcp --help` reads its options from argparse alone; the server (`harness.assistant.server`) loads to serve."""
+    code, modules, output = _imports("mcp", "--help")
+    assert code == 0 and "--max-duration DURATION" in output, output
+    assert "harness.assistant.cli" in modules and _server_code(modules) == [], "mcp --help loaded server code"
+    assert "harness.assistant.server" not in modules
+
+
 def test_history_loads_no_server_code(tmp_path: Path) -> None:
     from tests.test_history import MIN_NIGHTS, write_nights
 

@@ -168,6 +168,11 @@ PLAN: dict[str, Plan] = {
     KEYRING: Plan("here", "test_the_keyring_line_writes_a_ring_of_keys"),
     "mrtr-harness run scenarios/kubernetes.toml": Plan("not run", "an external target: needs your Kubernetes "
                                                                   "deployment"),
+    # README.md and docs/running.md: the harness as an MCP server
+    "mrtr-harness mcp": Plan(
+        "elsewhere", "tests/test_mcp_server.py::test_the_server_lists_its_tools_validates_refuses_an_unbounded_run_"
+                     "and_triages (the SDK's stdio client starts it as `python -m harness mcp`, with --results and "
+                     "--max-duration added, and talks to it over its standard input and output)"),
 }
 
 DOCUMENTED = commands()

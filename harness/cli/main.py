@@ -3,7 +3,7 @@
 Heavy imports happen inside each handler: `run` must let Locust patch gevent before
 anything else opens sockets or threads, and `validate` must stay instant. `--help`,
 `validate`, `report` and `compare` load no server code (the shop's, uvicorn, Starlette, the
-SDK's server side): the shop's subcommands import it when they are used.
+SDK's server side): the shop's subcommands and `mcp` import it when they are used.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import harness
+from harness.assistant import cli as assistant_cli
 from harness.capacity import cli as capacity_cli
 from harness.cli import shop as shop_cli
 from harness.compare import cli as compare_cli
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     capacity_cli.add_parser(commands)
     compare_cli.add_parser(commands)
     compare_cli.add_history_parser(commands)
+    assistant_cli.add_parser(commands)
     return parser
 
 

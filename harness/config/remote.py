@@ -52,6 +52,13 @@ class Verdict:
     allowed: bool
 
 
+@dataclass(frozen=True)
+class _HostVerdict(Verdict):
+    """The chaos and fuzzing rule applied to one host: the verdict, and the host it names."""
+
+    host: str
+
+
 def _host_name(host: str) -> str:
     """An `allow` entry is a host as URLs name it: refused, with its line, when it is a URL or has a port."""
     try:
@@ -105,24 +112,35 @@ def check(scenario: Scenario, allow_hosts: Sequence[str] = (), source: str = "")
     return [verdict.line for verdict in found]
 
 
-def _breaking(scenario: Scenario, allow_hosts: Iterable[str]) -> list[Verdict]:
+def breaking(scenario: Scenario) -> str:
+    """What of the scenario breaks its target: "chaos", "fuzzing", "chaos and fuzzing", or "" for neither."""
+    return " and ".join(name for name, present in (
+        ("chaos", bool(scenario.chaos)), ("fuzzing", any(isinstance(flow, FuzzFlow) for flow in scenario.flows)))
+        if present)
+
+
+def unallowed_hosts(scenario: Scenario, allow_hosts: Iterable[str] = ()) -> list[str]:
+    """The remote hosts chaos or fuzzing would act on that neither `[target] allow` nor `allow_hosts` names: the
+    ones a run refuses, and the ones `mrtr-harness mcp` asks the user about before it starts one."""
+    return [verdict.host for verdict in _breaking(scenario, allow_hosts) if not verdict.allowed]
+
+
+def _breaking(scenario: Scenario, allow_hosts: Iterable[str]) -> list[_HostVerdict]:
     """Chaos and fuzzing: each remote host, allowed by the scenario, by the command line, or refused."""
-    what = [name for name, present in (("chaos", bool(scenario.chaos)),
-                                       ("fuzzing", any(isinstance(flow, FuzzFlow) for flow in scenario.flows)))
-            if present]
+    what = breaking(scenario)
     if not what:
         return []
     in_file = {normal_host(host) for host in scenario.target.allow}
     on_line = {normal_host(host) for host in allow_hosts}
     found = []
     for host in remote_hosts(scenario.target):
-        head = f"{' and '.join(what)} against remote host {host}"
+        head = f"{what} against remote host {host}"
         if host in in_file:
-            found.append(Verdict(f"{head}: allowed by [target] allow", True))
+            found.append(_HostVerdict(f"{head}: allowed by [target] allow", True, host))
         elif host in on_line:
-            found.append(Verdict(f"{head}: allowed by --allow-host", True))
+            found.append(_HostVerdict(f"{head}: allowed by --allow-host", True, host))
         else:
-            found.append(Verdict(f"{head}: refused: {ALLOW_HINT}", False))
+            found.append(_HostVerdict(f"{head}: refused: {ALLOW_HINT}", False, host))
     return found
 
 

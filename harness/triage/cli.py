@@ -23,6 +23,7 @@ from harness.exit_codes import epilog
 
 if TYPE_CHECKING:
     from harness.config.logs import LabelledFile
+    from harness.triage.counts import Snapshot
 
 PROG = "mrtr-harness triage"
 TICK_SECONDS = 0.5
@@ -218,7 +219,7 @@ def main(args: argparse.Namespace) -> int:
 
 def run(options: Options) -> int:
     """Open every source, read them into one count while showing it, and return the exit code."""
-    from harness.logs.sources import NotALog, SourceError
+    from harness.logs.sources import SourceError
     from harness.triage import display
     from harness.triage.counts import LiveCounts
     from harness.triage.session import Session
@@ -227,15 +228,11 @@ def run(options: Options) -> int:
         print(f"{PROG}: {warning}", file=sys.stderr)
     sources = _sources(options)
     try:
-        for source in sources:
-            notice = source.open()
-            if notice:
-                print(f"{PROG}: {notice}", file=sys.stderr)
+        for notice in _open_all(sources):
+            print(f"{PROG}: {notice}", file=sys.stderr)
     except SourceError as exc:
-        for source in sources:
-            source.close()
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return ExitCode.USAGE if isinstance(exc, NotALog) else ExitCode.TARGET
+        return _source_error_code(exc)
     hooks: dict[str, Any] = {}
     server = None
     if options.metrics_port is not None:
@@ -274,14 +271,82 @@ def run(options: Options) -> int:
     snapshot = counts.snapshot()
     for failure in session.failures:
         print(f"{PROG}: {failure}", file=sys.stderr)
-    code = ExitCode.FAILED if snapshot.tampering_or_client_bug() else \
-        ExitCode.TARGET if session.failures else ExitCode.PASSED
+    code = _exit_code(snapshot, session.failures)
     if options.json:
         sys.stdout.write(display.render_json(snapshot, exit_code=code))
     else:
         sys.stdout.write(display.render_summary(snapshot, sources=names))
     sys.stdout.flush()
     return code
+
+
+@dataclass(frozen=True)
+class OnceRead:
+    """What reading every source once to its end gave: the counts (None when a source could not be opened), the
+    exit code, and what the command line would have said on stderr (notices, a source's error or failures)."""
+
+    snapshot: Snapshot | None
+    code: int
+    said: list[str]
+
+
+def read_once(options: Options) -> OnceRead:
+    """`--once` without a screen or a stream to write on: every source read to its end into one count.
+
+    What `mrtr-harness mcp`'s triage tool answers with; the same sources, parsers, counts and
+    exit code as `run`, which prints them instead.
+    """
+    from harness.logs.sources import SourceError
+    from harness.triage.counts import LiveCounts
+    from harness.triage.session import Session
+
+    options.once = True
+    said = [*options.notices, *_drop_duplicate_files(options)]
+    sources = _sources(options)
+    try:
+        said += _open_all(sources)
+    except SourceError as exc:
+        return OnceRead(None, _source_error_code(exc), [*said, str(exc)])
+    counts = LiveCounts(options.window, by_line_time=True, since=options.since, until=options.until)
+    session = Session(sources, counts)
+    session.start()
+    try:
+        while not session.wait(TICK_SECONDS):
+            session.tick()
+    finally:
+        session.stop()
+    snapshot = counts.snapshot()
+    return OnceRead(snapshot, _exit_code(snapshot, session.failures), [*said, *session.failures])
+
+
+def _open_all(sources: list[Any]) -> list[str]:
+    """Open every source; the notices they gave. On a SourceError every source is closed and it is raised."""
+    from harness.logs.sources import SourceError
+
+    notices = []
+    try:
+        for source in sources:
+            notice = source.open()
+            if notice:
+                notices.append(notice)
+    except SourceError:
+        for source in sources:
+            source.close()
+        raise
+    return notices
+
+
+def _source_error_code(exc: Exception) -> int:
+    """A source that could not be opened: a file that is no log is the user's (2), anything else the source's (3)."""
+    from harness.logs.sources import NotALog
+
+    return ExitCode.USAGE if isinstance(exc, NotALog) else ExitCode.TARGET
+
+
+def _exit_code(snapshot: Snapshot, failures: list[str]) -> int:
+    """1 for a reason that means tampering or a client bug, else 3 when a source failed, else 0."""
+    return ExitCode.FAILED if snapshot.tampering_or_client_bug() else \
+        ExitCode.TARGET if failures else ExitCode.PASSED
 
 
 def _stop_on_sigterm() -> Any:

@@ -1,0 +1,57 @@
+"""`mrtr-harness mcp`: serve the harness's jobs as MCP tools over standard input and output.
+
+Only argparse at module level: the server (the SDK's server side) is imported when the
+command runs, so `--help`, `validate`, `report` and `compare` load none of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.errors import UsageError
+from harness.exit_codes import epilog
+
+DEFAULT_MAX_DURATION = "10m"
+
+DESCRIPTION = """\
+Serve the harness as an MCP server over standard input and output (the SDK's own server),
+for an assistant's client to start: tools to validate a scenario, run one (bounded by
+--max-duration, with progress notifications), rebuild or read a run's report, compare two
+runs, and triage a log. Each answers with structured content: the verdict, the exit code
+and the paths it wrote. A run is a child process (`mrtr-harness run ... --quiet`), so the
+server stays free while it goes.
+
+Before a run breaks (chaos or fuzzing) a host that is not this machine and that the
+scenario's [target] allow does not name, the run tool asks the user in the call itself
+(MRTR elicitation: "Start chaos against HOSTS?"); anything but a yes refuses the run with
+nothing started, and a yes passes the hosts as --allow-host. Register it with a client as
+the command `mrtr-harness mcp` (docs/running.md).
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add `mcp` to the `mrtr-harness` subcommands."""
+    mcp = commands.add_parser("mcp", help="serve the harness to an assistant as an MCP server over stdio",
+                              description=DESCRIPTION, epilog=epilog("mcp"),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    mcp.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                     help="folder under which the run tool makes each run's results folder (default results/)")
+    mcp.add_argument("--max-duration", default=DEFAULT_MAX_DURATION, metavar="DURATION",
+                     help="the longest load a run tool call may ask for, its scenario's duration or the one given "
+                          f"(default {DEFAULT_MAX_DURATION}); a longer one is refused with nothing started")
+    mcp.set_defaults(handler=serve)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve until the client closes standard input."""
+    from harness.config.durations import parse_duration_option
+
+    max_duration = parse_duration_option("--max-duration", args.max_duration)
+    if max_duration <= 0:
+        raise UsageError("--max-duration must be more than 0, e.g. 10m")
+    from harness.assistant.plan import ServerSettings
+    from harness.assistant.server import serve_stdio
+
+    serve_stdio(ServerSettings(results=args.results, max_duration=max_duration))
+    return 0
