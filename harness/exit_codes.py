@@ -40,7 +40,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                           "aborted)"),
         (ExitCode.HARNESS, "the harness itself failed (status errored, results still written, everything stopped)"),
         (ExitCode.INTERRUPTED, "interrupted: Ctrl-C or SIGTERM (what CI runners and Kubernetes send to cancel), "
-                               "status interrupted, results still written, not compared with --baseline"),
+                               "status interrupted, results still written, not compared with --baseline; the web UI's "
+                               "STOP (`--web`) ends a run the same way"),
     ),
     "report": (
         (ExitCode.PASSED, "the rebuilt verdict passed"),

@@ -450,6 +450,36 @@ def test_compare_html_draws_both_runs_per_round_and_needs_no_network(tmp_path):
     assert SLOW_REFUND_P95 in unescape(page) and "regression" in page
 
 
+
+def test_compare_html_puts_the_verdict_and_the_regressions_first_each_regressed_distribution_drawn(tmp_path):
+    """A 60-row table is not where a person starts: the verdict, the regressed rows alone, and each regressed
+    round's latency curve, baseline against current, come before every metric's row and the other charts."""
+    run = scenario()
+    baseline = write_run(tmp_path / "base", run)
+    current = write_run(tmp_path / "current", run, scale=1.4)
+    compare(baseline, current)
+
+    page = unescape((current / "compare.html").read_text())
+    first, rest = page.split("<h2>Every metric</h2>")
+    assert "<h2>Regressions</h2>" in first
+    assert first.index('<p class="regression">') < first.index("<h2>Regressions</h2>")  # the verdict first
+    rows = metrics(current)
+    regressed = {name for name, row in rows.items() if row["verdict"] == "regression"}
+    assert SLOW_REFUND_P95 in regressed and regressed < set(rows)
+    for name in rows:  # the regressed rows, and no other, before every metric's table
+        assert (f"<td>{name}</td>" in first) == (name in regressed), name
+    keys = {(m.split("'")[1], m.split("'")[3], m.split("'")[5]) for m in regressed if m.startswith("round_duration")}
+    drawn = [title for title in _titles(first) if "latency by percentile" in title]
+    assert sorted(drawn) == sorted(f"{flow} / {tool} / round {n}: latency by percentile" for flow, tool, n in keys)
+    assert not [title for title in _titles(rest) if title in drawn]  # each drawn once
+
+
+def _titles(html: str) -> list[str]:
+    collector = _Tags()
+    collector.feed(html)
+    return collector.titles
+
+
 class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()

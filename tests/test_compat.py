@@ -300,3 +300,20 @@ def test_locusts_web_ui_reads_the_process_command_line_which_the_harness_empties
     assert locust_edges["refused"]  # the harness's command line is not Locust's
     assert locust_edges["argv"] == ["mrtr-harness"]
     assert locust_edges["extra"] == {}  # an empty one is: no extra options to show
+
+
+def test_locusts_page_has_the_words_the_page_script_finds_its_controls_and_user_count_by():
+    """`PAGE_SCRIPT` hides Locust's Edit, Reset and New buttons and renames the `Users` label (a Typography) by
+    their text: the built page must still say them, and have a `</body>` to put the script before."""
+    import importlib.util
+
+    from harness._compat.locust import PAGE_SCRIPT
+
+    spec = importlib.util.find_spec("locust")  # found, not imported: importing Locust patches gevent
+    assert spec is not None and spec.origin is not None
+    dist = Path(spec.origin).parent / "webui" / "dist"
+    bundle = "".join(path.read_text(encoding="utf-8") for path in (dist / "assets").glob("*.js"))
+    for word in ("Edit", "Reset", "New", "Users"):
+        assert f"children:`{word}`" in bundle and f'"{word}"' in PAGE_SCRIPT, word
+    assert "`Stop`" in bundle and "name:`MuiTypography`" in bundle
+    assert "</body>" in (dist / "index.html").read_text(encoding="utf-8")

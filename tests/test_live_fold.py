@@ -20,6 +20,7 @@ import gevent
 
 from harness.config.scenario import parse_scenario
 from harness.folding.invariants import INVARIANTS, InvariantResult
+from harness.folding.over_time import Timeline
 from harness.folding.read import JournalRead, read_run
 from harness.folding.snapshot import SNAPSHOT, read_snapshot
 from harness.journal.records import RecordType
@@ -37,6 +38,8 @@ from harness.run.fold.protocol import (
     ProgressCounts,
     Reconcile,
     ReplicaRounds,
+    SoFar,
+    StateSizes,
     Tell,
     WindowFigures,
 )
@@ -130,7 +133,7 @@ def test_every_query_of_the_protocol_is_answered_through_the_pipe_with_its_reply
         Reconcile(("replica-1",)), Invariants(None, None), Echo(("back", 1))]
     declared = {kind for kind in vars(protocol).values() if isinstance(kind, type) and kind not in (Ask, Tell)
                 and issubclass(kind, Ask | Tell)}
-    assert declared == {type(query) for query in queries} | {Finish}
+    assert declared == {type(query) for query in queries} | {Finish, StateSizes, SoFar}
     with _fold_of(tmp_path) as (fold, journal):
         _flow(journal, 1)
         answers = {}
@@ -139,6 +142,10 @@ def test_every_query_of_the_protocol_is_answered_through_the_pipe_with_its_reply
                 fold.tell(query)
             else:
                 answers[type(query)] = fold.ask(query)
+        journal.write({"type": "round", "t": T0 + 2, "flow": "refund", "flow_id": "f2",  # type: ignore[arg-type]
+                       "tool": "issue_refund", "round": 1, "replica": "r1", "latency": 0.01, "outcome":
+                       "input_required", "code": None, "state_bytes": 321})  # after the others: theirs stay as were
+        sizes, (figures, timeline) = fold.ask(StateSizes()), fold.ask(SoFar())
         journal.close()
         read = fold.ask(Finish((journal.path.name,)))
     assert answers[Figures].flows == 1 and answers[WindowFigures].flows == 0  # the flow came before the window
@@ -148,6 +155,9 @@ def test_every_query_of_the_protocol_is_answered_through_the_pipe_with_its_reply
     assert [result.name for result in answers[Invariants]] == list(INVARIANTS)
     assert all(isinstance(result, InvariantResult) for result in answers[Invariants])
     assert isinstance(read, JournalRead) and read.figures.flows == 1
+    assert {key: counts.items() for key, counts in sizes.items()} == {("refund", "issue_refund", 1): [(321, 1)]}
+    assert (figures.flows, figures.rounds, figures.state_bytes.keys()) == (1, 1, sizes.keys())
+    assert isinstance(timeline, Timeline) and timeline.bins().count >= 1
 
 
 def test_a_paused_fold_process_never_stalls_the_writer_and_catches_up(tmp_path):

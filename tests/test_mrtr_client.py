@@ -121,6 +121,23 @@ def test_plan_bed_completes_in_three_rounds_with_the_answers_given(gardens: Gard
     assert all(r.latency >= r.server_time >= 0 for r in result.rounds)
 
 
+def test_a_round_s_response_bytes_are_the_length_of_the_body_the_server_sent_back(gardens: Gardens) -> None:
+    """Locust's "Average size (bytes)" per round: the same request, sent by hand, gets a body of that length."""
+    import urllib.request
+
+    client = client_for(gardens.recorded.url)
+    frozen = client.call_tool("frozen", {"bed_id": "B-1"}, answer).last
+    assert frozen is not None and frozen.outcome is Outcome.JSONRPC_ERROR
+    by_hand = urllib.request.Request(gardens.recorded.url, data=_body(client, "frozen", frozen.request_id),
+                                     headers=_headers(client, "frozen"), method="POST")
+    with urllib.request.urlopen(by_hand, timeout=10) as reply:
+        sent_back = reply.read()
+    assert b"The ground is frozen" in sent_back
+    assert frozen.response_bytes == len(sent_back)
+    first = client.call_tool("plan_bed", {"bed_id": "B-3"}, answer).rounds[0]
+    assert first.request_state and first.response_bytes > len(first.request_state)  # the state is in the body
+
+
 def test_intermediate_rounds_are_reported_before_the_person_is_asked(gardens: Gardens) -> None:
     seen: list[int] = []
 

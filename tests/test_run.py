@@ -81,6 +81,36 @@ def test_locust_the_metrics_and_the_journal_count_the_same_rounds(smoke):
     assert started == finished == len(flows) == len([r for r in journal if r["type"] == "start"])
 
 
+def test_locust_rows_are_tool_rounds_sized_by_the_answers_and_the_reports_size_the_request_states(smoke):
+    """Locust's rows read `issue_refund round 2` (`r2` names a replica everywhere else), with the answers' bytes as
+    their sizes; summary.json and report.html give the size of every request state a round's answer carried."""
+    import json
+    from collections import defaultdict
+
+    rounds = [record for record in smoke.journal() if record["type"] == "round"]
+    stats = json.loads((smoke.folder / "locust_stats.json").read_text())
+    assert {entry["name"] for entry in stats} == {
+        f"{r['tool']} round {r['round'] if r['round'] < 10 else '10+'}" for r in rounds}
+    assert any(entry["name"].endswith(" round 2") for entry in stats)
+    for entry in stats:
+        assert entry["total_content_length"] > 0, entry  # "Average size (bytes)" was 0 on every row
+    states: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for record in rounds:
+        if record["outcome"] == "input_required":  # the shop seals a state into every question it asks
+            states[(record["flow"], str(record["round"]))].append(record["state_bytes"])
+    assert states, "the smoke's leads are asked"
+    summary = smoke.summary["request_state_bytes"]
+    assert {(flow, number) for flow, by_round in summary.items() for number in by_round} == set(states)
+    for (flow, number), sizes in states.items():
+        spread = summary[flow][number]
+        assert (spread["count"], spread["max"]) == (len(sizes), max(sizes)), (flow, number)
+        assert min(sizes) <= spread["p50"] <= max(sizes) and min(sizes) > 50
+    page = report_text(smoke.folder / "report.html")
+    flow, number = min(states)
+    assert "requestState (bytes)" in page
+    assert f"p50 {summary[flow][number]['p50']:g}, max {max(states[(flow, number)])}" in page
+
+
 def test_every_round_names_the_replica_that_served_it(smoke):
     replicas = {record["replica"] for record in smoke.journal() if record["type"] == "round"}
     assert replicas == {"r1", "r2", "r3"}

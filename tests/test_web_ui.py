@@ -8,6 +8,7 @@ refused.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -53,7 +54,8 @@ def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = require_binary("chromium")
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1600,1000"):  # a desktop's width: a narrow page folds its header's buttons away
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(require_binary("chromedriver")), options=options)
 
@@ -61,7 +63,6 @@ def browser():
 def tab_rows(driver, url: str, timeout: float = 30.0) -> dict[tuple[str, str], str]:
     """The MRTR tab's table as the page shows it: (what, of) -> count."""
     from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.common.by import By
 
     deadline = time.monotonic() + timeout
     while True:  # the web UI comes up with the load, after the target
@@ -73,15 +74,18 @@ def tab_rows(driver, url: str, timeout: float = 30.0) -> dict[tuple[str, str], s
                 raise
             time.sleep(0.5)
     while time.monotonic() < deadline:
-        rows = {}
-        for row in driver.find_elements(By.CSS_SELECTOR, "table tbody tr"):
-            cells = [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-            if len(cells) == 3:
-                rows[(cells[0], cells[1])] = cells[2]
+        rows = shown_rows(driver)
         if ("rejections", "all") in rows:
             return rows
         time.sleep(0.5)
     raise AssertionError(f"the MRTR tab showed no table within {timeout:g}s: {driver.page_source[-1500:]}")
+
+
+def shown_rows(driver) -> dict[tuple[str, str], str]:
+    """The MRTR tab's table as the page shows it now, read in one go (the page redraws it every couple of seconds)."""
+    rows = driver.execute_script("return [...document.querySelectorAll('table tbody tr')].map("
+                                 "row => [...row.querySelectorAll('td')].map(cell => cell.innerText.trim()))")
+    return {(cells[0], cells[1]): cells[2] for cells in rows if len(cells) == 3}
 
 
 def refused(url: str) -> int:
@@ -92,32 +96,95 @@ def refused(url: str) -> int:
     return 200
 
 
-def test_the_mrtr_tab_loads_during_the_run_and_ends_with_summary_json_s_counts(tmp_path: Path) -> None:
+def header_buttons(driver) -> tuple[set[str], set[str]]:
+    """The page's buttons as it has them now: (those a person sees, those only in the page), read in one go (the
+    page redraws every couple of seconds)."""
+    buttons = driver.execute_script("return [...document.querySelectorAll('button')].map("
+                                    "b => [b.textContent.trim(), b.offsetParent !== null])")
+    return {text for text, seen in buttons if seen}, {text for text, seen in buttons if not seen}
+
+
+def click_stop(driver) -> bool:
+    """Click the STOP button a person sees (found again if the page redrew it meanwhile)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        for button in driver.find_elements(By.TAG_NAME, "button"):
+            if (button.get_attribute("textContent") or "").strip() == "Stop" and button.is_displayed():
+                button.click()
+                return True
+    except StaleElementReferenceException:
+        pass
+    return False
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"no {what} within {timeout:g}s")
+
+
+def test_the_live_page_stops_the_run_as_ctrl_c_does_and_its_mrtr_tab_ends_with_summary_json_s_counts(
+        tmp_path: Path) -> None:
+    """A person on call opens the page while the run goes: Locust's rows are tool rounds with their answers'
+    sizes, the header counts flows in flight, the controls that would break the scenario are hidden (and refused),
+    STOP ends the run as Ctrl-C does (exit 130, results written), and the MRTR tab's last counts are the run's."""
+    from selenium.webdriver.common.by import By
+
     require_binary("chromium")
     scenario = tmp_path / "web.toml"
     scenario.write_text(SCENARIO)
     port = free_port()
     run = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(tmp_path / "r"),
-                            "--quiet", "--web", f"127.0.0.1:{port}", "--web-linger", "40s"],
+                            "--quiet", "--web", f"127.0.0.1:{port}", "--web-linger", "15s"],
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     driver = browser()
     try:
         url = f"http://127.0.0.1:{port}/?tab=mrtr"
         during = tab_rows(driver, url, timeout=60)
         assert ("reconciliation", "client -32602 answers") in during
-        assert refused(f"http://127.0.0.1:{port}/stop") == 403  # the scenario stops the run, not a button
         assert refused(f"http://127.0.0.1:{port}/stats/reset") == 403
-        deadline = time.monotonic() + 120
-        while not list((tmp_path / "r").glob("*/summary.json")) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        [summary_path] = list((tmp_path / "r").glob("*/summary.json"))
+        assert refused(f"http://127.0.0.1:{port}/swarm") == 403
+        wait_for(lambda: "Stop" in header_buttons(driver)[0], 20, "STOP button")
+        shown, hidden = header_buttons(driver)
+        assert {"Edit", "Reset"} <= hidden and not {"Edit", "Reset", "New"} & shown, (shown, hidden)
+        assert driver.find_elements(By.XPATH, "//*[text()='Flows in flight']")
+        assert not driver.find_elements(By.XPATH, "//*[text()='Users']")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats/requests", timeout=5) as answer:
+            live = json.load(answer)
+        rows = [row for row in live["stats"] if row["name"] != "Aggregated"]
+        assert rows and all(re.fullmatch(r"\w+ round (\d|10\+)", row["name"]) for row in rows), rows
+        assert all(row["avg_content_length"] > 0 for row in rows), rows
+        wait_for(lambda: any(what == "chaos actions" and of.startswith("restart, last at 4") and n == "1"
+                             for (what, of), n in shown_rows(driver).items()), 60, "the restart in the MRTR tab")
+        [link] = driver.find_elements(By.LINK_TEXT, "MRTR charts over time")
+        # the charts page's first request asks the run's fold, whose answer covers every record before it
+        with urllib.request.urlopen(link.get_attribute("href"), timeout=10) as answer:
+            charts = answer.read().decode()
+        titles = re.findall(r"<title>([^<]*)</title>", charts)
+        assert [title for title in titles if title.startswith("Rejections on r")], titles
+        assert "Rounds per call, by flow" in titles and ">restart" in charts, titles  # the restart marked
+        assert [title for title in titles if title.startswith("Flows in flight")], titles
+        wait_for(lambda: click_stop(driver), 10, "STOP to click")
+        summary_path = wait_for(lambda: next(iter((tmp_path / "r").glob("*/summary.json")), None), 120,
+                                "summary.json after STOP")
         time.sleep(2)  # the page polls every couple of seconds: let it fetch the final counts
         final = tab_rows(driver, url)
+        output, _ = run.communicate(timeout=60)  # the linger ends, and with it the run
     finally:
         driver.quit()
-        run.terminate()
-        output, _ = run.communicate(timeout=60)
+        if run.poll() is None:
+            run.terminate()
+            run.communicate(timeout=60)
+    assert run.returncode == 130, output  # as after Ctrl-C
     summary = json.loads(summary_path.read_text())
+    assert (summary["status"], summary["reason"]) == ("interrupted", "stopped from the web UI (STOP)"), summary
+    journal = [json.loads(line) for line in next(summary_path.parent.glob("journal.jsonl")).read_text().splitlines()]
+    assert sum(r["type"] == "start" for r in journal) == sum(r["type"] == "flow" for r in journal)
     rejections = summary["rejections"]
     assert rejections["total_logged"] > 0, output  # the chaos made some: the comparison is not of zeros
     assert final[("rejections", "all")] == str(rejections["total_logged"])
@@ -130,3 +197,6 @@ def test_the_mrtr_tab_loads_during_the_run_and_ends_with_summary_json_s_counts(t
     [(label, count)] = [(of, n) for (what, of), n in final.items() if what == "chaos actions" and "restart" in of]
     assert count == str(restarts) and label.startswith("restart, last at 4.")
     assert not [key for key in final if key[0] == "in flight (most wait on a lead)" and final[key] != "0"]
+    sizes = summary["request_state_bytes"]["refund"]
+    assert final[("requestState size (bytes)", "refund round 1 max")]
+    assert int(final[("requestState size (bytes)", "refund round 1 max")]) <= sizes["1"]["max"]

@@ -7,6 +7,9 @@
   Locust's own (`locust.argument_parser.ui_extra_args_dict()`, called with no arguments),
   for the extra options it shows. In a harness process `sys.argv` is the harness's, already
   parsed, which Locust's parser would refuse.
+- The web UI's page (Locust's React build, `locust/webui/dist`): its header's controls are buttons
+  labelled `Edit`, `Reset`, `New` and `Stop`, and its user count is a label `Users` over a number;
+  no template argument hides or renames them, so `PAGE_SCRIPT` does, by their text.
 - A master's socket, `MasterRunner.server`: Locust's `quit()` stops the runner but leaves the
   port bound until the process ends; a sweep's next step binds the same port (`--master`).
 
@@ -20,7 +23,26 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["clear_command_line_for_web_ui", "release_master_port", "send_stats_now"]
+__all__ = ["PAGE_SCRIPT", "clear_command_line_for_web_ui", "page_with_script", "release_master_port",
+           "send_stats_now"]
+
+PAGE_SCRIPT = """<script>
+(() => {
+  const hidden = new Set(["Edit", "Reset", "New"]);
+  const tidy = () => {
+    for (const button of document.querySelectorAll("button")) {
+      if (hidden.has(button.textContent.trim()) && button.style.display !== "none") button.style.display = "none";
+    }
+    for (const label of document.querySelectorAll(".MuiTypography-root")) {
+      if (label.childElementCount === 0 && label.textContent === "Users") label.textContent = "Flows in flight";
+    }
+  };
+  new MutationObserver(tidy).observe(document.body, {childList: true, subtree: true});
+  tidy();
+})();
+</script>"""
+"""Hides the web UI's controls that would change the scenario's run (Edit, Reset, New) and names its user count
+for what the harness reports in it: flows in flight."""
 
 
 def send_stats_now(runner: Any) -> None:
@@ -58,3 +80,8 @@ def clear_command_line_for_web_ui() -> None:
     Call it once the harness has parsed its command line, before the web UI serves a page.
     """
     del sys.argv[1:]
+
+
+def page_with_script(html: str, extra: str = "") -> str:
+    """Locust's web UI page with `PAGE_SCRIPT` (and `extra`, the harness's own HTML) at the end of its body."""
+    return html.replace("</body>", f"{extra}{PAGE_SCRIPT}\n</body>", 1)

@@ -84,8 +84,9 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                           "labelled with the run id) into this folder, e.g. dashboards/targets")
     run.add_argument("--web", metavar="[HOST:]PORT", default=None,
                      help="serve Locust's web UI for the run with an MRTR tab (rejections by reason and replica, "
-                          "rounds per call, flows waiting on leads, chaos, reconciliation), e.g. 8089; its controls "
-                          "are off: the scenario drives the run")
+                          "rounds per call, flows waiting on leads, request state sizes, chaos, reconciliation), "
+                          "e.g. 8089; the scenario drives the run: STOP stops it as Ctrl-C does, the other "
+                          "controls are off")
     run.add_argument("--web-linger", default="0",
                      help="with --web: keep serving the final counts this long after the run (e.g. 30s)")
     run.add_argument("--save-figures-every", default="60s",

@@ -1,14 +1,18 @@
 """compare.html: the two runs' distributions side by side, and every metric's verdict, in one offline file.
 
-A percentile shift is easiest to judge on the whole curve: for each flow, tool and round
-the round latency at every percentile, baseline and current on one chart (a curve above
-the other all along is a shift; curves that part only at the right are a tail), and for
-each tool the share of calls by rounds taken. Built from the report's own SVG and page
-helpers, so it opens from a CI artefact with no scripts and no network.
+A person opens it to learn whether the night regressed and where: the verdict comes first,
+then the regressions alone, each regressed distribution drawn baseline against current,
+then every metric's row, then the other distributions. A percentile shift is easiest to
+judge on the whole curve: for each flow, tool and round the round latency at every
+percentile, baseline and current on one chart (a curve above the other all along is a
+shift; curves that part only at the right are a tail), and for each tool the share of
+calls by rounds taken. Built from the report's own SVG and page helpers, so it opens from a
+CI artefact with no scripts and no network.
 """
 
 from __future__ import annotations
 
+import re
 from html import escape
 from pathlib import Path
 
@@ -35,10 +39,38 @@ def write_page(path: Path, comparison: Comparison) -> Path:
 def render_page(comparison: Comparison) -> str:
     before, after = comparison.baseline.samples, comparison.current.samples
     title = f"{comparison.current.scenario.name}: {'regression' if comparison.regressions else 'no regression'}"
-    body = [_header(comparison), "<h2>Metrics</h2>", _metrics_table(comparison.results),
-            "<h2>Round latency by percentile</h2>", *_latency_charts(before, after),
-            "<h2>Rounds per call</h2>", *_rounds_charts(before, after)]
+    regressed_latency, regressed_rounds = _regressed_keys(comparison.regressions)
+    latency_keys = sorted(before.latency.keys() | after.latency.keys())
+    rounds_keys = sorted(before.rounds_per_call.keys() | after.rounds_per_call.keys())
+    body = [_header(comparison)]
+    if comparison.regressions:
+        body += ["<h2>Regressions</h2>", _metrics_table(comparison.regressions),
+                 *_latency_charts(before, after, [key for key in latency_keys if key in regressed_latency]),
+                 *_rounds_charts(before, after, [key for key in rounds_keys if key in regressed_rounds])]
+    body += ["<h2>Every metric</h2>", _metrics_table(comparison.results),
+             "<h2>Round latency by percentile</h2>",
+             *_latency_charts(before, after, [key for key in latency_keys if key not in regressed_latency],
+                              none="no other rounds" if regressed_latency else "no rounds in either run"),
+             "<h2>Rounds per call</h2>",
+             *_rounds_charts(before, after, [key for key in rounds_keys if key not in regressed_rounds],
+                             none="no other calls" if regressed_rounds else "no calls in either run")]
     return page(title, _CSS, body)
+
+
+_LATENCY = re.compile(r"round_duration\{flow='([^']*)',tool='([^']*)',round='(\d+)'\}\.")
+_ROUNDS = re.compile(r"rounds_per_call\{flow='([^']*)',tool='([^']*)'\}\.")
+
+
+def _regressed_keys(regressions: list[MetricResult]) -> tuple[set[tuple[str, str, int]], set[tuple[str, str]]]:
+    """The distributions a regression was found in: (flow, tool, round) of round latency, (flow, tool) of rounds
+    per call, read back from the metrics' names (`harness.compare.comparison` writes them)."""
+    latency, rounds = set(), set()
+    for result in regressions:
+        if found := _LATENCY.match(result.metric):
+            latency.add((found[1], found[2], int(found[3])))
+        elif found := _ROUNDS.match(result.metric):
+            rounds.add((found[1], found[2]))
+    return latency, rounds
 
 
 def _header(comparison: Comparison) -> str:
@@ -74,15 +106,16 @@ def _metrics_table(results: list[MetricResult]) -> str:
                  "nothing to compare")
 
 
-def _latency_charts(before: RunSamples, after: RunSamples) -> list[str]:
+def _latency_charts(before: RunSamples, after: RunSamples, keys: list[tuple[str, str, int]],
+                    none: str | None = None) -> list[str]:
     charts = []
-    for key in sorted(before.latency.keys() | after.latency.keys()):
+    for key in keys:
         flow, tool, number = key
         series = [svg.Series(name, _quantile_points(samples.latency.get(key)))
                   for name, samples in (("baseline", before), ("current", after))]
         charts.append(svg.line_chart(series, title=f"{flow} / {tool} / round {number}: latency by percentile",
                                      x_label="percentile of rounds", y_label="latency (ms)", x_max=100.0))
-    return charts or ['<p class="meta">no rounds in either run</p>']
+    return charts or ([f'<p class="meta">{escape(none)}</p>'] if none else [])
 
 
 def _quantile_points(values: Sketch | None) -> list[tuple[float, float | None]]:
@@ -93,17 +126,18 @@ def _quantile_points(values: Sketch | None) -> list[tuple[float, float | None]]:
     return points
 
 
-def _rounds_charts(before: RunSamples, after: RunSamples) -> list[str]:
+def _rounds_charts(before: RunSamples, after: RunSamples, keys: list[tuple[str, str]],
+                   none: str | None = None) -> list[str]:
     """Per tool: the percentage of calls that took 1, 2, ... 10+ rounds, baseline and current bars side by side."""
     charts = []
     categories = [*(str(n) for n in range(1, _TOP_ROUNDS)), f"{_TOP_ROUNDS}+"]
-    for key in sorted(before.rounds_per_call.keys() | after.rounds_per_call.keys()):
+    for key in keys:
         flow, tool = key
         groups = [(name, _shares(samples.rounds_per_call.get(key)))
                   for name, samples in (("baseline %", before), ("current %", after))]
         charts.append(svg.bar_chart(categories, groups, title=f"{flow} / {tool}: calls by rounds taken",
                                     x_label="rounds in the call", y_label="% of calls"))
-    return charts or ['<p class="meta">no calls in either run</p>']
+    return charts or ([f'<p class="meta">{escape(none)}</p>'] if none else [])
 
 
 def _shares(rounds: Counts | None) -> list[float]:

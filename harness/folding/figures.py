@@ -86,6 +86,8 @@ class RunFigures(JournalView):
     """Per flow: continuation rounds (round 2 and later), and those another replica than the previous one served."""
     latency: dict[RoundKey, Sketch] = field(default_factory=dict)
     rounds_per_call: dict[CallKey, Counts] = field(default_factory=dict)
+    state_bytes: dict[RoundKey, Counts] = field(default_factory=dict)
+    """The `requestState` sizes the rounds' answers carried, in bytes, exactly (a server's states take few sizes)."""
     flow_duration: dict[str, Sketch] = field(default_factory=dict)
     think_time: Sketch = field(default_factory=Sketch)
     rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -158,6 +160,9 @@ class RunFigures(JournalView):
             if sketch is None:
                 sketch = self.latency[key] = Sketch()
             sketch.add(float(latency))
+        size = get("state_bytes")
+        if type(size) is int:
+            self._state_size((flow, str(get("tool")), number), size)
         code = get("code")
         if code is not None:
             self.client_errors[(flow, str(code))] += 1
@@ -176,6 +181,12 @@ class RunFigures(JournalView):
         if get("redispatched_from"):
             self.redispatched["rounds"] += 1
             self.redispatched["rejections"] += outcome == "invalid_state"  # Outcome.INVALID_STATE
+
+    def _state_size(self, key: RoundKey, size: int) -> None:
+        counts = self.state_bytes.get(key)
+        if counts is None:
+            counts = self.state_bytes[key] = Counts()
+        counts.add(size)
 
     def add_flow(self, record: Mapping[str, Any]) -> None:
         """`add` for a flow's outcome (`flow` record)."""

@@ -188,6 +188,17 @@ class Timeline(JournalView):
             rates[index] += content.starts / bins.width
         return rates
 
+    def in_flight(self, bins: Bins) -> list[float]:
+        """Flows started and not yet ended at each bin's end (most wait on a lead): the web UI's live charts."""
+        grouped = self._regrouped(bins)
+        level, levels = 0.0, []
+        for index in range(bins.count):
+            content = grouped.get(index)
+            if content is not None:
+                level += content.starts - content.flows.total()
+            levels.append(level)
+        return levels
+
     def latency_percentiles(self, bins: Bins) -> dict[str, list[float | None]]:
         """Round latency p50/p95/p99 per bin, in seconds (within 1%); None where no round finished."""
         grouped = self._regrouped(bins)

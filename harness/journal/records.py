@@ -199,6 +199,8 @@ class RoundDone(TypedDict):
     `auth_retry`: the round is the resend of the one before it, which the server answered 401
     `invalid_token` (`outcome` `unauthorized`): the lead's token was renewed and the round sent
     once more, with the same state and answers. Absent on every other round.
+    `state_bytes`: the length of the `requestState` the answer carried (an `input_required` round's, the
+    state the next round echoes); absent when it carried none.
     """
 
     type: Literal[RecordType.ROUND]
@@ -221,6 +223,7 @@ class RoundDone(TypedDict):
     redispatched_from: NotRequired[str]
     host: NotRequired[str]
     auth_retry: NotRequired[bool]
+    state_bytes: NotRequired[int]
 
 
 class CallSummary(TypedDict):

@@ -292,6 +292,8 @@ class Flow:
             done["redispatched_from"] = env.replica_labels.get(record.redispatched_from, record.redispatched_from)
         if record.auth_retry:
             done["auth_retry"] = True
+        if record.request_state is not None:
+            done["state_bytes"] = len(record.request_state)
         if record.outcome in AUTH_OUTCOMES:
             env.run_metrics.auth_refused(self.kind, tool, record.round, record.outcome.value)
         self.previous_replica = replica
@@ -302,9 +304,23 @@ class Flow:
         if env.fire_request is not None:
             error = OutcomeError(record.outcome, record.error_code, record.http_status, message) \
                 if record.outcome.is_failure and not expected else None
-            env.fire_request(request_type="MRTR", name=f"{tool} r{min(record.round, 10)}",
-                             response_time=record.latency * 1000.0, response_length=0, exception=error,
-                             context={"flow": self.kind})
+            env.fire_request(request_type="MRTR", name=request_name(tool, record.round),
+                             response_time=record.latency * 1000.0, response_length=record.response_bytes,
+                             exception=error, context={"flow": self.kind})
+
+
+_REQUEST_NAMES: dict[tuple[str, int], str] = {}
+"""Locust's row names by (tool, round), each made once: a round's request event names its row."""
+
+
+def request_name(tool: str, number: int) -> str:
+    """Locust's row for a tool's round: `issue_refund round 2` (`r2` is a replica everywhere else); rounds past
+    the ninth share `round 10+` (a server that never stops asking makes up to 11), so the table stays short."""
+    key = (tool, min(number, 10))
+    name = _REQUEST_NAMES.get(key)
+    if name is None:
+        name = _REQUEST_NAMES[key] = f"{tool} round {number}" if number < 10 else f"{tool} round 10+"
+    return name
 
 
 def _url_only(requests: Mapping[str, Any]) -> bool:

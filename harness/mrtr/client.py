@@ -87,6 +87,8 @@ class RoundRecord:
     """For `unauthorized` / `forbidden`: the OAuth `error` the server gave (`invalid_token`, `insufficient_scope`)."""
     auth_retry: bool = False
     """The round is the resend of one the server answered 401 `invalid_token`, after the lead's token was renewed."""
+    response_bytes: int = 0
+    """The answer's body as read, in bytes (an SSE stream's up to the JSON-RPC response); 0 when none came."""
 
     @property
     def latency(self) -> float:
@@ -440,6 +442,7 @@ class MrtrClient:
         reply = decode_reply(answer.status, answer.content_type, answer.body, request_id, scanner, answer.challenge)
         record.outcome = reply.outcome
         record.http_status = answer.status
+        record.response_bytes = len(answer.body)
         record.served_by = answer.served_by
         record.error_code = reply.error_code
         record.error_message = reply.error_message

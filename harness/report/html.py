@@ -27,6 +27,7 @@ from harness.report.series import (
     chaos_actions,
     flow_names,
     ordered_outcomes,
+    request_state_bytes,
     round_latency,
     rounds_histogram,
     rounds_per_call,
@@ -95,9 +96,27 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
     return page(f"{scenario.name}: {verdict.status.value}", _CSS, body)
 
 
-def page(title: str, css: str, body: Sequence[str]) -> str:
-    """One self-contained HTML document: inline CSS, no scripts, nothing fetched when opened offline."""
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+def render_charts_so_far(scenario: Scenario, figures: RunFigures, timeline: Timeline, refresh: int) -> str:
+    """The web UI's charts over time (`run --web`): report.html's plots of the run so far, the chaos actions
+    marked, on a page that reloads itself every `refresh` seconds."""
+    actions = chaos_actions(figures.chaos, timeline.origin, figures.faults)
+    bins = timeline.bins(figures.duration)
+    in_flight = svg.line_chart([svg.Series("in flight", _points(bins, timeline.in_flight(bins)))],
+                               title=f"Flows in flight, most waiting on a lead (at each {bins.width:g} s bin's end)",
+                               x_label=_X_LABEL, y_label="flows", markers=_markers(actions),
+                               x_max=bins.width * bins.count, counts=True)
+    body = [f"<header><h1>{escape(scenario.name)}: the run so far</h1>"
+            f'<p class="meta">reloads every {refresh} s; report.html has the whole run when it ends</p></header>',
+            "<h2>Over the run</h2>", *_time_plots(scenario, figures, timeline, actions), in_flight,
+            "<h2>Rounds per call</h2>", *_rounds_plots(figures)]
+    return page(f"{scenario.name}: the run so far", _CSS, body, refresh=refresh)
+
+
+def page(title: str, css: str, body: Sequence[str], refresh: int | None = None) -> str:
+    """One self-contained HTML document: inline CSS, no scripts, nothing fetched when opened offline (a live page
+    reloads itself every `refresh` seconds)."""
+    reload = f'<meta http-equiv="refresh" content="{refresh}">\n' if refresh else ""
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n{reload}'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{escape(title)}</title>\n<style>{css}</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")
@@ -319,16 +338,22 @@ def _groups_table(groups: Sequence[ErrorGroup], empty: str) -> str:
 
 
 def _spreads_table(figures: RunFigures) -> str:
-    """Per flow and round: latency p50/p95/p99, and per flow the rounds a call took."""
+    """Per flow and round: latency p50/p95/p99, the size of the request state the round's answer carried, and per
+    flow the rounds a call took."""
     rounds = rounds_per_call(figures)
+    states = request_state_bytes(figures)
     rows = []
     for flow, per_round in round_latency(figures).items():
         spread = rounds[flow]
         calls = f"p50 {plain(spread['p50'])}, p95 {plain(spread['p95'])}, max {plain(spread['max'])}"
         for number, latency in per_round.items():
+            size = states.get(flow, {}).get(number)
+            state = f"p50 {plain(size['p50'])}, max {plain(size['max'])}" if size else ""
             rows.append([cell(flow), cell(number, True), cell(latency["count"], True),
-                         *(cell(_seconds(latency[p]), True) for p in ("p50", "p95", "p99")), cell(calls)])
-    return table(["flow", "round", "rounds seen", "p50", "p95", "p99", "rounds per call"], rows, "no rounds")
+                         *(cell(_seconds(latency[p]), True) for p in ("p50", "p95", "p99")), cell(state, True),
+                         cell(calls)])
+    return table(["flow", "round", "rounds seen", "p50", "p95", "p99", "requestState (bytes)", "rounds per call"],
+                 rows, "no rounds")
 
 
 def _chaos_table(actions: Sequence[ChaosAction]) -> str:

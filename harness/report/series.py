@@ -7,18 +7,18 @@ observed. The series over run time are folded by `harness.folding.over_time.Time
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.folding.figures import _NUMBER, FaultWindow, RunFigures
+from harness.folding.figures import _NUMBER, FaultWindow, RoundKey, RunFigures
 from harness.folding.over_time import PERCENTILES, Bins, Timeline, ordered_outcomes
-from harness.journal.distributions import Counts, Distribution
+from harness.journal.distributions import Counts, Distribution, merged_counts
 from harness.journal.distributions import nearest_rank as _nearest_rank
 from harness.journal.records import ChaosPhase
 
 __all__ = ["PERCENTILES", "Bins", "ChaosAction", "Timeline", "chaos_actions", "ordered_outcomes", "percentile",
-           "round_latency", "rounds_per_call", "spread"]
+           "request_state_bytes", "round_latency", "rounds_per_call", "spread", "state_size_table"]
 
 
 
@@ -55,6 +55,24 @@ def round_latency(figures: RunFigures) -> dict[str, dict[str, dict[str, float | 
         table[flow] = {str(number): spread(figures.distribution("round_duration",
                                                                 {"flow": flow, "round": str(number)}))
                        for number in numbers}
+    return table
+
+
+def request_state_bytes(figures: RunFigures) -> dict[str, dict[str, dict[str, float | int | None]]]:
+    """Per flow and round number: the size of the `requestState` the round's answer carried (bytes, exact), for
+    the rounds that carried one: what each retry sends back, and what a server's state costs on the wire."""
+    return state_size_table(figures.state_bytes)
+
+
+def state_size_table(sizes: Mapping[RoundKey, Counts]) -> dict[str, dict[str, dict[str, float | int | None]]]:
+    """`request_state_bytes` from the sizes by (flow, tool, round) alone (what the live fold sends the web UI)."""
+    parts: dict[tuple[str, int], list[Counts]] = {}
+    for (flow, _, number), counts in sizes.items():
+        if flow != "None":
+            parts.setdefault((flow, number), []).append(counts)
+    table: dict[str, dict[str, dict[str, float | int | None]]] = {}
+    for (flow, number), merged in sorted(parts.items()):
+        table.setdefault(flow, {})[str(number)] = spread(merged_counts(merged), with_max=True)
     return table
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.config.scenario import Scenario
 from harness.folding.figures import RunFigures
-from harness.report.series import ordered_outcomes, round_latency, rounds_per_call
+from harness.report.series import ordered_outcomes, request_state_bytes, round_latency, rounds_per_call
 from harness.report.summary_schema import SCHEMA_VERSION
 from harness.report.verdict import RunVerdict
 
@@ -50,6 +50,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "redispatched_rounds": figures.redispatched["rounds"],
         "auth": _auth(figures),
         "round_latency_seconds": round_latency(figures),
+        "request_state_bytes": request_state_bytes(figures),
         "rejections": _rejections(figures, verdict),
         "chaos": [action.as_dict() for action in verdict.chaos],
         "top_errors": [group.as_dict() for group in verdict.top_errors],

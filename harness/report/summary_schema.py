@@ -114,7 +114,7 @@ class Spread(_Part):
     p50: float | None = Field(description="median")
     p95: float | None = Field(description="95th percentile")
     p99: float | None = Field(description="99th percentile")
-    max: float | None = Field(default=None, description="largest (rounds per call only)")
+    max: float | None = Field(default=None, description="largest (rounds per call and request state sizes only)")
 
 
 class Crossings(_Part):
@@ -222,6 +222,10 @@ class Summary(_Part):
     redispatched_rounds: int = Field(description="rounds the harness sent again to another replica")
     auth: AuthRefusals
     round_latency_seconds: dict[str, dict[str, Spread]] = Field(description="per flow kind, per round number")
+    request_state_bytes: dict[str, dict[str, Spread]] = Field(default_factory=dict, description=(
+        "per flow kind, per round number: the size in bytes of the `requestState` the round's answer carried "
+        "(the state the next round sends back), over the rounds that carried one; absent in summaries from "
+        "before it"))
     rejections: Rejections
     chaos: list[ChaosRow] = Field(description="every chaos action")
     top_errors: list[ErrorGroup] = Field(description="what servers said most often when rounds failed")

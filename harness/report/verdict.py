@@ -179,7 +179,9 @@ def _status(figures: RunFigures, checks: RunChecks, failures: list[str],
     if checks.target_error:
         return RunStatus.ABORTED, f"target error: {checks.target_error}"
     if checks.end_status == EndStatus.INTERRUPTED:
-        return RunStatus.INTERRUPTED, f"{checks.end_reason or 'interrupted'} (Ctrl-C or SIGTERM)"
+        reason = checks.end_reason or "interrupted"
+        signalled = reason == "interrupted" or reason.startswith("interrupted by SIG")
+        return RunStatus.INTERRUPTED, f"{reason} (Ctrl-C or SIGTERM)" if signalled else reason
     if not checks.ended and figures.status is None:
         return RunStatus.INTERRUPTED, "the journal has no `run end` record: the run was cut off"
     if checks.end_status == EndStatus.ABORTED:

@@ -284,16 +284,34 @@ class Run:
         it keeps the final counts for `--web-linger` after the results."""
         if self.options.web is None:
             return
-        from harness.run.web import mrtr_rows, serve_web_ui
+        from harness.run.web import (
+            CHARTS,
+            LiveRun,
+            StateSizeTable,
+            WhileRunning,
+            charts_so_far,
+            flows_in_flight,
+            mrtr_rows,
+            serve_web_ui,
+            state_sizes,
+        )
 
         host, port = self.options.web
-        web_ui = serve_web_ui(env, host, port, lambda: mrtr_rows(self.run_metrics, self.started))
+
+        def running() -> bool:  # the fold is asked only while the load runs
+            return self.load_ended is None
+
+        sizes: WhileRunning[StateSizeTable] = WhileRunning(lambda: state_sizes(self.fold), running, {})
+        charts = WhileRunning(lambda: charts_so_far(self.fold, self.scenario), running, "<p>no charts yet</p>", 5.0)
+        web_ui = serve_web_ui(env, host, port, LiveRun(
+            rows=lambda: mrtr_rows(self.run_metrics, self.started, sizes()),
+            in_flight=lambda: flows_in_flight(self.run_metrics), stop=self.stop.interrupt, charts=charts))
         run_side.callback(web_ui.stop)
         if self.options.web_linger > 0:
             run_side.callback(gevent.sleep, self.options.web_linger)
             run_side.callback(self.say, f"web UI: the final counts stay up for "
                                         f"{format_duration(self.options.web_linger)}")
-        self.say(f"web UI: http://{host}:{port}/?tab=mrtr")
+        self.say(f"web UI: http://{host}:{port}/?tab=mrtr (charts over time: http://{host}:{port}{CHARTS})")
 
     # --- background greenlets ----------------------------------------------------------------
 
@@ -385,3 +403,4 @@ class Run:
 
     def say(self, message: str) -> None:
         self.progress.say(message)
+

@@ -1,6 +1,6 @@
 """How a run stops early: an abort, a signal or a harness error sets the reason, and whatever waits wakes at once.
 
-Ctrl-C and SIGTERM stop the load (the rollback, the teardown and the results still happen);
+Ctrl-C and SIGTERM (and the web UI's STOP) stop the load (the rollback, the teardown and the results still happen);
 the handlers the caller had are back once the run is over, so a caller running several
 runs (a capacity sweep) keeps its own.
 """
@@ -37,6 +37,11 @@ class Stop:
         if reason is not None:
             self.event.set()
 
+    def interrupt(self, reason: str) -> None:
+        """Stop the run as Ctrl-C does: no grace for the flows in flight, status interrupted, exit 130."""
+        self.interrupted = True
+        self.reason = reason
+
     def wait_until(self, when: float) -> None:
         """Sleep until the clock reads `when`, or the run stops early."""
         while time.time() < when and self.reason is None:
@@ -47,8 +52,7 @@ class Stop:
         """Ctrl-C and SIGTERM stop the run until the block ends; then the handlers it replaced are back."""
 
         def stop(signum: int, frame: object) -> None:
-            self.interrupted = True
-            self.reason = f"interrupted by {signal.Signals(signum).name}"
+            self.interrupt(f"interrupted by {signal.Signals(signum).name}")
 
         previous: dict[signal.Signals, Any] = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
         try:

@@ -20,9 +20,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from harness.folding.figures import RunFigures
+from harness.folding.figures import RoundKey, RunFigures
 from harness.folding.invariants import InvariantResult
+from harness.folding.over_time import Timeline
 from harness.folding.read import JournalRead
+from harness.journal.distributions import Counts
 from harness.journal.records import Reconciled
 
 R = TypeVar("R", covariant=True)
@@ -89,6 +91,17 @@ class ProgressCounts(Ask[Progress]):
 @dataclass(frozen=True)
 class ReplicaRounds(Ask[dict[str, int]]):
     """Rounds each replica served so far (CPU per round)."""
+
+
+@dataclass(frozen=True)
+class StateSizes(Ask[dict[RoundKey, Counts]]):
+    """The sizes of the request states the rounds' answers carried so far, by (flow, tool, round): the web UI's
+    MRTR tab."""
+
+
+@dataclass(frozen=True)
+class SoFar(Ask[tuple[RunFigures, Timeline]]):
+    """The figures and the series over run time so far: the web UI's charts over time."""
 
 
 @dataclass(frozen=True)

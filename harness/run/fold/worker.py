@@ -60,6 +60,8 @@ from harness.run.fold.protocol import (
     ReplicaRounds,
     Reply,
     Request,
+    SoFar,
+    StateSizes,
     Tell,
     WindowFigures,
 )
@@ -171,6 +173,10 @@ class LiveFold:
                 return self._progress()
             case ReplicaRounds():
                 return dict(self.read.figures.replica_rounds)
+            case StateSizes():
+                return dict(self.read.figures.state_bytes)
+            case SoFar():
+                return self.read.figures, self.read.timeline
             case Reconcile(replicas):
                 return self.matching.reconcile(replicas)
             case Invariants(ledger, ledger_error):
