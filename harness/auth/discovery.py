@@ -32,7 +32,7 @@ from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_serv
 from pydantic import ValidationError
 
 from harness.auth.errors import TokenEndpointError
-from harness.config.remote import secret_may_go
+from harness.config.urls import secret_may_go
 from harness.mrtr.wire import ACCEPT, MCP_PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION
 
 DISCOVERY_TIMEOUT = 10.0

@@ -13,9 +13,8 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from harness.config.durations import PositiveDuration
-from harness.config.remote import secret_may_go
 from harness.config.strict import FieldProblem, Strict
-from harness.config.urls import check_url
+from harness.config.urls import check_url, secret_may_go
 
 AuthKind = Literal["client-credentials", "tokens", "command"]
 

@@ -19,26 +19,19 @@ balancer's); an OAuth token or discovery URL is no chaos target.
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-from pydantic import AfterValidator
 
 from harness.config.flows import FuzzFlow
 from harness.config.strict import ScenarioError
-from harness.config.urls import is_loopback, secure_transport
+from harness.config.urls import is_loopback, normal_host, secure_transport
 
 if TYPE_CHECKING:
     from harness.config.scenario import Scenario
     from harness.config.target import TargetConfig
-
-HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
-"""A host name as a URL names it (an IP address is checked as one)."""
 
 ALLOW_HINT = "add it to [target] allow or pass --allow-host"
 HTTP_HINT = "use https, or set [target.auth] allow_http = true on a private network"
@@ -57,32 +50,6 @@ class _HostVerdict(Verdict):
     """The chaos and fuzzing rule applied to one host: the verdict, and the host it names."""
 
     host: str
-
-
-def _host_name(host: str) -> str:
-    """An `allow` entry is a host as URLs name it: refused, with its line, when it is a URL or has a port."""
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        if HOST_NAME.match(host) is None:
-            raise ValueError(f"{host!r} is not a host name or address such as \"staging.example\" or "
-                             "\"10.0.0.5\" (no scheme, port or path)") from None
-    return host
-
-
-HostName = Annotated[str, AfterValidator(_host_name)]
-"""One entry of `[target] allow`."""
-
-
-def normal_host(host: str) -> str:
-    """A host as URLs compare it: lower case, an IPv6 address without its brackets."""
-    return host.strip("[]").lower()
-
-
-def secret_may_go(url: str, *others: str, allow_http: bool = False) -> bool:
-    """Whether a secret (a bearer token, a client secret) may go to `url`: over https, over plain http when `url`
-    and every one of `others` is loopback, or when `allow_http` says the network is private."""
-    return allow_http or secure_transport(url, *others)
 
 
 def remote_hosts(target: TargetConfig) -> list[str]:

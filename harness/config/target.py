@@ -11,9 +11,8 @@ from harness.config.chaos import COMMAND_NAMES, DEPLOYMENT_COMMANDS
 from harness.config.commands import REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.logs import parse_log_location
-from harness.config.remote import HostName
 from harness.config.strict import FieldProblem, Strict
-from harness.config.urls import check_url
+from harness.config.urls import HostName, check_url
 from harness.vocabulary import PAYMENT_ROUNDS
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import re
+from typing import Annotated
 from urllib.parse import urlsplit
+
+from pydantic import AfterValidator
 
 from harness.config.strict import FieldProblem
 
@@ -53,3 +57,33 @@ def secure_transport(url: str, *others: str) -> bool:
     if urlsplit(url).scheme == "https":
         return True
     return all(is_loopback(each) for each in (url, *others))
+
+
+def secret_may_go(url: str, *others: str, allow_http: bool = False) -> bool:
+    """Whether a secret (a bearer token, a client secret) may go to `url`: over https, over plain http when `url`
+    and every one of `others` is loopback, or when `allow_http` says the network is private."""
+    return allow_http or secure_transport(url, *others)
+
+
+HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+"""A host name as a URL names it (an IP address is checked as one)."""
+
+
+def host_name(host: str) -> str:
+    """An `allow` entry is a host as URLs name it: refused, with its line, when it is a URL or has a port."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        if HOST_NAME.match(host) is None:
+            raise ValueError(f"{host!r} is not a host name or address such as \"staging.example\" or "
+                             "\"10.0.0.5\" (no scheme, port or path)") from None
+    return host
+
+
+HostName = Annotated[str, AfterValidator(host_name)]
+"""One entry of `[target] allow`."""
+
+
+def normal_host(host: str) -> str:
+    """A host as URLs compare it: lower case, an IPv6 address without its brackets."""
+    return host.strip("[]").lower()
