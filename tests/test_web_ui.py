@@ -119,6 +119,13 @@ def click_stop(driver) -> bool:
     return False
 
 
+def locust_rows(port: int) -> list[dict]:
+    """Locust's statistics rows of the rounds so far (none until a round has ended)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats/requests", timeout=5) as answer:
+        live = json.load(answer)
+    return [row for row in live["stats"] if row["name"] != "Aggregated"]
+
+
 def wait_for(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -154,9 +161,7 @@ def test_the_live_page_stops_the_run_as_ctrl_c_does_and_its_mrtr_tab_ends_with_s
         assert {"Edit", "Reset"} <= hidden and not {"Edit", "Reset", "New"} & shown, (shown, hidden)
         assert driver.find_elements(By.XPATH, "//*[text()='Flows in flight']")
         assert not driver.find_elements(By.XPATH, "//*[text()='Users']")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats/requests", timeout=5) as answer:
-            live = json.load(answer)
-        rows = [row for row in live["stats"] if row["name"] != "Aggregated"]
+        rows = wait_for(lambda: locust_rows(port), 60, "a round in Locust's statistics")
         assert rows and all(re.fullmatch(r"\w+ round (\d|10\+)", row["name"]) for row in rows), rows
         assert all(row["avg_content_length"] > 0 for row in rows), rows
         wait_for(lambda: any(what == "chaos actions" and of.startswith("restart, last at 4") and n == "1"
