@@ -33,6 +33,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -397,7 +398,7 @@ class SqliteStore(_Closing):
                 isolation_level=None,  # autocommit: we control transactions
                 check_same_thread=False,  # only so close() may close every thread's connection
             )
-            conn.execute("PRAGMA journal_mode = WAL")
+            _set_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(_SCHEMA)
         except sqlite3.Error as exc:
@@ -624,3 +625,20 @@ class RedisStore(_Closing):
 
     def close(self) -> None:
         self._client.close()
+
+
+WAL_ATTEMPTS = 20
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    """Switch a fresh connection to WAL. Processes opening a new database at once can be refused `database is
+    locked` at once, without SQLite's busy wait (the switch is a lock upgrade), so it is retried, briefly and
+    a bounded number of times; any other error, or the last refusal, is raised."""
+    for attempt in range(WAL_ATTEMPTS):
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == WAL_ATTEMPTS - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
