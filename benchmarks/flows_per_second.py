@@ -112,6 +112,13 @@ think = {{ dist = "constant", value = "0s" }}
 """
 
 
+def stub_scenario(seconds: float, urls: list[str]) -> str:
+    """The scenario above against the stub servers, 16 agents and a 1 s grace: the run that
+    `benchmarks/instructions.py` counts and `benchmarks/hot_path.py` samples."""
+    return SCENARIO.format(seconds=seconds, urls=json.dumps(urls), users=16,
+                           flow=SERVERS["stub"].flow_toml).replace('grace = "10s"', 'grace = "1s"')
+
+
 @contextmanager
 def servers(kind: ServerKind, replicas: int,
             extra: Callable[[int], Sequence[str]] = lambda number: ()) -> Iterator[list[Running]]:

@@ -20,7 +20,6 @@ Raw figures go to `results/benchmarks/hot_path-<utc>.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -30,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.flows_per_second import SCENARIO, SERVERS, servers
+from benchmarks.flows_per_second import SERVERS, servers, stub_scenario
 from benchmarks.runs import REPO_ROOT, write_figures
 
 LOAD_ROOTS = ("run_user (locust/user/users.py", "Hub.run (gevent/hub.py", "Compressor._loop")
@@ -73,8 +72,7 @@ def py_spy() -> str:
 
 def profile(code: Path, seconds: float, rate: int, urls: list[str], work: Path) -> str:
     scenario = work / "scenario.toml"
-    scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls), users=16,
-                                        flow=SERVERS["stub"].flow_toml).replace('grace = "10s"', 'grace = "1s"'))
+    scenario.write_text(stub_scenario(seconds, urls))
     out = work / "profile.txt"
     subprocess.run([py_spy(), "record", "--rate", str(rate), "--format", "raw", "--output", str(out), "--",
                     sys.executable, "-m", "harness", "run", str(scenario), "--quiet", "--results", str(work / "runs")],

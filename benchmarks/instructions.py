@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu import machine_facts
-from benchmarks.flows_per_second import SCENARIO, SERVERS, servers
+from benchmarks.flows_per_second import SERVERS, servers, stub_scenario
 from benchmarks.runs import REPO_ROOT, fold_pid, write_figures
 from harness.journal.segments import part_lines
 
@@ -54,8 +54,7 @@ def control(*args: str) -> None:
 def one_side(code: Path, urls: list[str], window: float, work: Path) -> dict[str, Any]:
     """One run of `code` under callgrind: instructions per flow of the run process and of its fold process."""
     scenario = work / "scenario.toml"
-    scenario.write_text(SCENARIO.format(seconds=3600, urls=json.dumps(urls), users=16,
-                                        flow=SERVERS["stub"].flow_toml).replace('grace = "10s"', 'grace = "1s"'))
+    scenario.write_text(stub_scenario(3600, urls))
     results = work / "results"
     out = work / "callgrind.out.%p"
     run = subprocess.Popen(["valgrind", "--tool=callgrind", "--trace-children=yes", "--instr-atstart=no",
