@@ -1,0 +1,1 @@
+"""OpenTelemetry: the harness's spans and metrics over OTLP, off unless the standard variables or `--otlp` ask."""
