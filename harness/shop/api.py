@@ -10,6 +10,7 @@ Its state lives in the configured store, so a restart loses nothing.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from typing import Any
 
@@ -97,7 +98,8 @@ class _Shop:
         self.ledger = Ledger(store, release_guard=release_guard)
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok", "store": self.store.kind, "orders": len(self.catalogue.orders)})
+        return JSONResponse({"status": "ok", "store": self.store.kind, "orders": len(self.catalogue.orders),
+                             "pid": os.getpid()})
 
     async def order(self, request: Request) -> Response:
         order = self.catalogue.get(request.path_params["order_id"])

@@ -11,6 +11,7 @@ on SIGKILL: see `harness.runtime.processes`), and stopped by their PID, never by
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import subprocess
@@ -93,7 +94,7 @@ class ManagedProcess:
                 code = self.process.returncode if self.process else "?"
                 raise DeploymentError(f"{self.label} exited with code {code} before it was ready; "
                                       f"see {self.log_path}")
-            if _health_status(self.port) == 200:
+            if _answers_as(self.port, self.pid):
                 return time.monotonic() - started
             time.sleep(0.05)
         raise DeploymentError(f"{self.label} did not answer {self.base_url}/healthz within {timeout:g}s; "
@@ -142,16 +143,24 @@ class ManagedProcess:
                 _wait_gone(self, timeout)
 
 
-def _health_status(port: int) -> int | None:
-    """The status of `GET /healthz` on 127.0.0.1:`port`, or None when nothing answered within a second."""
+def _answers_as(port: int, pid: int | None) -> bool:
+    """Whether `GET /healthz` on 127.0.0.1:`port` answers 200 from process `pid` (the shop's parts name their PID).
+
+    A port picked free may be taken by another process before ours binds it; ours then exits, and
+    a 200 from the other one must not pass for ours being ready.
+    """
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
     try:
         connection.request("GET", "/healthz")
-        return connection.getresponse().status
-    except (OSError, http.client.HTTPException):
-        return None
+        response = connection.getresponse()
+        if response.status != 200:
+            return False
+        body = json.loads(response.read(65536) or b"null")
+    except (OSError, http.client.HTTPException, ValueError):
+        return False
     finally:
         connection.close()
+    return isinstance(body, dict) and body.get("pid") == pid
 
 
 def _wait_gone(process: ManagedProcess, timeout: float) -> bool:
