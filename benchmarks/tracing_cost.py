@@ -1,0 +1,100 @@
+"""Tracing on against off: the harness's CPU per MRTR round (its load process and its fold), side by side.
+
+The question (issue 33): with OpenTelemetry on, is the whole harness process tree's CPU per round at
+most 1.10 times what it is with tracing off? Each measurement is a real `mrtr-harness run` in a child
+process, against two stub servers (`benchmarks/stub_server.py`: two rounds a flow, a few tens of µs a
+round) that refuse a seeded 1% of continuation rounds with -32602 and log each refusal, so the run
+reconciles them and tracing keeps every flow that had one, plus its seeded share of the rest. "On"
+is the same run with `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/HTTP receiver (oteltap) in
+this script's process: the harness exports its spans and its metrics there. The receiver's CPU is
+the backend's, not the harness's: it shows under "others".
+
+The variants alternate (off, on / on, off / ...) so both see the same machine, and each pair's ratio
+is printed; the figure is the median of the pairs' ratios of the harness's CPU per round (load
+process + fold, sampled from /proc as in `benchmarks/flows_per_second.py`, over the load's window
+less its first second).
+
+    python -m benchmarks.tracing_cost [--seconds 15] [--pairs 3] [--reject 0.01] [--code DIR]
+
+Raw figures go to `results/benchmarks/tracing_cost-<utc>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cpu import load_average, machine_facts
+from benchmarks.flows_per_second import figures_of, sample_until_exit
+from benchmarks.runs import REPO_ROOT, RESULTS, write_figures
+from benchmarks.soak import SCENARIO, log_sources, stub_servers
+from tests.otlp import otlp_receiver
+
+
+def one_run(code: Path, seconds: float, urls: list[str], logs: list[str], otlp: str | None) -> dict[str, Any]:
+    """One `mrtr-harness run` of `code`'s harness; with `otlp`, exporting to that endpoint. Its window's figures."""
+    folder = RESULTS / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tracing-cost-") as tmp:
+        scenario = Path(tmp) / "scenario.toml"
+        scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls),
+                                            logs=f"\nlogs = {json.dumps(logs)}"))
+        env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+        env["PYTHONPATH"] = str(code)
+        if otlp is not None:
+            env.update(OTEL_EXPORTER_OTLP_ENDPOINT=otlp, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+        before = set(folder.iterdir())
+        child = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--quiet",
+                                  "--results", str(folder)], cwd=code, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        samples, (_, stderr) = sample_until_exit(child, [])
+    (made,) = set(folder.iterdir()) - before
+    return figures_of(made, samples, child.returncode, stderr, users=16, rounds_per_flow=2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=15.0, help="load duration of each run (default 15)")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of runs, off and on (default 3)")
+    parser.add_argument("--reject", type=float, default=0.01,
+                        help="share of continuation rounds the stubs refuse (default 0.01)")
+    parser.add_argument("--code", type=Path, default=REPO_ROOT, help="the checkout whose harness runs")
+    args = parser.parse_args(argv)
+    started = datetime.now(UTC)
+    pairs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tracing-cost-logs-") as logs_dir, \
+            stub_servers(2, args.reject, Path(logs_dir)) as running, otlp_receiver() as receiver:
+        urls, logs = [server.url for server in running], log_sources(Path(logs_dir), 2)
+        for number in range(args.pairs):
+            order = ("off", "on") if number % 2 == 0 else ("on", "off")
+            pair: dict[str, Any] = {}
+            for variant in order:
+                spans_before = len(receiver.spans())
+                figures = one_run(args.code, args.seconds, urls, logs, receiver.url if variant == "on" else None)
+                figures["spans_received"] = len(receiver.spans()) - spans_before
+                pair[variant] = figures
+            off, on = pair["off"]["cpu_us_per_round"]["harness"], pair["on"]["cpu_us_per_round"]["harness"]
+            pair["ratio"] = round(on / off, 3) if off and on else None
+            pairs.append(pair)
+            print(f"pair {number + 1}: off {off} µs/round ({pair['off']['rounds_per_s']} rounds/s), "
+                  f"on {on} µs/round ({pair['on']['rounds_per_s']} rounds/s, {pair['on']['spans_received']} spans "
+                  f"received), ratio {pair['ratio']}", flush=True)
+    ratios = [pair["ratio"] for pair in pairs if pair["ratio"] is not None]
+    median = statistics.median(ratios) if ratios else None
+    print(f"median on/off ratio of the harness's CPU per round: {median}")
+    write_figures("tracing_cost", {"machine": machine_facts(), "load_average": load_average(),
+                                    "args": {key: str(value) for key, value in vars(args).items()},
+                                    "pairs": pairs, "median_ratio": median}, started)
+    return 0 if len(ratios) == args.pairs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
