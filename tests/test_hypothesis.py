@@ -8,6 +8,10 @@ The probe's arithmetic is pinned on constructed figures; the run's windows on sh
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,8 @@ import pytest
 from harness.folding.figures import RunFigures
 from harness.journal.writer import Journal, read_journal
 from harness.run.hypothesis import MIN_FLOWS, SteadyState, Window
-from tests.harness_run import run_harness
+from tests.harness_run import ROOT, run_harness
+from tests.services import sigint_default
 from tests.test_run import report_text
 
 T0 = 1_800_000_000.0
@@ -200,6 +205,44 @@ def test_a_chaos_shorter_than_the_tick_gets_a_during_probe_over_its_own_span(sho
     assert [probe["phase"] for probe in probes] == ["before", "during", "after"]
     after = probes[-1]["window"]
     assert after["from"] == pytest.approx(window["to"], abs=0.002)
+
+
+def test_a_chaos_cut_short_by_ctrl_c_is_probed_up_to_the_cut_and_after_opens_there(tmp_path):
+    """Ctrl-C while a 30 s fault still runs: its "during" window is judged up to the cut (not left unprobed, not
+    stretched to its scheduled end), and "after" opens where it closed."""
+    scenario = tmp_path / "cut.toml"
+    scenario.write_text(SHORT_CHAOS.format(unjudged="").replace('duration = "6s"', 'duration = "60s"')
+                        .replace('duration = "1500ms"', 'duration = "30s"'))
+    results = tmp_path / "results"
+    process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(results),
+                                "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                               preexec_fn=sigint_default)
+    try:
+        deadline = time.monotonic() + 90
+        journal = None
+        while time.monotonic() < deadline and process.poll() is None:
+            found = list(results.glob("*/journal.jsonl")) if results.exists() else []
+            if found and b'"type":"chaos"' in found[0].read_bytes():
+                journal = found[0]
+                break
+            time.sleep(0.1)
+        assert journal is not None, "the fault never started"
+        process.send_signal(signal.SIGINT)
+        output = process.communicate(timeout=90)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, output
+    records = list(read_journal(journal))
+    started = next(r["t"] for r in records if r["type"] == "run" and r["event"] == "load-started")
+    chaos_start = next(r["t"] for r in records if r["type"] == "chaos") - started
+    probes = [r for r in records if r["type"] == "hypothesis"]
+    phases = [probe["phase"] for probe in probes]
+    assert phases[0] == "before" and phases[-1] == "after" and "during" in phases, phases
+    last_during = [probe for probe in probes if probe["phase"] == "during"][-1]["window"]
+    assert last_during["to"] == pytest.approx(probes[-1]["window"]["from"], abs=0.002)
+    assert chaos_start - 0.001 <= last_during["to"] < chaos_start + 30
 
 
 def test_an_empty_selector_is_shown_not_judged_and_fails_the_run_by_default(short_chaos):

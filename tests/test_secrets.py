@@ -243,3 +243,11 @@ def test_a_run_whose_commands_print_everything_leaves_no_secret_and_no_token_any
         assert "MCP_CLIENT_SECRET" not in given and other not in given, sorted(given)
         assert given[named].startswith("named-for-") and given["PATH"] == os.environ["PATH"]
         assert set(given) <= {*COMMAND_ENV, named, "MRTR_RUN_ID", "OLDPWD", "SHLVL", "_"}, sorted(given)
+
+
+def test_the_allow_list_in_the_docs_is_the_one_the_code_gives():
+    """docs/your-deployment.md lists the variables a command is given by hand: it must list exactly COMMAND_ENV."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "your-deployment.md").read_text()
+    section = text.split("### What a command is given", 1)[1].split("(where set)", 1)[0]
+    listed = [word for line in section.splitlines() if line.startswith("    ") for word in line.split()]
+    assert listed == list(COMMAND_ENV)

@@ -22,6 +22,8 @@ import httpx
 import pytest
 
 from harness.config.scenario import parse_scenario
+from harness.journal.writer import read_journal
+from harness.report import journal_parts
 from harness.shop.authserver import Signer
 from harness.shop.catalogue import build_catalogue
 from harness.targets.embedded import EmbeddedTarget
@@ -317,15 +319,18 @@ def test_a_replica_given_both_a_principal_header_and_an_issuer_exits_2_saying_to
     assert "--principal-header and --auth-issuer" in started.stderr and "Traceback" not in started.stderr
 
 
-def test_the_oauth_scenario_passes_with_zero_rejections_and_no_refusal(tmp_path, monkeypatch):
-    """scenarios/oauth.toml as a user runs it: refunds above and below the limit, each lead its own token."""
+@pytest.mark.parametrize("workers", [(), ("--workers", "2", "--duration", "4s")], ids=["one-process", "two-workers"])
+def test_the_oauth_scenario_passes_with_zero_rejections_and_no_refusal(tmp_path, monkeypatch, workers):
+    """scenarios/oauth.toml as a user runs it: refunds above and below the limit, each lead its own token. With
+    Locust workers each holds its own leads' tokens: the workers' journal parts leak none either."""
     monkeypatch.setenv("MCP_CLIENT_SECRET", SECRET)
-    finished = run_harness(SCENARIOS / "oauth.toml", tmp_path)
+    finished = run_harness(SCENARIOS / "oauth.toml", tmp_path, *workers)
     assert finished.code == 0, finished.output
     summary = finished.summary
     assert summary["rejections"]["total_logged"] == 0 and summary["reconciliation"]["unexplained"] == 0
     assert (summary["auth"]["unauthorized"], summary["auth"]["forbidden"]) == (0, 0), summary["auth"]
-    asked = [record for record in finished.journal() if record["type"] == "round" and record["round"] == 2]
+    records = [record for part in journal_parts(finished.folder) for record in read_journal(part)]
+    asked = [record for record in records if record["type"] == "round" and record["round"] == 2]
     assert asked and summary["flows"]["by_outcome"].get("completed", 0) > 0, "refunds above the limit, confirmed"
     assert leaks(finished, {"the client secret": SECRET}) == [], "neither the secret nor a token (a JWT) anywhere"
 

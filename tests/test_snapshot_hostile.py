@@ -181,3 +181,33 @@ def test_a_fold_holding_a_record_value_of_the_wrong_type_is_not_saved_and_the_jo
     expected = _summary(folder)
     summary, _ = _report(folder, capsys)
     assert summary == expected and summary["status"] == "aborted"
+
+
+def test_compare_never_unpickles_a_planted_snapshot_either(tmp_path):
+    """`compare` reads both folders' snapshots through the same reader: planted in both, nothing runs and the
+    comparison is the one the journals give."""
+    import shutil
+
+    folder, _ = _folder(tmp_path)
+    _truth(folder)
+    baseline, current = tmp_path / "baseline", tmp_path / "current"
+    shutil.copytree(folder, baseline)
+    shutil.copytree(folder, current)
+
+    def compare(output: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "harness", "compare", str(baseline), str(current), "--output",
+                               str(output)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+    honest = compare(tmp_path / "honest")
+    marker = tmp_path / "ran"
+    for side in (baseline, current):
+        for name in (SNAPSHOT, "figures.pickle"):
+            (side / name).write_bytes(_code_running_pickle(marker))
+    planted = compare(tmp_path / "planted")
+    assert not marker.exists()
+    assert planted.returncode == honest.returncode
+    verdicts = [json.loads((tmp_path / name / "compare.json").read_text())["metrics"] for name in ("honest", "planted")]
+    assert verdicts[0] == verdicts[1]
+    assert {line for line in planted.stderr.splitlines() if SNAPSHOT in line} == {
+        f"mrtr-harness: {side / SNAPSHOT} ignored (not JSON); the figures are folded from the journal"
+        for side in (baseline, current)}
