@@ -1,0 +1,181 @@
+"""The hunt's shrinker on synthetic properties, its minimal scenario and its page: no processes, each test cheap
+(milliseconds; the whole file well under a second of CPU)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harness.config.durations import parse_duration
+from harness.hunt.model import Failure, Schedule
+from harness.hunt.shrink import Budget, KOfN, fails_the_same, reproduce, same_failure, shrink
+
+FAILURE = Failure("unexplained", "unknown key")
+
+
+def _renames(*names: str) -> tuple[dict[str, Any], ...]:
+    """Steps told apart by their `name`, which the shrinker leaves alone (a string has no simpler value)."""
+    return tuple({"action": "rename", "at": f"{index + 1}s", "name": name} for index, name in enumerate(names))
+
+
+def _names(schedule: Schedule) -> set[str]:
+    return {step["name"] for step in schedule.steps}
+
+
+def _both_a_and_b(schedule: Schedule) -> bool:
+    return {"A", "B"} <= _names(schedule)
+
+
+class Counted:
+    """A predicate that counts its calls."""
+
+    def __init__(self, predicate: Callable[[Schedule], bool]) -> None:
+        self.predicate, self.calls = predicate, 0
+
+    def __call__(self, schedule: Schedule) -> bool:
+        self.calls += 1
+        return self.predicate(schedule)
+
+
+def test_fewer_steps_is_exactly_the_pair_and_one_minimal() -> None:
+    start = Schedule(_renames("C", "D", "A", "E", "F", "G", "B", "H"), duration=20.0)
+    result = shrink(start, FAILURE, _both_a_and_b)
+    assert _names(result.schedule) == {"A", "B"}
+    assert result.stopped_by == "done"
+    for index in range(len(result.schedule.steps)):  # 1-minimal: any one step less passes
+        fewer = result.schedule.steps[:index] + result.schedule.steps[index + 1:]
+        assert not _both_a_and_b(Schedule(fewer, result.schedule.duration))
+    assert all(parse_duration(step["at"]) == 0 for step in result.schedule.steps)  # `at` earlier: at once
+
+
+def test_no_chaos_at_all_when_the_property_breaks_without_it() -> None:
+    result = shrink(Schedule(_renames("A", "B", "C"), duration=10.0), FAILURE, lambda schedule: True)
+    assert result.schedule.steps == ()
+
+
+def test_windows_shrink_to_the_boundary_that_still_fails() -> None:
+    def property_(schedule: Schedule) -> bool:
+        pauses = [step for step in schedule.steps if step["action"] == "pause"]
+        return any(parse_duration(step["duration"]) >= 3.0
+                   and schedule.duration >= parse_duration(step["at"]) + parse_duration(step["duration"])
+                   for step in pauses)
+
+    start = Schedule(({"action": "pause", "at": "5s", "duration": "10s", "replica": 2},), duration=30.0)
+    result = shrink(start, FAILURE, property_)
+    (step,) = result.schedule.steps
+    assert 3.0 <= parse_duration(step["duration"]) <= 3.0 * 1.1 + 0.1
+    assert parse_duration(step["at"]) == 0
+    assert step["replica"] == 1  # fewer replicas: the second is not needed
+    assert 3.0 <= result.schedule.duration <= 3.5
+    assert property_(result.schedule)
+
+
+def test_parameters_simplify_and_invalid_candidates_never_run() -> None:
+    steps = ({"action": "network", "at": "2s", "duration": "4s", "fault": "reset", "toxicity": 0.3},
+             {"action": "clock-skew", "at": "1s", "replica": 3, "offset": "2m"},
+             {"action": "rotate-keys", "at": "3s", "order": "minter-first", "phase_gap": "5s"})
+
+    def property_(schedule: Schedule) -> bool:  # the skew must stay above a minute; the rest is free
+        return any(step["action"] == "clock-skew" and parse_duration(step["offset"]) > 60
+                   for step in schedule.steps) and len(schedule.steps) == 3
+
+    result = shrink(Schedule(steps, duration=20.0, arrival_rate=8.0), FAILURE, property_)
+    network, skew, rotation = result.schedule.steps
+    assert network["toxicity"] == 1.0 and network["replica"] == 1 and network["fault"] == "reset"
+    assert skew["replica"] == 1 and 60 < parse_duration(skew["offset"]) <= 60 * 1.1 + 0.2
+    assert rotation["order"] == "minter-first" and parse_duration(rotation["phase_gap"]) == 0
+    assert result.schedule.arrival_rate == pytest.approx(0.1)
+    # a reset fault takes no `delay`: such a candidate fails validation and is never run
+    assert not any("delay" in step for tried in result.path for step in tried.schedule.steps
+                   if step["fault" if "fault" in step else "action"] == "reset")
+
+
+def test_rate_shrinks_to_where_it_still_fails() -> None:
+    def property_(schedule: Schedule) -> bool:
+        return (schedule.arrival_rate or 0) >= 2.0
+
+    result = shrink(Schedule((), duration=10.0, arrival_rate=8.0), FAILURE, property_)
+    assert result.schedule.arrival_rate is not None and 2.0 <= result.schedule.arrival_rate <= 2.3
+
+
+def test_every_candidate_run_is_recorded_once() -> None:
+    counted = Counted(_both_a_and_b)
+    result = shrink(Schedule(_renames("A", "C", "B", "D"), duration=10.0), FAILURE, counted)
+    assert sum(step.runs for step in result.path) == counted.calls == result.runs
+    keys = [repr(step.schedule) for step in result.path]
+    assert len(keys) == len(set(keys))  # no candidate run twice
+    assert all(step.accepted == _both_a_and_b(step.schedule) for step in result.path)
+    assert all(step.what for step in result.path)
+    assert result.path[-1].schedule == result.schedule or not result.path[-1].accepted
+    assert any(step.what.startswith("dropped step") for step in result.path)
+
+
+def test_it_stops_within_its_budget_of_runs() -> None:
+    counted = Counted(_both_a_and_b)
+    start = Schedule(_renames(*"CDAEFGBH"), duration=20.0)
+    result = shrink(start, FAILURE, counted, Budget(runs=7))
+    assert counted.calls <= 7 and result.stopped_by == "runs"
+    assert _both_a_and_b(result.schedule)  # the best so far still fails
+
+    flaky = KOfN(Counted(_both_a_and_b), k=2, n=3)
+    result = shrink(start, FAILURE, flaky, Budget(runs=10))
+    assert flaky.run_once.calls <= 10 and result.runs <= 10  # type: ignore[attr-defined]
+
+
+def test_it_stops_within_its_budget_of_time() -> None:
+    now = [0.0]
+
+    def slow(schedule: Schedule) -> bool:
+        now[0] += 1.0  # each run takes a second on this clock
+        return _both_a_and_b(schedule)
+
+    counted = Counted(slow)
+    result = shrink(Schedule(_renames(*"CDAEFGBH"), duration=20.0), FAILURE, counted, Budget(seconds=5.0),
+                    clock=lambda: now[0])
+    assert counted.calls == 5 and result.stopped_by == "time" and result.seconds == 5.0
+
+
+def test_k_of_n_stops_as_soon_as_it_is_decided() -> None:
+    always, never = Counted(lambda schedule: True), Counted(lambda schedule: False)
+    schedule = Schedule((), duration=1.0)
+    assert KOfN(always).votes(schedule) == (votes := KOfN(always).votes(schedule)) and votes.fails
+    assert votes.runs == 2 and votes.failed == 2  # two failures of three: decided after two
+    votes = KOfN(never).votes(schedule)
+    assert not votes.fails and votes.runs == 2  # no failure in two: two of three can no longer be reached
+    answers = iter([True, False, True])
+    votes = KOfN(lambda schedule: next(answers)).votes(schedule)
+    assert votes.fails and (votes.failed, votes.runs) == (2, 3)
+    with pytest.raises(ValueError):
+        KOfN(always, k=4, n=3)
+
+
+def test_a_flaky_property_still_shrinks_to_the_pair() -> None:
+    """Fails with probability 0.8 when A and B are both there, never otherwise; 2 of 3 keeps the shrink on track.
+    The seed is fixed, so this is deterministic."""
+    draw = random.Random(36)
+
+    def flaky(schedule: Schedule) -> bool:
+        return _both_a_and_b(schedule) and draw.random() < 0.8
+
+    result = shrink(Schedule(_renames(*"CDAEFGBH"), duration=20.0), FAILURE, KOfN(flaky))
+    assert _names(result.schedule) == {"A", "B"}
+    assert any(0 < step.failed < step.runs for step in result.path)  # a flaky run was outvoted on the way
+    assert all(step.runs <= 3 for step in result.path)
+
+
+def test_same_failure_means_same_kind_and_name() -> None:
+    assert same_failure(FAILURE, [Failure("invariant", "no_double_release"), Failure("unexplained", "unknown key")])
+    assert not same_failure(FAILURE, [Failure("unexplained", "expired")])
+    assert not same_failure(FAILURE, [Failure("expectation", "unknown key")])
+    runs = iter([[FAILURE], [Failure("unexplained", "expired")]])
+    predicate = fails_the_same(FAILURE, lambda schedule: next(runs))
+    schedule = Schedule((), duration=1.0)
+    assert predicate(schedule) and not predicate(schedule)
+
+
+def test_reproduce_counts_every_run() -> None:
+    answers = iter([True, False] * 5)
+    assert reproduce(Schedule((), duration=1.0), lambda schedule: next(answers), runs=10) == (5, 10)
