@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.cli.main import main
 from harness.config.durations import parse_duration
-from harness.hunt.model import Failure, Schedule
+from harness.config.scenario import parse_scenario
+from harness.hunt.minimal import minimal_scenario, write_minimal
+from harness.hunt.model import Failure, HuntResult, Schedule, Trial
 from harness.hunt.shrink import Budget, KOfN, fails_the_same, reproduce, same_failure, shrink
 
 FAILURE = Failure("unexplained", "unknown key")
@@ -179,3 +183,115 @@ def test_same_failure_means_same_kind_and_name() -> None:
 def test_reproduce_counts_every_run() -> None:
     answers = iter([True, False] * 5)
     assert reproduce(Schedule((), duration=1.0), lambda schedule: next(answers), runs=10) == (5, 10)
+
+
+# --- the minimal failing scenario ---------------------------------------------------------------
+
+ORIGINAL = """\
+#:schema ../../docs/scenario.schema.json
+# the user's own comment
+name = "shop-under-chaos"
+seed = 3
+duration = "30s"
+time_scale = 60
+
+[target]
+replicas = 3
+keyring = "file"
+ttl = "10m"
+overrides = [{ replica = 2, clock_offset = "1s" }]
+
+[load]
+arrival_rate = 8
+routing = "other-replica"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = { dist = "lognormal", median = "1m", p95 = "4m" }
+
+[[chaos]]
+at = "5s"
+action = "pause"
+replica = 2
+
+[[chaos]]
+at = "8s"
+action = "rotate-keys"
+order = "retire-early"
+
+[hypothesis]
+"chaos_failures{action='pause'}" = "== 0"
+completed_ratio = ">= 0.5"
+
+[reproduces]
+"rejections{reason='expired'}" = "> 0"
+
+[expect]
+completed_ratio = ">= 0.95"
+"rejections{reason='unknown key'}" = "== 0"
+"chaos_failures{action='pause'}" = "== 0"
+"round_duration" = ["p(95) < 2s", "max < 10s"]
+"""
+
+MINIMAL = Schedule(({"action": "rotate-keys", "at": "1.5s", "order": "retire-early", "phase_gap": "0s"},
+                    {"action": "network", "at": "0s", "duration": "2s", "fault": "reset", "replica": 1}),
+                   duration=6.0, arrival_rate=2.0)
+
+
+def _found(failure: Failure, minimal: Schedule = MINIMAL) -> HuntResult:
+    trial = Trial(index=12, seed=4242, schedule=minimal, purpose="search", failures=(failure,))
+    return HuntResult(scenario="shop-under-chaos", seed=7, trials=[trial], found=trial, failure=failure,
+                      minimal=minimal, reproduction=(9, 10), stopped_by="found")
+
+
+def _header(text: str) -> str:
+    """The comment header as one line of text."""
+    return " ".join(line.removeprefix("# ") for line in text.split("\nname = ")[0].splitlines()[1:])
+
+
+def test_the_minimal_scenario_validates_and_holds_the_schedule(tmp_path: Path) -> None:
+    text = minimal_scenario(ORIGINAL, _found(FAILURE))
+    scenario = parse_scenario(text, "minimal.toml")
+    assert text.startswith("#:schema ../../docs/scenario.schema.json\n")
+    assert [(step.action, step.at) for step in scenario.chaos] == [("rotate-keys", 1.5), ("network", 0.0)]
+    assert scenario.chaos[0].phase_gap == 0 and scenario.chaos[1].replica == 1  # type: ignore[attr-defined]
+    assert scenario.duration == 6.0 and scenario.load.arrival_rate == 2.0 and scenario.seed == 4242
+    assert scenario.target.replica_count == 3 and scenario.time_scale == 60  # the user's own, kept
+    assert scenario.load.routing == "other-replica" and scenario.leads == parse_scenario(ORIGINAL).leads
+    assert scenario.reproduces == {"unexplained_rejections": "> 0"}
+    assert scenario.expect["completed_ratio"] == ">= 0.95"  # the user's healthy outcome ...
+    assert scenario.expect["unexplained_rejections"] == "== 0"  # ... with the hunt's property
+    assert scenario.expect["invariant_violations"] == "== 0"
+    assert "chaos_failures{action='pause'}" not in scenario.expect  # the pause was shrunk away
+    assert set(scenario.hypothesis) == {"completed_ratio"}
+    header = _header(text)
+    assert "rejections logged as 'unknown key' were not all explained" in header
+    assert "seed 7, trial 12" in header and "9 of 10 reruns" in header
+    assert "`mrtr-harness run --reproduce minimal.toml`" in header and "`mrtr-harness run minimal.toml`" in header
+    assert text.index("[reproduces]") < text.index("[expect]")
+    path = write_minimal(tmp_path / "minimal.toml", ORIGINAL, _found(FAILURE))
+    assert main(["validate", str(path)]) == 0  # once through the command line, in this process
+
+
+def test_the_failure_is_stated_by_its_kind() -> None:
+    invariant = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("invariant", "no_double_release"))))
+    assert invariant.reproduces == {"invariant_violations{invariant='no_double_release'}": "> 0"}
+    expectation = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("expectation", "completed_ratio"))))
+    assert expectation.reproduces == {"completed_ratio": "< 0.95"}
+    assert expectation.expect["completed_ratio"] == ">= 0.95"
+    several = minimal_scenario(ORIGINAL, _found(Failure("expectation", "round_duration")))
+    assert parse_scenario(several).reproduces is None  # any of two conditions: no threshold says it
+    assert "mrtr-harness run minimal.toml` (exit 1: the failure reproduced" in _header(several)
+    no_chaos = parse_scenario(minimal_scenario(ORIGINAL, _found(FAILURE, Schedule((), duration=4.0))))
+    assert no_chaos.chaos == [] and no_chaos.load.arrival_rate == 8
+
+
+def test_a_hostile_failure_name_stays_in_its_comment() -> None:
+    hostile = Failure("unexplained", "x\n[target]\nreplicas = 99\r\u2028MCP_CLIENT_SECRET=hunter2hunter2")
+    text = minimal_scenario(ORIGINAL, _found(hostile))
+    assert parse_scenario(text).target.replica_count == 3
+    assert "hunter2hunter2" not in text
+    assert all(line.startswith("#") for line in text.split("\nname = ")[0].splitlines())
