@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from harness.config.durations import parse_duration
 from harness.config.scenario import parse_scenario
 from harness.hunt.minimal import minimal_scenario, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial
+from harness.hunt.page import coverage_line, render_page
 from harness.hunt.shrink import Budget, KOfN, fails_the_same, reproduce, same_failure, shrink
 
 FAILURE = Failure("unexplained", "unknown key")
@@ -295,3 +297,40 @@ def test_a_hostile_failure_name_stays_in_its_comment() -> None:
     assert parse_scenario(text).target.replica_count == 3
     assert "hunter2hunter2" not in text
     assert all(line.startswith("#") for line in text.split("\nname = ")[0].splitlines())
+
+
+# --- the hunt page ------------------------------------------------------------------------------
+
+HOSTILE = "<script>alert('x')</script>"
+
+
+def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
+    start = Schedule(_renames(*"CDAEFGBH"), duration=20.0, arrival_rate=4.0)
+    shrunk = shrink(start, FAILURE, _both_a_and_b)
+    search = Trial(index=3, seed=99, schedule=start, purpose="search", failures=(FAILURE,),
+                   reasons={"unknown key": 41, HOSTILE: 1}, exit_code=1, seconds=21.5, folder="trials/3")
+    result = HuntResult(scenario=HOSTILE, seed=7, trials=[search], found=search, failure=FAILURE,
+                        shrink_path=shrunk.path, minimal=shrunk.schedule, reproduction=(9, 10),
+                        coverage={("rename", "r1", "early"): 3, ("pause", "r2", "late"): 1,
+                                  (HOSTILE, HOSTILE, HOSTILE): 2}, stopped_by="found")
+    html = render_page(result)
+    assert "<script>" not in html and "&lt;script&gt;" in html  # everything read is escaped
+    verdict = html.index("found: rejections logged as")
+    assert verdict < html.index("The failing trial") < html.index("The shrink path") < html.index("Coverage")
+    assert "9 of 10 reruns failed the same way (90 %)" in html
+    accepted = [step for step in shrunk.path if step.accepted]
+    assert all(escape(step.what) in html for step in accepted)  # each accepted shrink is a row
+    assert "Candidates that passed" in html and "dropped steps" in html
+    assert "3 actions (" in coverage_line(result) and "3 combinations tried 6 times" in coverage_line(result)
+    assert 'class="heat" style="background:rgba(' in html
+    assert "http" not in html.replace("http-equiv", "")  # nothing fetched
+
+
+def test_the_page_when_nothing_broke() -> None:
+    held = Trial(index=1, seed=5, schedule=Schedule(_renames("A"), duration=5.0), purpose="search")
+    result = HuntResult(scenario="shop", seed=7, trials=[held], coverage={("rename", "r1", "early"): 1},
+                        stopped_by="trials")
+    html = render_page(result)
+    assert "nothing broke within the budget (1 trial, stopped by trials)" in html
+    assert "The failing trial" not in html and "The shrink path" not in html
+    assert coverage_line(result) == "1 trial: 1 action (rename) on 1 replica at 1 timing, 1 combination tried 1 time"
