@@ -142,14 +142,16 @@ def _shrink_section(result: HuntResult) -> list[str]:
     summary = (f"{len(path)} candidates tried in {runs} runs: {len(accepted)} kept failing the same way, "
                f"{len(path) - len(accepted)} did not")
     return [f'<p class="meta">{escape(summary)}</p>',
-            table(["candidate", "what changed", "chaos steps", "run", "failed"], rows, "no shrink"),
+            table(["candidate", "what changed", "chaos steps", "run", "rate", "failed"], rows, "no shrink"),
             "<h3>Candidates that passed</h3>", _rejected_table(path)]
 
 
 def _shrink_row(number: str, what: str, schedule: Schedule, step: ShrinkStep | None) -> list[str]:
     votes = f"{step.failed} of {step.runs}" if step is not None else ""
+    rate = f"{schedule.arrival_rate:g}/s" if schedule.arrival_rate is not None else "the scenario's"
     return [cell(number), cell(what), cell(len(schedule.steps), numeric=True),
-            cell(format_duration(schedule.duration), numeric=True), cell(votes, numeric=True)]
+            cell(format_duration(schedule.duration), numeric=True), cell(rate, numeric=True),
+            cell(votes, numeric=True)]
 
 
 def _rejected_table(path: Sequence[ShrinkStep]) -> str:
