@@ -18,6 +18,7 @@ from harness.hunt.minimal import minimal_scenario, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial
 from harness.hunt.page import coverage_line, render_page
 from harness.hunt.shrink import Budget, KOfN, fails_the_same, reproduce, same_failure, shrink
+from harness.triage.catalogue import reproducers
 
 FAILURE = Failure("unexplained", "unknown key")
 
@@ -263,7 +264,7 @@ def test_the_minimal_scenario_validates_and_holds_the_schedule(tmp_path: Path) -
     assert scenario.duration == 6.0 and scenario.load.arrival_rate == 2.0 and scenario.seed == 4242
     assert scenario.target.replica_count == 3 and scenario.time_scale == 60  # the user's own, kept
     assert scenario.load.routing == "other-replica" and scenario.leads == parse_scenario(ORIGINAL).leads
-    assert scenario.reproduces == {"unexplained_rejections": "> 0"}
+    assert scenario.reproduces == {"rejections{reason='unknown key'}": "> 0", "unexplained_rejections": "> 0"}
     assert scenario.expect["completed_ratio"] == ">= 0.95"  # the user's healthy outcome ...
     assert scenario.expect["unexplained_rejections"] == "== 0"  # ... with the hunt's property
     assert scenario.expect["invariant_violations"] == "== 0"
@@ -276,6 +277,7 @@ def test_the_minimal_scenario_validates_and_holds_the_schedule(tmp_path: Path) -
     assert text.index("[reproduces]") < text.index("[expect]")
     path = write_minimal(tmp_path / "minimal.toml", ORIGINAL, _found(FAILURE))
     assert main(["validate", str(path)]) == 0  # once through the command line, in this process
+    assert str(path) in reproducers(tmp_path)["unknown key"]  # in the catalogue, triage names it for the reason
 
 
 def test_the_failure_is_stated_by_its_kind() -> None:
@@ -284,6 +286,9 @@ def test_the_failure_is_stated_by_its_kind() -> None:
     expectation = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("expectation", "completed_ratio"))))
     assert expectation.reproduces == {"completed_ratio": "< 0.95"}
     assert expectation.expect["completed_ratio"] == ">= 0.95"
+    reason = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("expectation",
+                                                                      "rejections{reason='unknown key'}"))))
+    assert reason.reproduces == {"rejections{reason='unknown key'}": "> 0"}  # "!= 0" of a count, as triage reads it
     several = minimal_scenario(ORIGINAL, _found(Failure("expectation", "round_duration")))
     assert parse_scenario(several).reproduces is None  # any of two conditions: no threshold says it
     assert "mrtr-harness run minimal.toml` (exit 1: the failure reproduced" in _header(several)
@@ -296,6 +301,7 @@ def test_a_hostile_failure_name_stays_in_its_comment() -> None:
     text = minimal_scenario(ORIGINAL, _found(hostile))
     assert parse_scenario(text).target.replica_count == 3
     assert "hunter2hunter2" not in text
+    assert parse_scenario(text).reproduces == {"unexplained_rejections": "> 0"}  # no reason the harness knows
     assert all(line.startswith("#") for line in text.split("\nname = ")[0].splitlines())
 
 

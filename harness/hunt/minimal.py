@@ -29,7 +29,7 @@ from harness.config.thresholds import ThresholdError, parse_threshold
 from harness.errors import MrtrHarnessError
 from harness.hunt.model import Failure, HuntResult, Schedule
 from harness.secrets import scrub
-from harness.vocabulary import INVARIANTS
+from harness.vocabulary import INVARIANTS, REASONS
 
 SCHEMA_LINE = "#:schema ../../docs/scenario.schema.json"
 """As the catalogue's files have it: the file is shaped to be moved into scenarios/on-call/."""
@@ -42,6 +42,7 @@ _DROPPED = ("chaos", "reproduces", "hunt")
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 _OPERATOR = re.compile(r"<=|>=|==|!=|<|>")
 _WIDTH = 100
+_NOT_ZERO = re.compile(r"\s*(?:[a-z]+(?:\([0-9.\s]+\))?\s*)?!=\s*0(?:\.0*)?\s*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u0085]+")
 
 
@@ -83,14 +84,16 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
 
 
 def reproduces_table(failure: Failure, expect: Mapping[str, str | list[str]]) -> dict[str, str]:
-    """The failure's signs as `[reproduces]` thresholds; empty when they cannot be said in one (an `[expect]` key
+    """The failure's signs as `[reproduces]` thresholds (a logged reason's count among them, which is how triage
+    finds a catalogue entry for a reason); empty when they cannot be said in one (an `[expect]` key
     with several conditions fails when any one does, which thresholds, all of which must hold, cannot state)."""
     if failure.kind == "invariant":
         key = (f"invariant_violations{{invariant='{failure.name}'}}" if failure.name in INVARIANTS
                else "invariant_violations")
         return {key: "> 0"}
     if failure.kind == "unexplained":
-        return {"unexplained_rejections": "> 0"}
+        logged = ({f"rejections{{reason='{failure.name}'}}": "> 0"} if failure.name in REASONS else {})
+        return {**logged, "unexplained_rejections": "> 0"}
     negated = negation(failure.name, expect.get(failure.name))
     return {failure.name: negated} if negated is not None else {}
 
@@ -104,6 +107,8 @@ def negation(key: str, conditions: str | list[str] | None) -> str | None:
     if match is None:
         return None
     negated = texts[0][:match.start()] + _NEGATED[match[0]] + texts[0][match.end():]
+    if _NOT_ZERO.fullmatch(negated):  # every figure is 0 or more: "not 0" reads, and triage finds it, as "> 0"
+        negated = negated.replace("!=", ">")
     try:
         parse_threshold(key, negated)
     except ThresholdError:
