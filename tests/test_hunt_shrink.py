@@ -14,7 +14,7 @@ import pytest
 from harness.cli.main import main
 from harness.config.durations import parse_duration
 from harness.config.scenario import parse_scenario
-from harness.hunt.minimal import minimal_scenario, write_minimal
+from harness.hunt.minimal import minimal_scenario, runs_in, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial
 from harness.hunt.page import coverage_line, render_page
 from harness.hunt.shrink import Budget, KOfN, fails_the_same, reproduce, same_failure, shrink
@@ -340,3 +340,18 @@ def test_the_page_when_nothing_broke() -> None:
     assert "nothing broke within the budget (1 trial, stopped by trials)" in html
     assert "The failing trial" not in html and "The shrink path" not in html
     assert coverage_line(result) == "1 trial: 1 action (rename) on 1 replica at 1 timing, 1 combination tried 1 time"
+
+
+def test_candidates_the_scenario_cannot_run_are_skipped() -> None:
+    scenario = parse_scenario(ORIGINAL)
+    fits = runs_in(scenario)
+    assert fits(MINIMAL)
+    assert not fits(Schedule(({"action": "pause", "at": "0s", "replica": 4},), duration=5.0))  # 3 replicas
+    assert not fits(Schedule(({"action": "revoke", "at": "0s"},), duration=5.0))  # the shop issues no tokens here
+
+    staged = parse_scenario(ORIGINAL.replace('routing = "other-replica"',
+                                             'routing = "other-replica"\nstages = [{ duration = "8s", target = 4 }]'))
+    start = Schedule(({"action": "kill", "at": "1s", "replica": 3},), duration=20.0)
+    result = shrink(start, FAILURE, lambda schedule: True, fits=runs_in(staged))
+    assert result.schedule.steps == () and result.schedule.duration >= 8.0  # the stages last 8 s: no shorter run
+    assert all(step.schedule.duration >= 8.0 for step in result.path)  # none shorter was run

@@ -18,13 +18,15 @@ from __future__ import annotations
 import re
 import textwrap
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harness.config import toml_text
 from harness.config.durations import format_duration
-from harness.config.scenario import ScenarioError, parse_scenario
+from harness.config.scenario import Scenario, ScenarioError, parse_scenario
 from harness.config.thresholds import ThresholdError, parse_threshold
 from harness.errors import MrtrHarnessError
 from harness.hunt.model import Failure, HuntResult, Schedule
@@ -65,10 +67,10 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
     except tomllib.TOMLDecodeError as exc:
         raise MinimalScenarioError(f"the scenario's text is no longer valid TOML: {exc}") from None
     actions = {str(step.get("action")) for step in result.minimal.steps}
-    expect = _naming_only(_strings(data.get("expect")), actions)
+    expect = naming_only(_strings(data.get("expect")), actions)
     scenario = _minimal_data(data, result.minimal, result.found.seed, str(data.get("name", "scenario")))
     if isinstance(scenario.get("hypothesis"), dict):
-        scenario["hypothesis"] = _naming_only(scenario["hypothesis"], actions)
+        scenario["hypothesis"] = naming_only(scenario["hypothesis"], actions)
     reproduces = reproduces_table(result.failure, expect)
     body = _document(scenario)
     if reproduces:
@@ -81,6 +83,29 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
     except ScenarioError as exc:
         raise MinimalScenarioError(f"the minimal scenario does not validate: {exc}") from None
     return text
+
+
+def runs_in(scenario: Scenario) -> Callable[[Schedule], bool]:
+    """A `fits` for the shrinker: whether the scenario, with a schedule's chaos, duration and rate in place of its
+    own, still validates (a replica it has, a command its target has, stages within the run); its thresholds that
+    select an action the schedule lacks are left out, as the minimal scenario leaves them."""
+    data = scenario.model_dump(mode="python", exclude_unset=True)
+
+    def fits(schedule: Schedule) -> bool:
+        actions = {str(step.get("action")) for step in schedule.steps}
+        candidate = {**data, "chaos": list(schedule.steps), "duration": schedule.duration}
+        if schedule.arrival_rate is not None:
+            candidate["load"] = {**data.get("load", {}), "arrival_rate": schedule.arrival_rate}
+        for table in ("expect", "hypothesis", "reproduces"):
+            if isinstance(data.get(table), dict):
+                candidate[table] = naming_only(data[table], actions)
+        try:
+            Scenario.model_validate(candidate)
+        except ValidationError:
+            return False
+        return True
+
+    return fits
 
 
 def reproduces_table(failure: Failure, expect: Mapping[str, str | list[str]]) -> dict[str, str]:
@@ -179,7 +204,7 @@ def _strings(table: Any) -> dict[str, str | list[str]]:
     return {str(key): value for key, value in table.items() if isinstance(value, str | list)}
 
 
-def _naming_only(table: dict[str, Any], actions: set[str]) -> dict[str, Any]:
+def naming_only(table: Mapping[str, Any], actions: set[str]) -> dict[str, Any]:
     """The thresholds of `table` that select no chaos action the minimal schedule dropped (one that did would
     select nothing, and `validate` refuses it)."""
     kept = {}

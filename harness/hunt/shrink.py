@@ -150,6 +150,8 @@ class ShrinkResult:
     """The smallest schedule that still failed the same way, and how the shrink got there."""
 
     schedule: Schedule
+    failure: Failure
+    """The failure it kept failing with."""
     path: list[ShrinkStep] = field(default_factory=list)
     runs: int = 0
     seconds: float = 0.0
@@ -201,9 +203,9 @@ def shrink(schedule: Schedule, failure: Failure, still_fails: Predicate, budget:
 
     `still_fails` runs real trials and says whether the candidate failed the same way (build it with
     `fails_the_same`, wrapped in `KOfN` for a flaky target); `fits` refuses candidates the scenario could not
-    run (a replica it lacks). `failure` is what the path is about: it is not judged here.
+    run (`harness.hunt.minimal.runs_in(scenario)`). `failure` is what the result is about; the predicate judges
+    it, not the shrinker.
     """
-    del failure  # the predicate judges it; kept in the signature so every caller says what it keeps
     shrinker = _Shrinker(still_fails, budget or Budget(), clock, fits, schedule, started=clock())
     stopped_by: StoppedBy = "done"
     try:
@@ -217,7 +219,7 @@ def shrink(schedule: Schedule, failure: Failure, still_fails: Predicate, budget:
                 break
     except _OutOfBudget as out:
         stopped_by = out.why
-    return ShrinkResult(shrinker.best, shrinker.path, shrinker.runs, clock() - shrinker.started, stopped_by)
+    return ShrinkResult(shrinker.best, failure, shrinker.path, shrinker.runs, clock() - shrinker.started, stopped_by)
 
 
 # --- the passes ---------------------------------------------------------------------------------
