@@ -286,6 +286,10 @@ def test_the_failure_is_stated_by_its_kind() -> None:
     expectation = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("expectation", "completed_ratio"))))
     assert expectation.reproduces == {"completed_ratio": "< 0.95"}
     assert expectation.expect["completed_ratio"] == ">= 0.95"
+    cut_short = _found(FAILURE)
+    cut_short.shrink_stopped_by = "runs"
+    assert "the shrink's budget of runs ran out first: maybe not minimal" in _header(
+        minimal_scenario(ORIGINAL, cut_short))
     reason = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("expectation",
                                                                       "rejections{reason='unknown key'}"))))
     assert reason.reproduces == {"rejections{reason='unknown key'}": "> 0"}  # "!= 0" of a count, as triage reads it
@@ -316,7 +320,8 @@ def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
     search = Trial(index=3, seed=99, schedule=start, purpose="search", failures=(FAILURE,),
                    reasons={"unknown key": 41, HOSTILE: 1}, exit_code=1, seconds=21.5, folder="trials/3")
     result = HuntResult(scenario=HOSTILE, seed=7, trials=[search], found=search, failure=FAILURE,
-                        shrink_path=shrunk.path, minimal=shrunk.schedule, reproduction=(9, 10),
+                        shrink_path=shrunk.path, shrink_stopped_by=shrunk.stopped_by, minimal=shrunk.schedule,
+                        reproduction=(9, 10),
                         coverage={("rename", "r1", "early"): 3, ("pause", "r2", "late"): 1,
                                   (HOSTILE, HOSTILE, HOSTILE): 2}, stopped_by="found")
     html = render_page(result)
@@ -327,6 +332,7 @@ def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
     accepted = [step for step in shrunk.path if step.accepted]
     assert all(escape(step.what) in html for step in accepted)  # each accepted shrink is a row
     assert "Candidates that passed" in html and "dropped steps" in html
+    assert "it ended when no smaller candidate failed the same way (1-minimal)" in html
     assert "3 actions (" in coverage_line(result) and "3 combinations tried 6 times" in coverage_line(result)
     assert 'class="heat" style="background:rgba(' in html
     assert "http" not in html.replace("http-equiv", "")  # nothing fetched

@@ -224,7 +224,7 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
             if result.reproduction else "its reproduction rate was not measured")
     lines = [f"What broke: {failure_in_words(result.failure, expect)}.",
              f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index}), "
-             f"shrunk to {schedule_in_words(result.minimal)}; {rate}."]
+             f"shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}; {rate}."]
     if reproduces:
         lines.append(f"Reproduce: `mrtr-harness run --reproduce {file_name}` judges [reproduces] (exit 0: the "
                      "failure reproduced).")
@@ -235,6 +235,11 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
                  "exit 0: the healthy outcome holds).")
     return ["# " + wrapped for line in lines for wrapped in textwrap.wrap(_comment(line), width=_WIDTH,
                                                                           break_on_hyphens=False)]
+
+
+def _cut_short(stopped_by: str) -> str:
+    return f" (the shrink's budget of {stopped_by} ran out first: maybe not minimal)" if stopped_by in (
+        "runs", "time") else ""
 
 
 def _comment(text: str) -> str:

@@ -29,6 +29,9 @@ _CSS = (PAGE_CSS + META_CSS + TABLE_CSS
         + "td.heat{text-align:right;font-variant-numeric:tabular-nums;min-width:2.5em}\n")
 _HEAT = (0, 114, 178)
 """The heat grid's colour (the report's first series colour), its alpha the share of the busiest cell."""
+_SHRINK_ENDS = {"done": "it ended when no smaller candidate failed the same way (1-minimal)",
+                "runs": "its budget of runs ran out first: the smallest schedule so far, maybe not minimal",
+                "time": "its time ran out first: the smallest schedule so far, maybe not minimal"}
 _KIND = re.compile(r"^(step \d+ \([^)]*\): \S+|dropped steps?|run|rate)")
 _STEP_COLUMNS = ("at", "action", "replica")
 """A step's keys with a column of their own; the rest are listed together."""
@@ -141,6 +144,9 @@ def _shrink_section(result: HuntResult) -> list[str]:
     runs = sum(step.runs for step in path)
     summary = (f"{len(path)} candidates tried in {runs} runs: {len(accepted)} kept failing the same way, "
                f"{len(path) - len(accepted)} did not")
+    ended = _SHRINK_ENDS.get(result.shrink_stopped_by)
+    if ended:
+        summary += f"; {ended}"
     return [f'<p class="meta">{escape(summary)}</p>',
             table(["candidate", "what changed", "chaos steps", "run", "rate", "failed"], rows, "no shrink"),
             "<h3>Candidates that passed</h3>", _rejected_table(path)]
