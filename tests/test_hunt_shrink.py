@@ -17,7 +17,7 @@ from harness.config.scenario import parse_scenario
 from harness.hunt.minimal import minimal_scenario, runs_in, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial
 from harness.hunt.page import coverage_line, render_page
-from harness.hunt.shrink import Budget, KOfN, fails_the_same, reproduce, same_failure, shrink
+from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, reproduce, same_failure, shrink
 from harness.triage.catalogue import reproducers
 
 FAILURE = Failure("unexplained", "unknown key")
@@ -361,3 +361,9 @@ def test_candidates_the_scenario_cannot_run_are_skipped() -> None:
     result = shrink(start, FAILURE, lambda schedule: True, fits=runs_in(staged))
     assert result.schedule.steps == () and result.schedule.duration >= 8.0  # the stages last 8 s: no shorter run
     assert all(step.schedule.duration >= 8.0 for step in result.path)  # none shorter was run
+
+
+def test_durations_are_written_as_a_scenario_reads_them() -> None:
+    for seconds in (0.0, 0.1, 2.5, 12.345, 60.0, 2_592_000.0):
+        assert parse_duration(duration_text(seconds)) == pytest.approx(seconds)
+    assert duration_text(2.5) == "2.5s" and duration_text(2_592_000.0) == "2592000s"

@@ -30,6 +30,7 @@ from harness.config.scenario import Scenario, ScenarioError, parse_scenario
 from harness.config.thresholds import ThresholdError, parse_threshold
 from harness.errors import MrtrHarnessError
 from harness.hunt.model import Failure, HuntResult, Schedule
+from harness.hunt.shrink import duration_text
 from harness.secrets import scrub
 from harness.vocabulary import INVARIANTS, REASONS
 
@@ -168,7 +169,7 @@ def _minimal_data(data: dict[str, Any], schedule: Schedule, seed: int, name: str
     """The user's keys in their order (name and description first), the schedule's in place of theirs."""
     ours: dict[str, Any] = {"name": _name(name),
                             "description": f"the smallest schedule a hunt of {name} found that breaks it",
-                            "seed": seed, "duration": f"{schedule.duration:g}s"}
+                            "seed": seed, "duration": duration_text(schedule.duration)}
     if schedule.arrival_rate is not None:
         ours["load"] = {**data.get("load", {}), "arrival_rate": schedule.arrival_rate}
     if schedule.steps:

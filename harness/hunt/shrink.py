@@ -55,7 +55,7 @@ HARSHER_WHEN_SHORTER = frozenset({"ttl", "lifetime"})
 """Duration keys where a shorter value is a harsher fault, not a simpler one: left as drawn."""
 
 _RELATIVE = 0.1
-"""A bisection stops once the failing value is within this share of the passing one."""
+"""A bisection stops once the gap between the failing and the passing value is this share of the failing one."""
 _SECONDS = 0.1
 _SHARE = 0.01
 _RATE = 0.1
@@ -306,7 +306,7 @@ def _simpler_key(shrinker: _Shrinker, index: int, name: str, info: FieldInfo) ->
         current = _seconds(current_value)
         floor = 0.0 if _lower_bound(info) == "ge0" else _SECONDS
         _bisect(shrinker, current, floor, _SECONDS,
-                lambda value: candidate_with(_duration_text(value), format_duration(value)))
+                lambda value: candidate_with(duration_text(value), format_duration(value)))
     elif _is_share(info) and isinstance(current_value, int | float):
         _bisect(shrinker, float(current_value), 1.0, _SHARE, lambda value: candidate_with(value, f"{value:g}"))
 
@@ -368,8 +368,10 @@ def _seconds(value: Any) -> float:
         return 0.0
 
 
-def _duration_text(seconds: float) -> str:
-    return f"{seconds:g}s"
+def duration_text(seconds: float) -> str:
+    """Seconds as a scenario file writes a duration, exact to the millisecond and read back as written ("2.5s",
+    "2592000s"; never an exponent, which a duration does not take)."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
 
 def _shown(name: str, value: Any) -> str:
