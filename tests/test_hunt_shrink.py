@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+import tomllib
 from collections.abc import Callable
 from html import escape
 from pathlib import Path
@@ -367,3 +368,20 @@ def test_durations_are_written_as_a_scenario_reads_them() -> None:
     for seconds in (0.0, 0.1, 2.5, 12.345, 60.0, 2_592_000.0):
         assert parse_duration(duration_text(seconds)) == pytest.approx(seconds)
     assert duration_text(2.5) == "2.5s" and duration_text(2_592_000.0) == "2592000s"
+
+
+SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").rglob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[path.stem for path in SCENARIOS])
+def test_every_shipped_scenario_survives_the_minimal_writer(path: Path) -> None:
+    """Each shipped scenario's shape (hosts, auth, commands, overrides, stages) is written back unchanged, its own
+    chaos as the schedule: only the name, description, seed and the two threshold tables differ."""
+    text = path.read_text(encoding="utf-8")
+    original = parse_scenario(text)
+    schedule = Schedule(tuple(tomllib.loads(text).get("chaos", [])), original.duration)
+    failure = Failure("invariant", "no_double_release")
+    written = parse_scenario(minimal_scenario(text, _found(failure, schedule)))
+    changed = {"name", "description", "seed", "reproduces", "expect"}
+    assert written.model_dump(exclude=changed) == original.model_dump(exclude=changed)
+    assert set(original.expect) <= set(written.expect)
