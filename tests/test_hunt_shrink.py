@@ -1,5 +1,5 @@
 """The hunt's shrinker on synthetic properties, its minimal scenario and its page: no processes, each test cheap
-(milliseconds; the whole file well under a second of CPU)."""
+(milliseconds each; the whole file about a second, most of it the shipped scenarios read twice)."""
 
 from __future__ import annotations
 
