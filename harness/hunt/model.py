@@ -86,6 +86,9 @@ class HuntResult:
     failure: Failure | None = None
     """The failure the shrink kept (one of `found.failures`)."""
     shrink_path: list[ShrinkStep] = field(default_factory=list)
+    shrink_stopped_by: str = ""
+    """Why the shrink ended: "done" (no smaller candidate failed: 1-minimal), "runs" or "time" (its budget: the
+    smallest so far, maybe not minimal); "": no shrink."""
     minimal: Schedule | None = None
     reproduction: tuple[int, int] | None = None
     """The minimal schedule's reruns: (failed the same way, runs)."""

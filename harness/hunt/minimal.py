@@ -1,0 +1,286 @@
+"""The minimal failing scenario: the hunt's smallest schedule written back into the user's scenario, as a bug report.
+
+The user's own file keeps its target, load, flows, leads, hosts and `[expect]`; its `[[chaos]]`,
+`duration` and arrival rate become the minimal schedule's, its `seed` the failing trial's, so
+`run --reproduce` draws the same flows the shrink ran. The file is shaped like a catalogue
+scenario (scenarios/on-call/): the `#:schema` line, a comment header that says what broke, how
+often the minimal schedule reproduced it, where it came from (the hunt's seed and trial) and how
+to rerun it and verify a fix, then `[reproduces]` (the failure's signs) apart from `[expect]` (the
+healthy outcome: the user's, with the hunt's default property, no invariant violation and no
+unexplained rejection). It is read back through the scenario parser before it is returned: a file
+that would not pass `validate` is the harness's error, never written. Values go through
+`harness.config.toml_text`; the comment header passes the secrets scrubber, and no text read from a
+run can end a comment line.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.config import toml_text
+from harness.config.durations import format_duration
+from harness.config.scenario import Scenario, ScenarioError, parse_scenario
+from harness.config.thresholds import ThresholdError, parse_threshold
+from harness.errors import MrtrHarnessError
+from harness.hunt.model import Failure, HuntResult, Schedule
+from harness.hunt.shrink import duration_text
+from harness.secrets import scrub
+from harness.vocabulary import INVARIANTS, REASONS
+
+SCHEMA_LINE = "#:schema ../../docs/scenario.schema.json"
+"""As the catalogue's files have it: the file is shaped to be moved into scenarios/on-call/."""
+
+HEALTHY = {"unexplained_rejections": "== 0", "invariant_violations": "== 0"}
+"""The hunt's default property, part of every minimal scenario's `[expect]`."""
+
+_DROPPED = ("chaos", "reproduces", "hunt")
+"""Keys of the user's file the minimal scenario replaces (chaos, reproduces) or has no use for (hunt)."""
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_OPERATOR = re.compile(r"<=|>=|==|!=|<|>")
+_WIDTH = 100
+_NOT_ZERO = re.compile(r"\s*(?:[a-z]+(?:\([0-9.\s]+\))?\s*)?!=\s*0(?:\.0*)?\s*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u0085]+")
+
+
+class MinimalScenarioError(MrtrHarnessError):
+    """The minimal scenario could not be written as a valid file: the harness's own failure (exit 4)."""
+
+
+def write_minimal(path: Path, original_text: str, result: HuntResult) -> Path:
+    """Write the minimal failing scenario to `path` (its name is the one the header's commands use)."""
+    path.write_text(minimal_scenario(original_text, result, file_name=path.name), encoding="utf-8")
+    return path
+
+
+def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str = "minimal.toml") -> str:
+    """The minimal failing scenario's text, from the user's scenario file's text and what the hunt found."""
+    if result.minimal is None or result.failure is None or result.found is None:
+        raise MinimalScenarioError("no minimal scenario: the hunt found no failing schedule")
+    try:
+        data = tomllib.loads(original_text)
+    except tomllib.TOMLDecodeError as exc:
+        raise MinimalScenarioError(f"the scenario's text is no longer valid TOML: {exc}") from None
+    actions = {str(step.get("action")) for step in result.minimal.steps}
+    expect = naming_only(_strings(data.get("expect")), actions)
+    scenario = _minimal_data(data, result.minimal, result.found.seed, str(data.get("name", "scenario")))
+    if isinstance(scenario.get("hypothesis"), dict):
+        scenario["hypothesis"] = naming_only(scenario["hypothesis"], actions)
+    reproduces = reproduces_table(result.failure, expect)
+    body = _document(scenario)
+    if reproduces:
+        body += ["", "[reproduces]   # the failure: judged by `run --reproduce`", *_pairs(reproduces)]
+    body += ["", "[expect]       # the healthy outcome, once the fix is in: judged by plain `run`",
+             *_pairs({**expect, **{key: value for key, value in HEALTHY.items() if key not in expect}})]
+    text = "\n".join([SCHEMA_LINE, *_header(result, file_name, expect, bool(reproduces)), *body]) + "\n"
+    try:
+        parse_scenario(text, file_name)
+    except ScenarioError as exc:
+        raise MinimalScenarioError(f"the minimal scenario does not validate: {exc}") from None
+    return text
+
+
+def runs_in(scenario: Scenario) -> Callable[[Schedule], bool]:
+    """A `fits` for the shrinker: whether the scenario, with a schedule's chaos, duration and rate in place of its
+    own, still validates (a replica it has, a command its target has, stages within the run); its thresholds that
+    select an action the schedule lacks are left out, as the minimal scenario leaves them."""
+    data = scenario.model_dump(mode="python", exclude_unset=True)
+
+    def fits(schedule: Schedule) -> bool:
+        actions = {str(step.get("action")) for step in schedule.steps}
+        candidate = {**data, "chaos": list(schedule.steps), "duration": schedule.duration}
+        if schedule.arrival_rate is not None:
+            candidate["load"] = {**data.get("load", {}), "arrival_rate": schedule.arrival_rate}
+        for table in ("expect", "hypothesis", "reproduces"):
+            if isinstance(data.get(table), dict):
+                candidate[table] = naming_only(data[table], actions)
+        try:
+            Scenario.model_validate(candidate)
+        except ValidationError:
+            return False
+        return True
+
+    return fits
+
+
+def reproduces_table(failure: Failure, expect: Mapping[str, str | list[str]]) -> dict[str, str]:
+    """The failure's signs as `[reproduces]` thresholds (a logged reason's count among them, which is how triage
+    finds a catalogue entry for a reason); empty when they cannot be said in one (an `[expect]` key
+    with several conditions fails when any one does, which thresholds, all of which must hold, cannot state)."""
+    if failure.kind == "invariant":
+        key = (f"invariant_violations{{invariant='{failure.name}'}}" if failure.name in INVARIANTS
+               else "invariant_violations")
+        return {key: "> 0"}
+    if failure.kind == "unexplained":
+        logged = ({f"rejections{{reason='{failure.name}'}}": "> 0"} if failure.name in REASONS else {})
+        return {**logged, "unexplained_rejections": "> 0"}
+    negated = negation(failure.name, expect.get(failure.name))
+    return {failure.name: negated} if negated is not None else {}
+
+
+def negation(key: str, conditions: str | list[str] | None) -> str | None:
+    """One threshold condition turned into its opposite (`p(95) < 2s` into `p(95) >= 2s`); None when it cannot be."""
+    texts = [conditions] if isinstance(conditions, str) else list(conditions or [])
+    if len(texts) != 1:
+        return None
+    match = _OPERATOR.search(texts[0])
+    if match is None:
+        return None
+    negated = texts[0][:match.start()] + _NEGATED[match[0]] + texts[0][match.end():]
+    if _NOT_ZERO.fullmatch(negated):  # every figure is 0 or more: "not 0" reads, and triage finds it, as "> 0"
+        negated = negated.replace("!=", ">")
+    try:
+        parse_threshold(key, negated)
+    except ThresholdError:
+        return None
+    return negated.strip()
+
+
+def failure_in_words(failure: Failure, expect: Mapping[str, str | list[str]] | None = None) -> str:
+    """What broke, said as a bug report says it."""
+    if failure.kind == "invariant":
+        return f"the ledger invariant {failure.name} was violated"
+    if failure.kind == "unexplained":
+        return f"rejections logged as {failure.name!r} were not all explained"
+    conditions = (expect or {}).get(failure.name)
+    shown = "; ".join([conditions] if isinstance(conditions, str) else conditions or [])
+    return f"[expect] {failure.name}" + (f" = {shown!r}" if shown else "") + " failed"
+
+
+def schedule_in_words(schedule: Schedule) -> str:
+    """The schedule in one line: its chaos steps (each action at its time), its run and its rate."""
+    steps = ", ".join(f"{step.get('action', '?')} at {step.get('at', 0)}" for step in schedule.steps)
+    rate = f" at {schedule.arrival_rate:g} flows/s" if schedule.arrival_rate is not None else ""
+    count = len(schedule.steps)
+    chaos = f"{count} chaos step{'s' * (count != 1)} ({steps})" if count else "no chaos at all"
+    return f"{chaos}, {format_duration(schedule.duration)} of load{rate}"
+
+
+# --- the file's parts ---------------------------------------------------------------------------
+
+
+def _minimal_data(data: dict[str, Any], schedule: Schedule, seed: int, name: str) -> dict[str, Any]:
+    """The user's keys in their order (name and description first), the schedule's in place of theirs."""
+    ours: dict[str, Any] = {"name": _name(name),
+                            "description": f"the smallest schedule a hunt of {name} found that breaks it",
+                            "seed": seed, "duration": duration_text(schedule.duration)}
+    if schedule.arrival_rate is not None:
+        ours["load"] = {**data.get("load", {}), "arrival_rate": schedule.arrival_rate}
+    if schedule.steps:
+        ours["chaos"] = [_step(step) for step in schedule.steps]
+    order = [key for key in data if key not in ("reproduces", "hunt", "expect")]
+    if "chaos" not in order:
+        tables = [index for index, key in enumerate(order) if key in ("flows", "leads", "hosts", "target", "load")]
+        order.insert(max(tables, default=len(order) - 1) + 1, "chaos")
+    scenario = {"name": ours["name"], "description": ours["description"]}
+    for key in order:
+        value = ours.get(key) if key in ours or key in _DROPPED else data.get(key)
+        if value is not None and key not in scenario:
+            scenario[key] = value
+    for key, value in ours.items():
+        scenario.setdefault(key, value)
+    return scenario
+
+
+def _name(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "scenario"
+    return f"{cleaned[:80]}-minimal"
+
+
+def _step(step: Mapping[str, Any]) -> dict[str, Any]:
+    """`at` and `action` first, as the catalogue writes a step; None (a default) left out."""
+    first = {key: step[key] for key in ("at", "action") if key in step}
+    return {**first, **{key: value for key, value in step.items() if key not in first and value is not None}}
+
+
+def _strings(table: Any) -> dict[str, str | list[str]]:
+    if not isinstance(table, dict):
+        return {}
+    return {str(key): value for key, value in table.items() if isinstance(value, str | list)}
+
+
+def naming_only(table: Mapping[str, Any], actions: set[str]) -> dict[str, Any]:
+    """The thresholds of `table` that select no chaos action the minimal schedule dropped (one that did would
+    select nothing, and `validate` refuses it)."""
+    kept = {}
+    for key, conditions in table.items():
+        try:
+            selector = parse_threshold(key, conditions).selector
+        except ThresholdError:
+            selector = ()
+        if all(label != "action" or value in actions for label, value in selector):
+            kept[key] = conditions
+    return kept
+
+
+def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[str]], reproduces: bool) -> list[str]:
+    assert result.failure is not None and result.found is not None and result.minimal is not None
+    rate = (f"it failed the same way in {result.reproduction[0]} of {result.reproduction[1]} reruns"
+            if result.reproduction else "its reproduction rate was not measured")
+    lines = [f"What broke: {failure_in_words(result.failure, expect)}.",
+             f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index}), "
+             f"shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}; {rate}."]
+    if reproduces:
+        lines.append(f"Reproduce: `mrtr-harness run --reproduce {file_name}` judges [reproduces] (exit 0: the "
+                     "failure reproduced).")
+    else:
+        lines.append(f"Reproduce: `mrtr-harness run {file_name}` (exit 1: the failure reproduced; its [expect] "
+                     "key has several conditions, whose failure no [reproduces] table can state).")
+    lines.append(f"Verify a fix: make it, then run it plainly (`mrtr-harness run {file_name}` judges [expect]; "
+                 "exit 0: the healthy outcome holds).")
+    return ["# " + wrapped for line in lines for wrapped in textwrap.wrap(_comment(line), width=_WIDTH,
+                                                                          break_on_hyphens=False)]
+
+
+def _cut_short(stopped_by: str) -> str:
+    return f" (the shrink's budget of {stopped_by} ran out first: maybe not minimal)" if stopped_by in (
+        "runs", "time") else ""
+
+
+def _comment(text: str) -> str:
+    """One comment line: scrubbed of secrets, and with nothing in it that could end the line."""
+    return _CONTROL.sub(" ", scrub(text))
+
+
+def _document(data: Mapping[str, Any]) -> list[str]:
+    """A TOML document: the top-level keys, then each table (and its sub-tables), then each array of tables."""
+    lines = _pairs({key: value for key, value in data.items() if not _is_table(value) and not _is_tables(value)})
+    for key, value in data.items():
+        if _is_table(value):
+            lines += _table(toml_text.key(key), value)
+        elif _is_tables(value):
+            for entry in value:
+                lines += ["", f"[[{toml_text.key(key)}]]", *_pairs(entry)]
+    return lines
+
+
+def _table(header: str, table: Mapping[str, Any]) -> list[str]:
+    """A table, a small flat sub-table inline (`think = { ... }`), a larger one as a table of its own."""
+    lines = ["", f"[{header}]", *_pairs({key: value for key, value in table.items() if not _own_table(value)})]
+    for key, value in table.items():
+        if _own_table(value):
+            lines += _table(f"{header}.{toml_text.key(key)}", value)
+    return lines
+
+
+def _own_table(value: Any) -> bool:
+    return _is_table(value) and (len(value) > 4 or any(isinstance(entry, Mapping | list) for entry in value.values()))
+
+
+def _pairs(table: Mapping[str, Any]) -> list[str]:
+    return [f"{toml_text.key(str(key))} = {toml_text.value(value)}" for key, value in table.items()
+            if value is not None]
+
+
+def _is_table(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _is_tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(entry, Mapping) for entry in value)

@@ -1,0 +1,406 @@
+"""Shrinking a failing schedule to the smallest that still fails the same way: delta debugging, as Hypothesis does.
+
+Pure and runner-agnostic: the caller hands a failing `Schedule`, the `Failure` to keep and a
+predicate that runs real trials; the shrinker only proposes smaller candidates and keeps those
+that still fail. Passes, repeated until none makes progress (or the budget is spent):
+
+1. fewer steps: ddmin over the step list (halves, then smaller chunks, down to single
+   removals), so the result is 1-minimal: removing any one step makes it pass;
+2. a shorter run (`Schedule.duration`);
+3. simpler steps, read off each action's model in the chaos registry (`CHAOS_ACTIONS`): `at`
+   earlier; every window (a duration-typed key: `duration`, `phase_gap`, `interval`, a clock
+   `offset`, a latency's `delay` and `jitter`) shorter, except the keys where shorter is
+   harsher (`ttl`, `lifetime`); a share in 0-1 (`toxicity`, `share`) towards 1, the fault on
+   every exchange; a replica towards 1, and a step on every replica onto replica 1 alone
+   (fewer replicas); literals (a rotation's `order`, a fault's kind) stay as drawn;
+4. a lower arrival rate.
+
+A number is shrunk by trying its simplest value, then bisecting between that and the value
+that fails, to within 10 % (and a tenth of a second, a hundredth of a share): each try is a
+candidate of real runs, so a coarse answer soon is worth more than an exact one late. A
+candidate whose step no longer validates against its model, or whose step starts after the
+run's end, is skipped without a run.
+
+"Still failing" means the same failure: the same `Failure` kind and name (the same invariant
+violated, the same logged reason left unexplained, the same `[expect]` key failed), among the
+failures of the candidate's run; any other failure alone counts as passing (`fails_the_same`).
+The target is not deterministic, so a candidate counts as failing when it fails in at least k
+of n runs (`KOfN`, by default 2 of 3), stopping early once k failures are seen or k can no
+longer be reached. Each distinct candidate is run once per shrink (the answer is cached).
+Every candidate run is a `ShrinkStep` of the path, accepted or not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from pydantic import BeforeValidator, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+
+from harness.config.chaos import CHAOS_ACTIONS, ChaosStep
+from harness.config.durations import format_duration, parse_duration
+from harness.hunt.model import Failure, Schedule, ShrinkStep
+
+DEFAULT_K = 2
+DEFAULT_N = 3
+"""A candidate fails when 2 of 3 runs fail the same way: one flaky run neither keeps nor loses a shrink, and a
+candidate that fails its first two runs costs two, not three."""
+
+HARSHER_WHEN_SHORTER = frozenset({"ttl", "lifetime"})
+"""Duration keys where a shorter value is a harsher fault, not a simpler one: left as drawn."""
+
+_RELATIVE = 0.1
+"""A bisection stops once the gap between the failing and the passing value is this share of the failing one."""
+_SECONDS = 0.1
+_SHARE = 0.01
+_RATE = 0.1
+_MAX_ROUNDS = 8
+"""Rounds of all the passes at most: each round that changed nothing ends the shrink sooner."""
+
+StoppedBy = Literal["done", "runs", "time"]
+_STEP = TypeAdapter(ChaosStep)
+
+
+# --- what "still failing" means -----------------------------------------------------------------
+
+
+def same_failure(failure: Failure, failures: Iterable[Failure]) -> bool:
+    """Whether a run's failures include `failure`: the same kind and the same name."""
+    return any(other.kind == failure.kind and other.name == failure.name for other in failures)
+
+
+def fails_the_same(failure: Failure, run: Callable[[Schedule], Iterable[Failure]]) -> Callable[[Schedule], bool]:
+    """A single-run predicate from a runner that returns a run's failures: True when the run fails as `failure`."""
+    return lambda schedule: same_failure(failure, run(schedule))
+
+
+@dataclass(frozen=True)
+class Votes:
+    """One candidate's runs: how many failed the same way, out of how many, and the verdict."""
+
+    failed: int
+    runs: int
+    fails: bool
+
+
+@dataclass(frozen=True)
+class KOfN:
+    """A flaky single-run predicate made into "fails in at least k of n runs", stopping as soon as it is decided."""
+
+    run_once: Callable[[Schedule], bool]
+    k: int = DEFAULT_K
+    n: int = DEFAULT_N
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.k <= self.n:
+            raise ValueError(f"k of n needs 1 <= k <= n, not {self.k} of {self.n}")
+
+    def votes(self, schedule: Schedule) -> Votes:
+        failed = runs = 0
+        while runs < self.n and failed < self.k and failed + (self.n - runs) >= self.k:
+            runs += 1
+            failed += bool(self.run_once(schedule))
+        return Votes(failed, runs, failed >= self.k)
+
+    def __call__(self, schedule: Schedule) -> bool:
+        return self.votes(schedule).fails
+
+
+Predicate = Callable[[Schedule], bool] | KOfN
+"""A plain predicate is one run per candidate; a `KOfN` up to n."""
+
+
+def _votes(predicate: Predicate, schedule: Schedule) -> Votes:
+    if isinstance(predicate, KOfN):
+        return predicate.votes(schedule)
+    fails = bool(predicate(schedule))
+    return Votes(int(fails), 1, fails)
+
+
+def _most_runs(predicate: Predicate) -> int:
+    return predicate.n if isinstance(predicate, KOfN) else 1
+
+
+def reproduce(schedule: Schedule, run_once: Callable[[Schedule], bool], runs: int = 10) -> tuple[int, int]:
+    """The reproduction rate of a schedule: (runs that failed the same way, runs), every run made."""
+    return sum(bool(run_once(schedule)) for _ in range(runs)), runs
+
+
+# --- the budget and the result ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When the shrink stops and returns the smallest schedule so far: wall time, and single runs in all.
+
+    A candidate is started only while both remain (the runs: at least as many as it may take), so the runs are
+    never exceeded and the time by one candidate at most."""
+
+    seconds: float = 900.0
+    runs: int = 60
+
+
+@dataclass
+class ShrinkResult:
+    """The smallest schedule that still failed the same way, and how the shrink got there."""
+
+    schedule: Schedule
+    failure: Failure
+    """The failure it kept failing with."""
+    path: list[ShrinkStep] = field(default_factory=list)
+    runs: int = 0
+    seconds: float = 0.0
+    stopped_by: StoppedBy = "done"
+
+
+class _OutOfBudget(Exception):
+    def __init__(self, why: StoppedBy) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass
+class _Shrinker:
+    predicate: Predicate
+    budget: Budget
+    clock: Callable[[], float]
+    fits: Callable[[Schedule], bool] | None
+    best: Schedule
+    started: float = 0.0
+    runs: int = 0
+    path: list[ShrinkStep] = field(default_factory=list)
+    tried: dict[str, bool] = field(default_factory=dict)
+
+    def attempt(self, candidate: Schedule, what: str) -> bool:
+        """Run a candidate (unless invalid or already tried); a failing one becomes the best so far."""
+        if not _valid(candidate) or (self.fits is not None and not self.fits(candidate)):
+            return False
+        key = _key(candidate)
+        if key in self.tried:
+            return self.tried[key]
+        if self.clock() - self.started >= self.budget.seconds:
+            raise _OutOfBudget("time")
+        if self.runs + _most_runs(self.predicate) > self.budget.runs:
+            raise _OutOfBudget("runs")
+        votes = _votes(self.predicate, candidate)
+        self.runs += votes.runs
+        self.tried[key] = votes.fails
+        self.path.append(ShrinkStep(candidate, what, votes.runs, votes.failed, votes.fails))
+        if votes.fails:
+            self.best = candidate
+        return votes.fails
+
+
+def shrink(schedule: Schedule, failure: Failure, still_fails: Predicate, budget: Budget | None = None, *,
+           fits: Callable[[Schedule], bool] | None = None,
+           clock: Callable[[], float] = time.monotonic) -> ShrinkResult:
+    """Shrink `schedule`, which failed as `failure`, to the smallest schedule `still_fails` keeps failing.
+
+    `still_fails` runs real trials and says whether the candidate failed the same way (build it with
+    `fails_the_same`, wrapped in `KOfN` for a flaky target); `fits` refuses candidates the scenario could not
+    run (`harness.hunt.minimal.runs_in(scenario)`). `failure` is what the result is about; the predicate judges
+    it, not the shrinker.
+    """
+    shrinker = _Shrinker(still_fails, budget or Budget(), clock, fits, schedule, started=clock())
+    stopped_by: StoppedBy = "done"
+    try:
+        for _ in range(_MAX_ROUNDS):
+            before = shrinker.best
+            _fewer_steps(shrinker)
+            _shorter_run(shrinker)
+            _simpler_steps(shrinker)
+            _lower_rate(shrinker)
+            if shrinker.best == before:
+                break
+    except _OutOfBudget as out:
+        stopped_by = out.why
+    return ShrinkResult(shrinker.best, failure, shrinker.path, shrinker.runs, clock() - shrinker.started, stopped_by)
+
+
+# --- the passes ---------------------------------------------------------------------------------
+
+
+def _fewer_steps(shrinker: _Shrinker) -> None:
+    """ddmin by complements: drop halves, then smaller chunks, down to each single step, until none can go."""
+    chunks = min(2, len(shrinker.best.steps))
+    while shrinker.best.steps:
+        steps = shrinker.best.steps
+        for indices in _split(len(steps), chunks):
+            kept = tuple(step for index, step in enumerate(steps) if index not in indices)
+            if shrinker.attempt(replace(shrinker.best, steps=kept), _dropped(steps, indices)):
+                chunks = max(min(chunks - 1, len(kept)), min(2, len(kept)))
+                break
+        else:
+            if chunks >= len(steps):
+                return
+            chunks = min(len(steps), chunks * 2)
+
+
+def _split(length: int, chunks: int) -> Iterator[frozenset[int]]:
+    """`range(length)` in `chunks` runs of near-equal size."""
+    bounds = [round(length * part / chunks) for part in range(chunks + 1)]
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        if end > start:
+            yield frozenset(range(start, end))
+
+
+def _dropped(steps: Sequence[dict[str, Any]], indices: frozenset[int]) -> str:
+    names = ", ".join(f"{index + 1} ({steps[index].get('action', '?')})" for index in sorted(indices))
+    return f"dropped step{'s' * (len(indices) > 1)} {names}"
+
+
+def _shorter_run(shrinker: _Shrinker) -> None:
+    current = shrinker.best.duration
+    floor = max([_SECONDS, *(_seconds(step.get("at", 0)) for step in shrinker.best.steps)])
+
+    def candidate(value: float) -> tuple[Schedule, str]:
+        return (replace(shrinker.best, duration=value),
+                f"run {format_duration(shrinker.best.duration)} -> {format_duration(value)}")
+
+    _bisect(shrinker, current, floor, _SECONDS, candidate)
+
+
+def _lower_rate(shrinker: _Shrinker) -> None:
+    current = shrinker.best.arrival_rate
+    if current is None:
+        return
+
+    def candidate(value: float) -> tuple[Schedule, str]:
+        return replace(shrinker.best, arrival_rate=value), f"rate {shrinker.best.arrival_rate:g} -> {value:g}/s"
+
+    _bisect(shrinker, current, _RATE, _RATE, candidate)
+
+
+def _simpler_steps(shrinker: _Shrinker) -> None:
+    for index in range(len(shrinker.best.steps)):
+        model = CHAOS_ACTIONS.get(str(shrinker.best.steps[index].get("action")))
+        if model is None:
+            continue
+        for name, info in model.model_fields.items():
+            if index < len(shrinker.best.steps):
+                _simpler_key(shrinker, index, name, info)
+
+
+def _simpler_key(shrinker: _Shrinker, index: int, name: str, info: FieldInfo) -> None:
+    """Shrink one key of one step towards its simplest value, if the key is one that has a simpler value."""
+    step = shrinker.best.steps[index]
+    action = step.get("action")
+    current_value = step.get(name, info.get_default(call_default_factory=False))
+
+    def candidate_with(value: Any, shown: str) -> tuple[Schedule, str]:
+        steps = list(shrinker.best.steps)
+        was = steps[index].get(name, current_value)
+        steps[index] = {**steps[index], name: value}
+        return (replace(shrinker.best, steps=tuple(steps)),
+                f"step {index + 1} ({action}): {name} {_shown(name, was)} -> {shown}")
+
+    if name == "replica":
+        every = CHAOS_ACTIONS[str(action)].acts_on == "replicas"
+        _simpler_replica(shrinker, current_value, candidate_with, every=every)
+    elif _is_duration(info) and name not in HARSHER_WHEN_SHORTER and current_value is not None:
+        current = _seconds(current_value)
+        floor = 0.0 if _lower_bound(info) == "ge0" else _SECONDS
+        _bisect(shrinker, current, floor, _SECONDS,
+                lambda value: candidate_with(duration_text(value), format_duration(value)))
+    elif _is_share(info) and isinstance(current_value, int | float):
+        _bisect(shrinker, float(current_value), 1.0, _SHARE, lambda value: candidate_with(value, f"{value:g}"))
+
+
+def _simpler_replica(shrinker: _Shrinker, current: Any, candidate_with: Callable[[Any, str], tuple[Schedule, str]],
+                     every: bool) -> None:
+    """A higher replica down to a lower one; a step on every replica (none named) onto replica 1 alone (a step on
+    one replica that names none already acts on the first)."""
+    if current is None and every:
+        shrinker.attempt(*candidate_with(1, "1"))
+    elif isinstance(current, int) and current > 1:
+        for lower in range(1, current):
+            if shrinker.attempt(*candidate_with(lower, str(lower))):
+                return
+
+
+def _bisect(shrinker: _Shrinker, current: float, simplest: float, resolution: float,
+            candidate: Callable[[float], tuple[Schedule, str]]) -> None:
+    """From a failing `current` towards `simplest`: try it, then halve the gap while the failing end moves."""
+    if abs(current - simplest) < resolution / 2:
+        return
+    failing, passing = current, simplest
+    if shrinker.attempt(*candidate(simplest)):
+        return
+    for _ in range(64):
+        gap = abs(failing - passing)
+        if gap <= max(resolution, _RELATIVE * abs(failing)):
+            return
+        middle = _rounded((failing + passing) / 2, resolution)
+        if middle in (failing, passing):
+            return
+        if shrinker.attempt(*candidate(middle)):
+            failing = middle
+        else:
+            passing = middle
+
+
+# --- keys, read off the models ------------------------------------------------------------------
+
+
+def _is_duration(info: FieldInfo) -> bool:
+    return any(isinstance(item, BeforeValidator) and item.func is parse_duration for item in info.metadata)
+
+
+def _lower_bound(info: FieldInfo) -> str:
+    """ge0 when the key may be 0 (a `Duration`), gt0 when it must be above it (a `PositiveDuration`)."""
+    return "gt0" if any(getattr(item, "gt", None) is not None for item in info.metadata) else "ge0"
+
+
+def _is_share(info: FieldInfo) -> bool:
+    """A number up to 1: the share of exchanges, leads or verifications a fault hits."""
+    return info.annotation is float and any(getattr(item, "le", None) == 1.0 for item in info.metadata)
+
+
+def _seconds(value: Any) -> float:
+    try:
+        return parse_duration(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds as a scenario file writes a duration, exact to the millisecond and read back as written ("2.5s",
+    "2592000s"; never an exponent, which a duration does not take)."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+
+
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "every replica" if name == "replica" else "none"
+    if isinstance(value, str) and name != "replica":
+        try:
+            return format_duration(parse_duration(value))
+        except ValueError:
+            return value
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _rounded(value: float, resolution: float) -> float:
+    steps = round(value / resolution)
+    return round(steps * resolution, max(0, -math.floor(math.log10(resolution))))
+
+
+def _valid(schedule: Schedule) -> bool:
+    """Every step still validates against its action's model, and starts within the run."""
+    for step in schedule.steps:
+        try:
+            model = _STEP.validate_python(step)
+        except ValidationError:
+            return False
+        if model.at > schedule.duration:
+            return False
+    return schedule.duration > 0 and (schedule.arrival_rate is None or schedule.arrival_rate > 0)
+
+
+def _key(schedule: Schedule) -> str:
+    return json.dumps([list(schedule.steps), schedule.duration, schedule.arrival_rate], sort_keys=True, default=str)

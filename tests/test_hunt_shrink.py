@@ -1,0 +1,387 @@
+"""The hunt's shrinker on synthetic properties, its minimal scenario and its page: no processes, each test cheap
+(milliseconds each; the whole file about a second, most of it the shipped scenarios read twice)."""
+
+from __future__ import annotations
+
+import random
+import tomllib
+from collections.abc import Callable
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli.main import main
+from harness.config.durations import parse_duration
+from harness.config.scenario import parse_scenario
+from harness.hunt.minimal import minimal_scenario, runs_in, write_minimal
+from harness.hunt.model import Failure, HuntResult, Schedule, Trial
+from harness.hunt.page import coverage_line, render_page
+from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, reproduce, same_failure, shrink
+from harness.triage.catalogue import reproducers
+
+FAILURE = Failure("unexplained", "unknown key")
+
+
+def _renames(*names: str) -> tuple[dict[str, Any], ...]:
+    """Steps told apart by their `name`, which the shrinker leaves alone (a string has no simpler value)."""
+    return tuple({"action": "rename", "at": f"{index + 1}s", "name": name} for index, name in enumerate(names))
+
+
+def _names(schedule: Schedule) -> set[str]:
+    return {step["name"] for step in schedule.steps}
+
+
+def _both_a_and_b(schedule: Schedule) -> bool:
+    return {"A", "B"} <= _names(schedule)
+
+
+class Counted:
+    """A predicate that counts its calls."""
+
+    def __init__(self, predicate: Callable[[Schedule], bool]) -> None:
+        self.predicate, self.calls = predicate, 0
+
+    def __call__(self, schedule: Schedule) -> bool:
+        self.calls += 1
+        return self.predicate(schedule)
+
+
+def test_fewer_steps_is_exactly_the_pair_and_one_minimal() -> None:
+    start = Schedule(_renames("C", "D", "A", "E", "F", "G", "B", "H"), duration=20.0)
+    result = shrink(start, FAILURE, _both_a_and_b)
+    assert _names(result.schedule) == {"A", "B"}
+    assert result.stopped_by == "done"
+    for index in range(len(result.schedule.steps)):  # 1-minimal: any one step less passes
+        fewer = result.schedule.steps[:index] + result.schedule.steps[index + 1:]
+        assert not _both_a_and_b(Schedule(fewer, result.schedule.duration))
+    assert all(parse_duration(step["at"]) == 0 for step in result.schedule.steps)  # `at` earlier: at once
+
+
+def test_no_chaos_at_all_when_the_property_breaks_without_it() -> None:
+    result = shrink(Schedule(_renames("A", "B", "C"), duration=10.0), FAILURE, lambda schedule: True)
+    assert result.schedule.steps == ()
+
+
+def test_windows_shrink_to_the_boundary_that_still_fails() -> None:
+    def property_(schedule: Schedule) -> bool:
+        pauses = [step for step in schedule.steps if step["action"] == "pause"]
+        return any(parse_duration(step["duration"]) >= 3.0
+                   and schedule.duration >= parse_duration(step["at"]) + parse_duration(step["duration"])
+                   for step in pauses)
+
+    start = Schedule(({"action": "pause", "at": "5s", "duration": "10s", "replica": 2},), duration=30.0)
+    result = shrink(start, FAILURE, property_)
+    (step,) = result.schedule.steps
+    assert 3.0 <= parse_duration(step["duration"]) <= 3.0 * 1.1 + 0.1
+    assert parse_duration(step["at"]) == 0
+    assert step["replica"] == 1  # fewer replicas: the second is not needed
+    assert 3.0 <= result.schedule.duration <= 3.5
+    assert property_(result.schedule)
+
+
+def test_parameters_simplify_and_invalid_candidates_never_run() -> None:
+    steps = ({"action": "network", "at": "2s", "duration": "4s", "fault": "reset", "toxicity": 0.3},
+             {"action": "clock-skew", "at": "1s", "replica": 3, "offset": "2m"},
+             {"action": "rotate-keys", "at": "3s", "order": "minter-first", "phase_gap": "5s"})
+
+    def property_(schedule: Schedule) -> bool:  # the skew must stay above a minute; the rest is free
+        return any(step["action"] == "clock-skew" and parse_duration(step["offset"]) > 60
+                   for step in schedule.steps) and len(schedule.steps) == 3
+
+    result = shrink(Schedule(steps, duration=20.0, arrival_rate=8.0), FAILURE, property_)
+    network, skew, rotation = result.schedule.steps
+    assert network["toxicity"] == 1.0 and network["replica"] == 1 and network["fault"] == "reset"
+    assert skew["replica"] == 1 and 60 < parse_duration(skew["offset"]) <= 60 * 1.1 + 0.2
+    assert rotation["order"] == "minter-first" and parse_duration(rotation["phase_gap"]) == 0
+    assert result.schedule.arrival_rate == pytest.approx(0.1)
+    # a reset fault takes no `delay`: such a candidate fails validation and is never run
+    assert not any("delay" in step for tried in result.path for step in tried.schedule.steps
+                   if step["fault" if "fault" in step else "action"] == "reset")
+
+
+def test_rate_shrinks_to_where_it_still_fails() -> None:
+    def property_(schedule: Schedule) -> bool:
+        return (schedule.arrival_rate or 0) >= 2.0
+
+    result = shrink(Schedule((), duration=10.0, arrival_rate=8.0), FAILURE, property_)
+    assert result.schedule.arrival_rate is not None and 2.0 <= result.schedule.arrival_rate <= 2.3
+
+
+def test_every_candidate_run_is_recorded_once() -> None:
+    counted = Counted(_both_a_and_b)
+    result = shrink(Schedule(_renames("A", "C", "B", "D"), duration=10.0), FAILURE, counted)
+    assert sum(step.runs for step in result.path) == counted.calls == result.runs
+    keys = [repr(step.schedule) for step in result.path]
+    assert len(keys) == len(set(keys))  # no candidate run twice
+    assert all(step.accepted == _both_a_and_b(step.schedule) for step in result.path)
+    assert all(step.what for step in result.path)
+    assert result.path[-1].schedule == result.schedule or not result.path[-1].accepted
+    assert any(step.what.startswith("dropped step") for step in result.path)
+
+
+def test_it_stops_within_its_budget_of_runs() -> None:
+    counted = Counted(_both_a_and_b)
+    start = Schedule(_renames(*"CDAEFGBH"), duration=20.0)
+    result = shrink(start, FAILURE, counted, Budget(runs=7))
+    assert counted.calls <= 7 and result.stopped_by == "runs"
+    assert _both_a_and_b(result.schedule)  # the best so far still fails
+
+    flaky = KOfN(Counted(_both_a_and_b), k=2, n=3)
+    result = shrink(start, FAILURE, flaky, Budget(runs=10))
+    assert flaky.run_once.calls <= 10 and result.runs <= 10  # type: ignore[attr-defined]
+
+
+def test_it_stops_within_its_budget_of_time() -> None:
+    now = [0.0]
+
+    def slow(schedule: Schedule) -> bool:
+        now[0] += 1.0  # each run takes a second on this clock
+        return _both_a_and_b(schedule)
+
+    counted = Counted(slow)
+    result = shrink(Schedule(_renames(*"CDAEFGBH"), duration=20.0), FAILURE, counted, Budget(seconds=5.0),
+                    clock=lambda: now[0])
+    assert counted.calls == 5 and result.stopped_by == "time" and result.seconds == 5.0
+
+
+def test_k_of_n_stops_as_soon_as_it_is_decided() -> None:
+    always, never = Counted(lambda schedule: True), Counted(lambda schedule: False)
+    schedule = Schedule((), duration=1.0)
+    assert KOfN(always).votes(schedule) == (votes := KOfN(always).votes(schedule)) and votes.fails
+    assert votes.runs == 2 and votes.failed == 2  # two failures of three: decided after two
+    votes = KOfN(never).votes(schedule)
+    assert not votes.fails and votes.runs == 2  # no failure in two: two of three can no longer be reached
+    answers = iter([True, False, True])
+    votes = KOfN(lambda schedule: next(answers)).votes(schedule)
+    assert votes.fails and (votes.failed, votes.runs) == (2, 3)
+    with pytest.raises(ValueError):
+        KOfN(always, k=4, n=3)
+
+
+def test_a_flaky_property_still_shrinks_to_the_pair() -> None:
+    """Fails with probability 0.8 when A and B are both there, never otherwise; 2 of 3 keeps the shrink on track.
+    The seed is fixed, so this is deterministic."""
+    draw = random.Random(36)
+
+    def flaky(schedule: Schedule) -> bool:
+        return _both_a_and_b(schedule) and draw.random() < 0.8
+
+    result = shrink(Schedule(_renames(*"CDAEFGBH"), duration=20.0), FAILURE, KOfN(flaky))
+    assert _names(result.schedule) == {"A", "B"}
+    assert any(0 < step.failed < step.runs for step in result.path)  # a flaky run was outvoted on the way
+    assert all(step.runs <= 3 for step in result.path)
+
+
+def test_same_failure_means_same_kind_and_name() -> None:
+    assert same_failure(FAILURE, [Failure("invariant", "no_double_release"), Failure("unexplained", "unknown key")])
+    assert not same_failure(FAILURE, [Failure("unexplained", "expired")])
+    assert not same_failure(FAILURE, [Failure("expectation", "unknown key")])
+    runs = iter([[FAILURE], [Failure("unexplained", "expired")]])
+    predicate = fails_the_same(FAILURE, lambda schedule: next(runs))
+    schedule = Schedule((), duration=1.0)
+    assert predicate(schedule) and not predicate(schedule)
+
+
+def test_reproduce_counts_every_run() -> None:
+    answers = iter([True, False] * 5)
+    assert reproduce(Schedule((), duration=1.0), lambda schedule: next(answers), runs=10) == (5, 10)
+
+
+# --- the minimal failing scenario ---------------------------------------------------------------
+
+ORIGINAL = """\
+#:schema ../../docs/scenario.schema.json
+# the user's own comment
+name = "shop-under-chaos"
+seed = 3
+duration = "30s"
+time_scale = 60
+
+[target]
+replicas = 3
+keyring = "file"
+ttl = "10m"
+overrides = [{ replica = 2, clock_offset = "1s" }]
+
+[load]
+arrival_rate = 8
+routing = "other-replica"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = { dist = "lognormal", median = "1m", p95 = "4m" }
+
+[[chaos]]
+at = "5s"
+action = "pause"
+replica = 2
+
+[[chaos]]
+at = "8s"
+action = "rotate-keys"
+order = "retire-early"
+
+[hypothesis]
+"chaos_failures{action='pause'}" = "== 0"
+completed_ratio = ">= 0.5"
+
+[reproduces]
+"rejections{reason='expired'}" = "> 0"
+
+[expect]
+completed_ratio = ">= 0.95"
+"rejections{reason='unknown key'}" = "== 0"
+"chaos_failures{action='pause'}" = "== 0"
+"round_duration" = ["p(95) < 2s", "max < 10s"]
+"""
+
+MINIMAL = Schedule(({"action": "rotate-keys", "at": "1.5s", "order": "retire-early", "phase_gap": "0s"},
+                    {"action": "network", "at": "0s", "duration": "2s", "fault": "reset", "replica": 1}),
+                   duration=6.0, arrival_rate=2.0)
+
+
+def _found(failure: Failure, minimal: Schedule = MINIMAL) -> HuntResult:
+    trial = Trial(index=12, seed=4242, schedule=minimal, purpose="search", failures=(failure,))
+    return HuntResult(scenario="shop-under-chaos", seed=7, trials=[trial], found=trial, failure=failure,
+                      minimal=minimal, reproduction=(9, 10), stopped_by="found")
+
+
+def _header(text: str) -> str:
+    """The comment header as one line of text."""
+    return " ".join(line.removeprefix("# ") for line in text.split("\nname = ")[0].splitlines()[1:])
+
+
+def test_the_minimal_scenario_validates_and_holds_the_schedule(tmp_path: Path) -> None:
+    text = minimal_scenario(ORIGINAL, _found(FAILURE))
+    scenario = parse_scenario(text, "minimal.toml")
+    assert text.startswith("#:schema ../../docs/scenario.schema.json\n")
+    assert [(step.action, step.at) for step in scenario.chaos] == [("rotate-keys", 1.5), ("network", 0.0)]
+    assert scenario.chaos[0].phase_gap == 0 and scenario.chaos[1].replica == 1  # type: ignore[attr-defined]
+    assert scenario.duration == 6.0 and scenario.load.arrival_rate == 2.0 and scenario.seed == 4242
+    assert scenario.target.replica_count == 3 and scenario.time_scale == 60  # the user's own, kept
+    assert scenario.load.routing == "other-replica" and scenario.leads == parse_scenario(ORIGINAL).leads
+    assert scenario.reproduces == {"rejections{reason='unknown key'}": "> 0", "unexplained_rejections": "> 0"}
+    assert scenario.expect["completed_ratio"] == ">= 0.95"  # the user's healthy outcome ...
+    assert scenario.expect["unexplained_rejections"] == "== 0"  # ... with the hunt's property
+    assert scenario.expect["invariant_violations"] == "== 0"
+    assert "chaos_failures{action='pause'}" not in scenario.expect  # the pause was shrunk away
+    assert set(scenario.hypothesis) == {"completed_ratio"}
+    header = _header(text)
+    assert "rejections logged as 'unknown key' were not all explained" in header
+    assert "seed 7, trial 12" in header and "9 of 10 reruns" in header
+    assert "`mrtr-harness run --reproduce minimal.toml`" in header and "`mrtr-harness run minimal.toml`" in header
+    assert text.index("[reproduces]") < text.index("[expect]")
+    path = write_minimal(tmp_path / "minimal.toml", ORIGINAL, _found(FAILURE))
+    assert main(["validate", str(path)]) == 0  # once through the command line, in this process
+    assert str(path) in reproducers(tmp_path)["unknown key"]  # in the catalogue, triage names it for the reason
+
+
+def test_the_failure_is_stated_by_its_kind() -> None:
+    invariant = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("invariant", "no_double_release"))))
+    assert invariant.reproduces == {"invariant_violations{invariant='no_double_release'}": "> 0"}
+    expectation = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("expectation", "completed_ratio"))))
+    assert expectation.reproduces == {"completed_ratio": "< 0.95"}
+    assert expectation.expect["completed_ratio"] == ">= 0.95"
+    cut_short = _found(FAILURE)
+    cut_short.shrink_stopped_by = "runs"
+    assert "the shrink's budget of runs ran out first: maybe not minimal" in _header(
+        minimal_scenario(ORIGINAL, cut_short))
+    reason = parse_scenario(minimal_scenario(ORIGINAL, _found(Failure("expectation",
+                                                                      "rejections{reason='unknown key'}"))))
+    assert reason.reproduces == {"rejections{reason='unknown key'}": "> 0"}  # "!= 0" of a count, as triage reads it
+    several = minimal_scenario(ORIGINAL, _found(Failure("expectation", "round_duration")))
+    assert parse_scenario(several).reproduces is None  # any of two conditions: no threshold says it
+    assert "mrtr-harness run minimal.toml` (exit 1: the failure reproduced" in _header(several)
+    no_chaos = parse_scenario(minimal_scenario(ORIGINAL, _found(FAILURE, Schedule((), duration=4.0))))
+    assert no_chaos.chaos == [] and no_chaos.load.arrival_rate == 8
+
+
+def test_a_hostile_failure_name_stays_in_its_comment() -> None:
+    hostile = Failure("unexplained", "x\n[target]\nreplicas = 99\r\u2028MCP_CLIENT_SECRET=hunter2hunter2")
+    text = minimal_scenario(ORIGINAL, _found(hostile))
+    assert parse_scenario(text).target.replica_count == 3
+    assert "hunter2hunter2" not in text
+    assert parse_scenario(text).reproduces == {"unexplained_rejections": "> 0"}  # no reason the harness knows
+    assert all(line.startswith("#") for line in text.split("\nname = ")[0].splitlines())
+
+
+# --- the hunt page ------------------------------------------------------------------------------
+
+HOSTILE = "<script>alert('x')</script>"
+
+
+def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
+    start = Schedule(_renames(*"CDAEFGBH"), duration=20.0, arrival_rate=4.0)
+    shrunk = shrink(start, FAILURE, _both_a_and_b)
+    search = Trial(index=3, seed=99, schedule=start, purpose="search", failures=(FAILURE,),
+                   reasons={"unknown key": 41, HOSTILE: 1}, exit_code=1, seconds=21.5, folder="trials/3")
+    result = HuntResult(scenario=HOSTILE, seed=7, trials=[search], found=search, failure=FAILURE,
+                        shrink_path=shrunk.path, shrink_stopped_by=shrunk.stopped_by, minimal=shrunk.schedule,
+                        reproduction=(9, 10),
+                        coverage={("rename", "r1", "early"): 3, ("pause", "r2", "late"): 1,
+                                  (HOSTILE, HOSTILE, HOSTILE): 2}, stopped_by="found")
+    html = render_page(result)
+    assert "<script>" not in html and "&lt;script&gt;" in html  # everything read is escaped
+    verdict = html.index("found: rejections logged as")
+    assert verdict < html.index("The failing trial") < html.index("The shrink path") < html.index("Coverage")
+    assert "9 of 10 reruns failed the same way (90 %)" in html
+    accepted = [step for step in shrunk.path if step.accepted]
+    assert all(escape(step.what) in html for step in accepted)  # each accepted shrink is a row
+    assert "Candidates that passed" in html and "dropped steps" in html
+    assert "it ended when no smaller candidate failed the same way (1-minimal)" in html
+    assert "3 actions (" in coverage_line(result) and "3 combinations tried 6 times" in coverage_line(result)
+    assert 'class="heat" style="background:rgba(' in html
+    assert "http" not in html.replace("http-equiv", "")  # nothing fetched
+
+
+def test_the_page_when_nothing_broke() -> None:
+    held = Trial(index=1, seed=5, schedule=Schedule(_renames("A"), duration=5.0), purpose="search")
+    result = HuntResult(scenario="shop", seed=7, trials=[held], coverage={("rename", "r1", "early"): 1},
+                        stopped_by="trials")
+    html = render_page(result)
+    assert "nothing broke within the budget (1 trial, stopped by trials)" in html
+    assert "The failing trial" not in html and "The shrink path" not in html
+    assert coverage_line(result) == "1 trial: 1 action (rename) on 1 replica at 1 timing, 1 combination tried 1 time"
+
+
+def test_candidates_the_scenario_cannot_run_are_skipped() -> None:
+    scenario = parse_scenario(ORIGINAL)
+    fits = runs_in(scenario)
+    assert fits(MINIMAL)
+    assert not fits(Schedule(({"action": "pause", "at": "0s", "replica": 4},), duration=5.0))  # 3 replicas
+    assert not fits(Schedule(({"action": "revoke", "at": "0s"},), duration=5.0))  # the shop issues no tokens here
+
+    staged = parse_scenario(ORIGINAL.replace('routing = "other-replica"',
+                                             'routing = "other-replica"\nstages = [{ duration = "8s", target = 4 }]'))
+    start = Schedule(({"action": "kill", "at": "1s", "replica": 3},), duration=20.0)
+    result = shrink(start, FAILURE, lambda schedule: True, fits=runs_in(staged))
+    assert result.schedule.steps == () and result.schedule.duration >= 8.0  # the stages last 8 s: no shorter run
+    assert all(step.schedule.duration >= 8.0 for step in result.path)  # none shorter was run
+
+
+def test_durations_are_written_as_a_scenario_reads_them() -> None:
+    for seconds in (0.0, 0.1, 2.5, 12.345, 60.0, 2_592_000.0):
+        assert parse_duration(duration_text(seconds)) == pytest.approx(seconds)
+    assert duration_text(2.5) == "2.5s" and duration_text(2_592_000.0) == "2592000s"
+
+
+SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").rglob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[path.stem for path in SCENARIOS])
+def test_every_shipped_scenario_survives_the_minimal_writer(path: Path) -> None:
+    """Each shipped scenario's shape (hosts, auth, commands, overrides, stages) is written back unchanged, its own
+    chaos as the schedule: only the name, description, seed and the two threshold tables differ."""
+    text = path.read_text(encoding="utf-8")
+    original = parse_scenario(text)
+    schedule = Schedule(tuple(tomllib.loads(text).get("chaos", [])), original.duration)
+    failure = Failure("invariant", "no_double_release")
+    written = parse_scenario(minimal_scenario(text, _found(failure, schedule)))
+    changed = {"name", "description", "seed", "reproduces", "expect"}
+    assert written.model_dump(exclude=changed) == original.model_dump(exclude=changed)
+    assert set(original.expect) <= set(written.expect)
