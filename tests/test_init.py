@@ -218,7 +218,7 @@ def test_arguments_from_a_schema_are_valid_against_it_and_say_what_was_made_up()
 
 
 def test_toml_text_reads_back_as_written() -> None:
-    from harness.init import toml_text
+    from harness.config import toml_text
 
     nasty = {"plain": "a", "quote \" and \\ back": 'tab\there\nnew "line" \x01 \x7f é 😀', "n": -3, "x": 0.25,
              "on": False, "list": [1, "two", {"three": [3.5]}], "": "empty key"}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.init import toml_text
+from harness.config import toml_text
 
 _MAX_DEPTH = 8
 """How deep nested objects and `$ref`s are followed before a field is left empty for the user."""

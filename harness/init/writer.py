@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from harness.config import toml_text
 from harness.config.scenario_schema import shipped_schema
-from harness.init import toml_text
 from harness.init.arguments import draw_arguments
 from harness.init.survey import Client, Server, Tool
 from harness.vocabulary import HANDSHAKE_REVISIONS, MODERN_REVISION

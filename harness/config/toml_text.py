@@ -1,7 +1,7 @@
-"""Values written as TOML text: what `init` needs to write a scenario by hand, comments and all.
+"""Values written as TOML text: what `init` and a hunt's minimal scenario need to write a scenario, comments and all.
 
-A TOML writer library would drop the comments that make the file a guide; the values `init`
-writes (strings, numbers, booleans, arrays, inline tables from a tool's schema) are few
+A TOML writer library would drop the comments that make the file a guide; the values they
+write (strings, numbers, booleans, arrays, inline tables from a tool's schema) are few
 enough to write here. A string is a basic string with every control character escaped, so
 whatever a server names its tools or fields, the file reads back as it was written. TOML
 has no null: a null inside a table is left out, and inside an array becomes "".
