@@ -165,6 +165,22 @@ def test_validate_refuses_bad_hunt_bounds_naming_the_key_and_line(tmp_path, hunt
     assert f"{path}:" in str(refused.value)  # the file, and the line where it could be found
 
 
+def test_a_threshold_on_one_action_is_refused_in_a_hunted_scenario(tmp_path):
+    path = _scenario_file(tmp_path, rest="[expect]\n\"chaos_failures{action='restart'}\" = \"== 0\"\n\n[hunt]\n"
+                                         "trials = 2\n\n[[chaos]]\naction = \"restart\"\nat = \"1s\"\n")
+    with pytest.raises(ScenarioError, match="a hunt draws its own chaos"):
+        Base.read(path)
+
+
+def test_a_hunt_against_a_remote_host_not_allowed_is_refused_with_exit_2(tmp_path):
+    path = tmp_path / "remote.toml"
+    path.write_text(SHOP.format(name="remote", target='kind = "external"\nurls = ["http://staging.example:8000/mcp"]\n'
+                                "[target.commands]\nrestart = [\"true\"]\n", rest="").replace("replicas = 2\n", ""))
+    done = _hunt(str(path), "--results", str(tmp_path / "results"))
+    assert done.returncode == 2 and "chaos against remote host staging.example: refused" in done.stderr, done.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_bad_flag_is_refused_as_the_table_would_be_with_exit_2_before_anything_starts(tmp_path):
     path = _scenario_file(tmp_path)
     done = _hunt(str(path), "--trials", "0", "--results", str(tmp_path / "results"))

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from harness.config.chaos import AUTH_ACTIONS, CHAOS_ACTIONS, NetworkAction
 from harness.config.durations import PositiveDuration
 from harness.config.strict import FieldProblem, Strict
+from harness.config.thresholds import parse_thresholds
 from harness.config.worded_errors import did_you_mean
 
 if TYPE_CHECKING:
@@ -150,3 +151,12 @@ def check_hunt(scenario: Scenario) -> None:
         if replica > scenario.target.replica_count:
             raise FieldProblem(f"replica {replica} is not there: the target has {scenario.target.replica_count}",
                                "hunt", "replicas", index)
+    stages = sum(stage.duration for stage in scenario.load.stages)
+    if stages > hunt.trial_duration + 1e-9:
+        raise FieldProblem(f"the load's stages last {stages:g}s, longer than a trial ({hunt.trial_duration:g}s): "
+                           "a trial runs the scenario for trial_duration", "hunt", "trial_duration")
+    for table in ("expect", "hypothesis"):
+        for threshold in parse_thresholds(getattr(scenario, table)):
+            if any(label == "action" for label, _ in threshold.selector):
+                raise FieldProblem(f"a hunt draws its own chaos, so a threshold on one action ({threshold.key}) "
+                                   "names what a trial may not have: select no action", table, threshold.key)
