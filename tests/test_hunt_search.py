@@ -1,12 +1,14 @@
 """`mrtr-harness hunt`: drawing schedules from the chaos registry, the `[hunt]` bounds, and real hunts of the shop.
 
-The drawing tests start no process (well under a second each): the same seed draws the same
-schedules, and every step drawn, for every action and over many seeds, builds a scenario the
-scenario model accepts. The hunts run the command as a user does, against the embedded shop:
-one with a planted fault (per-process keys behind round-robin: a state minted on one replica
-is opened by another, so every schedule's trial fails its `[expect]`) finds a failing trial
-and exits 1 (about 10 s); a healthy shop with 2 short trials exits 0 and says its coverage
-(about 15 s); Ctrl-C during a trial exits 130 with the journal ended (about 10 s).
+The drawing and bounds tests start no process (under a second each; the two that refuse flags
+run the command, about 3 s each, and start nothing): the same seed draws the same schedules,
+and every step drawn, for every action and over many seeds, builds a scenario the scenario
+model accepts. The hunts run the command as a user does, against the embedded shop (a trial
+of 3 s costs about 8 s: the shop starts and stops each time): one with a planted fault
+(per-process keys behind round-robin: a state minted on one replica is opened by another, so
+every schedule's trial fails its `[expect]`) finds a failing trial and exits 1 (about 15 s); a
+healthy shop with 2 short trials exits 0 and says its coverage (about 25 s); Ctrl-C during a
+trial's pause exits 130 with the journal ended and no process left (about 12 s).
 """
 
 from __future__ import annotations
