@@ -127,6 +127,17 @@ def test_every_drawn_step_of_every_action_builds_a_scenario_the_model_accepts(ev
     assert timings == {"early", "middle", "late"}
 
 
+def test_a_schedule_the_scenario_cannot_run_does_not_fit(every_action):
+    """What the shrinker asks before running a candidate: a replica the target lacks, a step after the end."""
+    from harness.hunt.model import Schedule
+    from harness.hunt.search import Hunt
+
+    hunt = Hunt(every_action, stream=sys.stderr)
+    assert hunt.fits(Schedule(({"action": "restart", "at": 1.0, "replica": 2},), 6.0))
+    assert not hunt.fits(Schedule(({"action": "restart", "at": 1.0, "replica": 3},), 6.0))
+    assert not hunt.fits(Schedule(({"action": "restart", "at": 9.0},), 6.0))
+
+
 def test_a_window_drawn_ends_within_the_trial(every_action):
     space = Space.of(every_action.scenario)
     for index in range(1, 200):

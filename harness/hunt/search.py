@@ -148,7 +148,7 @@ class Hunt:
 
             still_fails = KOfN(fails_the_same(failure, lambda s: self.run_schedule(s, "shrink").failures),
                                k=self.settings.must_fail, n=self.settings.reruns)
-            shrunk = shrink(found.schedule, failure, still_fails)
+            shrunk = shrink(found.schedule, failure, still_fails, fits=self.fits)
             self.result.shrink_path, self.result.minimal = shrunk.path, shrunk.schedule
 
         and the minimal schedule's reproduction measured (`run_schedule(minimal, "reproduce")`). Until then the
@@ -156,6 +156,15 @@ class Hunt:
         found = self.result.found
         assert found is not None
         self.result.minimal = found.schedule
+
+    def fits(self, schedule: Schedule) -> bool:
+        """Whether the scenario can run this schedule (its steps validate in it): the shrinker's candidates that do
+        not are skipped without a run."""
+        try:
+            trial_scenario(self.base, schedule, trial_seed(self.seed, 0), self.trial_name(0))
+        except ValueError:
+            return False
+        return True
 
     def run_schedule(self, schedule: Schedule, purpose: TrialPurpose) -> Trial:
         """Run one schedule as the next trial (journaled, said on the terminal) and judge it. A harness error or a
