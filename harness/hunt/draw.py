@@ -139,18 +139,7 @@ def _draw_field(model: type[ChaosAction], name: str, info: FieldInfo, step: dict
         return None if not info.is_required() else f"{space.name}-{name}-{rng.randint(1, 99)}"
     lower, upper, strict = _bounds(metadata)
     if annotation is float and _is_duration(metadata):
-        if name == "ttl":  # modelled: a new TTL, shorter than the target's own
-            return _tenths(_log_uniform(rng, space.ttl / 10, space.ttl))
-        default = info.default if isinstance(info.default, int | float) else None
-        if default is None:  # a length the step must be given: within what is left of the trial
-            value = _log_uniform(rng, 0.5, left)
-        elif default == 0:
-            value = rng.uniform(0.0, 1.0)
-        else:
-            value = _log_uniform(rng, default / 4, default * 2)
-        if name in WINDOWS:
-            value = min(value, left)
-        return max(_tenths(value), SHORTEST if strict or default != 0 else 0.0)
+        return _draw_duration(name, info.default, strict, space, left, rng)
     if annotation is float and lower is not None and upper is not None:
         value = round(rng.uniform(lower, upper), 2)
         return max(value, round(lower + 0.05, 2)) if strict else value
@@ -158,6 +147,22 @@ def _draw_field(model: type[ChaosAction], name: str, info: FieldInfo, step: dict
         low = max(lower or 1, info.default // 8)
         return max(int(_log_uniform(rng, low, info.default * 8)), lower or 0)
     raise TypeError(f"cannot draw {model.__name__}.{name} ({info.annotation}): give it a rule in harness.hunt.draw")
+
+
+def _draw_duration(name: str, default: Any, strict: bool, space: Space, left: float, rng: random.Random) -> float:
+    """A duration in seconds: a new TTL below the target's (modelled); a length the step must be given within what
+    is left of the trial; else around its default (0 to 1 s for a default of 0). A window ends within the trial."""
+    if name == "ttl":
+        return _tenths(_log_uniform(rng, space.ttl / 10, space.ttl))
+    if not isinstance(default, int | float):
+        value = _log_uniform(rng, 0.5, left)
+    elif default == 0:
+        value = rng.uniform(0.0, 1.0)
+    else:
+        value = _log_uniform(rng, default / 4, default * 2)
+    if name in WINDOWS:
+        value = min(value, left)
+    return max(_tenths(value), SHORTEST if strict or default != 0 else 0.0)
 
 
 def _unwrap(info: FieldInfo) -> tuple[Any, bool, list[Any]]:
