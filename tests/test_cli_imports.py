@@ -1,5 +1,5 @@
-"""The command line loads what the command needs: `--help`, `validate`, `report`, `compare` and `history` load no
-server.
+"""The command line loads what the command needs: `--help`, `hunt --help`, `validate`, `report`, `compare` and `history`
+load no server.
 
 Each command runs as a user runs it (`python -X importtime -m harness ...`), and the modules
 its process imported are read from its stderr. The shop's servers, uvicorn, Starlette and
@@ -37,11 +37,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return write_run(folder / "baseline", scenario()), write_run(folder / "current", scenario(), seed=2)
 
 
-@pytest.mark.parametrize("command", ["--help", "validate", "report", "compare"])
+@pytest.mark.parametrize("command", ["--help", "validate", "report", "compare", "hunt --help"])
 def test_the_command_loads_no_server_code(command: str, runs: tuple[Path, Path]) -> None:
     baseline, current = runs
     argv = {"--help": ["--help"], "validate": ["validate", "scenarios/smoke.toml"], "report": ["report", str(current)],
-            "compare": ["compare", str(baseline), str(current)]}[command]
+            "compare": ["compare", str(baseline), str(current)], "hunt --help": ["hunt", "--help"]}[command]
     code, modules, output = _imports(*argv)
     assert code == 0, output
     assert "harness.cli.main" in modules  # the process ran the command line (and importtime saw it)

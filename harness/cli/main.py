@@ -24,6 +24,7 @@ from harness.config.remote import add_allow_host
 from harness.config.thresholds import Judged
 from harness.errors import ExitCode, UsageError, exit_code_of
 from harness.exit_codes import epilog
+from harness.hunt import cli as hunt_cli
 from harness.init import cli as init_cli
 from harness.load import DEFAULT_MASTER_PORT
 from harness.run import load_processes
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     shop_cli.add_parser(commands)
     triage_cli.add_parser(commands)
     capacity_cli.add_parser(commands)
+    hunt_cli.add_parser(commands)
     compare_cli.add_parser(commands)
     compare_cli.add_history_parser(commands)
     assistant_cli.add_parser(commands)

@@ -236,7 +236,7 @@ class CommandAction(_Chaos):
 
 NetworkFaultKind = Literal["latency", "bandwidth", "reset", "blackhole", "truncate", "down", "cut-slow"]
 
-_FAULT_KEYS: dict[str, frozenset[str]] = {
+FAULT_KEYS: dict[str, frozenset[str]] = {
     "latency": frozenset({"delay", "jitter", "direction"}),
     "bandwidth": frozenset({"rate"}),
     "reset": frozenset({"when"}),
@@ -287,8 +287,8 @@ class NetworkAction(_Chaos):
 
     @model_validator(mode="after")
     def _keys_of_the_fault(self) -> NetworkAction:
-        own = _FAULT_KEYS[self.fault]
-        foreign = sorted(key for key in self.model_fields_set & set().union(*_FAULT_KEYS.values()) if key not in own)
+        own = FAULT_KEYS[self.fault]
+        foreign = sorted(key for key in self.model_fields_set & set().union(*FAULT_KEYS.values()) if key not in own)
         if foreign:
             raise ValueError(f"fault {self.fault!r} takes no {', '.join(foreign)} (its keys: "
                              f"{', '.join(sorted(own)) or 'none'})")
@@ -307,7 +307,7 @@ class NetworkAction(_Chaos):
     def parameters(self) -> dict[str, object]:
         """The fault and its own keys, as the journal records them."""
         return {"fault": self.fault, "toxicity": self.toxicity,
-                **{key: getattr(self, key) for key in sorted(_FAULT_KEYS[self.fault])}}
+                **{key: getattr(self, key) for key in sorted(FAULT_KEYS[self.fault])}}
 
 
 class _AuthChaos(ChaosAction):

@@ -21,6 +21,7 @@ from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.flows import FlowSpec, FuzzFlow, flow_label
 from harness.config.hosts import DEFAULT_HOST, Host, check_hosts
+from harness.config.hunt import HuntSettings, check_hunt
 from harness.config.leads import LeadProfile
 from harness.config.lines import explain
 from harness.config.load import Load
@@ -67,6 +68,8 @@ class Scenario(Strict):
                                   "judged instead of [expect] by `run --reproduce`")
     compare: CompareSettings = Field(default_factory=CompareSettings, description="how far a run may drift from "
                                      "its baseline (`mrtr-harness compare`, `run --baseline`)")
+    hunt: HuntSettings | None = Field(default=None, description="the bounds of `mrtr-harness hunt`, which searches "
+                                      "for a chaos schedule that breaks this scenario (ignored by `run`)")
     abort_on_violation: bool = Field(default=False, description="stop the load as soon as the ledger shows a "
                                                                 "refund released or paid twice")
     grace: Duration = Field(default=10.0, description="how long flows still in flight may finish after the load stops")
@@ -161,6 +164,11 @@ class Scenario(Strict):
                 raise FieldProblem(f"{step.action} names replica {step.replica}, but there are "
                                    f"{self.target.replica_count}", "chaos", index, "replica")
             self._by_command_fits(index, step)
+        return self
+
+    @model_validator(mode="after")
+    def _hunt_fits(self) -> Scenario:
+        check_hunt(self)
         return self
 
     def _shop_issues_tokens(self) -> bool:

@@ -1,0 +1,108 @@
+"""`mrtr-harness hunt SCENARIO`: search for the chaos schedule that breaks the scenario's property.
+
+    mrtr-harness hunt scenarios/smoke.toml --trials 30 --trial-duration 8s
+    mrtr-harness hunt scenarios/smoke.toml --actions restart,rotate-keys --replicas 1,2 --seed 7
+
+Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
+checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
+gevent before anything else loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.config.remote import add_allow_host
+from harness.exit_codes import epilog
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    hunt = commands.add_parser(
+        "hunt", help="search for a chaos schedule that breaks the scenario: trials drawn from every chaos action",
+        description="Draw chaos schedules (actions, replicas, timing and parameters, from every action the "
+                    "target can take), run each as a trial (a real run of the scenario with that [[chaos]], "
+                    "judged by the run's verdict: no invariant violated, no unexplained -32602, no harness error, "
+                    "and the scenario's [expect]), until one fails or the budget runs out. Each trial's results "
+                    "folder holds its scenario.toml (`mrtr-harness run` reruns it as drawn); hunt.jsonl journals "
+                    "every trial. Bounds come from the scenario's [hunt] table; these flags override it.",
+        epilog=epilog("hunt"))
+    hunt.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml")
+    hunt.add_argument("--trials", type=int, help="the most trials the search runs ([hunt] trials, default 20)")
+    hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget)")
+    hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration)")
+    hunt.add_argument("--max-steps", type=int, help="the most chaos steps a schedule has ([hunt] max_steps, "
+                                                    "default 2)")
+    hunt.add_argument("--actions", help="the chaos actions drawn, comma-separated, e.g. restart,rotate-keys "
+                                        "([hunt] actions; default: every one the target can take)")
+    hunt.add_argument("--replicas", help="the replicas chaos may name, comma-separated, e.g. 1,2 ([hunt] replicas; "
+                                         "default: all)")
+    hunt.add_argument("--seed", type=int, help="the seed the schedules are drawn from ([hunt] seed; default: the "
+                                               "scenario's)")
+    hunt.add_argument("--reruns", type=int, help="while shrinking: runs of each smaller schedule ([hunt] reruns)")
+    hunt.add_argument("--must-fail", type=int, help="while shrinking: runs of those that must fail the same way "
+                                                    "([hunt] must_fail)")
+    hunt.add_argument("--results", type=Path, default=Path("results"),
+                      help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
+    add_allow_host(hunt)
+    hunt.set_defaults(handler=run_hunt)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags given, as dotted `[hunt]` keys the scenario model validates with the file."""
+    found: dict[str, Any] = {}
+    for flag, key in (("trials", "trials"), ("budget", "budget"), ("trial_duration", "trial_duration"),
+                      ("max_steps", "max_steps"), ("seed", "seed"), ("reruns", "reruns"),
+                      ("must_fail", "must_fail")):
+        if getattr(args, flag) is not None:
+            found[f"hunt.{key}"] = getattr(args, flag)
+    if args.actions is not None:
+        found["hunt.actions"] = [name.strip() for name in args.actions.split(",") if name.strip()]
+    if args.replicas is not None:
+        found["hunt.replicas"] = [_whole(part, "--replicas") for part in args.replicas.split(",") if part.strip()]
+    return found
+
+
+def _whole(text: str, flag: str) -> int:
+    from harness.errors import UsageError
+
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"{flag}: {text.strip()!r} is not a replica's number (1, 2, ...)") from None
+
+
+def run_hunt(args: argparse.Namespace) -> int:
+    import locust  # noqa: F401 - its import patches gevent, which must come before any socket or thread
+
+    from harness.config.remote import say_remote
+    from harness.hunt.search import EXIT_CODES, Hunt
+    from harness.hunt.trial import Base
+
+    base = Base.read(args.scenario, overrides(args))  # ScenarioError (the [hunt] bounds too): exit 2
+    if base.scenario.hunt is None:
+        from harness.config.hunt import HuntSettings
+
+        base = Base(base.data, base.scenario.model_copy(update={"hunt": HuntSettings()}), base.source)
+    hunt = Hunt(base, results_root=args.results, stream=sys.stderr)
+    say_remote(hunt.first_scenario(), args.allow_host, str(args.scenario))  # chaos off this machine: exit 2
+    if base.scenario.target.auth is not None:
+        from harness.auth.token_sources import check
+
+        check(base.scenario.target)  # a secret's variable unset (not embedded), a token file with no token: exit 2
+    result = hunt.run()
+    folder = hunt.folder
+    assert folder is not None
+    code = EXIT_CODES[result.stopped_by]
+    if result.found is not None:
+        print(f"found: trial {result.found.index} failed ({', '.join(map(str, result.found.failures))}): "
+              f"{folder / result.found.folder / 'scenario.toml'}")
+    elif code == 0:
+        print(f"nothing broke in {len(result.trials)} trials (stopped by {result.stopped_by}); "
+              f"{hunt.coverage_line()}")
+    else:
+        print(f"hunt stopped ({result.stopped_by}) after {len(result.trials)} trials; {hunt.coverage_line()}")
+    print(f"journal: {folder / 'hunt.jsonl'}")
+    return code

@@ -1,0 +1,244 @@
+"""Drawing chaos schedules: each step from the one declaration of its action (the registry), its parameters seeded.
+
+A step is drawn from its action's model in `CHAOS_ACTIONS`, field by field: a `Literal` is one
+of its choices (which rotation order, which network fault), a bool either, a number within its
+`ge`/`gt`/`le` bounds, or, unbounded, log-uniform around its default (a quarter to twice it); a
+step's window (`duration`, `interval`, `phase_gap`) never outlasts the trial; the
+new TTL of `set-ttl` is drawn below the target's own. `replica` is one the hunt allows (an
+action on every replica may also name none: all of them); an action on the authorization
+server names none. A network step sets only its fault's own keys. A field the drawing cannot
+read raises TypeError: a new action whose field needs a rule here is caught by the tests,
+which draw every action over many seeds and validate each drawn scenario.
+
+The same (seed, trial index) draws the same schedule in any process (`harness.leads.seeding`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BeforeValidator
+from pydantic.fields import FieldInfo
+
+from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosAction, NetworkAction
+from harness.config.durations import parse_duration, parse_duration_text
+from harness.config.hunt import HuntSettings, drawable_actions, drawable_replicas
+from harness.config.scenario import Scenario
+from harness.hunt.model import Schedule
+from harness.leads.seeding import derive_seed, stream
+
+Timing = Literal["early", "middle", "late"]
+TIMINGS: tuple[Timing, ...] = ("early", "middle", "late")
+"""A step's `at` in the first, middle or last third of the trial: the coverage's timing buckets."""
+
+LATEST = 0.8
+"""Steps start within the first 80% of the trial, so each has time to act before the load stops."""
+SHORTEST = 0.1
+"""The shortest duration drawn, real seconds."""
+WINDOWS = frozenset({"duration", "interval", "phase_gap"})
+"""Real durations that are the step's own window (how long it lasts, the wait between its parts): they end within
+the trial. Others (a latency's delay, a clock's offset, a token's lifetime) are drawn around their default."""
+_OWN = frozenset({"action", "at", "replica"})
+_FAULT_ONLY = frozenset().union(*FAULT_KEYS.values())
+
+
+@dataclass(frozen=True)
+class Space:
+    """What a hunt may draw: the actions and replicas allowed, each trial's length and the most steps."""
+
+    actions: tuple[str, ...]
+    replicas: tuple[int, ...]
+    replica_count: int
+    duration: float
+    """A trial's load, real seconds."""
+    max_steps: int
+    ttl: float
+    """The target's requestState lifetime, modelled (set-ttl draws below it)."""
+    name: str
+    """The replicas' server name (rename draws another)."""
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> Space:
+        hunt = scenario.hunt or HuntSettings()
+        actions = tuple(drawable_actions(scenario))
+        if not actions:
+            raise ValueError("this target can take no chaos action a hunt draws")
+        return cls(actions=actions, replicas=tuple(drawable_replicas(scenario)),
+                   replica_count=scenario.target.replica_count, duration=hunt.trial_duration,
+                   max_steps=hunt.max_steps, ttl=scenario.target.ttl, name=scenario.target.name)
+
+    def replica_choices(self, action: str) -> list[int | None]:
+        """The replicas a step of this action may name: none for the authorization server's, and none (every
+        replica) also for an action on all of them when every replica is allowed."""
+        acts_on = CHAOS_ACTIONS[action].acts_on
+        if acts_on == "auth":
+            return [None]
+        choices: list[int | None] = list(self.replicas)
+        if acts_on == "replicas" and len(self.replicas) == self.replica_count:
+            choices.append(None)
+        return choices
+
+
+def trial_seed(seed: int, index: int) -> int:
+    """The seed trial `index` runs with (its flows, leads and fault draws), from the hunt's seed."""
+    return derive_seed(seed, "hunt", "trial", index) % (1 << 31)
+
+
+def draw_schedule(space: Space, seed: int, index: int) -> Schedule:
+    """Trial `index`'s schedule: 1 to `max_steps` steps, in order of `at`; the same arguments draw the same one."""
+    rng = stream(seed, "hunt", "schedule", index)
+    steps = [draw_step(space, rng) for _ in range(rng.randint(1, space.max_steps))]
+    return Schedule(steps=tuple(sorted(steps, key=lambda step: step["at"])), duration=space.duration)
+
+
+def draw_step(space: Space, rng: random.Random) -> dict[str, Any]:
+    """One `[[chaos]]` table: an allowed action, when it starts, whom it acts on and its own keys."""
+    action = rng.choice(space.actions)
+    model = CHAOS_ACTIONS[action]
+    at = _tenths(rng.uniform(0.0, space.duration * LATEST))
+    step: dict[str, Any] = {"action": action, "at": at}
+    replica = rng.choice(space.replica_choices(action))
+    if replica is not None:
+        step["replica"] = replica
+    left = max(space.duration - at, SHORTEST)
+    fields = dict(model.model_fields)
+    if model is NetworkAction:
+        step["fault"] = fault = rng.choice(typing.get_args(fields.pop("fault").annotation))
+        skipped = _FAULT_ONLY - FAULT_KEYS[fault]
+        fields = {name: info for name, info in fields.items() if name not in skipped}
+    for name, info in fields.items():
+        if name in _OWN:
+            continue
+        value = _draw_field(model, name, info, step, space, left, rng)
+        if value is not None:
+            step[name] = value
+    return step
+
+
+def _draw_field(model: type[ChaosAction], name: str, info: FieldInfo, step: dict[str, Any], space: Space,
+                left: float, rng: random.Random) -> Any:
+    """One key's value, read from its declaration; None leaves it out (its default)."""
+    annotation, optional, metadata = _unwrap(info)
+    if model is NetworkAction and name == "toxicity" and step["fault"] == "down":
+        return None  # down refuses every connection: toxicity 1, its default
+    if model is NetworkAction and name == "after":
+        return float(rng.randint(0, 4096)) if step["fault"] == "truncate" else _tenths(rng.uniform(0.2, 3.0))
+    if optional and not info.is_required() and rng.random() < 0.5:
+        return None
+    if typing.get_origin(annotation) is Literal:
+        return rng.choice(typing.get_args(annotation))
+    if annotation is bool:
+        return rng.random() < 0.5
+    if annotation is str:
+        return None if not info.is_required() else f"{space.name}-{name}-{rng.randint(1, 99)}"
+    lower, upper, strict = _bounds(metadata)
+    if annotation is float and _is_duration(metadata):
+        return _draw_duration(name, info.default, strict, space, left, rng)
+    if annotation is float and lower is not None and upper is not None:
+        value = round(rng.uniform(lower, upper), 2)
+        return max(value, round(lower + 0.05, 2)) if strict else value
+    if annotation is int and isinstance(info.default, int):
+        low = max(lower or 1, info.default // 8)
+        return max(int(_log_uniform(rng, low, info.default * 8)), lower or 0)
+    raise TypeError(f"cannot draw {model.__name__}.{name} ({info.annotation}): give it a rule in harness.hunt.draw")
+
+
+def _draw_duration(name: str, default: Any, strict: bool, space: Space, left: float, rng: random.Random) -> float:
+    """A duration in seconds: a new TTL below the target's (modelled); a length the step must be given within what
+    is left of the trial; else around its default (0 to 1 s for a default of 0). A window ends within the trial."""
+    if name == "ttl":
+        return _tenths(_log_uniform(rng, space.ttl / 10, space.ttl))
+    if not isinstance(default, int | float):
+        value = _log_uniform(rng, 0.5, left)
+    elif default == 0:
+        value = rng.uniform(0.0, 1.0)
+    else:
+        value = _log_uniform(rng, default / 4, default * 2)
+    if name in WINDOWS:
+        value = min(value, left)
+    return max(_tenths(value), SHORTEST if strict or default != 0 else 0.0)
+
+
+def _unwrap(info: FieldInfo) -> tuple[Any, bool, list[Any]]:
+    """(the field's type, whether it may be None, its constraints and validators, its `Annotated` type's too)."""
+    annotation, metadata = info.annotation, list(info.metadata)
+    args = typing.get_args(annotation)
+    optional = type(None) in args
+    if optional:
+        rest = [arg for arg in args if arg is not type(None)]
+        annotation = rest[0] if len(rest) == 1 else annotation
+    if typing.get_origin(annotation) is Annotated:
+        annotation, *extra = typing.get_args(annotation)
+        metadata += extra
+    return annotation, optional, metadata
+
+
+def _bounds(metadata: Iterable[Any]) -> tuple[float | None, float | None, bool]:
+    """(lower, upper, lower is strict) from the field's constraints."""
+    lower = upper = None
+    strict = False
+    for item in _constraints(metadata):
+        if isinstance(item, Ge):
+            lower = float(item.ge)  # type: ignore[arg-type]
+        elif isinstance(item, Gt):
+            lower, strict = float(item.gt), True  # type: ignore[arg-type]
+        elif isinstance(item, Le):
+            upper = float(item.le)  # type: ignore[arg-type]
+        elif isinstance(item, Lt):
+            upper = float(item.lt)  # type: ignore[arg-type]
+    return lower, upper, strict
+
+
+def _constraints(metadata: Iterable[Any]) -> Iterable[Any]:
+    for item in metadata:
+        yield item
+        yield from getattr(item, "metadata", ())  # a Field(...) inside an Annotated alias (Share, PositiveDuration)
+
+
+def _is_duration(metadata: Iterable[Any]) -> bool:
+    return any(isinstance(item, BeforeValidator) and item.func in (parse_duration, parse_duration_text)
+               for item in metadata)
+
+
+def _log_uniform(rng: random.Random, low: float, high: float) -> float:
+    low, high = max(low, 1e-6), max(high, low)
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def _tenths(seconds: float) -> float:
+    return round(seconds, 1)
+
+
+def timing(at: float, duration: float) -> Timing:
+    """Which third of the trial a step starts in."""
+    share = at / duration if duration > 0 else 0.0
+    return TIMINGS[min(int(share * 3), 2)]
+
+
+def coverage_keys(schedule: Schedule, labels: list[str]) -> list[tuple[str, str, str]]:
+    """(action, whom it acts on, timing) of each step: what the search's coverage counts."""
+    keys: list[tuple[str, str, str]] = []
+    for step in schedule.steps:
+        model = CHAOS_ACTIONS[step["action"]]
+        replica = step.get("replica")
+        whom = "auth" if model.acts_on == "auth" else "all" if replica is None and model.acts_on == "replicas" \
+            else labels[(replica or 1) - 1]
+        keys.append((step["action"], whom, timing(float(step["at"]), schedule.duration)))
+    return keys
+
+
+def coverage_cells(space: Space, labels: list[str]) -> list[tuple[str, str, str]]:
+    """Every (action, whom, timing) the space can draw: what coverage is out of."""
+    cells: list[tuple[str, str, str]] = []
+    for action in space.actions:
+        for replica in space.replica_choices(action):
+            whom = "auth" if CHAOS_ACTIONS[action].acts_on == "auth" else "all" if replica is None \
+                else labels[replica - 1]
+            cells += [(action, whom, when) for when in TIMINGS]
+    return cells

@@ -1,0 +1,267 @@
+"""The search: draw a schedule, run it as a trial, judge it; until one fails, or the trials or the time run out.
+
+A hunt's results folder, `<results>/<utc>-hunt-<scenario>/`, holds `hunt.jsonl` (its own
+journal, written as it goes: a `start` record, one `trial` record per trial, an `end` record)
+and `trials/`, each trial's own results folder (a run's, `scenario.toml` first). Every trial
+record has its index, seed, purpose, schedule as plain data, failures, reasons, exit code,
+folder and seconds: `mrtr-harness run trials/<folder>/scenario.toml` reruns that trial exactly
+as drawn, and `hunt --seed S` draws the same schedules again.
+
+What stops the search, and the hunt's exit code: a trial that fails the property (1: found),
+the trials or the budget spent (0: nothing broke), Ctrl-C or SIGTERM (130: the trial under way
+is interrupted by the run's own machinery, its chaos rolled back, its results written; the
+journal ends with what was found so far), a trial that is the harness's own failure (4) or
+whose target could not start (3): neither is the target's failure under chaos.
+
+Import this module only after Locust's gevent patching (the command imports `locust` first).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from harness.config.hunt import HuntSettings
+from harness.config.scenario import Scenario
+from harness.errors import ExitCode
+from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
+from harness.hunt.model import HuntResult, Schedule, Trial, TrialPurpose
+from harness.hunt.trial import Base, TrialDamaged, judge, run_trial, trial_scenario
+from harness.run.results_folder import results_folder
+from harness.secrets import scrub
+
+EXIT_CODES: dict[str, ExitCode] = {"found": ExitCode.FAILED, "trials": ExitCode.PASSED, "time": ExitCode.PASSED,
+                                   "interrupted": ExitCode.INTERRUPTED, "harness error": ExitCode.HARNESS,
+                                   "target error": ExitCode.TARGET}
+"""The hunt's exit code by what stopped it (`HuntResult.stopped_by`)."""
+
+
+class HuntJournal:
+    """hunt.jsonl: one JSON object a line, flushed as each is written, so a hunt killed at any point leaves it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the hunt's life
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps({**record, "t": round(time.time(), 3)}, sort_keys=True) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def schedule_data(schedule: Schedule) -> dict[str, Any]:
+    """A schedule as plain data: its steps as `[[chaos]]` tables, its duration and rate."""
+    return {"steps": [dict(step) for step in schedule.steps], "duration": schedule.duration,
+            "arrival_rate": schedule.arrival_rate}
+
+
+def describe(schedule: Schedule) -> str:
+    """A schedule in a few words: `restart r2 @3.1s, network latency all @5.0s 2.4s`."""
+    parts = []
+    for step in schedule.steps:
+        whom = f" r{step['replica']}" if "replica" in step else ""
+        kind = f" {step['fault']}" if "fault" in step else f" {step['order']}" if "order" in step else ""
+        lasting = f" {step['duration']:g}s" if isinstance(step.get("duration"), int | float) else ""
+        parts.append(f"{step['action']}{kind}{whom} @{step['at']:g}s{lasting}")
+    return ", ".join(parts)
+
+
+class Hunt:
+    """One hunt of one scenario: its results folder, its journal, its trials."""
+
+    def __init__(self, base: Base, *, results_root: Path = Path("results"), stream: IO[str],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.base = base
+        self.settings = base.scenario.hunt or HuntSettings()
+        self.seed = self.settings.seed if self.settings.seed is not None else base.scenario.seed
+        self.space = Space.of(base.scenario)
+        self.labels = [f"r{n}" for n in range(1, self.space.replica_count + 1)]
+        self.results_root = results_root
+        self.stream = stream
+        self.clock = clock
+        self.result = HuntResult(scenario=base.scenario.name, seed=self.seed)
+        self.folder: Path | None = None
+        self.journal: HuntJournal | None = None
+        self.index = 0
+        self.error: str | None = None
+        """What stopped the hunt as an error (a harness error, a target that did not start)."""
+
+    def first_scenario(self) -> Scenario:
+        """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
+        return trial_scenario(self.base, draw_schedule(self.space, self.seed, 1), trial_seed(self.seed, 1),
+                              self.trial_name(1))[0]
+
+    def trial_name(self, index: int) -> str:
+        return f"{self.base.scenario.name}-t{index:03d}"
+
+    def run(self) -> HuntResult:
+        """The search; then the shrink of what it found. Returns what the hunt found (`stopped_by` set)."""
+        self.folder = results_folder(self.results_root, f"hunt-{self.base.scenario.name}")
+        (self.folder / "trials").mkdir()
+        self.journal = HuntJournal(self.folder / "hunt.jsonl")
+        self.started = self.clock()
+        self.journal.write({"type": "start", "scenario": self.base.scenario.name, "source": self.base.source,
+                            "seed": self.seed, "bounds": self.settings.model_dump(mode="json"),
+                            "actions": list(self.space.actions), "replicas": list(self.space.replicas)})
+        self.say(f"hunt of {self.base.scenario.name} (seed {self.seed}): up to {self.settings.trials} trials of "
+                 f"{self.settings.trial_duration:g}s within {self.settings.budget:g}s; results in {self.folder}")
+        try:
+            with _sigterm_interrupts():
+                self.result.stopped_by = self._search()
+                if self.result.found is not None:
+                    self._shrink()
+        except KeyboardInterrupt:
+            self.result.stopped_by = "interrupted"
+        finally:
+            self._end()
+        return self.result
+
+    def _search(self) -> str:
+        for index in range(1, self.settings.trials + 1):
+            if self.clock() - self.started >= self.settings.budget:
+                return "time"
+            trial = self.run_schedule(draw_schedule(self.space, self.seed, index), "search")
+            for key in coverage_keys(trial.schedule, self.labels):
+                self.result.coverage[key] = self.result.coverage.get(key, 0) + 1
+            if self.error is not None:
+                return self.error
+            if trial.exit_code == ExitCode.INTERRUPTED:
+                return "interrupted"
+            if trial.failures:
+                self.result.found = trial
+                self.result.failure = trial.failures[0]
+                return "found"
+        return "trials"
+
+    def _shrink(self) -> None:
+        """SHRINK CALL SITE: once harness/hunt/shrink.py (branch i36-hunt-shrink) is merged, the found trial's
+        schedule is shrunk here, its trials run by `run_schedule(schedule, "shrink")`, e.g.
+
+            still_fails = KOfN(fails_the_same(failure, lambda s: self.run_schedule(s, "shrink").failures),
+                               k=self.settings.must_fail, n=self.settings.reruns)
+            shrunk = shrink(found.schedule, failure, still_fails, fits=self.fits)
+            self.result.shrink_path, self.result.minimal = shrunk.path, shrunk.schedule
+
+        and the minimal schedule's reproduction measured (`run_schedule(minimal, "reproduce")`). Until then the
+        search ends at the found trial, whose schedule is the minimal one known."""
+        found = self.result.found
+        assert found is not None
+        self.result.minimal = found.schedule
+
+    def fits(self, schedule: Schedule) -> bool:
+        """Whether the scenario can run this schedule (its steps validate in it): the shrinker's candidates that do
+        not are skipped without a run."""
+        try:
+            trial_scenario(self.base, schedule, trial_seed(self.seed, 0), self.trial_name(0))
+        except ValueError:
+            return False
+        return True
+
+    def run_schedule(self, schedule: Schedule, purpose: TrialPurpose) -> Trial:
+        """Run one schedule as the next trial (journaled, said on the terminal) and judge it. A harness error or a
+        target that did not start sets `error`: the caller stops."""
+        assert self.folder is not None and self.journal is not None
+        self.index += 1
+        index, seed = self.index, trial_seed(self.seed, self.index)
+        started = self.clock()
+        trial = Trial(index=index, seed=seed, schedule=schedule, purpose=purpose)
+        header = (f"Trial {index} ({purpose}) of the hunt of {self.base.scenario.name} (hunt seed {self.seed}): "
+                  f"{describe(schedule)}.\nRerun it exactly as drawn: mrtr-harness run scenario.toml")
+        scenario, text = trial_scenario(self.base, schedule, seed, self.trial_name(index), header)
+        with open(self.folder / "trials.log", "a", encoding="utf-8") as log:
+            log.write(f"--- trial {index} ({purpose}): {describe(schedule)}\n")
+            log.flush()
+            code, folder, interrupted = run_trial(scenario, text, self.folder / "trials", log)
+        trial.exit_code = ExitCode.INTERRUPTED if interrupted else code
+        trial.folder = str(folder.relative_to(self.folder))
+        problems: tuple[str, ...] = ()
+        status = ""
+        try:
+            judged = judge(folder)
+            trial.failures, trial.reasons, problems, status = judged.failures, judged.reasons, judged.problems, \
+                judged.status
+        except TrialDamaged as exc:
+            self.error, problems = "harness error", (str(exc),)
+        if trial.exit_code == ExitCode.HARNESS:
+            self.error = "harness error"
+        elif trial.exit_code == ExitCode.TARGET:
+            self.error = "target error"
+        trial.seconds = round(self.clock() - started, 3)
+        self.result.trials.append(trial)
+        self.journal.write({"type": "trial", "index": index, "seed": seed, "purpose": purpose,
+                            "schedule": schedule_data(schedule), "outcome": outcome(trial, status),
+                            "failures": [asdict(failure) for failure in trial.failures], "reasons": trial.reasons,
+                            "exit_code": trial.exit_code, "status": status,
+                            "problems": [scrub(line) for line in problems], "folder": trial.folder,
+                            "seconds": trial.seconds})
+        self._progress(trial, status, problems)
+        return trial
+
+    def _progress(self, trial: Trial, status: str, problems: tuple[str, ...]) -> None:
+        said = outcome(trial, status)
+        if trial.failures:
+            said += ": " + ", ".join(str(failure) for failure in trial.failures)
+        elif problems and said != "held":
+            said += ": " + scrub(problems[0])
+        self.say(f"[{trial.index}/{self.settings.trials}] {trial.purpose} {describe(trial.schedule)}: {said} "
+                 f"({trial.seconds:.0f}s)")
+
+    def _end(self) -> None:
+        assert self.journal is not None
+        result = self.result
+        self.journal.write({"type": "end", "stopped_by": result.stopped_by, "trials": len(result.trials),
+                            "found": result.found.index if result.found is not None else None,
+                            "failure": asdict(result.failure) if result.failure is not None else None,
+                            "coverage": [{"action": action, "target": whom, "timing": when, "trials": count}
+                                         for (action, whom, when), count in sorted(result.coverage.items())],
+                            "seconds": round(self.clock() - self.started, 3)})
+        self.journal.close()
+
+    def coverage_line(self) -> str:
+        """What the search tried, in one line: cells of (action, whom, timing) tried, and by action."""
+        cells = coverage_cells(self.space, self.labels)
+        tried = {key for key in self.result.coverage if key in set(cells)}
+        by_action = Counter(action for action, _, _ in tried)
+        total = Counter(action for action, _, _ in cells)
+        actions = ", ".join(f"{action} {by_action[action]}/{total[action]}" for action in total)
+        return (f"coverage: {len(tried)} of {len(cells)} (action, replica, early/middle/late) combinations tried "
+                f"in {len(self.result.trials)} trials ({actions})")
+
+    def say(self, line: str) -> None:
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def outcome(trial: Trial, status: str) -> str:
+    """A trial's outcome in a word: failed (the property broke), held, interrupted, error, or not judged (the run
+    failed otherwise, e.g. a chaos action that did not happen: the schedule was not tried as drawn)."""
+    if trial.failures:
+        return "failed"
+    if trial.exit_code == ExitCode.INTERRUPTED:
+        return "interrupted"
+    if trial.exit_code in (ExitCode.HARNESS, ExitCode.TARGET) or status in ("", "errored"):
+        return "error"
+    return "held" if trial.exit_code == ExitCode.PASSED else "not judged"
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM between trials stops the hunt as Ctrl-C does (a trial under way has the run's own handlers)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

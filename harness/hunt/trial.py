@@ -1,0 +1,164 @@
+"""One trial: the scenario with a drawn schedule, run by `run`'s own `Run` in this process, judged by its verdict.
+
+The trial's scenario is the user's file with `[[chaos]]` replaced by the schedule's steps, and
+its duration, seed and name set (`[hunt]` dropped): written as TOML, read back by the scenario
+model (a drawn step that does not validate is the harness's bug) and handed to `Run` with that
+very text, so the trial's results folder holds a `scenario.toml` that `mrtr-harness run` reruns
+exactly as drawn. A capacity sweep runs its steps the same way: one `Run` per step, in this
+process, its folder under the sweep's. The run's chaos, rollback, Ctrl-C and results are the
+run's own.
+
+The verdict is read back from the trial's summary.json (as untrusted data: a typed parse of the
+keys it needs; damaged, the hunt stops as a harness error) into the property's failures:
+each invariant violated, the -32602 rejections no logged line explains, each `[expect]`
+threshold that failed; and the rejections by the reason the replicas logged.
+
+Import this module only after Locust's gevent patching (the command imports `locust` first).
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness.config.scenario import Scenario, parse_scenario
+from harness.errors import MrtrHarnessError
+from harness.hunt.model import Failure, Schedule
+from harness.hunt.toml_file import document
+from harness.report.verdict import RunStatus
+
+UNEXPLAINED = "-32602"
+"""The name of an `unexplained` failure: -32602 answers the clients saw that no replica's log line explains (they
+have no logged reason: that is what makes them unexplained)."""
+
+
+class TrialDamaged(MrtrHarnessError):
+    """A trial's summary.json could not be read: the hunt cannot judge it (exit 4)."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """The user's scenario, read once: its data (for each trial's file), its model and where it came from."""
+
+    data: dict[str, Any]
+    scenario: Scenario
+    source: str
+
+    @classmethod
+    def read(cls, path: Path, overrides: dict[str, Any] | None = None) -> Base:
+        """The file and the command line's overrides (dotted keys), validated as `run` validates; a path the file
+        gives relative to itself (`[target.auth] file`) made absolute, as `run` reads it."""
+        from harness.config.scenario import load_scenario
+
+        scenario = load_scenario(path, overrides)  # ScenarioError: exit 2, nothing started
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        for dotted, item in (overrides or {}).items():
+            *parents, leaf = dotted.split(".")
+            table = data
+            for part in parents:
+                table = table.setdefault(part, {})
+            table[leaf] = item
+        auth = scenario.target.auth
+        if auth is not None and auth.file is not None:
+            data["target"]["auth"]["file"] = auth.file  # anchored by load_scenario
+        return cls(data, scenario, str(path))
+
+
+def trial_scenario(base: Base, schedule: Schedule, seed: int, name: str, header: str = "") -> tuple[Scenario, str]:
+    """The trial's scenario and its TOML text; ValueError when the schedule does not validate (a bug of the
+    drawing or the shrinking: the text, with the model's words, says which step)."""
+    data = copy.deepcopy(base.data)
+    data.pop("hunt", None)
+    data["name"], data["seed"], data["duration"] = name, seed, schedule.duration
+    data["chaos"] = [dict(step) for step in schedule.steps]
+    if schedule.arrival_rate is not None:
+        data.setdefault("load", {})["arrival_rate"] = schedule.arrival_rate
+    text = document(data, header)
+    try:
+        return parse_scenario(text, f"trial {name}"), text
+    except MrtrHarnessError as exc:
+        raise ValueError(f"a schedule that does not validate: {exc}") from None
+
+
+def run_trial(scenario: Scenario, text: str, root: Path, log: IO[str]) -> tuple[int, Path, bool]:
+    """Run the trial as `run` does (results under `root`, what the run says into `log`): (exit code, its results
+    folder, whether it was interrupted)."""
+    from harness.run.run import Run, RunOptions
+
+    run = Run(scenario, text, RunOptions(results_root=root, progress=False, stream=log))
+    code = run.execute()  # Ctrl-C stops the trial (chaos rolled back, results written); the hunt's handlers after
+    return code, run.folder, run.interrupted
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a trial's verdict says, as the hunt reads it."""
+
+    failures: tuple[Failure, ...]
+    """The property's failures: empty when it held."""
+    reasons: dict[str, int]
+    """Rejections by the reason the replicas logged."""
+    status: str
+    """The run's status (completed, failed, ...)."""
+    problems: tuple[str, ...]
+    """The run's own lines for what failed (a chaos action that did not happen is one, and no failure of the
+    property: that schedule was not tried as drawn)."""
+
+
+def judge(folder: Path) -> Judgement:
+    """The trial's failures and reasons, read from its results folder's summary.json."""
+    summary = read_summary(folder / "summary.json")
+    failures = [Failure("invariant", name) for name, row in sorted(summary.invariants.items()) if not row.passed]
+    if summary.reconciliation is not None and not summary.reconciliation.passed:
+        failures.append(Failure("unexplained", UNEXPLAINED))
+    for row in summary.thresholds:
+        failure = Failure("expectation", row.threshold)
+        if not row.passed and failure not in failures:
+            failures.append(failure)
+    reasons = {reason: sum(replicas.values()) for reason, replicas in sorted(summary.rejections.by_reason.items())}
+    return Judgement(tuple(failures), reasons, summary.status.value, tuple(summary.problems))
+
+
+class _Read(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Passed(_Read):
+    passed: bool
+
+
+class _Threshold(_Passed):
+    threshold: str
+
+
+class _Rejections(_Read):
+    by_reason: dict[str, dict[str, int]]
+
+
+class _Summary(_Read):
+    """The keys of summary.json a trial is judged by (docs/summary.md), typed; the rest is not read."""
+
+    status: RunStatus
+    exit_code: int
+    problems: list[str]
+    thresholds: list[_Threshold]
+    invariants: dict[str, _Passed]
+    reconciliation: _Passed | None
+    rejections: _Rejections
+
+
+def read_summary(path: Path) -> _Summary:
+    """summary.json, parsed as data into the keys a trial needs; TrialDamaged (exit 4) when it is not that."""
+    try:
+        return _Summary.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise TrialDamaged(f"{path}: cannot read the trial's summary: {exc.strerror}") from None
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        raise TrialDamaged(f"{path}: not a summary this harness wrote ({where}: {error['msg']})") from None

@@ -1,0 +1,291 @@
+"""`mrtr-harness hunt`: drawing schedules from the chaos registry, the `[hunt]` bounds, and real hunts of the shop.
+
+The drawing and bounds tests start no process (under a second each; the two that refuse flags
+run the command, about 3 s each, and start nothing): the same seed draws the same schedules,
+and every step drawn, for every action and over many seeds, builds a scenario the scenario
+model accepts. The hunts run the command as a user does, against the embedded shop (a trial
+of 3 s costs about 8 s: the shop starts and stops each time): one with a planted fault
+(per-process keys behind round-robin: a state minted on one replica is opened by another, so
+every schedule's trial fails its `[expect]`) finds a failing trial and exits 1 (about 15 s); a
+healthy shop with 2 short trials exits 0 and says its coverage (about 25 s); Ctrl-C during a
+trial's pause exits 130 with the journal ended and no process left (about 12 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config.chaos import CHAOS_ACTIONS
+from harness.config.hunt import NEVER_DRAWN, drawable_actions
+from harness.config.scenario import parse_scenario
+from harness.config.strict import ScenarioError
+from harness.hunt.draw import Space, coverage_keys, draw_schedule, trial_seed
+from harness.hunt.trial import Base, TrialDamaged, read_summary, trial_scenario
+from tests.harness_run import ROOT
+
+SHOP = """\
+name = "{name}"
+seed = 5
+duration = "10s"
+time_scale = 60
+
+[target]
+replicas = 2
+{target}
+[load]
+arrival_rate = 3
+routing = "round-robin"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = {{ dist = "constant", value = "6s" }}
+{rest}
+"""
+
+AUTH = """\
+[target.auth]
+kind = "client-credentials"
+client_id = "harness"
+client_secret_env = "HUNT_TEST_SECRET"
+"""
+
+
+def _scenario_file(tmp_path: Path, name: str = "hunted", target: str = "", rest: str = "") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(SHOP.format(name=name, target=target, rest=rest))
+    return path
+
+
+def _hunt(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "hunt", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _journal(results: Path) -> list[dict[str, Any]]:
+    [folder] = [path for path in results.iterdir() if path.name.endswith("-hunt-hunted")]
+    return [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
+
+
+# --- drawing (no process) ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def every_action(tmp_path: Path) -> Base:
+    """A shop with its own authorization server and three replicas: every action but `command` can be drawn."""
+    return Base.read(_scenario_file(tmp_path, target=AUTH,
+                                    rest="[hunt]\nmax_steps = 4\ntrial_duration = \"6s\"\n"))
+
+
+def test_every_action_but_command_is_drawable_against_a_shop_with_its_own_authorization_server(every_action):
+    assert set(drawable_actions(every_action.scenario)) == set(CHAOS_ACTIONS) - NEVER_DRAWN
+
+
+def test_without_target_auth_no_action_on_the_authorization_server_is_drawn(tmp_path):
+    scenario = Base.read(_scenario_file(tmp_path)).scenario
+    drawn = drawable_actions(scenario)
+    assert "restart" in drawn and "network" in drawn
+    assert not {name for name in drawn if CHAOS_ACTIONS[name].acts_on == "auth"} and "command" not in drawn
+
+
+def test_the_same_seed_draws_the_same_schedules_and_another_seed_others(every_action):
+    space = Space.of(every_action.scenario)
+    first = [draw_schedule(space, 11, index) for index in range(1, 30)]
+    assert first == [draw_schedule(space, 11, index) for index in range(1, 30)]
+    assert first != [draw_schedule(space, 12, index) for index in range(1, 30)]
+    assert trial_seed(11, 3) == trial_seed(11, 3) != trial_seed(11, 4)
+
+
+def test_every_drawn_step_of_every_action_builds_a_scenario_the_model_accepts(every_action):
+    """400 schedules of up to 4 steps: each trial's TOML is read back by the scenario model (a step that would not
+    validate raises), its chaos is the schedule as drawn, and every drawable action and timing third was drawn."""
+    space = Space.of(every_action.scenario)
+    actions, timings = set(), set()
+    for seed in range(40):
+        for index in range(1, 11):
+            schedule = draw_schedule(space, seed, index)
+            assert 1 <= len(schedule.steps) <= 4
+            assert all(0 <= step["at"] <= schedule.duration for step in schedule.steps)
+            scenario, text = trial_scenario(every_action, schedule, trial_seed(seed, index), "drawn")
+            assert [step.action for step in scenario.chaos] == [step["action"] for step in schedule.steps]
+            assert scenario.duration == 6.0 and scenario.hunt is None
+            assert parse_scenario(text).chaos == scenario.chaos  # the file reruns exactly as drawn
+            actions |= {step["action"] for step in schedule.steps}
+            timings |= {key[2] for key in coverage_keys(schedule, ["r1", "r2"])}
+    assert actions == set(space.actions)
+    assert timings == {"early", "middle", "late"}
+
+
+def test_a_schedule_the_scenario_cannot_run_does_not_fit(every_action):
+    """What the shrinker asks before running a candidate: a replica the target lacks, a step after the end."""
+    from harness.hunt.model import Schedule
+    from harness.hunt.search import Hunt
+
+    hunt = Hunt(every_action, stream=sys.stderr)
+    assert hunt.fits(Schedule(({"action": "restart", "at": 1.0, "replica": 2},), 6.0))
+    assert not hunt.fits(Schedule(({"action": "restart", "at": 1.0, "replica": 3},), 6.0))
+    assert not hunt.fits(Schedule(({"action": "restart", "at": 9.0},), 6.0))
+
+
+def test_a_window_drawn_ends_within_the_trial(every_action):
+    space = Space.of(every_action.scenario)
+    for index in range(1, 200):
+        for step in draw_schedule(space, 3, index).steps:
+            if isinstance(step.get("duration"), float):
+                assert step["at"] + step["duration"] <= space.duration + 0.1, step
+
+
+def test_a_damaged_summary_stops_the_hunt_as_the_harness_error_it_is(tmp_path):
+    for text in ("not json", json.dumps({"status": "failed"}), json.dumps([1, 2])):
+        (tmp_path / "summary.json").write_text(text)
+        with pytest.raises(TrialDamaged):
+            read_summary(tmp_path / "summary.json")
+
+
+# --- validate refuses bad [hunt] bounds ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hunt,words", [
+    ('actions = ["restart", "kil"]', "'kil' is no chaos action"),
+    ('actions = ["command"]', "runs a command only you can write"),
+    ('actions = ["revoke"]', "revoke cannot be drawn against this target: it acts on the authorization server"),
+    ("actions = []", "names no action"),
+    ("replicas = [3]", "replica 3 is not there: the target has 2"),
+    ("replicas = [1, 1]", "replica 1 is named twice"),
+    ("max_steps = 0", "must be at least 1"),
+    ("trials = 0", "must be at least 1"),
+    ('trial_duration = "20m"', "does not fit in the budget"),
+    ('budget = "0s"', "must be above 0"),
+    ("reruns = 2\nmust_fail = 3", "must_fail (3) is more than reruns (2)"),
+    ('surprise = 1', "unknown key 'surprise'"),
+])
+def test_validate_refuses_bad_hunt_bounds_naming_the_key_and_line(tmp_path, hunt, words):
+    path = _scenario_file(tmp_path, rest=f"[hunt]\n{hunt}\n")
+    with pytest.raises(ScenarioError) as refused:
+        Base.read(path)
+    assert words in str(refused.value) and "hunt." in str(refused.value)
+    assert f"{path}:" in str(refused.value)  # the file, and the line where it could be found
+
+
+def test_a_threshold_on_one_action_is_refused_in_a_hunted_scenario(tmp_path):
+    path = _scenario_file(tmp_path, rest="[expect]\n\"chaos_failures{action='restart'}\" = \"== 0\"\n\n[hunt]\n"
+                                         "trials = 2\n\n[[chaos]]\naction = \"restart\"\nat = \"1s\"\n")
+    with pytest.raises(ScenarioError, match="a hunt draws its own chaos"):
+        Base.read(path)
+
+
+def test_a_hunt_against_a_remote_host_not_allowed_is_refused_with_exit_2(tmp_path):
+    path = tmp_path / "remote.toml"
+    path.write_text(SHOP.format(name="remote", target='kind = "external"\nurls = ["http://staging.example:8000/mcp"]\n'
+                                "[target.commands]\nrestart = [\"true\"]\n", rest="").replace("replicas = 2\n", ""))
+    done = _hunt(str(path), "--results", str(tmp_path / "results"))
+    assert done.returncode == 2 and "chaos against remote host staging.example: refused" in done.stderr, done.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_bad_flag_is_refused_as_the_table_would_be_with_exit_2_before_anything_starts(tmp_path):
+    path = _scenario_file(tmp_path)
+    done = _hunt(str(path), "--trials", "0", "--results", str(tmp_path / "results"))
+    assert done.returncode == 2 and "hunt.trials: must be at least 1" in done.stderr, done.stderr
+    done = _hunt(str(path), "--actions", "restart,kil", "--results", str(tmp_path / "results"))
+    assert done.returncode == 2 and "did you mean 'kill'?" in done.stderr, done.stderr
+    assert not (tmp_path / "results").exists()
+
+
+# --- real hunts against the embedded shop ------------------------------------------------------------
+
+
+def test_a_hunt_finds_the_planted_fault_exits_1_and_journals_the_trial_that_reruns_as_drawn(tmp_path):
+    """Per-process keys behind round-robin (about 10 s): the first trial's flows cross replicas and fail
+    `unknown key`, which `[expect]` forbids."""
+    path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
+                          rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
+                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
+    done = _hunt(str(path), "--results", str(tmp_path / "results"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "found: trial 1 failed (expectation rejections{reason='unknown key'})" in done.stdout
+    start, trial, end = _journal(tmp_path / "results")
+    assert start["type"] == "start" and start["actions"] == ["restart"] and start["seed"] == 5
+    assert trial["type"] == "trial" and trial["purpose"] == "search" and trial["outcome"] == "failed"
+    assert {"kind": "expectation", "name": "rejections{reason='unknown key'}"} in trial["failures"]
+    assert trial["reasons"]["unknown key"] > 0 and trial["exit_code"] == 1
+    assert [step["action"] for step in trial["schedule"]["steps"]] and trial["schedule"]["duration"] == 3.0
+    assert end["type"] == "end" and end["stopped_by"] == "found" and end["found"] == 1
+    folder = next((tmp_path / "results").iterdir()) / trial["folder"]
+    rerun = parse_scenario((folder / "scenario.toml").read_text())  # the trial's own file, as `run` reads it
+    assert rerun.seed == trial["seed"] and [step.model_dump(exclude_defaults=True) for step in rerun.chaos] == \
+        trial["schedule"]["steps"]
+
+
+def test_a_healthy_shop_holds_two_short_trials_exits_0_and_says_its_coverage(tmp_path):
+    """Restarts and kills of a shop sharing its key ring (about 15 s): nothing breaks the default property."""
+    path = _scenario_file(tmp_path, rest="[hunt]\ntrials = 2\ntrial_duration = \"3s\"\n")
+    done = _hunt(str(path), "--actions", "restart,kill", "--seed", "4", "--results", str(tmp_path / "results"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nothing broke in 2 trials" in done.stdout
+    assert "coverage: " in done.stdout and "combinations tried in 2 trials (restart " in done.stdout
+    records = _journal(tmp_path / "results")
+    assert [record["type"] for record in records] == ["start", "trial", "trial", "end"]
+    assert all(record["outcome"] == "held" and record["failures"] == [] for record in records[1:3])
+    assert records[-1]["stopped_by"] == "trials" and records[-1]["coverage"]
+    assert "[1/2] search " in done.stderr and "[2/2] search " in done.stderr  # a line per trial on the terminal
+
+
+def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_path):
+    """SIGINT once the trial's first pause started (its journal says so; about 10 s): the run's own machinery ends
+    the trial (the replica resumed, the shop stopped), the hunt writes its end, exits 130, and no process it
+    started is left."""
+    path = _scenario_file(tmp_path, rest="[hunt]\ntrials = 2\ntrial_duration = \"6s\"\nactions = [\"pause\"]\n")
+    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results",
+                                str(tmp_path / "results")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _chaos_started(tmp_path / "results"):
+            time.sleep(0.2)
+        assert _chaos_started(tmp_path / "results"), "the trial's chaos never started"
+        os.kill(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, out + err
+    records = _journal(tmp_path / "results")
+    assert records[-1]["type"] == "end" and records[-1]["stopped_by"] == "interrupted"
+    trial = records[1]
+    assert trial["outcome"] == "interrupted" and trial["exit_code"] == 130
+    summary = json.loads((next((tmp_path / "results").iterdir()) / trial["folder"] / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert any(row["action"] == "pause" for row in summary["chaos"])
+    assert _processes_under(tmp_path) == [], "a process the hunt started outlived it"
+
+
+def _chaos_started(results: Path) -> bool:
+    return any('"type":"chaos","phase":"start"' in journal.read_text(errors="replace")
+               for journal in results.glob("*-hunt-hunted/trials/*/journal.jsonl"))
+
+
+def _processes_under(folder: Path) -> list[str]:
+    """Command lines of this machine's processes that name `folder` (the shop's name its results folder)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(folder) in argv:
+                found.append(argv)
+    return found
