@@ -4,14 +4,16 @@ Real parts only: a deployment of real replica processes (forked by the zygote, a
 a real OTLP/HTTP receiver (`tests.otlp`, oteltap), driven by hand-built 2026-07-28 rounds that carry a W3C
 `traceparent` in `params._meta`, as the harness's client does when its tracing is on.
 
-Cost: one deployment (API, zygote, one replica: about 2 s) for the module, one more for the graceful-stop test,
-and a receiver each; every wait is bounded (spans within 30 s; with a 100 ms batch delay they come at once).
+Cost: one deployment (API, zygote, one replica: about 2 s) for the module, one more for each stop test (the
+dead collector's starts an interpreter: about 3 s, and 2 s of bounded flush), and a receiver each; every wait is
+bounded (spans within 30 s; with a 100 ms batch delay they come at once).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +22,10 @@ import pytest
 
 from harness.cli.main import main
 from harness.logs.parse import LineParser, Rejection
+from harness.runtime.processes import free_port
 from harness.shop.catalogue import build_catalogue
 from harness.shop.tracing import DEFAULT_SERVICE_NAME, tracer_provider
-from harness.targets.local_deployment import LocalDeployment
+from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 from tests.otlp import SPAN_KIND_SERVER, OtlpReceiver, attributes, hex_id, otlp_receiver
 
 HELD_ORDERS = iter(build_catalogue().order_ids(needs_confirmation=True))
@@ -183,3 +186,21 @@ def test_the_replicas_resource_names_the_shop_and_the_replica(monkeypatch):
         assert provider.resource.attributes["service.name"] == "checkout-mcp"
     finally:
         provider.shutdown()
+
+
+def test_a_replica_whose_collector_is_down_still_stops_by_itself(tmp_path, monkeypatch):
+    """The exporter would retry a dead collector for a minute; the replica waits for it a bounded time, so
+    SIGTERM ends it (not the SIGKILL that follows a stop's 15 s allowance here; the SDK alone would wait 30 s)."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+    deployment = LocalDeployment(tmp_path, replicas=1)
+    try:
+        deployment.start([ReplicaOptions(launch="module")])  # an interpreter of ours: its exit status is ours
+        trace_id, parent = ids()
+        first_round(deployment.replica_urls[0], traceparent(trace_id, parent))
+        replica = deployment.replicas[0]
+        replica.stop(timeout=15)
+        assert replica.process is not None and replica.process.returncode == -signal.SIGTERM
+    finally:
+        deployment.stop()

@@ -6,8 +6,8 @@ The MCP SDK opens a SERVER span for every request (`mcp.method.name`, `gen_ai.to
 OpenTelemetry's own variables ask (`harness.telemetry.switch.tracing_on`): a batch processor and the OTLP
 http exporter, `service.name` from `OTEL_SERVICE_NAME` (else `mrtr-shop`), `service.instance.id` the replica's
 label. It runs in the replica's own process, after a zygote's fork: a batch processor's thread does not survive
-one. Its spans are flushed when the replica stops gracefully; a replica killed with SIGKILL loses the spans it
-had not sent yet.
+one. Its spans are flushed when the replica stops gracefully (within `FLUSH_SECONDS`); a replica killed with
+SIGKILL loses the spans it had not sent yet.
 
 `TraceIdFilter` puts the trace id of the request being served on each log line (`trace_id=<32 hex>`), with
 tracing on or off: a request that carried a `traceparent` has a trace whoever exports it.
@@ -16,6 +16,7 @@ tracing on or off: a request that carried a `traceparent` has a trace whoever ex
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -26,6 +27,9 @@ from harness.telemetry.switch import tracing_on
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+FLUSH_SECONDS: Final = 2.0
+"""How long a stopping replica waits for its last spans to leave: a collector that is down must not hold up a
+restart (the harness kills a replica that has not stopped 5 s after SIGTERM)."""
 DEFAULT_SERVICE_NAME: Final = "mrtr-shop"
 """The replicas' `service.name` when `OTEL_SERVICE_NAME` (or `service.name` in `OTEL_RESOURCE_ATTRIBUTES`) says none."""
 
@@ -36,7 +40,15 @@ def start_tracing(label: str, environ: Mapping[str, str] | None = None) -> Calla
         return None
     provider = tracer_provider(label)
     trace.set_tracer_provider(provider)
-    return provider.shutdown
+
+    def stop() -> None:
+        """Flush and stop the export, waiting `FLUSH_SECONDS` at most (the exporter retries a collector that is
+        down for longer); what has not left by then is lost with the process."""
+        flushing = threading.Thread(target=provider.shutdown, name="otel-flush", daemon=True)
+        flushing.start()
+        flushing.join(FLUSH_SECONDS)
+
+    return stop
 
 
 def tracer_provider(label: str) -> TracerProvider:
