@@ -4,9 +4,10 @@ Real parts only: a deployment of real replica processes (forked by the zygote, a
 a real OTLP/HTTP receiver (`tests.otlp`, oteltap), driven by hand-built 2026-07-28 rounds that carry a W3C
 `traceparent` in `params._meta`, as the harness's client does when its tracing is on.
 
-Cost: one deployment (API, zygote, one replica: about 2 s) for the module, one more for each stop test (the
-dead collector's starts an interpreter: about 3 s, and 2 s of bounded flush), and a receiver each; every wait is
-bounded (spans within 30 s; with a 100 ms batch delay they come at once).
+Cost: one deployment (API, zygote, one replica: about 2 s) for the module, one more for each of the stop tests
+and the late-variables test (the dead collector's starts an interpreter: about 3 s, and 2 s of bounded flush),
+and a receiver each; about 20 s in all under -n 4. Every wait is bounded (spans within 30 s; with a 100 ms batch
+delay they come at once).
 """
 
 from __future__ import annotations
@@ -204,3 +205,36 @@ def test_a_replica_whose_collector_is_down_still_stops_by_itself(tmp_path, monke
         assert replica.process is not None and replica.process.returncode == -signal.SIGTERM
     finally:
         deployment.stop()
+
+
+def test_containers_are_handed_opentelemetrys_variables(monkeypatch, tmp_path):
+    """The docker backend's containers do not inherit the harness's environment: they are given every OTEL_*
+    variable as the harness has it (a run spec's own settings win). No engine here: the run options it is given."""
+    from harness.targets.image import RunSpec, host_python_run_spec
+    from harness.telemetry.variables import otel_variables
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "checkout-mcp")
+    environment = host_python_run_spec([tmp_path]).options()["environment"]
+    assert environment["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://127.0.0.1:4318"
+    assert environment["OTEL_SERVICE_NAME"] == "checkout-mcp" and environment["HOME"] == "/tmp"
+    own = RunSpec(image="shop", python=["python"], environment={"OTEL_SERVICE_NAME": "from-the-image-spec"})
+    assert own.options()["environment"]["OTEL_SERVICE_NAME"] == "from-the-image-spec"
+    assert otel_variables({"OTEL_SDK_DISABLED": "true", "PATH": "/bin"}) == {"OTEL_SDK_DISABLED": "true"}
+
+
+def test_a_replica_forked_after_tracing_was_turned_on_exports(tmp_path, monkeypatch):
+    """The zygote was started before the variables were set (it inherited none): the replica it forks next is
+    handed them, as `run --otlp` has them now."""
+    with otlp_receiver() as receiver:
+        deployment = LocalDeployment(tmp_path, replicas=1)
+        try:
+            deployment.start()
+            exporting(monkeypatch, receiver, delay_ms=100)
+            deployment.restart_replica(0)
+            trace_id, parent = ids()
+            first_round(deployment.replica_urls[0], traceparent(trace_id, parent))
+            [span] = receiver.wait_for_spans(lambda span: hex_id(span.trace_id) == trace_id)
+            assert hex_id(span.parent_span_id) == parent
+        finally:
+            deployment.stop()
