@@ -5,6 +5,10 @@ goes through this one entry point with the same options, so a replica behaves th
 whichever backend started it, and a failure mode is chosen by options alone: the store
 (`memory` = records one process sees), the key ring (`ephemeral` = the key that dies on
 restart), the TTL, the server name (the audience), the clock offset.
+
+OpenTelemetry's own variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_SERVICE_NAME`, ...) make it export the
+MCP SDK's SERVER span for each request over OTLP/HTTP, joined to the caller's trace by the `traceparent` in
+`params._meta`; every log line inside a traced request carries `trace_id=<32 hex>` (docs/tracing.md).
 """
 
 from __future__ import annotations
