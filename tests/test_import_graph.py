@@ -19,8 +19,10 @@ from tests.harness_run import ROOT
 PACKAGE = ROOT / "harness"
 SHOP = "harness.shop"
 SHOP_MAY_IMPORT = {"harness.metrics.instrument", "harness.mrtr.reasons", "harness.config.durations",
-                   "harness.mrtr.keys", "harness.secrets", "harness.errors", "harness.vocabulary"}
-"""What the shop may use of the harness: the rejection exporter and the stdlib-only leaves it needs."""
+                   "harness.mrtr.keys", "harness.secrets", "harness.errors", "harness.vocabulary",
+                   "harness.telemetry", "harness.telemetry.switch"}
+"""What the shop may use of the harness: the rejection exporter, the switch every process reads to know whether
+OpenTelemetry export is on, and the stdlib-only leaves it needs."""
 
 
 def modules() -> dict[str, Path]:

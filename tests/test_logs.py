@@ -172,6 +172,19 @@ def test_a_followed_file_is_read_from_its_end_and_old_stamps_are_dropped_in_ever
     assert all(now - 0.01 <= event.t <= time.time() for event in events), [event.t - now for event in events]
 
 
+def test_a_followed_rejection_line_brings_the_trace_id_it_carries(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_text("")
+    collector, events = collect(since=time.time())
+    collector.follow(LogSource("file", str(log), "app"))
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    append(log, shop_line(time.time(), "seal").replace("replica=r1 ", f"replica=r1 trace_id={trace_id} "),
+           shop_line(time.time(), "expired"))
+    collector.stop(settle=0.3)
+    assert [(event.replica, event.reason, event.trace_id) for event in events] == [
+        ("r1", "seal", trace_id), ("r1", "expired", None)]
+
+
 def utc_container_line(t: float, reason: str) -> str:
     """Python's default format in a container whose clock is UTC: a naive stamp, in UTC."""
     moment = datetime.fromtimestamp(t, UTC)

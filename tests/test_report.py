@@ -546,3 +546,52 @@ def test_report_judging_a_table_the_scenario_has_not_is_a_usage_error(tmp_path: 
     assert done.stderr.strip().splitlines() == [
         "mrtr-harness report: scenario 'nightly-refunds' has no [reproduces] table (the failure it reproduces): only "
         "its [expect] can be judged"]
+
+
+def test_top_errors_carry_a_few_example_trace_ids_in_the_summary_and_beside_each_error_in_the_html(
+        tmp_path: Path, scenario: Scenario) -> None:
+    """Rounds whose records carry their client span's trace id (tracing on): each error group keeps its latest
+    three, newest first, whatever order the journal's parts are read in; a malformed id is no trace id."""
+    traces = [f"{n:x}".rjust(32, "a") for n in range(1, 6)]
+    folder = tmp_path / "run-traced"
+    folder.mkdir()
+    (folder / "scenario.json").write_text(scenario.model_dump_json(), encoding="utf-8")
+    journal = folder / "journal.jsonl"
+    with Journal(journal) as writer:
+        put(writer, "run", t=T0, event="start", run_id="run-traced", scenario="nightly-refunds", seed=7)
+        put(writer, "run", t=T0, event="load-started")
+        rounds = [(traces[n], T0 + 1 + n) for n in (3, 0, 4, 1, 2)]  # not in time order: as workers' parts mix
+        rounds += [("NOT-A-TRACE", T0 + 9), ("0" * 32, T0 + 9.5), (None, T0 + 10)]
+        for n, (trace_id, t) in enumerate(rounds):
+            put(writer, "start", t=t - 0.5, flow_id=f"f{n}", flow="refund", scheduled=None, late=False)
+            record = {"t": t, "flow_id": f"f{n}", "flow": "refund", "tool": "issue_refund", "round": 2,
+                      "replica": "r1", "intended": t - 0.1, "sent": t - 0.1, "latency": 0.1, "server_time": 0.05,
+                      "outcome": "invalid_state", "http_status": 400, "code": "-32602",
+                      "error": "Invalid or expired requestState"}
+            put(writer, "round", **record, **({"trace_id": trace_id, "span_id": "00f067aa0ba902b7"}
+                                              if trace_id else {}))
+            put(writer, "flow", t=t + 0.1, flow_id=f"f{n}", flow="refund", outcome="rejected", rounds=2,
+                duration=0.6, server_time=0.1, think_time=0.0, late=False, answers=[],
+                calls=[{"tool": "issue_refund", "rounds": 2, "outcome": "invalid_state"}])
+        put(writer, "start", t=T0 + 11, flow_id="g", flow="return", scheduled=None, late=False)
+        put(writer, "round", t=T0 + 12, flow_id="g", flow="return", tool="record_return", round=1, replica="r2",
+            intended=T0 + 11, sent=T0 + 11, latency=0.1, server_time=0.05, outcome="tool_error", http_status=200,
+            code="tool_error", error="order O-1 has no item 'box'")
+        put(writer, "run", t=T0 + 13, event="end", status="completed", reason=None)
+
+    write_results(folder, scenario, [journal], [], save=True)
+    summary = valid_summary(folder / "summary.json")  # trace_ids is in the schema
+    by_tool = {group["tool"]: group for group in summary["top_errors"]}
+    latest = [traces[4], traces[3], traces[2]]
+    assert by_tool["issue_refund"]["count"] == 8 and by_tool["issue_refund"]["trace_ids"] == latest
+    assert by_tool["record_return"]["trace_ids"] == []
+    page = (folder / "report.html").read_text()
+    row = re.search(r"<tr>(?:(?!</tr>).)*Invalid or expired requestState(?:(?!</tr>).)*</tr>", page, re.S)
+    assert row is not None and all(f"<code>{trace_id}</code>" in row[0] for trace_id in latest)
+    assert traces[0] not in page and traces[1] not in page and "NOT-A-TRACE" not in page  # a handful, not all
+    assert "trace ids (latest)" in page
+
+    (folder / "summary.json").unlink()
+    rebuilt = _report(folder)  # from the figures saved beside the journal (figures.json): the same ids
+    assert "figures.json" not in rebuilt.stderr, rebuilt.stderr  # the snapshot was taken, not refused
+    assert json.loads((folder / "summary.json").read_text())["top_errors"] == summary["top_errors"]

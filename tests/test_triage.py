@@ -802,3 +802,58 @@ def test_only_a_parsed_whole_run_reproduction_of_a_reason_names_a_scenario(tmp_p
     found = reproducers(tmp_path)
     assert list(found) == ["seal"] and [Path(file).name for file in found["seal"]] == ["a-reproducer.toml"]
     assert reproducers(tmp_path / "absent") == {}
+
+
+# --- trace ids ---------------------------------------------------------------------------------
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+OTHER_TRACE = "0af7651916cd43dd8448eb211c80319c"
+SPAN = "00f067aa0ba902b7"
+REJECTED = "requestState rejected on tools/call: "
+TRACED = [  # (a line in one of the shapes servers write, the reason in it, the trace id in it)
+    (f"2026-11-30T05:12:57.934Z WARNING replica=r1 trace_id={TRACE} mcp.server.request_state: {REJECTED}seal",
+     "seal", TRACE),  # the shop's replicas
+    (f"2026-11-30T05:12:58.000Z WARNING replica=r1 mcp.server.request_state: {REJECTED}expired "
+     f"trace_id={TRACE} span_id={SPAN}", "expired", TRACE),  # appended after the message
+    (f"2026-11-30 05:12:58,100 WARNING [mcp.server.request_state] [request_state.py:263] [trace_id={OTHER_TRACE} "
+     f"span_id={SPAN} resource.service.name=shop trace_sampled=True] - {REJECTED}unknown key", "unknown key",
+     OTHER_TRACE),  # OpenTelemetry's logging instrumentation
+    (json.dumps({"message": f"{REJECTED}audience", "trace_id": TRACE.upper(), "pod": "p1"}), "audience", TRACE),
+    (json.dumps({"msg": f"{REJECTED}audience", "traceparent": f"00-{OTHER_TRACE}-{SPAN}-01"}), "audience",
+     OTHER_TRACE),
+    (json.dumps({"message": f"{REJECTED}malformed", "trace": {"id": TRACE}}), "malformed", TRACE),  # ECS
+    (f"2026-11-30T05:12:58.200Z WARNING replica=r2 mcp.server.request_state: {REJECTED}seal "
+     f"traceparent=00-{OTHER_TRACE}-{SPAN}-01", "seal", OTHER_TRACE),
+    (f"2026-11-30T05:12:58.300Z WARNING replica=r2 trace_id={'0' * 32} mcp.server.request_state: {REJECTED}seal",
+     "seal", None),  # the invalid (all-zero) id is no trace
+    (shop_line("2026-11-30T05:12:58.400Z", "expired", "r2"), "expired", None),
+]
+
+
+@pytest.mark.parametrize("line, reason, trace_id", TRACED)
+def test_a_rejection_line_gives_its_trace_id_in_every_shape_and_the_reason_stays_whole(line, reason, trace_id):
+    seen = []
+    parser = LineParser(seen.append)
+    parser.feed(line)
+    assert [(found.reason, found.trace_id) for found in seen] == [(reason, trace_id)]
+
+
+def test_triage_shows_each_reasons_latest_trace_ids_in_its_summary_and_json(tmp_path, capsys):
+    (tmp_path / "mixed.log").write_text("\n".join(line for line, _, _ in TRACED) + "\n")
+    code, result = triage(capsys, "--file", str(tmp_path / "mixed.log"))
+    assert result["trace_ids"] == {"seal": [OTHER_TRACE, TRACE], "expired": [TRACE], "unknown key": [OTHER_TRACE],
+                                   "audience": [OTHER_TRACE, TRACE], "malformed": [TRACE]}
+    main(["triage", "--once", "--file", str(tmp_path / "mixed.log")])
+    shown = " ".join(capsys.readouterr().out.split())  # unwrapped
+    assert f"trace: {OTHER_TRACE}, {TRACE} (the latest, newest first)" in shown
+
+
+def test_a_reason_keeps_only_its_latest_few_trace_ids_and_the_live_table_shows_them():
+    counts = LiveCounts(60, clock=lambda: 0.0)
+    traces = [f"{number:032x}" for number in range(1, 8)]
+    for trace_id in traces:
+        counts.add("r1", "expired", trace_id=trace_id)
+    counts.add("r1", "expired")  # a line without one changes nothing
+    snapshot = counts.snapshot()
+    assert snapshot.trace_ids == {"expired": traces[:-4:-1]}  # bounded: the newest three, newest first
+    assert f"trace: {', '.join(traces[:-4:-1])}" in render_live(snapshot, sources=["stdin"], width=160)

@@ -91,7 +91,8 @@ class TriageResult(BaseModel):
     tampering_or_client_bug: list[str] = Field(description="the reasons seen that mean tampering or a client bug")
     said: list[str] = Field(description="what triage said beside the counts: notices, a source's error")
     counts: dict[str, Any] | None = Field(description="everything `triage --json` prints: per replica, first and "
-                                                      "last seen, the likely cause and next step per reason")
+                                                      "last seen, the likely cause and next step per reason, and "
+                                                      "its latest trace ids when the lines carried them")
 
 
 def tail(text: str) -> str:

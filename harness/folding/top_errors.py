@@ -7,6 +7,10 @@ values as placeholders, `harness.mrtr.error_text.error_pattern`), so "order O-10
 item 'box'" and "order O-1002 has no item 'tape'" are one row of two. The closing table,
 report.html and summary.json all show these rows.
 
+A group also keeps a few example trace ids (`TRACE_EXAMPLES`): those of its latest rounds whose record carries
+the `trace_id` of the round's client span (tracing on: docs/tracing.md), to paste into a tracing backend.
+Bounded, whatever the count; the latest by the rounds' own time, so every order of reading keeps the same.
+
 A round that carried the person's decline and got the tool's refusal back (`expected` on
 its record instead of `error`) is no error: it is grouped the same way and shown apart,
 as an expected answer.
@@ -14,9 +18,10 @@ as an expected answer.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from harness.journal.records import RecordType, advance_time_zero
 from harness.journal.writer import JournalView
@@ -24,6 +29,10 @@ from harness.mrtr.error_text import error_pattern
 
 TOP_ERRORS = 10
 """Rows a report shows: the errors that matter are the frequent ones; the journal has every one."""
+TRACE_EXAMPLES = 3
+"""Trace ids a group keeps: a few to look up, never every one."""
+_TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
+_NO_TRACE: Final = "0" * 32
 
 
 @dataclass(frozen=True)
@@ -40,12 +49,15 @@ class ErrorGroup:
     """The first message seen, as journaled (already scrubbed of secrets)."""
     first: float | None
     last: float | None
+    trace_ids: tuple[str, ...] = ()
+    """The trace ids of its latest rounds that carried one, newest first (at most `TRACE_EXAMPLES`)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"count": self.count, "flow": self.flow, "tool": self.tool, "round": self.round,
                 "message": self.message, "example": self.example,
                 "first": None if self.first is None else round(self.first, 3),
-                "last": None if self.last is None else round(self.last, 3)}
+                "last": None if self.last is None else round(self.last, 3),
+                "trace_ids": list(self.trace_ids)}
 
 
 @dataclass
@@ -54,6 +66,19 @@ class _Seen:
     example: str
     first: float
     last: float
+    traced: list[tuple[float, str]] = field(default_factory=list)
+    """(round time, trace id) of the latest rounds that carried one, newest first: at most `TRACE_EXAMPLES`."""
+
+    def note_trace(self, t: float, trace_id: Any) -> None:
+        """Keep `trace_id` if it is one (32 lowercase hex, not all zeros) and among the latest by `t`."""
+        if not isinstance(trace_id, str) or trace_id == _NO_TRACE or _TRACE_ID.fullmatch(trace_id) is None:
+            return
+        traced = self.traced
+        if len(traced) >= TRACE_EXAMPLES and (t, trace_id) <= traced[-1]:
+            return
+        traced.append((t, trace_id))
+        traced.sort(reverse=True)
+        del traced[TRACE_EXAMPLES:]
 
 
 @dataclass
@@ -91,7 +116,7 @@ class ErrorTable(JournalView):
     def _ranked(self, groups: dict[tuple[str, str, int, str], _Seen], limit: int) -> list[ErrorGroup]:
         ranked = sorted(groups.items(), key=lambda item: (-item[1].count, item[1].first, item[0]))
         return [ErrorGroup(seen.count, flow, tool, number, pattern, seen.example, self._since(seen.first),
-                           self._since(seen.last))
+                           self._since(seen.last), tuple(trace_id for _, trace_id in seen.traced))
                 for (flow, tool, number, pattern), seen in ranked[:limit]]
 
     def _since(self, t: float) -> float | None:
@@ -104,7 +129,9 @@ def _count(groups: dict[tuple[str, str, int, str], _Seen], record: Mapping[str, 
     key = (str(record.get("flow")), str(record.get("tool")), int(record.get("round") or 0), error_pattern(message))
     seen = groups.get(key)
     if seen is None:
-        groups[key] = _Seen(1, message, t, t)
-        return
-    seen.count += 1
-    seen.first, seen.last = min(seen.first, t), max(seen.last, t)
+        seen = groups[key] = _Seen(1, message, t, t)
+    else:
+        seen.count += 1
+        seen.first, seen.last = min(seen.first, t), max(seen.last, t)
+    if "trace_id" in record:
+        seen.note_trace(t, record["trace_id"])

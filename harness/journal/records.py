@@ -332,13 +332,18 @@ class CommandRan(TypedDict):
 
 
 class RejectionLogged(TypedDict):
-    """A replica logged a requestState rejection (`t`: the log line's own time when it has one)."""
+    """A replica logged a requestState rejection (`t`: the log line's own time when it has one).
+
+    `trace_id`: the trace id (32 lowercase hex) of the request it refused, when the line carried one (the shop's
+    replicas write it on every line logged inside a traced request: docs/tracing.md).
+    """
 
     type: Literal[RecordType.REJECTION]
     t: float
     replica: str
     reason: str
     method: str
+    trace_id: NotRequired[str]
 
 
 class HypothesisProbed(TypedDict):

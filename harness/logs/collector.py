@@ -36,6 +36,8 @@ class RejectionEvent:
     replica: str
     reason: str
     method: str
+    trace_id: str | None = None
+    """The trace id of the request refused, when the line carries one."""
 
 
 OnRejection = Callable[[RejectionEvent], None]
@@ -74,7 +76,8 @@ class Collector:
                 self.dropped += 1
                 return
             t = logged_at if logged_at is not None else time.time()
-            self._on_rejection(RejectionEvent(t, rejection.replica or replica, rejection.reason, rejection.method))
+            self._on_rejection(RejectionEvent(t, rejection.replica or replica, rejection.reason, rejection.method,
+                                              rejection.trace_id))
 
         return emit
 

@@ -15,6 +15,11 @@ The SDK logs one WARNING on `mcp.server.request_state`: `requestState rejected o
   ...) holds the SDK's message or a whole plain line, with a replica, pod or host field
   when the shipper adds one.
 
+A line may also carry the trace id of the request it refused (the shop's replicas write `trace_id=<32 hex>`
+after `replica=`; other servers a `trace_id`, `traceId`, `trace.id`, `otelTraceID` or `traceparent` field,
+before or after the message, or in their JSON record): it is kept with the rejection, so a person can paste it
+into their tracing backend, and never taken for part of the reason.
+
 Most lines of a busy server are something else, so `feed` first does one cheap
 substring test and returns; only lines that pass it are looked at further (and only
 those have their timestamp read: `logged_at`, see `harness.logs.stamps`). The reason is
@@ -63,6 +68,16 @@ _RICH_HEAD = re.compile(r"(?P<lead>.{0,60}?\bWARNING\s+)(?P<message>\S.*)$")
 _RICH_PATH = re.compile(r"\s+[\w.\-]+\.py:\S*\s*$")
 """rich's right-hand column (`request_state.py:263`, or `request_state.py:2…` when squeezed)."""
 
+_TRACE_ID = re.compile(r"(?i)trace[_.]?id\"?\s*[=:]\s*\"?(?P<id>[0-9a-f]{32})(?![0-9a-z])"
+                       r"|traceparent\"?\s*[=:]\s*\"?[0-9a-f]{2}-(?P<parent>[0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+"""A trace id in a line: a `trace_id`-like field (32 hex), or a W3C `traceparent` (its second part)."""
+_TRACE_FIELDS = re.compile(r"(?i)[\s,;]*\"?[\w.]*(?:trace[_.]?id|span[_.]?id|traceparent)\"?\s*[=:]\s*\"?"
+                           r"[0-9a-f][0-9a-f-]{15,54}\"?")
+"""Trace fields taken out of a line before its reason is read: one after the message is not part of the reason."""
+TRACE_JSON_KEYS: Final = ("trace_id", "traceId", "trace.id", "otelTraceID", "traceparent")
+"""JSON fields that hold the trace id of the request a record was logged in (`trace: {id}` as well, ECS's)."""
+_NO_TRACE = "0" * 32
+
 _COMPACT_HEAD = "requestStaterejectedon"
 _COMPACT_REASONS: Final = frozenset(reason.replace(" ", "") for reason in REASONS)
 _COMPACT_BIND = BIND_PRINCIPAL_RETURNED.replace(" ", "")
@@ -94,6 +109,8 @@ class Rejection:
     logged: str = ""
     """The reason as the line gave it, kept for `OTHER_REASON` only (a reason this harness does not know yet);
     a rich record folds it, so there its spaces may be gone."""
+    trace_id: str | None = None
+    """The trace id (32 lowercase hex) of the request it refused, when the line carries one."""
 
 
 OnRejection = Callable[[Rejection], None]
@@ -108,6 +125,7 @@ class _Pending:
     compact: str
     since: float
     logged_at: float | None
+    trace_id: str | None = None
 
 
 def clean_label(value: Any) -> str | None:
@@ -195,14 +213,17 @@ class LineParser:
             return replica, line
         return replica or clean_label(match["name"]), line[match.end():]
 
-    def _parse_plain(self, text: str, replica: str | None, t: float | None) -> bool:
+    def _parse_plain(self, text: str, replica: str | None, t: float | None, trace_id: str | None = None) -> bool:
+        if _may_trace(text):
+            trace_id = trace_id or trace_id_in(text)
+            text = _TRACE_FIELDS.sub("", text)
         parts = rejection_parts(text)
         if parts is None:
             return False
         if replica is None:
             field = _REPLICA_FIELD.search(text)
             replica = clean_label(field["replica"]) if field else None
-        self._emit(_rejection(replica, parts[1], parts[0], _first(line_time(text, self._near(t)), t)))
+        self._emit(_rejection(replica, parts[1], parts[0], _first(line_time(text, self._near(t)), t), trace_id))
         return True
 
     def _parse_json(self, text: str, replica: str | None, t: float | None) -> bool:
@@ -216,7 +237,7 @@ class LineParser:
         if message is None or MARK not in message:
             return True  # a JSON record, and not a rejection
         return self._parse_plain(message, replica or _json_replica(record),
-                                 _first(record_time(record, self._near(t)), t))
+                                 _first(record_time(record, self._near(t)), t), _json_trace_id(record))
 
     def _parse_rich_head(self, line: str, replica: str | None, t: float | None) -> bool:
         match = _RICH_HEAD.match(line)
@@ -227,7 +248,7 @@ class LineParser:
         if not (compact.startswith(_COMPACT_HEAD) or _COMPACT_HEAD.startswith(compact)):
             return False  # another WARNING, or a plain line with the level before other fields
         logged_at = _first(line_time(line, self._near(t)), t)
-        pending = _Pending(replica, match.end("lead"), compact, self._clock(), logged_at)
+        pending = _Pending(replica, match.end("lead"), compact, self._clock(), logged_at, trace_id_in(match["lead"]))
         if not self._complete(pending):
             self._pending[replica] = pending
         return True
@@ -253,18 +274,49 @@ class LineParser:
         parsed = _split_compact(pending.compact)
         if parsed is None or _is_unfinished(parsed[1]):
             return False
-        self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at))
+        self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
         return True
 
     def _finish(self, pending: _Pending) -> None:
         parsed = _split_compact(pending.compact)
         if parsed is not None and parsed[1]:
-            self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at))
+            self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
 
 
-def _rejection(replica: str | None, logged: str, method: str, logged_at: float | None) -> Rejection:
+def _rejection(replica: str | None, logged: str, method: str, logged_at: float | None,
+               trace_id: str | None = None) -> Rejection:
     reason = normalise_reason(logged)
-    return Rejection(replica, reason, method, logged_at, logged if reason == OTHER_REASON else "")
+    return Rejection(replica, reason, method, logged_at, logged if reason == OTHER_REASON else "", trace_id)
+
+
+def trace_id_in(text: str) -> str | None:
+    """The trace id a line (or a field's value) carries, as 32 lowercase hex; None when it carries none."""
+    if not _may_trace(text):
+        return None
+    for match in _TRACE_ID.finditer(text):
+        found = (match["id"] or match["parent"]).lower()
+        if found != _NO_TRACE:
+            return found
+    return None
+
+
+def _may_trace(text: str) -> bool:
+    """The cheap test before the trace patterns: `trace` (`traceparent`, `trace_id`, `otelTraceID`) in any case."""
+    return "race" in text or "RACE" in text
+
+
+def _json_trace_id(record: dict[str, Any]) -> str | None:
+    """The trace id a JSON record holds in a field of its own (`trace_id`, `traceparent`, ECS's `trace.id`, ...)."""
+    for key in TRACE_JSON_KEYS:
+        value = record.get(key)
+        if isinstance(value, str):
+            found = trace_id_in(f"{'traceparent' if key == 'traceparent' else 'trace_id'}={value}")
+            if found is not None:
+                return found
+    nested = record.get("trace")
+    if isinstance(nested, dict) and isinstance(nested.get("id"), str):
+        return trace_id_in(f"trace_id={nested['id']}")
+    return None
 
 
 def _split_compact(compact: str) -> tuple[str, str] | None:

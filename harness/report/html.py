@@ -65,7 +65,8 @@ _CSS = (PAGE_CSS
         + META_CSS + TABLE_CSS
         + ".pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.skip{color:#9a6700}\n"
         + CHART_CSS
-        + "ul.problems{color:#cf222e}\n")
+        + "ul.problems{color:#cf222e}\n"
+        + "td.trace code{font-size:.85em;user-select:all;white-space:nowrap}\n")
 
 
 def write_html(path: Path, scenario: Scenario, figures: RunFigures, verdict: RunVerdict, *,
@@ -330,11 +331,20 @@ def _expected_answers_section(verdict: RunVerdict) -> list[str]:
 
 
 def _groups_table(groups: Sequence[ErrorGroup], empty: str) -> str:
+    """One row per group; with a column of example trace ids when any group has one (tracing was on)."""
+    traced = any(group.trace_ids for group in groups)
     rows = [[cell(group.count, True), cell(group.flow), cell(group.tool), cell(group.round, True),
              cell(_at(group.first), True), cell(_at(group.last), True),
-             f'<td title="{escape(group.example)}">{escape(group.message)}</td>']
+             f'<td title="{escape(group.example)}">{escape(group.message)}</td>',
+             *([_trace_ids_cell(group.trace_ids)] if traced else [])]
             for group in groups]
-    return table(["count", "flow", "tool", "round", "first (s)", "last (s)", "message"], rows, empty)
+    headers = ["count", "flow", "tool", "round", "first (s)", "last (s)", "message"]
+    return table([*headers, "trace ids (latest)"] if traced else headers, rows, empty)
+
+
+def _trace_ids_cell(trace_ids: Sequence[str]) -> str:
+    """Trace ids one per line, each selectable whole, to paste into Tempo, Jaeger or Honeycomb."""
+    return '<td class="trace">' + "<br>".join(f"<code>{escape(trace_id)}</code>" for trace_id in trace_ids) + "</td>"
 
 
 def _spreads_table(figures: RunFigures) -> str:

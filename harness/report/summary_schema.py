@@ -168,6 +168,9 @@ class ErrorGroup(_Part):
     example: str = Field(description="one message as it came")
     first: float | None = Field(description="seconds into the run it was first seen")
     last: float | None = Field(description="seconds into the run it was last seen")
+    trace_ids: list[str] = Field(default_factory=list,
+                                 description="the trace ids of its latest rounds that carried one (tracing on), newest "
+                                             "first: a few to paste into a tracing backend, never every one")
 
 
 class JournalRead(_Part):

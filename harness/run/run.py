@@ -348,8 +348,11 @@ class Run:
                 self.say(self.stop.reason)
 
     def _on_rejection(self, event: RejectionEvent) -> None:
-        self.journal.write(RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica,
-                                           reason=event.reason, method=event.method))
+        record = RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica, reason=event.reason,
+                                 method=event.method)
+        if event.trace_id is not None:
+            record["trace_id"] = event.trace_id
+        self.journal.write(record)
         self.run_metrics.rejection(event.replica, event.reason)
 
     # --- after the load ----------------------------------------------------------------------

@@ -5,6 +5,10 @@ goes through this one entry point with the same options, so a replica behaves th
 whichever backend started it, and a failure mode is chosen by options alone: the store
 (`memory` = records one process sees), the key ring (`ephemeral` = the key that dies on
 restart), the TTL, the server name (the audience), the clock offset.
+
+OpenTelemetry's own variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_SERVICE_NAME`, ...) make it export the
+MCP SDK's SERVER span for each request over OTLP/HTTP, joined to the caller's trace by the `traceparent` in
+`params._meta`; every log line inside a traced request carries `trace_id=<32 hex>` (docs/tracing.md).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from harness.config.durations import parse_duration
 from harness.errors import ExitCode
+from harness.shop.tracing import TraceIdFilter, start_tracing
 
 logger = logging.getLogger("harness.shop.replica")
 
@@ -163,7 +168,8 @@ class _UtcFormatter(logging.Formatter):
 
 
 def configure_logging(label: str) -> None:
-    """One self-contained line per record on stderr: time, level, replica, logger, message.
+    """One self-contained line per record on stderr: time, level, replica, trace id (inside a traced request),
+    logger, message.
 
     Forced over whatever the SDK set up (it installs rich's handler when rich is present,
     which pads and blanks repeated times), so every rejection line carries its own
@@ -171,7 +177,8 @@ def configure_logging(label: str) -> None:
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_ReplicaFilter(label))
-    handler.setFormatter(_UtcFormatter("%(asctime)s %(levelname)s replica=%(replica)s %(name)s: %(message)s"))
+    handler.addFilter(TraceIdFilter())
+    handler.setFormatter(_UtcFormatter("%(asctime)s %(levelname)s replica=%(replica)s%(trace)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     for noisy in ("httpx", "mcp.server.streamable_http_manager", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -182,7 +189,7 @@ ServerBuilder = Callable[..., Any]
 payment_rounds when set; for a resource server, token_verifier and auth)."""
 
 
-def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
+def build_app(settings: ReplicaSettings, build: ServerBuilder, *, on_stop: Callable[[], None] | None = None) -> Any:
     """The replica's ASGI app: the MCP server `build` makes, at /mcp, with /metrics and /healthz."""
     from mcp.server.transport_security import TransportSecuritySettings
     from prometheus_client import CollectorRegistry
@@ -222,7 +229,21 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder) -> Any:
         from harness.shop.token_checks import gate_scopes
 
         gate_scopes(app, settings.resource)
-    return closing_at_shutdown(_naming_the_replica(app, settings.label), store.close), codec, store
+    return closing_at_shutdown(_naming_the_replica(app, settings.label), _all_of(store.close, on_stop)), codec, store
+
+
+def _all_of(*steps: Callable[[], None] | None) -> Callable[[], None]:
+    """One call doing each step given, in order, each whatever the one before it raised."""
+
+    def run() -> None:
+        for step in steps:
+            if step is not None:
+                try:
+                    step()
+                except Exception:  # the next step still runs: the process is stopping
+                    logger.exception("while stopping")
+
+    return run
 
 
 def _resource_server(settings: ReplicaSettings) -> dict[str, Any]:
@@ -319,8 +340,9 @@ def serve(settings: ReplicaSettings, build: ServerBuilder) -> int:
     from harness.shop.store import StoreSpecError, StoreUnavailable
 
     configure_logging(settings.label)
+    stop_tracing = start_tracing(settings.label)  # here, in the replica's own process: after a zygote's fork
     try:
-        app, codec, store = build_app(settings, build)
+        app, codec, store = build_app(settings, build, on_stop=stop_tracing)
     except (KeyRingError, StoreSpecError, StoreUnavailable) as exc:
         print(f"mrtr-harness shop replica: {exc}", file=sys.stderr)
         return ExitCode.USAGE

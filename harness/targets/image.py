@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.telemetry.variables import otel_variables
+
 HOST_PYTHON_IMAGE = "mrtr-harness/host-python:test"
 RECIPE_LABEL = "mrtr-harness.recipe"
 HOST_PYTHON_RECIPE = "host-python"
@@ -96,9 +98,12 @@ class RunSpec:
         return ["-m", module, *args]
 
     def options(self) -> dict[str, Any]:
-        """Keyword arguments for `client.containers.run` / `create` (besides command, labels and name)."""
+        """Keyword arguments for `client.containers.run` / `create` (besides command, labels and name); the
+        environment carries the harness's OpenTelemetry variables, so a replica in a container exports as it would
+        as a local process (the host's network: a loopback collector is reached)."""
         options: dict[str, Any] = {"image": self.image, "network_mode": "host", "volumes": dict(self.volumes),
-                                   "environment": dict(self.environment), "entrypoint": list(self.python)}
+                                   "environment": {**otel_variables(), **self.environment},
+                                   "entrypoint": list(self.python)}
         if self.user:
             options["user"] = self.user
         if self.working_dir:

@@ -9,7 +9,8 @@ what a restart is meant to exercise.
 
 The parent (`python -m harness.targets.zygote`) reads one JSON request per line on stdin
 (`{"argv": [...], "log": path, "env": {...}}`: `argv` are the options of
-`mrtr-harness shop replica`) and answers one line per request (`{"pid": n}`). Each child
+`mrtr-harness shop replica`; `env` with OpenTelemetry's variables as the harness has them now, so a replica
+exports as `run --otlp` says) and answers one line per request (`{"pid": n}`). Each child
 calls the replica's entry point (`harness.shop.replica.main`) directly: the zygote never
 imports the harness's CLI. Its children are reaped by the kernel (SIGCHLD ignored), each
 runs in its own session with its output appended to its log. The zygote dies with the
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.runtime.processes import die_with_parent, start_child
+from harness.telemetry.switch import tracing_on
+from harness.telemetry.variables import otel_variables
 
 PRELOAD = (
     "harness.shop.replica",
@@ -44,6 +47,14 @@ PRELOAD = (
     "uvicorn",
 )
 """What a replica imports before it serves (see `harness.shop.replica.build_app`)."""
+TRACING_PRELOAD = (
+    "opentelemetry.sdk.trace",
+    "opentelemetry.sdk.trace.export",
+    "opentelemetry.sdk.resources",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+)
+"""What a replica imports to export its spans, when tracing is on (`harness.shop.tracing`): imported only, so no
+exporter thread exists before a fork; each replica starts its own after it."""
 
 READY = "ready"
 
@@ -70,7 +81,7 @@ class Zygote:
         """A new replica process running `mrtr-harness shop replica <argv>`, its output appended to `log_path`;
         its PID."""
         assert self.process.stdin is not None
-        request = {"argv": argv, "log": str(log_path), "env": env}
+        request = {"argv": argv, "log": str(log_path), "env": {**otel_variables(), **env}}
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
@@ -150,7 +161,7 @@ def _child(request: dict[str, Any]) -> None:
 def main() -> int:
     import importlib
 
-    for module in PRELOAD:
+    for module in (*PRELOAD, *(TRACING_PRELOAD if tracing_on() else ())):
         importlib.import_module(module)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the replicas: no zombies
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness stops it, through its stdin

@@ -3,7 +3,8 @@
 The on-call question is "what is failing now, and since when": so every (reason,
 replica) pair keeps its count since triage started and its count in the last `window`
 seconds (one bucket per second, so memory stays bounded by the window whatever the rate),
-and every reason the first and last time a line of it says it was written.
+every reason the first and last time a line of it says it was written, and the trace ids of its latest
+traced rejections (a few: enough to paste one into a tracing backend, bounded whatever the rate).
 Every reason is known in advance and so are the replicas a source names (a container, a
 labelled file): both appear at zero before the first rejection, in the table, the JSON
 and the metrics alike.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -29,6 +31,8 @@ from harness.mrtr.reasons import OTHER_REASON, REASONS, TAMPERING_OR_CLIENT_BUG
 OTHER_TEXTS_KEPT = 20
 """How many distinct texts of unknown reasons are kept (each clipped to `OTHER_TEXT_CHARS`): bounded memory."""
 OTHER_TEXT_CHARS = 160
+TRACE_IDS_KEPT = 3
+"""How many trace ids each reason keeps: its latest traced rejections'."""
 
 ALL_REASONS: tuple[str, ...] = (*REASONS, OTHER_REASON)
 
@@ -59,6 +63,8 @@ class Snapshot:
     """reason -> the latest such time."""
     other_texts: dict[str, int] = field(default_factory=dict)
     """The unknown reasons (`other`) as logged -> how often."""
+    trace_ids: dict[str, list[str]] = field(default_factory=dict)
+    """reason -> the trace ids of its latest rejections whose line carried one, newest first (a few)."""
     undated: int = 0
     """Rejections whose line carries no time: left out of `since`/`until` and of a window by the lines' time."""
     outside: int = 0
@@ -123,6 +129,7 @@ class LiveCounts:
         self._first: dict[str, float] = {}
         self._last: dict[str, float] = {}
         self._other: dict[str, int] = {}
+        self._traces: dict[str, deque[str]] = {}
         self._undated = 0
         self._outside = 0
         self._line_counters: list[Callable[[], int]] = []
@@ -137,8 +144,10 @@ class LiveCounts:
         """Add a source's line counter to the `lines` every snapshot reports."""
         self._line_counters.append(counter)
 
-    def add(self, replica: str | None, reason: str, at: float | None = None, logged: str = "") -> None:
-        """Count one rejection; `at`: when its line says it was written, `logged`: an unknown reason's text."""
+    def add(self, replica: str | None, reason: str, at: float | None = None, logged: str = "",
+            trace_id: str | None = None) -> None:
+        """Count one rejection; `at`: when its line says it was written, `logged`: an unknown reason's text,
+        `trace_id`: the trace id its line carried."""
         bounded = self.since is not None or self.until is not None
         with self._lock:
             if at is None and (bounded or self.by_line_time):
@@ -158,6 +167,8 @@ class LiveCounts:
                 self._last[reason] = max(at, self._last.get(reason, at))
             if reason == OTHER_REASON and logged:
                 self._note_other(logged)
+            if trace_id is not None:
+                self._traces.setdefault(reason, deque(maxlen=TRACE_IDS_KEPT)).append(trace_id)
             moment = at if self.by_line_time else self._clock()
             if moment is not None:
                 self._place(key, int(moment))
@@ -208,10 +219,11 @@ class LiveCounts:
                     recent.setdefault(reason, {})[replica] = in_window
             replicas = tuple(sorted(self._replicas))
             seen = (dict(self._first), dict(self._last), dict(self._other), self._undated, self._outside)
+            traces = {reason: list(reversed(kept)) for reason, kept in self._traces.items()}
             window_end = float(self._latest + 1) if self.by_line_time and self._latest is not None else None
         lines = sum(counter() for counter in self._line_counters)
         return Snapshot(elapsed=elapsed, window=self.window, lines=lines, replicas=replicas, total=total,
-                        recent=recent, first_seen=seen[0], last_seen=seen[1], other_texts=seen[2],
+                        recent=recent, first_seen=seen[0], last_seen=seen[1], other_texts=seen[2], trace_ids=traces,
                         undated=seen[3], outside=seen[4], window_end=window_end,
                         bounded=self.since is not None or self.until is not None)
 

@@ -1,8 +1,9 @@
 """What triage shows: the live table, the end-of-read summary, and JSON for scripts.
 
 Everything is rendered from one `Snapshot`, so the table, the summary, the JSON and the
-exit code never disagree. Only counts, reasons and replica labels are printed: the SDK's
-rejection line carries no token and no key, and neither does anything here.
+exit code never disagree. Only counts, reasons, replica labels and trace ids are printed: the SDK's
+rejection line carries no token and no key, and neither does anything here. A reason whose lines carried
+trace ids shows its latest few (`trace:`), to paste into Tempo, Jaeger or Honeycomb.
 
 The live table redraws in place with two ANSI sequences when the output is a terminal
 (no extra dependency); elsewhere (a file, a pipe) each snapshot is printed below the last.
@@ -147,6 +148,8 @@ def _advice(snapshot: Snapshot, width: int) -> list[str]:
         if reason == OTHER_REASON and snapshot.other_texts:
             lines += wrap.wrap("logged: " + "; ".join(f"{text!r} ({count:,})"
                                                       for text, count in _busiest(snapshot.other_texts)))
+        if snapshot.trace_ids.get(reason):
+            lines += wrap.wrap(f"trace: {', '.join(snapshot.trace_ids[reason])} (the latest, newest first)")
         lines += wrap.wrap(f"cause: {advice.cause}")
         lines += wrap.wrap(f"next:  {advice.next_step}")
         rerun = rerun_line(reason)
@@ -177,6 +180,8 @@ def as_json(snapshot: Snapshot, *, exit_code: int) -> dict[str, Any]:
         "first_seen": {reason: _iso(snapshot.first_seen.get(reason)) for reason in snapshot.seen()},
         "last_seen": {reason: _iso(snapshot.last_seen.get(reason)) for reason in snapshot.seen()},
         "other_logged": dict(_busiest(snapshot.other_texts)),
+        "trace_ids": {reason: snapshot.trace_ids[reason] for reason in snapshot.seen()
+                      if snapshot.trace_ids.get(reason)},
         "undated": snapshot.undated,
         "outside_since_until": snapshot.outside,
         "last_window": {

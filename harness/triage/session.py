@@ -40,7 +40,8 @@ class Session:
         add = self.counts.add
 
         def count(rejection: Rejection) -> None:
-            add(rejection.replica or fallback, rejection.reason, rejection.logged_at, rejection.logged)
+            add(rejection.replica or fallback, rejection.reason, rejection.logged_at, rejection.logged,
+                rejection.trace_id)
 
         return count
 
