@@ -12,7 +12,7 @@ sits in front of them), an external target needs the action's `[target.commands]
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
@@ -23,7 +23,28 @@ from harness.config.thresholds import parse_thresholds
 from harness.config.worded_errors import did_you_mean
 
 if TYPE_CHECKING:
-    from harness.config.scenario import Scenario
+    from harness.config.load import Load
+    from harness.config.target import TargetConfig
+
+
+class HuntedScenario(Protocol):
+    """What the hunt's checks read of a scenario: a protocol, because the scenario's model holds `[hunt]` and
+    so imports this module (a `Scenario` is one)."""
+
+    @property
+    def target(self) -> TargetConfig: ...
+
+    @property
+    def load(self) -> Load: ...
+
+    @property
+    def hunt(self) -> HuntSettings | None: ...
+
+    @property
+    def expect(self) -> dict[str, str | list[str]]: ...
+
+    @property
+    def hypothesis(self) -> dict[str, str | list[str]]: ...
 
 NEVER_DRAWN = frozenset({"command"})
 """Actions a hunt never draws: `command` runs an argv only its user can write."""
@@ -103,7 +124,7 @@ class HuntSettings(Strict):
         return self
 
 
-def action_problem(name: str, scenario: Scenario) -> str | None:
+def action_problem(name: str, scenario: HuntedScenario) -> str | None:
     """Why this scenario's target cannot take the action (in the user's words), or None when it can."""
     target = scenario.target
     if name in NEVER_DRAWN:
@@ -124,7 +145,7 @@ def action_problem(name: str, scenario: Scenario) -> str | None:
     return None
 
 
-def drawable_actions(scenario: Scenario) -> list[str]:
+def drawable_actions(scenario: HuntedScenario) -> list[str]:
     """The actions a hunt of this scenario draws: `[hunt] actions`, else every one its target can take."""
     hunt = scenario.hunt or HuntSettings()
     if hunt.actions is not None:
@@ -132,13 +153,13 @@ def drawable_actions(scenario: Scenario) -> list[str]:
     return [name for name in CHAOS_ACTIONS if action_problem(name, scenario) is None]
 
 
-def drawable_replicas(scenario: Scenario) -> list[int]:
+def drawable_replicas(scenario: HuntedScenario) -> list[int]:
     """The replicas (1-based) chaos may name: `[hunt] replicas`, else every one."""
     hunt = scenario.hunt or HuntSettings()
     return list(hunt.replicas) if hunt.replicas is not None else list(range(1, scenario.target.replica_count + 1))
 
 
-def check_hunt(scenario: Scenario) -> None:
+def check_hunt(scenario: HuntedScenario) -> None:
     """The `[hunt]` bounds against the rest of the scenario (its target, its replicas): FieldProblem on a misfit."""
     hunt = scenario.hunt
     if hunt is None:
