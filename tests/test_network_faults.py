@@ -95,8 +95,11 @@ def test_each_fault_hits_only_the_named_replica_inside_its_window(tmp_path):
         assert set(end["detail"]["hit"]) == {"r2"}, end["detail"]  # counted on the named replica only
         assert end["detail"]["hit"]["r2"] >= 1, (keys, end["detail"])
         hit = [r for r in rounds if r["replica"] == "r2" and inside(r, window)]
-        if outcome is not None:
-            assert hit and {r["outcome"] for r in hit} == {outcome}, (keys, hit)
+        if outcome is not None:  # the fault acts on bytes as the proxy (a greenlet of the load process) sees them:
+            # on a starved machine a round sent just inside the window may reach it after the window closed, and
+            # pass; so every round of the window that failed failed the fault's way, and at least one did
+            failed_here = {r["outcome"] for r in hit if r["outcome"] not in ("complete", "input_required")}
+            assert failed_here == {outcome}, (keys, hit)
         if "latency" in keys:  # 300 ms each way, over what the server took, as long as the window lasts over it
             assert hit and all(r["latency"] >= min(0.6, window[1] - r["sent"]) - 0.05 for r in hit), hit
         if "down" in keys:  # refused: every round went to the other replica
