@@ -34,6 +34,7 @@ import gc
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gevent
 from locust.env import Environment
@@ -81,6 +82,10 @@ from harness.run.stopping import Stop
 from harness.targets.factory import build_target
 from harness.targets.interface import Target, TargetError
 from harness.targets.ledger import NewDoubles
+from harness.telemetry import switch
+
+if TYPE_CHECKING:
+    from harness.telemetry.run_span import RunSpans
 
 __all__ = ["Run", "RunOptions"]
 
@@ -137,6 +142,13 @@ class Run:
         self.cpu_start: cpu.CpuSnapshot | None = None
         self.cpu_end: cpu.CpuSnapshot | None = None
         self.target_error: str | None = None
+        self.spans = self._run_spans() if switch.tracing_on() else None
+        """The run's own trace (the run span, a child per chaos action), when spans are exported."""
+
+    def _run_spans(self) -> RunSpans:
+        from harness.telemetry.run_span import RunSpans
+
+        return RunSpans(self.folder.name, self.scenario.name, self.scenario.seed, self.began)
 
     @property
     def interrupted(self) -> bool:
@@ -237,7 +249,7 @@ class Run:
             self._serve_web_ui(env, run_side)
             self.journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=self.started))
             chaos = ChaosRunner(self.scenario, target, self.journal, self.run_metrics, sleep=gevent.sleep,
-                                run_id=self.folder.name, proxies=self.proxies)
+                                run_id=self.folder.name, proxies=self.proxies, spans=self.spans)
             target_side.callback(self.failures.step, self._roll_back, chaos)
             self._load_until_done(target, load, chaos)
         finally:  # the flows in flight are accounted for whatever else failed
@@ -363,9 +375,12 @@ class Run:
 
     def _end_journal(self) -> None:
         self.failures.step(self.fold.check)
-        self.journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=time.time(), status=self._status(),
+        ended, status = time.time(), self._status()
+        self.journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=ended, status=status,
                                     reason=self.failures.error or self.stop.reason, target_error=self.target_error))
         self.journal.close()
+        if self.spans is not None:
+            self.failures.step(self.spans.close, ended, status.value, self.failures.error)
 
     def _status(self) -> EndStatus:
         if self.failures.error is not None:
