@@ -3,7 +3,8 @@ metric, and the ids in the journal, as a real run exports them to a real OTLP re
 
 Two real runs (about 9 s each) and a unit check of the request bytes:
 - the embedded shop with per-process keys and round-robin routing: every second round lands on the other replica,
-  which cannot open the state (-32602); `OTEL_TRACES_SAMPLER_ARG=0`, so only the failed flows are exported;
+  which cannot open the state (-32602, logged `unknown key`, which reconciliation puts under the round's span);
+  `OTEL_TRACES_SAMPLER_ARG=0`, so only the failed flows are exported;
 - the refund desk with the SDK's own tracing on (`tests/servers/traced_desk.py`), share 1: every flow exported,
   and each of the desk's SERVER spans is the child of the harness's CLIENT span for that round.
 """
@@ -125,8 +126,8 @@ def test_a_traced_round_carries_its_traceparent_and_an_untraced_one_the_same_byt
     assert traced == expected
 
 
-def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal(shop_run: Finished,
-                                                                            receiver: OtlpReceiver) -> None:
+def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal_and_the_reason_under_the_round(
+        shop_run: Finished, receiver: OtlpReceiver) -> None:
     assert shop_run.code == 0, shop_run.output
     journal = shop_run.journal()
     rejected = [r for r in journal if r["type"] == "round" and r["code"] == "-32602"]
@@ -145,6 +146,9 @@ def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal(shop
         assert said["mrtr.flow.id"] == record["flow_id"] and said["mrtr.replica"] == record["replica"]
         flow = spans[(record["trace_id"], hex_id(span.parent_span_id))]
         assert flow.kind == SPAN_KIND_INTERNAL and attributes(flow)["mrtr.flow.outcome"] == "rejected"
+    reasons = receiver.wait_for_spans(lambda span: span.name.startswith("mrtr.reconciled "), len(rejected))
+    under = {(hex_id(span.trace_id), hex_id(span.parent_span_id)): attributes(span) for span in reasons}
+    assert all(under[(r["trace_id"], r["span_id"])]["mrtr.rejection.reason"] == "unknown key" for r in rejected)
     failed_flows = {r["flow_id"] for r in journal if r["type"] == "round" and r["code"] is not None}
     flows = [r for r in journal if r["type"] == "flow"]
     assert {f["flow_id"] for f in flows if "trace_id" in f} == failed_flows
@@ -154,7 +158,7 @@ def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal(shop
     assert any(f["outcome"] == "completed" for f in flows), "share 0: the completed flows were left out"
 
 
-def test_the_run_span_has_the_chaos_as_children_and_the_duration_metric_the_conventions_buckets(
+def test_the_run_span_has_the_chaos_as_children_and_the_metrics_arrive_the_duration_in_the_conventions_buckets(
         shop_run: Finished, receiver: OtlpReceiver) -> None:
     assert shop_run.code == 0, shop_run.output
     run = receiver.wait_for_spans(lambda span: span.name == "mrtr.run otel-trace")[0]
@@ -168,6 +172,11 @@ def test_the_run_span_has_the_chaos_as_children_and_the_duration_metric_the_conv
     failed = [attributes(point) for point in points if "error.type" in attributes(point)]
     assert {point["error.type"] for point in failed} == {"-32602"}
     assert {point["gen_ai.tool.name"] for point in map(attributes, points)} == {"quote_refund", "issue_refund"}
+    rejected = sum(1 for r in shop_run.journal() if r["type"] == "round" and r["code"] == "-32602")
+    errors = receiver.wait_for_metric("mrtr_client_errors_total")[-1]  # the project's counters, the last export
+    assert errors.sum.is_monotonic
+    assert sum(point.as_double or point.as_int for point in errors.sum.data_points
+               if attributes(point).get("code") == "-32602") == rejected
 
 
 def test_the_servers_span_is_the_child_of_the_rounds_client_span(receiver: OtlpReceiver, tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from harness.config.scenario_schema import SCHEMA_FILE, is_duration, is_share
 from harness.exit_codes import markdown_table
 from harness.metrics.registry import HOST_CODES, MAX_ROUND_LABEL, RunMetrics
 from harness.report import summary_schema
-from harness.telemetry import conventions, flow_spans, run_span
+from harness.telemetry import conventions, flow_spans, registry_metrics, run_span
 from harness.triage.catalogue import EXTERNAL_BEGIN, EXTERNAL_END, external_table
 from harness.vocabulary import LABEL_VALUES
 
@@ -89,6 +89,7 @@ def _opentelemetry_section() -> list[str]:
     lines = ["", "## OpenTelemetry", "", _body_paragraph(inspect.getdoc(conventions) or ""), "",
              _body_paragraph(inspect.getdoc(flow_spans) or ""), "",
              _body_paragraph(inspect.getdoc(run_span) or ""), "", OTEL_PROSE, "",
+             _body_paragraph(inspect.getdoc(registry_metrics) or ""), "",
              f"`{conventions.CLIENT_DURATION}` (histogram, seconds, from send to answer, per round) has the buckets "
              + ", ".join(f"{bound:g}" for bound in conventions.DURATION_BUCKETS) + " and the attributes "
              f"`{conventions.MCP_METHOD}`, `{conventions.GEN_AI_TOOL}`, `{conventions.MCP_PROTOCOL_VERSION}` and, "

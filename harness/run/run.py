@@ -85,6 +85,7 @@ from harness.targets.ledger import NewDoubles
 from harness.telemetry import switch
 
 if TYPE_CHECKING:
+    from harness.telemetry.registry_metrics import RegistryExport
     from harness.telemetry.run_span import RunSpans
 
 __all__ = ["Run", "RunOptions"]
@@ -144,6 +145,13 @@ class Run:
         self.target_error: str | None = None
         self.spans = self._run_spans() if switch.tracing_on() else None
         """The run's own trace (the run span, a child per chaos action), when spans are exported."""
+        self.registry_export = self._registry_export() if switch.metrics_on() else None
+        """The run's Prometheus counters and gauges also over OTLP, when metrics are exported."""
+
+    def _registry_export(self) -> RegistryExport:
+        from harness.telemetry.registry_metrics import RegistryExport
+
+        return RegistryExport(self.run_metrics.registry, self.folder.name)
 
     def _run_spans(self) -> RunSpans:
         from harness.telemetry.run_span import RunSpans
@@ -381,6 +389,8 @@ class Run:
         self.journal.close()
         if self.spans is not None:
             self.failures.step(self.spans.close, ended, status.value, self.failures.error)
+        if self.registry_export is not None:  # the final counts, as the run ended
+            self.failures.step(self.registry_export.close)
 
     def _status(self) -> EndStatus:
         if self.failures.error is not None:
@@ -398,7 +408,7 @@ class Run:
 
     def _reconcile(self) -> None:
         if self.collector is not None and self.target is not None:
-            reconcile(self.fold, self.target.labels, self.journal, self.run_metrics)
+            reconcile(self.fold, self.target.labels, self.journal, self.run_metrics, self.spans)
 
     def _account_cpu(self) -> None:
         if self.cpu_start is not None and self.cpu_end is not None:

@@ -1,22 +1,19 @@
 """`mcp.client.operation.duration` over OTLP: one value per round, in the conventions' buckets.
 
-The SDK's `MeterProvider` with a `PeriodicExportingMetricReader` in front of its
-`OTLPMetricExporter` (http/protobuf; `OTEL_METRIC_EXPORT_INTERVAL` sets the interval, 60 s by
-default); `close` collects and sends the last values, so a run shorter than an interval still
-exports them. Attributes per round are one of a few dicts made once each (method, tool, error,
-version), so recording costs a dict look-up and the SDK's own update.
+The SDK's `MeterProvider` and its `OTLPMetricExporter` (http/protobuf), sent every
+`OTEL_METRIC_EXPORT_INTERVAL` (60 s by default; `export.MetricsPipe`); `close` collects and sends
+the last values, so a run shorter than an interval still exports them. Attributes per round are
+one of a few dicts made once each (method, tool, error, version), so recording costs a dict look-up
+and the SDK's own update.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
 import harness
 from harness.telemetry import conventions as attr
-from harness.telemetry.export import SHUTDOWN_MILLIS, resource
+from harness.telemetry.export import MetricsPipe
 
 __all__ = ["ClientDurations"]
 
@@ -28,16 +25,12 @@ class ClientDurations:
     """This process's `mcp.client.operation.duration`, exported over OTLP until `close`."""
 
     def __init__(self, run_id: str) -> None:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-        self._provider = MeterProvider(resource=resource(run_id), shutdown_on_exit=False,
-                                       metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
-        meter = self._provider.get_meter("mrtr-harness", harness.__version__)
+        self._pipe = MetricsPipe(run_id)
+        meter = self._pipe.provider.get_meter("mrtr-harness", harness.__version__)
         self._histogram = meter.create_histogram(
             attr.CLIENT_DURATION, unit="s", description="Duration of the MCP request as observed by the sender.",
             explicit_bucket_boundaries_advisory=list(attr.DURATION_BUCKETS))
         self._attributes: dict[tuple[str, str | None, str], dict[str, Any]] = {}
-        self._closed = False
 
     def record(self, seconds: float, tool: str, error_type: str | None, version: str) -> None:
         """One round: `seconds` from send to answer; `error_type` the conventions' value when it failed."""
@@ -56,6 +49,4 @@ class ClientDurations:
 
     def close(self) -> None:
         """The last values sent, the reader stopped (once)."""
-        if not self._closed:
-            self._closed = True
-            self._provider.shutdown(timeout_millis=SHUTDOWN_MILLIS)
+        self._pipe.close()

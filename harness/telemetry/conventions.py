@@ -49,6 +49,7 @@ SCENARIO: Final = "mrtr.scenario"
 SEED: Final = "mrtr.seed"
 CHAOS_ACTION: Final = "mrtr.chaos.action"
 CHAOS_TARGET: Final = "mrtr.chaos.target"
+REJECTION_REASON: Final = "mrtr.rejection.reason"
 
 
 class Attribute(NamedTuple):
@@ -71,7 +72,8 @@ ATTRIBUTES: Final[tuple[Attribute, ...]] = (
                                    "(`503`, `401`) or the transport failure (`connection_error`, `timeout`, ...)."),
     Attribute(RPC_STATUS, "round", "a JSON-RPC error only: its code, as `error.type`."),
     Attribute(ROUND, "round", "the round's place in its call (1, 2, ...)."),
-    Attribute(REPLICA, "round", "the replica the round is counted under (as the journal's `replica`)."),
+    Attribute(REPLICA, "round, reconciled", "the replica the round is counted under (as the journal's `replica`); on "
+                                            "a reconciled span, the replica that logged the reason."),
     Attribute(ROUND_OUTCOME, "round", "the round's outcome (as the journal's `outcome`)."),
     Attribute(STATE_BYTES, "round", "the length of the `requestState` the answer carried; absent when none."),
     Attribute(FLOW_KIND, "flow, round", "the flow's kind (a `call` flow's name)."),
@@ -80,6 +82,8 @@ ATTRIBUTES: Final[tuple[Attribute, ...]] = (
     Attribute(FLOW_ROUNDS, "flow", "how many rounds the flow sent."),
     Attribute(HOST, "flow", "the `[[hosts]]` entry the flow's lead sits behind."),
     Attribute(LEAD, "flow", "the lead's index among the run's leads."),
+    Attribute(REJECTION_REASON, "reconciled", "the reason a replica logged for the rejected round (`unknown key`, "
+                                              "`seal`, ...), once reconciliation matched the two."),
     Attribute(SCENARIO, "run", "the scenario's name."),
     Attribute(SEED, "run", "the scenario's seed."),
     Attribute(CHAOS_ACTION, "chaos", "the chaos action (as the journal's `action`)."),

@@ -11,9 +11,14 @@ waiting on the network holds up no round; encoding is paid only for what samplin
 from __future__ import annotations
 
 import logging
+import math
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
 
+import gevent
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -23,7 +28,7 @@ import harness
 from harness.telemetry import switch
 from harness.telemetry.conventions import RUN_ID, SERVICE_NAME_DEFAULT
 
-__all__ = ["SCOPE", "SpanSink", "resource"]
+__all__ = ["SCOPE", "MetricsPipe", "SpanSink", "resource"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +47,54 @@ def resource(run_id: str) -> Resource:
     if run_id:
         attributes[RUN_ID] = run_id
     return Resource.create(attributes)
+
+
+EXPORT_INTERVAL: Final = "OTEL_METRIC_EXPORT_INTERVAL"
+DEFAULT_INTERVAL_MILLIS: Final = 60_000
+
+
+def export_interval(environ: Mapping[str, str] | None = None) -> float:
+    """`OTEL_METRIC_EXPORT_INTERVAL` in seconds (milliseconds in the variable; 60 s when unset or not a number > 0)."""
+    text = (os.environ if environ is None else environ).get(EXPORT_INTERVAL, "").strip()
+    try:
+        millis = float(text) if text else DEFAULT_INTERVAL_MILLIS
+    except ValueError:
+        millis = DEFAULT_INTERVAL_MILLIS
+    return (millis if millis > 0 and math.isfinite(millis) else DEFAULT_INTERVAL_MILLIS) / 1000.0
+
+
+class MetricsPipe:
+    """A `MeterProvider` whose reader exports every `OTEL_METRIC_EXPORT_INTERVAL` from a greenlet of this process,
+    and once more at `close`.
+
+    Not the SDK's own timer thread: the SDK restarts that thread in every child the process forks
+    (`os.register_at_fork`), and a gevent process's `subprocess` forks in Python, so each child the run starts
+    would export the parent's metrics (or warn that its exporter is shut) before it execs. A reader with no
+    interval has no thread and no fork hook; the greenlet here does its timing.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        self.provider = MeterProvider(resource=resource(run_id), shutdown_on_exit=False, metric_readers=[
+            PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=math.inf)])
+        self._timer = gevent.spawn(self._every, export_interval())
+        self._closed = False
+
+    def _every(self, seconds: float) -> None:
+        while True:
+            gevent.sleep(seconds)
+            self.provider.force_flush(SHUTDOWN_MILLIS)
+
+    def close(self) -> None:
+        """The last values collected and sent, the reader stopped (once)."""
+        if not self._closed:
+            self._closed = True
+            self._timer.kill()
+            try:
+                self.provider.force_flush(SHUTDOWN_MILLIS)  # a reader with no timer collects nothing at shutdown
+            finally:
+                self.provider.shutdown(timeout_millis=SHUTDOWN_MILLIS)
 
 
 class SpanSink:

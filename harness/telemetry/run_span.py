@@ -1,9 +1,12 @@
-"""The run's own trace: a span for the whole run (`mrtr.run {scenario}`), a child span per chaos action.
+"""The run's own spans: the run (`mrtr.run {scenario}`) with a child per chaos action, and each rejection's reason.
 
 Built in the run process when spans are exported. Each chaos action (and the rollback) is a child
 span from its start to its end as the schedule journals them, sent as soon as it ends; the run span
 itself is sent when the run's end is journaled. Flows are traces of their own (a trace per flow is
 what a tracing backend shows and samples well); the run id on every process's resource joins them.
+Once reconciliation (at the run's end) has matched a rejected round to the line a replica logged, the
+reason goes into the flow's trace as `mrtr.reconciled {reason}`, a child of the round's client span,
+at the time the line was logged (the client only ever sees `-32602`; the reason is in the log).
 """
 
 from __future__ import annotations
@@ -50,6 +53,16 @@ class RunSpans:
                                      {attr.CHAOS_ACTION: action, attr.CHAOS_TARGET: target},
                                      kind=SpanKind.INTERNAL, status=status, start_time=_ns(started),
                                      end_time=_ns(ended), instrumentation_scope=SCOPE)])
+
+    def reconciled(self, trace_id: str, span_id: str, reason: str, replica: str, t: float) -> None:
+        """The reason a replica logged for a rejected round, once reconciliation matched them: a span in the flow's
+        trace, child of the round's client span (`mrtr.reconciled {reason}`), at the time the line was logged."""
+        parent = SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=_SAMPLED)
+        context = SpanContext(parent.trace_id, self._ids.getrandbits(64) or 1, is_remote=False, trace_flags=_SAMPLED)
+        self.sink.send([ReadableSpan(f"mrtr.reconciled {reason}", context, parent, self.sink.resource,
+                                     {attr.REJECTION_REASON: reason, attr.REPLICA: replica},
+                                     kind=SpanKind.INTERNAL, start_time=_ns(t), end_time=_ns(t),
+                                     instrumentation_scope=SCOPE)])
 
     def close(self, ended: float, status: str, error: str | None = None) -> None:
         """The run span (`status`: the journal's end status), then the sink flushed and stopped."""
