@@ -39,12 +39,12 @@ from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, MrtrClient, Responder, RoundHook, RoundRecord, Steps
 from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
+from harness.telemetry.marks import FlowTrace, RoundMark, error_type, span_hex, trace_hex
 from harness.vocabulary import AUTH_OUTCOMES
 
 if TYPE_CHECKING:
     from harness.auth.keeper import LeadTokens
     from harness.load.shop_orders import ShopOrders
-    from harness.telemetry.flow_spans import FlowTrace, RoundMark
     from harness.telemetry.load import LoadTelemetry
 
 
@@ -285,8 +285,6 @@ class Flow:
     def _telemetry(self, telemetry: LoadTelemetry, tool: str, record: RoundRecord, replica: str,
                    failure: str | None, done: RoundDone) -> None:
         """The round's mark on its flow's trace (its ids in the journal when it failed), and its duration."""
-        from harness.telemetry.flow_spans import error_type, span_hex, trace_hex
-
         trace = self.trace
         mark = _mark(tool, record, replica, failure, record.span_id or (trace.new_span() if trace else 0))
         if trace is not None:
@@ -351,8 +349,6 @@ def request_name(tool: str, number: int) -> str:
 
 
 def _mark(tool: str, record: RoundRecord, replica: str, failure: str | None, span_id: int) -> RoundMark:
-    from harness.telemetry.flow_spans import RoundMark
-
     return RoundMark(span_id, tool, record.round, replica, record.replica, record.request_id, record.sent_at,
                      record.received_at, record.outcome.value, failure, record.http_status, record.error_code,
                      len(record.request_state) if record.request_state is not None else None)
@@ -461,7 +457,7 @@ def finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, *, by_run: bool = Fal
             and telemetry.spans.end(flow.trace, flow_id=flow.flow_id, kind=flow.kind, outcome=outcome.value,
                                     failed=outcome in KEPT_OUTCOMES, started=flow.started, ended=now,
                                     host=flow.host.name, lead=flow.lead, protocol_version=flow.host.protocol):
-        record["trace_id"] = f"{flow.trace.trace_id:032x}"
+        record["trace_id"] = trace_hex(flow.trace.trace_id)
     flow.trace = None  # its marks go with it: a flow interrupted twice is not sent twice
     env.journal.write(record)
     env.run_metrics.flow_finished(flow.kind, outcome.value, duration)

@@ -18,7 +18,7 @@ import itertools
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 import gevent
 
@@ -29,9 +29,7 @@ from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import NOT_SENT, HttpAnswer, RoundTransport, Transport
 from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply, dump_bytes
-
-if TYPE_CHECKING:  # the OpenTelemetry SDK is imported only by a process that traces
-    from harness.telemetry.flow_spans import FlowTrace
+from harness.telemetry.marks import FlowTrace
 
 __all__ = ["CallResult", "CallSteps", "MrtrClient", "LeadAnswer", "Responder", "RoundHook", "RoundRecord", "Steps",
            "drive"]

@@ -39,7 +39,8 @@ def load_telemetry(seed: int, run_id: str) -> LoadTelemetry | None:
     spans = durations = None
     if switch.tracing_on():
         from harness.telemetry.export import SpanSink
-        from harness.telemetry.flow_spans import FlowSpans, sampled_share
+        from harness.telemetry.flow_spans import FlowSpans
+        from harness.telemetry.marks import sampled_share
 
         spans = FlowSpans(SpanSink(run_id), seed, sampled_share(), MODERN_REVISION)
     if switch.metrics_on():
