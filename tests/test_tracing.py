@@ -159,8 +159,9 @@ def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal_and_
     logged = {r["reason"] for r in journal if r["type"] == "rejection"}  # unknown key; expired, on a slow machine
     assert "unknown key" in logged and all(under[(r["trace_id"], r["span_id"])]["mrtr.rejection.reason"] in logged
                                            for r in rejected)
-    failed_flows = {r["flow_id"] for r in journal if r["type"] == "round" and r["code"] is not None}
     flows = [r for r in journal if r["type"] == "flow"]
+    failed_flows = {r["flow_id"] for r in journal if r["type"] == "round" and r["code"] is not None} \
+        | {f["flow_id"] for f in flows if f["outcome"] in ("rejected", "error", "rounds_exceeded")}
     assert {f["flow_id"] for f in flows if "trace_id" in f} == failed_flows
     exported_flows = {attributes(span)["mrtr.flow.id"] for span in receiver.spans()
                       if span.name.startswith("mrtr.flow ")}
