@@ -110,9 +110,12 @@ OTEL_PROSE = ("Export is off until OpenTelemetry's own variables turn it on (`OT
               "(`mrtr.run {scenario}`) with a child span per chaos action (`mrtr.chaos {action}`, and "
               "`mrtr.chaos rollback`). Sampling: `OTEL_TRACES_SAMPLER_ARG` is the share (0 to 1) of flows without "
               "a failure that are exported, default 0.01; every flow with a failed round, or that ended rejected, "
-              "error or rounds_exceeded, is exported. The journal's failed round records carry their span's "
-              "`trace_id` and `span_id`, an exported flow's record its `trace_id`. Locust workers export their own "
-              "flows. A 2025 host's call (the SDK's own client) has its round span but sends no `traceparent`.")
+              "error or rounds_exceeded, is exported (the harness samples when a flow ends, so "
+              "`OTEL_TRACES_SAMPLER` is not read; a server's parent-based sampler sees flags 01 on every round). "
+              "The journal's failed round records carry their span's `trace_id` and `span_id`, an exported flow's "
+              "record its `trace_id`. Locust workers export their own flows (a remote worker by its own "
+              "variables). A 2025 host's call (the SDK's own client) has its round span but sends no "
+              "`traceparent`. `OTEL_EXPORTER_OTLP_HEADERS` is read by the exporter only, never written anywhere.")
 
 
 def _defined_metrics(run_metrics: RunMetrics) -> Iterator[MetricWrapperBase]:
