@@ -213,3 +213,21 @@ def test_the_servers_span_is_the_child_of_the_rounds_client_span(receiver: OtlpR
         client = by_span[(server.trace_id, server.parent_span_id)]
         assert server.name == client.name == "tools/call refund_item"
         assert attributes(server)["jsonrpc.request.id"] == attributes(client)["jsonrpc.request.id"]
+
+
+def test_a_locust_worker_exports_its_own_flows(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    """`--workers 1`: the flows run in the worker, which exports their spans itself before it reports finished
+    (share 1: every flow), with the run's id on its resource, as the journal part it ships says."""
+    scenario = tmp_path / "shop.toml"
+    scenario.write_text(SHOP.replace('duration = "3s"', 'duration = "2s"'))
+    finished = run_harness(scenario, tmp_path / "results", "--otlp", receiver.url, "--workers", "1",
+                           env={"OTEL_TRACES_SAMPLER_ARG": "1"})
+    assert finished.code == 0, finished.output
+    assert finished.folder is not None
+    flows = [record for line in (finished.folder / "journal-w0.jsonl").read_text().splitlines()
+             if (record := orjson.loads(line))["type"] == "flow"]
+    assert flows and all(flow["flow_id"].startswith("w0-") and len(flow["trace_id"]) == 32 for flow in flows)
+    traces = {flow["trace_id"] for flow in flows}
+    spans = receiver.wait_for_spans(lambda span: span.name.startswith("mrtr.flow ")
+                                    and hex_id(span.trace_id) in traces, len(flows))
+    assert {attributes(span)["mrtr.flow.id"] for span in spans} == {flow["flow_id"] for flow in flows}
