@@ -19,8 +19,9 @@ import pytest
 
 from harness.mrtr.wire import CallFrame, Envelope
 from harness.telemetry.conventions import DURATION_BUCKETS
+from harness.telemetry.export import resource
 from harness.telemetry.marks import FlowTrace, kept
-from tests.harness_run import Finished, run_harness
+from tests.harness_run import SCENARIOS, Finished, leaks, run_harness
 from tests.otlp import (
     SPAN_KIND_CLIENT,
     SPAN_KIND_INTERNAL,
@@ -88,6 +89,10 @@ abandon = 0.0
 """
 
 
+API_KEY = "otlp-key-5d1c9a77e0"
+"""A backend's API key in `OTEL_EXPORTER_OTLP_HEADERS`: read by the exporter, written nowhere."""
+
+
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[OtlpReceiver]:
     with otlp_receiver() as running:
@@ -99,7 +104,8 @@ def shop_run(receiver: OtlpReceiver, tmp_path_factory: pytest.TempPathFactory) -
     folder = tmp_path_factory.mktemp("shop")
     scenario = folder / "shop.toml"
     scenario.write_text(SHOP)
-    return run_harness(scenario, folder / "results", "--otlp", receiver.url, env={"OTEL_TRACES_SAMPLER_ARG": "0"})
+    return run_harness(scenario, folder / "results", "--otlp", receiver.url,
+                       env={"OTEL_TRACES_SAMPLER_ARG": "0", "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={API_KEY}"})
 
 
 def _by_id(receiver: OtlpReceiver) -> dict[tuple[str, str], object]:
@@ -167,6 +173,26 @@ def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal_and_
                       if span.name.startswith("mrtr.flow ")}
     assert exported_flows == failed_flows
     assert any(f["outcome"] == "completed" for f in flows), "share 0: the completed flows were left out"
+
+
+def test_the_otlp_headers_are_written_nowhere(shop_run: Finished) -> None:
+    assert shop_run.code == 0, shop_run.output
+    assert leaks(shop_run, {"OTEL_EXPORTER_OTLP_HEADERS": API_KEY}, jwts=False) == []
+
+
+def test_the_service_is_named_mrtr_harness_unless_otel_service_name_says_and_carries_the_run_id(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    assert resource("run-1").attributes["service.name"] == "mrtr-harness"
+    assert resource("run-1").attributes["mrtr.run.id"] == "run-1"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "nightly-load")
+    assert resource("run-1").attributes["service.name"] == "nightly-load"
+
+
+def test_otlp_wants_an_http_url(tmp_path: Path) -> None:
+    finished = run_harness(SCENARIOS / "smoke.toml", tmp_path, "--otlp", "collector:4318")
+    assert finished.code == 2 and "--otlp needs an http(s) URL" in finished.output
+    assert finished.folder is None  # refused before anything started
 
 
 def test_the_run_span_has_the_chaos_as_children_and_the_metrics_arrive_the_duration_in_the_conventions_buckets(
