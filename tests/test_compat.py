@@ -317,3 +317,32 @@ def test_locusts_page_has_the_words_the_page_script_finds_its_controls_and_user_
         assert f"children:`{word}`" in bundle and f'"{word}"' in PAGE_SCRIPT, word
     assert "`Stop`" in bundle and "name:`MuiTypography`" in bundle
     assert "</body>" in (dist / "index.html").read_text(encoding="utf-8")
+
+
+# --- the OpenTelemetry SDK ------------------------------------------------------------------------------------------
+
+
+def test_a_meter_provider_runs_handle_fork_in_a_forked_child_and_the_quiet_one_runs_nothing(tmp_path):
+    """The SDK registers `MeterProvider._handle_fork` with `os.register_at_fork`: a real fork runs it in the child,
+    unless the provider is `ForkQuietMeterProvider`."""
+    import os
+
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from harness._compat.opentelemetry import ForkQuietMeterProvider
+
+    class Marking(MeterProvider):
+        def _handle_fork(self) -> None:
+            (tmp_path / "loud").touch()
+
+    class QuietMarking(ForkQuietMeterProvider):
+        pass
+
+    providers = [Marking(shutdown_on_exit=False), QuietMarking(shutdown_on_exit=False)]
+    pid = os.fork()
+    if pid == 0:  # the child: the fork hooks have run; leave at once
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert (tmp_path / "loud").exists()
+    assert QuietMarking._handle_fork is ForkQuietMeterProvider._handle_fork is not MeterProvider._handle_fork
+    del providers

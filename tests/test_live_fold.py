@@ -41,6 +41,7 @@ from harness.run.fold.protocol import (
     SoFar,
     StateSizes,
     Tell,
+    TracedReasons,
     WindowFigures,
 )
 from harness.run.fold.worker import LiveFold
@@ -130,7 +131,7 @@ def test_every_query_of_the_protocol_is_answered_through_the_pipe_with_its_reply
     query names, so the run and the fold agree on one interface (a query added without its case fails here)."""
     queries: list[Ask[Any] | Tell] = [
         Figures(), OpenWindow("during", T0), WindowFigures("during"), ProgressCounts(), ReplicaRounds(),
-        Reconcile(("replica-1",)), Invariants(None, None), Echo(("back", 1))]
+        Reconcile(("replica-1",)), TracedReasons(("replica-1",)), Invariants(None, None), Echo(("back", 1))]
     declared = {kind for kind in vars(protocol).values() if isinstance(kind, type) and kind not in (Ask, Tell)
                 and issubclass(kind, Ask | Tell)}
     assert declared == {type(query) for query in queries} | {Finish, StateSizes, SoFar}
@@ -152,6 +153,7 @@ def test_every_query_of_the_protocol_is_answered_through_the_pipe_with_its_reply
     assert answers[ProgressCounts] == (1, [])
     assert answers[ReplicaRounds] == {} and answers[Echo] == ("back", 1)
     assert answers[Reconcile]["type"] == RecordType.RECONCILIATION and answers[Reconcile]["unexplained"] == 0
+    assert answers[TracedReasons] == []
     assert [result.name for result in answers[Invariants]] == list(INVARIANTS)
     assert all(isinstance(result, InvariantResult) for result in answers[Invariants])
     assert isinstance(read, JournalRead) and read.figures.flows == 1

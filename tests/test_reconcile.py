@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.folding.figures import RunFigures
-from harness.folding.reconcile import Matching
+from harness.folding.reconcile import Matching, TracedReason
 from harness.report import render_thresholds
 from harness.report.verdict import RunChecks, decide
 
@@ -124,3 +124,15 @@ def test_past_the_bound_unmatched_items_count_against_the_run_never_for_it() -> 
     verdict = decide(RunFigures(), [], checks)
     assert f"{result['settled_early']} unmatched rejection(s) and line(s) were counted before" in \
         render_thresholds(verdict)
+
+
+def test_a_matched_rejection_whose_round_was_traced_keeps_its_span_ids_for_its_reasons_span() -> None:
+    """Reconciliation hands the run each traced rejected round with the reason logged for it (its `mrtr.reconciled`
+    span's parts); an untraced round, or ids that are not hex of the right length (the journal is input), give none."""
+    matching = Matching()
+    traced = {"trace_id": "ab" * 16, "span_id": "cd" * 8}
+    for index, ids in enumerate([traced, {}, {"trace_id": "not hex", "span_id": "cd" * 8}]):
+        matching.add({"type": "round", "t": 100.0 + index, "latency": 0.1, "outcome": "invalid_state",
+                      "replica": "r1", "flow_id": f"f{index}", "round": 2, **ids})
+        matching.add({"type": "rejection", "t": 100.0 + index, "replica": "r1", "reason": "unknown key"})
+    assert matching.traced_reasons(["r1"]) == [TracedReason("ab" * 16, "cd" * 8, "unknown key", "r1", 100.0)]

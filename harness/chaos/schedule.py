@@ -30,7 +30,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gevent import GreenletExit
 
@@ -66,6 +66,9 @@ from harness.targets.commands import ChaosCommands, CommandFailed
 from harness.targets.debts import Debts
 from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, Target
 
+if TYPE_CHECKING:
+    from harness.telemetry.run_span import RunSpans
+
 Sleep = Callable[[float], None]
 
 logger = logging.getLogger(__name__)
@@ -100,8 +103,11 @@ class ChaosRunner:
     """Runs the scenario's chaos steps against a target at their times; journals each one."""
 
     def __init__(self, scenario: Scenario, target: Target, journal: Journal, run_metrics: RunMetrics,
-                 sleep: Sleep = time.sleep, run_id: str = "", proxies: FaultProxies | None = None) -> None:
+                 sleep: Sleep = time.sleep, run_id: str = "", proxies: FaultProxies | None = None,
+                 spans: RunSpans | None = None) -> None:
+        """`spans`: the run's trace, when spans are exported: each action (and the rollback) a child span of it."""
         self.scenario = scenario
+        self.spans = spans
         self.proxies = proxies
         """The fault proxies in front of the replicas, when the scenario has a network fault."""
         self.target = target
@@ -180,9 +186,12 @@ class ChaosRunner:
         if not ok:
             self.failures += 1
             logger.warning("chaos %s on %s failed: %s", step.action, target_label, error)
-        self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=time.time(), action=step.action,
+        ended = time.time()
+        self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=ended, action=step.action,
                                       target=target_label, ok=ok, error=error,
-                                      seconds=round(time.time() - started, 3), detail=detail))
+                                      seconds=round(ended - started, 3), detail=detail))
+        if self.spans is not None:
+            self.spans.chaos(step.action, target_label, started, ended, None if ok else error or "failed")
 
     def skip_pending(self) -> int:
         """Journal every step that never started as a failed one: the scenario promised it, the run ended first."""
@@ -359,9 +368,12 @@ class ChaosRunner:
         finally:
             self.commands.close()
         ok, error = not errors, "; ".join(errors) or None
-        self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=time.time(), action="rollback",
-                                      target="all", ok=ok, error=error, seconds=round(time.time() - started, 3),
+        ended = time.time()
+        self.journal.write(ChaosEnded(type=RecordType.CHAOS, phase=ChaosPhase.END, t=ended, action="rollback",
+                                      target="all", ok=ok, error=error, seconds=round(ended - started, 3),
                                       detail={"undone": undone}))
+        if self.spans is not None:
+            self.spans.chaos("rollback", "all", started, ended, error)
         return undone
 
 

@@ -91,6 +91,17 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                           "controls are off")
     run.add_argument("--web-linger", default="0",
                      help="with --web: keep serving the final counts this long after the run (e.g. 30s)")
+    run.add_argument("--otlp", metavar="URL", default=None,
+                     help="export OpenTelemetry spans (a CLIENT span per round, its traceparent in params._meta; a "
+                          "span per flow, every failed flow and OTEL_TRACES_SAMPLER_ARG's share of the rest, "
+                          "default 0.01; the run with its chaos) and metrics (mcp.client.operation.duration) over "
+                          "OTLP http/protobuf to URL, e.g. http://127.0.0.1:4318; sets OTEL_EXPORTER_OTLP_ENDPOINT "
+                          "for the run and every process it starts. Without it, OpenTelemetry's own variables turn "
+                          "export on: OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / "
+                          "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT for one signal (OTEL_SDK_DISABLED=true or "
+                          "OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER=none turn it off); OTEL_SERVICE_NAME "
+                          "(default mrtr-harness), OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS are read "
+                          "as the SDK reads them")
     run.add_argument("--save-figures-every", default="60s",
                      help="how often the figures folded so far are saved beside the journal (figures.json), so "
                           "`report` on a run killed later reads only what came after (default 60s)")
@@ -307,6 +318,8 @@ def _run(args: argparse.Namespace) -> int:
     problem = compare_cli.check_baseline_options(args, scenario)
     if problem is not None:
         raise UsageError(problem)
+    if args.otlp is not None:
+        _turn_on_otlp(args.otlp)  # before anything starts: every child process inherits the variables
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
                          metrics_host=args.metrics_host,
                          metrics_linger=linger, prometheus_targets=args.prometheus_targets,
@@ -318,6 +331,19 @@ def _run(args: argparse.Namespace) -> int:
     if args.first_baseline:
         return compare_cli.keep_first_baseline(run.folder, args.baseline, code)
     return compare_cli.compare_after_run(args.baseline, run.folder, code, args)
+
+
+def _turn_on_otlp(url: str) -> None:
+    """`--otlp URL`: an http(s) URL with a host, else exit 2; then OpenTelemetry's own variables, for this process and
+    its children (`harness.telemetry.switch.turn_on`)."""
+    from urllib.parse import urlsplit
+
+    from harness.telemetry import switch
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--otlp needs an http(s) URL of an OTLP receiver, e.g. http://127.0.0.1:4318 (got {url!r})")
+    switch.turn_on(url)
 
 
 LOG_LEVEL_ENV = "MRTR_LOG_LEVEL"

@@ -38,6 +38,7 @@ from harness.config.scenario_schema import SCHEMA_FILE, is_duration, is_share
 from harness.exit_codes import markdown_table
 from harness.metrics.registry import HOST_CODES, MAX_ROUND_LABEL, RunMetrics
 from harness.report import summary_schema
+from harness.telemetry import conventions, flow_spans, registry_metrics, run_span
 from harness.triage.catalogue import EXTERNAL_BEGIN, EXTERNAL_END, external_table
 from harness.vocabulary import LABEL_VALUES
 
@@ -79,7 +80,42 @@ def metrics_reference() -> str:
                "`[[hosts]]` name (`default` without them). For each host, `mrtr_host_client_errors_total` is pre-set "
                "at every code of " + ", ".join(f"`{code}`" for code in HOST_CODES) + "."), ""]
     lines += [f"- `{label}`: " + ", ".join(f"`{value}`" for value in values) for label, values in _LABEL_VALUES.items()]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _opentelemetry_section()) + "\n"
+
+
+def _opentelemetry_section() -> list[str]:
+    """The spans and the OTLP metric (`harness.telemetry`): how they are turned on, sampled, named, and each
+    attribute (`harness.telemetry.conventions.ATTRIBUTES`)."""
+    lines = ["", "## OpenTelemetry", "", _body_paragraph(inspect.getdoc(conventions) or ""), "",
+             _body_paragraph(inspect.getdoc(flow_spans) or ""), "",
+             _body_paragraph(inspect.getdoc(run_span) or ""), "", OTEL_PROSE, "",
+             _body_paragraph(inspect.getdoc(registry_metrics) or ""), "",
+             f"`{conventions.CLIENT_DURATION}` (histogram, seconds, from send to answer, per round) has the buckets "
+             + ", ".join(f"{bound:g}" for bound in conventions.DURATION_BUCKETS) + " and the attributes "
+             f"`{conventions.MCP_METHOD}`, `{conventions.GEN_AI_TOOL}`, `{conventions.MCP_PROTOCOL_VERSION}` and, "
+             f"on a failed round, `{conventions.ERROR_TYPE}`.", "",
+             "| attribute | on | meaning |", "|---|---|---|"]
+    lines += [_row([f"`{item.name}`", item.spans, item.meaning]) for item in conventions.ATTRIBUTES]
+    return lines
+
+
+OTEL_PROSE = ("Export is off until OpenTelemetry's own variables turn it on (`OTEL_EXPORTER_OTLP_ENDPOINT`, or the "
+              "traces' or metrics' own endpoint; `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` / "
+              "`OTEL_METRICS_EXPORTER=none` turn a signal off) or `run --otlp URL`, which sets "
+              "`OTEL_EXPORTER_OTLP_ENDPOINT` for the run and every process it starts (http/protobuf). "
+              "`service.name` is `mrtr-harness` unless `OTEL_SERVICE_NAME` says another; every process's resource "
+              "carries `mrtr.run.id`. Spans: a trace per flow (`mrtr.flow {kind}`, INTERNAL) with a CLIENT span per "
+              "round (`tools/call {tool}`), whose `traceparent` (version 00, flags 01) rides in the round's "
+              "`params._meta`, so the server's SERVER span is the round span's child; a trace for the run "
+              "(`mrtr.run {scenario}`) with a child span per chaos action (`mrtr.chaos {action}`, and "
+              "`mrtr.chaos rollback`). Sampling: `OTEL_TRACES_SAMPLER_ARG` is the share (0 to 1) of flows without "
+              "a failure that are exported, default 0.01; every flow with a failed round, or that ended rejected, "
+              "error or rounds_exceeded, is exported (the harness samples when a flow ends, so "
+              "`OTEL_TRACES_SAMPLER` is not read; a server's parent-based sampler sees flags 01 on every round). "
+              "The journal's failed round records carry their span's `trace_id` and `span_id`, an exported flow's "
+              "record its `trace_id`. Locust workers export their own flows (a remote worker by its own "
+              "variables). A 2025 host's call (the SDK's own client) has its round span but sends no "
+              "`traceparent`. `OTEL_EXPORTER_OTLP_HEADERS` is read by the exporter only, never written anywhere.")
 
 
 def _defined_metrics(run_metrics: RunMetrics) -> Iterator[MetricWrapperBase]:

@@ -29,12 +29,13 @@ and the record's `settled_early` says how many items were counted so.
 from __future__ import annotations
 
 import math
+import re
 import time
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.journal.records import Reconciled, RecordType
 from harness.journal.writer import JournalView
@@ -52,12 +53,41 @@ SETTLE = 60.0
 """Seconds before the newest record after which a held item is settled: its partner, if any, has come."""
 
 
+TRACED = 10_000
+"""Matched rejections whose round span ids reconciliation keeps for their reason's span, at most (`TracedReason`)."""
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_SPAN_ID = re.compile(r"[0-9a-f]{16}")
+
+
 @dataclass(frozen=True, slots=True)
 class ClientRejection:
     start: float
     end: float
     replica: str
     what: str
+    trace: tuple[str, str] | None = None
+    """The round's client span (trace id, span id), when its flow was traced."""
+
+
+class TracedReason(NamedTuple):
+    """A traced rejected round and the reason a replica logged for it: what its reason's span is made of."""
+
+    trace_id: str
+    span_id: str
+    reason: str
+    replica: str
+    t: float
+    """When the line was logged."""
+
+
+def _span_of(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A round record's (trace id, span id), when both are there and well formed (the journal is input)."""
+    trace_id, span_id = record.get("trace_id"), record.get("span_id")
+    if isinstance(trace_id, str) and isinstance(span_id, str) and _TRACE_ID.fullmatch(trace_id) \
+            and _SPAN_ID.fullmatch(span_id):
+        return trace_id, span_id
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +118,7 @@ class Matching(JournalView):
             self.clients.append(ClientRejection(end - latency - SLACK_BEFORE, end + SLACK_AFTER,
                                                 str(record.get("replica")),
                                                 f"{record.get('flow_id')} round {record.get('round')} on "
-                                                f"{record.get('replica')} at {_clock(end)}"))
+                                                f"{record.get('replica')} at {_clock(end)}", _span_of(record)))
             self.latest = max(self.latest, end)
         elif kind == RecordType.REJECTION:
             line = LoggedRejection(float(record["t"]), str(record["replica"]), str(record["reason"]))
@@ -114,6 +144,7 @@ class Matching(JournalView):
         for i in sorted(gone_clients, key=lambda i: self.clients[i].end):
             if i in found:
                 gone_lines.add(found[i])
+                self.settled.trace(self.clients[i], self.logged[found[i]])
             else:
                 self.settled.unexplain(self.clients[i], early=self.clients[i].end >= cutoff)
         for j in sorted(gone_lines, key=lambda j: self.logged[j].t):
@@ -145,6 +176,13 @@ class Matching(JournalView):
                                     "unmatched_logged": (settled.examples["unmatched_logged"]
                                                          + [_line(line) for line in leftover])[:EXAMPLES]},
                           settled_early=settled.early)
+
+    def traced_reasons(self, replicas: Collection[str]) -> list[TracedReason]:
+        """Every matched rejection whose round was traced, with its line's reason (at most `TRACED`): the same
+        matching as `reconcile`'s."""
+        found = self._pairs(set(replicas))
+        held = [_traced(self.clients[i], self.logged[j]) for i, j in found.items() if self.clients[i].trace]
+        return (self.settled.traced + [reason for reason in held if reason is not None])[:TRACED]
 
     def _pairs(self, same_replica: set[str]) -> dict[int, int]:
         """The held items' matching, as {client index: line index}: on the same replica first (rounds whose replica
@@ -181,6 +219,13 @@ class Settled:
     early: int = 0
     """Unmatched items folded before they were settled, because a side held more than its bound."""
     examples: dict[str, list[str]] = field(default_factory=lambda: {"unexplained": [], "unmatched_logged": []})
+    traced: list[TracedReason] = field(default_factory=list)
+    """Matched pairs whose round was traced (at most `TRACED`)."""
+
+    def trace(self, client: ClientRejection, line: LoggedRejection) -> None:
+        reason = _traced(client, line)
+        if reason is not None and len(self.traced) < TRACED:
+            self.traced.append(reason)
 
     def unexplain(self, client: ClientRejection, *, early: bool) -> None:
         self.unexplained += 1
@@ -217,6 +262,10 @@ def match(clients: Sequence[ClientRejection], lines: Sequence[LoggedRejection]) 
             pairs.append((i, order[index]))
             next_free[index] = index + 1
     return pairs
+
+
+def _traced(client: ClientRejection, line: LoggedRejection) -> TracedReason | None:
+    return TracedReason(*client.trace, line.reason, line.replica, line.t) if client.trace is not None else None
 
 
 def _line(line: LoggedRejection) -> str:

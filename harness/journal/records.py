@@ -201,6 +201,9 @@ class RoundDone(TypedDict):
     once more, with the same state and answers. Absent on every other round.
     `state_bytes`: the length of the `requestState` the answer carried (an `input_required` round's, the
     state the next round echoes); absent when it carried none.
+    `trace_id` (32 lowercase hex) and `span_id` (16 hex): a failed round's OpenTelemetry client span, when
+    spans are exported (docs/metrics.md): paste them into a tracing backend to find the round and, under it,
+    the server's span. Every flow with a failed round is exported, so its ids are always found there.
     """
 
     type: Literal[RecordType.ROUND]
@@ -224,6 +227,8 @@ class RoundDone(TypedDict):
     host: NotRequired[str]
     auth_retry: NotRequired[bool]
     state_bytes: NotRequired[int]
+    trace_id: NotRequired[str]
+    span_id: NotRequired[str]
 
 
 class CallSummary(TypedDict):
@@ -246,7 +251,8 @@ class FlowEnded(TypedDict):
     never the mutant itself. One that drew a class it found it could not send (cross-principal when
     every lead's token stands for the same principal) adds `mutation_skipped` (that class) and
     `mutation_skipped_why`, and sends another class if it has one. `host`: the `[[hosts]]` entry its
-    lead sits behind.
+    lead sits behind. `trace_id` (32 lowercase hex): the flow's OpenTelemetry trace, when its spans were
+    exported (every flow with a failure, and the sampled share of the rest: docs/metrics.md).
     """
 
     type: Literal[RecordType.FLOW]
@@ -277,6 +283,7 @@ class FlowEnded(TypedDict):
     mutation_skipped: NotRequired[str]
     mutation_skipped_why: NotRequired[str]
     host: NotRequired[str]
+    trace_id: NotRequired[str]
 
 
 # --- chaos, logs and checks ----------------------------------------------------------------------

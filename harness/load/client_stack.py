@@ -28,6 +28,7 @@ from harness.mrtr.client import MrtrClient
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import Transport
 from harness.runtime.timers import SLACK, Timers
+from harness.telemetry.load import load_telemetry
 
 if TYPE_CHECKING:
     from harness.auth.keeper import LeadTokens
@@ -38,9 +39,10 @@ if TYPE_CHECKING:
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
                    run_metrics: RunMetrics, *, worker: int = 0, fire_request: RequestHook | None = None,
-                   auth_url: str | None = None) -> FlowEnv:
+                   auth_url: str | None = None, run_id: str = "") -> FlowEnv:
     """Everything the flows of one load process share (worker 0 is the local runner). `auth_url`: the target's own
-    URL, whose protected-resource metadata names it (the load's `urls` may be fault proxies in front of it)."""
+    URL, whose protected-resource metadata names it (the load's `urls` may be fault proxies in front of it).
+    `run_id`: the run's, on this process's spans and metrics when OpenTelemetry export is on."""
     router = Router(list(urls), scenario.load.routing, rng=stream(scenario.seed, "worker", worker, "router"))
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
     target = scenario.target
@@ -67,7 +69,7 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
                                                  headers=principal, credentials=tokens)
     return FlowEnv(scenario, client, journal, run_metrics, _shop_orders(scenario),
                    url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep,
-                   hosts=hosts, tokens=tokens)
+                   hosts=hosts, tokens=tokens, telemetry=load_telemetry(scenario.seed, run_id))
 
 
 def _lead_tokens(auth: TargetAuth, url: str, run_metrics: RunMetrics) -> LeadTokens:

@@ -251,7 +251,8 @@ class WorkerSession:
         try:
             scenario = Scenario.model_validate_json(data["scenario"])
             self.index = int(data["index"])
-            self._build(scenario, data["urls"], data["labels"], int(data["workers"]), data.get("auth_url"))
+            self._build(scenario, data["urls"], data["labels"], int(data["workers"]), data.get("auth_url"),
+                        str(data.get("run_id") or ""))
         except Exception as exc:  # noqa: BLE001 - the master must hear why, or it waits for a worker that never comes
             self.say(f"could not set up from the master's setup: {type(exc).__name__}: {exc}")
             self.runner.send_message(SETUP_FAILED, {"error": f"{type(exc).__name__}: {exc}"})
@@ -262,7 +263,8 @@ class WorkerSession:
                  f"{len(data['urls'])} replica URLs, journal spool {self.spool_dir}")
         self.runner.send_message(READY)  # the master knows the worker by its connection
 
-    def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int, auth_url: str | None) -> None:
+    def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int, auth_url: str | None,
+               run_id: str = "") -> None:
         from harness.config.flows import flow_label
         from harness.load.client_stack import build_flow_env
         from harness.load.plan import LoadPlan
@@ -274,7 +276,7 @@ class WorkerSession:
         self.journal = open_spool(spool)
         self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
         flow_env = build_flow_env(scenario, urls, labels, self.journal, self.run_metrics, worker=self.index,
-                                  fire_request=self.env.events.request.fire, auth_url=auth_url)
+                                  fire_request=self.env.events.request.fire, auth_url=auth_url, run_id=run_id)
         self.plan = LoadPlan(scenario, flow_env, worker=self.index, workers=workers)
         self.env.user_classes = user_classes(self.plan, None, distributed=True)
         self.shipper = JournalShipper(spool, lambda lines: self.runner.send_message(
@@ -306,6 +308,7 @@ class WorkerSession:
         self.plan.kill_in_flight()
         if self.plan.env.tokens is not None:
             self.plan.env.tokens.stop()
+        self._close_telemetry()
         self.journal.close()
         if self._shipping is not None:
             self._shipping.kill()
@@ -318,10 +321,16 @@ class WorkerSession:
         self.finished = True
         self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")
 
+    def _close_telemetry(self) -> None:
+        """This worker's own flows' spans and durations, sent before it reports finished (nothing outlives it)."""
+        if self.plan is not None and self.plan.env.telemetry is not None:
+            self.plan.env.telemetry.close()
+
     def close(self) -> bool:
         """After Locust's quit: True when everything was shipped (the spool is removed), else the spool stays."""
         if self.plan is not None and not self.finished:
             self.plan.kill_in_flight()
+            self._close_telemetry()
             self.journal.close()
         if self.finished or self.plan is None:
             shutil.rmtree(self.spool_dir, ignore_errors=True)
@@ -439,7 +448,7 @@ def _version() -> str:
 
 
 def setup_message(scenario_json: str, urls: list[str], labels: list[str], index: int, workers: int,
-                  auth_url: str | None = None) -> dict[str, Any]:
-    """Everything a worker needs, for worker `index` of `workers` (`auth_url`: see `build_flow_env`)."""
+                  auth_url: str | None = None, run_id: str = "") -> dict[str, Any]:
+    """Everything a worker needs, for worker `index` of `workers` (`auth_url`, `run_id`: see `build_flow_env`)."""
     return {"scenario": scenario_json, "urls": urls, "labels": labels, "index": index, "workers": workers,
-            "auth_url": auth_url}
+            "auth_url": auth_url, "run_id": run_id}

@@ -39,11 +39,13 @@ from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, MrtrClient, Responder, RoundHook, RoundRecord, Steps
 from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
+from harness.telemetry.marks import FlowTrace, RoundMark, error_type, span_hex, trace_hex
 from harness.vocabulary import AUTH_OUTCOMES
 
 if TYPE_CHECKING:
     from harness.auth.keeper import LeadTokens
     from harness.load.shop_orders import ShopOrders
+    from harness.telemetry.load import LoadTelemetry
 
 
 class HostClient(Protocol):
@@ -51,7 +53,7 @@ class HostClient(Protocol):
 
     def call_steps(self, tool: str, arguments: Mapping[str, Any], respond: Responder, *,
                    intended_at: float | None = None, on_round: RoundHook | None = None,
-                   lead: int | None = None) -> CallSteps: ...
+                   lead: int | None = None, trace: FlowTrace | None = None) -> CallSteps: ...
 
 PAGE_TIMEOUT = 10.0
 """Seconds a lead waits for a provider's page to answer."""
@@ -84,6 +86,8 @@ class FlowEnv:
     """Each host's settings and client, by name; empty: every flow runs on `client`, as the one default host."""
     tokens: LeadTokens | None = None
     """Every principal's OAuth token (`[target.auth]`), which the client's rounds carry; None without auth."""
+    telemetry: LoadTelemetry | None = None
+    """The flows' spans and the rounds' durations over OTLP (`harness.telemetry.load`); None when export is off."""
 
     def __post_init__(self) -> None:
         self._profiles: dict[int, LeadProfile] = {}
@@ -165,7 +169,7 @@ class Flow:
     """
 
     __slots__ = ("env", "spec", "flow_id", "kind", "rng", "late", "started", "ended", "rounds", "previous_replica",
-                 "server_time", "think_time", "thinking_until", "answers", "calls", "facts", "host", "lead")
+                 "server_time", "think_time", "thinking_until", "answers", "calls", "facts", "host", "lead", "trace")
 
     def __init__(self, env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream, *,
                  late: bool = False, lead: int = 0) -> None:
@@ -190,6 +194,10 @@ class Flow:
         self.facts: dict[str, Any] = {}
         self.host = env.host_of(flow_id)
         """The host the flow's lead sits behind: its client declares, speaks and retries as the host does."""
+        telemetry = env.telemetry
+        self.trace: FlowTrace | None = telemetry.spans.begin() \
+            if telemetry is not None and telemetry.spans is not None else None
+        """Its trace ids and round marks while it runs, when spans are exported (`harness.telemetry.flow_spans`)."""
 
     # --- calling tools -------------------------------------------------------------------
 
@@ -197,7 +205,8 @@ class Flow:
         """One tool call through its rounds, the lead answering; every round journaled as it ends."""
         result = yield from self.env.client_for(self.host).call_steps(tool, arguments, self.decide,
                                                                       intended_at=intended_at,
-                                                                      on_round=self.record_round, lead=self.lead)
+                                                                      on_round=self.record_round, lead=self.lead,
+                                                                      trace=self.trace)
         self.server_time += result.server_time
         self.call_done(tool, result.round_count, result.outcome)
         return result
@@ -210,6 +219,7 @@ class Flow:
     def send(self, tool: str, arguments: Mapping[str, Any], **kwargs: Any) -> RoundRecord:
         """One hand-built round (the adversarial flows' wrong retries), journaled like the others."""
         kwargs.setdefault("lead", self.lead)
+        kwargs.setdefault("trace", self.trace)
         record = self.env.client.send_round(tool, arguments, **kwargs)
         self.record_round(tool, record)
         self.server_time += record.server_time
@@ -272,6 +282,19 @@ class Flow:
         return record.outcome is Outcome.TOOL_ERROR and record.sent_responses and bool(self.answers) \
             and self.answers[-1] in _EXPECTED_ANSWERS
 
+    def _telemetry(self, telemetry: LoadTelemetry, tool: str, record: RoundRecord, replica: str,
+                   failure: str | None, done: RoundDone) -> None:
+        """The round's mark on its flow's trace (its ids in the journal when it failed), and its duration."""
+        trace = self.trace
+        mark = _mark(tool, record, replica, failure, record.span_id or (trace.new_span() if trace else 0))
+        if trace is not None:
+            trace.mark(mark)
+            if failure is not None:
+                done["trace_id"], done["span_id"] = trace_hex(trace.trace_id), span_hex(mark.span_id)
+        if telemetry.durations is not None:
+            telemetry.durations.record(record.server_time, tool, error_type(mark) if failure is not None else None,
+                                       self.host.protocol)
+
     def record_round(self, tool: str, record: RoundRecord) -> None:
         self.rounds += 1
         expected = self.answered_as_chosen(record)
@@ -296,6 +319,8 @@ class Flow:
             done["state_bytes"] = len(record.request_state)
         if record.outcome in AUTH_OUTCOMES:
             env.run_metrics.auth_refused(self.kind, tool, record.round, record.outcome.value)
+        if env.telemetry is not None:
+            self._telemetry(env.telemetry, tool, record, replica, failure, done)
         self.previous_replica = replica
         env.journal.write(done)
         env.run_metrics.round_done(self.kind, record.round, record.latency, failure)
@@ -321,6 +346,12 @@ def request_name(tool: str, number: int) -> str:
     if name is None:
         name = _REQUEST_NAMES[key] = f"{tool} round {number}" if number < 10 else f"{tool} round 10+"
     return name
+
+
+def _mark(tool: str, record: RoundRecord, replica: str, failure: str | None, span_id: int) -> RoundMark:
+    return RoundMark(span_id, tool, record.round, replica, record.replica, record.request_id, record.sent_at,
+                     record.received_at, record.outcome.value, failure, record.http_status, record.error_code,
+                     len(record.request_state) if record.request_state is not None else None)
 
 
 def _url_only(requests: Mapping[str, Any]) -> bool:
@@ -387,6 +418,9 @@ def generic_call(flow: Flow, spec: CallFlow, intended_at: float | None) -> Steps
 
 
 
+KEPT_OUTCOMES = frozenset({FlowOutcome.REJECTED, FlowOutcome.ERROR, FlowOutcome.ROUNDS_EXCEEDED})
+"""Flow outcomes whose spans are always exported (besides every flow with a failed round): what went wrong."""
+
 INTERRUPT_BATCH = 10_000
 """Flows journaled as interrupted between two writes of the journal (a few MB of lines)."""
 
@@ -418,6 +452,13 @@ def finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, *, by_run: bool = Fal
                        late=flow.late, host=flow.host.name, **flow.facts)  # type: ignore[typeddict-item]
     if by_run:
         record["interrupted_by_run"] = True
+    telemetry = env.telemetry
+    if flow.trace is not None and telemetry is not None and telemetry.spans is not None \
+            and telemetry.spans.end(flow.trace, flow_id=flow.flow_id, kind=flow.kind, outcome=outcome.value,
+                                    failed=outcome in KEPT_OUTCOMES, started=flow.started, ended=now,
+                                    host=flow.host.name, lead=flow.lead, protocol_version=flow.host.protocol):
+        record["trace_id"] = trace_hex(flow.trace.trace_id)
+    flow.trace = None  # its marks go with it: a flow interrupted twice is not sent twice
     env.journal.write(record)
     env.run_metrics.flow_finished(flow.kind, outcome.value, duration)
     env.run_metrics.host_flow_finished(flow.host.name, outcome.value)

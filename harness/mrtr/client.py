@@ -29,6 +29,7 @@ from harness.mrtr.outcome import Outcome
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import NOT_SENT, HttpAnswer, RoundTransport, Transport
 from harness.mrtr.wire import CallFrame, Envelope, SseScanner, decode_reply, dump_bytes
+from harness.telemetry.marks import FlowTrace
 
 __all__ = ["CallResult", "CallSteps", "MrtrClient", "LeadAnswer", "Responder", "RoundHook", "RoundRecord", "Steps",
            "drive"]
@@ -89,6 +90,8 @@ class RoundRecord:
     """The round is the resend of one the server answered 401 `invalid_token`, after the lead's token was renewed."""
     response_bytes: int = 0
     """The answer's body as read, in bytes (an SSE stream's up to the JSON-RPC response); 0 when none came."""
+    span_id: int = 0
+    """The round's client span id, whose `traceparent` the round carried; 0 when its flow is not traced."""
 
     @property
     def latency(self) -> float:
@@ -292,6 +295,7 @@ class MrtrClient:
         intended_at: float | None = None,
         on_round: RoundHook | None = None,
         lead: int | None = None,
+        trace: FlowTrace | None = None,
     ) -> CallSteps:
         """One call to its end (complete, an error, abandoned or rounds_exceeded), as steps.
 
@@ -302,6 +306,7 @@ class MrtrClient:
         call happens and a call stopped mid-think has left its rounds. A round after a
         wait counts its latency from when the wait was due: a late resume (a busy load
         process) is latency a user would have felt. `lead`: whose token the rounds carry (with `credentials`).
+        `trace`: the flow's trace, when it is traced: each round carries its own span's `traceparent`.
         """
         frame = CallFrame(self.envelope, tool, arguments)
         count = 0
@@ -315,7 +320,8 @@ class MrtrClient:
         reauthorized = False
         while True:
             count += 1
-            record = self._round(frame, count, responses, state, self.router.pick(replica), at, lead, reauthorized)
+            record = self._round(frame, count, responses, state, self.router.pick(replica), at, lead, reauthorized,
+                                 trace)
             server_time += record.server_time
             if on_round is not None:
                 on_round(tool, record)
@@ -365,6 +371,7 @@ class MrtrClient:
         round_number: int = 1,
         intended_at: float | None = None,
         lead: int | None = None,
+        trace: FlowTrace | None = None,
     ) -> RoundRecord:
         """Send exactly one round, as given; the adversarial hook of the on-call catalogue.
 
@@ -379,7 +386,7 @@ class MrtrClient:
         frame = CallFrame(self.envelope, tool, arguments, headers)
         url = replica if replica is not None else self.router.pick(None)
         at = intended_at if intended_at is not None else self._clock()
-        return self._round(frame, round_number, input_responses, request_state, url, at, lead)
+        return self._round(frame, round_number, input_responses, request_state, url, at, lead, False, trace)
 
     def _renewed(self, record: RoundRecord, lead: int | None) -> bool:
         """Whether a 401 round may go again: its error is `invalid_token`, and the lead now holds
@@ -403,9 +410,15 @@ class MrtrClient:
         intended_at: float,
         lead: int | None = None,
         auth_retry: bool = False,
+        trace: FlowTrace | None = None,
     ) -> RoundRecord:
         request_id = next(self._ids)
-        body = frame.body(request_id, responses, state)
+        if trace is None:
+            body = frame.body(request_id, responses, state)
+            span_id = 0
+        else:
+            span_id = trace.new_span()
+            body = frame.traced_body(request_id, responses, state, trace.traceparent(span_id))
         scanner = SseScanner(request_id)
         headers = frame.headers
         line = self.credentials.authorization(lead) if self.credentials is not None and lead is not None else ""
@@ -435,6 +448,7 @@ class MrtrClient:
             sent_state=state is not None,
             redispatched_from=routed_to if replica != routed_to else None,
             auth_retry=auth_retry,
+            span_id=span_id,
         )
         if not isinstance(answer, HttpAnswer):
             record.outcome = answer

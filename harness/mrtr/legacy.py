@@ -126,9 +126,11 @@ class LegacyClient:
 
     def call_steps(self, tool: str, arguments: Mapping[str, Any], respond: Responder, *,
                    intended_at: float | None = None, on_round: RoundHook | None = None,
-                   lead: int | None = None) -> CallSteps:
+                   lead: int | None = None, trace: object = None) -> CallSteps:
         """One call to its end. It waits on the lead inside the call (an open stream), so it yields no waits.
-        `lead`: whose token every request of the session carries (with `credentials`)."""
+        `lead`: whose token every request of the session carries (with `credentials`). `trace` is taken and
+        left unused: the SDK's own client injects the trace context of its global tracer, which the harness
+        does not set, so a 2025 call carries no `traceparent`; its flow still records the call's span."""
         url = self.router.pick(None)
         at = intended_at if intended_at is not None else self._clock()
         auth = _LeadToken(self.credentials, lead) if self.credentials is not None and lead is not None else None

@@ -73,6 +73,9 @@ CLIENT_INFO_META_KEY: Final = "io.modelcontextprotocol/clientInfo"
 
 TOOLS_CALL: Final = "tools/call"
 
+TRACEPARENT: Final = "traceparent"
+"""The W3C Trace Context key the SDK's propagator reads from `params._meta`."""
+
 ACCEPT: Final = "application/json, text/event-stream"
 """Both types: a server in SSE mode answers 406 to an `Accept` that does not name both."""
 
@@ -123,7 +126,8 @@ class Envelope:
     call this client makes; a round only concatenates it.
     """
 
-    __slots__ = ("capabilities", "client_info", "meta_json", "meta_suffix", "base_headers", "_tool_headers")
+    __slots__ = ("capabilities", "client_info", "meta_json", "meta_suffix", "traced_suffix", "base_headers",
+                 "_tool_headers")
 
     def __init__(self, capabilities: Mapping[str, Any], client_info: tuple[str, str],
                  headers: Mapping[str, str] | None = None) -> None:
@@ -139,6 +143,9 @@ class Envelope:
             }
         )
         self.meta_suffix = f',"_meta":{self.meta_json}}}}}'.encode()
+        self.traced_suffix = (b',"_meta":{"' + TRACEPARENT.encode() + b'":"',
+                              b'",' + self.meta_json[1:].encode() + b"}}")
+        """`meta_suffix` around a `traceparent` (only rounds of a traced flow use it)."""
         self.base_headers: dict[str, str] = {
             "Content-Type": JSON_CONTENT_TYPE,
             "Accept": ACCEPT,
@@ -169,7 +176,7 @@ class CallFrame:
     instead of one per round.
     """
 
-    __slots__ = ("tool", "arguments", "headers", "_prefix", "_meta_suffix")
+    __slots__ = ("tool", "arguments", "headers", "_prefix", "_meta_suffix", "_traced_suffix")
 
     def __init__(self, envelope: Envelope, tool: str, arguments: Mapping[str, Any],
                  headers: Mapping[str, str] | None = None) -> None:
@@ -181,6 +188,7 @@ class CallFrame:
         self._prefix = (f',"method":"{TOOLS_CALL}","params":{{"name":{dumps(tool)},"arguments":{dumps(arguments)}'
                         .encode())
         self._meta_suffix = envelope.meta_suffix
+        self._traced_suffix = envelope.traced_suffix
 
     def body(
         self,
@@ -203,6 +211,14 @@ class CallFrame:
             parts.append(dump_bytes(request_state))
         parts.append(self._meta_suffix)
         return b"".join(parts)
+
+    def traced_body(self, request_id: int, input_responses: Mapping[str, Any] | bytes | None, request_state: object,
+                    traceparent: bytes) -> bytes:
+        """`body`, with the round span's W3C `traceparent` first in `params._meta` (where the SDK's server reads it:
+        `mcp.shared._otel.extract_trace_context`). A separate method, so an untraced round pays nothing for it."""
+        head, tail = self._traced_suffix
+        return self.body(request_id, input_responses, request_state)[:-len(self._meta_suffix)] \
+            + head + traceparent + tail
 
 
 @dataclass(slots=True)

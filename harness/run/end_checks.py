@@ -10,21 +10,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from harness.journal.records import InvariantChecked, RecordType
 from harness.journal.writer import Journal
 from harness.metrics.registry import RunMetrics
 from harness.run.fold.client import FoldProcess
-from harness.run.fold.protocol import Invariants, Reconcile
+from harness.run.fold.protocol import Invariants, Reconcile, TracedReasons
 from harness.targets.ledger import LedgerCheck, LedgerRead
 
+if TYPE_CHECKING:
+    from harness.telemetry.run_span import RunSpans
 
-def reconcile(fold: FoldProcess, replicas: Sequence[str], journal: Journal, run_metrics: RunMetrics) -> None:
-    """Match every client -32602 to a logged line, from the journal as written (every part)."""
+
+def reconcile(fold: FoldProcess, replicas: Sequence[str], journal: Journal, run_metrics: RunMetrics,
+              spans: RunSpans | None = None) -> None:
+    """Match every client -32602 to a logged line, from the journal as written (every part); with `spans`, each
+    matched round that was traced gets its reason as a span under the round's own."""
     record = fold.ask(Reconcile(tuple(replicas)))
     journal.write(record)
     run_metrics.unexplained.inc(record["unexplained"])
     run_metrics.unmatched_logged.inc(record["unmatched_logged"])
+    if spans is not None and record["matched"]:
+        for traced in fold.ask(TracedReasons(tuple(replicas))):
+            spans.reconciled(traced.trace_id, traced.span_id, traced.reason, traced.replica, traced.t)
 
 
 def check_invariants(fold: FoldProcess, ledger: LedgerCheck | None, journal: Journal, run_metrics: RunMetrics) -> None:

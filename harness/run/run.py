@@ -34,6 +34,7 @@ import gc
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gevent
 from locust.env import Environment
@@ -81,6 +82,11 @@ from harness.run.stopping import Stop
 from harness.targets.factory import build_target
 from harness.targets.interface import Target, TargetError
 from harness.targets.ledger import NewDoubles
+from harness.telemetry import switch
+
+if TYPE_CHECKING:
+    from harness.telemetry.registry_metrics import RegistryExport
+    from harness.telemetry.run_span import RunSpans
 
 __all__ = ["Run", "RunOptions"]
 
@@ -137,6 +143,20 @@ class Run:
         self.cpu_start: cpu.CpuSnapshot | None = None
         self.cpu_end: cpu.CpuSnapshot | None = None
         self.target_error: str | None = None
+        self.spans = self._run_spans() if switch.tracing_on() else None
+        """The run's own trace (the run span, a child per chaos action), when spans are exported."""
+        self.registry_export = self._registry_export() if switch.metrics_on() else None
+        """The run's Prometheus counters and gauges also over OTLP, when metrics are exported."""
+
+    def _registry_export(self) -> RegistryExport:
+        from harness.telemetry.registry_metrics import RegistryExport
+
+        return RegistryExport(self.run_metrics.registry, self.folder.name)
+
+    def _run_spans(self) -> RunSpans:
+        from harness.telemetry.run_span import RunSpans
+
+        return RunSpans(self.folder.name, self.scenario.name, self.scenario.seed, self.began)
 
     @property
     def interrupted(self) -> bool:
@@ -237,7 +257,7 @@ class Run:
             self._serve_web_ui(env, run_side)
             self.journal.write(LoadStarted(type=RecordType.RUN, event=RunEvent.LOAD_STARTED, t=self.started))
             chaos = ChaosRunner(self.scenario, target, self.journal, self.run_metrics, sleep=gevent.sleep,
-                                run_id=self.folder.name, proxies=self.proxies)
+                                run_id=self.folder.name, proxies=self.proxies, spans=self.spans)
             target_side.callback(self.failures.step, self._roll_back, chaos)
             self._load_until_done(target, load, chaos)
         finally:  # the flows in flight are accounted for whatever else failed
@@ -366,9 +386,14 @@ class Run:
 
     def _end_journal(self) -> None:
         self.failures.step(self.fold.check)
-        self.journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=time.time(), status=self._status(),
+        ended, status = time.time(), self._status()
+        self.journal.write(RunEnded(type=RecordType.RUN, event=RunEvent.END, t=ended, status=status,
                                     reason=self.failures.error or self.stop.reason, target_error=self.target_error))
         self.journal.close()
+        if self.spans is not None:
+            self.failures.step(self.spans.close, ended, status.value, self.failures.error)
+        if self.registry_export is not None:  # the final counts, as the run ended
+            self.failures.step(self.registry_export.close)
 
     def _status(self) -> EndStatus:
         if self.failures.error is not None:
@@ -386,7 +411,7 @@ class Run:
 
     def _reconcile(self) -> None:
         if self.collector is not None and self.target is not None:
-            reconcile(self.fold, self.target.labels, self.journal, self.run_metrics)
+            reconcile(self.fold, self.target.labels, self.journal, self.run_metrics, self.spans)
 
     def _account_cpu(self) -> None:
         if self.cpu_start is not None and self.cpu_end is not None:

@@ -24,6 +24,7 @@ from harness.folding.figures import RoundKey, RunFigures
 from harness.folding.invariants import InvariantResult
 from harness.folding.over_time import Timeline
 from harness.folding.read import JournalRead
+from harness.folding.reconcile import TracedReason
 from harness.journal.distributions import Counts
 from harness.journal.records import Reconciled
 
@@ -107,6 +108,14 @@ class SoFar(Ask[tuple[RunFigures, Timeline]]):
 @dataclass(frozen=True)
 class Reconcile(Ask[Reconciled]):
     """Reconciliation's record: every client -32602 matched to a logged line, same replica first (`replicas`)."""
+
+    replicas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TracedReasons(Ask[list[TracedReason]]):
+    """The matched rejections whose rounds were traced, each with its logged reason (the same matching as
+    `Reconcile`'s): what the run's reason spans are made of."""
 
     replicas: tuple[str, ...]
 

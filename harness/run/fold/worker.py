@@ -63,6 +63,7 @@ from harness.run.fold.protocol import (
     SoFar,
     StateSizes,
     Tell,
+    TracedReasons,
     WindowFigures,
 )
 
@@ -179,6 +180,8 @@ class LiveFold:
                 return self.read.figures, self.read.timeline
             case Reconcile(replicas):
                 return self.matching.reconcile(replicas)
+            case TracedReasons(replicas):
+                return self.matching.traced_reasons(replicas)
             case Invariants(ledger, ledger_error):
                 return self.flow_checks.results(ledger, ledger_error=ledger_error)
             case Finish(parts):

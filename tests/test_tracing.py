@@ -1,0 +1,259 @@
+"""The harness's own OpenTelemetry: round CLIENT spans, flow spans, the run with its chaos, sampling, the duration
+metric, and the ids in the journal, as a real run exports them to a real OTLP receiver (oteltap).
+
+Two real runs (about 9 s each) and a unit check of the request bytes:
+- the embedded shop with per-process keys and round-robin routing: every second round lands on the other replica,
+  which cannot open the state (-32602, logged `unknown key`, which reconciliation puts under the round's span);
+  `OTEL_TRACES_SAMPLER_ARG=0`, so only the failed flows are exported;
+- the refund desk with the SDK's own tracing on (`tests/servers/traced_desk.py`), share 1: every flow exported,
+  and each of the desk's SERVER spans is the child of the harness's CLIENT span for that round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from harness.mrtr.wire import CallFrame, Envelope
+from harness.telemetry.conventions import DURATION_BUCKETS
+from harness.telemetry.export import resource
+from harness.telemetry.marks import FlowTrace, kept
+from tests.harness_run import SCENARIOS, Finished, leaks, run_harness
+from tests.otlp import (
+    SPAN_KIND_CLIENT,
+    SPAN_KIND_INTERNAL,
+    SPAN_KIND_SERVER,
+    OtlpReceiver,
+    attributes,
+    hex_id,
+    otlp_receiver,
+)
+from tests.servers import start_server
+
+SHOP = """
+name = "otel-trace"
+seed = 7
+duration = "3s"
+time_scale = 600
+grace = "5s"
+
+[target]
+replicas = 2
+keyring = "ephemeral"
+
+[load]
+arrival_rate = 8
+routing = "round-robin"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[[flows]]
+kind = "refund"
+amount = "below-limit"
+
+[[chaos]]
+at = "1s"
+action = "restart"
+replica = 2
+"""
+
+DESK = """
+name = "traced-desk"
+seed = 3
+duration = "2s"
+time_scale = 600
+grace = "5s"
+
+[target]
+kind = "external"
+urls = ["{url}"]
+
+[load]
+arrival_rate = 4
+
+[[flows]]
+kind = "call"
+tool = "refund_item"
+arguments = [{{ order_id = "O-1001" }}]
+answers = {{ sku = ["mug"] }}
+
+[leads]
+decline = 0.0
+cancel = 0.0
+abandon = 0.0
+"""
+
+
+API_KEY = "otlp-key-5d1c9a77e0"
+"""A backend's API key in `OTEL_EXPORTER_OTLP_HEADERS`: read by the exporter, written nowhere."""
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[OtlpReceiver]:
+    with otlp_receiver() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def shop_run(receiver: OtlpReceiver, tmp_path_factory: pytest.TempPathFactory) -> Finished:
+    folder = tmp_path_factory.mktemp("shop")
+    scenario = folder / "shop.toml"
+    scenario.write_text(SHOP)
+    return run_harness(scenario, folder / "results", "--otlp", receiver.url,
+                       env={"OTEL_TRACES_SAMPLER_ARG": "0", "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={API_KEY}"})
+
+
+def _by_id(receiver: OtlpReceiver) -> dict[tuple[str, str], object]:
+    return {(hex_id(span.trace_id), hex_id(span.span_id)): span for span in receiver.spans()}
+
+
+def test_a_traced_round_carries_its_traceparent_and_an_untraced_one_the_same_bytes_as_ever() -> None:
+    envelope = Envelope({"elicitation": {}}, ("mrtr-harness", "1"))
+    frame = CallFrame(envelope, "issue_refund", {"quote_id": "q-1"})
+    plain = frame.body(7, {"release": {"action": "accept"}}, "v1.state")
+    assert plain == (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"issue_refund",'
+                     b'"arguments":{"quote_id":"q-1"},"inputResponses":{"release":{"action":"accept"}},'
+                     b'"requestState":"v1.state","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+                     b'"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},'
+                     b'"io.modelcontextprotocol/clientInfo":{"name":"mrtr-harness","version":"1"}}}}')
+    trace = FlowTrace()
+    span = trace.new_span()
+    traced = orjson.loads(frame.traced_body(7, {"release": {"action": "accept"}}, "v1.state",
+                                            trace.traceparent(span)))
+    meta = traced["params"].pop("_meta")
+    assert meta.pop("traceparent") == f"00-{trace.trace_id:032x}-{span:016x}-01"
+    expected = orjson.loads(plain)
+    assert meta == expected["params"].pop("_meta")
+    assert traced == expected
+
+
+def test_the_sampled_share_is_drawn_from_the_seed_and_the_flow_id_and_every_failed_flow_is_kept() -> None:
+    ids = [f"w{worker}-{n:06d}" for worker in range(2) for n in range(2000)]
+    tenth = {flow_id for flow_id in ids if kept(7, flow_id, 0.1, False)}
+    assert tenth == {flow_id for flow_id in ids if kept(7, flow_id, 0.1, False)}  # a rerun keeps the same flows
+    assert 300 < len(tenth) < 500 and tenth != {flow_id for flow_id in ids if kept(8, flow_id, 0.1, False)}
+    assert all(kept(7, flow_id, 0.0, True) for flow_id in ids) and not any(kept(7, f, 0.0, False) for f in ids)
+
+
+def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal_and_the_reason_under_the_round(
+        shop_run: Finished, receiver: OtlpReceiver) -> None:
+    assert shop_run.code == 0, shop_run.output
+    journal = shop_run.journal()
+    rejected = [r for r in journal if r["type"] == "round" and r["code"] == "-32602"]
+    assert rejected, "the scenario should have rounds rejected for unknown key"
+    receiver.wait_for_spans(lambda span: span.kind == SPAN_KIND_CLIENT and span.status.code == 2, len(rejected))
+    spans = _by_id(receiver)
+    for record in rejected:
+        assert len(record["trace_id"]) == 32 and len(record["span_id"]) == 16
+        span = spans[(record["trace_id"], record["span_id"])]
+        assert span.kind == SPAN_KIND_CLIENT and span.name == f"tools/call {record['tool']}"
+        said = attributes(span)
+        assert said["mcp.method.name"] == "tools/call" and said["gen_ai.tool.name"] == record["tool"]
+        assert said["gen_ai.operation.name"] == "execute_tool" and said["mcp.protocol.version"] == "2026-07-28"
+        assert said["error.type"] == "-32602" and said["rpc.response.status_code"] == "-32602"
+        assert said["server.address"] == "127.0.0.1" and said["mrtr.round"] == record["round"]
+        assert said["mrtr.flow.id"] == record["flow_id"] and said["mrtr.replica"] == record["replica"]
+        flow = spans[(record["trace_id"], hex_id(span.parent_span_id))]
+        assert flow.kind == SPAN_KIND_INTERNAL and attributes(flow)["mrtr.flow.outcome"] == "rejected"
+    reasons = receiver.wait_for_spans(lambda span: span.name.startswith("mrtr.reconciled "), len(rejected))
+    under = {(hex_id(span.trace_id), hex_id(span.parent_span_id)): attributes(span) for span in reasons}
+    logged = {r["reason"] for r in journal if r["type"] == "rejection"}  # unknown key; expired, on a slow machine
+    assert "unknown key" in logged and all(under[(r["trace_id"], r["span_id"])]["mrtr.rejection.reason"] in logged
+                                           for r in rejected)
+    flows = [r for r in journal if r["type"] == "flow"]
+    failed_flows = {r["flow_id"] for r in journal if r["type"] == "round" and r["code"] is not None} \
+        | {f["flow_id"] for f in flows if f["outcome"] in ("rejected", "error", "rounds_exceeded")}
+    assert {f["flow_id"] for f in flows if "trace_id" in f} == failed_flows
+    exported_flows = {attributes(span)["mrtr.flow.id"] for span in receiver.spans()
+                      if span.name.startswith("mrtr.flow ")}
+    assert exported_flows == failed_flows
+    assert any(f["outcome"] == "completed" for f in flows), "share 0: the completed flows were left out"
+
+
+def test_the_otlp_headers_are_written_nowhere(shop_run: Finished) -> None:
+    assert shop_run.code == 0, shop_run.output
+    assert leaks(shop_run, {"OTEL_EXPORTER_OTLP_HEADERS": API_KEY}, jwts=False) == []
+
+
+def test_the_service_is_named_mrtr_harness_unless_otel_service_name_says_and_carries_the_run_id(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    assert resource("run-1").attributes["service.name"] == "mrtr-harness"
+    assert resource("run-1").attributes["mrtr.run.id"] == "run-1"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "nightly-load")
+    assert resource("run-1").attributes["service.name"] == "nightly-load"
+
+
+def test_otlp_wants_an_http_url(tmp_path: Path) -> None:
+    finished = run_harness(SCENARIOS / "smoke.toml", tmp_path, "--otlp", "collector:4318")
+    assert finished.code == 2 and "--otlp needs an http(s) URL" in finished.output
+    assert finished.folder is None  # refused before anything started
+
+
+def test_the_run_span_has_the_chaos_as_children_and_the_metrics_arrive_the_duration_in_the_conventions_buckets(
+        shop_run: Finished, receiver: OtlpReceiver) -> None:
+    assert shop_run.code == 0, shop_run.output
+    run = receiver.wait_for_spans(lambda span: span.name == "mrtr.run otel-trace")[0]
+    chaos = receiver.wait_for_spans(lambda span: span.name == "mrtr.chaos restart")[0]
+    assert chaos.trace_id == run.trace_id and chaos.parent_span_id == run.span_id
+    assert attributes(chaos)["mrtr.chaos.target"] == "r2"
+    metric = receiver.wait_for_metric("mcp.client.operation.duration")[-1]
+    assert metric.unit == "s"
+    points = metric.histogram.data_points
+    assert points and all(list(point.explicit_bounds) == list(DURATION_BUCKETS) for point in points)
+    failed = [attributes(point) for point in points if "error.type" in attributes(point)]
+    assert {point["error.type"] for point in failed} == {"-32602"}
+    assert {point["gen_ai.tool.name"] for point in map(attributes, points)} == {"quote_refund", "issue_refund"}
+    rejected = sum(1 for r in shop_run.journal() if r["type"] == "round" and r["code"] == "-32602")
+    errors = receiver.wait_for_metric("mrtr_client_errors_total")[-1]  # the project's counters, the last export
+    assert errors.sum.is_monotonic
+    assert sum(point.as_double or point.as_int for point in errors.sum.data_points
+               if attributes(point).get("code") == "-32602") == rejected
+
+
+def test_the_servers_span_is_the_child_of_the_rounds_client_span(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    desk = start_server("tests.servers.traced_desk", env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url},
+                        log=tmp_path / "desk.log")
+    try:
+        scenario = tmp_path / "desk.toml"
+        scenario.write_text(DESK.format(url=desk.url))
+        finished = run_harness(scenario, tmp_path / "results", "--otlp", receiver.url,
+                               env={"OTEL_TRACES_SAMPLER_ARG": "1"})
+    finally:
+        desk.stop()
+    assert finished.code == 0, finished.output
+    flows = [r for r in finished.journal() if r["type"] == "flow"]
+    assert flows and all("trace_id" in flow for flow in flows), "share 1: every flow is exported"
+    traces = {flow["trace_id"] for flow in flows}
+    clients = receiver.wait_for_spans(lambda span: span.kind == SPAN_KIND_CLIENT and hex_id(span.trace_id) in traces,
+                                      sum(flow["rounds"] for flow in flows))
+    servers = receiver.wait_for_spans(lambda span: span.kind == SPAN_KIND_SERVER and hex_id(span.trace_id) in traces,
+                                      len(clients))
+    by_span = {(span.trace_id, span.span_id): span for span in clients}
+    for server in servers:
+        client = by_span[(server.trace_id, server.parent_span_id)]
+        assert server.name == client.name == "tools/call refund_item"
+        assert attributes(server)["jsonrpc.request.id"] == attributes(client)["jsonrpc.request.id"]
+
+
+def test_a_locust_worker_exports_its_own_flows(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    """`--workers 1`: the flows run in the worker, which exports their spans itself before it reports finished
+    (share 1: every flow), with the run's id on its resource, as the journal part it ships says."""
+    scenario = tmp_path / "shop.toml"
+    scenario.write_text(SHOP.replace('duration = "3s"', 'duration = "2s"'))
+    finished = run_harness(scenario, tmp_path / "results", "--otlp", receiver.url, "--workers", "1",
+                           env={"OTEL_TRACES_SAMPLER_ARG": "1"})
+    assert finished.code == 0, finished.output
+    assert finished.folder is not None
+    flows = [record for line in (finished.folder / "journal-w0.jsonl").read_text().splitlines()
+             if (record := orjson.loads(line))["type"] == "flow"]
+    assert flows and all(flow["flow_id"].startswith("w0-") and len(flow["trace_id"]) == 32 for flow in flows)
+    traces = {flow["trace_id"] for flow in flows}
+    spans = receiver.wait_for_spans(lambda span: span.name.startswith("mrtr.flow ")
+                                    and hex_id(span.trace_id) in traces, len(flows))
+    assert {attributes(span)["mrtr.flow.id"] for span in spans} == {flow["flow_id"] for flow in flows}
