@@ -3,7 +3,9 @@ metric, and the ids in the journal, as a real run exports them to a real OTLP re
 
 Two real runs (about 9 s each) and a unit check of the request bytes:
 - the embedded shop with per-process keys and round-robin routing: every second round lands on the other replica,
-  which cannot open the state (-32602, logged `unknown key`, which reconciliation puts under the round's span);
+  which cannot open the state (-32602, logged `unknown key`, which reconciliation puts under the round's span); the
+  replicas export too, so each rejected round's SERVER span is the child of its CLIENT span, and the replica's log
+  line names the same trace;
   `OTEL_TRACES_SAMPLER_ARG=0`, so only the failed flows are exported;
 - the refund desk with the SDK's own tracing on (`tests/servers/traced_desk.py`), share 1: every flow exported,
   and each of the desk's SERVER spans is the child of the harness's CLIENT span for that round.
@@ -160,6 +162,14 @@ def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal_and_
         assert said["mrtr.flow.id"] == record["flow_id"] and said["mrtr.replica"] == record["replica"]
         flow = spans[(record["trace_id"], hex_id(span.parent_span_id))]
         assert flow.kind == SPAN_KIND_INTERNAL and attributes(flow)["mrtr.flow.outcome"] == "rejected"
+    wanted = {(record["trace_id"], record["span_id"]) for record in rejected}  # the replicas' side, joined
+    servers = receiver.wait_for_spans(lambda span: span.kind == SPAN_KIND_SERVER
+                                      and (hex_id(span.trace_id), hex_id(span.parent_span_id)) in wanted,
+                                      len(rejected))
+    assert {(hex_id(span.trace_id), hex_id(span.parent_span_id)) for span in servers} == wanted
+    assert all(attributes(span)["error.type"] == "-32602" and span.name.startswith("tools/call ") for span in servers)
+    logged_traces = {r.get("trace_id") for r in journal if r["type"] == "rejection"}  # from the replicas' log lines
+    assert {record["trace_id"] for record in rejected} <= logged_traces
     reasons = receiver.wait_for_spans(lambda span: span.name.startswith("mrtr.reconciled "), len(rejected))
     under = {(hex_id(span.trace_id), hex_id(span.parent_span_id)): attributes(span) for span in reasons}
     logged = {r["reason"] for r in journal if r["type"] == "rejection"}  # unknown key; expired, on a slow machine
