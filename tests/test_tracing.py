@@ -220,6 +220,10 @@ def test_the_run_span_has_the_chaos_as_children_and_the_metrics_arrive_the_durat
     assert {point["error.type"] for point in failed} == {"-32602"}
     assert {point["gen_ai.tool.name"] for point in map(attributes, points)} == {"quote_refund", "issue_refund"}
     rejected = sum(1 for r in shop_run.journal() if r["type"] == "round" and r["code"] == "-32602")
+    rounds = [r for r in shop_run.journal() if r["type"] == "round"]
+    assert sum(point.count for point in points) == len(rounds)  # every round once, cumulative at the close
+    assert sum(point.count for point in points if "error.type" in attributes(point)) == rejected
+    assert all(sum(point.bucket_counts) == point.count for point in points)
     errors = receiver.wait_for_metric("mrtr_client_errors_total")[-1]  # the project's counters, the last export
     assert errors.sum.is_monotonic
     assert sum(point.as_double or point.as_int for point in errors.sum.data_points
