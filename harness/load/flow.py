@@ -286,13 +286,15 @@ class Flow:
                    failure: str | None, done: RoundDone) -> None:
         """The round's mark on its flow's trace (its ids in the journal when it failed), and its duration."""
         trace = self.trace
-        mark = _mark(tool, record, replica, failure, record.span_id or (trace.new_span() if trace else 0))
+        span_id = record.span_id or (trace.new_span() if trace else 0)
+        mark = _mark(tool, record, replica, failure, span_id)
         if trace is not None:
-            trace.mark(mark)
+            trace.mark(mark, failure is not None)
             if failure is not None:
-                done["trace_id"], done["span_id"] = trace_hex(trace.trace_id), span_hex(mark.span_id)
+                done["trace_id"], done["span_id"] = trace_hex(trace.trace_id), span_hex(span_id)
         if telemetry.durations is not None:
-            telemetry.durations.record(record.server_time, tool, error_type(mark) if failure is not None else None,
+            telemetry.durations.record(record.server_time, tool,
+                                       error_type(RoundMark._make(mark)) if failure is not None else None,
                                        self.host.protocol)
 
     def record_round(self, tool: str, record: RoundRecord) -> None:
@@ -348,10 +350,11 @@ def request_name(tool: str, number: int) -> str:
     return name
 
 
-def _mark(tool: str, record: RoundRecord, replica: str, failure: str | None, span_id: int) -> RoundMark:
-    return RoundMark(span_id, tool, record.round, replica, record.replica, record.request_id, record.sent_at,
-                     record.received_at, record.outcome.value, failure, record.http_status, record.error_code,
-                     len(record.request_state) if record.request_state is not None else None)
+def _mark(tool: str, record: RoundRecord, replica: str, failure: str | None, span_id: int) -> tuple[object, ...]:
+    """A round's `RoundMark` fields, in its order, as a plain tuple (a named one costs more to make, every round)."""
+    return (span_id, tool, record.round, replica, record.replica, record.request_id, record.sent_at,
+            record.received_at, record.outcome.value, failure, record.http_status, record.error_code,
+            len(record.request_state) if record.request_state is not None else None)
 
 
 def _url_only(requests: Mapping[str, Any]) -> bool:

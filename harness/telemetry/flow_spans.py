@@ -51,7 +51,7 @@ class FlowSpans:
         flow_context = SpanContext(trace.trace_id, trace.span_id, is_remote=False, trace_flags=_SAMPLED)
         common = {attr.FLOW_KIND: kind, attr.FLOW_ID: flow_id}
         version = protocol_version or self.protocol_version
-        spans = [self._round(trace, mark, flow_context, common, version) for mark in trace.marks]
+        spans = [self._round(trace, mark, flow_context, common, version) for mark in trace.round_marks()]
         spans.append(ReadableSpan(
             f"mrtr.flow {kind}", flow_context, None, self.sink.resource,
             {**common, attr.FLOW_OUTCOME: outcome, attr.FLOW_ROUNDS: len(trace.marks), attr.HOST: host,

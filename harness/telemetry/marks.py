@@ -7,10 +7,10 @@ OpenTelemetry SDK) so the round loop imports nothing of OpenTelemetry, on or off
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import random
+import zlib
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
@@ -59,8 +59,7 @@ def kept(seed: int, flow_id: str, share: float, failed: bool) -> bool:
         return True
     if share <= 0.0:
         return False
-    digest = hashlib.blake2b(f"{seed}:{flow_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") < share * 2.0**64
+    return zlib.crc32(f"{seed}:{flow_id}".encode()) < share * 2.0**32  # a spread, not a secret: the cheapest hash
 
 
 class RoundMark(NamedTuple):
@@ -97,13 +96,15 @@ def error_type(mark: RoundMark) -> str:
 class FlowTrace:
     """One flow's ids and round marks while it runs: a trace id, its own span id, one span id per round."""
 
-    __slots__ = ("trace_id", "span_id", "marks", "failed")
+    __slots__ = ("trace_id", "span_id", "marks", "failed", "_prefix")
 
     def __init__(self) -> None:
         self.trace_id = _bits(128) or 1
         self.span_id = _bits(64) or 1
-        self.marks: list[RoundMark] = []
+        self.marks: list[tuple[object, ...]] = []
+        """Each round's `RoundMark` fields as a plain tuple (made into a `RoundMark` only for a flow kept)."""
         self.failed = False
+        self._prefix = b"00-%032x-" % self.trace_id
 
     @staticmethod
     def new_span() -> int:
@@ -111,9 +112,14 @@ class FlowTrace:
 
     def traceparent(self, span_id: int) -> bytes:
         """The W3C `traceparent` of a round span: version 00, sampled (01), so a parent-based server records it."""
-        return b"00-%032x-%016x-01" % (self.trace_id, span_id)
+        return self._prefix + b"%016x-01" % span_id
 
-    def mark(self, mark: RoundMark) -> None:
+    def mark(self, mark: tuple[object, ...], failed: bool) -> None:
+        """A round's fields in `RoundMark`'s order: a plain tuple, the cheapest thing to keep per round."""
         self.marks.append(mark)
-        if mark.failure is not None:
+        if failed:
             self.failed = True
+
+    def round_marks(self) -> list[RoundMark]:
+        """The rounds' marks, named: what the spans of a kept flow are built from."""
+        return [RoundMark._make(mark) for mark in self.marks]
