@@ -41,9 +41,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                          "default: all)")
     hunt.add_argument("--seed", type=int, help="the seed the schedules are drawn from ([hunt] seed; default: the "
                                                "scenario's)")
-    hunt.add_argument("--reruns", type=int, help="while shrinking: runs of each smaller schedule ([hunt] reruns)")
+    hunt.add_argument("--reruns", type=int, help="while shrinking: runs of each smaller schedule ([hunt] reruns, "
+                                                 "default 3)")
     hunt.add_argument("--must-fail", type=int, help="while shrinking: runs of those that must fail the same way "
-                                                    "([hunt] must_fail)")
+                                                    "([hunt] must_fail, default 2)")
+    hunt.add_argument("--shrink-budget", help="the most wall time the shrink takes, e.g. 10m ([hunt] shrink_budget, "
+                                              "default 15m)")
+    hunt.add_argument("--shrink-runs", type=int, help="the most runs the shrink makes in all ([hunt] shrink_runs, "
+                                                      "default 60)")
+    hunt.add_argument("--reproduce", type=int, help="runs of the minimal schedule for its reproduction rate "
+                                                    "([hunt] reproduce, default 10; 0: not measured)")
     hunt.add_argument("--results", type=Path, default=Path("results"),
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
@@ -55,7 +62,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for flag, key in (("trials", "trials"), ("budget", "budget"), ("trial_duration", "trial_duration"),
                       ("max_steps", "max_steps"), ("seed", "seed"), ("reruns", "reruns"),
-                      ("must_fail", "must_fail")):
+                      ("must_fail", "must_fail"),
+                      ("shrink_budget", "shrink_budget"), ("shrink_runs", "shrink_runs"), ("reproduce", "reproduce")):
         if getattr(args, flag) is not None:
             found[f"hunt.{key}"] = getattr(args, flag)
     if args.actions is not None:
@@ -85,7 +93,8 @@ def run_hunt(args: argparse.Namespace) -> int:
     if base.scenario.hunt is None:
         from harness.config.hunt import HuntSettings
 
-        base = Base(base.data, base.scenario.model_copy(update={"hunt": HuntSettings()}), base.source)
+        base = Base(base.data, base.scenario.model_copy(update={"hunt": HuntSettings()}), base.source,
+                    base.text)
     hunt = Hunt(base, results_root=args.results, stream=sys.stderr)
     say_remote(hunt.first_scenario(), args.allow_host, str(args.scenario))  # chaos off this machine: exit 2
     if base.scenario.target.auth is not None:
@@ -99,10 +108,28 @@ def run_hunt(args: argparse.Namespace) -> int:
     if result.found is not None:
         print(f"found: trial {result.found.index} failed ({', '.join(map(str, result.found.failures))}): "
               f"{folder / result.found.folder / 'scenario.toml'}")
+        if hunt.minimal_file is not None:
+            print(f"minimal: {hunt.minimal_file} ({_rate(result.reproduction)}"
+                  f"{_cut_short(result.shrink_stopped_by)})")
     elif code == 0:
         print(f"nothing broke in {len(result.trials)} trials (stopped by {result.stopped_by}); "
               f"{hunt.coverage_line()}")
     else:
         print(f"hunt stopped ({result.stopped_by}) after {len(result.trials)} trials; {hunt.coverage_line()}")
+    if hunt.page_file is not None:
+        print(f"page: {hunt.page_file}")
     print(f"journal: {folder / 'hunt.jsonl'}")
     return code
+
+
+def _rate(reproduction: tuple[int, int] | None) -> str:
+    if reproduction is None:
+        return "reproduction rate not measured"
+    return f"reproduced in {reproduction[0]} of {reproduction[1]} runs"
+
+
+def _cut_short(stopped_by: str) -> str:
+    """How the shrink ended, when not at a 1-minimal schedule."""
+    if stopped_by in ("runs", "time"):
+        return f"; the shrink's budget of {stopped_by} ran out first: maybe not minimal"
+    return f"; the shrink was cut short ({stopped_by}): not minimal" if stopped_by not in ("", "done") else ""

@@ -214,8 +214,11 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
 
 
 def _cut_short(stopped_by: str) -> str:
-    return f" (the shrink's budget of {stopped_by} ran out first: maybe not minimal)" if stopped_by in (
-        "runs", "time") else ""
+    if stopped_by in ("runs", "time"):
+        return f" (the shrink's budget of {stopped_by} ran out first: maybe not minimal)"
+    if stopped_by not in ("", "done"):
+        return f" (the shrink was cut short: {stopped_by}; the smallest failing schedule so far, maybe not minimal)"
+    return ""
 
 
 def _comment(text: str) -> str:

@@ -144,7 +144,9 @@ def _shrink_section(result: HuntResult) -> list[str]:
     runs = sum(step.runs for step in path)
     summary = (f"{len(path)} candidates tried in {runs} runs: {len(accepted)} kept failing the same way, "
                f"{len(path) - len(accepted)} did not")
-    ended = _SHRINK_ENDS.get(result.shrink_stopped_by)
+    ended = _SHRINK_ENDS.get(result.shrink_stopped_by) or (
+        f"it was cut short ({result.shrink_stopped_by}): the minimal schedule is the smallest that failed so far, "
+        "maybe not minimal" if result.shrink_stopped_by else "")
     if ended:
         summary += f"; {ended}"
     return [f'<p class="meta">{escape(summary)}</p>',
