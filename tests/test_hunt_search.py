@@ -6,9 +6,12 @@ and every step drawn, for every action and over many seeds, builds a scenario th
 model accepts. The hunts run the command as a user does, against the embedded shop (a trial
 of 3 s costs about 8 s: the shop starts and stops each time): one with a planted fault
 (per-process keys behind round-robin: a state minted on one replica is opened by another, so
-every schedule's trial fails its `[expect]`) finds a failing trial and exits 1 (about 15 s); a
-healthy shop with 2 short trials exits 0 and says its coverage (about 25 s); Ctrl-C during a
-trial's pause exits 130 with the journal ended and no process left (about 12 s).
+every schedule's trial fails its `[expect]`) finds a failing trial, shrinks it, hands over a
+minimal scenario that `validate` passes and `run --reproduce` reproduces, and exits 1 (end to
+end, about 70 s: 7 trials and a rerun); a healthy shop with 2 short trials exits 0 and says its
+coverage (about 25 s); Ctrl-C during a trial's pause exits 130 with the journal ended and no
+process left (about 12 s); Ctrl-C during the shrink still hands over the found schedule, marked
+cut short, and exits 130 (about 25 s).
 """
 
 from __future__ import annotations
@@ -310,8 +313,46 @@ def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_
     assert _processes_under(tmp_path) == [], "a process the hunt started outlived it"
 
 
-def _chaos_started(results: Path) -> bool:
-    return any('"type":"chaos","phase":"start"' in journal.read_text(errors="replace")
+def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule_marked_and_exits_130(tmp_path):
+    """SIGINT once the first shrink candidate's restart started (about 25 s): the candidate's run is stopped as
+    `run` stops, the hunt writes minimal.toml (the found trial's schedule: no smaller one had failed yet), its header
+    and the page saying the shrink was cut short, ends its journal and exits 130, leaving no process."""
+    path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
+                          rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
+                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
+    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results",
+                                str(tmp_path / "results")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and _chaos_started(tmp_path / "results") < 2:
+            time.sleep(0.2)
+        assert _chaos_started(tmp_path / "results") == 2, "the shrink's first candidate never started its chaos"
+        os.kill(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, out + err
+    records = _journal(tmp_path / "results")
+    search, shrinking, end = records[1], records[2], records[-1]
+    assert search["outcome"] == "failed" and shrinking["purpose"] == "shrink" and shrinking["exit_code"] == 130
+    assert end["stopped_by"] == "interrupted" and end["shrink"]["stopped_by"] == "interrupted"
+    assert end["shrink"]["minimal"] == search["schedule"] and end["shrink"]["reproduction"] is None
+    [folder] = list((tmp_path / "results").iterdir())
+    minimal = (folder / "minimal.toml").read_text()
+    assert "the shrink was cut short: interrupted" in " ".join(minimal.split("\n# "))
+    assert [step.action for step in parse_scenario(minimal).chaos] == ["restart", "restart"]
+    assert "cut short (interrupted)" in (folder / "hunt.html").read_text()
+    assert f"minimal: {folder / 'minimal.toml'} (reproduction rate not measured; the shrink was cut short " \
+           "(interrupted): not minimal)" in out
+    assert _processes_under(tmp_path) == [], "a process the hunt started outlived it"
+
+
+def _chaos_started(results: Path) -> int:
+    """How many trials' journals say their chaos started."""
+    return sum('"type":"chaos","phase":"start"' in journal.read_text(errors="replace")
                for journal in results.glob("*-hunt-hunted/trials/*/journal.jsonl"))
 
 
