@@ -280,6 +280,8 @@ def test_a_healthy_shop_holds_two_short_trials_exits_0_and_says_its_coverage(tmp
     assert f"page: {folder / 'hunt.html'}" in done.stdout
     page = (folder / "hunt.html").read_text()
     assert "nothing broke within the budget (2 trials, stopped by trials)" in page and "Coverage" in page
+    said = done.stdout.split("coverage: ", 1)[1].splitlines()[0]
+    assert escape(said) in page  # the page's coverage, out of what the bounds allowed, is the terminal's
     assert "[1/2] search " in done.stderr and "[2/2] search " in done.stderr  # a line per trial on the terminal
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -34,7 +33,7 @@ from harness.errors import ExitCode
 from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
 from harness.hunt.minimal import MinimalScenarioError, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose
-from harness.hunt.page import write_page
+from harness.hunt.page import coverage_line, write_page
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, reproduce, shrink
 from harness.hunt.trial import Base, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
@@ -274,7 +273,8 @@ class Hunt:
             except MinimalScenarioError as exc:
                 self.say(f"harness error: {scrub(str(exc))}")
                 self.result.stopped_by = "harness error"
-        self.page_file = write_page(self.folder / "hunt.html", self.result)
+        self.page_file = write_page(self.folder / "hunt.html", self.result,
+                                    coverage_cells(self.space, self.labels))
 
     def _shrink_record(self) -> dict[str, Any] | None:
         """The shrink's outcome for the journal's end record: why it stopped, its cost, its path, the minimal schedule
@@ -292,14 +292,8 @@ class Hunt:
                                  if result.reproduction is not None else None)}
 
     def coverage_line(self) -> str:
-        """What the search tried, in one line: cells of (action, whom, timing) tried, and by action."""
-        cells = coverage_cells(self.space, self.labels)
-        tried = {key for key in self.result.coverage if key in set(cells)}
-        by_action = Counter(action for action, _, _ in tried)
-        total = Counter(action for action, _, _ in cells)
-        actions = ", ".join(f"{action} {by_action[action]}/{total[action]}" for action in total)
-        return (f"coverage: {len(tried)} of {len(cells)} (action, replica, early/middle/late) combinations tried "
-                f"in {len(self.result.trials)} trials ({actions})")
+        """What the search tried, in one line, out of what its bounds allow (the page says the same)."""
+        return "coverage: " + coverage_line(self.result, coverage_cells(self.space, self.labels))
 
     def say(self, line: str) -> None:
         self.stream.write(line + "\n")
