@@ -3,8 +3,9 @@
 Two modes, each running the commands users run (`python -m harness hunt` and `run` in child
 processes), timed from outside and read back from each hunt's `hunt.jsonl`:
 
-- the pace (default): a hunt of a healthy shop (`--trials` trials of `--trial-duration`, every
-  action the shop can take, nothing breaks) for trials per minute, side by side with `--runs`
+- the pace (default): a hunt of a healthy shop (the `ephemeral-keys` catalogue scenario with its
+  key ring shared; `--trials` trials of `--trial-duration`, restarts, kills and pauses drawn,
+  which it survives) for trials per minute, side by side with `--runs`
   plain `mrtr-harness run`s of the same scenario and duration (no chaos): how much of a trial is
   the run itself and how much the hunt's overhead (drawing, writing the trial's file, judging,
   the journal); then one hunt of a planted fault (per-process keys behind round-robin) for the
@@ -44,27 +45,8 @@ from benchmarks.cpu import load_average, machine_facts
 from benchmarks.runs import REPO_ROOT, write_figures
 from harness.hunt.toml_file import document
 
-HEALTHY = """\
-name = "hunt-pace"
-seed = 5
-duration = "3s"
-time_scale = 60
-
-[target]
-replicas = 2
-
-[load]
-arrival_rate = 3
-routing = "round-robin"
-
-[[flows]]
-kind = "refund"
-amount = "above-limit"
-
-[leads]
-think = { dist = "constant", value = "6s" }
-"""
-"""The search test's shop: two replicas sharing a key ring, refunds that ask once, leads that answer in 0.1 s."""
+PACE_ACTIONS = ("restart", "kill", "pause")
+"""What the pace's hunt draws: actions a shop sharing its key ring survives, so no trial stops the search."""
 
 
 @dataclass(frozen=True)
@@ -80,21 +62,29 @@ FAULTS = (Fault("ephemeral-keys", ("restart", "kill")), Fault("clock-ahead", ("r
           Fault("records-in-memory", ("restart", "kill")), Fault("rotation-retire-early", ("rotate-keys",)))
 
 
-def hunted(catalogue: Path, bounds: dict[str, Any]) -> str:
-    """A catalogue scenario as a hunt takes it: no chaos of its own, no [reproduces], `[hunt]` bounds added."""
-    data = tomllib.loads(catalogue.read_text(encoding="utf-8"))
+def hunted(fault: str, bounds: dict[str, Any], **target: Any) -> str:
+    """A catalogue scenario as a hunt takes it: no chaos of its own, no [reproduces], `[hunt]` bounds added, and
+    `target` keys changed (`keyring="file"`: the fault taken out)."""
+    data = tomllib.loads((REPO_ROOT / "scenarios" / "on-call" / f"{fault}.toml").read_text(encoding="utf-8"))
     for key in ("chaos", "reproduces", "hunt"):
         data.pop(key, None)
+    data["target"].update(target)
     data["hunt"] = bounds
     return document(data)
 
 
-def hunt(scenario: Path, results: Path, *flags: str) -> dict[str, Any]:
+def shrink_bounds(args: argparse.Namespace) -> dict[str, Any]:
+    """The shrink's `[hunt]` keys the command line gave (the hunt's defaults otherwise)."""
+    return {key: getattr(args, key) for key in ("shrink_runs", "reruns", "must_fail", "reproduce")
+            if getattr(args, key) is not None}
+
+
+def hunt(scenario: Path, results: Path) -> dict[str, Any]:
     """One `mrtr-harness hunt`: its exit code, wall seconds and hunt.jsonl's records."""
     results.mkdir(parents=True, exist_ok=True)
     before = set(results.iterdir())
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(scenario), "--results", str(results), *flags],
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(scenario), "--results", str(results)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=4 * 3600)
     seconds = time.monotonic() - started
     [folder] = set(results.iterdir()) - before
@@ -134,24 +124,24 @@ def found_and_shrunk(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def pace(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    bounds = {"trials": args.trials, "trial_duration": args.trial_duration, "budget": "4h",
+              "actions": list(PACE_ACTIONS)}
     scenario = work / "hunt-pace.toml"
-    scenario.write_text(HEALTHY.replace('duration = "3s"', f'duration = "{args.trial_duration}"'))
+    data = tomllib.loads(hunted("ephemeral-keys", bounds, keyring="file"))
+    data["duration"] = args.trial_duration  # the plain runs' duration: a trial's
+    scenario.write_text(document(data))
     print(f"a hunt of {args.trials} trials of {args.trial_duration} against the healthy shop ...", flush=True)
-    searched = hunt(scenario, work / "pace", "--trials", str(args.trials), "--trial-duration", args.trial_duration,
-                    "--budget", "4h")
-    seconds = [trial["seconds"] for trial in searched["trials"]]
+    searched = hunt(scenario, work / "pace")
+    seconds = [trial["seconds"] for trial in searched["trials"] if trial["purpose"] == "search"]
     print(f"{args.runs} plain runs of the same scenario ...", flush=True)
     runs = [plain_run(scenario, work / "runs") for _ in range(args.runs)]
     planted = work / "hunt-planted.toml"
-    planted.write_text(HEALTHY.replace("replicas = 2\n", 'replicas = 2\nkeyring = "ephemeral"\n')
-                       + "\n[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n")
+    planted.write_text(hunted("ephemeral-keys", {**bounds, "trials": 5, "actions": ["restart", "kill"],
+                                                 **shrink_bounds(args)}))
     print("a hunt of a planted fault (per-process keys) for the shrink's cost ...", flush=True)
-    shrink_flags = [flag for name, value in (("--shrink-runs", args.shrink_runs), ("--reproduce", args.reproduce),
-                                             ("--reruns", args.reruns), ("--must-fail", args.must_fail))
-                    if value is not None for flag in (name, str(value))]
-    shrunk = hunt(planted, work / "shrink", "--trials", "5", "--trial-duration", args.trial_duration,
-                  "--actions", "restart,kill", *shrink_flags)
+    shrunk = hunt(planted, work / "shrink")
     return {"hunt": {"trials": len(seconds), "wall_seconds": searched["seconds"], "exit_code": searched["exit_code"],
+                     "stopped_by": searched["end"]["stopped_by"],
                      "trials_per_minute": round(60 * len(seconds) / searched["seconds"], 2),
                      "trial_seconds_median": round(statistics.median(seconds), 2),
                      "trial_seconds_max": round(max(seconds), 2), "coverage": searched["end"]["coverage"]},
@@ -168,14 +158,11 @@ def faults(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         if args.only and fault.name not in args.only:
             continue
         bounds: dict[str, Any] = {"trials": args.trials, "trial_duration": args.trial_duration, "budget": "4h",
-                                  "reproduce": args.reproduce if args.reproduce is not None else 10}
+                                  **shrink_bounds(args)}
         if fault.actions is not None:
             bounds["actions"] = list(fault.actions)
-        for key in ("shrink_runs", "reruns", "must_fail"):
-            if getattr(args, key) is not None:
-                bounds[key] = getattr(args, key)
         scenario = work / f"{fault.name}.toml"
-        scenario.write_text(hunted(REPO_ROOT / "scenarios" / "on-call" / f"{fault.name}.toml", bounds))
+        scenario.write_text(hunted(fault.name, bounds))
         print(f"hunting {fault.name} ...", flush=True)
         found[fault.name] = {"bounds": bounds, **found_and_shrunk(hunt(scenario, work / fault.name))}
         print(json.dumps(found[fault.name]), flush=True)
@@ -193,7 +180,7 @@ def main() -> int:
     parser.add_argument("--shrink-runs", type=int, help="the shrink's budget of runs (default: the hunt's, 60)")
     parser.add_argument("--reruns", type=int, help="k of n's n while shrinking (default: the hunt's, 3)")
     parser.add_argument("--must-fail", type=int, help="k of n's k while shrinking (default: the hunt's, 2)")
-    parser.add_argument("--reproduce", type=int, help="reruns of the minimal schedule (default 10)")
+    parser.add_argument("--reproduce", type=int, help="reruns of the minimal schedule (default: the hunt's, 10)")
     args = parser.parse_args()
     started = datetime.now(UTC)
     load_before = load_average()
