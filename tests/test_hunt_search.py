@@ -290,21 +290,8 @@ def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_
     the trial (the replica resumed, the shop stopped), the hunt writes its end, exits 130, and no process it
     started is left."""
     path = _scenario_file(tmp_path, rest="[hunt]\ntrials = 2\ntrial_duration = \"6s\"\nactions = [\"pause\"]\n")
-    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results",
-                                str(tmp_path / "results")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _chaos_started(tmp_path / "results"):
-            time.sleep(0.2)
-        assert _chaos_started(tmp_path / "results"), "the trial's chaos never started"
-        os.kill(process.pid, signal.SIGINT)
-        out, err = process.communicate(timeout=90)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 130, out + err
+    code, out, err = _interrupted(path, tmp_path / "results", trials=1)
+    assert code == 130, out + err
     records = _journal(tmp_path / "results")
     assert records[-1]["type"] == "end" and records[-1]["stopped_by"] == "interrupted"
     trial = records[1]
@@ -322,21 +309,8 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
                                "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
-    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results",
-                                str(tmp_path / "results")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and _chaos_started(tmp_path / "results") < 2:
-            time.sleep(0.2)
-        assert _chaos_started(tmp_path / "results") == 2, "the shrink's first candidate never started its chaos"
-        os.kill(process.pid, signal.SIGINT)
-        out, err = process.communicate(timeout=90)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 130, out + err
+    code, out, err = _interrupted(path, tmp_path / "results", trials=2)  # the search's, the shrink's first
+    assert code == 130, out + err
     records = _journal(tmp_path / "results")
     search, shrinking, end = records[1], records[2], records[-1]
     assert search["outcome"] == "failed" and shrinking["purpose"] == "shrink" and shrinking["exit_code"] == 130
@@ -350,6 +324,24 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     assert f"minimal: {folder / 'minimal.toml'} (reproduction rate not measured; the shrink was cut short " \
            "(interrupted): not minimal)" in out
     assert _processes_under(tmp_path) == [], "a process the hunt started outlived it"
+
+
+def _interrupted(path: Path, results: Path, trials: int) -> tuple[int, str, str]:
+    """A hunt sent SIGINT once `trials` trials' chaos started (within 90 s): its exit code, stdout and stderr."""
+    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results", str(results)],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and _chaos_started(results) < trials and process.poll() is None:
+            time.sleep(0.2)
+        assert _chaos_started(results) == trials, f"{trials} trials' chaos never started"
+        os.kill(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, out, err
 
 
 def _chaos_started(results: Path) -> int:
