@@ -2,6 +2,7 @@
 
     mrtr-harness hunt scenarios/smoke.toml --trials 30 --trial-duration 8s
     mrtr-harness hunt scenarios/smoke.toml --actions restart,rotate-keys --replicas 1,2 --seed 7
+    mrtr-harness hunt scenarios/smoke.toml --shrink-runs 30 --shrink-budget 10m --reproduce 10
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
 checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
@@ -25,14 +26,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Draw chaos schedules (actions, replicas, timing and parameters, from every action the "
                     "target can take), run each as a trial (a real run of the scenario with that [[chaos]], "
                     "judged by the run's verdict: no invariant violated, no unexplained -32602, no harness error, "
-                    "and the scenario's [expect]), until one fails or the budget runs out. Each trial's results "
-                    "folder holds its scenario.toml (`mrtr-harness run` reruns it as drawn); hunt.jsonl journals "
-                    "every trial. Bounds come from the scenario's [hunt] table; these flags override it.",
+                    "and the scenario's [expect]), until one fails or the budget runs out. A failing schedule is "
+                    "then shrunk to the smallest that still fails the same way (in --must-fail of --reruns runs, "
+                    "within --shrink-budget and --shrink-runs), rerun --reproduce times for its rate, and handed "
+                    "over as minimal.toml (`mrtr-harness run --reproduce` reproduces it) and hunt.html in the "
+                    "hunt's folder. Each trial's results folder holds its scenario.toml (`mrtr-harness run` reruns "
+                    "it as drawn); hunt.jsonl journals every trial and the shrink. Bounds come from the scenario's "
+                    "[hunt] table; these flags override it.",
         epilog=epilog("hunt"))
     hunt.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml")
     hunt.add_argument("--trials", type=int, help="the most trials the search runs ([hunt] trials, default 20)")
-    hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget)")
-    hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration)")
+    hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget, default 15m; "
+                                       "the shrink has its own)")
+    hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration, "
+                                               "default 10s)")
     hunt.add_argument("--max-steps", type=int, help="the most chaos steps a schedule has ([hunt] max_steps, "
                                                     "default 2)")
     hunt.add_argument("--actions", help="the chaos actions drawn, comma-separated, e.g. restart,rotate-keys "

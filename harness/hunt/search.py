@@ -1,8 +1,10 @@
 """The search: draw a schedule, run it as a trial, judge it; until one fails, or the trials or the time run out.
 
 A hunt's results folder, `<results>/<utc>-hunt-<scenario>/`, holds `hunt.jsonl` (its own
-journal, written as it goes: a `start` record, one `trial` record per trial, an `end` record)
-and `trials/`, each trial's own results folder (a run's, `scenario.toml` first). Every trial
+journal, written as it goes: a `start` record, one `trial` record per trial, an `end` record
+with the shrink's outcome), `trials/`, each trial's own results folder (a run's,
+`scenario.toml` first), and what the hunt hands over: `minimal.toml` (the shrunk schedule as a
+scenario, when a trial failed) and `hunt.html`, written whatever stopped the hunt. Every trial
 record has its index, seed, purpose, schedule as plain data, failures, reasons, exit code,
 folder and seconds: `mrtr-harness run trials/<folder>/scenario.toml` reruns that trial exactly
 as drawn, and `hunt --seed S` draws the same schedules again.
