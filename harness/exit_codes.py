@@ -94,15 +94,19 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): capacity.json holds the steps that ran"),
     ),
     "hunt": (
-        (ExitCode.PASSED, "nothing broke within the budget (trials or time): the coverage is said in one line"),
+        (ExitCode.PASSED, "nothing broke within the budget (trials or time): the coverage is said in one line and "
+                          "on hunt.html"),
         (ExitCode.FAILED, "a trial failed the property (an invariant, an unexplained -32602, an [expect] "
-                          "threshold): the failing schedule was found and journaled"),
+                          "threshold): the failing schedule was found, shrunk and journaled; minimal.toml and "
+                          "hunt.html hand it over"),
         (ExitCode.USAGE, "bad scenario, [hunt] bounds or flags, or chaos against a host not allowed: nothing was "
                          "started"),
         (ExitCode.TARGET, "a trial's target could not be started or reached"),
-        (ExitCode.HARNESS, "a trial was the harness's own failure (never the target's): the hunt stops"),
+        (ExitCode.HARNESS, "a trial was the harness's own failure (never the target's), or the minimal scenario "
+                           "would not validate: the hunt stops"),
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): the trial under way rolled its chaos back, "
-                               "hunt.jsonl holds what was found so far"),
+                               "hunt.jsonl and hunt.html hold what was found so far (during the shrink, minimal.toml "
+                               "the smallest failing schedule so far, marked not minimal)"),
     ),
     "triage": (
         (ExitCode.PASSED, "no reason that means tampering or a client bug was seen (Ctrl-C or SIGTERM ends a live "

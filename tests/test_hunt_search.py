@@ -6,9 +6,12 @@ and every step drawn, for every action and over many seeds, builds a scenario th
 model accepts. The hunts run the command as a user does, against the embedded shop (a trial
 of 3 s costs about 8 s: the shop starts and stops each time): one with a planted fault
 (per-process keys behind round-robin: a state minted on one replica is opened by another, so
-every schedule's trial fails its `[expect]`) finds a failing trial and exits 1 (about 15 s); a
-healthy shop with 2 short trials exits 0 and says its coverage (about 25 s); Ctrl-C during a
-trial's pause exits 130 with the journal ended and no process left (about 12 s).
+every schedule's trial fails its `[expect]`) finds a failing trial, shrinks it, hands over a
+minimal scenario that `validate` passes and `run --reproduce` reproduces, and exits 1 (end to
+end, about 70 s: 7 trials and a rerun); a healthy shop with 2 short trials exits 0 and says its
+coverage (about 25 s); Ctrl-C during a trial's pause exits 130 with the journal ended and no
+process left (about 12 s); Ctrl-C during the shrink still hands over the found schedule, marked
+cut short, and exits 130 (about 25 s).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +74,11 @@ def _scenario_file(tmp_path: Path, name: str = "hunted", target: str = "", rest:
 
 def _hunt(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness", "hunt", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -168,6 +177,9 @@ def test_a_damaged_summary_stops_the_hunt_as_the_harness_error_it_is(tmp_path):
     ('trial_duration = "20m"', "does not fit in the budget"),
     ('budget = "0s"', "must be above 0"),
     ("reruns = 2\nmust_fail = 3", "must_fail (3) is more than reruns (2)"),
+    ("reruns = 3\nshrink_runs = 2", "shrink_runs (2) is less than reruns (3)"),
+    ("reproduce = -1", "must be at least 0"),
+    ('shrink_budget = "0s"', "must be above 0"),
     ('surprise = 1', "unknown key 'surprise'"),
 ])
 def test_validate_refuses_bad_hunt_bounds_naming_the_key_and_line(tmp_path, hunt, words):
@@ -206,26 +218,50 @@ def test_a_bad_flag_is_refused_as_the_table_would_be_with_exit_2_before_anything
 # --- real hunts against the embedded shop ------------------------------------------------------------
 
 
-def test_a_hunt_finds_the_planted_fault_exits_1_and_journals_the_trial_that_reruns_as_drawn(tmp_path):
-    """Per-process keys behind round-robin (about 10 s): the first trial's flows cross replicas and fail
-    `unknown key`, which `[expect]` forbids."""
+def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scenario_that_reproduces(tmp_path):
+    """End to end (about 70 s): per-process keys behind round-robin, which `[expect]` forbids (`unknown key`). The
+    search's first trial (two restarts) fails; the shrink (2 of 2 runs, at most 4 runs: each dropped step) drops its
+    chaos; the minimal schedule is rerun twice for its rate; minimal.toml passes `validate` and `run --reproduce`
+    reproduces it (exit 0); hunt.html names the failure; the hunt exits 1 and its journal holds every trial and the
+    shrink's outcome. The shrink's budget, not minimality, ends it: a shorter run is flaky, and 2 of 2 would decide
+    it only with more runs than this test spends."""
     path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
-                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
+                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
+                               "reruns = 2\nmust_fail = 2\nshrink_runs = 4\nreproduce = 2\n")
     done = _hunt(str(path), "--results", str(tmp_path / "results"))
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "found: trial 1 failed (expectation rejections{reason='unknown key'})" in done.stdout
-    start, trial, end = _journal(tmp_path / "results")
+    failure = "expectation rejections{reason='unknown key'}"
+    assert f"found: trial 1 failed ({failure})" in done.stdout
+    [folder] = list((tmp_path / "results").iterdir())
+    assert f"minimal: {folder / 'minimal.toml'} (reproduced in 2 of 2 runs; the shrink's budget of runs ran out " \
+           "first: maybe not minimal)" in done.stdout
+    assert f"page: {folder / 'hunt.html'}" in done.stdout
+    records = _journal(tmp_path / "results")
+    start, search, end = records[0], records[1], records[-1]
+    trials = records[1:-1]
     assert start["type"] == "start" and start["actions"] == ["restart"] and start["seed"] == 5
-    assert trial["type"] == "trial" and trial["purpose"] == "search" and trial["outcome"] == "failed"
-    assert {"kind": "expectation", "name": "rejections{reason='unknown key'}"} in trial["failures"]
-    assert trial["reasons"]["unknown key"] > 0 and trial["exit_code"] == 1
-    assert [step["action"] for step in trial["schedule"]["steps"]] and trial["schedule"]["duration"] == 3.0
+    assert search["purpose"] == "search" and search["outcome"] == "failed" and search["exit_code"] == 1
+    assert {"kind": "expectation", "name": "rejections{reason='unknown key'}"} in search["failures"]
+    assert search["reasons"]["unknown key"] > 0 and search["schedule"]["duration"] == 3.0
+    assert [trial["purpose"] for trial in trials] == ["search"] + ["shrink"] * 4 + ["reproduce"] * 2
     assert end["type"] == "end" and end["stopped_by"] == "found" and end["found"] == 1
-    folder = next((tmp_path / "results").iterdir()) / trial["folder"]
-    rerun = parse_scenario((folder / "scenario.toml").read_text())  # the trial's own file, as `run` reads it
-    assert rerun.seed == trial["seed"] and [step.model_dump(exclude_defaults=True) for step in rerun.chaos] == \
-        trial["schedule"]["steps"]
+    shrunk = end["shrink"]
+    assert shrunk["stopped_by"] == "runs" and shrunk["runs"] == 4 and len(search["schedule"]["steps"]) == 2
+    assert [step["what"] for step in shrunk["path"]] == ["dropped step 1 (restart)"] * 2
+    assert shrunk["minimal"]["steps"] == [] and shrunk["minimal"]["duration"] == 3.0  # it fails with no chaos at all
+    assert shrunk["reproduction"] == {"failed": 2, "runs": 2}
+    assert end["minimal_file"] == "minimal.toml" and end["page"] == "hunt.html"
+    rerun = parse_scenario((folder / search["folder"] / "scenario.toml").read_text())  # the trial reruns as drawn
+    assert rerun.seed == search["seed"] and [step.model_dump(exclude_defaults=True) for step in rerun.chaos] == \
+        search["schedule"]["steps"]
+
+    minimal = folder / "minimal.toml"
+    assert _harness("validate", str(minimal)).returncode == 0
+    reproduced = _harness("run", "--reproduce", str(minimal), "--results", str(tmp_path / "reruns"))
+    assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr  # the failure reproduced
+    page = (folder / "hunt.html").read_text()
+    assert escape("found: [expect] rejections{reason='unknown key'}") in page and "The shrink path" in page
 
 
 def test_a_healthy_shop_holds_two_short_trials_exits_0_and_says_its_coverage(tmp_path):
@@ -239,6 +275,13 @@ def test_a_healthy_shop_holds_two_short_trials_exits_0_and_says_its_coverage(tmp
     assert [record["type"] for record in records] == ["start", "trial", "trial", "end"]
     assert all(record["outcome"] == "held" and record["failures"] == [] for record in records[1:3])
     assert records[-1]["stopped_by"] == "trials" and records[-1]["coverage"]
+    assert records[-1]["shrink"] is None and records[-1]["minimal_file"] is None and records[-1]["page"] == "hunt.html"
+    [folder] = list((tmp_path / "results").iterdir())
+    assert f"page: {folder / 'hunt.html'}" in done.stdout
+    page = (folder / "hunt.html").read_text()
+    assert "nothing broke within the budget (2 trials, stopped by trials)" in page and "Coverage" in page
+    said = done.stdout.split("coverage: ", 1)[1].splitlines()[0]
+    assert escape(said) in page  # the page's coverage, out of what the bounds allowed, is the terminal's
     assert "[1/2] search " in done.stderr and "[2/2] search " in done.stderr  # a line per trial on the terminal
 
 
@@ -247,21 +290,8 @@ def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_
     the trial (the replica resumed, the shop stopped), the hunt writes its end, exits 130, and no process it
     started is left."""
     path = _scenario_file(tmp_path, rest="[hunt]\ntrials = 2\ntrial_duration = \"6s\"\nactions = [\"pause\"]\n")
-    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results",
-                                str(tmp_path / "results")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _chaos_started(tmp_path / "results"):
-            time.sleep(0.2)
-        assert _chaos_started(tmp_path / "results"), "the trial's chaos never started"
-        os.kill(process.pid, signal.SIGINT)
-        out, err = process.communicate(timeout=90)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 130, out + err
+    code, out, err = _interrupted(path, tmp_path / "results", trials=1)
+    assert code == 130, out + err
     records = _journal(tmp_path / "results")
     assert records[-1]["type"] == "end" and records[-1]["stopped_by"] == "interrupted"
     trial = records[1]
@@ -272,8 +302,51 @@ def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_
     assert _processes_under(tmp_path) == [], "a process the hunt started outlived it"
 
 
-def _chaos_started(results: Path) -> bool:
-    return any('"type":"chaos","phase":"start"' in journal.read_text(errors="replace")
+def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule_marked_and_exits_130(tmp_path):
+    """SIGINT once the first shrink candidate's restart started (about 25 s): the candidate's run is stopped as
+    `run` stops, the hunt writes minimal.toml (the found trial's schedule: no smaller one had failed yet), its header
+    and the page saying the shrink was cut short, ends its journal and exits 130, leaving no process."""
+    path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
+                          rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
+                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
+    code, out, err = _interrupted(path, tmp_path / "results", trials=2)  # the search's, the shrink's first
+    assert code == 130, out + err
+    records = _journal(tmp_path / "results")
+    search, shrinking, end = records[1], records[2], records[-1]
+    assert search["outcome"] == "failed" and shrinking["purpose"] == "shrink" and shrinking["exit_code"] == 130
+    assert end["stopped_by"] == "interrupted" and end["shrink"]["stopped_by"] == "interrupted"
+    assert end["shrink"]["minimal"] == search["schedule"] and end["shrink"]["reproduction"] is None
+    [folder] = list((tmp_path / "results").iterdir())
+    minimal = (folder / "minimal.toml").read_text()
+    assert "the shrink was cut short: interrupted" in " ".join(minimal.split("\n# "))
+    assert [step.action for step in parse_scenario(minimal).chaos] == ["restart", "restart"]
+    assert "cut short (interrupted)" in (folder / "hunt.html").read_text()
+    assert f"minimal: {folder / 'minimal.toml'} (reproduction rate not measured; the shrink was cut short " \
+           "(interrupted): not minimal)" in out
+    assert _processes_under(tmp_path) == [], "a process the hunt started outlived it"
+
+
+def _interrupted(path: Path, results: Path, trials: int) -> tuple[int, str, str]:
+    """A hunt sent SIGINT once `trials` trials' chaos started (within 90 s): its exit code, stdout and stderr."""
+    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results", str(results)],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and _chaos_started(results) < trials and process.poll() is None:
+            time.sleep(0.2)
+        assert _chaos_started(results) == trials, f"{trials} trials' chaos never started"
+        os.kill(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, out, err
+
+
+def _chaos_started(results: Path) -> int:
+    """How many trials' journals say their chaos started."""
+    return sum('"type":"chaos","phase":"start"' in journal.read_text(errors="replace")
                for journal in results.glob("*-hunt-hunted/trials/*/journal.jsonl"))
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import random
 import tomllib
 from collections.abc import Callable
@@ -15,13 +16,14 @@ import pytest
 from harness.cli.main import main
 from harness.config.durations import parse_duration
 from harness.config.scenario import parse_scenario
-from harness.hunt.minimal import minimal_scenario, runs_in, write_minimal
+from harness.hunt.minimal import minimal_scenario, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial
 from harness.hunt.page import coverage_line, render_page
 from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, reproduce, same_failure, shrink
 from harness.triage.catalogue import reproducers
 
-FAILURE = Failure("unexplained", "unknown key")
+FAILURE = Failure("unexplained", "-32602")
+"""As the search names it: unexplained rejections have no logged reason."""
 
 
 def _renames(*names: str) -> tuple[dict[str, Any], ...]:
@@ -175,9 +177,9 @@ def test_a_flaky_property_still_shrinks_to_the_pair() -> None:
 
 
 def test_same_failure_means_same_kind_and_name() -> None:
-    assert same_failure(FAILURE, [Failure("invariant", "no_double_release"), Failure("unexplained", "unknown key")])
+    assert same_failure(FAILURE, [Failure("invariant", "no_double_release"), Failure("unexplained", "-32602")])
     assert not same_failure(FAILURE, [Failure("unexplained", "expired")])
-    assert not same_failure(FAILURE, [Failure("expectation", "unknown key")])
+    assert not same_failure(FAILURE, [Failure("expectation", "-32602")])
     runs = iter([[FAILURE], [Failure("unexplained", "expired")]])
     predicate = fails_the_same(FAILURE, lambda schedule: next(runs))
     schedule = Schedule((), duration=1.0)
@@ -265,18 +267,19 @@ def test_the_minimal_scenario_validates_and_holds_the_schedule(tmp_path: Path) -
     assert scenario.duration == 6.0 and scenario.load.arrival_rate == 2.0 and scenario.seed == 4242
     assert scenario.target.replica_count == 3 and scenario.time_scale == 60  # the user's own, kept
     assert scenario.load.routing == "other-replica" and scenario.leads == parse_scenario(ORIGINAL).leads
-    assert scenario.reproduces == {"rejections{reason='unknown key'}": "> 0", "unexplained_rejections": "> 0"}
+    assert scenario.reproduces == {"unexplained_rejections": "> 0"}  # no logged reason: that is what it means
     assert scenario.expect["completed_ratio"] == ">= 0.95"  # the user's healthy outcome ...
     assert scenario.expect["unexplained_rejections"] == "== 0"  # ... with the hunt's property
     assert scenario.expect["invariant_violations"] == "== 0"
     assert "chaos_failures{action='pause'}" not in scenario.expect  # the pause was shrunk away
     assert set(scenario.hypothesis) == {"completed_ratio"}
     header = _header(text)
-    assert "rejections logged as 'unknown key' were not all explained" in header
+    assert "-32602 rejections the clients saw that no replica's log line explains" in header
     assert "seed 7, trial 12" in header and "9 of 10 reruns" in header
     assert "`mrtr-harness run --reproduce minimal.toml`" in header and "`mrtr-harness run minimal.toml`" in header
     assert text.index("[reproduces]") < text.index("[expect]")
-    path = write_minimal(tmp_path / "minimal.toml", ORIGINAL, _found(FAILURE))
+    reason = Failure("expectation", "rejections{reason='unknown key'}")
+    path = write_minimal(tmp_path / "minimal.toml", ORIGINAL, _found(reason))
     assert main(["validate", str(path)]) == 0  # once through the command line, in this process
     assert str(path) in reproducers(tmp_path)["unknown key"]  # in the catalogue, triage names it for the reason
 
@@ -327,7 +330,7 @@ def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
                                   (HOSTILE, HOSTILE, HOSTILE): 2}, stopped_by="found")
     html = render_page(result)
     assert "<script>" not in html and "&lt;script&gt;" in html  # everything read is escaped
-    verdict = html.index("found: rejections logged as")
+    verdict = html.index("found: -32602 rejections")
     assert verdict < html.index("The failing trial") < html.index("The shrink path") < html.index("Coverage")
     assert "9 of 10 reruns failed the same way (90 %)" in html
     accepted = [step for step in shrunk.path if step.accepted]
@@ -349,17 +352,29 @@ def test_the_page_when_nothing_broke() -> None:
     assert coverage_line(result) == "1 trial: 1 action (rename) on 1 replica at 1 timing, 1 combination tried 1 time"
 
 
+def _hunt_of(text: str) -> Any:
+    """A hunt of the scenario `text` (nothing started): its `fits` is what the shrinker asks of a candidate."""
+    from harness.hunt.search import Hunt
+    from harness.hunt.trial import Base
+
+    return Hunt(Base(tomllib.loads(text), parse_scenario(text), "original.toml"), stream=io.StringIO())
+
+
+HUNTED = ORIGINAL.replace("[hypothesis]\n\"chaos_failures{action='pause'}\" = \"== 0\"\n", "[hypothesis]\n").replace(
+    "\"chaos_failures{action='pause'}\" = \"== 0\"\n", "")
+"""ORIGINAL as a hunt takes it: no threshold that selects a chaos action (validate refuses those in a hunt)."""
+
+
 def test_candidates_the_scenario_cannot_run_are_skipped() -> None:
-    scenario = parse_scenario(ORIGINAL)
-    fits = runs_in(scenario)
+    fits = _hunt_of(HUNTED).fits
     assert fits(MINIMAL)
     assert not fits(Schedule(({"action": "pause", "at": "0s", "replica": 4},), duration=5.0))  # 3 replicas
     assert not fits(Schedule(({"action": "revoke", "at": "0s"},), duration=5.0))  # the shop issues no tokens here
 
-    staged = parse_scenario(ORIGINAL.replace('routing = "other-replica"',
-                                             'routing = "other-replica"\nstages = [{ duration = "8s", target = 4 }]'))
+    staged = HUNTED.replace('routing = "other-replica"', 'routing = "other-replica"\nstages = [{ duration = "8s", '
+                                                         'target = 4 }]')
     start = Schedule(({"action": "kill", "at": "1s", "replica": 3},), duration=20.0)
-    result = shrink(start, FAILURE, lambda schedule: True, fits=runs_in(staged))
+    result = shrink(start, FAILURE, lambda schedule: True, fits=_hunt_of(staged).fits)
     assert result.schedule.steps == () and result.schedule.duration >= 8.0  # the stages last 8 s: no shorter run
     assert all(step.schedule.duration >= 8.0 for step in result.path)  # none shorter was run
 

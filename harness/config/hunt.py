@@ -55,9 +55,10 @@ class HuntSettings(Strict):
 
     The property is the run's own verdict: no invariant violated, no -32602 the replicas' logs
     do not explain, no harness error, and the scenario's `[expect]` thresholds. The search stops
-    at the first failing trial, or when `trials` or `budget` runs out. `reruns` and `must_fail`
-    are the shrinker's: a smaller schedule still fails when it fails the same way in at least
-    `must_fail` of `reruns` runs.
+    at the first failing trial, or when `trials` or `budget` runs out. The shrink of that trial's
+    schedule follows: a smaller schedule still fails when it fails the same way in at least
+    `must_fail` of `reruns` runs, and the shrink stops at `shrink_budget` or `shrink_runs`,
+    whichever comes first; the minimal schedule then runs `reproduce` times for its rate.
     """
 
     trials: int = Field(default=20, ge=1, le=10_000, description="the most trials the search runs")
@@ -79,6 +80,12 @@ class HuntSettings(Strict):
     must_fail: int = Field(default=2, ge=1, le=100, description="while shrinking: in how many of its reruns a "
                                                                 "schedule must fail the same way to count as "
                                                                 "still failing")
+    shrink_budget: PositiveDuration = Field(default=900.0, description="the most wall time the shrink of a failing "
+                                            "schedule takes (a candidate under way finishes), real")
+    shrink_runs: int = Field(default=60, ge=1, le=10_000, description="the most runs the shrink of a failing "
+                                                                      "schedule makes, in all")
+    reproduce: int = Field(default=10, ge=0, le=1000, description="runs of the minimal schedule that measure its "
+                                                                  "reproduction rate (0: not measured)")
 
     @field_validator("actions")
     @classmethod
@@ -121,6 +128,9 @@ class HuntSettings(Strict):
         if self.must_fail > self.reruns:
             raise FieldProblem(f"must_fail ({self.must_fail}) is more than reruns ({self.reruns}): no schedule "
                                "could count as still failing", "must_fail")
+        if self.shrink_runs < self.reruns:
+            raise FieldProblem(f"shrink_runs ({self.shrink_runs}) is less than reruns ({self.reruns}): no smaller "
+                               "schedule could be tried", "shrink_runs")
         return self
 
 

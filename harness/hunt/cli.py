@@ -2,6 +2,7 @@
 
     mrtr-harness hunt scenarios/smoke.toml --trials 30 --trial-duration 8s
     mrtr-harness hunt scenarios/smoke.toml --actions restart,rotate-keys --replicas 1,2 --seed 7
+    mrtr-harness hunt scenarios/smoke.toml --shrink-runs 30 --shrink-budget 10m --reproduce 10
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
 checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
@@ -25,14 +26,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Draw chaos schedules (actions, replicas, timing and parameters, from every action the "
                     "target can take), run each as a trial (a real run of the scenario with that [[chaos]], "
                     "judged by the run's verdict: no invariant violated, no unexplained -32602, no harness error, "
-                    "and the scenario's [expect]), until one fails or the budget runs out. Each trial's results "
-                    "folder holds its scenario.toml (`mrtr-harness run` reruns it as drawn); hunt.jsonl journals "
-                    "every trial. Bounds come from the scenario's [hunt] table; these flags override it.",
+                    "and the scenario's [expect]), until one fails or the budget runs out. A failing schedule is "
+                    "then shrunk to the smallest that still fails the same way (in --must-fail of --reruns runs, "
+                    "within --shrink-budget and --shrink-runs), rerun --reproduce times for its rate, and handed "
+                    "over as minimal.toml (`mrtr-harness run --reproduce` reproduces it) and hunt.html in the "
+                    "hunt's folder. Each trial's results folder holds its scenario.toml (`mrtr-harness run` reruns "
+                    "it as drawn); hunt.jsonl journals every trial and the shrink. Bounds come from the scenario's "
+                    "[hunt] table; these flags override it.",
         epilog=epilog("hunt"))
     hunt.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml")
     hunt.add_argument("--trials", type=int, help="the most trials the search runs ([hunt] trials, default 20)")
-    hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget)")
-    hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration)")
+    hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget, default 15m; "
+                                       "the shrink has its own)")
+    hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration, "
+                                               "default 10s)")
     hunt.add_argument("--max-steps", type=int, help="the most chaos steps a schedule has ([hunt] max_steps, "
                                                     "default 2)")
     hunt.add_argument("--actions", help="the chaos actions drawn, comma-separated, e.g. restart,rotate-keys "
@@ -41,9 +48,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                          "default: all)")
     hunt.add_argument("--seed", type=int, help="the seed the schedules are drawn from ([hunt] seed; default: the "
                                                "scenario's)")
-    hunt.add_argument("--reruns", type=int, help="while shrinking: runs of each smaller schedule ([hunt] reruns)")
+    hunt.add_argument("--reruns", type=int, help="while shrinking: runs of each smaller schedule ([hunt] reruns, "
+                                                 "default 3)")
     hunt.add_argument("--must-fail", type=int, help="while shrinking: runs of those that must fail the same way "
-                                                    "([hunt] must_fail)")
+                                                    "([hunt] must_fail, default 2)")
+    hunt.add_argument("--shrink-budget", help="the most wall time the shrink takes, e.g. 10m ([hunt] shrink_budget, "
+                                              "default 15m)")
+    hunt.add_argument("--shrink-runs", type=int, help="the most runs the shrink makes in all ([hunt] shrink_runs, "
+                                                      "default 60)")
+    hunt.add_argument("--reproduce", type=int, help="runs of the minimal schedule for its reproduction rate "
+                                                    "([hunt] reproduce, default 10; 0: not measured)")
     hunt.add_argument("--results", type=Path, default=Path("results"),
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
@@ -55,7 +69,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for flag, key in (("trials", "trials"), ("budget", "budget"), ("trial_duration", "trial_duration"),
                       ("max_steps", "max_steps"), ("seed", "seed"), ("reruns", "reruns"),
-                      ("must_fail", "must_fail")):
+                      ("must_fail", "must_fail"),
+                      ("shrink_budget", "shrink_budget"), ("shrink_runs", "shrink_runs"), ("reproduce", "reproduce")):
         if getattr(args, flag) is not None:
             found[f"hunt.{key}"] = getattr(args, flag)
     if args.actions is not None:
@@ -85,7 +100,8 @@ def run_hunt(args: argparse.Namespace) -> int:
     if base.scenario.hunt is None:
         from harness.config.hunt import HuntSettings
 
-        base = Base(base.data, base.scenario.model_copy(update={"hunt": HuntSettings()}), base.source)
+        base = Base(base.data, base.scenario.model_copy(update={"hunt": HuntSettings()}), base.source,
+                    base.text)
     hunt = Hunt(base, results_root=args.results, stream=sys.stderr)
     say_remote(hunt.first_scenario(), args.allow_host, str(args.scenario))  # chaos off this machine: exit 2
     if base.scenario.target.auth is not None:
@@ -99,10 +115,28 @@ def run_hunt(args: argparse.Namespace) -> int:
     if result.found is not None:
         print(f"found: trial {result.found.index} failed ({', '.join(map(str, result.found.failures))}): "
               f"{folder / result.found.folder / 'scenario.toml'}")
+        if hunt.minimal_file is not None:
+            print(f"minimal: {hunt.minimal_file} ({_rate(result.reproduction)}"
+                  f"{_cut_short(result.shrink_stopped_by)})")
     elif code == 0:
         print(f"nothing broke in {len(result.trials)} trials (stopped by {result.stopped_by}); "
               f"{hunt.coverage_line()}")
     else:
         print(f"hunt stopped ({result.stopped_by}) after {len(result.trials)} trials; {hunt.coverage_line()}")
+    if hunt.page_file is not None:
+        print(f"page: {hunt.page_file}")
     print(f"journal: {folder / 'hunt.jsonl'}")
     return code
+
+
+def _rate(reproduction: tuple[int, int] | None) -> str:
+    if reproduction is None:
+        return "reproduction rate not measured"
+    return f"reproduced in {reproduction[0]} of {reproduction[1]} runs"
+
+
+def _cut_short(stopped_by: str) -> str:
+    """How the shrink ended, when not at a 1-minimal schedule."""
+    if stopped_by in ("runs", "time"):
+        return f"; the shrink's budget of {stopped_by} ran out first: maybe not minimal"
+    return f"; the shrink was cut short ({stopped_by}): not minimal" if stopped_by not in ("", "done") else ""

@@ -8,9 +8,9 @@ often the minimal schedule reproduced it, where it came from (the hunt's seed an
 to rerun it and verify a fix, then `[reproduces]` (the failure's signs) apart from `[expect]` (the
 healthy outcome: the user's, with the hunt's default property, no invariant violation and no
 unexplained rejection). It is read back through the scenario parser before it is returned: a file
-that would not pass `validate` is the harness's error, never written. Values go through
-`harness.config.toml_text`; the comment header passes the secrets scrubber, and no text read from a
-run can end a comment line.
+that would not pass `validate` is the harness's error, never written. It is written by the hunt's
+one TOML writer (`harness.hunt.toml_file`, which writes each trial's scenario too); the comment
+header passes the secrets scrubber, and no text read from a run can end a comment line.
 """
 
 from __future__ import annotations
@@ -18,21 +18,19 @@ from __future__ import annotations
 import re
 import textwrap
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from harness.config import toml_text
 from harness.config.durations import format_duration
-from harness.config.scenario import Scenario, ScenarioError, parse_scenario
+from harness.config.scenario import ScenarioError, parse_scenario
 from harness.config.thresholds import ThresholdError, parse_threshold
 from harness.errors import MrtrHarnessError
 from harness.hunt.model import Failure, HuntResult, Schedule
 from harness.hunt.shrink import duration_text
+from harness.hunt.toml_file import document, pairs
 from harness.secrets import scrub
-from harness.vocabulary import INVARIANTS, REASONS
+from harness.vocabulary import INVARIANTS
 
 SCHEMA_LINE = "#:schema ../../docs/scenario.schema.json"
 """As the catalogue's files have it: the file is shaped to be moved into scenarios/on-call/."""
@@ -73,11 +71,11 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
     if isinstance(scenario.get("hypothesis"), dict):
         scenario["hypothesis"] = naming_only(scenario["hypothesis"], actions)
     reproduces = reproduces_table(result.failure, expect)
-    body = _document(scenario)
+    body = [document(scenario).rstrip("\n")]
     if reproduces:
-        body += ["", "[reproduces]   # the failure: judged by `run --reproduce`", *_pairs(reproduces)]
+        body += ["", "[reproduces]   # the failure: judged by `run --reproduce`", *pairs(reproduces)]
     body += ["", "[expect]       # the healthy outcome, once the fix is in: judged by plain `run`",
-             *_pairs({**expect, **{key: value for key, value in HEALTHY.items() if key not in expect}})]
+             *pairs({**expect, **{key: value for key, value in HEALTHY.items() if key not in expect}})]
     text = "\n".join([SCHEMA_LINE, *_header(result, file_name, expect, bool(reproduces)), *body]) + "\n"
     try:
         parse_scenario(text, file_name)
@@ -86,40 +84,17 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
     return text
 
 
-def runs_in(scenario: Scenario) -> Callable[[Schedule], bool]:
-    """A `fits` for the shrinker: whether the scenario, with a schedule's chaos, duration and rate in place of its
-    own, still validates (a replica it has, a command its target has, stages within the run); its thresholds that
-    select an action the schedule lacks are left out, as the minimal scenario leaves them."""
-    data = scenario.model_dump(mode="python", exclude_unset=True)
-
-    def fits(schedule: Schedule) -> bool:
-        actions = {str(step.get("action")) for step in schedule.steps}
-        candidate = {**data, "chaos": list(schedule.steps), "duration": schedule.duration}
-        if schedule.arrival_rate is not None:
-            candidate["load"] = {**data.get("load", {}), "arrival_rate": schedule.arrival_rate}
-        for table in ("expect", "hypothesis", "reproduces"):
-            if isinstance(data.get(table), dict):
-                candidate[table] = naming_only(data[table], actions)
-        try:
-            Scenario.model_validate(candidate)
-        except ValidationError:
-            return False
-        return True
-
-    return fits
-
-
 def reproduces_table(failure: Failure, expect: Mapping[str, str | list[str]]) -> dict[str, str]:
-    """The failure's signs as `[reproduces]` thresholds (a logged reason's count among them, which is how triage
-    finds a catalogue entry for a reason); empty when they cannot be said in one (an `[expect]` key
-    with several conditions fails when any one does, which thresholds, all of which must hold, cannot state)."""
+    """The failure's signs as `[reproduces]` thresholds; empty when they cannot be said in one (an `[expect]` key
+    with several conditions fails when any one does, which thresholds, all of which must hold, cannot state).
+    Unexplained rejections have no logged reason (that is what makes them unexplained): their sign is the count
+    of them alone; a logged reason's count is an `[expect]` key's (`rejections{reason=...}`), which triage finds."""
     if failure.kind == "invariant":
         key = (f"invariant_violations{{invariant='{failure.name}'}}" if failure.name in INVARIANTS
                else "invariant_violations")
         return {key: "> 0"}
     if failure.kind == "unexplained":
-        logged = ({f"rejections{{reason='{failure.name}'}}": "> 0"} if failure.name in REASONS else {})
-        return {**logged, "unexplained_rejections": "> 0"}
+        return {"unexplained_rejections": "> 0"}
     negated = negation(failure.name, expect.get(failure.name))
     return {failure.name: negated} if negated is not None else {}
 
@@ -147,7 +122,7 @@ def failure_in_words(failure: Failure, expect: Mapping[str, str | list[str]] | N
     if failure.kind == "invariant":
         return f"the ledger invariant {failure.name} was violated"
     if failure.kind == "unexplained":
-        return f"rejections logged as {failure.name!r} were not all explained"
+        return f"{failure.name} rejections the clients saw that no replica's log line explains"
     conditions = (expect or {}).get(failure.name)
     shown = "; ".join([conditions] if isinstance(conditions, str) else conditions or [])
     return f"[expect] {failure.name}" + (f" = {shown!r}" if shown else "") + " failed"
@@ -239,48 +214,13 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
 
 
 def _cut_short(stopped_by: str) -> str:
-    return f" (the shrink's budget of {stopped_by} ran out first: maybe not minimal)" if stopped_by in (
-        "runs", "time") else ""
+    if stopped_by in ("runs", "time"):
+        return f" (the shrink's budget of {stopped_by} ran out first: maybe not minimal)"
+    if stopped_by not in ("", "done"):
+        return f" (the shrink was cut short: {stopped_by}; the smallest failing schedule so far, maybe not minimal)"
+    return ""
 
 
 def _comment(text: str) -> str:
     """One comment line: scrubbed of secrets, and with nothing in it that could end the line."""
     return _CONTROL.sub(" ", scrub(text))
-
-
-def _document(data: Mapping[str, Any]) -> list[str]:
-    """A TOML document: the top-level keys, then each table (and its sub-tables), then each array of tables."""
-    lines = _pairs({key: value for key, value in data.items() if not _is_table(value) and not _is_tables(value)})
-    for key, value in data.items():
-        if _is_table(value):
-            lines += _table(toml_text.key(key), value)
-        elif _is_tables(value):
-            for entry in value:
-                lines += ["", f"[[{toml_text.key(key)}]]", *_pairs(entry)]
-    return lines
-
-
-def _table(header: str, table: Mapping[str, Any]) -> list[str]:
-    """A table, a small flat sub-table inline (`think = { ... }`), a larger one as a table of its own."""
-    lines = ["", f"[{header}]", *_pairs({key: value for key, value in table.items() if not _own_table(value)})]
-    for key, value in table.items():
-        if _own_table(value):
-            lines += _table(f"{header}.{toml_text.key(key)}", value)
-    return lines
-
-
-def _own_table(value: Any) -> bool:
-    return _is_table(value) and (len(value) > 4 or any(isinstance(entry, Mapping | list) for entry in value.values()))
-
-
-def _pairs(table: Mapping[str, Any]) -> list[str]:
-    return [f"{toml_text.key(str(key))} = {toml_text.value(value)}" for key, value in table.items()
-            if value is not None]
-
-
-def _is_table(value: Any) -> bool:
-    return isinstance(value, Mapping)
-
-
-def _is_tables(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(entry, Mapping) for entry in value)

@@ -37,12 +37,17 @@ _STEP_COLUMNS = ("at", "action", "replica")
 """A step's keys with a column of their own; the rest are listed together."""
 
 
-def write_page(path: Path, result: HuntResult) -> Path:
-    path.write_text(render_page(result), encoding="utf-8")
+Cell = tuple[str, str, str]
+"""(action, whom, timing), as `HuntResult.coverage` counts them."""
+
+
+def write_page(path: Path, result: HuntResult, cells: Sequence[Cell] | None = None) -> Path:
+    path.write_text(render_page(result, cells), encoding="utf-8")
     return path
 
 
-def render_page(result: HuntResult) -> str:
+def render_page(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
+    """The page; `cells`, every combination the hunt's bounds allowed, lets its coverage say what was not tried."""
     body = [_header(result)]
     if result.found is not None:
         body += ["<h2>The failing trial</h2>", _trial_facts(result.found), _schedule_table(result.found.schedule),
@@ -52,7 +57,7 @@ def render_page(result: HuntResult) -> str:
                  _schedule_table(result.minimal)]
     if result.shrink_path or result.found is not None:
         body += ["<h2>The shrink path</h2>", *_shrink_section(result)]
-    body += ["<h2>Coverage</h2>", f'<p class="meta">{escape(coverage_line(result))}</p>',
+    body += ["<h2>Coverage</h2>", f'<p class="meta">{escape(coverage_line(result, cells))}</p>',
              _coverage_grid(result.coverage),
              "<h2>Every trial</h2>", _trials_table(result.trials)]
     return page(f"{result.scenario}: {verdict_line(result)}", _CSS, body)
@@ -66,8 +71,15 @@ def verdict_line(result: HuntResult) -> str:
     return f"found: {failure_in_words(result.failure)} (trial {result.found.index}){shrunk}"
 
 
-def coverage_line(result: HuntResult) -> str:
-    """What the search tried, in one line: the actions, replicas and timings, and their combinations."""
+def coverage_line(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
+    """What the search tried, in one line: out of `cells` (every combination the bounds allowed) when given, and by
+    action; else the actions, replicas and timings tried, and their combinations."""
+    if cells is not None:
+        tried = {key for key, count in result.coverage.items() if count > 0 and key in set(cells)}
+        by_action, total = Counter(action for action, _, _ in tried), Counter(action for action, _, _ in cells)
+        each = ", ".join(f"{action} {by_action[action]}/{total[action]}" for action in total)
+        return (f"{len(tried)} of {len(cells)} (action, replica, early/middle/late) combinations tried in "
+                f"{_trials(result)} ({each})")
     keys = [key for key, count in result.coverage.items() if count > 0]
     if not keys:
         return f"{_trials(result)}; no chaos step was tried"
@@ -144,7 +156,9 @@ def _shrink_section(result: HuntResult) -> list[str]:
     runs = sum(step.runs for step in path)
     summary = (f"{len(path)} candidates tried in {runs} runs: {len(accepted)} kept failing the same way, "
                f"{len(path) - len(accepted)} did not")
-    ended = _SHRINK_ENDS.get(result.shrink_stopped_by)
+    ended = _SHRINK_ENDS.get(result.shrink_stopped_by) or (
+        f"it was cut short ({result.shrink_stopped_by}): the minimal schedule is the smallest that failed so far, "
+        "maybe not minimal" if result.shrink_stopped_by else "")
     if ended:
         summary += f"; {ended}"
     return [f'<p class="meta">{escape(summary)}</p>',

@@ -1,8 +1,10 @@
 """The search: draw a schedule, run it as a trial, judge it; until one fails, or the trials or the time run out.
 
 A hunt's results folder, `<results>/<utc>-hunt-<scenario>/`, holds `hunt.jsonl` (its own
-journal, written as it goes: a `start` record, one `trial` record per trial, an `end` record)
-and `trials/`, each trial's own results folder (a run's, `scenario.toml` first). Every trial
+journal, written as it goes: a `start` record, one `trial` record per trial, an `end` record
+with the shrink's outcome), `trials/`, each trial's own results folder (a run's,
+`scenario.toml` first), and what the hunt hands over: `minimal.toml` (the shrunk schedule as a
+scenario, when a trial failed) and `hunt.html`, written whatever stopped the hunt. Every trial
 record has its index, seed, purpose, schedule as plain data, failures, reasons, exit code,
 folder and seconds: `mrtr-harness run trials/<folder>/scenario.toml` reruns that trial exactly
 as drawn, and `hunt --seed S` draws the same schedules again.
@@ -21,10 +23,9 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,7 +33,10 @@ from harness.config.hunt import HuntSettings
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode
 from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
-from harness.hunt.model import HuntResult, Schedule, Trial, TrialPurpose
+from harness.hunt.minimal import MinimalScenarioError, write_minimal
+from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose
+from harness.hunt.page import coverage_line, write_page
+from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, reproduce, shrink
 from harness.hunt.trial import Base, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
@@ -94,6 +98,8 @@ class Hunt:
         self.index = 0
         self.error: str | None = None
         """What stopped the hunt as an error (a harness error, a target that did not start)."""
+        self.minimal_file: Path | None = None
+        self.page_file: Path | None = None
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
@@ -121,7 +127,10 @@ class Hunt:
                     self._shrink()
         except KeyboardInterrupt:
             self.result.stopped_by = "interrupted"
+        except _Stopped as stopped:
+            self.result.stopped_by = str(stopped)
         finally:
+            self._hand_over()
             self._end()
         return self.result
 
@@ -143,19 +152,46 @@ class Hunt:
         return "trials"
 
     def _shrink(self) -> None:
-        """SHRINK CALL SITE: once harness/hunt/shrink.py (branch i36-hunt-shrink) is merged, the found trial's
-        schedule is shrunk here, its trials run by `run_schedule(schedule, "shrink")`, e.g.
-
-            still_fails = KOfN(fails_the_same(failure, lambda s: self.run_schedule(s, "shrink").failures),
-                               k=self.settings.must_fail, n=self.settings.reruns)
-            shrunk = shrink(found.schedule, failure, still_fails, fits=self.fits)
-            self.result.shrink_path, self.result.minimal = shrunk.path, shrunk.schedule
-
-        and the minimal schedule's reproduction measured (`run_schedule(minimal, "reproduce")`). Until then the
-        search ends at the found trial, whose schedule is the minimal one known."""
-        found = self.result.found
-        assert found is not None
+        """Shrink the found trial's schedule (its candidates' runs journaled as "shrink" trials), then rerun the
+        minimal one `reproduce` times for its rate. Cut short (Ctrl-C, a harness error), the smallest schedule that
+        failed so far is the minimal one known, marked so by `shrink_stopped_by`."""
+        found, failure = self.result.found, self.result.failure
+        assert found is not None and failure is not None
         self.result.minimal = found.schedule
+        still_fails = _Watched(fails_the_same(failure, self._runs("shrink")), k=self.settings.must_fail,
+                               n=self.settings.reruns)
+        self.say(f"shrinking trial {found.index}'s schedule ({failure}; {self.settings.must_fail} of "
+                 f"{self.settings.reruns} runs must fail the same way; within {self.settings.shrink_runs} runs and "
+                 f"{self.settings.shrink_budget:g}s)")
+        try:
+            shrunk = shrink(found.schedule, failure, still_fails,
+                            Budget(self.settings.shrink_budget, self.settings.shrink_runs), fits=self.fits,
+                            clock=self.clock)
+        except (KeyboardInterrupt, _Stopped) as cut:
+            self.result.minimal = still_fails.failing[-1] if still_fails.failing else found.schedule
+            self.result.shrink_stopped_by = "interrupted" if isinstance(cut, KeyboardInterrupt) else str(cut)
+            raise
+        self.result.shrink_path, self.result.shrink_stopped_by = shrunk.path, shrunk.stopped_by
+        self.result.minimal = shrunk.schedule
+        if self.settings.reproduce > 0:
+            self.say(f"reproducing the minimal schedule ({describe(shrunk.schedule) or 'no chaos'}): "
+                     f"{self.settings.reproduce} runs")
+            self.result.reproduction = reproduce(shrunk.schedule, fails_the_same(failure, self._runs("reproduce")),
+                                                 runs=self.settings.reproduce)
+
+    def _runs(self, purpose: TrialPurpose) -> Callable[[Schedule], tuple[Failure, ...]]:
+        """A runner for the shrinker: each call one trial of that purpose, its failures returned; an interrupted
+        trial raises KeyboardInterrupt and a harness or target error `_Stopped`, which end the hunt."""
+
+        def run(schedule: Schedule) -> tuple[Failure, ...]:
+            trial = self.run_schedule(schedule, purpose)
+            if trial.exit_code == ExitCode.INTERRUPTED:
+                raise KeyboardInterrupt
+            if self.error is not None:
+                raise _Stopped(self.error)
+            return trial.failures
+
+        return run
 
     def fits(self, schedule: Schedule) -> bool:
         """Whether the scenario can run this schedule (its steps validate in it): the shrinker's candidates that do
@@ -212,7 +248,8 @@ class Hunt:
             said += ": " + ", ".join(str(failure) for failure in trial.failures)
         elif problems and said != "held":
             said += ": " + scrub(problems[0])
-        self.say(f"[{trial.index}/{self.settings.trials}] {trial.purpose} {describe(trial.schedule)}: {said} "
+        counted = f"{trial.index}/{self.settings.trials}" if trial.purpose == "search" else str(trial.index)
+        self.say(f"[{counted}] {trial.purpose} {describe(trial.schedule) or 'no chaos'}: {said} "
                  f"({trial.seconds:.0f}s)")
 
     def _end(self) -> None:
@@ -223,22 +260,69 @@ class Hunt:
                             "failure": asdict(result.failure) if result.failure is not None else None,
                             "coverage": [{"action": action, "target": whom, "timing": when, "trials": count}
                                          for (action, whom, when), count in sorted(result.coverage.items())],
+                            "shrink": self._shrink_record(), "minimal_file": _named(self.minimal_file, self.folder),
+                            "page": _named(self.page_file, self.folder),
                             "seconds": round(self.clock() - self.started, 3)})
         self.journal.close()
 
+    def _hand_over(self) -> None:
+        """The minimal failing scenario (when a trial failed) and hunt.html, written into the hunt's folder whatever
+        stopped it; a minimal scenario that would not validate is the harness's error (exit 4)."""
+        assert self.folder is not None
+        if self.result.found is not None and self.result.minimal is not None:
+            try:
+                self.minimal_file = write_minimal(self.folder / "minimal.toml", self.base.text, self.result)
+            except MinimalScenarioError as exc:
+                self.say(f"harness error: {scrub(str(exc))}")
+                self.result.stopped_by = "harness error"
+        self.page_file = write_page(self.folder / "hunt.html", self.result,
+                                    coverage_cells(self.space, self.labels))
+
+    def _shrink_record(self) -> dict[str, Any] | None:
+        """The shrink's outcome for the journal's end record: why it stopped, its cost, its path, the minimal schedule
+        and its reproduction; None when nothing was shrunk."""
+        result = self.result
+        if result.found is None or result.minimal is None:
+            return None
+        runs = [trial for trial in result.trials if trial.purpose == "shrink"]
+        return {"stopped_by": result.shrink_stopped_by, "runs": len(runs),
+                "seconds": round(sum(trial.seconds for trial in runs), 3),
+                "minimal": schedule_data(result.minimal),
+                "path": [{"what": step.what, "runs": step.runs, "failed": step.failed, "accepted": step.accepted}
+                         for step in result.shrink_path],
+                "reproduction": ({"failed": result.reproduction[0], "runs": result.reproduction[1]}
+                                 if result.reproduction is not None else None)}
+
     def coverage_line(self) -> str:
-        """What the search tried, in one line: cells of (action, whom, timing) tried, and by action."""
-        cells = coverage_cells(self.space, self.labels)
-        tried = {key for key in self.result.coverage if key in set(cells)}
-        by_action = Counter(action for action, _, _ in tried)
-        total = Counter(action for action, _, _ in cells)
-        actions = ", ".join(f"{action} {by_action[action]}/{total[action]}" for action in total)
-        return (f"coverage: {len(tried)} of {len(cells)} (action, replica, early/middle/late) combinations tried "
-                f"in {len(self.result.trials)} trials ({actions})")
+        """What the search tried, in one line, out of what its bounds allow (the page says the same)."""
+        return "coverage: " + coverage_line(self.result, coverage_cells(self.space, self.labels))
 
     def say(self, line: str) -> None:
         self.stream.write(line + "\n")
         self.stream.flush()
+
+
+class _Stopped(Exception):
+    """A shrink or reproduction run that was the harness's failure or whose target did not start: the hunt stops
+    (its text is `HuntResult.stopped_by`)."""
+
+
+@dataclass(frozen=True)
+class _Watched(KOfN):
+    """k of n that keeps each candidate that failed, so a shrink cut short still knows the smallest failing
+    schedule so far (the shrinker keeps every failing candidate as its best)."""
+
+    failing: list[Schedule] = field(default_factory=list)
+
+    def votes(self, schedule: Schedule) -> Votes:
+        counted = super().votes(schedule)
+        if counted.fails:
+            self.failing.append(schedule)
+        return counted
+
+
+def _named(path: Path | None, folder: Path | None) -> str | None:
+    return str(path.relative_to(folder)) if path is not None and folder is not None else None
 
 
 def outcome(trial: Trial, status: str) -> str:

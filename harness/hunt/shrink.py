@@ -203,8 +203,8 @@ def shrink(schedule: Schedule, failure: Failure, still_fails: Predicate, budget:
 
     `still_fails` runs real trials and says whether the candidate failed the same way (build it with
     `fails_the_same`, wrapped in `KOfN` for a flaky target); `fits` refuses candidates the scenario could not
-    run (`harness.hunt.minimal.runs_in(scenario)`). `failure` is what the result is about; the predicate judges
-    it, not the shrinker.
+    run (`harness.hunt.search.Hunt.fits`, which builds the trial's scenario as a run would read it). `failure` is
+    what the result is about; the predicate judges it, not the shrinker.
     """
     shrinker = _Shrinker(still_fails, budget or Budget(), clock, fits, schedule, started=clock())
     stopped_by: StoppedBy = "done"

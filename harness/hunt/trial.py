@@ -48,6 +48,8 @@ class Base:
     data: dict[str, Any]
     scenario: Scenario
     source: str
+    text: str = ""
+    """The file's own text, which the minimal failing scenario is written from (its keys in the user's order)."""
 
     @classmethod
     def read(cls, path: Path, overrides: dict[str, Any] | None = None) -> Base:
@@ -56,7 +58,8 @@ class Base:
         from harness.config.scenario import load_scenario
 
         scenario = load_scenario(path, overrides)  # ScenarioError: exit 2, nothing started
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
         for dotted, item in (overrides or {}).items():
             *parents, leaf = dotted.split(".")
             table = data
@@ -66,7 +69,7 @@ class Base:
         auth = scenario.target.auth
         if auth is not None and auth.file is not None:
             data["target"]["auth"]["file"] = auth.file  # anchored by load_scenario
-        return cls(data, scenario, str(path))
+        return cls(data, scenario, str(path), text)
 
 
 def trial_scenario(base: Base, schedule: Schedule, seed: int, name: str, header: str = "") -> tuple[Scenario, str]:
