@@ -110,6 +110,10 @@ def shop_run(receiver: OtlpReceiver, tmp_path_factory: pytest.TempPathFactory) -
                        env={"OTEL_TRACES_SAMPLER_ARG": "0", "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={API_KEY}"})
 
 
+def _is_span_id(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 16 and all(c in "0123456789abcdef" for c in value)
+
+
 def _by_id(receiver: OtlpReceiver) -> dict[tuple[str, str], object]:
     return {(hex_id(span.trace_id), hex_id(span.span_id)): span for span in receiver.spans()}
 
@@ -182,6 +186,11 @@ def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal_and_
     exported_flows = {attributes(span)["mrtr.flow.id"] for span in receiver.spans()
                       if span.name.startswith("mrtr.flow ")}
     assert exported_flows == failed_flows
+    rounds = [r for r in journal if r["type"] == "round"]
+    assert all(_is_span_id(r.get("span_id")) for r in rounds), "every round of a traced run carries its span id"
+    clients = {(hex_id(s.trace_id), hex_id(s.span_id)) for s in receiver.spans() if s.kind == SPAN_KIND_CLIENT}
+    traces = {r["flow_id"]: r["trace_id"] for r in journal if r["type"] == "start"}
+    assert {(traces[r["flow_id"]], r["span_id"]) for r in rounds if r["flow_id"] in failed_flows} <= clients
     assert any(f["outcome"] == "completed" for f in flows), "share 0: the completed flows were left out"
 
 
@@ -253,11 +262,15 @@ def test_the_servers_span_is_the_child_of_the_rounds_client_span(receiver: OtlpR
         client = by_span[(server.trace_id, server.parent_span_id)]
         assert server.name == client.name == "tools/call refund_item"
         assert attributes(server)["jsonrpc.request.id"] == attributes(client)["jsonrpc.request.id"]
+    rounds = [r for r in finished.journal() if r["type"] == "round"]  # share 1: every flow kept, every round there
+    starts = {r["flow_id"]: r["trace_id"] for r in finished.journal() if r["type"] == "start"}
+    assert rounds and {(starts[r["flow_id"]], r["span_id"]) for r in rounds} \
+        == {(hex_id(span.trace_id), hex_id(span.span_id)) for span in clients}
 
 
-def test_a_locust_worker_exports_its_own_flows(receiver: OtlpReceiver, tmp_path: Path) -> None:
-    """`--workers 1`: the flows run in the worker, which exports their spans itself before it reports finished
-    (share 1: every flow), with the run's id on its resource, as the journal part it ships says."""
+def test_a_locust_workers_flows_are_exported_by_the_masters_fold(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    """`--workers 1`: the flows run in the worker, which writes their ids into the journal part it ships; the
+    master's live fold folds that part and exports their spans (share 1: every flow), as the part says."""
     scenario = tmp_path / "shop.toml"
     scenario.write_text(SHOP.replace('duration = "3s"', 'duration = "2s"'))
     finished = run_harness(scenario, tmp_path / "results", "--otlp", receiver.url, "--workers", "1",

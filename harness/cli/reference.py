@@ -112,9 +112,13 @@ OTEL_PROSE = ("Export is off until OpenTelemetry's own variables turn it on (`OT
               "a failure that are exported, default 0.01; every flow with a failed round, or that ended rejected, "
               "error or rounds_exceeded, is exported (the harness samples when a flow ends, so "
               "`OTEL_TRACES_SAMPLER` is not read; a server's parent-based sampler sees flags 01 on every round). "
-              "The journal's failed round records carry their span's `trace_id` and `span_id`, an exported flow's "
-              "record its `trace_id`. Locust workers export their own flows (a remote worker by its own "
-              "variables). A 2025 host's call (the SDK's own client) has its round span but sends no "
+              "With spans exported, every round record carries its span's `span_id` (a failed one its `trace_id` "
+              "too), a flow's `start` record its `trace_id`, an exported flow's `flow` record its `trace_id`. "
+              "The flows' spans and `mcp.client.operation.duration` are built from those records and sent by the "
+              "run's live fold process, not the load process; with Locust workers, the master's fold folds every "
+              "worker's journal part, so every flow's spans go out from the master (by the master's variables; "
+              "a remote worker's own only decide whether its flows draw ids). A 2025 host's call (the SDK's own "
+              "client) has its round span but sends no "
               "`traceparent`. `OTEL_EXPORTER_OTLP_HEADERS` is read by the exporter only, never written anywhere.")
 
 

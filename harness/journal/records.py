@@ -160,7 +160,13 @@ class RunEnded(TypedDict):
 
 class FlowStarted(TypedDict):
     """A flow began (`scheduled`: its intended start in the open model; `late`: it started late; `host`: the
-    `[[hosts]]` entry its lead sits behind)."""
+    `[[hosts]]` entry its lead sits behind).
+
+    `protocol`: the revision its host speaks, when it is a 2025 one (absent: 2026-07-28).
+    With spans exported (docs/metrics.md), `trace_id` (32 lowercase hex): the flow's OpenTelemetry trace, whose
+    flow span's id is the trace id's last 16 hex digits; and `lead`: the lead's index among the run's leads. The
+    run's live fold builds the flow's spans from these and its rounds' records.
+    """
 
     type: Literal[RecordType.START]
     t: float
@@ -169,6 +175,9 @@ class FlowStarted(TypedDict):
     scheduled: float | None
     late: bool
     host: NotRequired[str]
+    protocol: NotRequired[str]
+    trace_id: NotRequired[str]
+    lead: NotRequired[int]
 
 
 class RoundDone(TypedDict):
@@ -201,9 +210,12 @@ class RoundDone(TypedDict):
     once more, with the same state and answers. Absent on every other round.
     `state_bytes`: the length of the `requestState` the answer carried (an `input_required` round's, the
     state the next round echoes); absent when it carried none.
-    `trace_id` (32 lowercase hex) and `span_id` (16 hex): a failed round's OpenTelemetry client span, when
-    spans are exported (docs/metrics.md): paste them into a tracing backend to find the round and, under it,
-    the server's span. Every flow with a failed round is exported, so its ids are always found there.
+    With spans exported (docs/metrics.md), every round carries `span_id` (16 lowercase hex: its OpenTelemetry
+    client span, whose `traceparent` the request carried), `request_id` (its JSON-RPC id) and `server` (the `host:port`
+    it was sent to): the run's live fold builds the round's span from them. A failed round also carries its trace's
+    `trace_id` (32 hex): paste the two into a tracing backend to find the round and, under it, the server's
+    span. Every flow with a failed round is exported, so a failed round's ids are always found there; another
+    round's span is there when its flow was kept (the flow record's `trace_id`).
     """
 
     type: Literal[RecordType.ROUND]
@@ -229,6 +241,8 @@ class RoundDone(TypedDict):
     state_bytes: NotRequired[int]
     trace_id: NotRequired[str]
     span_id: NotRequired[str]
+    request_id: NotRequired[int]
+    server: NotRequired[str]
 
 
 class CallSummary(TypedDict):

@@ -28,7 +28,8 @@ from harness.mrtr.client import MrtrClient
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import Transport
 from harness.runtime.timers import SLACK, Timers
-from harness.telemetry.load import load_telemetry
+from harness.telemetry import switch
+from harness.telemetry.marks import Sampling
 
 if TYPE_CHECKING:
     from harness.auth.keeper import LeadTokens
@@ -69,7 +70,8 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
                                                  headers=principal, credentials=tokens)
     return FlowEnv(scenario, client, journal, run_metrics, _shop_orders(scenario),
                    url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep,
-                   hosts=hosts, tokens=tokens, telemetry=load_telemetry(scenario.seed, run_id))
+                   hosts=hosts, tokens=tokens,
+                   sampling=Sampling(scenario.seed) if switch.tracing_on() else None)
 
 
 def _lead_tokens(auth: TargetAuth, url: str, run_metrics: RunMetrics) -> LeadTokens:

@@ -308,7 +308,6 @@ class WorkerSession:
         self.plan.kill_in_flight()
         if self.plan.env.tokens is not None:
             self.plan.env.tokens.stop()
-        self._close_telemetry()
         self.journal.close()
         if self._shipping is not None:
             self._shipping.kill()
@@ -321,16 +320,10 @@ class WorkerSession:
         self.finished = True
         self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")
 
-    def _close_telemetry(self) -> None:
-        """This worker's own flows' spans and durations, sent before it reports finished (nothing outlives it)."""
-        if self.plan is not None and self.plan.env.telemetry is not None:
-            self.plan.env.telemetry.close()
-
     def close(self) -> bool:
         """After Locust's quit: True when everything was shipped (the spool is removed), else the spool stays."""
         if self.plan is not None and not self.finished:
             self.plan.kill_in_flight()
-            self._close_telemetry()
             self.journal.close()
         if self.finished or self.plan is None:
             shutil.rmtree(self.spool_dir, ignore_errors=True)

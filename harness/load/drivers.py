@@ -82,8 +82,6 @@ class LocalLoad:
         self.runner.quit()
         if self.plan.env.tokens is not None:
             self.plan.env.tokens.stop()
-        if self.plan.env.telemetry is not None:  # every flow has ended: its last spans and durations go now
-            self.plan.env.telemetry.close()
         return interrupted
 
     def journal_parts(self) -> list[Path]:

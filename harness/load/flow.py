@@ -39,13 +39,12 @@ from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, MrtrClient, Responder, RoundHook, RoundRecord, Steps
 from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
-from harness.telemetry.marks import FlowTrace, RoundMark, error_type, span_hex, trace_hex
+from harness.telemetry.marks import FlowTrace, Sampling, server_of, span_hex
 from harness.vocabulary import AUTH_OUTCOMES
 
 if TYPE_CHECKING:
     from harness.auth.keeper import LeadTokens
     from harness.load.shop_orders import ShopOrders
-    from harness.telemetry.load import LoadTelemetry
 
 
 class HostClient(Protocol):
@@ -86,8 +85,9 @@ class FlowEnv:
     """Each host's settings and client, by name; empty: every flow runs on `client`, as the one default host."""
     tokens: LeadTokens | None = None
     """Every principal's OAuth token (`[target.auth]`), which the client's rounds carry; None without auth."""
-    telemetry: LoadTelemetry | None = None
-    """The flows' spans and the rounds' durations over OTLP (`harness.telemetry.load`); None when export is off."""
+    sampling: Sampling | None = None
+    """The run's sampling when spans are exported (`harness.telemetry.switch`): each flow then draws its trace ids
+    and writes them into the journal, whose live fold builds and sends the spans; None when tracing is off."""
 
     def __post_init__(self) -> None:
         self._profiles: dict[int, LeadProfile] = {}
@@ -194,10 +194,8 @@ class Flow:
         self.facts: dict[str, Any] = {}
         self.host = env.host_of(flow_id)
         """The host the flow's lead sits behind: its client declares, speaks and retries as the host does."""
-        telemetry = env.telemetry
-        self.trace: FlowTrace | None = telemetry.spans.begin() \
-            if telemetry is not None and telemetry.spans is not None else None
-        """Its trace ids and round marks while it runs, when spans are exported (`harness.telemetry.flow_spans`)."""
+        self.trace: FlowTrace | None = FlowTrace() if env.sampling is not None else None
+        """Its trace id while it runs, when spans are exported (`harness.folding.flow_traces` builds them)."""
 
     # --- calling tools -------------------------------------------------------------------
 
@@ -282,20 +280,16 @@ class Flow:
         return record.outcome is Outcome.TOOL_ERROR and record.sent_responses and bool(self.answers) \
             and self.answers[-1] in _EXPECTED_ANSWERS
 
-    def _telemetry(self, telemetry: LoadTelemetry, tool: str, record: RoundRecord, replica: str,
-                   failure: str | None, done: RoundDone) -> None:
-        """The round's mark on its flow's trace (its ids in the journal when it failed), and its duration."""
-        trace = self.trace
-        span_id = record.span_id or (trace.new_span() if trace else 0)
-        mark = _mark(tool, record, replica, failure, span_id)
-        if trace is not None:
-            trace.mark(mark, failure is not None)
-            if failure is not None:
-                done["trace_id"], done["span_id"] = trace_hex(trace.trace_id), span_hex(span_id)
-        if telemetry.durations is not None:
-            telemetry.durations.record(record.server_time, tool,
-                                       error_type(RoundMark._make(mark)) if failure is not None else None,
-                                       self.host.protocol)
+    @staticmethod
+    def _traced(trace: FlowTrace, record: RoundRecord, failed: bool, done: RoundDone) -> None:
+        """The round's span id (and, failed, its trace id) in its record, with what its span needs that the record
+        does not say otherwise: the request id and server (the live fold builds the span from these)."""
+        done["span_id"] = span_hex(record.span_id or trace.new_span())  # a 2025 host's round drew none
+        done["request_id"] = record.request_id
+        done["server"] = server_of(record.replica)
+        if failed:
+            done["trace_id"] = trace.trace_text
+            trace.failed = True
 
     def record_round(self, tool: str, record: RoundRecord) -> None:
         self.rounds += 1
@@ -321,8 +315,8 @@ class Flow:
             done["state_bytes"] = len(record.request_state)
         if record.outcome in AUTH_OUTCOMES:
             env.run_metrics.auth_refused(self.kind, tool, record.round, record.outcome.value)
-        if env.telemetry is not None:
-            self._telemetry(env.telemetry, tool, record, replica, failure, done)
+        if self.trace is not None:
+            self._traced(self.trace, record, failure is not None, done)
         self.previous_replica = replica
         env.journal.write(done)
         env.run_metrics.round_done(self.kind, record.round, record.latency, failure)
@@ -348,13 +342,6 @@ def request_name(tool: str, number: int) -> str:
     if name is None:
         name = _REQUEST_NAMES[key] = f"{tool} round {number}" if number < 10 else f"{tool} round 10+"
     return name
-
-
-def _mark(tool: str, record: RoundRecord, replica: str, failure: str | None, span_id: int) -> tuple[object, ...]:
-    """A round's `RoundMark` fields, in its order, as a plain tuple (a named one costs more to make, every round)."""
-    return (span_id, tool, record.round, replica, record.replica, record.request_id, record.sent_at,
-            record.received_at, record.outcome.value, failure, record.http_status, record.error_code,
-            len(record.request_state) if record.request_state is not None else None)
 
 
 def _url_only(requests: Mapping[str, Any]) -> bool:
@@ -421,9 +408,6 @@ def generic_call(flow: Flow, spec: CallFlow, intended_at: float | None) -> Steps
 
 
 
-KEPT_OUTCOMES = frozenset({FlowOutcome.REJECTED, FlowOutcome.ERROR, FlowOutcome.ROUNDS_EXCEEDED})
-"""Flow outcomes whose spans are always exported (besides every flow with a failed round): what went wrong."""
-
 INTERRUPT_BATCH = 10_000
 """Flows journaled as interrupted between two writes of the journal (a few MB of lines)."""
 
@@ -455,13 +439,9 @@ def finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, *, by_run: bool = Fal
                        late=flow.late, host=flow.host.name, **flow.facts)  # type: ignore[typeddict-item]
     if by_run:
         record["interrupted_by_run"] = True
-    telemetry = env.telemetry
-    if flow.trace is not None and telemetry is not None and telemetry.spans is not None \
-            and telemetry.spans.end(flow.trace, flow_id=flow.flow_id, kind=flow.kind, outcome=outcome.value,
-                                    failed=outcome in KEPT_OUTCOMES, started=flow.started, ended=now,
-                                    host=flow.host.name, lead=flow.lead, protocol_version=flow.host.protocol):
-        record["trace_id"] = trace_hex(flow.trace.trace_id)
-    flow.trace = None  # its marks go with it: a flow interrupted twice is not sent twice
+    if flow.trace is not None and env.sampling is not None \
+            and env.sampling.kept(flow.flow_id, flow.trace.failed, outcome.value):
+        record["trace_id"] = flow.trace.trace_text  # the live fold, judging the same way, exports its spans
     env.journal.write(record)
     env.run_metrics.flow_finished(flow.kind, outcome.value, duration)
     env.run_metrics.host_flow_finished(flow.host.name, outcome.value)

@@ -18,6 +18,7 @@ from harness.load.flow import Flow, FlowEnv, FlowFailed, finish, generic_call
 from harness.load.fuzz import fuzz
 from harness.load.shop_flows import adversarial, payout, record_return, refund
 from harness.mrtr.client import Steps, drive
+from harness.vocabulary import MODERN_REVISION
 
 FlowKind = Callable[[Flow, Any, float | None], Steps[FlowOutcome]]
 """A flow kind's steps: the flow, its scenario model, its intended start (None: now) -> its outcome."""
@@ -44,8 +45,13 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
     steps closed).
     """
     flow = Flow(env, spec, flow_id, rng, late=late, lead=lead)
-    env.journal.write(FlowStarted(type=RecordType.START, t=flow.started, flow_id=flow_id, flow=flow.kind,
-                                  scheduled=scheduled, late=late, host=flow.host.name))
+    started = FlowStarted(type=RecordType.START, t=flow.started, flow_id=flow_id, flow=flow.kind,
+                          scheduled=scheduled, late=late, host=flow.host.name)
+    if flow.host.protocol != MODERN_REVISION:
+        started["protocol"] = flow.host.protocol
+    if flow.trace is not None:
+        started["trace_id"], started["lead"] = flow.trace.trace_text, lead
+    env.journal.write(started)
     env.run_metrics.flow_started(flow.kind)
     if in_flight is not None:
         in_flight[flow_id] = flow

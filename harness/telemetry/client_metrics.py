@@ -3,20 +3,21 @@
 Kept here, not in the SDK's `Histogram` instrument: recording through the SDK (its measurement,
 its attributes hashed, its lock, per round) took a tenth of a traced load process's time, which
 alone broke the bound on what tracing may cost. A round here is a dict look-up, a bisection and
-four additions into its series' cumulative counts. Every `OTEL_METRIC_EXPORT_INTERVAL` (60 s by
-default) and at `close`, a greenlet hands the series to the SDK's own `OTLPMetricExporter` as the
-SDK's own data points (cumulative temporality, the conventions' explicit bounds), so what arrives
-is exactly what an SDK histogram would have sent.
+four additions into its series' cumulative counts. Recorded in the run's live fold, from each
+round record's `server_time` (the load process writes the round; the fold, on another core, counts
+it). Every `OTEL_METRIC_EXPORT_INTERVAL` (60 s by default) and at `close`, a thread of the fold (a plain
+process) hands the series to the SDK's own `OTLPMetricExporter` as the SDK's own data points
+(cumulative temporality, the conventions' explicit bounds), so what arrives is exactly what an SDK
+histogram would have sent.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from bisect import bisect_left
 from typing import Any
-
-import gevent
 
 from harness.telemetry import conventions as attr
 from harness.telemetry.export import SCOPE, export_interval, resource
@@ -56,21 +57,27 @@ class ClientDurations:
         self._exporter = OTLPMetricExporter()
         self._series: dict[tuple[str, str | None, str], _Series] = {}
         self._closed = False
-        self._timer = gevent.spawn(self._every, export_interval())
+        self._lock = threading.Lock()
+        """Held while a round is counted and while the series are read for an export (two threads)."""
+        self._stop = threading.Event()
+        self._timer = threading.Thread(target=self._every, args=(export_interval(),), name="mcp-durations",
+                                       daemon=True)
+        self._timer.start()
 
     def record(self, seconds: float, tool: str, error_type: str | None, version: str) -> None:
         """One round: `seconds` from send to answer; `error_type` the conventions' value when it failed."""
         key = (tool, error_type, version)
-        series = self._series.get(key)
-        if series is None:
-            series = self._new_series(key)
-        series.counts[bisect_left(attr.DURATION_BUCKETS, seconds)] += 1  # a bucket holds values up to its bound
-        series.sum += seconds
-        series.count += 1
-        if seconds < series.min:
-            series.min = seconds
-        if seconds > series.max:
-            series.max = seconds
+        with self._lock:
+            series = self._series.get(key)
+            if series is None:
+                series = self._new_series(key)
+            series.counts[bisect_left(attr.DURATION_BUCKETS, seconds)] += 1  # a bucket holds values up to its bound
+            series.sum += seconds
+            series.count += 1
+            if seconds < series.min:
+                series.min = seconds
+            if seconds > series.max:
+                series.max = seconds
 
     def _new_series(self, key: tuple[str, str | None, str]) -> _Series:
         tool, error_type, version = key
@@ -87,8 +94,7 @@ class ClientDurations:
         return series
 
     def _every(self, seconds: float) -> None:
-        while True:
-            gevent.sleep(seconds)
+        while not self._stop.wait(seconds):
             self._export()
 
     def _export(self) -> None:
@@ -104,11 +110,12 @@ class ClientDurations:
         )
 
         now = time.time_ns()
-        points = [HistogramDataPoint(attributes=series.attributes, start_time_unix_nano=series.started,
-                                     time_unix_nano=now, count=series.count, sum=series.sum,
-                                     bucket_counts=list(series.counts), explicit_bounds=list(attr.DURATION_BUCKETS),
-                                     min=series.min, max=series.max)
-                  for series in self._series.values() if series.count]
+        with self._lock:
+            points = [HistogramDataPoint(attributes=series.attributes, start_time_unix_nano=series.started,
+                                         time_unix_nano=now, count=series.count, sum=series.sum,
+                                         bucket_counts=list(series.counts),
+                                         explicit_bounds=list(attr.DURATION_BUCKETS), min=series.min, max=series.max)
+                      for series in self._series.values() if series.count]
         if not points:
             return
         metric = Metric(name=attr.CLIENT_DURATION, description=DESCRIPTION, unit="s",
@@ -126,7 +133,8 @@ class ClientDurations:
         """The last values sent, the exporter shut (once)."""
         if not self._closed:
             self._closed = True
-            self._timer.kill()
+            self._stop.set()
+            self._timer.join()  # an export under way ends within the exporter's own timeout
             try:
                 self._export()
             finally:

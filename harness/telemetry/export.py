@@ -2,11 +2,12 @@
 
 The exporters read OpenTelemetry's own variables (the endpoint, `OTEL_EXPORTER_OTLP_HEADERS`,
 timeouts); the harness never reads or writes the headers. Every process names itself
-`mrtr-harness` unless `OTEL_SERVICE_NAME` says another, and carries the run's id. The processes
-that export (the run, a load process, a Locust worker) are gevent-patched: the senders here are
-greenlets that wake once per batch or export interval, never per round, and send with patched
-sockets, so an export waiting on the network holds up no round; encoding is paid only for what
-sampling kept. No SDK thread is started: the SDK restarts its threads in forked children (below).
+`mrtr-harness` unless `OTEL_SERVICE_NAME` says another, and carries the run's id. The run process is
+gevent-patched: its senders (`MetricsPipe`, `SpanSink`: the run span, the chaos, the reconciled
+reasons) are greenlets that wake once per batch or export interval, and send with patched sockets.
+No SDK thread is started there: the SDK restarts its threads in forked children (below). The flows'
+spans and `mcp.client.operation.duration` are exported from the live fold, a plain process that
+forks nothing: `FoldSpanSink` there is the SDK's own `BatchSpanProcessor`, with its thread.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from harness._compat.opentelemetry import ForkQuietMeterProvider
 from harness.telemetry import switch
 from harness.telemetry.conventions import RUN_ID, SERVICE_NAME_DEFAULT
 
-__all__ = ["SCOPE", "MetricsPipe", "SpanSink", "resource"]
+__all__ = ["SCOPE", "FoldSpanSink", "MetricsPipe", "SpanSink", "resource"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,3 +168,36 @@ class SpanSink:
         if self._dropped:
             logger.warning("%d spans were dropped: the OTLP endpoint did not keep up with %d queued",
                            self._dropped, QUEUE)
+
+
+class FoldSpanSink:
+    """Finished spans to OTLP from the live fold (a plain process: no gevent, no fork): the SDK's
+    `BatchSpanProcessor` (its thread, its queue and batch, `OTEL_BSP_*`) around its `OTLPSpanExporter`.
+
+    `close` sends what is queued and joins the thread, so nothing outlives the fold; a backend that does not
+    answer costs at most `SHUTDOWN_MILLIS` (and the exporter's own timeout).
+    """
+
+    def __init__(self, run_id: str) -> None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        self.resource = resource(run_id)
+        self._processor = BatchSpanProcessor(OTLPSpanExporter())
+        self._closed = False
+
+    def send(self, spans: list[ReadableSpan]) -> None:
+        if self._closed:
+            return
+        for span in spans:
+            self._processor.on_end(span)
+
+    def close(self) -> None:
+        """Send what is queued and stop the processor's thread (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._processor.force_flush(SHUTDOWN_MILLIS)
+        finally:
+            self._processor.shutdown()

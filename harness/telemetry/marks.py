@@ -1,8 +1,9 @@
-"""A flow's trace while it runs: its ids, a compact mark per round, and the sampling decision, without the SDK.
+"""A flow's trace ids while it runs, and the sampling decision, without the SDK.
 
-What the load's hot path touches when spans are exported: two random ids and a tuple per round, and
-the `traceparent` bytes. Kept apart from `flow_spans` (which builds and sends the spans with the
-OpenTelemetry SDK) so the round loop imports nothing of OpenTelemetry, on or off.
+What the load's hot path touches when spans are exported: one random id per flow, one per round,
+and the `traceparent` bytes. The spans themselves are built by the run's live fold from the
+journal (`harness.telemetry.flow_spans`, `harness.folding.flow_traces`): the load only writes the
+ids into the records. Kept apart so the round loop imports nothing of OpenTelemetry, on or off.
 """
 
 from __future__ import annotations
@@ -12,15 +13,20 @@ import os
 import random
 import zlib
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from functools import lru_cache
+from typing import Final
+from urllib.parse import urlsplit
 
-__all__ = ["DEFAULT_SHARE", "FlowTrace", "RoundMark", "error_type", "kept", "sampled_share", "span_hex", "trace_hex"]
+__all__ = ["DEFAULT_SHARE", "KEPT_OUTCOMES", "FlowTrace", "Sampling", "error_type", "flow_span_id", "kept",
+           "rpc_code", "sampled_share", "server_of", "span_hex", "trace_hex"]
 
 logger = logging.getLogger(__name__)
 
 SAMPLER_ARG: Final = "OTEL_TRACES_SAMPLER_ARG"
 DEFAULT_SHARE: Final = 0.01
 """The share of flows without a failure whose spans are exported when `OTEL_TRACES_SAMPLER_ARG` is unset."""
+KEPT_OUTCOMES: Final = frozenset({"rejected", "error", "rounds_exceeded"})
+"""Flow outcomes whose spans are always exported (besides every flow with a failed round): what went wrong."""
 
 _ids = random.Random()  # seeded from the OS: ids must differ between runs and processes, never repeat
 _bits = _ids.getrandbits
@@ -34,6 +40,12 @@ def trace_hex(trace_id: int) -> str:
 def span_hex(span_id: int) -> str:
     """A span id as the journal and `traceparent` write it: 16 lowercase hex digits."""
     return f"{span_id:016x}"
+
+
+def flow_span_id(trace_id: int) -> int:
+    """The flow span's id, derived from its trace id (its low 64 bits; 1 if they are zero): one id fewer to draw and
+    to journal per flow, and each flow is a trace of its own, so it is unique where it needs to be."""
+    return (trace_id & 0xFFFF_FFFF_FFFF_FFFF) or 1
 
 
 def sampled_share(environ: Mapping[str, str] | None = None) -> float:
@@ -62,47 +74,60 @@ def kept(seed: int, flow_id: str, share: float, failed: bool) -> bool:
     return zlib.crc32(f"{seed}:{flow_id}".encode()) < share * 2.0**32  # a spread, not a secret: the cheapest hash
 
 
-class RoundMark(NamedTuple):
-    """What a round span needs, kept on its flow while the flow is in flight (one tuple a round)."""
+class Sampling:
+    """The run's sampling: its seed and share, judged once per flow when it ends (by the load, for the flow record's
+    `trace_id`, and by the live fold, which exports: the same inputs, the same answer)."""
 
-    span_id: int
-    tool: str
-    round: int
-    replica: str
-    url: str
-    request_id: int
-    sent: float
-    received: float
-    outcome: str
-    failure: str | None
-    """The journal's `code`: a JSON-RPC code or a failure class; None when the round did not fail."""
-    http_status: int | None
-    error_code: int | None
-    state_bytes: int | None
+    __slots__ = ("seed", "share")
+
+    def __init__(self, seed: int, share: float | None = None) -> None:
+        self.seed = seed
+        self.share = sampled_share() if share is None else share
+
+    def kept(self, flow_id: str, failed_round: bool, outcome: str) -> bool:
+        return kept(self.seed, flow_id, self.share, failed_round or outcome in KEPT_OUTCOMES)
 
 
 _HTTP_CLASSES: Final = frozenset({"http_error", "unauthorized", "forbidden"})
 
 
-def error_type(mark: RoundMark) -> str:
-    """The conventions' `error.type`: the JSON-RPC code, `tool_error`, the HTTP status, or the transport failure."""
-    if mark.error_code is not None:
-        return str(mark.error_code)
-    if mark.failure in _HTTP_CLASSES and mark.http_status is not None:
-        return str(mark.http_status)
-    return mark.failure or "_OTHER"
+def error_type(code: str, http_status: int | None) -> str:
+    """The conventions' `error.type` of a failed round from its journal `code` (a JSON-RPC code or a failure class):
+    the JSON-RPC code, `tool_error`, the HTTP status, or the transport failure."""
+    if code in _HTTP_CLASSES and http_status is not None:
+        return str(http_status)
+    return code or "_OTHER"
+
+
+def rpc_code(code: str | None) -> str | None:
+    """The JSON-RPC error code a journal `code` is (`-32602`), or None when it is a failure class."""
+    return code if code is not None and code.lstrip("-").isdigit() else None
+
+
+@lru_cache(maxsize=256)
+def server_of(url: str) -> str:
+    """`host:port` of a round's URL (the port its scheme implies when it names none; IPv6 in brackets): what its
+    span's `server.address` and `server.port` say, and all the journal keeps of the URL (no path, no query, no
+    credentials). A handful of URLs a run: each read once."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        port = None
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
 
 
 class FlowTrace:
-    """One flow's ids and round marks while it runs: a trace id, its own span id, one span id per round."""
+    """One flow's trace id while it runs (its flow span's id derived from it) and whether a round of it failed."""
 
-    __slots__ = ("trace_id", "span_id", "marks", "failed", "_prefix")
+    __slots__ = ("trace_id", "trace_text", "failed", "_prefix")
 
     def __init__(self) -> None:
         self.trace_id = _bits(128) or 1
-        self.span_id = _bits(64) or 1
-        self.marks: list[tuple[object, ...]] = []
-        """Each round's `RoundMark` fields as a plain tuple (made into a `RoundMark` only for a flow kept)."""
+        self.trace_text = trace_hex(self.trace_id)
+        """The trace id as the journal writes it (formatted once per flow)."""
         self.failed = False
         self._prefix = b"00-%032x-" % self.trace_id
 
@@ -113,13 +138,3 @@ class FlowTrace:
     def traceparent(self, span_id: int) -> bytes:
         """The W3C `traceparent` of a round span: version 00, sampled (01), so a parent-based server records it."""
         return self._prefix + b"%016x-01" % span_id
-
-    def mark(self, mark: tuple[object, ...], failed: bool) -> None:
-        """A round's fields in `RoundMark`'s order: a plain tuple, the cheapest thing to keep per round."""
-        self.marks.append(mark)
-        if failed:
-            self.failed = True
-
-    def round_marks(self) -> list[RoundMark]:
-        """The rounds' marks, named: what the spans of a kept flow are built from."""
-        return [RoundMark._make(mark) for mark in self.marks]

@@ -12,6 +12,12 @@ end, and finally for the whole fold, which it also saves as `figures.json`
 (`harness.folding.snapshot`), as it does every `--save-figures-every`. What it can be asked
 is `harness.run.fold.protocol`'s queries, one case each in `LiveFold.reply_to`.
 
+With OpenTelemetry's export on (`harness.telemetry.switch`), it is also where the flows' spans and
+`mcp.client.operation.duration` are made and sent (`harness.folding.flow_traces`), from the ids and
+times the load wrote into the journal: the load process does no more per round than draw a span id.
+They are flushed before the finished fold is answered. With Locust workers, this fold (the master's)
+reads every worker's part, so every flow's spans go out from here.
+
 Reading the JSON lines from the file, as `report DIR` does, means the live results and a
 later rebuild fold the same bytes the same way. `harness.run.fold.client` is the run's
 side of the pipe. Started as `python -m harness.run.fold.worker FOLDER SAVE_EVERY`.
@@ -35,6 +41,7 @@ from typing import IO, Any
 import orjson
 
 from harness.folding.figures import RunFigures
+from harness.folding.flow_traces import FlowTelemetry, fold_telemetry
 from harness.folding.invariants import FlowChecks
 from harness.folding.read import JournalRead
 from harness.folding.reconcile import Matching
@@ -80,8 +87,10 @@ in a few large batches rather than waking with every write, which costs it less 
 class LiveFold:
     """Everything a run folds from its journal while it runs, fed part by part in the order the run wrote them."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, telemetry: FlowTelemetry | None = None) -> None:
         self.folder = folder
+        self.telemetry = telemetry
+        """The flows' spans and durations over OTLP (the live fold of a run with export on only); None: off."""
         self.read = JournalRead()
         self.flow_checks = FlowChecks()
         self.matching = Matching()
@@ -155,6 +164,8 @@ class LiveFold:
             self.flow_checks.add(record)
         if kind in _MATCHED:
             self.matching.add(record)
+        if self.telemetry is not None and kind is not None:
+            self.telemetry.add(record)
 
     def _count_damage(self, line: bytes) -> None:
         damage = JournalDamage()
@@ -224,6 +235,7 @@ class LiveFold:
         self._partial.clear()
         self.read.name_parts([self.folder / name for name in parts])
         self.save()
+        self._close_telemetry()  # the last spans sent before the run hears the fold is done
         self.finished = True
         return self.read
 
@@ -251,9 +263,17 @@ class LiveFold:
         except Exception as exc:  # noqa: BLE001 - answered with the next request
             self.failed = self.failed or f"{type(exc).__name__}: {exc}"
 
+    def _close_telemetry(self) -> None:
+        telemetry, self.telemetry = self.telemetry, None
+        if telemetry is not None:
+            telemetry.close()
+
     def close(self) -> None:
-        for file in self._files.values():
-            file.close()
+        try:
+            self._close_telemetry()
+        finally:
+            for file in self._files.values():
+                file.close()
 
 
 class Frames:
@@ -333,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     folder, save_every = Path(args[0]), float(args[1])
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # a stray print goes to the error file, never into the replies
-    fold = LiveFold(folder)
+    fold = LiveFold(folder, fold_telemetry(folder.name))
     gc.disable()
     gc.freeze()  # what start-up made is never walked again
     return serve(fold, Frames(0), replies, save_every)
