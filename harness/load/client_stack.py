@@ -40,10 +40,10 @@ if TYPE_CHECKING:
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
                    run_metrics: RunMetrics, *, worker: int = 0, fire_request: RequestHook | None = None,
-                   auth_url: str | None = None, run_id: str = "") -> FlowEnv:
+                   auth_url: str | None = None) -> FlowEnv:
     """Everything the flows of one load process share (worker 0 is the local runner). `auth_url`: the target's own
     URL, whose protected-resource metadata names it (the load's `urls` may be fault proxies in front of it).
-    `run_id`: the run's, on this process's spans and metrics when OpenTelemetry export is on."""
+    With spans exported, its flows draw trace ids and journal them; the run's live fold exports the spans."""
     router = Router(list(urls), scenario.load.routing, rng=stream(scenario.seed, "worker", worker, "router"))
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
     target = scenario.target

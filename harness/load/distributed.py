@@ -251,8 +251,7 @@ class WorkerSession:
         try:
             scenario = Scenario.model_validate_json(data["scenario"])
             self.index = int(data["index"])
-            self._build(scenario, data["urls"], data["labels"], int(data["workers"]), data.get("auth_url"),
-                        str(data.get("run_id") or ""))
+            self._build(scenario, data["urls"], data["labels"], int(data["workers"]), data.get("auth_url"))
         except Exception as exc:  # noqa: BLE001 - the master must hear why, or it waits for a worker that never comes
             self.say(f"could not set up from the master's setup: {type(exc).__name__}: {exc}")
             self.runner.send_message(SETUP_FAILED, {"error": f"{type(exc).__name__}: {exc}"})
@@ -263,8 +262,7 @@ class WorkerSession:
                  f"{len(data['urls'])} replica URLs, journal spool {self.spool_dir}")
         self.runner.send_message(READY)  # the master knows the worker by its connection
 
-    def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int, auth_url: str | None,
-               run_id: str = "") -> None:
+    def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int, auth_url: str | None) -> None:
         from harness.config.flows import flow_label
         from harness.load.client_stack import build_flow_env
         from harness.load.plan import LoadPlan
@@ -276,7 +274,7 @@ class WorkerSession:
         self.journal = open_spool(spool)
         self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
         flow_env = build_flow_env(scenario, urls, labels, self.journal, self.run_metrics, worker=self.index,
-                                  fire_request=self.env.events.request.fire, auth_url=auth_url, run_id=run_id)
+                                  fire_request=self.env.events.request.fire, auth_url=auth_url)
         self.plan = LoadPlan(scenario, flow_env, worker=self.index, workers=workers)
         self.env.user_classes = user_classes(self.plan, None, distributed=True)
         self.shipper = JournalShipper(spool, lambda lines: self.runner.send_message(
@@ -441,7 +439,7 @@ def _version() -> str:
 
 
 def setup_message(scenario_json: str, urls: list[str], labels: list[str], index: int, workers: int,
-                  auth_url: str | None = None, run_id: str = "") -> dict[str, Any]:
-    """Everything a worker needs, for worker `index` of `workers` (`auth_url`, `run_id`: see `build_flow_env`)."""
+                  auth_url: str | None = None) -> dict[str, Any]:
+    """Everything a worker needs, for worker `index` of `workers` (`auth_url`: see `build_flow_env`)."""
     return {"scenario": scenario_json, "urls": urls, "labels": labels, "index": index, "workers": workers,
-            "auth_url": auth_url, "run_id": run_id}
+            "auth_url": auth_url}

@@ -95,7 +95,7 @@ class DistributedLoad:
                  urls: list[str], labels: list[str], on_grown: Any, *, before_append: Any = None,
                  local: int = 0, remote: int = 0,
                  bind_host: str = "127.0.0.1", bind_port: int | None = None, wait: float = WORKERS_READY_TIMEOUT,
-                 say: Any = print, auth_url: str | None = None, run_id: str = "") -> None:
+                 say: Any = print, auth_url: str | None = None) -> None:
         self.env, self.scenario, self.run_metrics = env, scenario, run_metrics
         self.count = local + remote
         self.wait, self.say = wait, say
@@ -106,7 +106,7 @@ class DistributedLoad:
         self.parts = JournalParts(folder, on_grown, before_append)
         scenario_json = scenario.model_dump_json()
         self.link = MasterLink(self.runner, lambda index: setup_message(scenario_json, urls, labels, index,
-                                                                        self.count, auth_url, run_id),
+                                                                        self.count, auth_url),
                                self.count, self.parts, run_metrics.apply, say)
         self.processes = WorkerProcesses(folder, self.port, local) if local else None
         if remote:

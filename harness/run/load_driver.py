@@ -40,9 +40,9 @@ def load_driver(env: Environment, scenario: Scenario, options: RunOptions, *, ur
         return DistributedLoad(env, scenario, run_metrics, folder, list(urls), list(labels), grown,
                                before_append=journal.flush, local=options.workers, remote=options.remote_workers,
                                bind_host=options.master_bind_host, bind_port=options.master_bind_port,
-                               wait=options.workers_wait, say=say, auth_url=auth_url, run_id=folder.name)
+                               wait=options.workers_wait, say=say, auth_url=auth_url)
     flow_env = build_flow_env(scenario, list(urls), list(labels), journal, run_metrics,
-                              fire_request=env.events.request.fire, auth_url=auth_url, run_id=folder.name)
+                              fire_request=env.events.request.fire, auth_url=auth_url)
     return LocalLoad(env, LoadPlan(scenario, flow_env), time.time())
 
 

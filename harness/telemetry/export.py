@@ -183,7 +183,8 @@ class FoldSpanSink:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         self.resource = resource(run_id)
-        self._processor = BatchSpanProcessor(OTLPSpanExporter())
+        queue = None if os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") else QUEUE  # the fold hands a second's flows at once
+        self._processor = BatchSpanProcessor(OTLPSpanExporter(), max_queue_size=queue)
         self._closed = False
 
     def send(self, spans: list[ReadableSpan]) -> None:
