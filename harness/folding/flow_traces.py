@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from harness.journal.records import RecordType, RunEvent
 from harness.telemetry import switch
+from harness.telemetry.marks import error_type
 from harness.vocabulary import MODERN_REVISION
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ class _InFlight:
 
     def __init__(self, start: FlowStart) -> None:
         self.start = start
-        self.rounds: list[RoundSpan] = []
+        self.rounds: list[tuple[Any, ...]] = []
+        """Each round's raw fields in `RoundSpan`'s order, as its record had them (checked if the flow is kept)."""
         self.failed = False
 
 
@@ -91,27 +93,23 @@ class FlowTelemetry:
             lead if isinstance(lead, int) else None, protocol))
 
     def _round(self, record: Mapping[str, Any]) -> None:
-        flow_id, code = record.get("flow_id"), record.get("code")
+        """Per round, the least work: the duration recorded, and the raw fields a span needs kept (read and checked
+        only if the flow is kept, at its end: most flows are not)."""
+        get = record.get
+        flow_id, code = get("flow_id"), get("code")
         code = code if isinstance(code, str) else None
         flow = self.in_flight.get(flow_id) if isinstance(flow_id, str) else None
         if self.durations is not None:
             self._duration(record, flow, code)
-        span_id = record.get("span_id")
-        if flow is None or not isinstance(span_id, str) or _SPAN_ID.fullmatch(span_id) is None:
+        if flow is None:
             return
-        from harness.telemetry.flow_spans import RoundSpan
-
-        flow.rounds.append(RoundSpan(
-            int(span_id, 16), str(record.get("tool", "")), _integer(record.get("round")) or 0,
-            str(record.get("replica", "")), str(record.get("server", "")), _integer(record.get("request_id")),
-            _number(record.get("sent")), _number(record.get("t")), str(record.get("outcome", "")), code,
-            _integer(record.get("http_status")), _integer(record.get("state_bytes"))))
+        flow.rounds.append((get("span_id"), get("tool"), get("round"), get("replica"), get("server"),
+                            get("request_id"), get("sent"), get("t"), get("outcome"), code, get("http_status"),
+                            get("state_bytes")))
         if code is not None:
             flow.failed = True
 
     def _duration(self, record: Mapping[str, Any], flow: _InFlight | None, code: str | None) -> None:
-        from harness.telemetry.marks import error_type
-
         assert self.durations is not None
         seconds, tool = record.get("server_time"), record.get("tool")
         if not isinstance(seconds, int | float) or not isinstance(tool, str):
@@ -139,7 +137,8 @@ class FlowTelemetry:
         from harness.telemetry.flow_spans import flow_spans
         from harness.telemetry.marks import KEPT_OUTCOMES
 
-        self.sink.send(flow_spans(flow.start, flow.rounds, flow_id=flow_id, outcome=outcome,
+        rounds = [span for raw in flow.rounds if (span := _round_span(raw)) is not None]
+        self.sink.send(flow_spans(flow.start, rounds, flow_id=flow_id, outcome=outcome,
                                   failed=flow.failed or outcome in KEPT_OUTCOMES, ended=_number(record.get("t")),
                                   resource=self.sink.resource))
 
@@ -167,6 +166,19 @@ def fold_telemetry(run_id: str) -> FlowTelemetry | None:
 
         durations = ClientDurations(run_id)
     return FlowTelemetry(sink, sampling, durations) if sink is not None or durations is not None else None
+
+
+def _round_span(raw: tuple[Any, ...]) -> RoundSpan | None:
+    """A kept flow's round, its fields checked (the journal is read as untrusted); None when its span id is not one."""
+    from harness.telemetry.flow_spans import RoundSpan
+
+    (span_id, tool, number, replica, server, request_id, sent, received, outcome, code, http_status,
+     state_bytes) = raw
+    if not isinstance(span_id, str) or _SPAN_ID.fullmatch(span_id) is None:
+        return None
+    return RoundSpan(int(span_id, 16), str(tool or ""), _integer(number) or 0, str(replica or ""), str(server or ""),
+                     _integer(request_id), _number(sent), _number(received), str(outcome or ""), code,
+                     _integer(http_status), _integer(state_bytes))
 
 
 def _number(value: object) -> float:
