@@ -33,6 +33,7 @@ from harness.config.hunt import NEVER_DRAWN, drawable_actions
 from harness.config.scenario import parse_scenario
 from harness.config.strict import ScenarioError
 from harness.hunt.draw import Space, coverage_keys, draw_schedule, trial_seed
+from harness.hunt.model import Failure, Schedule, Trial
 from harness.hunt.trial import Base, TrialDamaged, read_summary, trial_scenario
 from tests.harness_run import ROOT
 
@@ -362,3 +363,38 @@ def _processes_under(folder: Path) -> list[str]:
             if str(folder) in argv:
                 found.append(argv)
     return found
+
+
+def _flaky_below(seconds: float, failure: Failure) -> Any:
+    """A stand-in for real trials: a schedule shorter than `seconds` fails 3 runs in 10, a longer one every run."""
+    calls: dict[float, int] = {}
+
+    def run(schedule: Schedule) -> tuple[Failure, ...]:
+        calls[schedule.duration] = calls.get(schedule.duration, 0) + 1
+        if schedule.duration >= seconds or calls[schedule.duration] % 10 in (1, 4, 7):
+            return (failure,)
+        return ()
+
+    return run
+
+
+@pytest.mark.parametrize(("steady_from", "handed_over", "rate"), [(1.0, 1.0, (10, 10)), (9.0, 0.5, (3, 10))],
+                         ids=["backs-off-to-a-reliable-one", "none-reliable-keeps-the-best"])
+def test_a_minimal_schedule_that_reproduces_too_rarely_is_backed_off_along_the_shrink_path(
+        tmp_path, steady_from, handed_over, rate):
+    """The shortest run that still fails 2 of 3 may reproduce 3 times in 10: the hunt then hands over the first
+    larger schedule of its shrink path that reproduces 8 of 10; when none does, the best rate it saw."""
+    import io
+
+    from harness.hunt.search import Hunt
+
+    hunt = Hunt(Base.read(_scenario_file(tmp_path)), stream=io.StringIO())
+    failure = Failure("invariant", "no_double_release")
+    found = Schedule(steps=(), duration=3.0)
+    hunt.result.found = Trial(index=1, seed=1, schedule=found, purpose="search", failures=(failure,))
+    hunt.result.failure = failure
+    hunt._runs = lambda purpose: _flaky_below(steady_from, failure)  # type: ignore[method-assign]
+    path = [Schedule(steps=(), duration=seconds) for seconds in (2.0, 1.0, 0.5)]  # accepted, oldest first
+    hunt._reproduce(path[-1], path[:-1])
+    assert hunt.result.minimal is not None and hunt.result.minimal.duration == handed_over
+    assert hunt.result.reproduction == rate

@@ -86,6 +86,10 @@ class HuntSettings(Strict):
                                                                       "schedule makes, in all")
     reproduce: int = Field(default=10, ge=0, le=1000, description="runs of the minimal schedule that measure its "
                                                                   "reproduction rate (0: not measured)")
+    reproduce_at_least: float = Field(default=0.8, ge=0.0, le=1.0,
+                                      description="the share of those runs the minimal schedule must fail the same "
+                                                  "way; below it the hunt backs off along the shrink path to a "
+                                                  "larger schedule that does (at most three of them tried)")
 
     @field_validator("actions")
     @classmethod

@@ -58,6 +58,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                                       "default 60)")
     hunt.add_argument("--reproduce", type=int, help="runs of the minimal schedule for its reproduction rate "
                                                     "([hunt] reproduce, default 10; 0: not measured)")
+    hunt.add_argument("--reproduce-at-least", type=float, metavar="SHARE",
+                      help="the share of those runs the minimal schedule must fail; below it the hunt backs off to a "
+                           "larger schedule of the shrink path that does ([hunt] reproduce_at_least, default 0.8)")
     hunt.add_argument("--results", type=Path, default=Path("results"),
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
@@ -70,7 +73,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     for flag, key in (("trials", "trials"), ("budget", "budget"), ("trial_duration", "trial_duration"),
                       ("max_steps", "max_steps"), ("seed", "seed"), ("reruns", "reruns"),
                       ("must_fail", "must_fail"),
-                      ("shrink_budget", "shrink_budget"), ("shrink_runs", "shrink_runs"), ("reproduce", "reproduce")):
+                      ("shrink_budget", "shrink_budget"), ("shrink_runs", "shrink_runs"), ("reproduce", "reproduce"),
+                      ("reproduce_at_least", "reproduce_at_least")):
         if getattr(args, flag) is not None:
             found[f"hunt.{key}"] = getattr(args, flag)
     if args.actions is not None:
