@@ -129,7 +129,7 @@ def test_a_traced_round_carries_its_traceparent_and_an_untraced_one_the_same_byt
                      b'"io.modelcontextprotocol/clientInfo":{"name":"mrtr-harness","version":"1"}}}}')
     trace = FlowTrace()
     span = trace.new_span()
-    traced = orjson.loads(frame.traced_body(7, {"release": {"action": "accept"}}, "v1.state",
+    traced = orjson.loads(frame.body(7, {"release": {"action": "accept"}}, "v1.state",
                                             trace.traceparent(span)))
     meta = traced["params"].pop("_meta")
     assert meta.pop("traceparent") == f"00-{trace.trace_id:032x}-{span:016x}-01"

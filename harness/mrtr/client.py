@@ -418,7 +418,7 @@ class MrtrClient:
             span_id = 0
         else:
             span_id = trace.new_span()
-            body = frame.traced_body(request_id, responses, state, trace.traceparent(span_id))
+            body = frame.body(request_id, responses, state, trace.traceparent(span_id))
         scanner = SseScanner(request_id)
         headers = frame.headers
         line = self.credentials.authorization(lead) if self.credentials is not None and lead is not None else ""

@@ -195,12 +195,15 @@ class CallFrame:
         request_id: int,
         input_responses: Mapping[str, Any] | bytes | None = None,
         request_state: object = None,
+        traceparent: bytes | None = None,
     ) -> bytes:
         """The request body of one round; `input_responses` may come already encoded (`dump_bytes`).
 
         `request_state` is spliced in as the JSON string it was received as: the client
         never parses, decodes or rewrites the token, it only echoes it. (Only the fuzzer
         sends anything else: another JSON value, or `JSON_NULL` for an explicit null.)
+        `traceparent`: the round span's W3C context, first in `params._meta` (where the SDK's
+        server reads it: `mcp.shared._otel.extract_trace_context`); None, the bytes are as ever.
         """
         parts = [b'{"jsonrpc":"2.0","id":', str(request_id).encode(), self._prefix]
         if input_responses is not None:
@@ -209,16 +212,12 @@ class CallFrame:
         if request_state is not None:
             parts.append(b',"requestState":')
             parts.append(dump_bytes(request_state))
-        parts.append(self._meta_suffix)
+        if traceparent is None:
+            parts.append(self._meta_suffix)
+        else:
+            head, tail = self._traced_suffix
+            parts += (head, traceparent, tail)
         return b"".join(parts)
-
-    def traced_body(self, request_id: int, input_responses: Mapping[str, Any] | bytes | None, request_state: object,
-                    traceparent: bytes) -> bytes:
-        """`body`, with the round span's W3C `traceparent` first in `params._meta` (where the SDK's server reads it:
-        `mcp.shared._otel.extract_trace_context`). A separate method, so an untraced round pays nothing for it."""
-        head, tail = self._traced_suffix
-        return self.body(request_id, input_responses, request_state)[:-len(self._meta_suffix)] \
-            + head + traceparent + tail
 
 
 @dataclass(slots=True)
