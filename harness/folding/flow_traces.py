@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from harness.folding.figures import add_by_kind
 from harness.journal.records import RecordType, RunEvent
 from harness.telemetry import switch
 from harness.telemetry.marks import error_type
@@ -33,8 +34,7 @@ __all__ = ["FlowTelemetry", "fold_telemetry"]
 
 _TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
-_START, _ROUND, _FLOW, _RUN = RecordType.START.value, RecordType.ROUND.value, RecordType.FLOW.value, \
-    RecordType.RUN.value
+_RUN: Final = RecordType.RUN.value
 
 
 class _InFlight:
@@ -62,19 +62,14 @@ class FlowTelemetry:
 
     def add(self, record: Mapping[str, Any]) -> None:
         """One journal record (a dict): a flow's start, a round, a flow's end, or the run's start (its seed)."""
-        kind = record.get("type")
-        if kind == _ROUND:
-            self._round(record)
-        elif kind == _START:
-            self._start(record)
-        elif kind == _FLOW:
-            self._end(record)
-        elif kind == _RUN and record.get("event") == RunEvent.START and self.sampling is not None:
+        if add_by_kind(self, record):
+            return
+        if record.get("type") == _RUN and record.get("event") == RunEvent.START and self.sampling is not None:
             seed = record.get("seed")
             if isinstance(seed, int):
                 self.sampling.seed = seed
 
-    def _start(self, record: Mapping[str, Any]) -> None:
+    def add_start(self, record: Mapping[str, Any]) -> None:
         flow_id, protocol = record.get("flow_id"), record.get("protocol")
         if not isinstance(flow_id, str):
             return
@@ -92,7 +87,7 @@ class FlowTelemetry:
             int(trace_id, 16), str(record.get("flow", "")), _number(record.get("t")), str(record.get("host", "")),
             lead if isinstance(lead, int) else None, protocol))
 
-    def _round(self, record: Mapping[str, Any]) -> None:
+    def add_round(self, record: Mapping[str, Any]) -> None:
         """Per round, the least work: the duration recorded, and the raw fields a span needs kept (read and checked
         only if the flow is kept, at its end: most flows are not)."""
         get = record.get
@@ -123,7 +118,7 @@ class FlowTelemetry:
                               error_type(code, http_status if isinstance(http_status, int) else None)
                               if code is not None else None, protocol)
 
-    def _end(self, record: Mapping[str, Any]) -> None:
+    def add_flow(self, record: Mapping[str, Any]) -> None:
         flow_id = record.get("flow_id")
         if not isinstance(flow_id, str):
             return
