@@ -28,7 +28,7 @@ from harness.telemetry import conventions as attr
 from harness.telemetry.export import SCOPE
 from harness.telemetry.marks import error_type, flow_span_id, rpc_code
 
-__all__ = ["FlowStart", "RoundSpan", "flow_spans"]
+__all__ = ["FlowStart", "RoundSpan", "flow_spans", "nanos"]
 
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 
@@ -76,7 +76,7 @@ def flow_spans(start: FlowStart, rounds: list[RoundSpan], *, flow_id: str, outco
     spans.append(ReadableSpan(
         f"mrtr.flow {start.kind}", flow_context, None, resource, flow_attributes,
         kind=SpanKind.INTERNAL, status=Status(StatusCode.ERROR) if failed else Status(StatusCode.UNSET),
-        start_time=_ns(start.started), end_time=_ns(ended), instrumentation_scope=SCOPE))
+        start_time=nanos(start.started), end_time=nanos(ended), instrumentation_scope=SCOPE))
     return spans
 
 
@@ -98,8 +98,8 @@ def _round(start: FlowStart, mark: RoundSpan, parent: SpanContext, common: dict[
         status = Status(StatusCode.ERROR, mark.code)
     context = SpanContext(start.trace_id, mark.span_id, is_remote=False, trace_flags=_SAMPLED)
     return ReadableSpan(f"tools/call {mark.tool}", context, parent, resource, attributes,
-                        kind=SpanKind.CLIENT, status=status, start_time=_ns(mark.sent),
-                        end_time=_ns(mark.received), instrumentation_scope=SCOPE)
+                        kind=SpanKind.CLIENT, status=status, start_time=nanos(mark.sent),
+                        end_time=nanos(mark.received), instrumentation_scope=SCOPE)
 
 
 @lru_cache(maxsize=256)
@@ -116,5 +116,6 @@ def _server(server: str) -> dict[str, Any]:
     return found
 
 
-def _ns(seconds: float) -> int:
+def nanos(seconds: float) -> int:
+    """A journal time (Unix seconds) as OpenTelemetry's (Unix nanoseconds)."""
     return int(seconds * 1e9)

@@ -19,14 +19,11 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from harness.telemetry import conventions as attr
 from harness.telemetry.export import SCOPE, SpanSink
+from harness.telemetry.flow_spans import nanos
 
 __all__ = ["RunSpans"]
 
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
-
-
-def _ns(seconds: float) -> int:
-    return int(seconds * 1e9)
 
 
 class RunSpans:
@@ -51,8 +48,8 @@ class RunSpans:
         status = Status(StatusCode.ERROR, error) if error is not None else Status(StatusCode.UNSET)
         self.sink.send([ReadableSpan(f"mrtr.chaos {action}", context, self.context, self.sink.resource,
                                      {attr.CHAOS_ACTION: action, attr.CHAOS_TARGET: target},
-                                     kind=SpanKind.INTERNAL, status=status, start_time=_ns(started),
-                                     end_time=_ns(ended), instrumentation_scope=SCOPE)])
+                                     kind=SpanKind.INTERNAL, status=status, start_time=nanos(started),
+                                     end_time=nanos(ended), instrumentation_scope=SCOPE)])
 
     def reconciled(self, trace_id: str, span_id: str, reason: str, replica: str, t: float) -> None:
         """The reason a replica logged for a rejected round, once reconciliation matched them: a span in the flow's
@@ -61,7 +58,7 @@ class RunSpans:
         context = SpanContext(parent.trace_id, self._ids.getrandbits(64) or 1, is_remote=False, trace_flags=_SAMPLED)
         self.sink.send([ReadableSpan(f"mrtr.reconciled {reason}", context, parent, self.sink.resource,
                                      {attr.REJECTION_REASON: reason, attr.REPLICA: replica},
-                                     kind=SpanKind.INTERNAL, start_time=_ns(t), end_time=_ns(t),
+                                     kind=SpanKind.INTERNAL, start_time=nanos(t), end_time=nanos(t),
                                      instrumentation_scope=SCOPE)])
 
     def close(self, ended: float, status: str, error: str | None = None) -> None:
@@ -69,6 +66,6 @@ class RunSpans:
         span_status = Status(StatusCode.ERROR, error or status) if status == "errored" else Status(StatusCode.UNSET)
         self.sink.send([ReadableSpan(f"mrtr.run {self.scenario}", self.context, None, self.sink.resource,
                                      {attr.SCENARIO: self.scenario, attr.SEED: self.seed},
-                                     kind=SpanKind.INTERNAL, status=span_status, start_time=_ns(self.began),
-                                     end_time=_ns(ended), instrumentation_scope=SCOPE)])
+                                     kind=SpanKind.INTERNAL, status=span_status, start_time=nanos(self.began),
+                                     end_time=nanos(ended), instrumentation_scope=SCOPE)])
         self.sink.close()
