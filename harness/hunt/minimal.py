@@ -26,7 +26,7 @@ from harness.config.durations import format_duration
 from harness.config.scenario import ScenarioError, parse_scenario
 from harness.config.thresholds import ThresholdError, parse_threshold
 from harness.errors import MrtrHarnessError
-from harness.hunt.model import Failure, HuntResult, Schedule
+from harness.hunt.model import Failure, HuntResult, Schedule, describe
 from harness.hunt.shrink import duration_text
 from harness.hunt.toml_file import document, pairs
 from harness.secrets import scrub
@@ -130,7 +130,7 @@ def failure_in_words(failure: Failure, expect: Mapping[str, str | list[str]] | N
 
 def schedule_in_words(schedule: Schedule) -> str:
     """The schedule in one line: its chaos steps (each action at its time), its run and its rate."""
-    steps = ", ".join(f"{step.get('action', '?')} at {step.get('at', 0)}" for step in schedule.steps)
+    steps = describe(schedule)
     rate = f" at {schedule.arrival_rate:g} flows/s" if schedule.arrival_rate is not None else ""
     count = len(schedule.steps)
     chaos = f"{count} chaos step{'s' * (count != 1)} ({steps})" if count else "no chaos at all"

@@ -96,3 +96,19 @@ class HuntResult:
     """How often each (action, replica, timing) was tried in the search."""
     stopped_by: str = ""
     """Why the search ended: "found", "trials", "time" or "interrupted"."""
+
+
+def describe(schedule: Schedule) -> str:
+    """A schedule's steps in a few words: `restart r2 @3.1s, network latency all @5.0s 2.4s` ("" for none)."""
+    parts = []
+    for step in schedule.steps:
+        whom = f" r{step['replica']}" if "replica" in step else ""
+        kind = f" {step['fault']}" if "fault" in step else f" {step['order']}" if "order" in step else ""
+        lasting = f" {_seconds(step['duration'])}" if "duration" in step else ""
+        parts.append(f"{step.get('action', '?')}{kind}{whom} @{_seconds(step.get('at', 0))}{lasting}")
+    return ", ".join(parts)
+
+
+def _seconds(value: object) -> str:
+    """A step's time as drawn (seconds: `3.1s`) or as a file wrote it (`"1500ms"`)."""
+    return f"{value:g}s" if isinstance(value, int | float) else str(value)

@@ -34,7 +34,7 @@ from harness.config.scenario import Scenario
 from harness.errors import ExitCode
 from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
 from harness.hunt.minimal import MinimalScenarioError, write_minimal
-from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose
+from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe
 from harness.hunt.page import coverage_line, write_page
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, reproduce, shrink
 from harness.hunt.trial import Base, TrialDamaged, judge, run_trial, trial_scenario
@@ -66,17 +66,6 @@ def schedule_data(schedule: Schedule) -> dict[str, Any]:
     """A schedule as plain data: its steps as `[[chaos]]` tables, its duration and rate."""
     return {"steps": [dict(step) for step in schedule.steps], "duration": schedule.duration,
             "arrival_rate": schedule.arrival_rate}
-
-
-def describe(schedule: Schedule) -> str:
-    """A schedule in a few words: `restart r2 @3.1s, network latency all @5.0s 2.4s`."""
-    parts = []
-    for step in schedule.steps:
-        whom = f" r{step['replica']}" if "replica" in step else ""
-        kind = f" {step['fault']}" if "fault" in step else f" {step['order']}" if "order" in step else ""
-        lasting = f" {step['duration']:g}s" if isinstance(step.get("duration"), int | float) else ""
-        parts.append(f"{step['action']}{kind}{whom} @{step['at']:g}s{lasting}")
-    return ", ".join(parts)
 
 
 class Hunt:
