@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from opentelemetry import trace
 
-from harness.telemetry.switch import tracing_on
+from harness.telemetry.switch import named_resource, tracing_on
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -55,14 +55,11 @@ def tracer_provider(label: str) -> TracerProvider:
     """A tracer provider exporting in batches over OTLP/HTTP, configured by OpenTelemetry's variables (endpoint,
     headers, timeout, batch delay, resource attributes), its resource naming the shop and the replica `label`."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
+    from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    resource = Resource.create({SERVICE_INSTANCE_ID: label})
-    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=named_resource(DEFAULT_SERVICE_NAME, {SERVICE_INSTANCE_ID: label}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     return provider
 

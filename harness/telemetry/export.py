@@ -16,19 +16,19 @@ import logging
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import gevent
 import gevent.event
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 import harness
 from harness._compat.opentelemetry import ForkQuietMeterProvider
-from harness.telemetry import switch
 from harness.telemetry.conventions import RUN_ID, SERVICE_NAME_DEFAULT
+from harness.telemetry.switch import named_resource
 
 __all__ = ["SCOPE", "FoldSpanSink", "MetricsPipe", "SpanSink", "resource"]
 
@@ -43,12 +43,9 @@ costs the run at most this)."""
 
 
 def resource(run_id: str) -> Resource:
-    """`service.name` (`OTEL_SERVICE_NAME`, else `mrtr-harness`), `OTEL_RESOURCE_ATTRIBUTES`, and the run's id."""
-    name = os.environ.get(switch.SERVICE_NAME) or SERVICE_NAME_DEFAULT
-    attributes: dict[str, Any] = {SERVICE_NAME: name}
-    if run_id:
-        attributes[RUN_ID] = run_id
-    return Resource.create(attributes)
+    """`service.name` (`OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES`, else `mrtr-harness`), the other resource
+    attributes the variables give, and the run's id."""
+    return named_resource(SERVICE_NAME_DEFAULT, {RUN_ID: run_id} if run_id else {})
 
 
 EXPORT_INTERVAL: Final = "OTEL_METRIC_EXPORT_INTERVAL"

@@ -1,4 +1,5 @@
-"""Whether OpenTelemetry export is on: read from OpenTelemetry's own variables, so every process agrees.
+"""Whether OpenTelemetry export is on, and the name a process exports under: read from OpenTelemetry's own
+variables, so every process agrees.
 
 `run --otlp URL` only sets `OTEL_EXPORTER_OTLP_ENDPOINT` (and the protocol) in the run's environment:
 the load process, Locust's workers and the shop's replicas all inherit it and decide from the same
@@ -10,7 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, MutableMapping
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
 
 ENDPOINT: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACES_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -50,3 +54,14 @@ def turn_on(url: str, environ: MutableMapping[str, str] | None = None) -> None:
     env = os.environ if environ is None else environ
     env[ENDPOINT] = url
     env[PROTOCOL] = HTTP_PROTOBUF
+
+
+def named_resource(default_name: str, attributes: Mapping[str, Any]) -> Resource:
+    """A resource from OpenTelemetry's variables (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, as the SDK reads
+    them) and `attributes`, its `service.name` `default_name` when neither variable names the service."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+    resource = Resource.create(dict(attributes))
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: default_name}))
+    return resource
