@@ -289,7 +289,8 @@ def test_a_locust_workers_flows_are_exported_by_the_masters_fold(receiver: OtlpR
 def test_the_live_folds_telemetry_keeps_only_flows_in_flight_and_sends_a_kept_flows_spans_from_its_records(
         receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fold's side alone (no run: about 0.1 s): journal records in, a kept flow's spans out to the receiver, the
-    flows ended forgotten, the one left out never sent."""
+    flows ended forgotten, the one left out never sent, and a failed flow whose start names no trace id (a damaged
+    journal) sends nothing."""
     from harness.folding.flow_traces import FlowTelemetry
     from harness.telemetry.export import FoldSpanSink
     from harness.telemetry.marks import Sampling
@@ -300,13 +301,15 @@ def test_the_live_folds_telemetry_keeps_only_flows_in_flight_and_sends_a_kept_fl
     for flow_id, trace in traces.items():
         telemetry.add({"type": "start", "t": 1.0, "flow_id": flow_id, "flow": "call", "host": "default",
                        "trace_id": trace.trace_text, "lead": 3})
-    for number, (flow_id, code) in enumerate([("f-1", None), ("f-2", None), ("f-1", "-32602")], 1):
+    telemetry.add({"type": "start", "t": 1.0, "flow_id": "f-no-trace", "flow": "call", "trace_id": "not a trace id"})
+    rounds = [("f-1", None), ("f-2", None), ("f-1", "-32602"), ("f-no-trace", "-32602")]
+    for number, (flow_id, code) in enumerate(rounds, 1):
         telemetry.add({"type": "round", "t": 1.5, "flow_id": flow_id, "flow": "call", "tool": "refund_item",
                        "round": number, "replica": "r1", "sent": 1.2, "server_time": 0.3, "outcome": "ok",
                        "http_status": 200, "code": code, "span_id": f"{number:016x}", "request_id": number,
                        "server": "127.0.0.1:8123"})
-    assert set(telemetry.in_flight) == {"f-1", "f-2"}
-    for flow_id in traces:
+    assert set(telemetry.in_flight) == {"f-1", "f-2", "f-no-trace"}
+    for flow_id in [*traces, "f-no-trace"]:
         telemetry.add({"type": "flow", "t": 2.0, "flow_id": flow_id, "flow": "call", "outcome": "completed"})
     assert telemetry.in_flight == {}, "a flow's rounds go with its end"
     telemetry.close()
@@ -318,3 +321,4 @@ def test_the_live_folds_telemetry_keeps_only_flows_in_flight_and_sends_a_kept_fl
     assert clients[f"{3:016x}"]["error.type"] == "-32602" and clients[f"{3:016x}"]["server.port"] == 8123
     flow = next(span for span in spans if span.kind == SPAN_KIND_INTERNAL)
     assert hex_id(flow.span_id) == traces["f-1"].trace_text[16:] and attributes(flow)["mrtr.lead"] == 3
+    assert not [span for span in receiver.spans() if attributes(span).get("mrtr.flow.id") == "f-no-trace"]

@@ -3,9 +3,9 @@
 The load process only draws the ids, puts each round's `traceparent` in its request and writes the
 ids into the journal (the `start` record's `trace_id`, each round's `span_id`). Here, in the live
 fold process (a core of its own), every round record's `server_time` goes into
-`mcp.client.operation.duration`, and a flow in flight keeps what its spans need (its start, one
-`RoundSpan` per round: `harness.telemetry.flow_spans`) until its `flow` record comes; then the
-sampling decides (`marks.Sampling`) and a kept flow's spans go to the exporter. The flow's entry goes
+`mcp.client.operation.duration`, and a flow in flight keeps its records (a reference each, nothing
+read from them) until its `flow` record comes; then the sampling decides (`marks.Sampling`) and only
+a kept flow's records are read into its spans (`harness.telemetry.flow_spans`) for the exporter. The flow's entry goes
 with its end: memory holds the flows in flight, never the ones done. Only the live fold of a run
 with export on builds one (`fold_telemetry`); `report DIR` never exports. The records are the run's
 own but read as untrusted: a round or flow whose ids or fields are not what the journal writes is
@@ -38,14 +38,15 @@ _RUN: Final = RecordType.RUN.value
 
 
 class _InFlight:
-    """A traced flow in flight: its start, its rounds' span fields, whether one failed."""
+    """A traced flow in flight: its start record, its round records, whether a round failed. The records are kept
+    as the fold read them (a reference each) and checked only if the flow is kept, at its end: most are not."""
 
-    __slots__ = ("start", "rounds", "failed")
+    __slots__ = ("start", "protocol", "rounds", "failed")
 
-    def __init__(self, start: FlowStart) -> None:
+    def __init__(self, start: Mapping[str, Any], protocol: str) -> None:
         self.start = start
-        self.rounds: list[tuple[Any, ...]] = []
-        """Each round's raw fields in `RoundSpan`'s order, as its record had them (checked if the flow is kept)."""
+        self.protocol = protocol
+        self.rounds: list[Mapping[str, Any]] = []
         self.failed = False
 
 
@@ -77,19 +78,11 @@ class FlowTelemetry:
             protocol = MODERN_REVISION
         elif self.sink is None:
             self.protocols[flow_id] = protocol
-        trace_id = record.get("trace_id")
-        if self.sink is None or not isinstance(trace_id, str) or _TRACE_ID.fullmatch(trace_id) is None:
-            return
-        from harness.telemetry.flow_spans import FlowStart
-
-        lead = record.get("lead")
-        self.in_flight[flow_id] = _InFlight(FlowStart(
-            int(trace_id, 16), str(record.get("flow", "")), _number(record.get("t")), str(record.get("host", "")),
-            lead if isinstance(lead, int) else None, protocol))
+        if self.sink is not None and isinstance(record.get("trace_id"), str):
+            self.in_flight[flow_id] = _InFlight(record, protocol)
 
     def add_round(self, record: Mapping[str, Any]) -> None:
-        """Per round, the least work: the duration recorded, and the raw fields a span needs kept (read and checked
-        only if the flow is kept, at its end: most flows are not)."""
+        """Per round, the least work: the duration recorded, and the record kept for its flow's spans."""
         get = record.get
         flow_id, code = get("flow_id"), get("code")
         code = code if isinstance(code, str) else None
@@ -98,9 +91,7 @@ class FlowTelemetry:
             self._duration(record, flow, code)
         if flow is None:
             return
-        flow.rounds.append((get("span_id"), get("tool"), get("round"), get("replica"), get("server"),
-                            get("request_id"), get("sent"), get("t"), get("outcome"), code, get("http_status"),
-                            get("state_bytes")))
+        flow.rounds.append(record)
         if code is not None:
             flow.failed = True
 
@@ -109,10 +100,8 @@ class FlowTelemetry:
         seconds, tool = record.get("server_time"), record.get("tool")
         if not isinstance(seconds, int | float) or not isinstance(tool, str):
             return
-        if flow is not None:
-            protocol = flow.start.protocol
-        else:
-            protocol = self.protocols.get(record.get("flow_id"), MODERN_REVISION)  # type: ignore[arg-type]
+        protocol = flow.protocol if flow is not None else \
+            self.protocols.get(record.get("flow_id"), MODERN_REVISION)  # type: ignore[arg-type]
         http_status = record.get("http_status")
         self.durations.record(float(seconds), tool,
                               error_type(code, http_status if isinstance(http_status, int) else None)
@@ -132,8 +121,11 @@ class FlowTelemetry:
         from harness.telemetry.flow_spans import flow_spans
         from harness.telemetry.marks import KEPT_OUTCOMES
 
-        rounds = [span for raw in flow.rounds if (span := _round_span(raw)) is not None]
-        self.sink.send(flow_spans(flow.start, rounds, flow_id=flow_id, outcome=outcome,
+        start = _flow_start(flow.start, flow.protocol)
+        if start is None:
+            return
+        rounds = [span for round_record in flow.rounds if (span := _round_span(round_record)) is not None]
+        self.sink.send(flow_spans(start, rounds, flow_id=flow_id, outcome=outcome,
                                   failed=flow.failed or outcome in KEPT_OUTCOMES, ended=_number(record.get("t")),
                                   resource=self.sink.resource))
 
@@ -163,17 +155,29 @@ def fold_telemetry(run_id: str) -> FlowTelemetry | None:
     return FlowTelemetry(sink, sampling, durations) if sink is not None or durations is not None else None
 
 
-def _round_span(raw: tuple[Any, ...]) -> RoundSpan | None:
-    """A kept flow's round, its fields checked (the journal is read as untrusted); None when its span id is not one."""
+def _flow_start(record: Mapping[str, Any], protocol: str) -> FlowStart | None:
+    """A kept flow's start, its fields checked (the journal is read as untrusted); None when its trace id is not one."""
+    from harness.telemetry.flow_spans import FlowStart
+
+    trace_id, lead = record.get("trace_id"), record.get("lead")
+    if not isinstance(trace_id, str) or _TRACE_ID.fullmatch(trace_id) is None:
+        return None
+    return FlowStart(int(trace_id, 16), str(record.get("flow", "")), _number(record.get("t")),
+                     str(record.get("host", "")), lead if isinstance(lead, int) else None, protocol)
+
+
+def _round_span(record: Mapping[str, Any]) -> RoundSpan | None:
+    """A kept flow's round, its fields checked; None when its span id is not one."""
     from harness.telemetry.flow_spans import RoundSpan
 
-    (span_id, tool, number, replica, server, request_id, sent, received, outcome, code, http_status,
-     state_bytes) = raw
+    get = record.get
+    span_id, code = get("span_id"), get("code")
     if not isinstance(span_id, str) or _SPAN_ID.fullmatch(span_id) is None:
         return None
-    return RoundSpan(int(span_id, 16), str(tool or ""), _integer(number) or 0, str(replica or ""), str(server or ""),
-                     _integer(request_id), _number(sent), _number(received), str(outcome or ""), code,
-                     _integer(http_status), _integer(state_bytes))
+    return RoundSpan(int(span_id, 16), str(get("tool") or ""), _integer(get("round")) or 0, str(get("replica") or ""),
+                     str(get("server") or ""), _integer(get("request_id")), _number(get("sent")),
+                     _number(get("t")), str(get("outcome") or ""), code if isinstance(code, str) else None,
+                     _integer(get("http_status")), _integer(get("state_bytes")))
 
 
 def _number(value: object) -> float:
