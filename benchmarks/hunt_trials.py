@@ -120,6 +120,7 @@ def found_and_shrunk(result: dict[str, Any]) -> dict[str, Any]:
             "steps_minimal": len(shrunk["minimal"]["steps"]) if shrunk.get("minimal") else None,
             "minimal_duration": shrunk["minimal"]["duration"] if shrunk.get("minimal") else None,
             "reproduction": f"{reproduction['failed']} of {reproduction['runs']}" if reproduction else None,
+            "reproduce_runs": sum(trial["purpose"] == "reproduce" for trial in trials),
             "hunt_seconds": result["seconds"]}
 
 

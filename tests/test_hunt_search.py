@@ -398,3 +398,106 @@ def test_a_minimal_schedule_that_reproduces_too_rarely_is_backed_off_along_the_s
     hunt._reproduce(path[-1], path[:-1])
     assert hunt.result.minimal is not None and hunt.result.minimal.duration == handed_over
     assert hunt.result.reproduction == rate
+
+
+# --- a real hunt of a deployment the harness did not start ------------------------------------------
+
+EXTERNAL = """\
+name = "hunted"
+seed = 2
+duration = "10s"
+time_scale = 60
+grace = "25s"
+
+[target]
+kind = "external"
+urls = {urls}
+logs = {logs}
+ready_timeout = "30s"
+
+[target.commands]
+restart = ["sh", "{folder}/restart.sh", "{{replica}}", "tests.servers.refund_desk"]
+
+[load]
+arrival_rate = 6
+routing = "same-replica"
+
+[[flows]]
+kind = "call"
+tool = "refund_item"
+arguments = {{ order_id = "O-1001" }}
+answers = {{ sku = ["mug", "tee"] }}
+
+[leads]
+think = {{ dist = "constant", value = "4m" }}
+decline = 0
+cancel = 0
+abandon = 0
+
+[expect]
+"rejections{{reason='unknown key'}}" = "== 0"
+
+[hunt]
+trials = 2
+trial_duration = "3s"
+actions = ["restart"]
+max_steps = 2
+reruns = 1
+must_fail = 1
+shrink_runs = 3
+reproduce = 1
+"""
+
+
+@pytest.fixture
+def desk(tmp_path):
+    """Two replicas of a server this project did not write (each with its own per-process key), started and
+    restarted by the user's shell scripts, their PIDs in files; stopped by PID."""
+    from tests.test_chaos_commands import Replicas
+
+    started = Replicas(tmp_path / "replicas")
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrinks_to_the_restart(desk, tmp_path):
+    """An external target hunts through `[target.commands]` as `run` does (about 60 s). Seed 2's first trial draws
+    one restart of r1 at 2.0 s, while r1's calls wait on their leads: its new process holds no key the earlier
+    states were sealed with, so they are rejected (`unknown key`), which `[expect]` forbids. The shrink's first
+    candidate drops the restart and holds (same-replica routing never crosses keys without one), so the minimal
+    schedule keeps that restart; minimal.toml names the deployment and its commands, and passes `validate`. The
+    harness ran the user's script, so the replica's process is a new one."""
+    from tests.test_chaos_commands import toml_list
+
+    urls = [desk.start(name, "tests.servers.refund_desk") for name in ("r1", "r2")]
+    desk.wait_ready()
+    first_pid = desk.pid("r1")
+    path = tmp_path / "hunted.toml"
+    logs = [f"file:{desk.log(name)}@{name}" for name in ("r1", "r2")]
+    path.write_text(EXTERNAL.format(urls=toml_list(urls), logs=toml_list(logs), folder=desk.folder))
+
+    done = _hunt(str(path), "--results", str(tmp_path / "results"), timeout=240)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    records = _journal(tmp_path / "results")
+    search = records[1]
+    assert search["purpose"] == "search" and search["outcome"] == "failed"
+    assert search["schedule"]["steps"] == [{"action": "restart", "at": 2.0, "replica": 1}]
+    assert search["reasons"]["unknown key"] > 0
+    assert desk.pid("r1") != first_pid, "the restart command started a new process"
+    [folder] = list((tmp_path / "results").iterdir())
+    trial_journal = [json.loads(line) for line in (folder / search["folder"] / "journal.jsonl").read_text()
+                     .splitlines()]
+    ran = [(r["name"], r["target"], r["exit_code"]) for r in trial_journal if r["type"] == "command"]
+    assert ran == [("restart", "r1", 0)]
+    end = records[-1]
+    shrunk = end["shrink"]
+    assert records[2]["purpose"] == "shrink" and records[2]["schedule"]["steps"] == []
+    assert records[2]["outcome"] == "held"
+    assert [step["action"] for step in shrunk["minimal"]["steps"]] == ["restart"]
+    minimal = parse_scenario((folder / "minimal.toml").read_text())
+    assert minimal.target.kind == "external" and minimal.target.urls == urls
+    assert [step.action for step in minimal.chaos] == ["restart"] and "restart" in minimal.target.commands
+    assert _harness("validate", str(folder / "minimal.toml")).returncode == 0
