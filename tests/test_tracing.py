@@ -22,7 +22,7 @@ import pytest
 from harness.mrtr.wire import CallFrame, Envelope
 from harness.telemetry.conventions import DURATION_BUCKETS
 from harness.telemetry.export import resource
-from harness.telemetry.marks import FlowTrace, kept
+from harness.telemetry.marks import FlowTrace, Sampling, kept
 from tests.harness_run import SCENARIOS, Finished, leaks, run_harness
 from tests.otlp import (
     SPAN_KIND_CLIENT,
@@ -132,7 +132,7 @@ def test_a_traced_round_carries_its_traceparent_and_an_untraced_one_the_same_byt
     traced = orjson.loads(frame.body(7, {"release": {"action": "accept"}}, "v1.state",
                                             trace.traceparent(span)))
     meta = traced["params"].pop("_meta")
-    assert meta.pop("traceparent") == f"00-{trace.trace_id:032x}-{span:016x}-01"
+    assert meta.pop("traceparent") == f"00-{trace.trace_id:032x}-{span}-01" and len(span) == 16
     expected = orjson.loads(plain)
     assert meta == expected["params"].pop("_meta")
     assert traced == expected
@@ -144,6 +144,11 @@ def test_the_sampled_share_is_drawn_from_the_seed_and_the_flow_id_and_every_fail
     assert tenth == {flow_id for flow_id in ids if kept(7, flow_id, 0.1, False)}  # a rerun keeps the same flows
     assert 300 < len(tenth) < 500 and tenth != {flow_id for flow_id in ids if kept(8, flow_id, 0.1, False)}
     assert all(kept(7, flow_id, 0.0, True) for flow_id in ids) and not any(kept(7, f, 0.0, False) for f in ids)
+    sampling = Sampling(3, 0.1)  # the load's and the fold's judge: the same flows, also once the fold learns the seed
+    sampling.seed = 7
+    assert {flow_id for flow_id in ids if sampling.kept(flow_id, False, "completed")} == tenth
+    assert all(sampling.kept(flow_id, False, "rejected") and sampling.kept(flow_id, True, "completed")
+               for flow_id in ids)
 
 
 def test_every_rejected_flow_is_exported_with_its_rounds_ids_in_the_journal_and_the_reason_under_the_round(
@@ -293,7 +298,6 @@ def test_the_live_folds_telemetry_keeps_only_flows_in_flight_and_sends_a_kept_fl
     journal) sends nothing."""
     from harness.folding.flow_traces import FlowTelemetry
     from harness.telemetry.export import FoldSpanSink
-    from harness.telemetry.marks import Sampling
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
     telemetry = FlowTelemetry(FoldSpanSink("fold-unit"), Sampling(7, 0.0), None)

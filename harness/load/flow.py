@@ -39,7 +39,7 @@ from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, MrtrClient, Responder, RoundHook, RoundRecord, Steps
 from harness.mrtr.outcome import Outcome, OutcomeError
 from harness.mrtr.transport import Transport
-from harness.telemetry.marks import FlowTrace, Sampling, server_of, span_hex
+from harness.telemetry.marks import FlowTrace, Sampling, server_of
 from harness.vocabulary import AUTH_OUTCOMES
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ class Flow:
     def _traced(trace: FlowTrace, record: RoundRecord, failed: bool, done: RoundDone) -> None:
         """The round's span id (and, failed, its trace id) in its record, with what its span needs that the record
         does not say otherwise: the request id and server (the live fold builds the span from these)."""
-        done["span_id"] = span_hex(record.span_id or trace.new_span())  # a 2025 host's round drew none
+        done["span_id"] = record.span_id or trace.new_span()  # a 2025 host's round drew none
         done["request_id"] = record.request_id
         done["server"] = server_of(record.replica)
         if failed:

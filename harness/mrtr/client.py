@@ -90,8 +90,9 @@ class RoundRecord:
     """The round is the resend of one the server answered 401 `invalid_token`, after the lead's token was renewed."""
     response_bytes: int = 0
     """The answer's body as read, in bytes (an SSE stream's up to the JSON-RPC response); 0 when none came."""
-    span_id: int = 0
-    """The round's client span id, whose `traceparent` the round carried; 0 when its flow is not traced."""
+    span_id: str = ""
+    """The round's client span id (16 hex digits), whose `traceparent` the round carried; empty when its flow is
+    not traced."""
 
     @property
     def latency(self) -> float:
@@ -415,7 +416,7 @@ class MrtrClient:
         request_id = next(self._ids)
         if trace is None:
             body = frame.body(request_id, responses, state)
-            span_id = 0
+            span_id = ""
         else:
             span_id = trace.new_span()
             body = frame.body(request_id, responses, state, trace.traceparent(span_id))

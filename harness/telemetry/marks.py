@@ -76,16 +76,31 @@ def kept(seed: int, flow_id: str, share: float, failed: bool) -> bool:
 
 class Sampling:
     """The run's sampling: its seed and share, judged once per flow when it ends (by the load, for the flow record's
-    `trace_id`, and by the live fold, which exports: the same inputs, the same answer)."""
+    `trace_id`, and by the live fold, which exports: the same inputs, the same answer as `kept`)."""
 
-    __slots__ = ("seed", "share")
+    __slots__ = ("share", "_seed", "_seed_crc")
 
     def __init__(self, seed: int, share: float | None = None) -> None:
-        self.seed = seed
         self.share = sampled_share() if share is None else share
+        self.seed = seed
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @seed.setter
+    def seed(self, seed: int) -> None:
+        self._seed = seed
+        self._seed_crc = zlib.crc32(f"{seed}:".encode())
+        """The hash of the flow ids' common prefix, carried on into each flow's (the CRC of the whole key)."""
 
     def kept(self, flow_id: str, failed_round: bool, outcome: str) -> bool:
-        return kept(self.seed, flow_id, self.share, failed_round or outcome in KEPT_OUTCOMES)
+        share = self.share
+        if failed_round or outcome in KEPT_OUTCOMES or share >= 1.0:
+            return True
+        if share <= 0.0:
+            return False
+        return zlib.crc32(flow_id.encode(), self._seed_crc) < share * 2.0**32
 
 
 _HTTP_CLASSES: Final = frozenset({"http_error", "unauthorized", "forbidden"})
@@ -126,15 +141,16 @@ class FlowTrace:
 
     def __init__(self) -> None:
         self.trace_id = _bits(128) or 1
-        self.trace_text = trace_hex(self.trace_id)
+        self.trace_text = text = trace_hex(self.trace_id)
         """The trace id as the journal writes it (formatted once per flow)."""
         self.failed = False
-        self._prefix = b"00-%032x-" % self.trace_id
+        self._prefix = b"00-" + text.encode() + b"-"
 
     @staticmethod
-    def new_span() -> int:
-        return _bits(64) or 1
+    def new_span() -> str:
+        """A new round span's id, as the journal writes it (16 hex digits: formatted once, where it is drawn)."""
+        return span_hex(_bits(64) or 1)
 
-    def traceparent(self, span_id: int) -> bytes:
+    def traceparent(self, span: str) -> bytes:
         """The W3C `traceparent` of a round span: version 00, sampled (01), so a parent-based server records it."""
-        return self._prefix + b"%016x-01" % span_id
+        return self._prefix + span.encode() + b"-01"
