@@ -290,3 +290,72 @@ def test_containers_left_by_a_harness_that_died_are_removed_and_those_of_a_live_
 def test_a_docker_target_needs_an_image_or_a_compose_project():
     with pytest.raises(ValueError, match="image"):
         parse_scenario(ROTATION_WITH_A_RESTART.replace(f'image = "{HOST_PYTHON_IMAGE}"', ""))
+
+
+HUNTED = f"""
+name = "hunted"
+seed = 6
+duration = "9s"
+time_scale = 60
+grace = "3s"
+
+[target]
+kind = "docker"
+image = "{HOST_PYTHON_IMAGE}"
+replicas = 2
+keyring = "ephemeral"
+ttl = "10m"
+
+[load]
+arrival_rate = 4
+routing = "same-replica"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = {{ dist = "constant", value = "3m" }}
+
+[expect]
+"rejections{{reason='unknown key'}}" = "== 0"
+
+[hunt]
+trials = 1
+trial_duration = "4s"
+actions = ["restart"]
+max_steps = 1
+reruns = 1
+must_fail = 1
+shrink_runs = 1
+reproduce = 1
+"""
+
+
+def test_a_hunt_of_replicas_in_containers_restarts_them_through_the_engine_and_keeps_the_restart(engine, no_leftovers,
+                                                                                                 tmp_path):
+    """A docker target hunts as it runs (about 40 s): seed 6's one trial restarts r2's container at 1.1 s, while the
+    refunds whose states r2 sealed wait on their leads (the quote goes to r1, the refund's rounds to r2; per-process
+    keys: `unknown key`, which `[expect]` forbids); the shrink's one run drops the restart and holds; the minimal
+    schedule keeps it and names the same image; no container is left."""
+    import json
+    import sys
+
+    from tests.harness_run import ROOT
+
+    path = tmp_path / "hunted.toml"
+    path.write_text(HUNTED)
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(path), "--results", str(tmp_path / "results")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [folder] = list((tmp_path / "results").iterdir())
+    records = [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
+    search, shrink = records[1], records[2]
+    assert search["outcome"] == "failed" and search["schedule"]["steps"] == [
+        {"action": "restart", "at": 1.1, "replica": 2}]
+    assert search["reasons"]["unknown key"] > 0
+    assert shrink["purpose"] == "shrink" and shrink["schedule"]["steps"] == [] and shrink["outcome"] == "held"
+    assert [step["action"] for step in records[-1]["shrink"]["minimal"]["steps"]] == ["restart"]
+    minimal = parse_scenario((folder / "minimal.toml").read_text())
+    assert minimal.target.kind == "docker" and minimal.target.image == HOST_PYTHON_IMAGE
+    assert [(step.action, step.replica) for step in minimal.chaos] == [("restart", 2)]
