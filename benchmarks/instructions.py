@@ -51,16 +51,19 @@ def control(*args: str) -> None:
     subprocess.run(["callgrind_control", *args], capture_output=True, check=False)
 
 
-def one_side(code: Path, urls: list[str], window: float, work: Path) -> dict[str, Any]:
-    """One run of `code` under callgrind: instructions per flow of the run process and of its fold process."""
+def one_side(code: Path, scenario_text: str, window: float, work: Path, env: dict[str, str] | None = None
+             ) -> dict[str, Any]:
+    """One run of `code` under callgrind (the scenario's text; `env`: its environment, this one's by default):
+    instructions per flow of the run process and of its fold process."""
     scenario = work / "scenario.toml"
-    scenario.write_text(stub_scenario(3600, urls))
+    scenario.write_text(scenario_text)
     results = work / "results"
     out = work / "callgrind.out.%p"
     run = subprocess.Popen(["valgrind", "--tool=callgrind", "--trace-children=yes", "--instr-atstart=no",
                             f"--callgrind-out-file={out}", sys.executable, "-m", "harness", "run", str(scenario),
                             "--quiet", "--results", str(results)],
-                           cwd=code, env={**os.environ, "PYTHONPATH": str(code)}, stdout=subprocess.DEVNULL,
+                           cwd=code, env={**(os.environ if env is None else env), "PYTHONPATH": str(code)},
+                           stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     try:
         journal = wait_for_flows(run, results)
@@ -124,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     with servers(SERVERS["stub"], 2) as running:
         for code in sides:
             with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
-                side = one_side(code, [server.url for server in running], args.window, Path(tmp))
+                side = one_side(code, stub_scenario(3600, [server.url for server in running]), args.window,
+                                Path(tmp))
             figures["sides"].append(side)
             print(json.dumps(side), flush=True)
     write_figures("instructions", figures)

@@ -15,6 +15,19 @@ process + fold, sampled from /proc as in `benchmarks/flows_per_second.py`, over 
 less its first second).
 
     python -m benchmarks.tracing_cost [--seconds 15] [--pairs 3] [--reject 0.01] [--code DIR]
+    python -m benchmarks.tracing_cost --instructions [--window 20] [--code DIR]
+
+`--arrival-rate N` runs the open model at N flows a second instead of the closed model at top speed: both
+variants then do the same work a second, and a load process with headroom is measured rather than one
+that takes a whole core either way.
+
+With `--instructions`, the same two runs (off, then on) are counted by callgrind instead
+(`benchmarks/instructions.py`: user-space instructions per flow of the load process and its fold over
+`--window` seconds under valgrind): the work tracing adds, which the machine's neighbours cannot move.
+CPU time on this 2-core machine also counts the contention the "on" run brings with it (its fold's
+extra work and the receiver share the cores with a load process that needs one whole): a slower
+instruction is counted as more CPU. Under valgrind a run goes about 50 times slower, so per-second
+costs (the exporters' timers) weigh more there than at full speed.
 
 Raw figures go to `results/benchmarks/tracing_cost-<utc>.json`.
 """
@@ -39,14 +52,25 @@ from benchmarks.soak import SCENARIO, log_sources, stub_servers
 from tests.otlp import otlp_receiver
 
 
-def one_run(code: Path, seconds: float, urls: list[str], logs: list[str], otlp: str | None) -> dict[str, Any]:
+def scenario_text(seconds: float, urls: list[str], logs: list[str], arrival_rate: float | None) -> str:
+    """The soak's scenario against the stubs, the refusals' logs read; with `arrival_rate`, the open model at that
+    rate of flows a second instead of 16 closed-model agents as fast as they go."""
+    text = SCENARIO.format(seconds=seconds, urls=json.dumps(urls), logs=f"\nlogs = {json.dumps(logs)}")
+    if arrival_rate is not None:
+        closed = 'model = "closed"\nusers = 16\n'
+        assert closed in text
+        text = text.replace(closed, f"arrival_rate = {arrival_rate:g}\n")
+    return text
+
+
+def one_run(code: Path, seconds: float, urls: list[str], logs: list[str], otlp: str | None,
+            arrival_rate: float | None = None) -> dict[str, Any]:
     """One `mrtr-harness run` of `code`'s harness; with `otlp`, exporting to that endpoint. Its window's figures."""
     folder = RESULTS / "runs"
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tracing-cost-") as tmp:
         scenario = Path(tmp) / "scenario.toml"
-        scenario.write_text(SCENARIO.format(seconds=seconds, urls=json.dumps(urls),
-                                            logs=f"\nlogs = {json.dumps(logs)}"))
+        scenario.write_text(scenario_text(seconds, urls, logs, arrival_rate))
         env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
         env["PYTHONPATH"] = str(code)
         if otlp is not None:
@@ -67,7 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reject", type=float, default=0.01,
                         help="share of continuation rounds the stubs refuse (default 0.01)")
     parser.add_argument("--code", type=Path, default=REPO_ROOT, help="the checkout whose harness runs")
+    parser.add_argument("--arrival-rate", type=float, default=None,
+                        help="flows a second in the open model (default: 16 closed-model agents at top speed)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per flow under callgrind instead of CPU time per round")
+    parser.add_argument("--window", type=float, default=20.0, help="with --instructions: seconds counted (default 20)")
     args = parser.parse_args(argv)
+    if args.instructions:
+        return instructions(args)
     started = datetime.now(UTC)
     pairs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tracing-cost-logs-") as logs_dir, \
@@ -78,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             pair: dict[str, Any] = {}
             for variant in order:
                 spans_before = len(receiver.spans())
-                figures = one_run(args.code, args.seconds, urls, logs, receiver.url if variant == "on" else None)
+                figures = one_run(args.code, args.seconds, urls, logs, receiver.url if variant == "on" else None,
+                                  args.arrival_rate)
                 figures["spans_received"] = len(receiver.spans()) - spans_before
                 pair[variant] = figures
             off, on = pair["off"]["cpu_us_per_round"]["harness"], pair["on"]["cpu_us_per_round"]["harness"]
@@ -94,6 +126,34 @@ def main(argv: list[str] | None = None) -> int:
                                     "args": {key: str(value) for key, value in vars(args).items()},
                                     "pairs": pairs, "median_ratio": median}, started)
     return 0 if len(ratios) == args.pairs else 1
+
+
+def instructions(args: argparse.Namespace) -> int:
+    """Off, then on, each a run under callgrind: instructions per flow, and on's ratio to off."""
+    from benchmarks.instructions import one_side
+
+    started = datetime.now(UTC)
+    sides: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="tracing-cost-logs-") as logs_dir, \
+            stub_servers(2, args.reject, Path(logs_dir)) as running, otlp_receiver() as receiver:
+        urls, logs = [server.url for server in running], log_sources(Path(logs_dir), 2)
+        text = scenario_text(3600, urls, logs, args.arrival_rate)
+        for variant in ("off", "on"):
+            env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+            if variant == "on":
+                env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+            with tempfile.TemporaryDirectory(prefix="tracing-cost-") as tmp:
+                sides[variant] = one_side(args.code, text, args.window, Path(tmp), env)
+            sides[variant]["spans_received"] = len(receiver.spans())
+            print(variant, json.dumps(sides[variant]), flush=True)
+    ratios = {key: round(sides["on"][key] / sides["off"][key], 3)
+              for key in ("load_instructions_per_flow", "fold_instructions_per_flow", "harness_instructions_per_flow")
+              if sides["on"].get(key) and sides["off"].get(key)}
+    print(f"on/off instructions per flow: {ratios}")
+    write_figures("tracing_cost", {"mode": "instructions", "machine": machine_facts(),
+                                    "args": {key: str(value) for key, value in vars(args).items()},
+                                    "sides": sides, "ratios": ratios}, started)
+    return 0 if "harness_instructions_per_flow" in ratios else 1
 
 
 if __name__ == "__main__":
