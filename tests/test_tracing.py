@@ -13,6 +13,7 @@ Two real runs (about 9 s each) and a unit check of the request bytes:
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,6 +148,7 @@ def test_the_sampled_share_is_drawn_from_the_seed_and_the_flow_id_and_every_fail
     sampling = Sampling(3, 0.1)  # the load's and the fold's judge: the same flows, also once the fold learns the seed
     sampling.seed = 7
     assert {flow_id for flow_id in ids if sampling.kept(flow_id, False, "completed")} == tenth
+    assert tenth == {flow_id for flow_id in ids if zlib.crc32(f"7:{flow_id}".encode()) < 0.1 * 2**32}  # the rule
     assert all(sampling.kept(flow_id, False, "rejected") and sampling.kept(flow_id, True, "completed")
                for flow_id in ids)
 

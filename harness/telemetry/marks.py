@@ -66,12 +66,8 @@ def sampled_share(environ: Mapping[str, str] | None = None) -> float:
 
 def kept(seed: int, flow_id: str, share: float, failed: bool) -> bool:
     """Tail sampling: every failed flow; of the rest, `share` of them drawn from (seed, flow id), so a rerun with the
-    same seed keeps the same flows, on any number of workers."""
-    if failed or share >= 1.0:
-        return True
-    if share <= 0.0:
-        return False
-    return zlib.crc32(f"{seed}:{flow_id}".encode()) < share * 2.0**32  # a spread, not a secret: the cheapest hash
+    same seed keeps the same flows, on any number of workers (`Sampling.kept`, the run's judge, says how)."""
+    return Sampling(seed, share).kept(flow_id, failed, "")
 
 
 class Sampling:
@@ -95,6 +91,8 @@ class Sampling:
         """The hash of the flow ids' common prefix, carried on into each flow's (the CRC of the whole key)."""
 
     def kept(self, flow_id: str, failed_round: bool, outcome: str) -> bool:
+        """Every flow with a failed round or a failed outcome; of the rest, those whose CRC-32 of `{seed}:{flow_id}`
+        falls in the share's part of its range (a spread, not a secret: the cheapest hash)."""
         share = self.share
         if failed_round or outcome in KEPT_OUTCOMES or share >= 1.0:
             return True
