@@ -41,6 +41,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,7 @@ from benchmarks.cpu import load_average, machine_facts
 from benchmarks.flows_per_second import figures_of, sample_until_exit
 from benchmarks.runs import REPO_ROOT, RESULTS, write_figures
 from benchmarks.soak import SCENARIO, log_sources, stub_servers
-from tests.otlp import otlp_receiver
+from tests.otlp import OtlpReceiver, otlp_receiver
 
 
 def scenario_text(seconds: float, urls: list[str], logs: list[str], arrival_rate: float | None) -> str:
@@ -64,6 +66,22 @@ def scenario_text(seconds: float, urls: list[str], logs: list[str], arrival_rate
     return text
 
 
+def harness_env(otlp: str | None) -> dict[str, str]:
+    """This environment without OpenTelemetry's variables; with `otlp`, export to that endpoint (tracing on)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    if otlp is not None:
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=otlp, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+    return env
+
+
+@contextmanager
+def stubs_and_receiver(reject: float) -> Iterator[tuple[list[str], list[str], OtlpReceiver]]:
+    """Two stub servers refusing `reject` of continuation rounds (their URLs and log sources) and a receiver."""
+    with tempfile.TemporaryDirectory(prefix="tracing-cost-logs-") as logs_dir, \
+            stub_servers(2, reject, Path(logs_dir)) as running, otlp_receiver() as receiver:
+        yield [server.url for server in running], log_sources(Path(logs_dir), 2), receiver
+
+
 def one_run(code: Path, seconds: float, urls: list[str], logs: list[str], otlp: str | None,
             arrival_rate: float | None = None) -> dict[str, Any]:
     """One `mrtr-harness run` of `code`'s harness; with `otlp`, exporting to that endpoint. Its window's figures."""
@@ -72,10 +90,7 @@ def one_run(code: Path, seconds: float, urls: list[str], logs: list[str], otlp: 
     with tempfile.TemporaryDirectory(prefix="tracing-cost-") as tmp:
         scenario = Path(tmp) / "scenario.toml"
         scenario.write_text(scenario_text(seconds, urls, logs, arrival_rate))
-        env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
-        env["PYTHONPATH"] = str(code)
-        if otlp is not None:
-            env.update(OTEL_EXPORTER_OTLP_ENDPOINT=otlp, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+        env = {**harness_env(otlp), "PYTHONPATH": str(code)}
         before = set(folder.iterdir())
         child = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--quiet",
                                   "--results", str(folder)], cwd=code, env=env, stdin=subprocess.DEVNULL,
@@ -108,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         return instructions(args)
     started = datetime.now(UTC)
     pairs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="tracing-cost-logs-") as logs_dir, \
-            stub_servers(2, args.reject, Path(logs_dir)) as running, otlp_receiver() as receiver:
-        urls, logs = [server.url for server in running], log_sources(Path(logs_dir), 2)
+    with stubs_and_receiver(args.reject) as (urls, logs, receiver):
         for number in range(args.pairs):
             order = ("off", "on") if number % 2 == 0 else ("on", "off")
             pair: dict[str, Any] = {}
@@ -141,14 +154,10 @@ def instructions(args: argparse.Namespace) -> int:
 
     started = datetime.now(UTC)
     sides: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="tracing-cost-logs-") as logs_dir, \
-            stub_servers(2, args.reject, Path(logs_dir)) as running, otlp_receiver() as receiver:
-        urls, logs = [server.url for server in running], log_sources(Path(logs_dir), 2)
-        text = scenario_text(3600, urls, logs, args.arrival_rate)
+    with stubs_and_receiver(args.reject) as (urls, logs, receiver):
+        text = scenario_text(3600, urls, logs, None)  # the closed model: valgrind could not keep a rate
         for variant in ("off", "on"):
-            env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
-            if variant == "on":
-                env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+            env = harness_env(receiver.url if variant == "on" else None)
             with tempfile.TemporaryDirectory(prefix="tracing-cost-") as tmp:
                 sides[variant] = one_side(args.code, text, args.window, Path(tmp), env)
             sides[variant]["spans_received"] = len(receiver.spans())
