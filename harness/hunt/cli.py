@@ -70,13 +70,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The flags given, as dotted `[hunt]` keys the scenario model validates with the file."""
     found: dict[str, Any] = {}
-    for flag, key in (("trials", "trials"), ("budget", "budget"), ("trial_duration", "trial_duration"),
-                      ("max_steps", "max_steps"), ("seed", "seed"), ("reruns", "reruns"),
-                      ("must_fail", "must_fail"),
-                      ("shrink_budget", "shrink_budget"), ("shrink_runs", "shrink_runs"), ("reproduce", "reproduce"),
-                      ("reproduce_at_least", "reproduce_at_least")):
-        if getattr(args, flag) is not None:
-            found[f"hunt.{key}"] = getattr(args, flag)
+    for key in ("trials", "budget", "trial_duration", "max_steps", "seed", "reruns", "must_fail", "shrink_budget",
+                "shrink_runs", "reproduce", "reproduce_at_least"):  # each flag's dest is its key's name
+        if getattr(args, key) is not None:
+            found[f"hunt.{key}"] = getattr(args, key)
     if args.actions is not None:
         found["hunt.actions"] = [name.strip() for name in args.actions.split(",") if name.strip()]
     if args.replicas is not None:
