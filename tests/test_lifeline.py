@@ -219,6 +219,10 @@ def test_a_run_killed_with_sigkill_while_a_token_command_runs_leaves_no_token_co
             assert time.monotonic() < deadline, "the token command never ran"
             time.sleep(0.1)
         command = int(pid_file.read_text())
+        # The shell writes its PID before it execs sleep; while the kernel swaps the image, /proc shows an
+        # empty command line, so wait for the exec to finish rather than read the one instant.
+        while alive(command) and b"sleep" not in _cmdline(command) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert alive(command) and b"sleep" in _cmdline(command), describe({command})
         survivors = kill_and_count_survivors(process, {command})
     finally:
