@@ -328,3 +328,34 @@ def test_the_live_folds_telemetry_keeps_only_flows_in_flight_and_sends_a_kept_fl
     flow = next(span for span in spans if span.kind == SPAN_KIND_INTERNAL)
     assert hex_id(flow.span_id) == traces["f-1"].trace_text[16:] and attributes(flow)["mrtr.lead"] == 3
     assert not [span for span in receiver.spans() if attributes(span).get("mrtr.flow.id") == "f-no-trace"]
+
+
+def test_the_duration_histogram_counts_a_batch_of_rounds_by_their_fields_and_leaves_damaged_rounds_out(
+        receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fold's `mcp.client.operation.duration` alone: rounds set aside by their journal fields and counted a batch
+    at a time; two HTTP statuses of one JSON-RPC code share one series (its `error.type`), an HTTP failure's series
+    is named by its status, and a round whose time or tool is not the journal's type is not counted anywhere."""
+    from harness.telemetry.client_metrics import ClientDurations
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    durations = ClientDurations("durations-unit")
+    for seconds in (0.004, 0.03, 0.03, 7.0):
+        durations.record_round(seconds, "quote_refund", None, 200, "2026-07-28")
+    durations.record_round(0.015, "quote_refund", "-32602", 200, "2026-07-28")
+    durations.add_pending()  # a batch done: the next round of the same series starts a new one
+    durations.record_round(0.5, "quote_refund", "-32602", 400, "2026-07-28")
+    durations.record_round(0.2, "quote_refund", "http_error", 503, "2026-07-28")
+    for damaged in ("0.1", None, [0.1]):
+        durations.record_round(damaged, "quote_refund", None, 200, "2026-07-28")
+    durations.record_round(0.1, ["quote_refund"], None, 200, "2026-07-28")
+    durations.record_round(0.1, 7, None, 200, "2026-07-28")
+    durations.close()
+    points = {attributes(point).get("error.type"): point
+              for point in receiver.wait_for_metric("mcp.client.operation.duration")[-1].histogram.data_points}
+    assert set(points) == {None, "-32602", "503"}
+    ok, rejected, http = points[None], points["-32602"], points["503"]
+    assert (ok.count, ok.sum, ok.min, ok.max) == (4, pytest.approx(7.064), 0.004, 7.0)
+    assert list(ok.bucket_counts) == [1, 0, 2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
+    assert (rejected.count, rejected.min, rejected.max) == (2, 0.015, 0.5)
+    assert rejected.bucket_counts[1] == 1 and rejected.bucket_counts[5] == 1
+    assert (http.count, http.sum) == (1, 0.2)

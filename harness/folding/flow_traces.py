@@ -1,30 +1,27 @@
 """The flows' OpenTelemetry, folded from the journal by the run's live fold: their spans and the rounds' durations.
 
-The load process only draws the ids, puts each round's `traceparent` in its request and writes the
-ids into the journal (the `start` record's `trace_id`, each round's `span_id`). Here, in the live
-fold process (a core of its own), every round record's `server_time` goes into
-`mcp.client.operation.duration`, and a flow in flight keeps its records (a reference each, nothing
-read from them) until its `flow` record comes; then the sampling decides (`marks.Sampling`) and only
-a kept flow's records are read into its spans (`harness.telemetry.flow_spans`) for the exporter. A record
-kept whole holds about a kilobyte more than a tuple of the fields a span needs would: the price, paid
-only by rounds of flows in flight (the rate times the leads' think time), of not building that tuple for
-the 98% of flows that are not kept. The flow's entry goes
-with its end: memory holds the flows in flight, never the ones done. Only the live fold of a run
-with export on builds one (`fold_telemetry`); `report DIR` never exports. The records are the run's
-own but read as untrusted: a round or flow whose ids or fields are not what the journal writes is
-left out of the spans.
+The load process only draws the ids, puts each round's `traceparent` in its request and writes the ids into
+the journal (the `start` record's `trace_id`, each round's `span_id`). Here, in the live fold process (a core
+of its own), every round record's `server_time` goes into `mcp.client.operation.duration` (counted a batch of
+records at a time: `batch_done`), and a flow in flight keeps its records (a reference each, nothing read from
+them) until its `flow` record comes; then the sampling decides (`marks.Sampling`) and only a kept flow's
+records are read into its spans (`harness.telemetry.flow_spans`) for the exporter. A record kept whole holds
+about a kilobyte more than a tuple of the fields a span needs would: the price, paid only by rounds of flows
+in flight (the rate times the leads' think time), of not building that tuple for the 98% of flows that are not
+kept. The flow's entry goes with its end: memory holds the flows in flight, never the ones done. Only the live
+fold of a run with export on builds one (`fold_telemetry`); `report DIR` never exports. The records are the
+run's own but read as untrusted: a round or flow whose ids or fields are not what the journal writes is left
+out of the spans.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from harness.folding.figures import add_by_kind
 from harness.journal.records import RecordType, RunEvent
 from harness.telemetry import switch
-from harness.telemetry.marks import error_type
 from harness.vocabulary import MODERN_REVISION
 
 if TYPE_CHECKING:
@@ -38,6 +35,9 @@ __all__ = ["FlowTelemetry", "fold_telemetry"]
 _TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
 _RUN: Final = RecordType.RUN.value
+_START: Final = RecordType.START.value
+_ROUND: Final = RecordType.ROUND.value
+_FLOW: Final = RecordType.FLOW.value
 
 
 class _InFlight:
@@ -63,52 +63,51 @@ class FlowTelemetry:
         """Traced flows started and not ended yet (tracing on only): an entry goes when its `flow` record comes."""
         self.protocols: dict[str, str] = {}
         """Flows in flight whose host speaks a 2025 revision (metrics on, tracing off: the duration's attribute)."""
+        self.routes: dict[str, Callable[[Mapping[str, Any]], None]] = {
+            _START: self.add_start, _ROUND: self.add_round, _FLOW: self.add_flow, _RUN: self.add_run}
+        """Each record kind this reads, to its method: the live fold calls them by the kind it already read."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         """One journal record (a dict): a flow's start, a round, a flow's end, or the run's start (its seed)."""
-        if add_by_kind(self, record):
-            return
-        if record.get("type") == _RUN and record.get("event") == RunEvent.START and self.sampling is not None:
-            seed = record.get("seed")
-            if isinstance(seed, int):
-                self.sampling.seed = seed
+        kind = record.get("type")
+        route = self.routes.get(kind) if type(kind) is str else None
+        if route is not None:
+            route(record)
+
+    def add_run(self, record: Mapping[str, Any]) -> None:
+        """The run's start gives the seed the sampling hashes with (the load's, so both keep the same flows)."""
+        seed = record.get("seed")
+        if record.get("event") == RunEvent.START and self.sampling is not None and type(seed) is int:
+            self.sampling.seed = seed
 
     def add_start(self, record: Mapping[str, Any]) -> None:
-        flow_id, protocol = record.get("flow_id"), record.get("protocol")
-        if not isinstance(flow_id, str):
+        get = record.get
+        flow_id, protocol = get("flow_id"), get("protocol")
+        if type(flow_id) is not str:
             return
-        if not isinstance(protocol, str):
+        if type(protocol) is not str:
             protocol = MODERN_REVISION
         elif self.sink is None:
             self.protocols[flow_id] = protocol
-        if self.sink is not None and isinstance(record.get("trace_id"), str):
+        if self.sink is not None and type(get("trace_id")) is str:
             self.in_flight[flow_id] = _InFlight(record, protocol)
 
     def add_round(self, record: Mapping[str, Any]) -> None:
-        """Per round, the least work: the duration recorded, and the record kept for its flow's spans."""
+        """Per round, the least work: the duration recorded, and the record kept for its flow's spans. A field of
+        the wrong type (the journal is read as untrusted) costs the round its duration, never the fold."""
         get = record.get
         flow_id, code = get("flow_id"), get("code")
-        code = code if isinstance(code, str) else None
-        flow = self.in_flight.get(flow_id) if isinstance(flow_id, str) else None
+        flow = self.in_flight.get(flow_id) if type(flow_id) is str else None
         if self.durations is not None:
-            self._duration(record, flow, code)
+            protocol = flow.protocol if flow is not None else \
+                self.protocols.get(flow_id, MODERN_REVISION) if type(flow_id) is str else MODERN_REVISION
+            self.durations.record_round(get("server_time"), get("tool"), code if type(code) is str else None,
+                                        get("http_status"), protocol)
         if flow is None:
             return
         flow.rounds.append(record)
-        if code is not None:
+        if type(code) is str:
             flow.failed = True
-
-    def _duration(self, record: Mapping[str, Any], flow: _InFlight | None, code: str | None) -> None:
-        assert self.durations is not None
-        seconds, tool = record.get("server_time"), record.get("tool")
-        if not isinstance(seconds, int | float) or not isinstance(tool, str):
-            return
-        protocol = flow.protocol if flow is not None else \
-            self.protocols.get(record.get("flow_id"), MODERN_REVISION)  # type: ignore[arg-type]
-        http_status = record.get("http_status")
-        self.durations.record(float(seconds), tool,
-                              error_type(code, http_status if isinstance(http_status, int) else None)
-                              if code is not None else None, protocol)
 
     def add_flow(self, record: Mapping[str, Any]) -> None:
         flow_id = record.get("flow_id")
@@ -131,6 +130,11 @@ class FlowTelemetry:
         self.sink.send(flow_spans(start, rounds, flow_id=flow_id, outcome=outcome,
                                   failed=flow.failed or outcome in KEPT_OUTCOMES, ended=_number(record.get("t")),
                                   resource=self.sink.resource))
+
+    def batch_done(self) -> None:
+        """A batch of records is folded: the rounds' durations set aside in it are counted (in one go)."""
+        if self.durations is not None:
+            self.durations.add_pending()
 
     def close(self) -> None:
         """The last spans and durations sent, the exporters stopped (flows still in flight are left out)."""

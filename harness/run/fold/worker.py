@@ -91,6 +91,8 @@ class LiveFold:
         self.folder = folder
         self.telemetry = telemetry
         """The flows' spans and durations over OTLP (the live fold of a run with export on only); None: off."""
+        self._telemetry_routes = telemetry.routes if telemetry is not None else {}
+        """The record kinds the telemetry reads, each to its method (none when export is off)."""
         self.read = JournalRead()
         self.flow_checks = FlowChecks()
         self.matching = Matching()
@@ -141,6 +143,8 @@ class LiveFold:
                 break  # shorter than noted (a file replaced under the run): the rest is the journal's damage
             self._lines(name, chunk)
         self.folded[name] = reader.offset
+        if self.telemetry is not None:
+            self.telemetry.batch_done()
         self.changed = True
 
     def _lines(self, name: str, chunk: bytes) -> None:
@@ -159,13 +163,16 @@ class LiveFold:
                 self._count_damage(line + b"\n")
             return
         self.read.add(record)
-        kind = record.get("type") if isinstance(record, dict) else None
+        kind = record.get("type") if type(record) is dict else None
+        if type(kind) is not str:  # no record the folds below read (and no hashable kind to look up)
+            return
         if kind in _FLOW_CHECKED:
             self.flow_checks.add(record)
         if kind in _MATCHED:
             self.matching.add(record)
-        if self.telemetry is not None and kind is not None:
-            self.telemetry.add(record)
+        route = self._telemetry_routes.get(kind)
+        if route is not None:
+            route(record)
 
     def _count_damage(self, line: bytes) -> None:
         damage = JournalDamage()
