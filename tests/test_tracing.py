@@ -145,8 +145,7 @@ def test_the_sampled_share_is_drawn_from_the_seed_and_the_flow_id_and_every_fail
     assert tenth == {flow_id for flow_id in ids if kept(7, flow_id, 0.1, False)}  # a rerun keeps the same flows
     assert 300 < len(tenth) < 500 and tenth != {flow_id for flow_id in ids if kept(8, flow_id, 0.1, False)}
     assert all(kept(7, flow_id, 0.0, True) for flow_id in ids) and not any(kept(7, f, 0.0, False) for f in ids)
-    sampling = Sampling(3, 0.1)  # the load's and the fold's judge: the same flows, also once the fold learns the seed
-    sampling.seed = 7
+    sampling = Sampling(7, 0.1)  # what the load judges each flow with when it ends
     assert {flow_id for flow_id in ids if sampling.kept(flow_id, False, "completed")} == tenth
     assert tenth == {flow_id for flow_id in ids if zlib.crc32(f"7:{flow_id}".encode()) < 0.1 * 2**32}  # the rule
     assert all(sampling.kept(flow_id, False, "rejected") and sampling.kept(flow_id, True, "completed")
@@ -293,41 +292,44 @@ def test_a_locust_workers_flows_are_exported_by_the_masters_fold(receiver: OtlpR
     assert {attributes(span)["mrtr.flow.id"] for span in spans} == {flow["flow_id"] for flow in flows}
 
 
-def test_the_live_folds_telemetry_keeps_only_flows_in_flight_and_sends_a_kept_flows_spans_from_its_records(
+def test_the_live_folds_telemetry_keeps_only_flows_in_flight_and_sends_the_spans_of_the_flows_the_load_marked(
         receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fold's side alone (no run: about 0.1 s): journal records in, a kept flow's spans out to the receiver, the
-    flows ended forgotten, the one left out never sent, and a failed flow whose start names no trace id (a damaged
-    journal) sends nothing."""
+    """The fold's side alone (no run: about 0.1 s): journal records in, the spans of the flow whose `flow` record the
+    load marked kept out to the receiver, the flows ended forgotten, the unmarked one never sent, and neither a marked
+    flow whose start names no trace id nor one whose mark is another trace's (a damaged journal) sends anything."""
     from harness.folding.flow_traces import FlowTelemetry
     from harness.telemetry.export import FoldSpanSink
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
-    telemetry = FlowTelemetry(FoldSpanSink("fold-unit"), Sampling(7, 0.0), None)
-    traces = {"f-1": FlowTrace(), "f-2": FlowTrace()}
+    telemetry = FlowTelemetry(FoldSpanSink("fold-unit"), None)
+    traces = {"f-1": FlowTrace(), "f-2": FlowTrace(), "f-other": FlowTrace()}
     for flow_id, trace in traces.items():
         telemetry.add({"type": "start", "t": 1.0, "flow_id": flow_id, "flow": "call", "host": "default",
                        "trace_id": trace.trace_text, "lead": 3})
     telemetry.add({"type": "start", "t": 1.0, "flow_id": "f-no-trace", "flow": "call", "trace_id": "not a trace id"})
-    rounds = [("f-1", None), ("f-2", None), ("f-1", "-32602"), ("f-no-trace", "-32602")]
+    rounds = [("f-1", None), ("f-2", None), ("f-1", "-32602"), ("f-no-trace", "-32602"), ("f-other", "-32602")]
     for number, (flow_id, code) in enumerate(rounds, 1):
         telemetry.add({"type": "round", "t": 1.5, "flow_id": flow_id, "flow": "call", "tool": "refund_item",
                        "round": number, "replica": "r1", "sent": 1.2, "server_time": 0.3, "outcome": "ok",
                        "http_status": 200, "code": code, "span_id": f"{number:016x}", "request_id": number,
                        "server": "127.0.0.1:8123"})
-    assert set(telemetry.in_flight) == {"f-1", "f-2", "f-no-trace"}
-    for flow_id in [*traces, "f-no-trace"]:
-        telemetry.add({"type": "flow", "t": 2.0, "flow_id": flow_id, "flow": "call", "outcome": "completed"})
+    assert set(telemetry.in_flight) == {"f-1", "f-2", "f-other", "f-no-trace"}
+    marks = {"f-1": traces["f-1"].trace_text, "f-2": None, "f-no-trace": "0" * 31 + "1",
+             "f-other": traces["f-1"].trace_text}
+    for flow_id, mark in marks.items():
+        end = {"type": "flow", "t": 2.0, "flow_id": flow_id, "flow": "call", "outcome": "completed"}
+        telemetry.add(end if mark is None else {**end, "trace_id": mark})
     assert telemetry.in_flight == {}, "a flow's rounds go with its end"
     telemetry.close()
     mine = {trace.trace_text: flow_id for flow_id, trace in traces.items()}
     spans = receiver.wait_for_spans(lambda span: hex_id(span.trace_id) in mine, 3)
-    assert {mine[hex_id(span.trace_id)] for span in spans} == {"f-1"}, "share 0: only the flow with a failed round"
+    assert {mine[hex_id(span.trace_id)] for span in spans} == {"f-1"}, "only the flow the load marked kept"
     clients = {hex_id(span.span_id): attributes(span) for span in spans if span.kind == SPAN_KIND_CLIENT}
     assert set(clients) == {f"{1:016x}", f"{3:016x}"}
     assert clients[f"{3:016x}"]["error.type"] == "-32602" and clients[f"{3:016x}"]["server.port"] == 8123
     flow = next(span for span in spans if span.kind == SPAN_KIND_INTERNAL)
     assert hex_id(flow.span_id) == traces["f-1"].trace_text[16:] and attributes(flow)["mrtr.lead"] == 3
-    assert not [span for span in receiver.spans() if attributes(span).get("mrtr.flow.id") == "f-no-trace"]
+    assert not [span for span in receiver.spans() if attributes(span).get("mrtr.flow.id") in {"f-no-trace", "f-other"}]
 
 
 def test_the_duration_histogram_counts_a_batch_of_rounds_by_their_fields_and_leaves_damaged_rounds_out(

@@ -116,10 +116,11 @@ OTEL_PROSE = ("Export is off until OpenTelemetry's own variables turn it on (`OT
               "too), a flow's `start` record its `trace_id`, an exported flow's `flow` record its `trace_id`. "
               "The flows' spans and `mcp.client.operation.duration` are built from those records and sent by the "
               "run's live fold process, not the load process; with Locust workers, the master's fold folds every "
-              "worker's journal part, so every flow's spans go out from the master (by the master's variables; "
-              "a remote worker's own only decide whether its flows draw ids). A 2025 host's call (the SDK's own "
-              "client) has its round span but sends no "
-              "`traceparent`. `OTEL_EXPORTER_OTLP_HEADERS` is read by the exporter only, never written anywhere.")
+              "worker's journal part, so every flow's spans go out from the master (by the master's exporter; "
+              "a remote worker's own variables decide whether its flows draw ids and which it keeps: the load "
+              "marks a kept flow's `flow` record, and the fold exports the flows marked). A 2025 host's call "
+              "(the SDK's own client) has its round span but sends no `traceparent`. "
+              "`OTEL_EXPORTER_OTLP_HEADERS` is read by the exporter only, never written anywhere.")
 
 
 def _defined_metrics(run_metrics: RunMetrics) -> Iterator[MetricWrapperBase]:

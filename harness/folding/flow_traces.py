@@ -4,14 +4,14 @@ The load process only draws the ids, puts each round's `traceparent` in its requ
 the journal (the `start` record's `trace_id`, each round's `span_id`). Here, in the live fold process (a core
 of its own), every round record's `server_time` goes into `mcp.client.operation.duration` (counted a batch of
 records at a time: `batch_done`), and a flow in flight keeps its records (a reference each, nothing read from
-them) until its `flow` record comes; then the sampling decides (`marks.Sampling`) and only a kept flow's
-records are read into its spans (`harness.telemetry.flow_spans`) for the exporter. A record kept whole holds
-about a kilobyte more than a tuple of the fields a span needs would: the price, paid only by rounds of flows
-in flight (the rate times the leads' think time), of not building that tuple for the 98% of flows that are not
-kept. The flow's entry goes with its end: memory holds the flows in flight, never the ones done. Only the live
-fold of a run with export on builds one (`fold_telemetry`); `report DIR` never exports. The records are the
-run's own but read as untrusted: a round or flow whose ids or fields are not what the journal writes is left
-out of the spans.
+them) until its `flow` record comes; then only a flow the load kept (its `flow` record marked with its trace
+id: `marks.Sampling`) has its records read into its spans (`harness.telemetry.flow_spans`) for the exporter. A
+record kept whole holds about a kilobyte more than a tuple of the fields a span needs would: the price, paid
+only by rounds of flows in flight (the rate times the leads' think time), of not building that tuple for the
+98% of flows that are not kept. The flow's entry goes with its end: memory holds the flows in flight, never
+the ones done. Only the live fold of a run with export on builds one (`fold_telemetry`); `report DIR` never
+exports. The records are the run's own but read as untrusted: a round or flow whose ids or fields are not what
+the journal writes is left out of the spans.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from harness.journal.records import RecordType, RunEvent
+from harness.journal.records import RecordType
 from harness.telemetry import switch
 from harness.vocabulary import MODERN_REVISION
 
@@ -28,107 +28,86 @@ if TYPE_CHECKING:
     from harness.telemetry.client_metrics import ClientDurations
     from harness.telemetry.export import FoldSpanSink
     from harness.telemetry.flow_spans import FlowStart, RoundSpan
-    from harness.telemetry.marks import Sampling
 
 __all__ = ["FlowTelemetry", "fold_telemetry"]
 
 _TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
-_RUN: Final = RecordType.RUN.value
 _START: Final = RecordType.START.value
 _ROUND: Final = RecordType.ROUND.value
 _FLOW: Final = RecordType.FLOW.value
 
 
-class _InFlight:
-    """A traced flow in flight: its start record, its round records, whether a round failed. The records are kept
-    as the fold read them (a reference each) and checked only if the flow is kept, at its end: most are not."""
-
-    __slots__ = ("start", "protocol", "rounds", "failed")
-
-    def __init__(self, start: Mapping[str, Any], protocol: str) -> None:
-        self.start = start
-        self.protocol = protocol
-        self.rounds: list[Mapping[str, Any]] = []
-        self.failed = False
-
-
 class FlowTelemetry:
     """What the live fold exports: kept flows' spans (`sink`: tracing on) and the rounds' durations (metrics on)."""
 
-    def __init__(self, sink: FoldSpanSink | None, sampling: Sampling | None, durations: ClientDurations | None
-                 ) -> None:
-        self.sink, self.sampling, self.durations = sink, sampling, durations
-        self.in_flight: dict[str, _InFlight] = {}
-        """Traced flows started and not ended yet (tracing on only): an entry goes when its `flow` record comes."""
+    def __init__(self, sink: FoldSpanSink | None, durations: ClientDurations | None) -> None:
+        self.sink, self.durations = sink, durations
+        self.in_flight: dict[str, list[Mapping[str, Any]]] = {}
+        """Traced flows started and not ended yet (tracing on only), each its start record then its round records,
+        as read (a reference each): an entry goes when its `flow` record comes."""
         self.protocols: dict[str, str] = {}
-        """Flows in flight whose host speaks a 2025 revision (metrics on, tracing off: the duration's attribute)."""
+        """Flows in flight whose host speaks a 2025 revision (the duration's and the spans' attribute)."""
         self.routes: dict[str, Callable[[Mapping[str, Any]], None]] = {
-            _START: self.add_start, _ROUND: self.add_round, _FLOW: self.add_flow, _RUN: self.add_run}
+            _START: self.add_start, _ROUND: self.add_round, _FLOW: self.add_flow}
         """Each record kind this reads, to its method: the live fold calls them by the kind it already read."""
 
     def add(self, record: Mapping[str, Any]) -> None:
-        """One journal record (a dict): a flow's start, a round, a flow's end, or the run's start (its seed)."""
+        """One journal record (a dict): a flow's start, a round or a flow's end; any other is not read."""
         kind = record.get("type")
         route = self.routes.get(kind) if type(kind) is str else None
         if route is not None:
             route(record)
-
-    def add_run(self, record: Mapping[str, Any]) -> None:
-        """The run's start gives the seed the sampling hashes with (the load's, so both keep the same flows)."""
-        seed = record.get("seed")
-        if record.get("event") == RunEvent.START and self.sampling is not None and type(seed) is int:
-            self.sampling.seed = seed
 
     def add_start(self, record: Mapping[str, Any]) -> None:
         get = record.get
         flow_id, protocol = get("flow_id"), get("protocol")
         if type(flow_id) is not str:
             return
-        if type(protocol) is not str:
-            protocol = MODERN_REVISION
-        elif self.sink is None:
+        if type(protocol) is str:
             self.protocols[flow_id] = protocol
         if self.sink is not None and type(get("trace_id")) is str:
-            self.in_flight[flow_id] = _InFlight(record, protocol)
+            self.in_flight[flow_id] = [record]
 
     def add_round(self, record: Mapping[str, Any]) -> None:
-        """Per round, the least work: the duration recorded, and the record kept for its flow's spans. A field of
+        """Per round, the least work: the duration set aside, and the record kept for its flow's spans. A field of
         the wrong type (the journal is read as untrusted) costs the round its duration, never the fold."""
         get = record.get
-        flow_id, code = get("flow_id"), get("code")
-        flow = self.in_flight.get(flow_id) if type(flow_id) is str else None
-        if self.durations is not None:
-            protocol = flow.protocol if flow is not None else \
-                self.protocols.get(flow_id, MODERN_REVISION) if type(flow_id) is str else MODERN_REVISION
-            self.durations.record_round(get("server_time"), get("tool"), code if type(code) is str else None,
-                                        get("http_status"), protocol)
-        if flow is None:
+        flow_id = get("flow_id")
+        if type(flow_id) is not str:
             return
-        flow.rounds.append(record)
-        if type(code) is str:
-            flow.failed = True
+        if self.durations is not None:
+            code = get("code")
+            self.durations.record_round(get("server_time"), get("tool"), code if type(code) is str else None,
+                                        get("http_status"),
+                                        self.protocols.get(flow_id, MODERN_REVISION) if self.protocols
+                                        else MODERN_REVISION)
+        flow = self.in_flight.get(flow_id)
+        if flow is not None:
+            flow.append(record)
 
     def add_flow(self, record: Mapping[str, Any]) -> None:
+        """A flow's end: its records forgotten, and its spans sent when the load kept it. The load decides the
+        sampling (`marks.Sampling`) when the flow ends and marks a kept flow's `flow` record with its trace id, so
+        the journal and the backend agree on which flows were exported, whichever process's share decided."""
         flow_id = record.get("flow_id")
-        if not isinstance(flow_id, str):
+        if type(flow_id) is not str:
             return
-        self.protocols.pop(flow_id, None)
+        protocol = self.protocols.pop(flow_id, MODERN_REVISION) if self.protocols else MODERN_REVISION
         flow = self.in_flight.pop(flow_id, None)
-        if flow is None or self.sink is None or self.sampling is None:
-            return
-        outcome = str(record.get("outcome", ""))
-        if not self.sampling.kept(flow_id, flow.failed, outcome):
+        if flow is None or self.sink is None or type(record.get("trace_id")) is not str:
             return
         from harness.telemetry.flow_spans import flow_spans
         from harness.telemetry.marks import KEPT_OUTCOMES
 
-        start = _flow_start(flow.start, flow.protocol)
-        if start is None:
+        start = _flow_start(flow[0], protocol)
+        if start is None or record.get("trace_id") != flow[0].get("trace_id"):  # a mark that is not its flow's
             return
-        rounds = [span for round_record in flow.rounds if (span := _round_span(round_record)) is not None]
+        outcome = str(record.get("outcome", ""))
+        rounds = [span for round_record in flow[1:] if (span := _round_span(round_record)) is not None]
+        failed = any(span.code is not None for span in rounds)
         self.sink.send(flow_spans(start, rounds, flow_id=flow_id, outcome=outcome,
-                                  failed=flow.failed or outcome in KEPT_OUTCOMES, ended=_number(record.get("t")),
+                                  failed=failed or outcome in KEPT_OUTCOMES, ended=_number(record.get("t")),
                                   resource=self.sink.resource))
 
     def batch_done(self) -> None:
@@ -149,17 +128,16 @@ class FlowTelemetry:
 
 def fold_telemetry(run_id: str) -> FlowTelemetry | None:
     """The live fold's telemetry as OpenTelemetry's variables ask (`switch`), or None when neither signal is on."""
-    sink = sampling = durations = None
+    sink = durations = None
     if switch.tracing_on():
         from harness.telemetry.export import FoldSpanSink
-        from harness.telemetry.marks import Sampling
 
-        sink, sampling = FoldSpanSink(run_id), Sampling(0)
+        sink = FoldSpanSink(run_id)
     if switch.metrics_on():
         from harness.telemetry.client_metrics import ClientDurations
 
         durations = ClientDurations(run_id)
-    return FlowTelemetry(sink, sampling, durations) if sink is not None or durations is not None else None
+    return FlowTelemetry(sink, durations) if sink is not None or durations is not None else None
 
 
 def _flow_start(record: Mapping[str, Any], protocol: str) -> FlowStart | None:

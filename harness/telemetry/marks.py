@@ -66,27 +66,19 @@ def sampled_share(environ: Mapping[str, str] | None = None) -> float:
 
 def kept(seed: int, flow_id: str, share: float, failed: bool) -> bool:
     """Tail sampling: every failed flow; of the rest, `share` of them drawn from (seed, flow id), so a rerun with the
-    same seed keeps the same flows, on any number of workers (`Sampling.kept`, the run's judge, says how)."""
+    same seed keeps the same flows, on any number of workers (`Sampling.kept` says how)."""
     return Sampling(seed, share).kept(flow_id, failed, "")
 
 
 class Sampling:
-    """The run's sampling: its seed and share, judged once per flow when it ends (by the load, for the flow record's
-    `trace_id`, and by the live fold, which exports: the same inputs, the same answer as `kept`)."""
+    """The run's sampling: its seed and share, judged once per flow when it ends, by the load process that ran the
+    flow (it marks a kept flow's `flow` record with its trace id, and the live fold exports what is marked)."""
 
-    __slots__ = ("share", "_seed", "_seed_crc")
+    __slots__ = ("share", "seed", "_seed_crc")
 
     def __init__(self, seed: int, share: float | None = None) -> None:
         self.share = sampled_share() if share is None else share
         self.seed = seed
-
-    @property
-    def seed(self) -> int:
-        return self._seed
-
-    @seed.setter
-    def seed(self, seed: int) -> None:
-        self._seed = seed
         self._seed_crc = zlib.crc32(f"{seed}:".encode())
         """The hash of the flow ids' common prefix, carried on into each flow's (the CRC of the whole key)."""
 
