@@ -137,6 +137,9 @@ def test_a_traced_round_carries_its_traceparent_and_an_untraced_one_the_same_byt
     expected = orjson.loads(plain)
     assert meta == expected["params"].pop("_meta")
     assert traced == expected
+    more = [trace.new_span() for _ in range(300)]  # a flow's span ids: unique in its trace, none the flow span's
+    assert len({span, *more}) == 301 and trace.trace_text[16:] not in more
+    assert all(len(one) == 16 and int(one, 16) for one in more)
 
 
 def test_the_sampled_share_is_drawn_from_the_seed_and_the_flow_id_and_every_failed_flow_is_kept() -> None:
@@ -341,19 +344,22 @@ def test_the_duration_histogram_counts_a_batch_of_rounds_by_their_fields_and_lea
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
     durations = ClientDurations("durations-unit")
+    tool = "durations-unit-tool"  # the receiver is shared: this test's points are this tool's
     for seconds in (0.004, 0.03, 0.03, 7.0):
-        durations.record_round(seconds, "quote_refund", None, 200, "2026-07-28")
-    durations.record_round(0.015, "quote_refund", "-32602", 200, "2026-07-28")
+        durations.record_round(seconds, tool, None, 200, "2026-07-28")
+    durations.record_round(0.015, tool, "-32602", 200, "2026-07-28")
     durations.add_pending()  # a batch done: the next round of the same series starts a new one
-    durations.record_round(0.5, "quote_refund", "-32602", 400, "2026-07-28")
-    durations.record_round(0.2, "quote_refund", "http_error", 503, "2026-07-28")
+    durations.record_round(0.5, tool, "-32602", 400, "2026-07-28")
+    durations.record_round(0.2, tool, "http_error", 503, "2026-07-28")
     for damaged in ("0.1", None, [0.1]):
-        durations.record_round(damaged, "quote_refund", None, 200, "2026-07-28")
-    durations.record_round(0.1, ["quote_refund"], None, 200, "2026-07-28")
+        durations.record_round(damaged, tool, None, 200, "2026-07-28")
+    durations.record_round(0.1, [tool], None, 200, "2026-07-28")
     durations.record_round(0.1, 7, None, 200, "2026-07-28")
     durations.close()
-    points = {attributes(point).get("error.type"): point
-              for point in receiver.wait_for_metric("mcp.client.operation.duration")[-1].histogram.data_points}
+    receiver.wait_for_metric("mcp.client.operation.duration")
+    points = {attributes(point).get("error.type"): point for metric in receiver.metrics()
+              if metric.name == "mcp.client.operation.duration" for point in metric.histogram.data_points
+              if attributes(point)["gen_ai.tool.name"] == tool}
     assert set(points) == {None, "-32602", "503"}
     ok, rejected, http = points[None], points["-32602"], points["503"]
     assert (ok.count, ok.sum, ok.min, ok.max) == (4, pytest.approx(7.064), 0.004, 7.0)

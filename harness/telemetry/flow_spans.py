@@ -1,18 +1,17 @@
 """A finished flow's spans, built from what its journal records said, for the live fold to export.
 
 Tail sampling, decided when the flow ends (`marks.Sampling`): every flow with a failed round (a
-rejection, an error, an auth refusal) is kept, and of the rest a share drawn from the scenario's
-seed and the flow's id, so a rerun with the same seed keeps the same flows (`OTEL_TRACES_SAMPLER_ARG`,
-default 0.01). While a flow runs, the load process draws its trace id and one span id per round,
-puts each round's `traceparent` in its request and writes the ids into the journal: nothing more.
-The run's live fold process (`harness.folding.flow_traces`) keeps what a flow in flight's spans need
-from its records and, when the flow ends and is kept, builds them here (`ReadableSpan`s with the
-harness's own ids: a round's span id went out in its `traceparent` before anyone knew whether the
+rejection, an error, an auth refusal) is kept, and of the rest a share drawn from the scenario's seed and
+the flow's id, so a rerun with the same seed keeps the same flows (`OTEL_TRACES_SAMPLER_ARG`, default
+0.01). While a flow runs, the load process draws its trace id (its rounds' span ids are numbered from it:
+`marks.FlowTrace`), puts each round's `traceparent` in its request and writes the ids into the journal:
+nothing more. The run's live fold process (`harness.folding.flow_traces`) keeps what a flow in flight's
+spans need from its records and, when the flow ends and is kept, builds them here (`ReadableSpan`s with
+the harness's own ids: a round's span id went out in its `traceparent` before anyone knew whether the
 flow would be kept) and hands them to its exporter.
 
-Each round is a CLIENT span named `tools/call {tool}`, child of the flow's INTERNAL span
-`mrtr.flow {kind}`; the server's SERVER span, continued from the round's `traceparent`, is the
-round span's child.
+Each round is a CLIENT span named `tools/call {tool}`, child of the flow's INTERNAL span `mrtr.flow
+{kind}`; the server's SERVER span, continued from the round's `traceparent`, is the round span's child.
 """
 
 from __future__ import annotations
