@@ -75,11 +75,13 @@ class OtlpReceiver:
                                      f"({len(self.spans())} spans in all)")
             time.sleep(0.1)
 
-    def wait_for_metric(self, name: str, timeout: float = 30.0) -> list[Metric]:
-        """Every export of the metric `name`, once one arrived (bounded)."""
+    def wait_for_metric(self, name: str, timeout: float = 30.0,
+                        where: Callable[[Metric], bool] | None = None) -> list[Metric]:
+        """Every export of the metric `name` (that `where` accepts), once one arrived (bounded). A message reaches
+        this list a moment after its sender's request returned: wait for it rather than read the list at once."""
         deadline = time.monotonic() + timeout
         while True:
-            found = [metric for metric in self.metrics() if metric.name == name]
+            found = [metric for metric in self.metrics() if metric.name == name and (where is None or where(metric))]
             if found:
                 return found
             if time.monotonic() > deadline:

@@ -110,6 +110,22 @@ def test_a_fold_fed_in_any_batches_equals_one_pass_over_the_journal(tmp_path):
     assert _written(tmp_path / "live", journal, live) == _written(tmp_path / "read", journal, read_run([journal]))
 
 
+def test_a_line_whose_type_is_no_string_is_counted_and_the_fold_goes_on(tmp_path):
+    """A part's line whose `type` is a list or an object (a worker's part is written from what a worker sent) is one
+    record the figures could not take, as `report DIR` counts it; the fold neither stops nor loses the lines after."""
+    journal = write_run(tmp_path / "journal.jsonl", ended=True)
+    hostile = b'{"type":["round"],"t":1}\n{"type":{"a":1}}\n[1,2]\n"text"\n'
+    data = journal.read_bytes()
+    middle = data.index(b"\n", len(data) // 2) + 1
+    journal.write_bytes(data[:middle] + hostile + data[middle:])
+    fold = LiveFold(tmp_path)
+    fold.read_part("journal.jsonl", journal.stat().st_size)
+    live = fold.reply_to(Finish(("journal.jsonl",)))
+    rebuilt = read_run([journal])
+    assert live.unreadable == rebuilt.unreadable == 4
+    assert live.records == rebuilt.records and live.figures.flows == rebuilt.figures.flows > 0
+
+
 def test_the_checks_the_fold_keeps_are_the_journals(tmp_path):
     """One flow started and never ended, one ended twice: `one_outcome_per_flow` names both, from the fold."""
     path = tmp_path / "journal.jsonl"

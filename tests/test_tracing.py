@@ -230,7 +230,8 @@ def test_the_run_span_has_the_chaos_as_children_and_the_metrics_arrive_the_durat
     chaos = receiver.wait_for_spans(lambda span: span.name == "mrtr.chaos restart")[0]
     assert chaos.trace_id == run.trace_id and chaos.parent_span_id == run.span_id
     assert attributes(chaos)["mrtr.chaos.target"] == "r2"
-    metric = receiver.wait_for_metric("mcp.client.operation.duration")[-1]
+    metric = receiver.wait_for_metric("mcp.client.operation.duration", where=lambda metric: any(  # the run's own
+        attributes(point)["gen_ai.tool.name"] == "issue_refund" for point in metric.histogram.data_points))[-1]
     assert metric.unit == "s"
     points = metric.histogram.data_points
     assert points and all(list(point.explicit_bounds) == list(DURATION_BUCKETS) for point in points)
@@ -356,10 +357,9 @@ def test_the_duration_histogram_counts_a_batch_of_rounds_by_their_fields_and_lea
     durations.record_round(0.1, [tool], None, 200, "2026-07-28")
     durations.record_round(0.1, 7, None, 200, "2026-07-28")
     durations.close()
-    receiver.wait_for_metric("mcp.client.operation.duration")
-    points = {attributes(point).get("error.type"): point for metric in receiver.metrics()
-              if metric.name == "mcp.client.operation.duration" for point in metric.histogram.data_points
-              if attributes(point)["gen_ai.tool.name"] == tool}
+    (mine,) = receiver.wait_for_metric("mcp.client.operation.duration", where=lambda metric: any(
+        attributes(point)["gen_ai.tool.name"] == tool for point in metric.histogram.data_points))
+    points = {attributes(point).get("error.type"): point for point in mine.histogram.data_points}
     assert set(points) == {None, "-32602", "503"}
     ok, rejected, http = points[None], points["-32602"], points["503"]
     assert (ok.count, ok.sum, ok.min, ok.max) == (4, pytest.approx(7.064), 0.004, 7.0)
