@@ -38,7 +38,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                          "--reproduce on a scenario without [reproduces]: nothing was started"),
         (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
                           "aborted)"),
-        (ExitCode.HARNESS, "the harness itself failed (status errored, results still written, everything stopped)"),
+        (ExitCode.HARNESS, "the harness itself failed, or its journal has lines that could not be read (status "
+                           "errored, results still written, everything stopped)"),
         (ExitCode.INTERRUPTED, "interrupted: Ctrl-C or SIGTERM (what CI runners and Kubernetes send to cancel), "
                                "status interrupted, results still written, not compared with --baseline; the web UI's "
                                "STOP (`--web`) ends a run the same way"),

@@ -595,3 +595,23 @@ def test_top_errors_carry_a_few_example_trace_ids_in_the_summary_and_beside_each
     rebuilt = _report(folder)  # from the figures saved beside the journal (figures.json): the same ids
     assert "figures.json" not in rebuilt.stderr, rebuilt.stderr  # the snapshot was taken, not refused
     assert json.loads((folder / "summary.json").read_text())["top_errors"] == summary["top_errors"]
+
+
+def test_a_runs_own_verdict_decided_without_unreadable_lines_is_a_harness_error(tmp_path: Path,
+                                                                                scenario: Scenario) -> None:
+    """What `run` does with its own journal (`distrust_damage`, as `write_run_results` asks): a line that could not
+    be read (a worker's part is written from what the worker sent) makes a passing verdict exit 4, said in summary.json
+    and in one problem line; the same intact journal still passes."""
+    journal = write_run(tmp_path / "journal.jsonl")
+    intact = write_results(tmp_path / "intact", scenario, [journal], [], distrust_damage=True)
+    assert intact.exit_code is ExitCode.PASSED, intact.problems
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([*lines[:10], b'{"type": ["round"], "t": 1}\n', *lines[10:]]))
+
+    verdict = write_results(tmp_path / "damaged", scenario, [journal], [], distrust_damage=True)
+
+    assert verdict.exit_code is ExitCode.HARNESS and verdict.status is RunStatus.ERRORED
+    summary = valid_summary(tmp_path / "damaged" / "summary.json")
+    assert summary["exit_code"] == 4 and summary["journal"]["unreadable"] == 1
+    assert summary["problems"][0] == ("the journal is damaged: 1 line could not be read, and the verdict was decided "
+                                      "without them (exit 4; it would have been 0)")

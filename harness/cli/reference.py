@@ -470,7 +470,9 @@ def journal_reference() -> str:
              "`unreadable` (lines that are not a JSON record, and records the figures could not take) and `torn` "
              "(last lines cut mid-write, what a SIGKILL leaves: not damage). With `unreadable` above 0 the journal "
              "is damaged: `report DIR` says so in one line and exits 4 (the verdict was decided without those "
-             "lines), or with `--lenient` as the verdict says. A part that is no journal (binary, not UTF-8) is "
+             "lines), or with `--lenient` as the verdict says; the run itself, whose live fold met such lines "
+             "(a worker's part is written from what the worker sent), ends as a harness error (exit 4, status "
+             "`errored`, the reason in summary.json's `problems`). A part that is no journal (binary, not UTF-8) is "
              "refused with exit 2, naming the file.", "", "## Segments", "",
              " ".join(_segments().split()), "", " ".join(_worker_spool().split()), "", "## Values", ""]
     for values in (records.RecordType, records.RunEvent, records.EndStatus, records.FlowOutcome,

@@ -23,7 +23,7 @@ from harness.report.html import write_html
 from harness.report.junit import write_junit
 from harness.report.summary_json import write_summary
 from harness.report.terminal import render_thresholds
-from harness.report.verdict import RunStatus, RunVerdict, decide
+from harness.report.verdict import RunStatus, RunVerdict, damaged, decide
 
 __all__ = [
     "NotResults",
@@ -98,14 +98,16 @@ def results_scenario(folder: Path) -> Scenario:
 
 def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path], thresholds: list[Threshold], *,
                   extra: dict[str, Any] | None = None, live: JournalRead | None = None,
-                  save: bool = False, judged: Judged = Judged.EXPECT) -> RunVerdict:
+                  save: bool = False, judged: Judged = Judged.EXPECT, distrust_damage: bool = False) -> RunVerdict:
     """Decide the run's verdict from its journal and write summary.json, junit.xml and report.html.
 
     The journal alone decides: the caller writes the `run end` record before calling this,
     and a journal without one is taken for a run that was cut off (interrupted). `live`:
     the journal's records as the run folded them while writing them (no second read).
     `save`: write the fold beside the journal for `report` and `compare` (the journal's
-    writers are done). `judged`: which table `thresholds` are, said in every output.
+    writers are done). `judged`: which table `thresholds` are, said in every output. `distrust_damage`: a
+    journal with lines that could not be read makes the verdict a harness error (exit 4), as `report` treats it
+    without --lenient: a run's own verdict, decided without those lines, is not trusted either way.
     """
     folder.mkdir(parents=True, exist_ok=True)
     if live is not None:
@@ -115,6 +117,8 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
                       expected_answers=read.errors.top_expected(),
                       fuzz=read.fuzz.table(scenario), unreadable=read.unreadable, hosts=read.figures.hosts(),
                       judged=judged)
+    if distrust_damage and read.unreadable:
+        verdict = damaged(verdict, read.unreadable)
     extra = {"cpu": read.checks.cpu, **(extra or {})}
     write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra, journal=read.as_dict())
     write_junit(folder / JUNIT_XML, scenario.name, verdict)

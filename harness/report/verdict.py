@@ -260,3 +260,12 @@ def probe_failure(probe: HypothesisResult, started: float | None = None) -> str:
             'steady unless hypothesis_unjudged = "pass"')
 
 
+def damaged(verdict: RunVerdict, unreadable: int) -> RunVerdict:
+    """`verdict` as a harness error (exit 4) when it was decided without `unreadable` journal lines: neither a pass
+    nor the target's failure can be trusted. An interrupted run keeps its exit 130 (it did not finish either way)."""
+    if verdict.exit_code not in (ExitCode.PASSED, ExitCode.FAILED, ExitCode.TARGET):
+        return verdict
+    reason = (f"the journal is damaged: {unreadable} line{'s' * (unreadable != 1)} could not be read, and the "
+              f"verdict was decided without them (exit 4; it would have been {int(verdict.exit_code)})")
+    return replace(verdict, status=RunStatus.ERRORED, exit_code=ExitCode.HARNESS, reason=reason,
+                   problems=[reason, *verdict.problems])

@@ -36,7 +36,7 @@ def write_run_results(folder: Path, scenario: Scenario, *, env: Environment | No
     (folder / "metrics.prom").write_bytes(generate_latest(run_metrics.registry))
     live = finished_fold(fold, parts, failed=failed, say=say)
     verdict = write_results(folder, scenario, list(parts), parse_thresholds(scenario.judged_table(judged)),
-                            live=live, save=live is None, judged=judged)
+                            live=live, save=live is None, judged=judged, distrust_damage=True)
     stream.write(render_thresholds(verdict) + "\n")
     say(f"results in {folder}")
     return verdict.exit_code
