@@ -207,6 +207,27 @@ def test_a_hunt_against_a_remote_host_not_allowed_is_refused_with_exit_2(tmp_pat
     assert not (tmp_path / "results").exists()
 
 
+def test_each_flags_help_names_its_hunt_keys_default_as_the_settings_model_has_it():
+    """The help text writes the defaults out (building the parser imports no model); they are the model's own."""
+    import re
+
+    from harness.cli.main import build_parser
+    from harness.config.durations import format_duration
+    from harness.config.hunt import HuntSettings
+    from harness.config.scenario_schema import is_duration
+
+    (commands,) = [action for action in build_parser()._actions if action.choices and "hunt" in action.choices]
+    helps = " ".join(action.help or "" for action in commands.choices["hunt"]._actions)
+    said = dict(re.findall(r"\[hunt\] (\w+), default ([^;)]+)", helps))
+    assert len(said) == 10, said
+    for key, text in said.items():
+        field = HuntSettings.model_fields[key]
+        default = field.default
+        expected = format_duration(default) if is_duration(field.metadata) else \
+            f"{default:g}" if isinstance(default, float) else str(default)
+        assert text == expected, key
+
+
 def test_a_bad_flag_is_refused_as_the_table_would_be_with_exit_2_before_anything_starts(tmp_path):
     path = _scenario_file(tmp_path)
     done = _hunt(str(path), "--trials", "0", "--results", str(tmp_path / "results"))

@@ -35,14 +35,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "[hunt] table; these flags override it.",
         epilog=epilog("hunt"))
     hunt.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml")
-    hunt.add_argument("--trials", type=int,
-                      help=f"the most trials the search runs ([hunt] trials, default {_default('trials')})")
-    hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget, "
-                                       f"default {_default('budget')}; the shrink has its own)")
+    hunt.add_argument("--trials", type=int, help="the most trials the search runs ([hunt] trials, default 20)")
+    hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget, default 15m; "
+                                       "the shrink has its own)")
     hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration, "
-                                               f"default {_default('trial_duration')})")
+                                               "default 10s)")
     hunt.add_argument("--max-steps", type=int, help="the most chaos steps a schedule has ([hunt] max_steps, "
-                                                    f"default {_default('max_steps')})")
+                                                    "default 2)")
     hunt.add_argument("--actions", help="the chaos actions drawn, comma-separated, e.g. restart,rotate-keys "
                                         "([hunt] actions; default: every one the target can take)")
     hunt.add_argument("--replicas", help="the replicas chaos may name, comma-separated, e.g. 1,2 ([hunt] replicas; "
@@ -50,39 +49,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     hunt.add_argument("--seed", type=int, help="the seed the schedules are drawn from ([hunt] seed; default: the "
                                                "scenario's)")
     hunt.add_argument("--reruns", type=int, help="while shrinking: runs of each smaller schedule ([hunt] reruns, "
-                                                 f"default {_default('reruns')})")
+                                                 "default 3)")
     hunt.add_argument("--must-fail", type=int, help="while shrinking: runs of those that must fail the same way "
-                                                    f"([hunt] must_fail, default {_default('must_fail')})")
+                                                    "([hunt] must_fail, default 2)")
     hunt.add_argument("--shrink-budget", help="the most wall time the shrink takes, e.g. 10m ([hunt] shrink_budget, "
-                                              f"default {_default('shrink_budget')})")
+                                              "default 15m)")
     hunt.add_argument("--shrink-runs", type=int, help="the most runs the shrink makes in all ([hunt] shrink_runs, "
-                                                      f"default {_default('shrink_runs')})")
+                                                      "default 60)")
     hunt.add_argument("--reproduce", type=int, help="runs of the minimal schedule for its reproduction rate "
-                                                    f"([hunt] reproduce, default {_default('reproduce')}; 0: not "
-                                                    "measured)")
+                                                    "([hunt] reproduce, default 10; 0: not measured)")
     hunt.add_argument("--reproduce-at-least", type=float, metavar="SHARE",
                       help="the share of those runs the minimal schedule must fail; below it the hunt backs off to a "
-                           "larger schedule of the shrink path that does ([hunt] reproduce_at_least, "
-                           f"default {_default('reproduce_at_least')})")
+                           "larger schedule of the shrink path that does ([hunt] reproduce_at_least, default 0.8)")
     hunt.add_argument("--results", type=Path, default=Path("results"),
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
     hunt.set_defaults(handler=run_hunt)
-
-
-def _default(key: str) -> str:
-    """A `[hunt]` key's default as its help text says it: read from the settings model, so the two never differ."""
-    from harness.config.durations import format_duration
-    from harness.config.hunt import HuntSettings
-
-    field = HuntSettings.model_fields[key]
-    value = field.default
-    if key in _DURATIONS:
-        return format_duration(value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-_DURATIONS = frozenset({"budget", "trial_duration", "shrink_budget"})
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
