@@ -95,13 +95,14 @@ class FlowTelemetry:
             return
         protocol = self.protocols.pop(flow_id, MODERN_REVISION) if self.protocols else MODERN_REVISION
         flow = self.in_flight.pop(flow_id, None)
-        if flow is None or self.sink is None or type(record.get("trace_id")) is not str:
+        mark = record.get("trace_id")
+        if flow is None or self.sink is None or type(mark) is not str:
             return
         from harness.telemetry.flow_spans import flow_spans
         from harness.telemetry.marks import KEPT_OUTCOMES
 
         start = _flow_start(flow[0], protocol)
-        if start is None or record.get("trace_id") != flow[0].get("trace_id"):  # a mark that is not its flow's
+        if start is None or mark != flow[0].get("trace_id"):  # a mark that is not its flow's
             return
         outcome = str(record.get("outcome", ""))
         rounds = [span for round_record in flow[1:] if (span := _round_span(round_record)) is not None]

@@ -18,7 +18,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 __all__ = ["DEFAULT_SHARE", "KEPT_OUTCOMES", "FlowTrace", "Sampling", "error_type", "flow_span_id", "kept",
-           "rpc_code", "sampled_share", "server_of", "span_hex", "trace_hex"]
+           "rpc_code", "sampled_share", "server_of", "trace_hex"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +35,6 @@ _bits = _ids.getrandbits
 def trace_hex(trace_id: int) -> str:
     """A trace id as the journal and `traceparent` write it: 32 lowercase hex digits."""
     return f"{trace_id:032x}"
-
-
-def span_hex(span_id: int) -> str:
-    """A span id as the journal and `traceparent` write it: 16 lowercase hex digits."""
-    return f"{span_id:016x}"
 
 
 def flow_span_id(trace_id: int) -> int:
