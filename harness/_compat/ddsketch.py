@@ -3,7 +3,10 @@
 `harness.journal.distributions` keeps times in a DDSketch and needs what the library keeps
 to itself: the exact minimum, maximum and zero count (`_min`, `_max`, `_zero_count`), the
 mapping from values to bin keys (`_mapping`) and the dense store of positive values
-(`_store`, with its `bins` from `offset`, `min_key`, `max_key` and `count`). It adds a value
+(`_store`, with its `bins` from `offset`, `min_key`, `max_key` and `count`). Its sum (`_sum`) is
+kept in whole nanoseconds, an int: sums of ints do not depend on the order they are taken in,
+so sketches folded apart and merged (`report DIR` over several processes) equal one folded
+whole, to the last bit. It adds a value
 without the library's generic `add` (no weight, no negative store, and the logarithmic
 mapping's key computed in place: `_multiplier` and `_offset`), writes the bins back when a
 sketch is read from the journal, and reads the bins a sketch uses. `OpenSketch` is a
@@ -13,12 +16,20 @@ DDSketch that does these through names of its own, so no other module touches a 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from math import ceil, log
+from math import ceil, inf, log
 
 from ddsketch import DDSketch
 from ddsketch.mapping import KeyMapping, LogarithmicMapping
 
-__all__ = ["OpenSketch"]
+__all__ = ["OpenSketch", "nanoseconds"]
+
+NANOSECONDS = 1_000_000_000
+
+
+def nanoseconds(value: float) -> int:
+    """`value` seconds (0 or more, finite) in whole nanoseconds, rounded: what a sketch's sum adds."""
+    scaled = value * 1e9
+    return round(scaled) if scaled < inf else round(value) * NANOSECONDS
 
 
 class OpenSketch(DDSketch):
@@ -33,6 +44,17 @@ class OpenSketch(DDSketch):
             raise TypeError(f"DDSketch maps values with {type(mapping).__name__}, not LogarithmicMapping")
         self._scale, self._shift = mapping._multiplier, mapping._offset
         """`LogarithmicMapping.key(value)` is `int(ceil(log(value, 2) * _multiplier) + _offset)`."""
+        self._sum: int = 0  # nanoseconds (the module says why)
+
+    @property
+    def sum(self) -> float:
+        """The values' sum in seconds (kept in whole nanoseconds)."""
+        return self._sum / NANOSECONDS
+
+    @property
+    def nanoseconds(self) -> int:
+        """The values' sum in whole nanoseconds, exactly as kept."""
+        return self._sum
 
     @property
     def mapping(self) -> KeyMapping:
@@ -71,7 +93,8 @@ class OpenSketch(DDSketch):
             value = 0.0
             self._zero_count += 1.0
         self._count += 1.0
-        self._sum += value
+        scaled = value * 1e9
+        self._sum += round(scaled) if scaled < inf else nanoseconds(value)
         if value < self._min:
             self._min = value
         if value > self._max:
@@ -88,14 +111,15 @@ class OpenSketch(DDSketch):
             return 0, []
         return store.min_key, store.bins[store.min_key - store.offset:store.max_key - store.offset + 1]
 
-    def restore(self, *, count: float, zero: float, total: float, low: float | None, high: float | None, key: int,
+    def restore(self, *, count: float, zero: float, total: int, low: float | None, high: float | None, key: int,
                 bins: Sequence[float]) -> None:
         """Set an empty sketch to the figures `bins_in_use` and the properties gave (checked by the caller: counts
-        that add up, keys within the mapping's); `low` and `high` are None for an empty one."""
+        that add up, keys within the mapping's); `total` is the sum in nanoseconds; `low` and `high` are None for an
+        empty one."""
         store = self._store
         if bins:
             store.bins, store.count = [float(n) for n in bins], float(sum(bins))
             store.offset, store.min_key, store.max_key = key, key, key + len(bins) - 1
-        self._count, self._zero_count, self._sum = float(count), float(zero), float(total)
+        self._count, self._zero_count, self._sum = float(count), float(zero), total
         if low is not None and high is not None:
             self._min, self._max = float(low), float(high)

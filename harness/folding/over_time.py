@@ -3,7 +3,10 @@
 Time series need the `t` of each record, which `RunFigures` does not keep, so `Timeline`
 reads it from the same journal records in the same pass, into time bins (flow counts by
 outcome, a latency sketch, rejection counts per bin) whose number stays under `_MAX_BINS`:
-when a run outgrows them, neighbouring bins merge into the next width.
+when a run outgrows them, neighbouring bins merge into the next width. A record's bin is a floor
+division of its time since `anchor` by the width (`//`, exact for whole widths), so whether it was
+binned at a narrower width first and regrouped, or at the final width at once, it lands in the same
+bin: timelines of a journal's stretches merge into the timeline of the whole (`merge`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from math import floor
 from typing import Any
 
 from harness.folding.figures import _NUMBER, add_by_kind
@@ -116,7 +118,7 @@ class Timeline(JournalView):
             return None
         anchor = self.anchor
         if anchor is not None:
-            found = self.stored.get(floor((t - anchor) / self.width))
+            found = self.stored.get(int((t - anchor) // self.width))
             if found is not None:
                 return found
         return self._bin(t)
@@ -124,7 +126,7 @@ class Timeline(JournalView):
     def _bin(self, t: float) -> _Bin:
         if self.anchor is None:
             self.anchor = self.started if self.started is not None else t
-        index = floor((t - self.anchor) / self.width)
+        index = int((t - self.anchor) // self.width)
         found = self.stored.get(index)
         if found is not None:
             return found
@@ -132,7 +134,7 @@ class Timeline(JournalView):
             self.low = self.high = index
         while max(self.high, index) - min(self.low, index) >= _MAX_BINS and self.width < _BIN_WIDTHS[-1]:
             self._widen()
-            index = floor((t - self.anchor) / self.width)
+            index = int((t - self.anchor) // self.width)
         self.low, self.high = min(self.low, index), max(self.high, index)
         found = self.stored.get(index)
         if found is None:
@@ -146,7 +148,33 @@ class Timeline(JournalView):
         for index, content in sorted(self.stored.items()):
             merged.setdefault(index // factor, _Bin()).merge(content)
         self.stored, self.width = merged, wider
-        self.low, self.high = min(merged), max(merged)
+        if merged:
+            self.low, self.high = min(merged), max(merged)
+
+    def merge(self, other: Timeline) -> None:
+        """Add the timeline of the records after this one's (`harness.folding.merging`), folded from the same time
+        zero (`anchor`): both widened to the wider width, bins merged, then widened until they fit as one fold's
+        would. A record's bin is a floor division, which regrouping by whole factors keeps: the bins are the same."""
+        if self.anchor is None:
+            self.anchor = other.anchor
+        elif other.anchor is not None and other.anchor != self.anchor:
+            raise ValueError("timelines of different time zeros do not merge")
+        if other.started is not None:
+            self.started = other.started
+        if other.first is not None:
+            self.first = other.first if self.first is None else min(self.first, other.first)
+        if other.last is not None:
+            self.last = other.last if self.last is None else max(self.last, other.last)
+        while self.width < other.width:
+            self._widen()
+        while other.width < self.width:
+            other._widen()
+        for index, content in other.stored.items():
+            self.stored.setdefault(index, _Bin()).merge(content)
+        if self.stored:
+            self.low, self.high = min(self.stored), max(self.stored)
+        while self.high - self.low >= _MAX_BINS and self.width < _BIN_WIDTHS[-1]:
+            self._widen()
 
     @property
     def origin(self) -> float:

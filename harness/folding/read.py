@@ -48,6 +48,9 @@ class JournalRead(JournalView):
     torn: int = 0
     """Torn last lines (a part cut mid-write, as a SIGKILL leaves it): the normal end of a killed run's journal."""
     _by_kind: dict[Any, list[Fold]] = field(default_factory=dict, repr=False, compare=False, metadata=TRANSIENT)
+    deferred: list[Mapping[str, Any]] | None = field(default=None, repr=False, compare=False, metadata=TRANSIENT)
+    """When a list: the records that are no flow's own (run events, rejections, checks, chaos) are put here instead
+    of folded, for the reader that folds one stretch of a journal among several (`harness.folding.parallel`)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"parts": self.parts, "missing": self.missing, "records": self.records, "unreadable": self.unreadable,
@@ -82,6 +85,8 @@ class JournalRead(JournalView):
                 RecordType.ROUND: [self.figures.add_round, self.timeline.add_round, self.errors.add_round,
                                    self.fuzz.add_round],
                 RecordType.FLOW: [self.figures.add_flow, self.timeline.add_flow, self.fuzz.add_flow]}
+            if self.deferred is not None and kind not in routes:
+                everything = [self.deferred.append]
             found = self._by_kind[kind] = routes.get(kind, everything)
         return found
 

@@ -69,6 +69,13 @@ class _Seen:
     traced: list[tuple[float, str]] = field(default_factory=list)
     """(round time, trace id) of the latest rounds that carried one, newest first: at most `TRACE_EXAMPLES`."""
 
+    def merge(self, other: _Seen) -> None:
+        """The group as later records saw it too (`harness.folding.merging`): the first example stays."""
+        self.count += other.count
+        self.first, self.last = min(self.first, other.first), max(self.last, other.last)
+        for t, trace_id in other.traced:
+            self.note_trace(t, trace_id)
+
     def note_trace(self, t: float, trace_id: Any) -> None:
         """Keep `trace_id` if it is one (32 lowercase hex, not all zeros) and among the latest by `t`."""
         if not isinstance(trace_id, str) or trace_id == _NO_TRACE or _TRACE_ID.fullmatch(trace_id) is None:

@@ -3,10 +3,10 @@
 A run of hours finishes millions of rounds; keeping each latency would make the load
 process's memory grow with the run's length. A `Sketch` keeps a DDSketch (the `ddsketch`
 package, chosen by `benchmarks/histograms.py`): each percentile it returns lies within
-`RELATIVE_ERROR` of the exact nearest-rank value, count, sum (so the mean), minimum and
-maximum stay exact, and two sketches merge into the sketch of both runs' samples (the
-workers' figures merge on the master). `Counts` keeps small integers (rounds per call)
-exactly, one counter per value seen.
+`RELATIVE_ERROR` of the exact nearest-rank value, count, minimum and maximum stay exact,
+the sum (so the mean) is kept in whole nanoseconds (so merging is exact in any order), and
+two sketches merge into the sketch of both runs' samples (the workers' figures merge on the
+master). `Counts` keeps small integers (rounds per call) exactly, one counter per value seen.
 
 `band(pct)` is the range the exact percentile lies in; thresholds judge against it
 (docs/figures.md states the rule).
@@ -71,10 +71,11 @@ class Sketch:
         self._sketch.merge(other._sketch)
 
     def as_plain(self) -> dict[str, Any]:
-        """The sketch as plain data (`harness.journal.plain`): exact count, zero bin, sum, min, max, and the bins."""
+        """The sketch as plain data (`harness.journal.plain`): exact count, zero bin, sum (whole nanoseconds), min,
+        max, and the bins."""
         sketch = self._sketch
         key, kept = sketch.bins_in_use()
-        return {"count": sketch.count, "zero": sketch.zero_count, "sum": sketch.sum,
+        return {"count": sketch.count, "zero": sketch.zero_count, "sum": sketch.nanoseconds,
                 "min": sketch.minimum if sketch.count else None, "max": sketch.maximum if sketch.count else None,
                 "key": key, "bins": [int(n) if n.is_integer() else n for n in kept]}
 
@@ -84,7 +85,8 @@ class Sketch:
         if type(data) is not dict or data.keys() != _SKETCH:
             raise NotPlain("not a sketch's fields")
         count, zero, total, bins, key = data["count"], data["zero"], data["sum"], data["bins"], data["key"]
-        if type(bins) is not list or not all(map(_count_like, [count, zero, total, *bins])) or type(key) is not int:
+        if type(bins) is not list or not all(map(_count_like, [count, zero, total, *bins])) or type(key) is not int \
+                or type(total) is not int:
             raise NotPlain("a sketch's counts are not numbers of at least zero")
         if count != zero + sum(bins) or (bins and not _KEYS[0] <= key <= key + len(bins) - 1 <= _KEYS[1]):
             raise NotPlain("a sketch whose bins do not add up to its count, or lie outside its keys")
@@ -102,7 +104,7 @@ class Sketch:
 
     @property
     def total(self) -> float:
-        return float(self._sketch.sum)
+        return self._sketch.sum
 
     @property
     def minimum(self) -> float | None:

@@ -142,9 +142,11 @@ class PartReader:
     segment is found by its start. What cannot be read is counted in `damage`.
     """
 
-    def __init__(self, part: Path, offset: int = 0, damage: Damage | None = None) -> None:
+    def __init__(self, part: Path, offset: int = 0, damage: Damage | None = None, stop: int | None = None) -> None:
         self.part = part
         self.offset = offset
+        self.stop = stop
+        """Where to stop: a closed segment's end (`harness.folding.parallel` reads a stretch of segments); None: on."""
         self._damage = damage
         self._file: Readable | None = None
         self._end: int | None = None
@@ -157,7 +159,7 @@ class PartReader:
     def read(self, limit: int = CHUNK) -> bytes:
         """Up to `limit` bytes from `offset` on, all of one segment; b"" when the part holds no more now."""
         for _ in range(3):
-            if self._file is None and not self._open():
+            if self._file is None and ((self.stop is not None and self.offset >= self.stop) or not self._open()):
                 return b""
             assert self._file is not None
             want = limit if self._end is None else min(limit, self._end - self.offset)
@@ -289,11 +291,18 @@ def part_lines(part: Path, offset: int = 0, damage: Damage | None = None) -> Ite
             yield from lines
 
 
-def part_batches(part: Path, offset: int = 0, damage: Damage | None = None) -> Iterator[tuple[list[bytes], bool]]:
+class UnalignedStop(Exception):
+    """A stretch read up to `stop` did not end on a line's end: a line runs on into the next segment (a damaged or
+    foreign journal; a run's writer ends each segment on a whole line). Read the part as one instead."""
+
+
+def part_batches(part: Path, offset: int = 0, damage: Damage | None = None,
+                 stop: int | None = None) -> Iterator[tuple[list[bytes], bool]]:
     """`part_lines`' lines in batches, each line without its newline, with whether they are whole: the last batch
     is a torn last line alone (no newline after it), `whole` False. A reader that folds every line takes a batch
-    at a time: a line at a time would cost a generator's step per record."""
-    reader = PartReader(part, offset, damage)
+    at a time: a line at a time would cost a generator's step per record. With `stop` (a closed segment's end),
+    the lines up to there, and `UnalignedStop` when a line runs on past it."""
+    reader = PartReader(part, offset, damage, stop)
     rest = b""
     skipping = False
     try:
@@ -313,6 +322,8 @@ def part_batches(part: Path, offset: int = 0, damage: Damage | None = None) -> I
                     damage.unreadable += 1
     finally:
         reader.close()
+    if stop is not None and (rest or skipping) and not reader.broken:
+        raise UnalignedStop(f"{part}: a line runs on past offset {stop}")
     if rest and not skipping and not reader.broken:
         yield [rest], False
 

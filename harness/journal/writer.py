@@ -246,11 +246,12 @@ def read_journal_from(path: Path, offset: int, damage: JournalDamage | None = No
                     damage.count(line, whole)
 
 
-def fold_journal_from(path: Path, offset: int, fold: Callable[[Any], None], damage: JournalDamage) -> None:
+def fold_journal_from(path: Path, offset: int, fold: Callable[[Any], None], damage: JournalDamage,
+                      stop: int | None = None) -> None:
     """`read_journal_from`'s records into `fold`, in order: the same records and damage, without a generator's step
-    per record (`report DIR` folds millions)."""
+    per record (`report DIR` folds millions); with `stop`, those up to there (`part_batches`)."""
     loads = orjson.loads
-    for lines, whole in journal_batches(path, offset, damage):
+    for lines, whole in journal_batches(path, offset, damage, stop):
         for line in lines:
             try:
                 record = loads(line)
@@ -261,10 +262,12 @@ def fold_journal_from(path: Path, offset: int, fold: Callable[[Any], None], dama
             fold(record)
 
 
-def journal_batches(path: Path, offset: int, damage: JournalDamage | None) -> Iterator[tuple[list[bytes], bool]]:
-    """The lines of one part from byte `offset` in batches (`harness.journal.segments.part_batches`); from the start
-    (`offset` 0), a part that is no journal is `UnreadableJournal`, before any of its lines."""
-    batches = part_batches(path, offset, damage)
+def journal_batches(path: Path, offset: int, damage: JournalDamage | None,
+                    stop: int | None = None) -> Iterator[tuple[list[bytes], bool]]:
+    """The lines of one part from byte `offset` (up to `stop` if given) in batches
+    (`harness.journal.segments.part_batches`); from the start (`offset` 0), a part that is no journal is
+    `UnreadableJournal`, before any of its lines."""
+    batches = part_batches(path, offset, damage, stop)
     if offset == 0:
         first = next(batches, None)
         if first is None:

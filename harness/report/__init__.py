@@ -16,6 +16,7 @@ from typing import Any
 from harness.config.scenario import Scenario
 from harness.config.thresholds import Judged, Threshold
 from harness.errors import UsageError
+from harness.folding.parallel import read_parallel, workers_available
 from harness.folding.read import JournalRead, read_run, read_saved
 from harness.folding.snapshot import write_snapshot
 from harness.journal.segments import part_exists, part_names
@@ -60,7 +61,9 @@ def rebuild_results(folder: Path, judged: Judged | None = None) -> RunVerdict:
     """summary.json, junit.xml and report.html of any results folder, rebuilt from its journal alone.
 
     From the figures the run saved (`harness.folding.snapshot`) when they match the journal
-    part for part, else from one streaming pass over the journal (then saved for next time).
+    part for part, else from the journal (then saved for next time): a journal of many
+    segments folded by one process per CPU and merged (`harness.folding.parallel`), any
+    other in one streaming pass.
 
     A run killed with SIGKILL left a journal with no `run end`: the verdict is
     `interrupted`, with every figure up to its last record. The thresholds are the
@@ -72,7 +75,7 @@ def rebuild_results(folder: Path, judged: Judged | None = None) -> RunVerdict:
     scenario = results_scenario(folder)
     parts = journal_parts(folder)
     saved = read_saved(folder, parts)
-    read = saved if saved is not None else read_run(parts)
+    read = saved or read_parallel(parts, workers_available()) or read_run(parts)
     if judged is None:
         judged = Judged(read.checks.judged) if read.checks.judged in set(Judged) else Judged.EXPECT
     thresholds = parse_thresholds(scenario.judged_table(judged))
