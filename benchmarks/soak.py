@@ -32,9 +32,10 @@ Figures per side:
   process and of its workers, not the fold's); the continuation rounds (rounds after a
   flow's first) the journal holds;
 - `mrtr-harness report DIR` on the folder: wall seconds, flows per second, peak RSS
-  (`ru_maxrss` of that child); where the run saved its figures (`figures.json`, or an older
-  code's `figures.pickle`), once from them and once more without them (one pass over the
-  journal, as for a killed run);
+  (`ru_maxrss` of that child) and the peak of its process tree's RSS summed (a journal of
+  many segments is folded by one process per CPU; shared pages counted in each); where the
+  run saved its figures (`figures.json`, or an older code's `figures.pickle`), once from them
+  and once more without them (the whole journal folded, as for a killed run);
 - with `--reject`: the run's reconciliation from its `summary.json` (client rejections, logged,
   matched, unexplained, unmatched logged, settled early where the code counts it) and the
   rejection rate the clients saw (client rejections per continuation round in the journal).
@@ -336,16 +337,40 @@ def reconciliation_figures(folder: Path, continuation_rounds: int) -> dict[str, 
 
 
 def report_figures(code: Path, folder: Path, flows: int) -> dict[str, Any]:
-    """`mrtr-harness report DIR` of the side's own code on its folder: wall seconds, flows/s, peak RSS."""
+    """`mrtr-harness report DIR` of the side's own code on its folder: wall seconds, flows/s, peak RSS of the report
+    process, and the peak of its whole tree's RSS summed (its fold processes too; pages they share counted in each),
+    sampled every 100 ms."""
     started = time.monotonic()
     child = subprocess.Popen([sys.executable, "-m", "harness", "report", str(folder)], cwd=code,
                              env={**os.environ, "PYTHONPATH": str(code)}, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
+    tree_peak = 0
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        tree_peak = max(tree_peak, sum(rss_bytes(member) or 0 for member in process_tree(child.pid)))
+        time.sleep(0.1)
     wall = time.monotonic() - started
     child.returncode = os.waitstatus_to_exitcode(status)
     return {"exit_code": child.returncode, "seconds": round(wall, 2), "flows_per_second": round(flows / wall),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "peak_tree_rss_mib": round(tree_peak / 2**20, 1)}
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and every process below it, from the kernel's own lists of children (`/proc/<pid>/task/<tid>/children`):
+    cheaper than reading every process's status, which a sampler next to a measured process should be."""
+    tree, todo = [], [pid]
+    while todo:
+        member = todo.pop()
+        tree.append(member)
+        try:
+            for task in os.listdir(f"/proc/{member}/task"):
+                with open(f"/proc/{member}/task/{task}/children") as children:
+                    todo.extend(int(child) for child in children.read().split())
+        except OSError:
+            continue
+    return tree
 
 
 def main(argv: list[str] | None = None) -> int:
