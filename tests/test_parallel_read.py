@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -13,12 +14,13 @@ import orjson
 import pytest
 import zstandard
 
+from harness import report
 from harness.folding.parallel import read_parallel
 from harness.folding.read import JournalRead, read_run
 from harness.journal.plain import to_plain
 from harness.journal.segments import SEGMENT_ENV, closed_segments
 from harness.journal.writer import Journal, UnreadableJournal
-from harness.report import journal_parts
+from harness.report import journal_parts, rebuild_results, results_scenario, write_results
 from harness.runtime.processes import descendants
 from tests.harness_run import ROOT
 from tests.services import sigint_default
@@ -112,6 +114,32 @@ def test_a_journal_folded_by_segment_in_two_processes_equals_one_pass_to_the_las
     assert parallel.errors.top() == serial.errors.top() and parallel.errors.top()[0].count > 50
     assert parallel.fuzz.table().as_dict() == serial.fuzz.table().as_dict()
     assert len(parallel.timeline.stored) > 60  # widened past the first width, the same bins either way
+
+
+def test_report_of_a_folder_gives_the_results_one_pass_gives(tmp_path, monkeypatch):
+    """`report DIR` takes the parallel read for a journal of many segments: its summary is the one pass's."""
+    folders = []
+    for name in ("parallel", "serial"):
+        folder = tmp_path / name
+        folder.mkdir()
+        _journal(folder / "journal.jsonl", 900)
+        (folder / "scenario.json").write_text(_scenario_json())
+        folders.append(folder)
+    taken: list[bool] = []
+    monkeypatch.setattr(report, "read_parallel", lambda parts, workers: _noted(taken, read_parallel(parts, 2)))
+    rebuild_results(folders[0])
+    assert taken == [True]
+    parts = journal_parts(folders[1])
+    write_results(folders[1], results_scenario(folders[1]), parts, [], live=read_run(parts), save=True)
+    parallel, serial = (json.loads((folder / "summary.json").read_text()) for folder in folders)
+    for summary in (parallel, serial):
+        summary["journal"]["parts"] = [Path(part).name for part in summary["journal"]["parts"]]
+    assert parallel == serial and parallel["flows"]["total"] == 900
+
+
+def _noted(taken: list[bool], read: JournalRead | None) -> JournalRead | None:
+    taken.append(read is not None)
+    return read
 
 
 def test_damaged_lines_and_a_torn_end_are_counted_alike(tmp_path):

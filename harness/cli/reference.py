@@ -435,7 +435,7 @@ window, never past the bytes its name says; one that does not decompress to exac
 damaged, or running on) is damage: one unreadable line, and reading goes on at the next segment. (`report DIR`
 with a `figures.json` that matches the journal's end reads only what follows it, so such damage before it shows
 when the journal is read whole: without `figures.json`.) Read whole, a journal of more than one segment's size is
-folded one segment per process, as many processes as CPUs, and the folds merged in stream order into the figures
+folded one segment per process, one process per CPU (at most 8), and the folds merged in stream order into the figures
 one pass gives, to the byte (`harness.folding.parallel`); a journal with a network fault (its window counts the rounds
 of the segments after its start) or a segment that does not end on a line's end is read in one pass instead.
 """

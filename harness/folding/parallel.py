@@ -35,6 +35,9 @@ from harness.journal.segments import UnalignedStop, closed_segments, part_exists
 from harness.journal.writer import JournalDamage, fold_journal_from, read_journal_from
 from harness.runtime.processes import lifeline
 
+MAX_WORKERS = 8
+"""Fold processes at most, however many CPUs: each holds its own copy of the report process's memory (forked) and
+its stretch's figures, and one process merges what they all send."""
 ANCHOR_RECORDS = 100_000
 """Records read for the timeline's time zero before giving up on the split (a journal with no timed flow record
 near its head is read in one pass)."""
@@ -60,8 +63,9 @@ class Folded:
 
 
 def workers_available() -> int:
-    """The CPUs this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """One fold process per CPU this process may run on, at most `MAX_WORKERS`."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cpus, MAX_WORKERS)
 
 
 def read_parallel(journal_paths: Iterable[Path], workers: int) -> JournalRead | None:
