@@ -30,14 +30,7 @@ from typing import Any
 
 from benchmarks.cpu import machine_facts
 from benchmarks.runs import write_figures
-from benchmarks.soak import report_figures
-from harness.journal.segments import part_lines
-
-
-def finished_flows(folder: Path) -> int:
-    """The `flow` records of the folder's journal (run's part and workers'), counted by bytes: no parsing."""
-    return sum(line.startswith(b'{"type":"flow"') for path in sorted(folder.glob("journal*.jsonl*"))
-               if path.name.count(".") == 1 for line in part_lines(path))
+from benchmarks.soak import FLOW_MARK, journal_lines, report_figures
 
 
 def copy_journal(folder: Path, into: Path) -> Path:
@@ -63,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="report-bench-") as tmp:
         copy = copy_journal(args.folder, Path(tmp))
-        flows = finished_flows(copy)
+        flows = sum(FLOW_MARK in line for line in journal_lines(copy))
         for repeat in range(args.repeat):
             order = [0, 1] if repeat % 2 == 0 else [1, 0]
             sides: dict[int, dict[str, Any]] = {}

@@ -21,13 +21,14 @@ from math import ceil, inf, log
 from ddsketch import DDSketch
 from ddsketch.mapping import KeyMapping, LogarithmicMapping
 
-__all__ = ["OpenSketch", "nanoseconds"]
+__all__ = ["OpenSketch"]
 
 NANOSECONDS = 1_000_000_000
 
 
-def nanoseconds(value: float) -> int:
-    """`value` seconds (0 or more, finite) in whole nanoseconds, rounded: what a sketch's sum adds."""
+def _nanoseconds(value: float) -> int:
+    """`value` seconds (0 or more, finite) in whole nanoseconds, rounded: what a sketch's sum adds (`add_floored`
+    does it in line for every value whose nanoseconds are a finite float, and calls this for a larger one)."""
     scaled = value * 1e9
     return round(scaled) if scaled < inf else round(value) * NANOSECONDS
 
@@ -94,7 +95,7 @@ class OpenSketch(DDSketch):
             self._zero_count += 1.0
         self._count += 1.0
         scaled = value * 1e9
-        self._sum += round(scaled) if scaled < inf else nanoseconds(value)
+        self._sum += round(scaled) if scaled < inf else _nanoseconds(value)
         if value < self._min:
             self._min = value
         if value > self._max:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -53,15 +53,6 @@ class Stretch:
     anchor: float | None = None
 
 
-@dataclass
-class Folded:
-    """A stretch's fold and what its read skipped; `read` None when the stretch did not end on a line's end."""
-
-    read: JournalRead | None
-    unreadable: int = 0
-    torn: int = 0
-
-
 def workers_available() -> int:
     """One fold process per CPU this process may run on, at most `MAX_WORKERS`."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -79,42 +70,39 @@ def read_parallel(journal_paths: Iterable[Path], workers: int) -> JournalRead | 
     anchor = _time_zero(paths)
     if anchor is None:
         return None
-    stretches = [Stretch(s.path, s.start, s.stop, anchor) for s in stretches]
-    whole, others, damage = _fresh(anchor), _fresh(anchor), JournalDamage()
-    others.deferred = None
+    stretches = [replace(stretch, anchor=anchor) for stretch in stretches]
+    whole, others = _fresh(anchor, deferring=False), _fresh(anchor, deferring=False)
     context = get_context("fork")
     with ProcessPoolExecutor(min(workers, len(stretches)), mp_context=context, initializer=lifeline()) as pool:
         for folded in pool.map(fold_stretch, stretches):
-            if folded.read is None:
+            if folded is None:
                 return None
-            for record in folded.read.deferred or ():
+            for record in folded.deferred or ():
                 others.add(record)
-            folded.read.deferred = None
-            merged(whole, folded.read)
-            damage.unreadable += folded.unreadable
-            damage.torn += folded.torn
+            folded.deferred = None
+            merged(whole, folded)
     if others.figures.faults:
         return None
     merged(whole, others)
-    whole.deferred = None
     whole.name_parts(paths)
-    whole.count_damage(damage)
     return whole
 
 
-def fold_stretch(stretch: Stretch) -> Folded:
-    """One stretch folded from the journal's time zero, the records that are no flow's own set aside (in a worker)."""
-    read, damage = _fresh(stretch.anchor), JournalDamage()
+def fold_stretch(stretch: Stretch) -> JournalRead | None:
+    """One stretch folded from the journal's time zero, the records that are no flow's own set aside, what its read
+    skipped counted (in a worker); None when the stretch did not end on a line's end."""
+    read, damage = _fresh(stretch.anchor, deferring=True), JournalDamage()
     try:
         fold_journal_from(stretch.path, stretch.start, read.add, damage, stop=stretch.stop)
     except UnalignedStop:
-        return Folded(None)
+        return None
     read.records -= len(read.deferred or ())  # counted where they are folded
-    return Folded(read, damage.unreadable, damage.torn)
+    read.count_damage(damage)
+    return read
 
 
-def _fresh(anchor: float | None) -> JournalRead:
-    read = JournalRead(deferred=[])
+def _fresh(anchor: float | None, *, deferring: bool) -> JournalRead:
+    read = JournalRead(deferred=[] if deferring else None)
     read.timeline.anchor = anchor
     return read
 
