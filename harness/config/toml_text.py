@@ -19,13 +19,15 @@ _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f
 
 
 def string(text: str) -> str:
-    """A TOML basic string holding `text` exactly."""
+    """A TOML basic string holding `text` exactly (a lone surrogate, which no TOML string can hold, as U+FFFD)."""
     out = []
     for char in text:
         if char in _ESCAPES:
             out.append(_ESCAPES[char])
         elif ord(char) < 0x20 or ord(char) == 0x7F:
             out.append(f"\\u{ord(char):04x}")
+        elif 0xD800 <= ord(char) <= 0xDFFF:  # a lone surrogate (JSON can carry one): no TOML string holds it
+            out.append("\\ufffd")
         else:
             out.append(char)
     return '"' + "".join(out) + '"'

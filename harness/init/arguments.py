@@ -19,6 +19,9 @@ from harness.config import toml_text
 
 _MAX_DEPTH = 8
 """How deep nested objects and `$ref`s are followed before a field is left empty for the user."""
+_MAX_SIZE = 64
+"""The longest string and array a schema's `minLength` or `minItems` can make: a server's schema cannot make init
+write a file of any size (a longer minimum is written this long and marked for pinning)."""
 
 _FORMATS: dict[str, str] = {
     "date": "2026-01-01",
@@ -161,7 +164,8 @@ def _object(prop: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> tup
 
 def _array(prop: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> tuple[list[Any], bool]:
     items = _resolved(prop.get("items", {}), root, depth + 1)
-    count = max(1, int(prop.get("minItems", 1) or 1))
+    low = prop.get("minItems")
+    count = max(1, min(low, _MAX_SIZE) if isinstance(low, int) else 1)
     maximum = prop.get("maxItems")
     if isinstance(maximum, int):
         count = min(count, maximum)
@@ -178,7 +182,7 @@ def _string(prop: Mapping[str, Any]) -> str:
     low = prop.get("minLength")
     high = prop.get("maxLength")
     if isinstance(low, int) and len(text) < low:
-        text = text + "x" * (low - len(text))
+        text = text + "x" * (min(low, _MAX_SIZE) - len(text))
     if isinstance(high, int) and len(text) > high:
         text = text[:high]
     return text

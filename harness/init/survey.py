@@ -11,6 +11,7 @@ every page of them, with a token when the server wants one and init was given a 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import anyio
 import httpx2
 
+from harness import foreign_text
 from harness.errors import TargetDown, UsageError
 from harness.mrtr.wire import ACCEPT, MCP_PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION
 
@@ -33,6 +35,15 @@ _PROBE = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server/discover",
 
 class NotMcp(UsageError):
     """A URL answered, but not as an MCP server does (exit 2: the URL given is wrong)."""
+
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""MCP's rule for a tool's name (the specification's "Tool names"): 1 to 128 characters of A-Z, a-z, 0-9, `_`, `-`
+and `.`. A name outside it is written into the scenario and shown in every report: init refuses the server."""
+
+
+class BadToolName(NotMcp):
+    """A server lists a tool whose name breaks MCP's tool-name rule (exit 2: nothing is written)."""
 
 
 class NeedsCredentials(UsageError):
@@ -91,6 +102,10 @@ def survey_one(url: str, client: Client | None) -> Server:
     token = _token(url, oauth, client) if oauth is not None else None
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     protocol, name, tools = anyio.run(_listed, url, headers)
+    for tool in tools:
+        if not TOOL_NAME.fullmatch(tool.name):
+            raise BadToolName(f"{url} lists a tool named {foreign_text.line(repr(tool.name), 80)}: MCP tool names are "
+                              "1-128 characters of A-Z a-z 0-9 _ - . (nothing written)")
     return Server(url, protocol, name, tools, oauth)
 
 
@@ -193,5 +208,6 @@ def _innermost(exc: BaseException) -> BaseException:
 
 
 def _said(exc: BaseException) -> str:
-    text = str(exc)
+    """The exception in one line: its text may be the server's own words."""
+    text = foreign_text.line(exc, 300)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -18,8 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from harness import foreign_text
 from harness.config import toml_text
+from harness.config.scenario import parse_scenario
 from harness.config.scenario_schema import shipped_schema
+from harness.config.strict import ScenarioError
+from harness.errors import UsageError
 from harness.init.arguments import draw_arguments
 from harness.init.survey import Client, Server, Tool
 from harness.vocabulary import HANDSHAKE_REVISIONS, MODERN_REVISION
@@ -45,7 +49,34 @@ def scenario_text(servers: Sequence[Server], client: Client | None, command: str
     parts = [schema_directive(folder) + _header(servers, command), _top(first), _target(servers, client),
              _load(len(servers)), _leads(),
              _hosts(servers), _flows_intro(partial), *(_flow(tool) for tool in common), _expect()]
-    return "\n".join(part for part in parts if part)
+    text = "\n".join(part for part in parts if part)
+    _reads_back(text, servers, [tool.name for tool in common], client)
+    return text
+
+
+class WrittenWrong(UsageError):
+    """The scenario written from a server's listing does not read back as init meant it (exit 2: nothing is
+    written). Whatever a server names or describes, the file must say only what init wrote."""
+
+
+def _reads_back(text: str, servers: Sequence[Server], tools: list[str], client: Client | None) -> None:
+    """Parse `text` with the scenario model, as `validate` does, and check it holds what init meant: the URLs given,
+    a `call` flow per tool listed, `[target.auth]` only where a server answered 401 and init was given a client,
+    no command anywhere. WrittenWrong otherwise, before anything is written."""
+    try:
+        scenario = parse_scenario(text, "the scenario init wrote")
+    except ScenarioError as exc:
+        raise WrittenWrong(f"{servers[0].url}: the scenario written from its tool list does not validate "
+                           f"({foreign_text.line(exc, 300)}); nothing written") from None
+    auth = scenario.target.auth
+    wanted_auth = client is not None and any(server.oauth is not None for server in servers)
+    meant = (scenario.target.urls == [server.url for server in servers]
+             and [getattr(flow, "tool", None) for flow in scenario.flows] == tools
+             and (auth is None if not wanted_auth else auth is not None and auth.kind == "client-credentials")
+             and not scenario.target.commands and not scenario.target.logs and not scenario.chaos)
+    if not meant:
+        raise WrittenWrong(f"{servers[0].url}: the scenario written from its tool list does not read back as init "
+                           "wrote it (what the server listed changed its meaning); nothing written")
 
 
 def _tools(servers: Sequence[Server]) -> tuple[list[Tool], dict[str, list[str]]]:
@@ -77,12 +108,18 @@ def schema_directive(folder: Path, schema: Path | None = None) -> str:
     return f"#:schema {path}\n"
 
 
+def _said(text: object, limit: int = 100) -> str:
+    """What a server said (a name, a description, a schema's words), fit for a `#` comment: one line, no control
+    character, so nothing it holds can end the comment and become TOML."""
+    return foreign_text.toml_comment(text, limit)
+
+
 def _header(servers: Sequence[Server], command: str) -> str:
     first = servers[0]
-    title = first.name or urlsplit(first.url).netloc
+    title = _said(first.name or urlsplit(first.url).netloc)
     return f"""\
-# A first scenario for {title}, written by `{command}`
-# from what the server listed (MCP {first.protocol}, {len(first.tools)} tools).
+# A first scenario for {title}, written by `{_said(command, 300)}`
+# from what the server listed (MCP {_said(first.protocol, 40)}, {len(first.tools)} tools).
 #
 # What to change first:
 #   1. The arguments under each `# PIN:` line. Their shape comes from the tool's input schema, but
@@ -129,13 +166,14 @@ def _target(servers: Sequence[Server], client: Client | None) -> str:
     oauth = next((server.oauth for server in servers if server.oauth is not None), None)
     if oauth is not None and client is not None:
         lines += ["",
-                  f"[target.auth]              # the server answered 401: each lead gets a token from {oauth.issuer}",
+                  "[target.auth]              # the server answered 401: each lead gets a token from "
+                  + _said(oauth.issuer),
                   'kind = "client-credentials"',
                   f"client_id = {toml_text.string(client.client_id)}",
                   f"client_secret_env = {toml_text.string(client.secret_env)}   # the NAME of the variable with "
                   "the secret (export it before `run`), never the secret",
                   f"principals = {PRINCIPALS}            # distinct leads (token subjects) the load uses",
-                  f"# token_url is discovered from the 401 as `init` found it: {oauth.token_endpoint}",
+                  f"# token_url is discovered from the 401 as `init` found it: {_said(oauth.token_endpoint)}",
                   f"scopes = {toml_text.value(oauth.scopes)}   # what each lead's token asks for (the server's "
                   "scopes_supported)"]
     return "\n".join(lines) + "\n"
@@ -167,8 +205,9 @@ def _hosts(servers: Sequence[Server]) -> str:
     if not legacy:
         return ""
     revision = legacy[0].protocol if legacy[0].protocol in HANDSHAKE_REVISIONS else HANDSHAKE_REVISIONS[-1]
+    spoken = f"{_said(legacy[0].url)} speaks MCP {_said(legacy[0].protocol, 40)}, not {MODERN_REVISION}"
     return f"""\
-[[hosts]]                   # {legacy[0].url} speaks MCP {legacy[0].protocol}, not {MODERN_REVISION}: the leads' host
+[[hosts]]                   # {spoken}: the leads' host
 name = "sdk-session"        # uses the SDK's own client with the initialize handshake and a session
 protocol = "{revision}"
 """
@@ -179,41 +218,37 @@ def _flows_intro(partial: dict[str, list[str]]) -> str:
              "# be known here: the leads answer any form from the schema the server sends with it. To pin an",
              '# answer, add answers = { field = "value" } to the flow (a list of values: one is picked per call).']
     for name, missing in partial.items():
-        lines.append(f"# Left out: {name} (not listed by {', '.join(missing)}; every round may land on any URL).")
+        lines.append(f"# Left out: {_said(name, 140)} (not listed by {_said(', '.join(missing), 300)}; every round may "
+                     "land on any URL).")
     return "\n".join(lines) + "\n"
 
 
 def _flow(tool: Tool) -> str:
     lines = ["[[flows]]"]
     if tool.description:
-        lines.append(f"# {tool.name}: {_one_line(tool.description)}")
+        lines.append(f"# {_said(tool.name, 140)}: {_said(tool.description)}")
     if tool.destructive:
         lines.append("# The server marks this tool destructive (destructiveHint): it may change real data under load.")
     lines += ['kind = "call"', f"tool = {toml_text.string(tool.name)}", "weight = 1"]
     drawn = draw_arguments(tool.input_schema)
     if not drawn.values:
-        lines.append("# it takes no required arguments" + (f"; optional: {_optional(drawn.optional)}"
+        lines.append("# it takes no required arguments" + (f"; optional: {_said(_optional(drawn.optional), 300)}"
                                                          if drawn.optional else ""))
         return "\n".join(lines) + "\n"
     pin = "made up: " + ", ".join(drawn.made_up) if drawn.made_up else "each from its schema"
-    lines += [f"# PIN: real values for {tool.name} ({pin})", "[flows.arguments]"]
+    lines += [f"# PIN: real values for {_said(tool.name, 140)} ({_said(pin, 300)})", "[flows.arguments]"]
     width = max(len(f"{toml_text.key(name)} = {toml_text.value(value)}") for name, value in drawn.values.items())
     for name, value in drawn.values.items():
         assignment = f"{toml_text.key(name)} = {toml_text.value(value)}"
         note = drawn.notes[name] + (" (cannot be made valid from the schema)" if name in drawn.unsatisfied else "")
-        lines.append(f"{assignment.ljust(min(width, 48))}   # {note}")
+        lines.append(f"{assignment.ljust(min(width, 48))}   # {_said(note, 200)}")
     if drawn.optional:
-        lines.append(f"# optional, left out: {_optional(drawn.optional)}")
+        lines.append(f"# optional, left out: {_said(_optional(drawn.optional), 300)}")
     return "\n".join(lines) + "\n"
 
 
 def _optional(optional: dict[str, str]) -> str:
     return ", ".join(f"{name} ({kind})" for name, kind in optional.items())
-
-
-def _one_line(text: str, width: int = 100) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[:width - 3] + "..."
 
 
 def _expect() -> str:
