@@ -224,3 +224,44 @@ def test_toml_text_reads_back_as_written() -> None:
              "on": False, "list": [1, "two", {"three": [3.5]}], "": "empty key"}
     text = "\n".join(f"{toml_text.key(name)} = {toml_text.value(value)}" for name, value in nasty.items())
     assert tomllib.loads(text) == nasty
+
+
+def test_a_hostile_listing_writes_no_toml_the_user_did_not_see_and_the_file_runs_nothing(tmp_path: Path) -> None:
+    """A real SDK server whose name, tool description, property name and schema `type` carry newlines that would end
+    a comment and write `[target.auth] kind = "command"`, and control characters TOML forbids in a comment: the file
+    keeps every one of them inside one comment line, validates, and its run touches nothing."""
+    marker = tmp_path / "ran"
+    hostile = start_server("tests.servers.hostile_listing", env={"HOSTILE_MARKER": str(marker)})
+    output = tmp_path / "scenario.toml"
+    try:
+        done = init(hostile.url, "-o", str(output))
+        assert done.returncode == 0, done.stderr
+        text = output.read_text()
+        written = tomllib.loads(text)  # a control character in a comment would make this raise
+        assert "auth" not in written["target"] and "commands" not in written["target"]
+        assert not any(line.lstrip().startswith(("[target.auth]", "kind = \"command\"", "command ="))
+                       for line in text.splitlines())
+        assert not any(ord(char) < 0x20 and char != "\n" or char == "\x7f" for char in text)
+        assert "# A first scenario for hostile q [target.auth]" in text  # shown, as a comment, escaped
+        assert [flow["tool"] for flow in written["flows"]] == ["lookup"]
+        validated = subprocess.run([sys.executable, "-m", "harness", "validate", str(output)], capture_output=True,
+                                   text=True, timeout=60, cwd=ROOT)
+        assert validated.returncode == 0, validated.stderr
+        finished = run_harness(output, tmp_path / "results", "--duration", "2s")
+        assert finished.folder is not None, finished.output
+    finally:
+        hostile.stop()
+    assert not marker.exists()
+
+
+def test_a_tool_name_outside_mcps_rule_is_refused_in_one_line_and_nothing_is_written(tmp_path: Path) -> None:
+    hostile = start_server("tests.servers.hostile_listing", env={"HOSTILE_TOOL_NAME": "look up\n[target.auth]\x1b[2K"})
+    output = tmp_path / "scenario.toml"
+    try:
+        refused = init(hostile.url, "-o", str(output))
+    finally:
+        hostile.stop()
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "MCP tool names are 1-128 characters of A-Z a-z 0-9 _ - ." in refused.stderr
+    assert "\x1b" not in refused.stderr and "\\x1b[2K" in refused.stderr
+    assert not output.exists()

@@ -2,7 +2,9 @@
 
 The SDK derives each tool's output schema from its model, so an assistant reads the verdict,
 the exit code (as docs/exit-codes.md gives it for the command the tool ran) and the paths
-written by name, not from a table meant for a terminal.
+written by name, not from a table meant for a terminal. Every text of every answer (a run's
+output, its problems, a log's counts) passes `harness.foreign_text.agent` as the model is
+made: what a server or a log said reaches the agent, and the terminal it shows it on, as data.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from harness import foreign_text
 from harness.compare.outputs import COMPARE_HTML, COMPARE_JSON, COMPARE_JUNIT
 from harness.report import JUNIT_XML, REPORT_HTML, SUMMARY_JSON
 
@@ -20,7 +23,27 @@ OUTPUT_CHARS = 8000
 """The most of a command's own output a result carries (its end, where the verdict is)."""
 
 
-class ValidateResult(BaseModel):
+def for_agent(value: Any) -> Any:
+    """`value` with every string in it (keys of a mapping too) made safe for an agent; other values as they are."""
+    if isinstance(value, str):
+        return foreign_text.agent(value)
+    if isinstance(value, list | tuple):
+        return [for_agent(item) for item in value]
+    if isinstance(value, dict):
+        return {for_agent(key): for_agent(item) for key, item in value.items()}
+    return value
+
+
+class Answer(BaseModel):
+    """What every tool answers with: each field's text passed through `for_agent` before it is checked."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _foreign_text_is_data(cls, value: Any) -> Any:
+        return for_agent(value)
+
+
+class ValidateResult(Answer):
     """`validate SCENARIO`: whether the file is valid, and the lines `validate` said."""
 
     valid: bool = Field(description="exit_code is 0")
@@ -29,7 +52,7 @@ class ValidateResult(BaseModel):
     messages: list[str] = Field(description="its errors (each naming file, line and field) and warnings")
 
 
-class RunFiles(BaseModel):
+class RunFiles(Answer):
     """A run's results folder and the verdict files in it (null when not written)."""
 
     folder: str | None = Field(default=None, description="the run's results folder")
@@ -38,7 +61,7 @@ class RunFiles(BaseModel):
     junit_xml: str | None = Field(default=None, description="junit.xml: the checks as test cases")
 
 
-class Verdict(BaseModel):
+class Verdict(Answer):
     """A run's verdict as its summary.json holds it."""
 
     status: str | None = Field(default=None, description="completed, failed, deviated, aborted, interrupted or "
@@ -67,7 +90,7 @@ class ReportResult(Verdict, RunFiles):
     output: str = Field(default="", description="the closing table (rebuilt), or why the folder could not be read")
 
 
-class CompareResult(BaseModel):
+class CompareResult(Answer):
     """`compare BASELINE CURRENT`: regressions, the exit code and the files written."""
 
     exit_code: int = Field(description="compare's exit code: 0 no regression, 1 a regression, 2 bad input")
@@ -80,7 +103,7 @@ class CompareResult(BaseModel):
     output: str = Field(description="compare's table, or why it could not compare")
 
 
-class TriageResult(BaseModel):
+class TriageResult(Answer):
     """`triage --once --json` on a log file or given text: the rejections by reason and replica."""
 
     exit_code: int = Field(description="triage's exit code: 0 nothing alarming, 1 a reason that means tampering or "

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from harness.capacity.search import Judgement, Limit
 from harness.capacity.sweep import StepResult, SweepResult, replicas_text
 from harness.config.durations import format_duration
 from harness.config.thresholds import parse_thresholds
+from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
 from harness.report import svg
 from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, plain, table
 

@@ -9,12 +9,12 @@ page helpers, as compare.html is: no scripts, nothing fetched.
 
 from __future__ import annotations
 
-from html import escape
 from pathlib import Path
 
 from harness.compare.history import History, MetricTrend, TrendOutcome
 from harness.compare.history_outputs import row_cells
 from harness.compare.page import header
+from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
 from harness.report import svg
 from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table
 

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness import foreign_text
 from harness.compare.comparison import Comparison, MetricResult
 from harness.report.verdict import format_seconds
 
@@ -118,7 +119,7 @@ def write_junit(path: Path, comparison: Comparison) -> Path:
             ET.SubElement(case, "failure", {"message": text, "type": "regression"}).text = text
         else:
             ET.SubElement(case, "system-out").text = text
-    tree = ET.ElementTree(root)
+    tree = ET.ElementTree(foreign_text.clean_xml_tree(root))  # names from the folders compared: data, never markup
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
     return path

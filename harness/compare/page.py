@@ -13,12 +13,12 @@ CI artefact with no scripts and no network.
 from __future__ import annotations
 
 import re
-from html import escape
 from pathlib import Path
 
 from harness.compare.comparison import Comparison, ComparisonOutcome, MetricResult
 from harness.compare.outputs import row_cells
 from harness.compare.samples import RunSamples
+from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
 from harness.journal.distributions import Counts, Sketch
 from harness.report import svg
 from harness.report.html import CHART_CSS, META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table

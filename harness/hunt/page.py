@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from harness.compare.page import header
 from harness.config.durations import format_duration
+from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
 from harness.hunt.minimal import failure_in_words, schedule_in_words
 from harness.hunt.model import HuntResult, Schedule, ShrinkStep, Trial
 from harness.report.html import META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from html import escape
 from pathlib import Path
 
 from harness.config.load import Load
@@ -18,6 +17,7 @@ from harness.config.scenario import Scenario
 from harness.folding.figures import RunFigures
 from harness.folding.fuzz import COLUMNS
 from harness.folding.top_errors import ErrorGroup
+from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
 from harness.load.mutations import FINDINGS
 from harness.report import svg
 from harness.report.series import (

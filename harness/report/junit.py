@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness import foreign_text
 from harness.folding.invariants import InvariantResult
 from harness.folding.thresholds import ThresholdResult
 from harness.report.verdict import (
@@ -69,7 +70,7 @@ def junit_tree(scenario_name: str, verdict: RunVerdict) -> ET.Element:
             child.text = case.text or case.message
     if verdict.problems:
         ET.SubElement(suite, "system-out").text = "\n".join(verdict.problems)
-    return root
+    return foreign_text.clean_xml_tree(root)  # an OAuth error, a ledger row, a tool's words: data, never markup
 
 
 def cases_for(verdict: RunVerdict) -> list[Case]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from html import escape
+
+from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#8C6D1F", "#444444")
 """Okabe-Ito, readable by colour-blind people; repeats past eight series."""

@@ -2,11 +2,14 @@
 
 It is the first thing a person reads after a run, so it names each failed check and
 its observed value on one line. Plain text by default, since CI logs and pipes show
-ANSI codes as noise; `color=True` for a terminal.
+ANSI codes as noise; `color=True` for a terminal. Whatever a journal or a server said
+(names, errors, log lines, ledger rows) passes `harness.foreign_text.line` first: a tool
+error's escape sequence shows as text and cannot erase or forge a line.
 """
 
 from __future__ import annotations
 
+from harness import foreign_text
 from harness.folding.fuzz import COLUMNS
 from harness.folding.top_errors import ErrorGroup
 from harness.load.mutations import FINDINGS
@@ -23,6 +26,8 @@ from harness.report.wording import describe_fault_rounds
 
 _GREEN, _RED, _YELLOW, _BOLD, _RESET = "\033[32m", "\033[31m", "\033[33m", "\033[1m", "\033[0m"
 _DETAIL_LIMIT = 100
+_said = foreign_text.line
+"""Foreign text (a run's journal, a server's words) as one terminal line."""
 
 
 def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
@@ -68,7 +73,7 @@ def _thresholds(verdict: RunVerdict, paint: _Paint) -> list[str]:
             if key is not None:
                 lines.append("")
             key = item.threshold.key
-            lines.append(f"    {key}")
+            lines.append(f"    {_said(key)}")
         lines.append(f"    {paint.mark(item.passed)} '{condition_text(item)}' {observed_text(item)}")
     return lines
 
@@ -79,11 +84,12 @@ def _invariants(verdict: RunVerdict, paint: _Paint) -> list[str]:
     lines = _heading("INVARIANTS", paint)
     for name, result in sorted(verdict.invariants.items()):
         if not result.checked and result.passed:
-            lines.append(f"    {paint.mark(None)} {name}: not checked")
+            lines.append(f"    {paint.mark(None)} {_said(name)}: not checked")
             continue
-        line = f"    {paint.mark(result.passed)} {name}: {result.violations} violation{'s' * (result.violations != 1)}"
+        line = (f"    {paint.mark(result.passed)} {_said(name)}: {result.violations} "
+                f"violation{'s' * (result.violations != 1)}")
         if not result.passed and result.examples:
-            line += f" — {describe_detail(result.examples, _DETAIL_LIMIT)}"
+            line += f" — {_said(describe_detail(result.examples, _DETAIL_LIMIT))}"
         lines.append(line)
     return lines
 
@@ -97,7 +103,7 @@ def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
     lines.append(f"    {paint.mark(result.passed)} unexplained rejections == 0: {result.unexplained} unexplained "
                  f"of {result.client_rejections} client rejections{logged}")
     if result.unexplained:
-        lines += [f"        {example}" for example in result.examples.get("unexplained", [])]
+        lines += [f"        {_said(example)}" for example in result.examples.get("unexplained", [])]
     if result.from_redispatched_rounds:
         lines.append(f"      {result.from_redispatched_rounds} of the client rejections came from re-dispatched rounds "
                      "(their replica was down, so the state reached another replica: journal `redispatched_from`)")
@@ -116,7 +122,7 @@ def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:
     lines = _heading("HYPOTHESIS", paint)
     for probe in verdict.hypothesis:
         shown = probe.detail and probe.mark is not True
-        detail = f" — {describe_detail(probe.detail, _DETAIL_LIMIT)}" if shown else ""
+        detail = f" — {_said(describe_detail(probe.detail, _DETAIL_LIMIT))}" if shown else ""
         lines.append(f"    {paint.mark(probe.mark)} {probe_title(probe, verdict.started)}{detail}")
     return lines
 
@@ -127,12 +133,12 @@ def _chaos(verdict: RunVerdict, paint: _Paint) -> list[str]:
         return []
     lines = _heading("CHAOS", paint)
     for action in verdict.chaos:
-        where = f" {action.target}" if action.target else ""
+        where = f" {_said(action.target)}" if action.target else ""
         when = "" if action.start is None else f" at {action.start:.1f}s"
         took = f", {action.end - action.start:.1f}s" if action.start is not None and action.end is not None else ""
-        error = f" — {describe_detail(action.error, _DETAIL_LIMIT)}" if action.error else ""
-        rounds = f" — {describe_fault_rounds(action.rounds)}" if action.rounds is not None else ""
-        lines.append(f"    {paint.mark(action.ok)} {action.action}{where}{when}{took}{error}{rounds}")
+        error = f" — {_said(describe_detail(action.error, _DETAIL_LIMIT))}" if action.error else ""
+        rounds = f" — {_said(describe_fault_rounds(action.rounds))}" if action.rounds is not None else ""
+        lines.append(f"    {paint.mark(action.ok)} {_said(action.action)}{where}{when}{took}{error}{rounds}")
     return lines
 
 
@@ -142,8 +148,8 @@ def _fuzz(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if not table:
         return []
     header = ("mutation", *COLUMNS, "reasons logged")
-    rows = [(row.mutation, *(str(row.counts[column]) for column in COLUMNS),
-             ", ".join(f"{reason} {count}" for reason, count in sorted(row.reasons.items())) or "-")
+    rows = [(_said(row.mutation), *(str(row.counts[column]) for column in COLUMNS),
+             _said(", ".join(f"{reason} {count}" for reason, count in sorted(row.reasons.items())) or "-"))
             for row in table.rows]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
     marks = [paint.mark(not any(row.counts[answer] for answer in FINDINGS)) for row in table.rows]
@@ -155,7 +161,8 @@ def _fuzz(verdict: RunVerdict, paint: _Paint) -> list[str]:
 
     lines = [*_heading("FUZZ", paint), line(" ", header), *(line(mark, row) for mark, row in zip(marks, rows,
                                                                                                   strict=True))]
-    lines += [f"    {paint.mark(None)} {mutation}: not sent, {why}" for mutation, why in sorted(table.skipped.items())]
+    lines += [f"    {paint.mark(None)} {_said(mutation)}: not sent, {_said(why)}"
+              for mutation, why in sorted(table.skipped.items())]
     return lines
 
 
@@ -175,8 +182,8 @@ def _error_rows(title: str, groups: list[ErrorGroup], paint: _Paint) -> list[str
     if not groups:
         return []
     header = ("count", "flow", "tool", "round", "first", "last", "message")
-    rows = [(str(group.count), group.flow, group.tool, str(group.round), _at(group.first), _at(group.last),
-             group.message) for group in groups]
+    rows = [(str(group.count), _said(group.flow, 60), _said(group.tool, 60), str(group.round), _at(group.first),
+             _at(group.last), _said(group.message)) for group in groups]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
     numeric = {0, 3, 4, 5}
 
@@ -194,8 +201,9 @@ def _hosts(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if not hosts or list(hosts) == ["default"]:
         return []
     header = ("host", "flows", "outcomes", "errors by code")
-    rows = [(host, str(row["flows"]), ", ".join(f"{outcome} {n}" for outcome, n in sorted(row["outcomes"].items())),
-             ", ".join(f"{code} {n}" for code, n in sorted(row["errors"].items())) or "none")
+    rows = [(_said(host, 60), str(row["flows"]),
+             _said(", ".join(f"{outcome} {n}" for outcome, n in sorted(row["outcomes"].items()))),
+             _said(", ".join(f"{code} {n}" for code, n in sorted(row["errors"].items())) or "none"))
             for host, row in hosts.items()]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
 
@@ -213,5 +221,5 @@ def _status(verdict: RunVerdict, paint: _Paint) -> list[str]:
     passed = verdict.status is RunStatus.COMPLETED
     lines = ["", f"  {paint.mark(passed)} {paint.bold(f'status {verdict.status.value}')}, "
                  f"exit code {int(verdict.exit_code)} ({judged_text(verdict)})"]
-    lines += [f"    - {problem}" for problem in verdict.problems]
+    lines += [f"    - {_said(problem, 2000)}" for problem in verdict.problems]
     return lines

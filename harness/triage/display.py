@@ -18,6 +18,7 @@ import textwrap
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from harness import foreign_text
 from harness.config.durations import format_duration
 from harness.mrtr.reasons import OTHER_REASON
 from harness.triage.advice import advice_for, means_tampering_or_client_bug, subset_hint
@@ -28,6 +29,9 @@ REASON_WIDTH = 26
 MAX_REPLICA_COLUMNS = 8
 FLAG = "!"
 """Marks a reason that means tampering or a client bug (it makes the exit code 1)."""
+
+TABLE_LIMIT = 200_000
+"""The most characters a table shows (hundreds of reasons and replicas: far beyond any real one)."""
 
 _HOME_AND_CLEAR = "\x1b[H\x1b[J"
 
@@ -49,7 +53,7 @@ def render_live(snapshot: Snapshot, *, sources: list[str], width: int | None = N
              _clip("reading " + ", ".join(sources), width), ""]
     if not snapshot.rejections:
         lines.append("no requestState rejection logged yet: every -32602 would show here by its reason")
-        return "\n".join(lines) + "\n"
+        return _shown(lines)
     recent, total = snapshot.by_reason(recent=True), snapshot.by_reason()
     lines.append(f"{'-32602 by logged reason':<{REASON_WIDTH}} {'last ' + window:>10} {'/s':>7} "
                  f"{'total':>9} {'/s':>7}")
@@ -58,7 +62,7 @@ def render_live(snapshot: Snapshot, *, sources: list[str], width: int | None = N
                      f"{total[reason]:>9,} {snapshot.rate(total[reason]):>7.2f}")
     lines += ["", *_replica_matrix(snapshot, f"by replica (last {window} / total)", recent=True), ""]
     lines += _advice(snapshot, width)
-    return "\n".join(lines) + "\n"
+    return _shown(lines)
 
 
 def render_summary(snapshot: Snapshot, *, sources: list[str], width: int | None = None) -> str:
@@ -69,7 +73,7 @@ def render_summary(snapshot: Snapshot, *, sources: list[str], width: int | None 
     if not snapshot.rejections:
         lines.append("no requestState rejection logged" + (" between --since and --until" if snapshot.bounded else ""))
         lines += _left_out(snapshot)
-        return "\n".join(lines) + "\n"
+        return _shown(lines)
     total = snapshot.by_reason()
     lines += ["", f"{'-32602 by logged reason':<{REASON_WIDTH}} {'count':>9} {'share':>7}  "
                   f"{'first seen (UTC)':<19}  {'last seen (UTC)':<19}"]
@@ -80,7 +84,13 @@ def render_summary(snapshot: Snapshot, *, sources: list[str], width: int | None 
     lines += _left_out(snapshot)
     lines += ["", *_replica_matrix(snapshot, "by replica", recent=False), ""]
     lines += _advice(snapshot, width)
-    return "\n".join(lines) + "\n"
+    return _shown(lines)
+
+
+def _shown(lines: list[str]) -> str:
+    """The table as the terminal gets it: file names, replicas and trace ids come from the logs read, so every line
+    passes `harness.foreign_text` (an escape sequence in them shows as text and cannot redraw the table)."""
+    return foreign_text.block("\n".join(lines), TABLE_LIMIT) + "\n"
 
 
 def _stamp(seconds: float | None) -> str:
