@@ -24,8 +24,10 @@ time linear in the length of its input, which it reads only up to a bound of its
 from __future__ import annotations
 
 import html as _html
-import xml.etree.ElementTree as ET
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 __all__ = ["AGENT_LIMIT", "LINE_LIMIT", "XML_LIMIT", "agent", "block", "clean_xml_tree", "html", "line",
            "toml_comment", "xml"]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import harness
+from harness import foreign_text
 from harness.assistant import cli as assistant_cli
 from harness.capacity import cli as capacity_cli
 from harness.cli import shop as shop_cli
@@ -351,10 +352,11 @@ LOG_LEVEL_ENV = "MRTR_LOG_LEVEL"
 
 
 class ScrubbingFormatter(logging.Formatter):
-    """A log line (its traceback too) through the harness's one scrubber: a message may quote a server or command."""
+    """A log line (its traceback too) through the harness's one scrubber, and shown as text (`foreign_text.block`):
+    a message may quote a server or command."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return scrub(super().format(record))
+        return foreign_text.block(scrub(super().format(record)))
 
 
 def configure_logging() -> None:
@@ -398,8 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code == ExitCode.HARNESS:  # a bug of the harness: the traceback, then one line, never exit 1
             import traceback
 
-            print(scrub(traceback.format_exc()), end="", file=sys.stderr)
-            print(scrub(f"mrtr-harness: harness error: {type(exc).__name__}: {exc}"), file=sys.stderr)
-        else:
-            print(scrub(f"mrtr-harness {args.command}: {exc}"), file=sys.stderr)
+            print(foreign_text.block(scrub(traceback.format_exc())), end="", file=sys.stderr)
+            print(foreign_text.block(scrub(f"mrtr-harness: harness error: {type(exc).__name__}: {exc}")),
+                  file=sys.stderr)
+        else:  # an error's text may quote a server, a log or a file: shown as text, never as terminal codes
+            print(foreign_text.block(scrub(f"mrtr-harness {args.command}: {exc}")), file=sys.stderr)
         return code

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness import foreign_text
 from harness.config.durations import format_duration
 from harness.config.scenario import ScenarioError, parse_scenario
 from harness.config.thresholds import ThresholdError, parse_threshold
@@ -44,7 +45,6 @@ _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 _OPERATOR = re.compile(r"<=|>=|==|!=|<|>")
 _WIDTH = 100
 _NOT_ZERO = re.compile(r"\s*(?:[a-z]+(?:\([0-9.\s]+\))?\s*)?!=\s*0(?:\.0*)?\s*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u0085]+")
 
 
 class MinimalScenarioError(MrtrHarnessError):
@@ -223,4 +223,4 @@ def _cut_short(stopped_by: str) -> str:
 
 def _comment(text: str) -> str:
     """One comment line: scrubbed of secrets, and with nothing in it that could end the line."""
-    return _CONTROL.sub(" ", scrub(text))
+    return foreign_text.toml_comment(scrub(text), 2000)

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from harness import secrets
+from harness import foreign_text, secrets
 
 __all__ = ["MESSAGE_LIMIT", "content_text", "error_pattern", "http_excerpt", "scrub"]
 
@@ -44,16 +44,15 @@ _PATTERNS: Final = (
 the id rule would cut it into pieces, a quoted value before the id rule keeps its quotes whole."""
 
 _TAGS: Final = re.compile(r"<[^>]{0,200}>")
-_SPACE: Final = re.compile(r"\s+")
 
 
 def scrub(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """`text` on one line with every secret-looking run replaced, cut to `limit` characters.
+    """`text` on one line with every secret-looking run replaced and every control character shown escaped
+    (`harness.foreign_text.line`), cut to `limit` characters.
 
     Scrubbed before it is cut, so a token cut in half cannot slip under a length rule.
     """
-    text = _SPACE.sub(" ", secrets.scrub(text, foreign=True)).strip()
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return foreign_text.line(secrets.scrub(text, foreign=True), limit)
 
 
 def error_pattern(message: str) -> str:

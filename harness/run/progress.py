@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
+from harness import foreign_text
 from harness.config.durations import format_duration
 from harness.config.load import Load
 from harness.run.fold.client import FoldLost, FoldProcess
@@ -53,7 +54,7 @@ class ProgressLine:
     def say(self, message: str) -> None:
         if self.enabled and self.tty:
             self.stream.write("\r\033[K")
-        self.stream.write(scrub(message) + "\n")
+        self.stream.write(foreign_text.block(scrub(message)) + "\n")  # it may quote a server: shown as text
         self.stream.flush()
 
     def follow(self, now: Callable[[], Progress], sleep: Callable[[float], object]) -> None:
