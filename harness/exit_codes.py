@@ -82,9 +82,10 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
     ),
     "init": (
         (ExitCode.PASSED, "the scenario was written (or printed)"),
-        (ExitCode.USAGE, "a URL that is no MCP server or lists no tool, a server that wants OAuth without "
-                         "--client-id or its secret's variable, an -o file that exists without --force: nothing "
-                         "written"),
+        (ExitCode.USAGE, "a URL that is no MCP server or lists no tool, a tool name outside MCP's rule (1-128 of "
+                         "A-Z a-z 0-9 _ - .), a listing whose scenario would not read back as written, a server that "
+                         "wants OAuth without --client-id or its secret's variable, an -o file that exists without "
+                         "--force: nothing written"),
         (ExitCode.TARGET, "a URL could not be reached, or its OAuth discovery or token endpoint failed: nothing "
                           "written"),
     ),

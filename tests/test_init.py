@@ -265,3 +265,20 @@ def test_a_tool_name_outside_mcps_rule_is_refused_in_one_line_and_nothing_is_wri
     assert "MCP tool names are 1-128 characters of A-Z a-z 0-9 _ - ." in refused.stderr
     assert "\x1b" not in refused.stderr and "\\x1b[2K" in refused.stderr
     assert not output.exists()
+
+
+def test_a_file_that_would_not_read_back_as_init_meant_it_is_refused_before_it_is_written(tmp_path: Path) -> None:
+    """The last guard, whatever slipped past the comments: the text is parsed with the scenario model and must hold
+    the URLs given, one call flow per tool, and no auth, command, log source or chaos init did not write."""
+    from harness.init.survey import Server, Tool
+    from harness.init.writer import WrittenWrong, _reads_back, scenario_text
+
+    server = Server("http://127.0.0.1:9/mcp", "2026-07-28", "plain", [Tool("lookup", "", {}, False)], None)
+    text = scenario_text([server], None, "mrtr-harness init", tmp_path)
+    _reads_back(text, [server], ["lookup"], None)  # what init wrote reads back as meant
+    planted = text.replace("\n[load]\n", '\n[target.auth]\nkind = "command"\ncommand = ["touch", "x"]\n\n[load]\n')
+    tomllib.loads(planted)
+    for wrong in (planted, text.replace("[[flows]]", "[[flows]]\n", 1) + "\nnot toml",
+                  text.replace('tool = "lookup"', 'tool = "other"')):
+        with pytest.raises(WrittenWrong, match="nothing written"):
+            _reads_back(wrong, [server], ["lookup"], None)

@@ -11,8 +11,9 @@ import json
 import math
 from pathlib import Path
 
+from harness import foreign_text
 from harness.compare.history import History, MetricTrend
-from harness.compare.outputs import format_value, plain_table
+from harness.compare.outputs import TABLE_LIMIT, format_value, plain_table
 
 HISTORY_JSON, HISTORY_HTML = "history.json", "history.html"
 _HEADERS = ("metric", "first", "last", "per night", "drift", "tolerance", "trend", "verdict")
@@ -35,7 +36,7 @@ def render_table(history: History) -> str:
         lines += [f"    - {metric.metric}: {metric.note}" for metric in failures]
     else:
         lines.append("✓ no trend beyond its tolerance, exit code 0")
-    return "\n".join(lines) + "\n"
+    return foreign_text.block("\n".join(lines), TABLE_LIMIT) + "\n"  # the nights' run ids and names: their words
 
 
 def row_cells(metric: MetricTrend) -> tuple[str, str, str, str, str, str, str, str]:

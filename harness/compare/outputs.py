@@ -19,6 +19,8 @@ from harness.compare.comparison import Comparison, MetricResult
 from harness.report.verdict import format_seconds
 
 COMPARE_JSON, COMPARE_JUNIT, COMPARE_HTML = "compare.json", "compare-junit.xml", "compare.html"
+TABLE_LIMIT = 1_000_000
+"""The most characters a terminal table shows (its rows are never near it; a forged folder's could be)."""
 _HEADERS = ("metric", "baseline", "current", "change", "tolerance", "significance", "verdict")
 
 
@@ -38,7 +40,7 @@ def render_table(comparison: Comparison) -> str:
         lines += [f"    - {result.metric}: {result.note}" for result in comparison.regressions]
     else:
         lines.append("✓ no regression, exit code 0")
-    return "\n".join(lines) + "\n"
+    return foreign_text.block("\n".join(lines), TABLE_LIMIT) + "\n"  # run ids, flow and tool names: the folders' words
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
