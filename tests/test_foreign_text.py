@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -125,6 +126,48 @@ flows_finished = "count > 0"
     messages = [record["error"] for record in finished.journal() if isinstance(record.get("error"), str)]
     assert any("no such word" in message for message in messages)
     assert all(shows_nothing_raw(message, newlines=False) for message in messages)
+
+
+def test_a_token_endpoint_whose_oauth_error_holds_control_characters_leaves_a_junit_xml_ci_can_parse(
+        tmp_path: Path) -> None:
+    """A real run whose token endpoint refuses the client with an RFC 6749 `error` full of controls: the run aborts
+    (exit 3), and its junit.xml, closing table and report.html say why, as text."""
+    server = start_server("tests.servers.hostile_listing")
+    scenario = tmp_path / "oauth.toml"
+    scenario.write_text(f"""\
+name = "hostile-oauth"
+seed = 1
+duration = "2s"
+[target]
+kind = "external"
+urls = ["{server.url}"]
+[target.auth]
+kind = "client-credentials"
+client_id = "harness"
+client_secret_env = "HOSTILE_SECRET"
+token_url = "http://127.0.0.1:{server.port}/token"
+[load]
+model = "open"
+arrival_rate = 2
+[[flows]]
+kind = "call"
+tool = "lookup"
+""")
+    try:
+        done = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--results",
+                               str(tmp_path / "results")], capture_output=True, text=True, timeout=180, cwd=ROOT,
+                              env={**os.environ, "HOSTILE_SECRET": "not-the-desks-secret"})
+    finally:
+        server.stop()
+    folder = next((tmp_path / "results").iterdir())
+    assert done.returncode == ExitCode.TARGET, done.stdout + done.stderr
+    root = ET.parse(folder / "junit.xml").getroot()  # CI keeps the verdict
+    texts = [text for element in root.iter() for text in (element.text, *element.attrib.values()) if text]
+    assert any("refused client harness: invalid_client\\x1b[2K" in text for text in texts)
+    assert all(shows_nothing_raw(text) for text in texts)
+    shown = done.stdout + done.stderr  # the closing table, as a terminal gets it
+    assert "invalid_client\\x1b[2K" in shown and shows_nothing_raw(shown)
+    assert shows_nothing_raw((folder / "report.html").read_text())
 
 
 def test_triages_table_shows_a_log_files_name_and_lines_as_text(tmp_path: Path) -> None:
