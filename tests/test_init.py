@@ -282,3 +282,12 @@ def test_a_file_that_would_not_read_back_as_init_meant_it_is_refused_before_it_i
                   text.replace('tool = "lookup"', 'tool = "other"')):
         with pytest.raises(WrittenWrong, match="nothing written"):
             _reads_back(wrong, [server], ["lookup"], None)
+
+
+def test_a_schemas_minimum_sizes_cannot_make_init_write_a_file_of_any_size() -> None:
+    from harness.init.arguments import draw_arguments
+
+    drawn = draw_arguments({"type": "object", "required": ["word", "list"], "properties": {
+        "word": {"type": "string", "minLength": 10**8}, "list": {"type": "array", "minItems": 10**7}}})
+    assert len(drawn.values["word"]) <= 64 and len(drawn.values["list"]) <= 64
+    assert drawn.unsatisfied == ["word", "list"]  # marked for the user to pin

@@ -144,7 +144,8 @@ def _value(prop: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> tupl
     if simple is None:  # null-only, or no type at all: a string is the likeliest, and the user must look
         return "PIN", False
     value = simple(prop)
-    return value, not any(key in prop for key in ("pattern", "not", "multipleOf"))
+    too_long = isinstance(prop.get("minLength"), int) and prop["minLength"] > _MAX_SIZE
+    return value, not too_long and not any(key in prop for key in ("pattern", "not", "multipleOf"))
 
 
 def _object(prop: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> tuple[dict[str, Any], bool]:
@@ -172,6 +173,7 @@ def _array(prop: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> tupl
     if count == 0 or depth >= _MAX_DEPTH:
         return [], depth < _MAX_DEPTH
     value, satisfied = _value(items, root, depth + 1)
+    satisfied = satisfied and not (isinstance(low, int) and low > _MAX_SIZE)
     if prop.get("uniqueItems") and count > 1:
         return [value], False
     return [value] * count, satisfied

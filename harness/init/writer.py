@@ -62,7 +62,7 @@ class WrittenWrong(UsageError):
 def _reads_back(text: str, servers: Sequence[Server], tools: list[str], client: Client | None) -> None:
     """Parse `text` with the scenario model, as `validate` does, and check it holds what init meant: the URLs given,
     a `call` flow per tool listed, `[target.auth]` only where a server answered 401 and init was given a client,
-    no command anywhere. WrittenWrong otherwise, before anything is written."""
+    no command, log source or chaos. WrittenWrong otherwise, before anything is written."""
     try:
         scenario = parse_scenario(text, "the scenario init wrote")
     except ScenarioError as exc:
