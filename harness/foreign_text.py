@@ -16,8 +16,8 @@ through one function per sink before it is written:
 
 Whatever a sink cannot hold (C0 and C1 controls, DEL, U+2028/U+2029, the bidirectional
 overrides that reorder what a reader sees, surrogates, U+FFFE/U+FFFF) is shown escaped as
-`\\x1b`, `\\u202e`: visible, inert, and the same whatever the sink, so a sink's output passed
-through another sink is unchanged. Every function caps its text (`…` marks a cut) and works in
+`\\x1b`, `\\u202e`: visible, inert, plain ASCII and the same whatever the sink, so a text passed
+through a second sink is not escaped twice. Every function caps its text (`…` marks a cut) and works in
 time linear in the length of its input, which it reads only up to a bound of its cap.
 """
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
-__all__ = ["AGENT_LIMIT", "LINE_LIMIT", "XML_LIMIT", "agent", "block", "clean_xml_tree", "html", "line",
+__all__ = ["AGENT_LIMIT", "BLOCK_LIMIT", "LINE_LIMIT", "XML_LIMIT", "agent", "block", "clean_xml_tree", "html", "line",
            "toml_comment", "xml"]
 
 LINE_LIMIT: Final = 500
