@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from harness import foreign_text
 from harness.config.hunt import HuntSettings
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode
@@ -310,7 +311,7 @@ class Hunt:
         return "coverage: " + coverage_line(self.result, coverage_cells(self.space, self.labels))
 
     def say(self, line: str) -> None:
-        self.stream.write(line + "\n")
+        self.stream.write(foreign_text.block(line) + "\n")  # a trial's problems quote the target: shown as text
         self.stream.flush()
 
 
