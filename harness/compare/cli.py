@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.atomic_files import write_atomically
 from harness.errors import ExitCode
 from harness.exit_codes import epilog
 from harness.vocabulary import TOLERANCE_KEYS
@@ -268,4 +269,4 @@ def _add_to_summary(path: Path, compare: dict[str, Any]) -> None:
         return
     document = json.loads(path.read_text(encoding="utf-8"))
     document["compare"] = compare
-    path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    write_atomically(path, json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")

@@ -14,7 +14,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.atomic_files import write_atomically
 from harness.compare.comparison import Comparison, MetricResult
+from harness.report.junit import xml_bytes
 from harness.report.verdict import format_seconds
 
 COMPARE_JSON, COMPARE_JUNIT, COMPARE_HTML = "compare.json", "compare-junit.xml", "compare.html"
@@ -22,8 +24,7 @@ _HEADERS = ("metric", "baseline", "current", "change", "tolerance", "significanc
 
 
 def write_json(path: Path, comparison: Comparison) -> Path:
-    path.write_text(json.dumps(comparison.as_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+    return write_atomically(path, json.dumps(comparison.as_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def render_table(comparison: Comparison) -> str:
@@ -118,10 +119,7 @@ def write_junit(path: Path, comparison: Comparison) -> Path:
             ET.SubElement(case, "failure", {"message": text, "type": "regression"}).text = text
         else:
             ET.SubElement(case, "system-out").text = text
-    tree = ET.ElementTree(root)
-    ET.indent(tree)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    return write_atomically(path, xml_bytes(root))
 
 
 def _case_text(result: MetricResult) -> str:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import gevent
 from locust.env import Environment
 
+from harness.atomic_files import write_atomically
 from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
 from harness.config.cautions import cautions
@@ -115,8 +116,8 @@ class Run:
         """When the harness began: log lines stamped before it are history, not this run's."""
         self.scenario, self.options = scenario, options
         self.folder = results_folder(options.results_root, scenario.name)
-        (self.folder / "scenario.toml").write_text(scenario_text)
-        (self.folder / "scenario.json").write_text(scenario.model_dump_json(indent=2))
+        write_atomically(self.folder / "scenario.toml", scenario_text)
+        write_atomically(self.folder / "scenario.json", scenario.model_dump_json(indent=2))
         self.journal, self.fold = journal_and_fold(self.folder, options.save_figures_every)
         """Every journal record, the workers' too, folded as it is written, in a process of its own: the results,
         the checks and the hypothesis windows come from it, not from a re-read of the journal."""
