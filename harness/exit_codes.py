@@ -34,7 +34,7 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.USAGE, "bad scenario or command line, a --baseline missing (the first night takes "
                          "--first-baseline) or not a results folder of this scenario, a secret's variable unset, "
                          "chaos or fuzzing against a host not in [target] allow or --allow-host, a token or client "
-                         "secret over plain http off this machine, "
+                         "secret over plain http off this machine, --web off loopback without MRTR_WEB_PASSWORD, "
                          "--reproduce on a scenario without [reproduces]: nothing was started"),
         (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
                           "aborted)"),

@@ -307,10 +307,13 @@ class Run:
             return
         from harness.run.web import (
             CHARTS,
+            TOKEN_HEADER,
             LiveRun,
+            PageGuard,
             StateSizeTable,
             WhileRunning,
             charts_so_far,
+            control_token,
             flows_in_flight,
             mrtr_rows,
             serve_web_ui,
@@ -322,17 +325,19 @@ class Run:
         def running() -> bool:  # the fold is asked only while the load runs
             return self.load_ended is None
 
+        guard = PageGuard(control_token(), self.options.web_password, loopback=self.options.web_password is None)
         sizes: WhileRunning[StateSizeTable] = WhileRunning(lambda: state_sizes(self.fold), running, {})
         charts = WhileRunning(lambda: charts_so_far(self.fold, self.scenario), running, "<p>no charts yet</p>", 5.0)
         web_ui = serve_web_ui(env, host, port, LiveRun(
             rows=lambda: mrtr_rows(self.run_metrics, self.started, sizes()),
-            in_flight=lambda: flows_in_flight(self.run_metrics), stop=self.stop.interrupt, charts=charts))
+            in_flight=lambda: flows_in_flight(self.run_metrics), stop=self.stop.interrupt, charts=charts), guard)
         run_side.callback(web_ui.stop)
         if self.options.web_linger > 0:
             run_side.callback(gevent.sleep, self.options.web_linger)
             run_side.callback(self.say, f"web UI: the final counts stay up for "
                                         f"{format_duration(self.options.web_linger)}")
-        self.say(f"web UI: http://{host}:{port}/?tab=mrtr (charts over time: http://{host}:{port}{CHARTS})")
+        self.say(f"web UI: http://{host}:{port}/?tab=mrtr (charts over time: http://{host}:{port}{CHARTS}); "
+                 f"its STOP from a script: POST /stop with the header {TOKEN_HEADER}: {guard.token}")
 
     # --- background greenlets ----------------------------------------------------------------
 
