@@ -304,3 +304,20 @@ def test_off_loopback_the_page_needs_its_password_or_the_run_does_not_start(tmp_
                           timeout=60, env=env)
     assert done.returncode == 2 and "MRTR_WEB_PASSWORD is not set" in done.stderr, done.stderr
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+
+
+def test_off_loopback_every_request_needs_the_password_and_a_control_still_needs_the_token() -> None:
+    """The guard the page asks first (no page is served off loopback in tests: all traffic stays on 127.0.0.1)."""
+    from harness.run.page_guard import PageGuard
+
+    guard = PageGuard("t" * 32, "the-password", loopback=False)
+    host, same = "harness.example:8089", {"Origin": "http://harness.example:8089"}
+    assert guard.refusal("GET", host, {}, None) == (401, "log in with the password in MRTR_WEB_PASSWORD "
+                                                         "(any user name)")
+    assert guard.refusal("GET", host, {}, "wrong") is not None
+    assert guard.refusal("GET", host, {}, "the-password") is None
+    assert guard.refusal("POST", host, same, "the-password")[0] == 403  # type: ignore[index]
+    assert guard.refusal("POST", host, {**same, "X-MRTR-Token": "t" * 32}, "the-password") is None
+    assert PageGuard("t" * 32).refusal("GET", "127.0.0.1:8089", {}, None) is None
+    assert PageGuard("t" * 32).refusal("GET", "[::1]:8089", {}, None) is None
+    assert PageGuard("t" * 32).refusal("GET", "rebound.example:8089", {}, None)[0] == 403  # type: ignore[index]

@@ -391,6 +391,7 @@ def _web_password(web: tuple[str, int] | None) -> str | None:
     """The live page's password when it listens off loopback (`MRTR_WEB_PASSWORD`, unset: exit 2, nothing started);
     None on loopback, where its control token and origin check suffice."""
     from harness.config.urls import is_loopback
+    from harness.run.page_guard import WEB_PASSWORD_ENV
     from harness.secrets import env_secret
 
     if web is None:
@@ -398,7 +399,7 @@ def _web_password(web: tuple[str, int] | None) -> str | None:
     host, port = web
     if is_loopback(f"http://{f'[{host}]' if ':' in host else host}:{port}/"):
         return None
-    return env_secret("MRTR_WEB_PASSWORD", throwaway=False,
+    return env_secret(WEB_PASSWORD_ENV, throwaway=False,
                       what=f"the password of the page --web serves on {host}:{port} (off this machine, every request "
                            "needs it: HTTP Basic, any user name)")
 

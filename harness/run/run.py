@@ -305,15 +305,13 @@ class Run:
         it keeps the final counts for `--web-linger` after the results."""
         if self.options.web is None:
             return
+        from harness.run.page_guard import TOKEN_HEADER, PageGuard, control_token
         from harness.run.web import (
             CHARTS,
-            TOKEN_HEADER,
             LiveRun,
-            PageGuard,
             StateSizeTable,
             WhileRunning,
             charts_so_far,
-            control_token,
             flows_in_flight,
             mrtr_rows,
             serve_web_ui,

@@ -3,14 +3,9 @@
 Locust users watch a run in its web UI. The run is started as the scenario says, so the
 controls that would change it (start, new user counts, a stats reset) answer 403 and are
 hidden; STOP stops the run as Ctrl-C does (the rollback, the teardown and the results
-still happen; status interrupted, exit 130). The page is the run's only while a tab of another
-site cannot act on it: a request that would change the run (any but GET and HEAD; STOP is
-the one honoured) needs the run's control token (`X-MRTR-Token`, printed with the URL, and
-put by the page into its own requests) and the same origin (`Origin`, `Sec-Fetch-Site`);
-Locust's open CORS (`Access-Control-Allow-Origin: *`) is not served at all; on loopback the
-page answers only to a loopback `Host` (no DNS rebinding), and off loopback only to HTTP
-Basic with the password in `MRTR_WEB_PASSWORD` (`harness.cli.main` refuses `--web` off
-loopback without it). The header's user count reads flows in flight:
+still happen; status interrupted, exit 130), asked from the page's own origin with the run's
+control token (`harness.run.page_guard`: no other site's tab can stop the run, and off
+loopback nobody without the page's password). The header's user count reads flows in flight:
 in the open model Locust's one "user" is the arrivals process. Locust's rows are each tool's
 rounds (`issue_refund round 2`), their sizes the answers' bytes.
 The MRTR tab goes through Locust's documented extension seam for its web UI (an extended
@@ -25,14 +20,11 @@ states' sizes come from the run's live fold.
 
 from __future__ import annotations
 
-import hmac
 import json
-import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
-from urllib.parse import urlsplit
 
 from flask import Response, jsonify, request
 from locust.env import Environment
@@ -44,10 +36,10 @@ from harness.report.html import render_charts_so_far
 from harness.report.series import state_size_table
 from harness.run.fold.client import FoldLost, FoldProcess
 from harness.run.fold.protocol import SoFar, StateSizes
+from harness.run.page_guard import PageGuard, token_script, without_cors
 
-__all__ = ["CHARTS", "TAB", "TOKEN_HEADER", "WEB_PASSWORD_ENV", "LiveRun", "PageGuard", "StateSizeTable",
-           "WhileRunning", "charts_so_far", "control_token", "flows_in_flight", "mrtr_rows", "serve_web_ui",
-           "state_sizes"]
+__all__ = ["CHARTS", "TAB", "LiveRun", "StateSizeTable", "WhileRunning", "charts_so_far", "flows_in_flight",
+           "mrtr_rows", "serve_web_ui", "state_sizes"]
 
 TAB = "mrtr"
 COLUMNS = [{"key": "section", "title": "What"}, {"key": "label", "title": "Of"}, {"key": "value", "title": "Count"}]
@@ -64,15 +56,6 @@ CHARTS_REFRESH = 5
 CHARTS_LINK = (f'<a href="{CHARTS}" target="_blank" style="position:fixed;right:1em;bottom:1em;z-index:9999;'
                'background:#fff;padding:.3em .6em;border:1px solid #888;border-radius:4px">MRTR charts over time</a>')
 """The way to the charts from every page of the web UI."""
-TOKEN_HEADER = "X-MRTR-Token"
-"""The header a request that changes the run carries the run's control token in (a header: no other site's page
-can set one without CORS, which the page does not serve)."""
-WEB_PASSWORD_ENV = "MRTR_WEB_PASSWORD"
-"""The variable holding the page's password (HTTP Basic, any user name) when `--web` listens off loopback."""
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-"""Methods that only read; any other is a control, however the route is named."""
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-"""`Host` names a loopback page answers to (a name another site resolves to 127.0.0.1 is refused)."""
 
 
 @dataclass(frozen=True)
@@ -87,82 +70,6 @@ class LiveRun:
     """Stop the run as Ctrl-C does, for the reason given."""
     charts: Callable[[], str]
     """The charts page (`CHARTS`)."""
-
-
-@dataclass(frozen=True)
-class PageGuard:
-    """Who may use the page: the run's control token, and (off loopback) the password every request needs."""
-
-    token: str
-    password: str | None = None
-    loopback: bool = True
-
-    def refusal(self, method: str, host: str, headers: Any, password: str | None) -> tuple[int, str] | None:
-        """(status, why) when a request may not be answered (`password`: its HTTP Basic password); None: it may."""
-        if self.loopback and _host_name(host) not in LOOPBACK_HOSTS:
-            return 403, f"this page answers only to a loopback address, not {host}"
-        if self.password is not None and not _same_secret(password, self.password):
-            return 401, f"log in with the password in {WEB_PASSWORD_ENV} (any user name)"
-        if method in SAFE_METHODS:
-            return None
-        if not same_origin(headers, host):
-            return 403, "a request from another site's page cannot change this run"
-        if not _same_secret(headers.get(TOKEN_HEADER), self.token):
-            return 403, f"a request that changes this run needs its control token ({TOKEN_HEADER}, printed with " \
-                        "the URL)"
-        return None
-
-
-def control_token() -> str:
-    """A fresh per-run token for the page's controls."""
-    return secrets.token_urlsafe(24)
-
-
-def same_origin(headers: Any, host: str) -> bool:
-    """Whether a request comes from the page's own origin, as the browser says it (`Sec-Fetch-Site`, `Origin`); a
-    request with neither (curl, a script) is taken as such: it must still carry the token."""
-    site = headers.get("Sec-Fetch-Site")
-    if site is not None and site not in ("same-origin", "none"):
-        return False
-    origin = headers.get("Origin")
-    return origin is None or origin in (f"http://{host}", f"https://{host}")
-
-
-def _same_secret(given: str | None, expected: str) -> bool:
-    return given is not None and hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8"))
-
-
-def _host_name(host: str) -> str | None:
-    """The `Host` header's name, without its port (`[::1]:8089` -> `::1`); None when it is none."""
-    try:
-        return urlsplit(f"//{host}").hostname
-    except ValueError:
-        return None
-
-
-def token_script(token: str) -> str:
-    """The page's own requests that change the run carry the token: `fetch` (which Locust's page sends STOP with)
-    adds the header to every same-origin request but a GET or HEAD."""
-    return ("<script>(() => {const token = " + json.dumps(token) + ", fetchFirst = window.fetch.bind(window);"
-            "window.fetch = (input, init) => {const request = new Request(input, init);"
-            "if (['GET', 'HEAD'].includes(request.method) || new URL(request.url).origin !== location.origin) "
-            "return fetchFirst(request);"
-            "const headers = new Headers(request.headers); headers.set(" + json.dumps(TOKEN_HEADER) + ", token);"
-            "return fetchFirst(new Request(request, {headers}));};})();</script>")
-
-
-def without_cors(wsgi_app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-    """Locust's app with no `Access-Control-*` header on any answer (Locust turns on flask-cors for every origin):
-    another site's page can neither read the page (and its token) nor pass a preflight."""
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            kept = [(name, value) for name, value in headers if not name.lower().startswith("access-control-")]
-            return start_response(status, kept, exc_info)
-
-        return wsgi_app(environ, start)
-
-    return app
 
 
 def serve_web_ui(env: Environment, host: str, port: int, run: LiveRun, guard: PageGuard) -> Any:
