@@ -84,6 +84,8 @@ def run_history(args: argparse.Namespace) -> int:
     except DamagedNight as exc:  # a data error: one line, exit 4 (not a traceback: the harness did not fail)
         print(f"mrtr-harness history: {exc}", file=sys.stderr)
         return ExitCode.HARNESS
+    for left_out in history.left_out:
+        print(f"mrtr-harness history: {left_out.line()}", file=sys.stderr)
     output = args.output or history.nights[-1].run.folder
     try:
         write_json(output / HISTORY_JSON, history)
