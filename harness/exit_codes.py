@@ -34,12 +34,13 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.USAGE, "bad scenario or command line, a --baseline missing (the first night takes "
                          "--first-baseline) or not a results folder of this scenario, a secret's variable unset, "
                          "chaos or fuzzing against a host not in [target] allow or --allow-host, a token or client "
-                         "secret over plain http off this machine, "
+                         "secret over plain http off this machine, --web off loopback without MRTR_WEB_PASSWORD, "
                          "--reproduce on a scenario without [reproduces]: nothing was started"),
         (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
                           "aborted)"),
         (ExitCode.HARNESS, "the harness itself failed, or its journal has lines that could not be read (status "
-                           "errored, results still written, everything stopped)"),
+                           "errored, results still written, everything stopped), or a symbolic link was planted in "
+                           "its results folder while it ran (named, never written through)"),
         (ExitCode.INTERRUPTED, "interrupted: Ctrl-C or SIGTERM (what CI runners and Kubernetes send to cancel), "
                                "status interrupted, results still written, not compared with --baseline; the web UI's "
                                "STOP (`--web`) ends a run the same way"),
@@ -48,7 +49,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.PASSED, "the rebuilt verdict passed"),
         (ExitCode.FAILED, "the rebuilt verdict failed (a regression `run --baseline` recorded included)"),
         (ExitCode.USAGE, "not a run's results folder, or a journal part that is no journal (named), or --judge "
-                         "reproduces for a scenario without [reproduces]"),
+                         "reproduces for a scenario without [reproduces], or a symbolic link where a result goes "
+                         "(named, never written through)"),
         (ExitCode.TARGET, "the run's target could not be started or reached"),
         (ExitCode.HARNESS, "the run's harness failed, or journal lines could not be read (--lenient exits as the "
                            "verdict says)"),
@@ -68,7 +70,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                           "count above the baseline's, a current run that did not complete, a flow, tool or round "
                           "only one run has"),
         (ExitCode.USAGE, "bad input: not a results folder, different scenarios without --force, a bad tolerance, "
-                         "a baseline that did not complete, an --output that cannot be written"),
+                         "a baseline that did not complete, an --output that cannot be written or a symbolic link "
+                         "where a file of it goes (named, never written through)"),
     ),
     "history": (
         (ExitCode.PASSED, "no trend beyond its tolerance"),
@@ -76,7 +79,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                           "tolerance), or cannot be judged: a night that did not complete or whose journal is "
                           "damaged, a flow, tool or round only some nights have"),
         (ExitCode.USAGE, "bad input: fewer nights than a trend needs (6), a folder of another scenario, the same run "
-                         "twice, a bad tolerance, an --output that cannot be written"),
+                         "twice, a bad tolerance, an --output that cannot be written or a symbolic link where a "
+                         "file of it goes (named, never written through)"),
         (ExitCode.HARNESS, "a night's data is damaged: its summary.json (or scenario.json, journal) missing or not "
                            "what the schema says"),
     ),
@@ -85,7 +89,7 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.USAGE, "a URL that is no MCP server or lists no tool, a tool name outside MCP's rule (1-128 of "
                          "A-Z a-z 0-9 _ - .), a listing whose scenario would not read back as written, a server that "
                          "wants OAuth without --client-id or its secret's variable, an -o file that exists without "
-                         "--force: nothing written"),
+                         "--force or is a symbolic link: nothing written"),
         (ExitCode.TARGET, "a URL could not be reached, or its OAuth discovery or token endpoint failed: nothing "
                           "written"),
     ),
@@ -105,7 +109,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                          "started"),
         (ExitCode.TARGET, "a trial's target could not be started or reached"),
         (ExitCode.HARNESS, "a trial was the harness's own failure (never the target's), or the minimal scenario "
-                           "would not validate: the hunt stops"),
+                           "would not validate, or a symbolic link was planted where the hunt's page or minimal "
+                           "scenario goes (never written through): the hunt stops"),
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): the trial under way rolled its chaos back, "
                                "hunt.jsonl and hunt.html hold what was found so far (during the shrink, minimal.toml "
                                "the smallest failing schedule so far, marked not minimal)"),

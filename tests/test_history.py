@@ -166,6 +166,30 @@ def test_a_night_that_did_not_complete_fails_closed_naming_it(flat, tmp_path):
     assert by_metric(nights[-1])["run_completed"]["verdict"] == "cannot be judged"
 
 
+@pytest.mark.parametrize("claim", ["run id", "start"])
+def test_a_night_whose_summary_disagrees_with_its_journal_is_named_and_left_out_not_ordered_by_its_claim(
+        flat, tmp_path, claim):
+    """A summary.json claiming another run (or another start: here, the newest night's, a month on) cannot move its
+    night: the night is named in one line and left out, and the others are judged in their journals' order."""
+    nights = [shutil.copytree(folder, tmp_path / folder.name) for folder in flat[:MIN_NIGHTS + 1]]
+    forged = nights[1] / "summary.json"
+    document = json.loads(forged.read_text())
+    if claim == "run id":
+        document["run_id"] = "20261231T020000Z-nightly"
+    document["started"] = document["started"] + 30 * DAY
+    forged.write_text(json.dumps(document))
+
+    done = history(*shuffled(nights))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if "left out" in line]
+    assert len(said) == 1 and said[0].startswith(f"mrtr-harness history: {nights[1]} left out: its summary.json")
+    assert ("20261231T020000Z-nightly" if claim == "run id" else "started at") in said[0], said
+    written = json.loads((nights[-1] / "history.json").read_text())
+    assert [night["run_id"] for night in written["nights"]] == [night.name for night in nights if night != nights[1]]
+    assert written["left_out"] == [{"folder": str(nights[1]), "reason": said[0].split(" left out: ", 1)[1]}]
+
+
 def test_the_exit_code_table_says_how_many_nights_a_trend_needs():
     (usage,) = [meaning for code, meaning in TABLE["history"] if code == 2]
     assert f"fewer nights than a trend needs ({MIN_NIGHTS})" in usage

@@ -8,6 +8,7 @@ refused.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -205,3 +206,118 @@ def test_the_live_page_stops_the_run_as_ctrl_c_does_and_its_mrtr_tab_ends_with_s
     sizes = summary["request_state_bytes"]["refund"]
     assert final[("requestState size (bytes)", "refund round 1 max")]
     assert int(final[("requestState size (bytes)", "refund round 1 max")]) <= sizes["1"]["max"]
+
+
+def post(url: str, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+    """A POST as a browser tab (or a script) sends it: its status and answer headers."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="POST", data=b"", headers=headers),
+                                    timeout=10) as answer:
+            return answer.status, dict(answer.headers)
+    except urllib.error.HTTPError as answer:
+        return answer.code, dict(answer.headers)
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as answer:
+            answer.read()
+            return answer.status, dict(answer.headers)
+    except urllib.error.HTTPError as answer:
+        return answer.code, dict(answer.headers)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return get(url)[0] == 200
+    except urllib.error.URLError:
+        return False
+
+
+def chaos_rows(port: int) -> list[dict]:
+    """The MRTR tab's chaos rows as the page reads them (`/stats/requests`)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats/requests", timeout=5) as answer:
+        live = json.load(answer)
+    [tab] = live["extended_stats"]
+    return [row for row in tab["data"] if row["section"] == "chaos actions"]
+
+
+def test_another_sites_page_cannot_stop_the_run_and_the_token_from_the_page_s_origin_does(tmp_path: Path) -> None:
+    """A tab of another site posts to /stop (a simple cross-site POST, as a form sends it): 403, and the run goes on
+    to its chaos step; the token alone from another origin, or the page's origin without the token, is refused too;
+    no answer carries Locust's open CORS; a page asked for by another host name (DNS rebinding) is refused. Then the
+    token printed with the URL, from the page's own origin, stops the run as Ctrl-C does."""
+    scenario = tmp_path / "web.toml"
+    scenario.write_text(SCENARIO)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    run = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(tmp_path / "r"),
+                            "--quiet", "--web", f"127.0.0.1:{port}"],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        assert run.stdout is not None
+        for line in run.stdout:  # the run says the URL (and the token) as it starts the page
+            lines.append(line)
+            if line.startswith("web UI: "):
+                break
+        else:
+            raise AssertionError("".join(lines))
+        wait_for(lambda: _answers(f"{base}/"), 30, "the page")
+        evil = {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site",
+                "Content-Type": "application/x-www-form-urlencoded"}
+        status, headers = post(f"{base}/stop", evil)
+        assert status == 403 and not any(name.lower().startswith("access-control-") for name in headers), headers
+        found = re.search(r"X-MRTR-Token: (\S+)", lines[-1])
+        assert found is not None, lines[-1]
+        token = found.group(1)
+        assert post(f"{base}/stop", {**evil, "X-MRTR-Token": token})[0] == 403
+        assert post(f"{base}/stop", {"Origin": base, "Sec-Fetch-Site": "same-origin"})[0] == 403
+        assert post(f"{base}/stop", {"Origin": base, "X-MRTR-Token": token + "x"})[0] == 403
+        status, headers = get(f"{base}/", {"Origin": "http://evil.example"})
+        assert status == 200 and not any(name.lower().startswith("access-control-") for name in headers), headers
+        assert get(f"{base}/", {"Host": f"evil.example:{port}"})[0] == 403
+        wait_for(lambda: [row for row in chaos_rows(port) if row["label"].startswith("restart")], 60,
+                 "the chaos step at 4s, after the refused STOPs")
+        assert run.poll() is None
+        status, _ = post(f"{base}/stop", {"Origin": base, "Sec-Fetch-Site": "same-origin", "X-MRTR-Token": token})
+        assert status == 200
+        rest, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.terminate()
+            run.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert run.returncode == 130, output
+    [summary_path] = (tmp_path / "r").glob("*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert (summary["status"], summary["reason"]) == ("interrupted", "stopped from the web UI (STOP)"), summary
+    assert "restart" in [action["action"] for action in summary["chaos"]], summary["chaos"]
+
+
+def test_off_loopback_the_page_needs_its_password_or_the_run_does_not_start(tmp_path: Path) -> None:
+    scenario = tmp_path / "web.toml"
+    scenario.write_text(SCENARIO)
+    env = {key: value for key, value in os.environ.items() if key != "MRTR_WEB_PASSWORD"}
+    done = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(tmp_path / "r"),
+                           "--quiet", "--web", f"0.0.0.0:{free_port()}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert done.returncode == 2 and "MRTR_WEB_PASSWORD is not set" in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+
+
+def test_off_loopback_every_request_needs_the_password_and_a_control_still_needs_the_token() -> None:
+    """The guard the page asks first (no page is served off loopback in tests: all traffic stays on 127.0.0.1)."""
+    from harness.run.page_guard import PageGuard
+
+    guard = PageGuard("t" * 32, "the-password", loopback=False)
+    host, same = "harness.example:8089", {"Origin": "http://harness.example:8089"}
+    assert guard.refusal("GET", host, {}, None) == (401, "log in with the password in MRTR_WEB_PASSWORD "
+                                                         "(any user name)")
+    assert guard.refusal("GET", host, {}, "wrong") is not None
+    assert guard.refusal("GET", host, {}, "the-password") is None
+    assert guard.refusal("POST", host, same, "the-password")[0] == 403  # type: ignore[index]
+    assert guard.refusal("POST", host, {**same, "X-MRTR-Token": "t" * 32}, "the-password") is None
+    assert PageGuard("t" * 32).refusal("GET", "127.0.0.1:8089", {}, None) is None
+    assert PageGuard("t" * 32).refusal("GET", "[::1]:8089", {}, None) is None
+    assert PageGuard("t" * 32).refusal("GET", "rebound.example:8089", {}, None)[0] == 403  # type: ignore[index]

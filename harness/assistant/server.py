@@ -122,6 +122,15 @@ def _path(text: str) -> str:
     return f"./{text}" if text.startswith("-") else text
 
 
+def _check_output(output: str, places: list[str | Path]) -> None:
+    """`ToolError` unless `output` (links and `..` resolved) is one of `places` or inside one: an agent's path makes
+    no folder anywhere else."""
+    where = Path(output).resolve()
+    if not any(where.is_relative_to(Path(place).resolve()) for place in places):
+        raise ToolError(f"output {output}: not inside the runs compared, the server's results folder or its working "
+                        "folder; nothing was written")
+
+
 def _results_folder(stderr: str) -> Path | None:
     found = RESULTS_LINE.search(stderr)
     return Path(found.group(1).strip()).absolute() if found else None
@@ -146,11 +155,14 @@ async def report(folder: str, rebuild: bool = True) -> ReportResult:
                         **run_files(path).model_dump())
 
 
-async def compare(baseline: str, current: str, tolerances: list[str] | None = None,
+async def compare(baseline: str, current: str, ctx: Context, tolerances: list[str] | None = None,
                   output: str | None = None) -> CompareResult:
     """Compare a run with a baseline run (`mrtr-harness compare BASELINE CURRENT`): the regressions, the exit code
     and the files written (compare.json, compare.html, compare-junit.xml, into `output` or CURRENT). `tolerances`
-    override the [compare] table, e.g. ["round_duration.p95=20%"]."""
+    override the [compare] table, e.g. ["round_duration.p95=20%"]. `output` must be inside BASELINE, CURRENT, the
+    server's results folder or its working folder."""
+    if output:
+        _check_output(output, [baseline, current, settings_of(ctx).results, Path.cwd()])
     argv = ["compare", _path(baseline), _path(current)]
     for tolerance in tolerances or []:
         argv += ["--tolerance", tolerance]

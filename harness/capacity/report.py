@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.atomic_files import write_atomically
 from harness.capacity.expiry import ExpiryAssessment
 from harness.capacity.search import Judgement, Limit
 from harness.capacity.sweep import StepResult, SweepResult, replicas_text
@@ -369,11 +370,10 @@ def write_report(result: SweepResult) -> dict[str, Path]:
     charts = plots(result)
     paths = {"json": folder / JSON_NAME, "html": folder / HTML_NAME, "throughput": folder / THROUGHPUT_SVG,
              "latency": folder / LATENCY_SVG}
-    paths["json"].write_text(json.dumps(document(result), indent=2, sort_keys=True, default=str) + "\n",
-                             encoding="utf-8")
-    paths["throughput"].write_text(_standalone(charts[0]), encoding="utf-8")
-    paths["latency"].write_text(_standalone(charts[1]), encoding="utf-8")
-    paths["html"].write_text(render_html(result, charts), encoding="utf-8")
+    write_atomically(paths["json"], json.dumps(document(result), indent=2, sort_keys=True, default=str) + "\n")
+    write_atomically(paths["throughput"], _standalone(charts[0]))
+    write_atomically(paths["latency"], _standalone(charts[1]))
+    write_atomically(paths["html"], render_html(result, charts))
     return paths
 
 

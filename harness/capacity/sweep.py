@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from harness.atomic_files import open_append
 from harness.capacity.estimate import estimate
 from harness.capacity.expiry import NONE, ExpiryAssessment, ExpiryMeasurement, assess, measure
 from harness.capacity.other_load import OtherLoad
@@ -355,7 +356,7 @@ class Sweep:
 
         assert self.folder is not None
         started = time.time()
-        with open(self.folder / "steps.log", "a", encoding="utf-8") as log:
+        with open_append(self.folder / "steps.log") as log:
             log.write(f"--- {replicas_text(replicas)} at {rate:g} flows/s\n")
             log.flush()
             options = RunOptions(results_root=self.folder / "steps", progress=False, stream=log,
@@ -382,7 +383,7 @@ class Sweep:
                              env={"MRTR_RUN_ID": self.folder.name}, pass_env=spec.command_env)
         line = (f"scale to {replicas}: {' '.join(result.argv)} -> exit {result.exit_code} in {result.seconds:g} s"
                 f"{': ' + result.error if result.error else ''}; output: {result.output or '(none)'}")
-        with open(self.folder / "steps.log", "a", encoding="utf-8") as log:
+        with open_append(self.folder / "steps.log") as log:
             log.write(line + "\n")
         self.stream.write(f"scaled to {replicas_text(replicas)} (exit {result.exit_code}, {result.seconds:g} s)\n")
         if not result.ok:

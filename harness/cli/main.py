@@ -88,8 +88,10 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--web", metavar="[HOST:]PORT", default=None,
                      help="serve Locust's web UI for the run with an MRTR tab (rejections by reason and replica, "
                           "rounds per call, flows waiting on leads, request state sizes, chaos, reconciliation), "
-                          "e.g. 8089; the scenario drives the run: STOP stops it as Ctrl-C does, the other "
-                          "controls are off")
+                          "e.g. 8089; the scenario drives the run: STOP stops it as Ctrl-C does (from the page "
+                          "itself, or with the run's control token, printed with the URL), the other controls are "
+                          "off. Off loopback (e.g. 0.0.0.0:8089) every request needs HTTP Basic with the password "
+                          "in MRTR_WEB_PASSWORD (any user name; set it, or the run exits 2)")
     run.add_argument("--web-linger", default="0",
                      help="with --web: keep serving the final counts this long after the run (e.g. 30s)")
     run.add_argument("--otlp", metavar="URL", default=None,
@@ -310,6 +312,7 @@ def _run(args: argparse.Namespace) -> int:
     linger = parse_duration_option("--metrics-linger", args.metrics_linger)
     web_linger = parse_duration_option("--web-linger", args.web_linger)
     web = _web_address(args.web)
+    web_password = _web_password(web)
     save_every = parse_duration_option("--save-figures-every", args.save_figures_every)
     if save_every <= 0:
         raise UsageError("--save-figures-every must be more than 0, e.g. 60s")
@@ -324,7 +327,8 @@ def _run(args: argparse.Namespace) -> int:
     options = RunOptions(results_root=args.results, progress=not args.quiet, metrics_port=args.metrics_port,
                          metrics_host=args.metrics_host,
                          metrics_linger=linger, prometheus_targets=args.prometheus_targets,
-                         web=web, web_linger=web_linger, save_figures_every=save_every, judged=judged, **spread)
+                         web=web, web_linger=web_linger, web_password=web_password,
+                         save_figures_every=save_every, judged=judged, **spread)
     run = Run(scenario, args.scenario.read_text(), options)
     code = run.execute()
     if args.baseline is None:
@@ -383,6 +387,23 @@ def _web_address(text: str | None) -> tuple[str, int] | None:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise UsageError(f"--web: {text!r} is not [HOST:]PORT (e.g. 8089, or 0.0.0.0:8089)")
     return host or "127.0.0.1", int(port)
+
+
+def _web_password(web: tuple[str, int] | None) -> str | None:
+    """The live page's password when it listens off loopback (`MRTR_WEB_PASSWORD`, unset: exit 2, nothing started);
+    None on loopback, where its control token and origin check suffice."""
+    from harness.config.urls import is_loopback
+    from harness.run.page_guard import WEB_PASSWORD_ENV
+    from harness.secrets import env_secret
+
+    if web is None:
+        return None
+    host, port = web
+    if is_loopback(f"http://{f'[{host}]' if ':' in host else host}:{port}/"):
+        return None
+    return env_secret(WEB_PASSWORD_ENV, throwaway=False,
+                      what=f"the password of the page --web serves on {host}:{port} (off this machine, every request "
+                           "needs it: HTTP Basic, any user name)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.atomic_files import PlantedLink, write_atomically
 from harness.errors import ExitCode
 from harness.exit_codes import epilog
 from harness.vocabulary import TOLERANCE_KEYS
@@ -83,6 +84,8 @@ def run_history(args: argparse.Namespace) -> int:
     except DamagedNight as exc:  # a data error: one line, exit 4 (not a traceback: the harness did not fail)
         print(f"mrtr-harness history: {exc}", file=sys.stderr)
         return ExitCode.HARNESS
+    for left_out in history.left_out:
+        print(f"mrtr-harness history: {left_out.line()}", file=sys.stderr)
     output = args.output or history.nights[-1].run.folder
     try:
         write_json(output / HISTORY_JSON, history)
@@ -231,13 +234,17 @@ def compare_after_run(baseline: Path, folder: Path, exit_code: int, args: argpar
     except NotComparable as exc:
         print(f"mrtr-harness run: not compared with {baseline}: {exc}", file=sys.stderr)
         return ExitCode.USAGE if exit_code == ExitCode.PASSED else exit_code
-    write_outputs(comparison, folder)
-    print(render_table(comparison), file=sys.stderr)
-    return fold_comparison(folder, {
-        "baseline": str(baseline), "regressed": bool(comparison.regressions),
-        "regressions": [result.metric for result in comparison.regressions],
-        "exit_code": comparison.exit_code, "run_exit_code": exit_code,
-        "files": ["compare.json", "compare-junit.xml", "compare.html"]}, exit_code)
+    try:
+        write_outputs(comparison, folder)
+        print(render_table(comparison), file=sys.stderr)
+        return fold_comparison(folder, {
+            "baseline": str(baseline), "regressed": bool(comparison.regressions),
+            "regressions": [result.metric for result in comparison.regressions],
+            "exit_code": comparison.exit_code, "run_exit_code": exit_code,
+            "files": ["compare.json", "compare-junit.xml", "compare.html"]}, exit_code)
+    except PlantedLink as exc:  # planted in the run's own folder while it ran: the harness's error, as for the run
+        print(f"mrtr-harness run: harness error: {exc}", file=sys.stderr)
+        return ExitCode.HARNESS
 
 
 def recorded_comparison(folder: Path) -> dict[str, Any] | None:
@@ -268,4 +275,4 @@ def _add_to_summary(path: Path, compare: dict[str, Any]) -> None:
         return
     document = json.loads(path.read_text(encoding="utf-8"))
     document["compare"] = compare
-    path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    write_atomically(path, json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")

@@ -12,9 +12,11 @@ nights, and a series fails when it drifts the wrong way:
   `compare` judges exactly, drift when they grow at all).
 
 Both at once: noise with no trend is not significant, and a trend too small to matter stays
-within its tolerance. The nights are ordered by when their load started (summary.json's
-`started`), never by the order the folders are given in, and counted one apart whatever
-the days between them. At least `MIN_NIGHTS` are needed: fewer cannot show a trend at the
+within its tolerance. The nights are ordered by when their load started (their journal's,
+which summary.json's `started` must agree with), never by the order the folders are given in,
+and counted one apart whatever the days between them. A night whose summary.json disagrees
+with its journal (another run id, another start) is named and left out, in one line: a
+summary is no witness of when its night ran. At least `MIN_NIGHTS` are needed: fewer cannot show a trend at the
 default significance (`harness.compare.trend.MIN_NIGHTS`).
 
 It fails closed, as `compare` does: a night that did not complete, whose journal has lines
@@ -75,6 +77,17 @@ class Night:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A night not judged: its folder, and why (in words)."""
+
+    folder: Path
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.folder} left out: {self.reason}"
+
+
+@dataclass(frozen=True)
 class MetricTrend:
     """One metric over the nights (oldest first; None where a night has no value) and what its trend means."""
 
@@ -111,6 +124,8 @@ class History:
     nights: list[Night]
     settings: CompareSettings
     metrics: list[MetricTrend]
+    left_out: tuple[LeftOut, ...] = ()
+    """Folders given that are not judged (their summary.json disagrees with their journal)."""
 
     @property
     def failures(self) -> list[MetricTrend]:
@@ -130,7 +145,8 @@ class History:
                            for night in self.nights],
                 "settings": self.settings.model_dump(), "failed": bool(self.failures),
                 "failures": [metric.metric for metric in self.failures], "exit_code": self.exit_code,
-                "metrics": [metric.as_dict() for metric in self.metrics]}
+                "metrics": [metric.as_dict() for metric in self.metrics],
+                "left_out": [{"folder": str(each.folder), "reason": each.reason} for each in self.left_out]}
 
 
 def history_of(folders: Sequence[Path], *, tolerances: Sequence[str] = (), significance: float | None = None
@@ -139,17 +155,24 @@ def history_of(folders: Sequence[Path], *, tolerances: Sequence[str] = (), signi
     if len(folders) < MIN_NIGHTS:
         raise NotAHistory(f"{len(folders)} results folder{'s' * (len(folders) != 1)} given: a trend needs at least "
                           f"{MIN_NIGHTS} nights")
-    nights = read_nights(folders)
+    nights, left_out = read_nights(folders)
     try:
         settings = settle(nights[-1].run.scenario.compare, tolerances, significance)
     except ToleranceError as exc:
         raise NotAHistory(str(exc)) from None
-    return History(nights, settings, judge_nights(nights, settings))
+    return History(nights, settings, judge_nights(nights, settings), tuple(left_out))
 
 
-def read_nights(folders: Sequence[Path]) -> list[Night]:
-    """Each folder read as `compare` reads it, with its summary.json checked; oldest first, one scenario's."""
-    nights = sorted((read_night(folder) for folder in folders), key=lambda night: (night.started, night.run_id))
+def read_nights(folders: Sequence[Path]) -> tuple[list[Night], list[LeftOut]]:
+    """Each folder read as `compare` reads it, with its summary.json checked against its journal; the nights oldest
+    first, one scenario's, and the folders left out. Too few nights once those are left out: `NotAHistory`."""
+    read = [read_night(folder) for folder in folders]
+    left_out = [night for night in read if isinstance(night, LeftOut)]
+    nights = sorted((night for night in read if isinstance(night, Night)),
+                    key=lambda night: (night.started, night.run_id))
+    if len(nights) < MIN_NIGHTS:
+        raise NotAHistory(f"{len(nights)} nights left once {len(left_out)} left out "
+                          f"({'; '.join(each.line() for each in left_out)}): a trend needs at least {MIN_NIGHTS}")
     seen: dict[str, Path] = {}
     for night in nights:
         if night.run_id in seen:
@@ -157,7 +180,7 @@ def read_nights(folders: Sequence[Path]) -> list[Night]:
                               "give each night once")
         seen[night.run_id] = night.run.folder
     _check_one_scenario(nights)
-    return nights
+    return nights, left_out
 
 
 def _check_one_scenario(nights: Sequence[Night]) -> None:
@@ -180,8 +203,9 @@ def _check_one_scenario(nights: Sequence[Night]) -> None:
     raise NotAHistory(f"{run.folder} is not a night of {newest.scenario.name} like {newest.folder}: {reason}")
 
 
-def read_night(folder: Path) -> Night:
-    """One results folder: its summary.json (its start time, checked against the schema) and its figures."""
+def read_night(folder: Path) -> Night | LeftOut:
+    """One results folder: its summary.json (checked against the schema, then against its journal: the same run
+    id and start, or the night is left out) and its figures, placed by its journal's start."""
     if not folder.is_dir():
         raise NotAHistory(f"{folder} is not a folder: give the results folders of the nights")
     summary = read_summary(folder)
@@ -192,10 +216,16 @@ def read_night(folder: Path) -> Night:
     if summary.scenario.name != run.scenario.name:
         raise DamagedNight(f"{folder / SUMMARY_JSON} is of the scenario {summary.scenario.name!r}, its scenario.json "
                            f"of {run.scenario.name!r}: the folder is damaged")
-    if summary.started is None:
+    journal_id, journal_started = run.samples.run_id, run.samples.figures.started
+    if summary.run_id != journal_id:
+        return LeftOut(folder, f"its {SUMMARY_JSON} is of run {summary.run_id}, its journal of run {journal_id}")
+    if summary.started != journal_started:
+        return LeftOut(folder, f"its {SUMMARY_JSON} says its load started at {summary.started}, its journal at "
+                               f"{journal_started}")
+    if journal_started is None:
         raise DamagedNight(f"{folder / SUMMARY_JSON} has no start time (`started` is null: its load never started), "
                            "so the night cannot be placed in the history")
-    return Night(summary.started, run)
+    return Night(journal_started, run)
 
 
 def read_summary(folder: Path) -> Summary:

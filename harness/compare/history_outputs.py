@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from harness import foreign_text
+from harness.atomic_files import write_atomically
 from harness.compare.history import History, MetricTrend
 from harness.compare.outputs import TABLE_LIMIT, format_value, plain_table
 
@@ -20,8 +21,7 @@ _HEADERS = ("metric", "first", "last", "per night", "drift", "tolerance", "trend
 
 
 def write_json(path: Path, history: History) -> Path:
-    path.write_text(json.dumps(history.as_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+    return write_atomically(path, json.dumps(history.as_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def render_table(history: History) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.atomic_files import write_atomically
 from harness.compare.history import History, MetricTrend, TrendOutcome
 from harness.compare.history_outputs import row_cells
 from harness.compare.page import header
@@ -27,8 +28,7 @@ _SCALES = {"s": (1000.0, "ms"), "share": (100.0, "%")}
 
 
 def write_page(path: Path, history: History) -> Path:
-    path.write_text(render_page(history), encoding="utf-8")
-    return path
+    return write_atomically(path, render_page(history))
 
 
 def render_page(history: History) -> str:

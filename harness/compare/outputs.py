@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness import foreign_text
+from harness.atomic_files import write_atomically
 from harness.compare.comparison import Comparison, MetricResult
+from harness.report.junit import xml_bytes
 from harness.report.verdict import format_seconds
 
 COMPARE_JSON, COMPARE_JUNIT, COMPARE_HTML = "compare.json", "compare-junit.xml", "compare.html"
@@ -25,8 +27,7 @@ _HEADERS = ("metric", "baseline", "current", "change", "tolerance", "significanc
 
 
 def write_json(path: Path, comparison: Comparison) -> Path:
-    path.write_text(json.dumps(comparison.as_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+    return write_atomically(path, json.dumps(comparison.as_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def render_table(comparison: Comparison) -> str:
@@ -121,10 +122,7 @@ def write_junit(path: Path, comparison: Comparison) -> Path:
             ET.SubElement(case, "failure", {"message": text, "type": "regression"}).text = text
         else:
             ET.SubElement(case, "system-out").text = text
-    tree = ET.ElementTree(foreign_text.clean_xml_tree(root))  # names from the folders compared: data, never markup
-    ET.indent(tree)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    return write_atomically(path, xml_bytes(root))
 
 
 def _case_text(result: MetricResult) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.atomic_files import write_atomically
 from harness.compare.comparison import Comparison, ComparisonOutcome, MetricResult
 from harness.compare.outputs import row_cells
 from harness.compare.samples import RunSamples
@@ -32,8 +33,7 @@ _TOP_ROUNDS = 10
 
 
 def write_page(path: Path, comparison: Comparison) -> Path:
-    path.write_text(render_page(comparison), encoding="utf-8")
-    return path
+    return write_atomically(path, render_page(comparison))
 
 
 def render_page(comparison: Comparison) -> str:

@@ -35,9 +35,14 @@ class RunSamples(JournalView):
     replica_per_round_ms: float | None = None
     unreadable: int = 0
     """Journal lines that could not be read (not a record, or a record the figures could not take)."""
+    run_id: str | None = None
+    """The run id its journal's start record gives (the folder may have been renamed since)."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         self.figures.add(record)
+        if is_run_event(record, RunEvent.START) and self.run_id is None:
+            run_id = record.get("run_id")
+            self.run_id = run_id if isinstance(run_id, str) else None
         if is_run_event(record, RunEvent.CPU):
             self.harness_per_round_ms = _number(record.get("harness_per_round_ms"))
             self.replica_per_round_ms = _number(record.get("replica_per_round_ms"))
@@ -106,7 +111,7 @@ def read_results(folder: Path) -> ResultsRun:
     if saved is not None:  # the figures the run saved, still matching its journal
         cpu = saved.checks.cpu or {}
         samples = RunSamples(saved.figures, _number(cpu.get("harness_per_round_ms")),
-                             _number(cpu.get("replica_per_round_ms")), saved.unreadable)
+                             _number(cpu.get("replica_per_round_ms")), saved.unreadable, saved.checks.run_id)
         return ResultsRun(folder, scenario, samples)
     samples = RunSamples()
     damage = JournalDamage()

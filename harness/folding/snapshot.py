@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from harness.atomic_files import write_atomically
 from harness.journal.plain import NotPlain, from_plain, to_plain
 from harness.journal.segments import PartReader, part_exists, part_size
 from harness.journal.writer import JournalDamage, JournalView, read_journal_from
@@ -68,10 +69,7 @@ def write_snapshot(folder: Path, folded: object, parts: Sequence[Path], sizes: d
         print(f"mrtr-harness: the figures were not saved as {path} ({exc}); the journal will be folded instead",
               file=sys.stderr)
         return None
-    temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(data)
-    temporary.replace(path)
-    return path
+    return write_atomically(path, data)
 
 
 def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[V], damage: JournalDamage | None = None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import foreign_text
+from harness.atomic_files import write_atomically
 from harness.config.durations import format_duration
 from harness.config.scenario import ScenarioError, parse_scenario
 from harness.config.thresholds import ThresholdError, parse_threshold
@@ -53,8 +54,7 @@ class MinimalScenarioError(MrtrHarnessError):
 
 def write_minimal(path: Path, original_text: str, result: HuntResult) -> Path:
     """Write the minimal failing scenario to `path` (its name is the one the header's commands use)."""
-    path.write_text(minimal_scenario(original_text, result, file_name=path.name), encoding="utf-8")
-    return path
+    return write_atomically(path, minimal_scenario(original_text, result, file_name=path.name))
 
 
 def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str = "minimal.toml") -> str:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.atomic_files import write_atomically
 from harness.compare.page import header
 from harness.config.durations import format_duration
 from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
@@ -42,8 +43,7 @@ Cell = tuple[str, str, str]
 
 
 def write_page(path: Path, result: HuntResult, cells: Sequence[Cell] | None = None) -> Path:
-    path.write_text(render_page(result, cells), encoding="utf-8")
-    return path
+    return write_atomically(path, render_page(result, cells))
 
 
 def render_page(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness import foreign_text
+from harness.atomic_files import PlantedLink, open_append
 from harness.config.hunt import HuntSettings
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode
@@ -53,7 +54,7 @@ class HuntJournal:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the hunt's life
+        self._file = open_append(path)
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps({**record, "t": round(time.time(), 3)}, sort_keys=True) + "\n")
@@ -226,7 +227,7 @@ class Hunt:
         header = (f"Trial {index} ({purpose}) of the hunt of {self.base.scenario.name} (hunt seed {self.seed}): "
                   f"{describe(schedule)}.\nRerun it exactly as drawn: mrtr-harness run scenario.toml")
         scenario, text = trial_scenario(self.base, schedule, seed, self.trial_name(index), header)
-        with open(self.folder / "trials.log", "a", encoding="utf-8") as log:
+        with open_append(self.folder / "trials.log") as log:
             log.write(f"--- trial {index} ({purpose}): {describe(schedule)}\n")
             log.flush()
             code, folder, interrupted = run_trial(scenario, text, self.folder / "trials", log)
@@ -280,16 +281,21 @@ class Hunt:
 
     def _hand_over(self) -> None:
         """The minimal failing scenario (when a trial failed) and hunt.html, written into the hunt's folder whatever
-        stopped it; a minimal scenario that would not validate is the harness's error (exit 4)."""
+        stopped it; a minimal scenario that would not validate, or a link planted in the hunt's folder where either
+        goes (not written through), is the harness's error (exit 4)."""
         assert self.folder is not None
         if self.result.found is not None and self.result.minimal is not None:
             try:
                 self.minimal_file = write_minimal(self.folder / "minimal.toml", self.base.text, self.result)
-            except MinimalScenarioError as exc:
+            except (MinimalScenarioError, PlantedLink) as exc:
                 self.say(f"harness error: {scrub(str(exc))}")
                 self.result.stopped_by = "harness error"
-        self.page_file = write_page(self.folder / "hunt.html", self.result,
-                                    coverage_cells(self.space, self.labels))
+        try:
+            self.page_file = write_page(self.folder / "hunt.html", self.result,
+                                        coverage_cells(self.space, self.labels))
+        except PlantedLink as exc:
+            self.say(f"harness error: {exc}")
+            self.result.stopped_by = "harness error"
 
     def _shrink_record(self) -> dict[str, Any] | None:
         """The shrink's outcome for the journal's end record: why it stopped, its cost, its path, the minimal schedule

@@ -16,6 +16,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from harness.atomic_files import refuse_link, write_atomically
 from harness.errors import UsageError
 from harness.exit_codes import epilog
 
@@ -52,6 +53,8 @@ def run_init(args: argparse.Namespace) -> int:
     from harness.init.writer import scenario_text
 
     output: Path | None = args.output
+    if output is not None:
+        refuse_link(output)  # PlantedLink: exit 2 before any URL is tried
     if output is not None and output.exists() and not args.force:
         raise UsageError(f"-o {output}: the file exists; give --force to replace it (nothing was written)")
     if output is not None and not output.parent.is_dir():
@@ -67,7 +70,7 @@ def run_init(args: argparse.Namespace) -> int:
     if output is None:
         sys.stdout.write(text)
         return 0
-    output.write_text(text)
+    write_atomically(output, text)
     tools = text.count("\n[[flows]]")
     print(f"wrote {output}: {tools} call flow{'s' * (tools != 1)} over {len(servers)} URL"
           f"{'s' * (len(servers) != 1)}; change the `# PIN:` arguments first, then: mrtr-harness run {output}",

@@ -34,6 +34,7 @@ from typing import IO, Protocol
 import zstandard
 
 from harness._compat.threads import native_threads
+from harness.atomic_files import open_append
 from harness.vocabulary import SEGMENT_BYTES
 
 SEGMENT_ENV = "MRTR_JOURNAL_SEGMENT_BYTES"
@@ -375,13 +376,18 @@ class Compressor:
                 return
 
 
+def _no_follow(path: str, flags: int) -> int:
+    """`open`'s opener that never writes through a symbolic link planted at the name (ELOOP instead)."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o666)
+
+
 def compress_segment(path: Path) -> Path | None:
     """`path` compressed beside it as `<name>.zst` (whole, or not at all), then removed; None (one line on standard
     error, the plain segment kept) when it cannot be."""
     target = path.with_name(path.name + ".zst")
     temporary = path.with_name(path.name + ".zst.tmp")
     try:
-        with open(path, "rb") as source, open(temporary, "wb") as out:
+        with open(path, "rb") as source, open(temporary, "wb", opener=_no_follow) as out:
             zstandard.ZstdCompressor(level=LEVEL, write_checksum=True).copy_stream(
                 source, out, size=os.fstat(source.fileno()).st_size, read_size=CHUNK, write_size=CHUNK)
         os.replace(temporary, target)
@@ -407,7 +413,7 @@ class SegmentedFile:
         self.limit = limit
         self._owns_compressor = compress and compressor is None
         self._compressor = compressor if compressor is not None or not compress else Compressor()
-        self._file: IO[bytes] = open(part, "ab")  # noqa: SIM115 - closed in close()
+        self._file: IO[bytes] = open_append(part, binary=True)
         self.size = part_size(part)
         """Bytes in the part's stream, every written batch included."""
 
@@ -422,7 +428,7 @@ class SegmentedFile:
         self._file.close()
         closed = closed_path(self.part, self.size)
         os.rename(self.part, closed)
-        self._file = open(self.part, "ab")  # noqa: SIM115 - closed in close()
+        self._file = open_append(self.part, binary=True)
         if self._compressor is not None:
             self._compressor.submit(closed)
 

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from harness.atomic_files import write_atomically
+
 
 class MetricsExporter:
     """One run's `/metrics` endpoint and scrape files; `close()` removes the files it wrote."""
@@ -47,8 +49,8 @@ class MetricsExporter:
         replicas = [{"targets": [urlsplit(url).netloc], "labels": {"run_id": self.run_id, "replica": label}}
                     for url, label in zip(urls, labels, strict=True)]
         folder.mkdir(parents=True, exist_ok=True)
-        self._scrape_files = [write_atomically(folder / "harness.json", harness),
-                              write_atomically(folder / "replicas.json", replicas)]
+        self._scrape_files = [write_atomically(folder / "harness.json", json.dumps(harness, indent=2)),
+                              write_atomically(folder / "replicas.json", json.dumps(replicas, indent=2))]
 
     def linger(self, seconds: float, sleep: Callable[[float], Any], say: Callable[[str], None]) -> None:
         """Keep serving the final counts a while, so Prometheus's next scrape sees them."""
@@ -61,10 +63,3 @@ class MetricsExporter:
             path.unlink(missing_ok=True)
         self._scrape_files = []
 
-
-def write_atomically(path: Path, data: Any) -> Path:
-    """Replace a file in one step, so a reader (Prometheus's file_sd) never sees half of it."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
-    return path

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.atomic_files import write_atomically
 from harness.config.load import Load
 from harness.config.scenario import Scenario
 from harness.folding.figures import RunFigures
@@ -72,9 +73,7 @@ _CSS = (PAGE_CSS
 def write_html(path: Path, scenario: Scenario, figures: RunFigures, verdict: RunVerdict, *,
                timeline: Timeline | None = None) -> Path:
     """Write report.html. Pass the journal's `Timeline`: `RunFigures` alone has no times for rounds and flows."""
-    path.write_text(render_html(scenario, figures, verdict, timeline or Timeline()),
-                    encoding="utf-8")
-    return path
+    return write_atomically(path, render_html(scenario, figures, verdict, timeline or Timeline()))
 
 
 def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, timeline: Timeline) -> str:

@@ -9,12 +9,14 @@ the common denominator CI tools read: `testsuites > testsuite > testcase`, with
 
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from harness import foreign_text
+from harness.atomic_files import write_atomically
 from harness.folding.invariants import InvariantResult
 from harness.folding.thresholds import ThresholdResult
 from harness.report.verdict import (
@@ -43,10 +45,17 @@ class Case:
 
 def write_junit(path: Path, scenario_name: str, verdict: RunVerdict) -> Path:
     """Write junit.xml with one suite named after the scenario."""
-    tree = ET.ElementTree(junit_tree(scenario_name, verdict))
+    return write_atomically(path, xml_bytes(junit_tree(scenario_name, verdict)))
+
+
+def xml_bytes(root: ET.Element) -> bytes:
+    """A JUnit document as its file holds it: indented, UTF-8, with its XML declaration, every text and attribute
+    made what XML 1.0 allows (names from the folders and servers read are data, never markup)."""
+    tree = ET.ElementTree(foreign_text.clean_xml_tree(root))
     ET.indent(tree)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    buffer = io.BytesIO()
+    tree.write(buffer, encoding="utf-8", xml_declaration=True)
+    return buffer.getvalue()
 
 
 def junit_tree(scenario_name: str, verdict: RunVerdict) -> ET.Element:

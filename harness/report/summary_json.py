@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.atomic_files import write_atomically
 from harness.config.scenario import Scenario
 from harness.folding.figures import RunFigures
 from harness.report.series import ordered_outcomes, request_state_bytes, round_latency, rounds_per_call
@@ -28,9 +29,7 @@ def write_summary(path: Path, scenario: Scenario, figures: RunFigures, verdict: 
     `journal`: how the journal read (its parts, records, `unreadable` lines and `torn` last lines).
     """
     document = summary(scenario, figures, verdict, extra or {}, journal)
-    path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n",
-                    encoding="utf-8")
-    return path
+    return write_atomically(path, json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra: dict[str, Any],

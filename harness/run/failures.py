@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness.atomic_files import PlantedLink, open_append
 from harness.journal.records import HarnessErrorRecord, RecordType, RunEvent
 from harness.journal.writer import Journal
 from harness.run.stopping import Stop
@@ -38,9 +39,9 @@ class Failures:
         trace = scrub("".join(traceback.format_exception(exc))) if exc is not None else text
         path: Path | None = self.folder / TRACEBACK_FILE
         try:
-            with open(self.folder / TRACEBACK_FILE, "a", encoding="utf-8") as file:
+            with open_append(self.folder / TRACEBACK_FILE) as file:
                 file.write(trace + "\n")
-        except OSError:
+        except (OSError, PlantedLink):
             path = None
         if self.error is None:
             self.error = text

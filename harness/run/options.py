@@ -24,6 +24,7 @@ class RunOptions:
     metrics_linger: float = 0.0
     web: tuple[str, int] | None = None  # serve Locust's web UI, with the MRTR tab, here
     web_linger: float = 0.0
+    web_password: str | None = None  # the page's password, off loopback (`MRTR_WEB_PASSWORD`); None: loopback only
     save_figures_every: float = 60.0  # seconds between saves of the live figures (by the fold process)
     prometheus_targets: Path | None = None
     judged: Judged = Judged.EXPECT  # [expect], or [reproduces] with `run --reproduce`

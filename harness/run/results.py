@@ -7,14 +7,15 @@ as `mrtr-harness report DIR` reads them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from locust.env import Environment
-from locust.stats import save_stats_json
 from prometheus_client import generate_latest
 
+from harness.atomic_files import write_atomically
 from harness.config.scenario import Scenario
 from harness.config.thresholds import Judged, parse_thresholds
 from harness.metrics.registry import RunMetrics
@@ -32,8 +33,8 @@ def write_run_results(folder: Path, scenario: Scenario, *, env: Environment | No
     from harness.report.terminal import render_thresholds
 
     if env is not None:
-        save_stats_json(env.stats, str(folder / "locust_stats"))
-    (folder / "metrics.prom").write_bytes(generate_latest(run_metrics.registry))
+        write_atomically(folder / "locust_stats.json", json.dumps(env.stats.serialize_stats(), indent=4))
+    write_atomically(folder / "metrics.prom", generate_latest(run_metrics.registry))
     live = finished_fold(fold, parts, failed=failed, say=say)
     verdict = write_results(folder, scenario, list(parts), parse_thresholds(scenario.judged_table(judged)),
                             live=live, save=live is None, judged=judged, distrust_damage=True)

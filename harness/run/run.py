@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import gevent
 from locust.env import Environment
 
+from harness.atomic_files import write_atomically
 from harness.chaos.proxy import FaultProxies
 from harness.chaos.schedule import ChaosRunner
 from harness.config.cautions import cautions
@@ -115,8 +116,8 @@ class Run:
         """When the harness began: log lines stamped before it are history, not this run's."""
         self.scenario, self.options = scenario, options
         self.folder = results_folder(options.results_root, scenario.name)
-        (self.folder / "scenario.toml").write_text(scenario_text)
-        (self.folder / "scenario.json").write_text(scenario.model_dump_json(indent=2))
+        write_atomically(self.folder / "scenario.toml", scenario_text)
+        write_atomically(self.folder / "scenario.json", scenario.model_dump_json(indent=2))
         self.journal, self.fold = journal_and_fold(self.folder, options.save_figures_every)
         """Every journal record, the workers' too, folded as it is written, in a process of its own: the results,
         the checks and the hypothesis windows come from it, not from a re-read of the journal."""
@@ -304,6 +305,7 @@ class Run:
         it keeps the final counts for `--web-linger` after the results."""
         if self.options.web is None:
             return
+        from harness.run.page_guard import TOKEN_HEADER, PageGuard, control_token
         from harness.run.web import (
             CHARTS,
             LiveRun,
@@ -321,17 +323,19 @@ class Run:
         def running() -> bool:  # the fold is asked only while the load runs
             return self.load_ended is None
 
+        guard = PageGuard(control_token(), self.options.web_password, loopback=self.options.web_password is None)
         sizes: WhileRunning[StateSizeTable] = WhileRunning(lambda: state_sizes(self.fold), running, {})
         charts = WhileRunning(lambda: charts_so_far(self.fold, self.scenario), running, "<p>no charts yet</p>", 5.0)
         web_ui = serve_web_ui(env, host, port, LiveRun(
             rows=lambda: mrtr_rows(self.run_metrics, self.started, sizes()),
-            in_flight=lambda: flows_in_flight(self.run_metrics), stop=self.stop.interrupt, charts=charts))
+            in_flight=lambda: flows_in_flight(self.run_metrics), stop=self.stop.interrupt, charts=charts), guard)
         run_side.callback(web_ui.stop)
         if self.options.web_linger > 0:
             run_side.callback(gevent.sleep, self.options.web_linger)
             run_side.callback(self.say, f"web UI: the final counts stay up for "
                                         f"{format_duration(self.options.web_linger)}")
-        self.say(f"web UI: http://{host}:{port}/?tab=mrtr (charts over time: http://{host}:{port}{CHARTS})")
+        self.say(f"web UI: http://{host}:{port}/?tab=mrtr (charts over time: http://{host}:{port}{CHARTS}); "
+                 f"its STOP from a script: POST /stop with the header {TOKEN_HEADER}: {guard.token}")
 
     # --- background greenlets ----------------------------------------------------------------
 

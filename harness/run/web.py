@@ -3,7 +3,9 @@
 Locust users watch a run in its web UI. The run is started as the scenario says, so the
 controls that would change it (start, new user counts, a stats reset) answer 403 and are
 hidden; STOP stops the run as Ctrl-C does (the rollback, the teardown and the results
-still happen; status interrupted, exit 130). The header's user count reads flows in flight:
+still happen; status interrupted, exit 130), asked from the page's own origin with the run's
+control token (`harness.run.page_guard`: no other site's tab can stop the run, and off
+loopback nobody without the page's password). The header's user count reads flows in flight:
 in the open model Locust's one "user" is the arrivals process. Locust's rows are each tool's
 rounds (`issue_refund round 2`), their sizes the answers' bytes.
 The MRTR tab goes through Locust's documented extension seam for its web UI (an extended
@@ -34,6 +36,7 @@ from harness.report.html import render_charts_so_far
 from harness.report.series import state_size_table
 from harness.run.fold.client import FoldLost, FoldProcess
 from harness.run.fold.protocol import SoFar, StateSizes
+from harness.run.page_guard import PageGuard, token_script, without_cors
 
 __all__ = ["CHARTS", "TAB", "LiveRun", "StateSizeTable", "WhileRunning", "charts_so_far", "flows_in_flight",
            "mrtr_rows", "serve_web_ui", "state_sizes"]
@@ -69,8 +72,9 @@ class LiveRun:
     """The charts page (`CHARTS`)."""
 
 
-def serve_web_ui(env: Environment, host: str, port: int, run: LiveRun) -> Any:
-    """Start Locust's web UI on host:port for a run already started; the MRTR tab shows `run.rows()`.
+def serve_web_ui(env: Environment, host: str, port: int, run: LiveRun, guard: PageGuard) -> Any:
+    """Start Locust's web UI on host:port for a run already started; the MRTR tab shows `run.rows()`; `guard` says
+    who may use it.
 
     Locust's web UI reads the process's command line as Locust's own (its extra UI options,
     on every page load); this process's is the harness's, already parsed, so Locust is handed
@@ -82,6 +86,7 @@ def serve_web_ui(env: Environment, host: str, port: int, run: LiveRun) -> Any:
     web_ui.template_args["extendedTables"] = [{"key": TAB, "structure": COLUMNS}]
     app = web_ui.app
     assert app is not None, "Locust made its web UI without a Flask app"
+    app.wsgi_app = without_cors(app.wsgi_app)  # type: ignore[method-assign]
 
     @app.route(CHARTS)
     def mrtr_charts() -> Response:
@@ -89,6 +94,16 @@ def serve_web_ui(env: Environment, host: str, port: int, run: LiveRun) -> Any:
 
     @app.before_request
     def refuse_controls() -> Response | None:
+        basic = request.authorization
+        refused = guard.refusal(request.method, request.host, request.headers,
+                                basic.password if basic is not None and basic.type == "basic" else None)
+        if refused is not None:
+            status, why = refused
+            answer = jsonify(success=False, message=why)
+            answer.status_code = status
+            if status == 401:
+                answer.headers["WWW-Authenticate"] = 'Basic realm="mrtr-harness run", charset="UTF-8"'
+            return answer
         if (request.method, request.path) == STOP:
             run.stop(STOPPED_FROM_THE_PAGE)
             return jsonify(success=True, message="the run stops as on Ctrl-C: rollback, then its results")
@@ -108,7 +123,8 @@ def serve_web_ui(env: Environment, host: str, port: int, run: LiveRun) -> Any:
             response.set_data(json.dumps(body))
         elif request.path == "/" and response.mimetype == "text/html":
             response.direct_passthrough = False
-            response.set_data(page_with_script(response.get_data(as_text=True), CHARTS_LINK))
+            page = page_with_script(response.get_data(as_text=True), CHARTS_LINK + token_script(guard.token))
+            response.set_data(page)
         return response
 
     web_ui.start()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from harness.atomic_files import open_append
 from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
 from harness.runtime.processes import alive, free_port, harness_command, start_child
 from harness.targets.auth_admin import AuthServerSpec, admin_call, auth_server_args
@@ -75,7 +76,7 @@ class ManagedProcess:
             self._forked = self.zygote.spawn(self.command[len(replica_command):], self.log_path, self.env)
             return
         if stderr is None:
-            self._log = open(self.log_path, "ab")  # noqa: SIM115 - held for the life of the process
+            self._log = open_append(self.log_path, binary=True)  # held for the life of the process
             stderr = self._log
         self.process = start_child(self.command, stdout=stderr, stderr=stderr, stdin=subprocess.DEVNULL,
                                    env={**os.environ, **self.env})

@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness.atomic_files import open_append
 from harness.runtime.processes import free_port, start_child
 from harness.targets.interface import TargetError
 
@@ -32,7 +33,7 @@ class RedisProcess:
                               "(apt-get install redis-server, or use store = \"sqlite\")")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 - redis keeps it for its life
+        log = open_append(self.workdir / "redis.log", binary=True)  # redis keeps it for its life
         self.process = start_child([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                                     "--appendonly", "no", "--dir", str(self.workdir)],
                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL)

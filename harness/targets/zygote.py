@@ -31,6 +31,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+from harness.atomic_files import open_append
 from harness.runtime.processes import die_with_parent, start_child
 from harness.telemetry.switch import tracing_on
 from harness.telemetry.variables import otel_variables
@@ -68,7 +69,7 @@ class Zygote:
 
     def __init__(self, log_path: Path) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log_path, "ab")  # noqa: SIM115 - held for the life of the zygote
+        self._log = open_append(log_path, binary=True)  # held for the life of the zygote
         self.process: subprocess.Popen[str] = start_child(
             [sys.executable, "-m", "harness.targets.zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log, text=True)
@@ -133,7 +134,7 @@ def _child(request: dict[str, Any]) -> None:
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)
