@@ -187,6 +187,9 @@ def _report(args: argparse.Namespace) -> int:
         code = fold_comparison(args.folder, comparison, code)
     if not verdict.unreadable:
         return code
+    if verdict.forged is not None:
+        print(f"mrtr-harness report: {verdict.forged} (exit 4, --lenient or not)", file=sys.stderr)
+        return ExitCode.HARNESS
     lines = f"{verdict.unreadable} journal line{'s' * (verdict.unreadable != 1)}"
     if args.lenient:
         print(f"mrtr-harness report: warning: the journal is damaged: {lines} could not be read; --lenient: the "

@@ -39,6 +39,7 @@ import gevent
 
 from harness._compat.locust import send_stats_now
 from harness.errors import ExitCode
+from harness.journal.records import worker_part
 from harness.journal.segments import Compressor, PartReader, SegmentedFile, closed_segments, segment_bytes
 from harness.runtime.processes import harness_command, start_child
 
@@ -63,7 +64,7 @@ SHIP_MAX_CHARS = 1_000_000
 
 
 def journal_part(folder: Path, index: int) -> Path:
-    return folder / f"journal-w{index}.jsonl"
+    return folder / worker_part(index)
 
 
 class WorkerProcesses:
