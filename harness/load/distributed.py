@@ -32,15 +32,26 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import gevent
 
-from harness._compat.locust import send_stats_now
+from harness._compat.locust import gate_master, guard_master_listener, send_stats_now
 from harness.errors import ExitCode
 from harness.journal.records import worker_part
 from harness.journal.segments import Compressor, PartReader, SegmentedFile, closed_segments, segment_bytes
+from harness.load.handshake import (
+    CLUSTER_SECRET_ENV,
+    Session,
+    Unsealed,
+    cluster_secret,
+    is_nonce,
+    new_nonce,
+    proof,
+    proven,
+)
 from harness.runtime.processes import harness_command, start_child
 
 if TYPE_CHECKING:
@@ -48,6 +59,8 @@ if TYPE_CHECKING:
 
 STOP_ACCEPTING = "mrtr:stop-accepting"
 HELLO = "mrtr:hello"
+CHALLENGE = "mrtr:challenge"
+AUTH = "mrtr:auth"
 SETUP = "mrtr:setup"
 REFUSED = "mrtr:refused"
 READY = "mrtr:ready"
@@ -55,12 +68,22 @@ SETUP_FAILED = "mrtr:setup-failed"
 JOURNAL = "mrtr:journal"
 FINISH = "mrtr:finish"
 FINISHED = "mrtr:finished"
+REPORT = "mrtr:report"
+"""The kind a worker's metrics are sealed as, in Locust's own stats report (`report_to_master`)."""
 
 SHIP_EVERY = 0.25
 """Seconds between journal batches from a worker: the master's live figures lag by about this much."""
 
 SHIP_MAX_CHARS = 1_000_000
 """At most this much journal text in one message, so a backlog never makes one huge message."""
+
+MAX_HANDSHAKES = 256
+"""Nodes the master holds a handshake open for at once (the oldest dropped first), so a flood of strangers holds
+no more memory than this."""
+LOCUST_CHATTER = frozenset({"heartbeat", "quit", "client_stopped", "logs", "exception", "spawning",
+                            "spawning_complete"})
+"""Locust's own messages a worker sends before its handshake is done: dropped from a node that has not proven
+itself, but not counted as its data (a `stats` message is counted when it carries the harness's metrics)."""
 
 
 def journal_part(folder: Path, index: int) -> Path:
@@ -82,8 +105,10 @@ class WorkerProcesses:
                 harness_command("worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)),
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL))
 
-    def any_exited(self) -> bool:
-        return any(process.poll() is not None for process in self.processes)
+    def exited(self) -> list[tuple[int, int]]:
+        """(number, exit code) of each worker process that has exited."""
+        return [(number, code) for number, process in enumerate(self.processes)
+                if (code := process.poll()) is not None]
 
     def wait_exit(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -228,7 +253,8 @@ class WorkerSession:
     so the same code serves a worker on this machine and one on another.
     """
 
-    def __init__(self, env: Any, runner: Any, spool_root: Path | None, say: Callable[[str], None]) -> None:
+    def __init__(self, env: Any, runner: Any, spool_root: Path | None, say: Callable[[str], None],
+                 secret: str) -> None:
         self.env, self.runner, self.say = env, runner, say
         self.spool_dir = Path(tempfile.mkdtemp(prefix="mrtr-worker-", dir=spool_root))
         self.index: int | None = None
@@ -239,16 +265,51 @@ class WorkerSession:
         self._shipping: gevent.Greenlet | None = None
         self.finished = False
         self.refused: str | None = None
+        self._secret = secret
+        self._nonce = new_nonce()
+        self.session: Session | None = None
+        """Set once the master proved it holds the cluster secret: nothing it sends is obeyed before."""
+        runner.register_message(CHALLENGE, self._on_challenge)
         runner.register_message(SETUP, self._on_setup)
         runner.register_message(REFUSED, self._on_refused)
         runner.register_message(STOP_ACCEPTING, self._on_stop_accepting)
         runner.register_message(FINISH, self._on_finish)
         env.events.report_to_master.add_listener(self._report)
 
+    def hello(self) -> None:
+        """Say hello with this worker's challenge: the master answers it with its proof."""
+        self.runner.send_message(HELLO, {"version": _version(), "nonce": self._nonce})
+
+    def _on_challenge(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        """The master's proof, and its own challenge: answered only when the proof holds."""
+        data = msg.data if isinstance(msg.data, dict) else {}
+        master_nonce, node = data.get("nonce"), self.runner.client_id
+        if self.session is not None:
+            return
+        if not is_nonce(master_nonce) or not proven(proof(self._secret, "master", node, self._nonce, master_nonce),
+                                                    data.get("proof")):
+            self._distrust(f"the master did not prove it holds {CLUSTER_SECRET_ENV} (another secret, or not the "
+                           "run's master)")
+            return
+        self.session = Session(self._secret, node, self._nonce, master_nonce)
+        self.runner.send_message(AUTH, {"proof": proof(self._secret, "worker", node, master_nonce, self._nonce)})
+
+    def _distrust(self, why: str) -> None:
+        self.refused = why
+        self.say(f"{why}: this worker obeys nothing it sends, and quits")
+        gevent.spawn(self.runner.quit)
+
     def _on_setup(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         from harness.config.scenario import Scenario
 
-        data = msg.data
+        if self.session is None or self.index is not None:
+            self.say("a setup that came before the master proved who it is, or after this worker's own: ignored")
+            return
+        try:
+            data = self.session.open(SETUP, msg.data)
+        except Unsealed as exc:
+            self.say(f"a setup not sealed by the master ({exc}): ignored")
+            return
         try:
             scenario = Scenario.model_validate_json(data["scenario"])
             self.index = int(data["index"])
@@ -278,8 +339,10 @@ class WorkerSession:
                                   fire_request=self.env.events.request.fire, auth_url=auth_url)
         self.plan = LoadPlan(scenario, flow_env, worker=self.index, workers=workers)
         self.env.user_classes = user_classes(self.plan, None, distributed=True)
+        session = self.session
+        assert session is not None
         self.shipper = JournalShipper(spool, lambda lines: self.runner.send_message(
-            JOURNAL, {"lines": lines, "active": self.plan.active}))  # flows in flight ride along, 4 times a second
+            JOURNAL, session.seal(JOURNAL, {"lines": lines, "active": self.plan.active})))  # 4 times a second
         self._shipping = gevent.spawn(self.shipper.follow)
 
     def _on_refused(self, environment: Any, msg: Any, **kwargs: Any) -> None:
@@ -292,9 +355,8 @@ class WorkerSession:
             self.plan.stop_accepting()
 
     def _report(self, client_id: str, data: dict[str, Any]) -> None:
-        if self.run_metrics is not None:
-            data["mrtr"] = self.run_metrics.drain()
-            data["mrtr_active"] = self.plan.active
+        if self.run_metrics is not None and self.session is not None:
+            data["mrtr"] = self.session.seal(REPORT, {"metrics": self.run_metrics.drain(), "active": self.plan.active})
 
     def _on_finish(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         """Flows still running become `interrupted`; the rest of the journal and the last metrics go to the master."""
@@ -315,7 +377,8 @@ class WorkerSession:
         # Locust's last stats report goes ahead of `finished` (one connection keeps the order): on its own,
         # it is sent on quit, and a master that waits only 0.5 s for it can miss it on a busy machine.
         send_stats_now(self.runner)
-        self.runner.send_message(FINISHED, {"mrtr": self.run_metrics.drain()})
+        assert self.session is not None
+        self.runner.send_message(FINISHED, self.session.seal(FINISHED, {"mrtr": self.run_metrics.drain()}))
         self.finished = True
         self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")
 
@@ -331,50 +394,172 @@ class WorkerSession:
         return False
 
 
-class MasterLink:
-    """The master's side: hands each worker its setup, takes in journal lines, knows who is ready and finished.
+@dataclass
+class Strangers:
+    """What the master dropped from nodes that never proved they hold the cluster secret (and frames that were no
+    message at all): counted, said at the end of the run, never folded into it."""
 
-    Worker indexes are Locust's own (0, 1, ... in the order workers connected), so a
-    worker's seeded stream and its journal part share one name: `w<i>`.
+    refused: int = 0
+    """Nodes that answered the master's challenge wrongly, or said hello without one."""
+    messages: int = 0
+    """Messages carrying the harness's data (journal lines, metrics, ready, finished) from such nodes, or messages
+    a proven worker sent that were not sealed in its session."""
+    lines: int = 0
+    """Journal lines in those messages."""
+    frames: int = 0
+    """Frames that were no Locust message."""
+
+    def drop(self, msg: Any) -> None:
+        kind, data = msg.type, msg.data
+        if kind in LOCUST_CHATTER or kind == "client_ready" or (kind == "stats" and not (
+                isinstance(data, dict) and "mrtr" in data)):
+            return
+        self.messages += 1
+        if kind == JOURNAL and isinstance(data, dict):
+            inner = data.get("data")
+            lines = (inner if isinstance(inner, dict) else data).get("lines")
+            self.lines += len(lines) if isinstance(lines, list) else 0
+
+    def garbage_frame(self) -> None:
+        self.frames += 1
+
+    def line(self) -> str | None:
+        """What was dropped, in one line; None when nothing was."""
+        if not (self.refused or self.messages or self.frames):
+            return None
+        return (f"refused {self.refused} node{'s' * (self.refused != 1)} that did not prove {CLUSTER_SECRET_ENV}; "
+                f"dropped {self.messages} message{'s' * (self.messages != 1)} of theirs ({self.lines} journal "
+                f"line{'s' * (self.lines != 1)}, none in the results) and {self.frames} frame"
+                f"{'s' * (self.frames != 1)} that were no message")
+
+
+class MasterLink:
+    """The master's side: proves itself to each worker and has each prove itself (`harness.load.handshake`) before
+    it sends its setup, takes in journal lines, knows who is ready and finished.
+
+    Nothing from a node that has not proven itself reaches Locust or the run: its messages are dropped (counted in
+    `strangers`), it takes no worker index. Indexes are the harness's own (0, 1, ... in the order workers proved
+    themselves), so a worker's seeded stream and its journal part share one name: `w<i>`.
     """
 
     def __init__(self, runner: Any, setup: Callable[[int], dict[str, Any]], expected: int,
-                 parts: JournalParts, apply_metrics: Callable[[list], None], say: Callable[[str], None]) -> None:
+                 parts: JournalParts, apply_metrics: Callable[[list], None], say: Callable[[str], None],
+                 secret: str) -> None:
         self.runner, self._setup, self.expected = runner, setup, expected
         self.parts, self._apply_metrics, self.say = parts, apply_metrics, say
+        self._secret = secret
         self.index: dict[str, int] = {}
+        self.sessions: dict[str, Session] = {}
         self.ready: set[int] = set()
         self.finished: set[int] = set()
         self.active: dict[int, int] = {}  # flows in flight per worker, as its last message said
         self.failed: dict[int, str] = {}  # workers that could not set up, and why
+        self.gone: dict[int, str] = {}  # workers Locust lost (they quit, or their heartbeats stopped)
+        self.strangers = Strangers()
+        self._handshakes: dict[str, tuple[str, str]] = {}  # node -> (its nonce, the master's), until it answers
+        self._held: dict[str, Any] = {}  # Locust's `client_ready` of a node, until it proves itself
+        self._to_locust = gate_master(runner, self._admit)
+        guard_master_listener(runner, self.strangers.garbage_frame)
         runner.register_message(HELLO, self._on_hello)
+        runner.register_message(AUTH, self._on_auth)
         runner.register_message(SETUP_FAILED, self._on_setup_failed)
         runner.register_message(READY, self._on_ready)
         runner.register_message(JOURNAL, self._on_journal)
         runner.register_message(FINISHED, self._on_finished)
 
+    def _admit(self, client_id: str, msg: Any) -> bool:
+        """Whether a message goes on to Locust and the handlers: a proven worker's, or a handshake's; a node's
+        `client_ready` is held (and acknowledged, so its Locust runner goes on) until it proves itself."""
+        try:
+            if msg.node_id != client_id or type(msg.type) is not str:
+                self.strangers.drop(msg)
+                return False
+            if client_id in self.index:
+                if msg.type == "quit":
+                    self.lost(client_id, "it quit")
+                return True
+            if msg.type in (HELLO, AUTH):
+                return True
+            if msg.type == "client_ready":
+                self._hold(client_id, msg)
+            else:
+                self.strangers.drop(msg)
+            return False
+        except Exception:  # noqa: BLE001 - a message no check can read is a stranger's
+            self.strangers.messages += 1
+            return False
+
+    def _hold(self, node: str, msg: Any) -> None:
+        if node in self._held or len(self._held) < MAX_HANDSHAKES:
+            self._held[node] = msg
+        self.runner.send_message("ack", {"index": -1}, client_id=node)
+
     def _on_hello(self, environment: Any, msg: Any, **kwargs: Any) -> None:
-        client_id = msg.node_id
-        index = self.runner.get_worker_index(client_id)
-        version = (msg.data or {}).get("version")
+        node = msg.node_id
+        if node in self.index:
+            return
+        data = msg.data if isinstance(msg.data, dict) else {}
+        version = data.get("version")
         if version != _version():
-            self._refuse(client_id, f"harness {version} cannot join a run of harness {_version()}")
+            self._refuse(node, f"harness {_shown(version)} cannot join a run of harness {_version()}")
             return
-        if index >= self.expected:
-            self._refuse(client_id, f"this run expects {self.expected} workers, and has them")
+        worker_nonce = data.get("nonce")
+        if not is_nonce(worker_nonce):
+            self.strangers.refused += 1
+            self._refuse(node, f"it sent no challenge: this master takes only workers that prove they hold "
+                               f"{CLUSTER_SECRET_ENV}")
             return
-        self.index[client_id] = index
+        master_nonce = new_nonce()
+        if len(self._handshakes) >= MAX_HANDSHAKES:
+            self._handshakes.pop(next(iter(self._handshakes)))
+        self._handshakes[node] = (worker_nonce, master_nonce)
+        self.runner.send_message(CHALLENGE, {"nonce": master_nonce, "proof": proof(
+            self._secret, "master", node, worker_nonce, master_nonce)}, client_id=node)
+
+    def _on_auth(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        node = msg.node_id
+        handshake = self._handshakes.pop(node, None)
+        if node in self.index or handshake is None:
+            return
+        worker_nonce, master_nonce = handshake
+        data = msg.data if isinstance(msg.data, dict) else {}
+        if not proven(proof(self._secret, "worker", node, master_nonce, worker_nonce), data.get("proof")):
+            self.strangers.refused += 1
+            self._held.pop(node, None)
+            self._refuse(node, f"it did not prove it holds {CLUSTER_SECRET_ENV}")
+            return
+        if len(self.index) >= self.expected:
+            self._held.pop(node, None)
+            self._refuse(node, f"this run expects {self.expected} workers, and has them")
+            return
+        index = self.index[node] = len(self.index)
+        session = self.sessions[node] = Session(self._secret, node, worker_nonce, master_nonce)
+        held = self._held.pop(node, None)
+        if held is not None:
+            self._to_locust(node, held)  # Locust's own: its acknowledgement, and the worker in its list
         self.parts.open(index)
-        self.runner.send_message(SETUP, self._setup(index), client_id=client_id)
+        self.runner.send_message(SETUP, session.seal(SETUP, self._setup(index)), client_id=node)
 
     def _refuse(self, client_id: str, why: str) -> None:
-        self.say(f"worker {client_id} refused: {why}")
+        self.say(f"worker {_shown(client_id)} refused: {why}")
         self.runner.send_message(REFUSED, why, client_id=client_id)
+
+    def _opened(self, kind: str, msg: Any) -> tuple[int, Any] | None:
+        """(index, data) of a proven worker's message sealed in its session; None (counted) when it is not."""
+        index, session = self.index.get(msg.node_id), self.sessions.get(msg.node_id)
+        if index is None or session is None:
+            return None
+        try:
+            data = session.open(kind, msg.data)
+        except Unsealed:
+            self.strangers.drop(msg)
+            return None
+        return (index, data) if isinstance(data, dict) else None
 
     def _on_setup_failed(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         index = self.index.get(msg.node_id)
         if index is not None:
-            self.failed[index] = str((msg.data or {}).get("error"))
+            self.failed[index] = str(msg.data.get("error") if isinstance(msg.data, dict) else None)[:500]
 
     def _on_ready(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         index = self.index.get(msg.node_id)
@@ -382,23 +567,37 @@ class MasterLink:
             self.ready.add(index)
 
     def _on_journal(self, environment: Any, msg: Any, **kwargs: Any) -> None:
-        index = self.index.get(msg.node_id)
-        if index is not None:
-            self.parts.append(index, list(msg.data["lines"]))
-            self.active[index] = int(msg.data.get("active", 0))
+        opened = self._opened(JOURNAL, msg)
+        if opened is not None:
+            index, data = opened
+            lines = data.get("lines")
+            if isinstance(lines, list):
+                self.parts.append(index, [line for line in lines if isinstance(line, str) and "\n" not in line])
+            self.active[index] = _count(data.get("active"))
 
-    def report(self, client_id: str, active: int) -> None:
-        """Locust's own worker report (every few seconds) also says how many flows are in flight."""
-        index = self.index.get(client_id)
-        if index is not None:
-            self.active[index] = active
+    def report(self, client_id: str, data: dict[str, Any]) -> None:
+        """Locust's own worker report (every few seconds) carries the worker's metrics and flows in flight, sealed."""
+        if "mrtr" not in data:
+            return
+        opened = self._opened(REPORT, _Sealed(client_id, REPORT, data["mrtr"]))
+        if opened is not None:
+            index, report = opened
+            self._apply_metrics(report.get("metrics") or [])
+            self.active[index] = _count(report.get("active"))
 
     def _on_finished(self, environment: Any, msg: Any, **kwargs: Any) -> None:
-        index = self.index.get(msg.node_id)
-        if index is not None:
-            self._apply_metrics(msg.data.get("mrtr", []))
+        opened = self._opened(FINISHED, msg)
+        if opened is not None:
+            index, data = opened
+            self._apply_metrics(data.get("mrtr") or [])
             self.active[index] = 0
             self.finished.add(index)
+
+    def lost(self, node: str, why: str) -> None:
+        """A proven worker was lost (it quit, its heartbeats stopped): noted in `gone` unless it had finished."""
+        index = self.index.get(node)
+        if index is not None and index not in self.finished:
+            self.gone.setdefault(index, why)
 
     def finish(self, timeout: float) -> list[int]:
         """Ask every worker to finish; wait for their answers. Returns the indexes that never answered."""
@@ -409,6 +608,25 @@ class MasterLink:
         return sorted(set(self.index.values()) - self.finished)
 
 
+@dataclass
+class _Sealed:
+    """A sealed part of a message, as a message: what `MasterLink._opened` reads."""
+
+    node_id: str
+    type: str
+    data: Any
+
+
+def _count(value: object) -> int:
+    return value if type(value) is int and value >= 0 else 0
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """Something a node sent, for one line on the terminal: quoted, its control characters escaped, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def run_worker(master_host: str, master_port: int, spool_root: Path | None = None) -> int:
     """A worker's whole life: connect, take the master's setup, run flows, ship the journal, quit when told."""
     from locust.env import Environment
@@ -417,14 +635,15 @@ def run_worker(master_host: str, master_port: int, spool_root: Path | None = Non
     def say(text: str) -> None:
         print(f"mrtr-harness worker: {text}", file=sys.stderr, flush=True)
 
+    secret = cluster_secret(throwaway=False)  # MissingSecret (exit 2) before anything connects
     env = Environment(events=Events())
     try:
         runner = env.create_worker_runner(master_host, master_port)
     except ConnectionError:
         say(f"no master answered at {master_host}:{master_port}")
         return ExitCode.TARGET
-    session = WorkerSession(env, runner, spool_root, say)
-    runner.send_message(HELLO, {"version": _version()})
+    session = WorkerSession(env, runner, spool_root, say, secret)
+    session.hello()
     say(f"connected to the master at {master_host}:{master_port}; waiting for its setup")
     try:
         runner.greenlet.join()

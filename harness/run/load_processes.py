@@ -13,6 +13,7 @@ from typing import Any
 from harness.config.durations import parse_duration_option
 from harness.errors import UsageError
 from harness.load import DEFAULT_MASTER_PORT
+from harness.load.handshake import cluster_secret
 
 
 def add_options(parser: argparse.ArgumentParser, load: str = "the load") -> argparse._ArgumentGroup:
@@ -42,6 +43,8 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--workers and --expect-workers must be 0 or more")
     if args.master != (args.expect_workers > 0):
         raise UsageError("--master and --expect-workers N go together")
+    if args.master or args.workers:
+        cluster_secret(throwaway=not args.master)  # workers elsewhere need the one they hold: MissingSecret, exit 2
     wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
     return {"workers": args.workers, "remote_workers": args.expect_workers,
             "master_bind_host": args.master_bind_host,
