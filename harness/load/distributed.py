@@ -13,10 +13,11 @@ What comes back, also over Locust's connection:
 * metric updates, in Locust's `report_to_master` (the master replays them into its one
   registry, so only the master serves `/metrics`);
 * journal lines, a batch every quarter second: the worker journals to a spool of its own
-  (rolled into plain segments, each removed once shipped: `JournalShipper`) and ships what
-  is new; the master appends it to `journal-w<i>.jsonl` in the results folder (segmented and
-  compressed there) and feeds its live figures. A worker that cannot ship keeps its spool,
-  and says where it is.
+  (rolled into plain segments: `JournalShipper`) and ships what is new; the master appends it
+  to `journal-w<i>.jsonl` in the results folder (segmented and compressed there), feeds its
+  live figures, and acknowledges it: only then does the worker remove the spool's segments it
+  covers. A worker whose master did not acknowledge everything (it could not ship, or the
+  master died) keeps its spool, and says where it is.
 
 Stopping is three-step: `stop-accepting` (no new flows), a grace period while workers
 report flows in flight, then `finish`: every worker journals its flows still running as
@@ -66,6 +67,7 @@ REFUSED = "mrtr:refused"
 READY = "mrtr:ready"
 SETUP_FAILED = "mrtr:setup-failed"
 JOURNAL = "mrtr:journal"
+JOURNAL_ACK = "mrtr:journal-ack"
 FINISH = "mrtr:finish"
 FINISHED = "mrtr:finished"
 REPORT = "mrtr:report"
@@ -161,19 +163,22 @@ class JournalParts:
 
 class JournalShipper:
     """A worker's side: ships the lines its spool gained since the last batch, in bounded messages, each line once
-    and in order, and removes the spool's closed segments once they are shipped.
+    and in order, and removes the spool's closed segments once the master acknowledged them.
 
     The spool is a part in segments (`harness.journal.segments`, see `open_spool`), read as one stream from the
     offset shipped so far (`PartReader`), so a roll never loses or repeats a line, however many rolls come between
-    two batches. A batch counts as shipped only once `send` returned: one that raised is sent again first, and no
-    segment is removed for it, so a worker that cannot ship keeps its whole spool.
+    two batches. A batch counts as shipped only once `send(lines, end)` returned: one that raised is sent again
+    first. `end` is where the batch ends in the spool's stream; the master acknowledges it once the lines are in
+    its part of the journal (`acknowledge`), and only closed segments wholly acknowledged are removed: a worker that
+    cannot ship, or whose master dies with batches not yet written, keeps them.
 
-    Shipped closed segments are removed, but for the newest one: its name says where the open segment's text
-    starts in the stream. So a worker's spool holds its open segment and one or two closed ones, however long the
-    run; the master keeps (and compresses) everything shipped.
+    Acknowledged closed segments are removed, but for the newest one: its name says where the open segment's text
+    starts in the stream. So a worker's spool holds its open segment and one or two closed ones (and those sent
+    but not yet acknowledged, a fraction of a second's), however long the run; the master keeps (and compresses)
+    everything.
     """
 
-    def __init__(self, spool: Path, send: Callable[[list[str]], None]) -> None:
+    def __init__(self, spool: Path, send: Callable[[list[str], int], None]) -> None:
         self.spool = spool
         self._reader = PartReader(spool)
         self._send = send
@@ -183,7 +188,15 @@ class JournalShipper:
         """Lines read but not yet sent, and the offset after them."""
         self.offset = 0
         """Where the shipped text ends in the spool's stream."""
+        self.acknowledged = 0
+        """Where the text the master acknowledged ends in the spool's stream (never beyond what was sent)."""
+        self._handed = 0
+        """The furthest end a batch handed to `send` had (an acknowledgement may come before `send` returns)."""
         self.shipped = 0
+
+    @property
+    def all_acknowledged(self) -> bool:
+        return self.acknowledged >= self.offset
 
     def ship(self) -> None:
         """Send everything complete that is new; `shipped` counts the lines. A `send` that raises raises here, and
@@ -192,11 +205,20 @@ class JournalShipper:
             assert self._batch is not None
             lines, end = self._batch
             if lines:
-                self._send(lines)
+                self._handed = max(self._handed, end)
+                self._send(lines, end)
+            elif self.all_acknowledged:
+                self.acknowledged = end  # nothing in it to wait for
             self._batch = None
             self.shipped += len(lines)
             self.offset = end
-            self._remove_shipped()
+
+    def acknowledge(self, end: int) -> None:
+        """The master has the stream up to `end` in its part: the closed segments that covers may go."""
+        end = min(end, self._handed)
+        if end > self.acknowledged:
+            self.acknowledged = end
+            self._remove_acknowledged()
 
     def _read_batch(self) -> bool:
         """The next whole lines of about `SHIP_MAX_CHARS` (a longer line whole) as the batch; False when none."""
@@ -214,11 +236,11 @@ class JournalShipper:
         self._batch = (lines, self.offset + cut)
         return True
 
-    def _remove_shipped(self) -> None:
-        """Remove the closed segments shipped whole, but for the newest (`PartReader` finds the open one's start by
-        it)."""
-        shipped = [segment for segment in closed_segments(self.spool) if segment.end <= self.offset]
-        for segment in shipped[:-1]:
+    def _remove_acknowledged(self) -> None:
+        """Remove the closed segments the master acknowledged whole, but for the newest (`PartReader` finds the open
+        one's start by it)."""
+        acknowledged = [segment for segment in closed_segments(self.spool) if segment.end <= self.acknowledged]
+        for segment in acknowledged[:-1]:
             segment.path.unlink(missing_ok=True)
 
     def follow(self) -> None:
@@ -230,17 +252,19 @@ class JournalShipper:
         """Ship the rest, including a last line with no newline after it."""
         self.ship()
         if last := self._rest.decode("utf-8", errors="replace"):
-            self._send([last])
+            end = self._handed = self.offset + len(self._rest)
+            self._send([last], end)
             self._rest = b""
             self.shipped += 1
+            self.offset = end
         self._reader.close()
 
 
 def open_spool(spool: Path) -> Journal:
     """A worker's journal spool: rolled into segments like the run's journal, but its closed segments are not
-    compressed. The shipper removes each once shipped (a fraction of a second after it closes, when the master
-    takes the lines), so compressing it would spend the load process's CPU on a file about to go; the master
-    compresses its copy (`JournalParts`). A worker that cannot ship keeps its spool plain, as it was written."""
+    compressed. The shipper removes each once the master acknowledged it (a fraction of a second after it closes),
+    so compressing it would spend the load process's CPU on a file about to go; the master compresses its copy
+    (`JournalParts`). A worker that cannot ship keeps its spool plain, as it was written."""
     from harness.journal.writer import Journal
 
     return Journal(spool, segment_bytes=segment_bytes(), compress=False)
@@ -271,6 +295,7 @@ class WorkerSession:
         """Set once the master proved it holds the cluster secret: nothing it sends is obeyed before."""
         runner.register_message(CHALLENGE, self._on_challenge)
         runner.register_message(SETUP, self._on_setup)
+        runner.register_message(JOURNAL_ACK, self._on_journal_ack)
         runner.register_message(REFUSED, self._on_refused)
         runner.register_message(STOP_ACCEPTING, self._on_stop_accepting)
         runner.register_message(FINISH, self._on_finish)
@@ -341,14 +366,27 @@ class WorkerSession:
         self.env.user_classes = user_classes(self.plan, None, distributed=True)
         session = self.session
         assert session is not None
-        self.shipper = JournalShipper(spool, lambda lines: self.runner.send_message(
-            JOURNAL, session.seal(JOURNAL, {"lines": lines, "active": self.plan.active})))  # 4 times a second
+        self.shipper = JournalShipper(spool, lambda lines, end: self.runner.send_message(
+            JOURNAL, session.seal(JOURNAL, {"lines": lines, "end": end, "active": self.plan.active})))  # 4 a second
         self._shipping = gevent.spawn(self.shipper.follow)
 
     def _on_refused(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         self.refused = str(msg.data)
         self.say(f"the master refused this worker: {self.refused}")
         gevent.spawn(self.runner.quit)  # Locust's own quit tells the master, so no users are sent here
+
+    def _on_journal_ack(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        """The master wrote a batch into its part: the spool's segments up to it may go."""
+        if self.session is None or self.shipper is None:
+            return
+        try:
+            data = self.session.open(JOURNAL_ACK, msg.data)
+        except Unsealed as exc:
+            self.say(f"an acknowledgement not sealed by the master ({exc}): ignored")
+            return
+        end = data.get("end") if isinstance(data, dict) else None
+        if type(end) is int:
+            self.shipper.acknowledge(end)
 
     def _on_stop_accepting(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         if self.plan is not None:
@@ -383,14 +421,15 @@ class WorkerSession:
         self.say(f"finished: {self.shipper.shipped} journal records shipped to the master")
 
     def close(self) -> bool:
-        """After Locust's quit: True when everything was shipped (the spool is removed), else the spool stays."""
+        """After Locust's quit: True when the master acknowledged everything (the spool is removed), else the spool
+        stays."""
         if self.plan is not None and not self.finished:
             self.plan.kill_in_flight()
             self.journal.close()
-        if self.finished or self.plan is None:
+        if self.plan is None or self.finished and self.shipper is not None and self.shipper.all_acknowledged:
             shutil.rmtree(self.spool_dir, ignore_errors=True)
             return self.refused is None
-        self.say(f"the master went away before the journal was shipped; it is kept in {self.spool_dir}")
+        self.say(f"the master went away before it acknowledged the whole journal; it is kept in {self.spool_dir}")
         return False
 
 
@@ -574,6 +613,10 @@ class MasterLink:
             if isinstance(lines, list):
                 self.parts.append(index, [line for line in lines if isinstance(line, str) and "\n" not in line])
             self.active[index] = _count(data.get("active"))
+            end = data.get("end")
+            if type(end) is int:  # in the part (and flushed): the worker may let its spool's copy go
+                self.runner.send_message(JOURNAL_ACK, self.sessions[msg.node_id].seal(JOURNAL_ACK, {"end": end}),
+                                         client_id=msg.node_id)
 
     def report(self, client_id: str, data: dict[str, Any]) -> None:
         """Locust's own worker report (every few seconds) carries the worker's metrics and flows in flight, sealed."""
