@@ -88,20 +88,34 @@ def _start_worker(home: Path, port: int, secret: dict[str, str] = SECRET) -> sub
         stderr=subprocess.STDOUT, text=True)
 
 
+_READ: dict[int, bytearray] = {}
+"""What each process's output held after the last line a wait returned (by pid)."""
+
+
 def _wait_for_line(process: subprocess.Popen[str], text: str, timeout: float = 60.0) -> list[str]:
-    """The process's output lines up to the first holding `text` (AssertionError when it ends or times out first)."""
+    """The process's output lines up to the first holding `text` (AssertionError when it ends or times out first).
+    Read from the pipe's descriptor, not its buffered file: a line already buffered is never waited for."""
     assert process.stdout is not None
+    fd = process.stdout.fileno()
+    held = _READ.setdefault(process.pid, bytearray())
     lines: list[str] = []
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            line = process.stdout.readline()
-            if not line:
-                break
+    while True:
+        while b"\n" in held:
+            cut = held.index(b"\n") + 1
+            line = held[:cut].decode(errors="replace")
+            del held[:cut]
             lines.append(line)
             if text in line:
                 return lines
-    raise AssertionError(f"{text!r} never came; output so far: {''.join(lines)}")
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        held += chunk
+    raise AssertionError(f"{text!r} never came; output so far: {''.join(lines)}{held.decode(errors='replace')}")
 
 
 def _stop(*processes: subprocess.Popen[str]) -> None:
@@ -224,3 +238,47 @@ def test_a_worker_lost_before_the_load_starts_is_the_harness_s_failure_named_at_
     folder = next(path for path in results.iterdir() if path.is_dir())
     summary = valid_summary(folder / "summary.json")
     assert summary["status"] == "errored" and "worker w0" in summary["reason"]
+
+
+def test_a_worker_lost_during_the_load_is_the_harness_s_failure_named_at_once(tmp_path):
+    """One of two workers is killed once its flows reach the master: the run stops with a harness error naming it
+    (exit 4), without waiting out its duration or the 30 s a worker has to finish."""
+    port = free_port()
+    results = tmp_path / "results"
+    master = _start_master(results, port, "--duration", "10m", "--expect-workers", "2")
+    workers: list[subprocess.Popen[str]] = []
+    try:
+        _wait_for_line(master, "waiting for 2 workers")
+        workers = [_start_worker(tmp_path / f"machine-{number}", port) for number in range(2)]
+        seen = {number: "".join(_wait_for_line(worker, " of 2: scenario")) for number, worker in enumerate(workers)}
+        number, _ = next((number, text) for number, text in seen.items() if "worker w1 of 2" in text)
+        folder = _wait_for_folder(results)
+        _wait_for_growth(folder / "journal-w1.jsonl")
+        workers[number].send_signal(signal.SIGKILL)
+        output, _ = master.communicate(timeout=120)
+    finally:
+        _stop(master, *workers)
+    assert master.returncode == 4, output
+    assert "worker w1 was lost before it finished (its heartbeats stopped)" in output, output
+    summary = valid_summary(folder / "summary.json")
+    assert summary["status"] == "errored" and "worker w1" in summary["reason"]
+
+
+def _wait_for_folder(results: Path, timeout: float = 60.0) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        folders = [path for path in results.iterdir() if path.is_dir()] if results.exists() else []
+        if folders:
+            return folders[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no results folder in {results}")
+
+
+def _wait_for_growth(part: Path, timeout: float = 60.0) -> None:
+    """Until the master has written some of a worker's journal (its flows are running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if part.exists() and part.stat().st_size > 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{part} never grew")

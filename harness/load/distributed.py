@@ -643,10 +643,11 @@ class MasterLink:
             self.gone.setdefault(index, why)
 
     def finish(self, timeout: float) -> list[int]:
-        """Ask every worker to finish; wait for their answers. Returns the indexes that never answered."""
+        """Ask every worker to finish; wait for the answers of those not lost. Returns the indexes that never
+        answered (the lost ones among them, not waited for)."""
         self.runner.send_message(FINISH)
         deadline = time.monotonic() + timeout
-        while len(self.finished) < len(self.index) and time.monotonic() < deadline:
+        while len(self.finished | self.gone.keys()) < len(self.index) and time.monotonic() < deadline:
             gevent.sleep(0.05)
         return sorted(set(self.index.values()) - self.finished)
 
