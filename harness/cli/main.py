@@ -131,8 +131,10 @@ def _add_worker(commands: argparse._SubParsersAction) -> None:
         "worker", help="one Locust worker of a run whose master is `run --master` (or `run --workers N`)",
         description="Connect to a run's master, take the scenario and the replica URLs from it, run this "
                     "worker's share of the flows and ship its journal back. Nothing is shared on disk, so "
-                    "the worker can be on another machine. Exits 0 once everything it journaled reached "
-                    "the master.",
+                    "the worker can be on another machine. Needs MRTR_CLUSTER_SECRET, the master's value: "
+                    "master and worker each prove they hold it before the master sends anything, and a "
+                    "master that cannot is not obeyed. Exits 0 once the master acknowledged everything it "
+                    "journaled.",
         epilog=epilog("worker"))
     worker.add_argument("--master-host", default="127.0.0.1", help="the master's address (default 127.0.0.1)")
     worker.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT,

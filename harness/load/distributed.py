@@ -450,6 +450,9 @@ class Strangers:
 
     def drop(self, msg: Any) -> None:
         kind, data = msg.type, msg.data
+        if not isinstance(kind, str):
+            self.messages += 1
+            return
         if kind in LOCUST_CHATTER or kind == "client_ready" or (kind == "stats" and not (
                 isinstance(data, dict) and "mrtr" in data)):
             return

@@ -24,7 +24,9 @@ def add_options(parser: argparse.ArgumentParser, load: str = "the load") -> argp
     spread = parser.add_argument_group("workers on other machines (Locust's own flags)")
     spread.add_argument("--master", action="store_true",
                         help=f"be the master of workers started elsewhere with `mrtr-harness worker` "
-                             f"(or `run --worker`), which drive {load}; needs --expect-workers")
+                             f"(or `run --worker`), which drive {load}; needs --expect-workers, and "
+                             "MRTR_CLUSTER_SECRET set to the workers' value (each side proves it holds it before "
+                             "the scenario is sent: docs/running.md)")
     spread.add_argument("--expect-workers", type=int, default=0,
                         help="with --master: how many workers to wait for before the load starts")
     spread.add_argument("--expect-workers-max-wait", default="5m",
