@@ -2,11 +2,13 @@
 
 The master (the `run` process) keeps everything that must happen once: the target, the
 log collector, chaos, `/metrics`, the verdict and the results folder. A worker
-(`mrtr-harness worker`, or `run --worker`) needs nothing but the master's address: it
-says hello, and the master sends it everything else over Locust's own connection (the
-scenario, the replica URLs, its index and the worker count), so a worker on another
-machine shares no files with the master. Each worker draws its own seeded stream (flow
-ids `w<i>-…`) and its share of the arrival rate.
+(`mrtr-harness worker`, or `run --worker`) needs nothing but the master's address and the
+cluster secret: it says hello, each side proves it holds the secret (`harness.load.handshake`),
+and the master sends it everything else over Locust's own connection (the scenario, the
+replica URLs, its index and the worker count), so a worker on another machine shares no
+files with the master. Nothing from a node that did not prove itself reaches Locust or the
+run (`MasterLink`). Each worker draws its own seeded stream (flow ids `w<i>-…`) and its
+share of the arrival rate.
 
 What comes back, also over Locust's connection:
 
