@@ -29,6 +29,7 @@ only then does the master call Locust's own quit.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -95,10 +96,12 @@ def journal_part(folder: Path, index: int) -> Path:
 
 
 class WorkerProcesses:
-    """Worker processes the master starts on this machine (`--workers N`), stopped by PID; they die with it."""
+    """Worker processes the master starts on this machine (`--workers N`), stopped by PID; they die with it. Each is
+    given the cluster secret in its environment."""
 
-    def __init__(self, folder: Path, master_port: int, count: int) -> None:
+    def __init__(self, folder: Path, master_port: int, count: int, secret: str) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
+        environment = {**os.environ, CLUSTER_SECRET_ENV: secret}
         self._logs: list[IO[bytes]] = []
         logs = folder / "workers"
         logs.mkdir(exist_ok=True)
@@ -107,7 +110,7 @@ class WorkerProcesses:
             self._logs.append(log)
             self.processes.append(start_child(
                 harness_command("worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)),
-                stdout=log, stderr=log, stdin=subprocess.DEVNULL))
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=environment))
 
     def exited(self) -> list[tuple[int, int]]:
         """(number, exit code) of each worker process that has exited."""

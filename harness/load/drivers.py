@@ -113,11 +113,12 @@ class DistributedLoad:
         self.port = bind_port or (free_port() if not remote else DEFAULT_MASTER_PORT)
         self.runner = env.create_master_runner(bind_host, self.port)
         self.parts = JournalParts(folder, on_grown, before_append)
+        secret = cluster_secret(throwaway=not remote)
         scenario_json = scenario.model_dump_json()
         self.link = MasterLink(self.runner, lambda index: setup_message(scenario_json, urls, labels, index,
                                                                         self.count, auth_url),
-                               self.count, self.parts, run_metrics.apply, say, cluster_secret(throwaway=not remote))
-        self.processes = WorkerProcesses(folder, self.port, local) if local else None
+                               self.count, self.parts, run_metrics.apply, say, secret)
+        self.processes = WorkerProcesses(folder, self.port, local, secret) if local else None
         if remote:
             say(f"waiting for {remote} worker{'s' * (remote != 1)} on {bind_host}:{self.port}: "
                 f"mrtr-harness worker --master-host <this host> --master-port {self.port}")

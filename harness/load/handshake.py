@@ -35,7 +35,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from harness.secrets import env_secret
+from harness.secrets import env_secret, register
 
 CLUSTER_SECRET_ENV = "MRTR_CLUSTER_SECRET"
 _CONTEXT = b"mrtr-harness cluster 1"
@@ -44,10 +44,13 @@ _NONCE_CHARS = 64
 
 def cluster_secret(*, throwaway: bool) -> str:
     """The cluster secret from `MRTR_CLUSTER_SECRET` (registered, so never written out); unset: MissingSecret (exit 2),
-    or with `throwaway` (`run --workers N`: the harness starts both sides, on this machine) one drawn now, put where
-    the workers it starts inherit it (nothing to say: no one else needs it)."""
+    or with `throwaway` (`run --workers N`: the harness starts both sides, on this machine) one drawn now, for the
+    master to hand its own worker processes in their environment only (not this process's: the target and the
+    commands it starts never see it; nothing to say: no one else needs it)."""
     if throwaway and not os.environ.get(CLUSTER_SECRET_ENV):
-        os.environ[CLUSTER_SECRET_ENV] = secrets.token_urlsafe(32)
+        drawn = secrets.token_urlsafe(32)
+        register(drawn, "secret")
+        return drawn
     return env_secret(CLUSTER_SECRET_ENV, throwaway=False,
                       what="the secret the run's master and its workers share (the same value on every machine)")
 
@@ -61,8 +64,9 @@ def is_nonce(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and len(value) == _NONCE_CHARS and all(c in "0123456789abcdef" for c in value)
 
 
-def _mac(key: bytes, *parts: str) -> str:
-    return hmac.new(key, b"\0".join([_CONTEXT, *(part.encode() for part in parts)]), hashlib.sha256).hexdigest()
+def _mac(key: bytes, *parts: str | bytes) -> str:
+    joined = b"\0".join([_CONTEXT, *(part if isinstance(part, bytes) else part.encode() for part in parts)])
+    return hmac.new(key, joined, hashlib.sha256).hexdigest()
 
 
 def proof(secret: str, role: str, node: str, first: str, second: str) -> str:
@@ -104,7 +108,7 @@ class Session:
         return sealed.get("data")
 
     def _seal(self, kind: str, number: int, data: Any) -> str:
-        return _mac(self._key, kind, str(number), orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode())
+        return _mac(self._key, kind, str(number), orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
 
 
 class Unsealed(ValueError):

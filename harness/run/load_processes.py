@@ -45,8 +45,8 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--workers and --expect-workers must be 0 or more")
     if args.master != (args.expect_workers > 0):
         raise UsageError("--master and --expect-workers N go together")
-    if args.master or args.workers:
-        cluster_secret(throwaway=not args.master)  # workers elsewhere need the one they hold: MissingSecret, exit 2
+    if args.master:
+        cluster_secret(throwaway=False)  # workers elsewhere hold the one they were given: MissingSecret, exit 2
     wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
     return {"workers": args.workers, "remote_workers": args.expect_workers,
             "master_bind_host": args.master_bind_host,
