@@ -35,12 +35,15 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                          "--first-baseline) or not a results folder of this scenario, a secret's variable unset, "
                          "chaos or fuzzing against a host not in [target] allow or --allow-host, a token or client "
                          "secret over plain http off this machine, --web off loopback without MRTR_WEB_PASSWORD, "
-                         "--reproduce on a scenario without [reproduces]: nothing was started"),
-        (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
-                          "aborted)"),
-        (ExitCode.HARNESS, "the harness itself failed, or its journal has lines that could not be read (status "
-                           "errored, results still written, everything stopped), or a symbolic link was planted in "
-                           "its results folder while it ran (named, never written through)"),
+                         "--reproduce on a scenario without [reproduces], --master without MRTR_CLUSTER_SECRET: "
+                         "nothing was started"),
+        (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (workers "
+                          "that never came within --expect-workers-max-wait; status aborted)"),
+        (ExitCode.HARNESS, "the harness itself failed, a Locust worker was lost before it finished (named: it quit, "
+                           "its process exited or its heartbeats stopped, before or during the load), its journal "
+                           "has lines that could not be read (status errored, results still written, everything "
+                           "stopped), or a symbolic link was planted in its results folder while it ran (named, never "
+                           "written through)"),
         (ExitCode.INTERRUPTED, "interrupted: Ctrl-C or SIGTERM (what CI runners and Kubernetes send to cancel), "
                                "status interrupted, results still written, not compared with --baseline; the web UI's "
                                "STOP (`--web`) ends a run the same way"),
@@ -53,7 +56,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                          "(named, never written through)"),
         (ExitCode.TARGET, "the run's target could not be started or reached"),
         (ExitCode.HARNESS, "the run's harness failed, or journal lines could not be read (--lenient exits as the "
-                           "verdict says)"),
+                           "verdict says), or a worker's part holds records no worker writes (named; --lenient or "
+                           "not)"),
         (ExitCode.INTERRUPTED, "the run was interrupted, or cut off (killed: its journal has no end)"),
     ),
     "validate": (
@@ -95,7 +99,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
     ),
     "capacity": (
         (ExitCode.PASSED, "the sweep completed (whatever it found)"),
-        (ExitCode.USAGE, "bad scenario, plan or options (a remote target's rules as `run`'s)"),
+        (ExitCode.USAGE, "bad scenario, plan or options (a remote target's rules as `run`'s, --master without "
+                         "MRTR_CLUSTER_SECRET)"),
         (ExitCode.TARGET, "the target could not be started or reached"),
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): capacity.json holds the steps that ran"),
     ),
@@ -129,8 +134,10 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
     ),
     "worker": (
         (ExitCode.PASSED, "everything it journaled reached the master"),
-        (ExitCode.FAILED, "it did not: the master refused it (another version, one worker too many) or went away "
-                          "(the spool is kept)"),
+        (ExitCode.FAILED, "it did not: the master refused it (another version, one worker too many, another "
+                          "MRTR_CLUSTER_SECRET), the master did not prove it holds MRTR_CLUSTER_SECRET (nothing it "
+                          "sent was obeyed), or it went away (the spool is kept)"),
+        (ExitCode.USAGE, "MRTR_CLUSTER_SECRET is not set: nothing was started"),
         (ExitCode.TARGET, "no master answered"),
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C)"),
     ),

@@ -130,11 +130,18 @@ def test_plan_options_are_checked_before_anything_runs():
     assert plan.with_default_search(4).search == RateSearch(start=4, max=64)
 
 
-def test_worker_options_that_do_not_go_together_exit_2_before_any_step():
-    """`capacity` reads `--workers`/`--master` as `run` does (`harness.run.load_processes`), before anything starts."""
+def test_worker_options_that_do_not_go_together_exit_2_before_any_step(monkeypatch):
+    """`capacity` reads `--workers`/`--master` as `run` does (`harness.run.load_processes`), before anything starts:
+    a master of workers elsewhere needs the secret they share."""
     from harness.cli.main import build_parser
     from harness.errors import UsageError
     from harness.run import load_processes
+    from harness.secrets import MissingSecret
+
+    monkeypatch.delenv("MRTR_CLUSTER_SECRET", raising=False)
+    with pytest.raises(MissingSecret, match="MRTR_CLUSTER_SECRET is not set"):
+        load_processes.options(build_parser().parse_args(["capacity", "c.toml", "--master", "--expect-workers", "3"]))
+    monkeypatch.setenv("MRTR_CLUSTER_SECRET", "a-cluster-secret-for-this-test")
 
     done = subprocess.run([sys.executable, "-m", "harness", "capacity", "scenarios/capacity.toml", "--master"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)

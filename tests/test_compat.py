@@ -276,6 +276,11 @@ release_master_port(master)
 again = Environment(events=Events()).create_master_runner("127.0.0.1", port)  # raises if the port is still bound
 again.quit()
 found["rebound"] = True
+from locust.runners import STATE_MISSING, MasterRunner
+listener = inspect.getsource(MasterRunner.client_listener)
+found["listener"] = ["self.server.recv_from_client()" in listener, "self.handle_message(client_id, msg)" in listener]
+found["reset"] = "self.server = rpc.Server(" in inspect.getsource(MasterRunner.reset_connection)
+found["missing"] = [STATE_MISSING, hasattr(again.clients, "get")]
 own = WorkerRunner.__dict__.get("_send_stats")
 found["send_stats"] = None if own is None else list(inspect.signature(own).parameters)
 found["web_reads_argv"] = "argument_parser.ui_extra_args_dict()" in inspect.getsource(web)
@@ -299,6 +304,17 @@ def locust_edges() -> dict[str, Any]:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_locust_master_reads_every_frame_through_its_server_and_hands_it_to_handle_message(locust_edges):
+    """`gate_master` and `guard_master_listener` sit on these: the listener's one read and one hand-over, and the
+    new socket a reset makes (guarded again)."""
+    assert locust_edges["listener"] == [True, True]
+    assert locust_edges["reset"]
+
+
+def test_a_locust_master_marks_a_worker_whose_heartbeats_stopped_missing(locust_edges):
+    assert locust_edges["missing"] == ["missing", True]  # what `missing_workers` reads
 
 
 def test_a_locust_worker_sends_its_stats_report_when_asked_with_no_arguments(locust_edges):

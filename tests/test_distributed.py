@@ -20,6 +20,8 @@ SMOKE = SCENARIOS / "smoke.toml"
 SPOOL_BYTES = 4096
 SPOOL_SEGMENTS = {SEGMENT_ENV: str(SPOOL_BYTES)}
 """For workers only: their spools roll every 4 KiB, the master's parts stay whole (read as plain files here)."""
+CLUSTER = {"MRTR_CLUSTER_SECRET": "one-secret-for-the-master-and-its-workers"}
+"""What an operator sets on every machine of a run whose workers are elsewhere."""
 
 
 def totals(finished: Finished) -> dict[str, object]:
@@ -95,7 +97,7 @@ def test_workers_started_elsewhere_share_nothing_on_disk_with_the_master(tmp_pat
     master = subprocess.Popen(
         [sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(results), "--quiet",
          "--duration", "8s", "--master", "--expect-workers", "2", "--master-bind-port", str(port)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=ROOT, env={**os.environ, **CLUSTER}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     workers, spools = [], []
     for number in range(3):
         home = tmp_path / f"machine-{number}"
@@ -104,7 +106,7 @@ def test_workers_started_elsewhere_share_nothing_on_disk_with_the_master(tmp_pat
         workers.append(subprocess.Popen(
             [sys.executable, "-m", "harness", "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
              "--spool", str(spools[-1])],
-            cwd=home, env={**os.environ, "PYTHONPATH": str(ROOT), **SPOOL_SEGMENTS}, stdout=subprocess.PIPE,
+            cwd=home, env={**os.environ, "PYTHONPATH": str(ROOT), **SPOOL_SEGMENTS, **CLUSTER}, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
     try:
         output, _ = master.communicate(timeout=150)

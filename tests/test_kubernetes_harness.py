@@ -164,7 +164,7 @@ def test_each_run_is_created_under_a_fresh_name_and_apply_never_touches_the_runs
         assert job["metadata"]["generateName"] == f"{name}-" and "name" not in job["metadata"]
         assert job["spec"]["ttlSecondsAfterFinished"] > 0
     commands = guide_kubectl_commands()
-    creates = [argv for argv in commands if "create" in argv]
+    creates = [argv for argv in commands if "create" in argv and "-f" in argv]  # the Secret is made from stdin
     created = {Path(option(argv, "-f")).relative_to("deploy/kubernetes/harness").as_posix() for argv in creates}
     assert created == {"run/master.yaml", "run/workers.yaml"}
     assert not any("apply" in argv and "run/" in " ".join(argv) for argv in commands)
@@ -236,3 +236,36 @@ def test_every_kubectl_line_in_the_guide_parses_with_kubectl_s_own_flags():
                                 timeout=60, check=False,
                                 env={"PATH": "/usr/bin:/bin", "KUBECONFIG": "/dev/null", "HOME": "/nonexistent"})
         assert result.returncode == 0, (argv, result.stderr)
+
+
+def _secret_ref(workload: dict[str, Any]) -> dict[str, str]:
+    [variable] = [env for env in container(workload).get("env", []) if env["name"] == "MRTR_CLUSTER_SECRET"]
+    return variable["valueFrom"]["secretKeyRef"]
+
+
+def test_master_and_workers_read_one_cluster_secret_the_guide_creates_and_no_manifest_holds():
+    master, workers = one("Job", "mrtr-harness-master"), one("Job", "mrtr-harness-worker")
+    reference = _secret_ref(master)
+    assert _secret_ref(workers) == reference
+    assert not [doc for doc in objects(HARNESS) if doc["kind"] == "Secret"]  # a value in the repository is no secret
+    [create] = [argv for argv in guide_kubectl_commands() if argv[3:6] == ["create", "secret", "generic"]]
+    assert create[6] == reference["name"]
+    assert option(create, "--from-file") == f"{reference['key']}=/dev/stdin"
+    [line] = [line for line in guide_shell_lines() if "create secret generic" in line]
+    assert line.startswith("head -c 32 /dev/urandom | base64")  # random, never typed in
+
+
+def test_only_the_workers_reach_the_master_s_port():
+    policy = one("NetworkPolicy", "mrtr-harness-master")
+    master, workers = one("Job", "mrtr-harness-master"), one("Job", "mrtr-harness-worker")
+    master_labels = master["spec"]["template"]["metadata"]["labels"]
+    worker_labels = workers["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= master_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    ports = {port["name"]: port["containerPort"] for port in container(master)["ports"]}
+    rules = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
+    assert set(rules) == set(ports)  # every port the master serves has its rule, and no other is opened
+    [peer] = rules["locust-master"]
+    assert peer.keys() == {"podSelector"} and peer["podSelector"]["matchLabels"].items() <= worker_labels.items()
+    assert not peer["podSelector"]["matchLabels"].items() <= master_labels.items()
+    assert rules["metrics"] is None  # Prometheus, wherever it runs

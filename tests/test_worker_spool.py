@@ -1,5 +1,6 @@
 """A worker's journal spool over a long run: every line shipped once and in order across segment rolls, and the
-spool's shipped segments removed, so a worker's disk stays bounded; one that cannot ship keeps everything."""
+spool's segments removed once the master acknowledged them, so a worker's disk stays bounded; one that cannot ship,
+or whose master never acknowledges, keeps everything."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_every_line_of_the_spool_is_shipped_once_in_order_across_rolls(spool):
     new one started): the master gets every record once, in order, byte for byte."""
     journal = open_spool(spool)
     sent: list[list[str]] = []
-    shipper = JournalShipper(spool, sent.append)
+    shipper = JournalShipper(spool, lambda lines, end: sent.append(lines))
     waits = iter(SHIP_AFTER * 100)
     due = next(waits)
     for n in range(RECORDS):
@@ -64,12 +65,22 @@ def test_every_line_of_the_spool_is_shipped_once_in_order_across_rolls(spool):
     assert len(sent) < RECORDS / 10  # shipped in batches, not a message a line
 
 
-def test_shipped_spool_segments_are_removed_so_the_spool_stays_bounded(spool):
-    """After each batch the spool holds its open segment and the newest closed one, whatever the run's length;
-    closed segments stay plain (never compressed on the worker)."""
+def _acknowledging(sent: list[str], shipper: list[JournalShipper]):
+    """A master that writes each batch and acknowledges it at once."""
+    def send(lines: list[str], end: int) -> None:
+        sent.extend(lines)
+        shipper[0].acknowledge(end)
+    return send
+
+
+def test_acknowledged_spool_segments_are_removed_so_the_spool_stays_bounded(spool):
+    """After each acknowledged batch the spool holds its open segment and the newest closed one, whatever the run's
+    length; closed segments stay plain (never compressed on the worker)."""
     journal = open_spool(spool)
     sent: list[str] = []
-    shipper = JournalShipper(spool, sent.extend)
+    holder: list[JournalShipper] = []
+    shipper = JournalShipper(spool, _acknowledging(sent, holder))
+    holder.append(shipper)
     for n in range(RECORDS):
         _write(journal, n)
         if n % 30 == 29:  # a little more than one roll between batches
@@ -82,6 +93,31 @@ def test_shipped_spool_segments_are_removed_so_the_spool_stays_bounded(spool):
     assert closed[-1].end > 30 * 2000  # many rolls went by
     assert _flow_ids(sent) == [f"w0-{n}" for n in range(RECORDS)]
     assert len(_on_disk(spool)) <= 3
+    assert shipper.all_acknowledged
+
+
+def test_a_segment_shipped_but_not_acknowledged_stays_until_the_master_has_it(spool):
+    """Sent is not enough: a master that dies before it writes a batch would lose it. The spool keeps every segment
+    until an acknowledgement covers it, then removes those (but for the newest closed one), and no more."""
+    journal = open_spool(spool)
+    sent: list[tuple[list[str], int]] = []
+    shipper = JournalShipper(spool, lambda lines, end: sent.append((lines, end)))
+    for n in range(RECORDS // 3):
+        _write(journal, n)
+        if n % 25 == 24:
+            shipper.ship()
+    kept = closed_segments(spool)
+    assert len(kept) > 10 and shipper.shipped > 0 and not shipper.all_acknowledged  # shipped, none acknowledged
+    assert [record["flow_id"] for record in read_journal(spool)] == [f"w0-{n}" for n in range(RECORDS // 3)]
+    halfway = sent[len(sent) // 2][1]
+    shipper.acknowledge(halfway)
+    left = closed_segments(spool)
+    assert [segment.end for segment in left if segment.end <= halfway] == [max(s.end for s in kept if s.end <= halfway)]
+    assert [segment.path for segment in left if segment.end > halfway] == [s.path for s in kept if s.end > halfway]
+    shipper.acknowledge(10**12)  # never beyond what was sent
+    assert shipper.acknowledged == shipper.offset
+    journal.close()
+    shipper.close()
 
 
 class _Unreachable(ConnectionError):
@@ -95,10 +131,11 @@ def test_a_worker_that_cannot_ship_keeps_its_whole_spool_and_ships_it_once_when_
     sent: list[str] = []
     reachable = False
 
-    def send(lines: list[str]) -> None:
+    def send(lines: list[str], end: int) -> None:
         if not reachable:
             raise _Unreachable("the master went away")
         sent.extend(lines)
+        shipper.acknowledge(end)
 
     shipper = JournalShipper(spool, send)
     for n in range(RECORDS // 2):

@@ -12,8 +12,17 @@
   no template argument hides or renames them, so `PAGE_SCRIPT` does, by their text.
 - A master's socket, `MasterRunner.server`: Locust's `quit()` stops the runner but leaves the
   port bound until the process ends; a sweep's next step binds the same port (`--master`).
+- A master's way in, `MasterRunner.handle_message(client_id, msg)`: every message its listener took
+  goes through it (Locust's own, then those `register_message` named); `gate_master` puts a check
+  before it. Its listener, `client_listener`, reads each frame with `server.recv_from_client()` and
+  ends for good (no worker heard again) on any error but the few it expects: a frame that is not a
+  msgpack'd (type, data, node id) triple, sent by anyone who reaches the port. `guard_master_listener`
+  makes every such frame one of the errors it expects (`RPCReceiveError` with no address: dropped),
+  also after Locust's `reset_connection()` makes a new socket.
+- A master's workers, `MasterRunner.clients` (a dict by node id of nodes with a `state`): a node whose
+  heartbeats stopped is `"missing"` (`locust.runners.STATE_MISSING`), one that quit is no longer there.
 
-Nothing here imports Locust: the runner is given.
+Nothing here imports Locust when it is imported: the runner is given.
 """
 
 from __future__ import annotations
@@ -21,10 +30,11 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["PAGE_SCRIPT", "clear_command_line_for_web_ui", "page_with_script", "release_master_port",
-           "send_stats_now"]
+__all__ = ["PAGE_SCRIPT", "clear_command_line_for_web_ui", "gate_master", "guard_master_listener",
+           "missing_workers", "page_with_script", "release_master_port", "send_stats_now"]
 
 PAGE_SCRIPT = """<script>
 (() => {
@@ -48,6 +58,56 @@ for what the harness reports in it: flows in flight."""
 def send_stats_now(runner: Any) -> None:
     """Send a Locust worker runner's stats report to its master now."""
     runner._send_stats()
+
+
+def gate_master(runner: Any, admit: Callable[[str, Any], bool]) -> Callable[[str, Any], None]:
+    """Every message a Locust master runner takes in goes to Locust (and the handlers registered with it) only when
+    `admit(client_id, msg)` says so. Returns Locust's own handling, to hand it a message `admit` held back."""
+    handle = runner.handle_message
+
+    def gated(client_id: str, msg: Any) -> None:
+        if admit(client_id, msg):
+            handle(client_id, msg)
+
+    runner.handle_message = gated
+    return handle
+
+
+def guard_master_listener(runner: Any, on_garbage: Callable[[], None]) -> None:
+    """A frame that is no Locust message is dropped (`on_garbage` told), never the end of the master's listener."""
+    from locust.exception import RPCError, RPCReceiveError
+
+    def guard(server: Any) -> None:
+        receive = server.recv_from_client
+
+        def recv_from_client() -> tuple[str, Any]:
+            try:
+                return receive()
+            except RPCReceiveError:
+                on_garbage()
+                raise
+            except RPCError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - whatever the frame made msgpack or Message raise
+                on_garbage()
+                raise RPCReceiveError(f"a frame that is no message ({type(exc).__name__})") from None
+
+        server.recv_from_client = recv_from_client
+
+    reset = runner.reset_connection
+
+    def reset_connection() -> None:
+        reset()
+        guard(runner.server)
+
+    guard(runner.server)
+    runner.reset_connection = reset_connection
+
+
+def missing_workers(runner: Any, nodes: Iterable[str]) -> list[str]:
+    """Which of `nodes` (worker node ids) a Locust master runner has marked missing (their heartbeats stopped) or
+    dropped from its workers."""
+    return [node for node in nodes if (client := runner.clients.get(node)) is None or client.state == "missing"]
 
 
 def release_master_port(runner: Any, wait: float = 5.0) -> None:

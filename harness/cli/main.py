@@ -134,8 +134,10 @@ def _add_worker(commands: argparse._SubParsersAction) -> None:
         "worker", help="one Locust worker of a run whose master is `run --master` (or `run --workers N`)",
         description="Connect to a run's master, take the scenario and the replica URLs from it, run this "
                     "worker's share of the flows and ship its journal back. Nothing is shared on disk, so "
-                    "the worker can be on another machine. Exits 0 once everything it journaled reached "
-                    "the master.",
+                    "the worker can be on another machine. Needs MRTR_CLUSTER_SECRET, the master's value: "
+                    "master and worker each prove they hold it before the master sends anything, and a "
+                    "master that cannot is not obeyed. Exits 0 once the master acknowledged everything it "
+                    "journaled.",
         epilog=epilog("worker"))
     worker.add_argument("--master-host", default="127.0.0.1", help="the master's address (default 127.0.0.1)")
     worker.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT,
@@ -190,6 +192,9 @@ def _report(args: argparse.Namespace) -> int:
         code = fold_comparison(args.folder, comparison, code)
     if not verdict.unreadable:
         return code
+    if verdict.forged is not None:
+        print(f"mrtr-harness report: {verdict.forged} (exit 4, --lenient or not)", file=sys.stderr)
+        return ExitCode.HARNESS
     lines = f"{verdict.unreadable} journal line{'s' * (verdict.unreadable != 1)}"
     if args.lenient:
         print(f"mrtr-harness report: warning: the journal is damaged: {lines} could not be read; --lenient: the "

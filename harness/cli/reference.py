@@ -449,11 +449,13 @@ its own (`worker --spool DIR` chooses where): `journal-w<N>.jsonl`, rolled into 
 the same way, but never compressed. A few times a second the worker ships the whole lines its spool gained to the
 master, reading the spool as one stream from the offset shipped so far, so a roll (or several) between two batches
 loses and repeats nothing; a batch counts as shipped once it was sent, and one that failed is sent again first.
-Each closed spool segment is removed once it is shipped whole, but for the newest (its name says where the open
-segment starts), so a worker's disk holds its open segment and one or two closed ones however long the run; a
-worker that cannot ship removes nothing more: its spool keeps everything not shipped yet, plain, and the worker
-says where. The master writes what it receives to the results folder's `journal-w<N>.jsonl` and compresses its
-closed segments itself: the master needs the lines as they come (its live figures follow them), so they travel
+Each batch says where it ends in the spool's stream, and the master acknowledges that offset once the lines are in
+its part (a message sealed in the worker's session, like the batch). Each closed spool segment is removed once the
+master acknowledged it whole, but for the newest (its name says where the open segment starts), so a worker's disk
+holds its open segment and one or two closed ones however long the run; a worker that cannot ship, or whose master
+dies before it acknowledges, removes nothing more: its spool keeps everything not acknowledged yet, plain, and the
+worker says where. The master writes what it receives to the results folder's `journal-w<N>.jsonl` and compresses
+its closed segments itself: the master needs the lines as they come (its live figures follow them), so they travel
 plain either way, and compressing on the worker would only spend the load process's CPU on segments it removes a
 moment later.
 """

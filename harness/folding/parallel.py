@@ -93,7 +93,7 @@ def fold_stretch(stretch: Stretch) -> JournalRead | None:
     skipped counted (in a worker); None when the stretch did not end on a line's end."""
     read, damage = _fresh(stretch.anchor, deferring=True), JournalDamage()
     try:
-        fold_journal_from(stretch.path, stretch.start, read.add, damage, stop=stretch.stop)
+        fold_journal_from(stretch.path, stretch.start, read.fold_for(stretch.path.name), damage, stop=stretch.stop)
     except UnalignedStop:
         return None
     read.records -= len(read.deferred or ())  # counted where they are folded

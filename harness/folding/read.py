@@ -19,11 +19,13 @@ from harness.folding.over_time import Timeline
 from harness.folding.snapshot import read_snapshot
 from harness.folding.top_errors import ErrorTable
 from harness.journal.plain import TRANSIENT
-from harness.journal.records import RecordType
+from harness.journal.records import WORKER_RECORDS, RecordType, is_worker_part
 from harness.journal.segments import part_exists
 from harness.journal.writer import JournalDamage, JournalView, fold_journal_from
 
 Fold = Callable[[Mapping[str, Any]], None]
+MAX_FOREIGN_NAMES = 20
+"""Distinct (part, type) names kept in `JournalRead.foreign`; more are counted under the part's `more`."""
 
 
 @dataclass
@@ -47,6 +49,9 @@ class JournalRead(JournalView):
     """Lines that are not a record, or records the figures could not take: the verdict was decided without them."""
     torn: int = 0
     """Torn last lines (a part cut mid-write, as a SIGKILL leaves it): the normal end of a killed run's journal."""
+    foreign: dict[str, int] = field(default_factory=dict)
+    """Records no worker writes found in a worker's part, by part and type (`"journal-w1.jsonl: reconciliation"`):
+    forged or damaged, never folded, also counted in `unreadable`. Any at all and the verdict is not trusted."""
     _by_kind: dict[Any, list[Fold]] = field(default_factory=dict, repr=False, compare=False, metadata=TRANSIENT)
     deferred: list[Mapping[str, Any]] | None = field(default=None, repr=False, compare=False, metadata=TRANSIENT)
     """When a list: the records that are no flow's own (run events, rejections, checks, chaos) are put here instead
@@ -61,6 +66,7 @@ class JournalRead(JournalView):
         return {**self.__dict__, "_by_kind": {}}
 
     def add(self, record: Any) -> None:
+        """Fold one record: counted in `records`, or in `unreadable` when it could not be taken."""
         if type(record) is not dict and not is_mapping(record):  # JSON's own dict without a call, once per record
             self.unreadable += 1
             return
@@ -72,6 +78,42 @@ class JournalRead(JournalView):
             self.unreadable += 1
             return
         self.records += 1
+
+    def fold_for(self, part: str) -> Callable[[Any], None]:
+        """What folds the records of the journal part named `part`: `add`, or for a worker's part (`is_worker_part`)
+        `add` of the records a worker writes only (`WORKER_RECORDS`), any other counted as foreign."""
+        if not is_worker_part(part):
+            return self.add
+
+        def add_from_worker(record: Any) -> None:
+            if type(record) is not dict and not is_mapping(record):
+                self.add(record)  # no record at all: counted there
+                return
+            kind = record.get("type")
+            if type(kind) is str and kind in WORKER_RECORDS:
+                self.add(record)
+            else:
+                self.add_foreign(part, kind)
+
+        return add_from_worker
+
+    def add_foreign(self, part: str, kind: Any) -> None:
+        """A record in worker part `part` of a type no worker writes: damage, named by part and type."""
+        self.unreadable += 1
+        name = f"{part}: {kind}" if type(kind) is str and kind.isidentifier() and len(kind) <= 40 else \
+            f"{part}: a record of no worker's type"
+        if name in self.foreign or len(self.foreign) < MAX_FOREIGN_NAMES:
+            self.foreign[name] = self.foreign.get(name, 0) + 1
+        else:
+            self.foreign[f"{part}: more"] = self.foreign.get(f"{part}: more", 0) + 1
+
+    def foreign_line(self) -> str | None:
+        """The foreign records in one line, or None when there are none."""
+        if not self.foreign:
+            return None
+        listed = ", ".join(f"{count} {name.replace(': ', ' `', 1)}`" for name, count in self.foreign.items())
+        return (f"a worker's journal part holds records no worker writes ({listed}): forged or damaged, so "
+                "the verdict is not trusted")
 
     def _folds(self, kind: Any) -> list[Fold]:
         """The folds that read records of `kind`: a flow's own records go straight to each fold's method for that
@@ -123,6 +165,6 @@ def read_run(journal_paths: Iterable[Path]) -> JournalRead:
             read.missing.append(str(path))
             continue
         read.parts.append(str(path))
-        fold_journal_from(path, 0, read.add, damage)
+        fold_journal_from(path, 0, read.fold_for(path.name), damage)
     read.count_damage(damage)
     return read

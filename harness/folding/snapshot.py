@@ -36,12 +36,12 @@ SNAPSHOT = "figures.json"
 _END = 256
 """Bytes before each saved size kept with the snapshot, to know the journal is the one it was saved from."""
 KIND = "mrtr-harness figures"
-FORMAT = 11
+FORMAT = 12
 """Raised whenever the folded figures change shape (2: network faults' windows; 3: the journal's unreadable and
 torn lines counted; 4: `RunFigures.by_host`; 5: the rounds refused for their OAuth token or scope, and
 those resent; 6: JSON instead of a pickle; 7: an invariant's examples as a list of lines; 8: the table the
 run judged; 9: the request states' sizes; 10: each top error's example trace ids; 11: a sketch's sum in whole
-nanoseconds), so an older snapshot is refolded."""
+nanoseconds; 12: the foreign records of workers' parts), so an older snapshot is refolded."""
 MAX_BYTES = 64 << 20
 """A larger snapshot is not read (the fold's figures do not grow with the run: a real one is a small share of it)."""
 V = TypeVar("V", bound=JournalView)
@@ -91,8 +91,10 @@ def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[V], damage: Jo
     for part in parts:
         offset = saved.get(part.name, 0)
         if part_size(part) > offset:
+            fold_for = getattr(folded, "fold_for", None)  # a worker's part takes a worker's records only
+            add = fold_for(part.name) if fold_for is not None else folded.add
             for record in read_journal_from(part, offset, damage):
-                folded.add(record)
+                add(record)
     return folded
 
 

@@ -37,6 +37,23 @@ class RecordType(StrEnum):
     RECONCILIATION = "reconciliation"
 
 
+WORKER_RECORDS = frozenset({RecordType.START, RecordType.ROUND, RecordType.FLOW, RecordType.COMMAND})
+"""The records a Locust worker writes into its part of the journal (`journal-w<i>.jsonl`): its flows and their
+commands. Any other record in a worker's part (a `reconciliation`, a `run end`) is no worker's: forged or damaged,
+read as damage, never folded."""
+
+
+def worker_part(index: int) -> str:
+    """The file name of worker `index`'s part of the journal."""
+    return f"journal-w{index}.jsonl"
+
+
+def is_worker_part(name: str) -> bool:
+    """Whether a journal part's file name is a worker's: `worker_part`'s, or any other name a reader could take for
+    one (`journal-w01.jsonl`), so that no part named like a worker's is read as the run's own."""
+    return name.startswith("journal-w")
+
+
 class RunEvent(StrEnum):
     """The `event` field of a `run` record: the run's own timeline."""
 

@@ -13,7 +13,7 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
-from harness._compat.locust import release_master_port
+from harness._compat.locust import missing_workers, release_master_port
 from harness.config.scenario import Scenario
 from harness.load import DEFAULT_MASTER_PORT
 from harness.load.distributed import (
@@ -23,6 +23,7 @@ from harness.load.distributed import (
     WorkerProcesses,
     setup_message,
 )
+from harness.load.handshake import cluster_secret
 from harness.load.plan import LoadPlan
 from harness.load.users import StagesShape, user_classes
 from harness.metrics.registry import RunMetrics
@@ -51,6 +52,11 @@ def _start_stages(env: Environment, runner: Any, scenario: Scenario) -> bool:
     env.shape_class.runner = runner
     runner.start_shape()
     return True
+
+
+class WorkerLost(RuntimeError):
+    """A Locust worker of the run was lost before it finished: the harness's own failure (exit 4), never the
+    target's."""
 
 
 class LocalLoad:
@@ -84,6 +90,9 @@ class LocalLoad:
             self.plan.env.tokens.stop()
         return interrupted
 
+    def check(self) -> None:
+        """Nothing to lose: the load runs in this process."""
+
     def journal_parts(self) -> list[Path]:
         return []
 
@@ -104,19 +113,18 @@ class DistributedLoad:
         self.port = bind_port or (free_port() if not remote else DEFAULT_MASTER_PORT)
         self.runner = env.create_master_runner(bind_host, self.port)
         self.parts = JournalParts(folder, on_grown, before_append)
+        secret = cluster_secret(throwaway=not remote)
         scenario_json = scenario.model_dump_json()
         self.link = MasterLink(self.runner, lambda index: setup_message(scenario_json, urls, labels, index,
                                                                         self.count, auth_url),
-                               self.count, self.parts, run_metrics.apply, say)
-        self.processes = WorkerProcesses(folder, self.port, local) if local else None
+                               self.count, self.parts, run_metrics.apply, say, secret)
+        self.processes = WorkerProcesses(folder, self.port, local, secret) if local else None
         if remote:
             say(f"waiting for {remote} worker{'s' * (remote != 1)} on {bind_host}:{self.port}: "
                 f"mrtr-harness worker --master-host <this host> --master-port {self.port}")
 
     def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
-        self.run_metrics.apply(data.get("mrtr", []))
-        if "mrtr_active" in data:
-            self.link.report(client_id, int(data["mrtr_active"]))
+        self.link.report(client_id, data)
 
     def start(self) -> None:
         deadline = time.monotonic() + self.wait
@@ -125,13 +133,29 @@ class DistributedLoad:
             if self.link.failed:
                 index, error = next(iter(self.link.failed.items()))
                 raise TargetError(f"worker w{index} could not set up: {error}")
-            if time.monotonic() > deadline or (self.processes is not None and self.processes.any_exited()):
+            self.check()
+            if time.monotonic() > deadline:
                 raise TargetError(f"only {len(self.link.ready)} of {self.count} Locust workers were ready after "
                                   f"{self.wait:g}s; see workers/*.log in the results folder for local ones")
             gevent.sleep(0.1)
         if not _start_stages(self.env, self.runner, self.scenario):
             users, rate = _users(self.scenario, self.count)
             self.runner.start(users, spawn_rate=rate)
+
+    def check(self) -> None:
+        """`WorkerLost` (the harness's failure, exit 4) naming the first worker lost before it finished: a process
+        of this run's that exited, or a worker that quit or whose heartbeats stopped."""
+        exited = self.processes.exited() if self.processes is not None else []
+        if exited:
+            number, code = exited[0]
+            raise WorkerLost(f"worker process {number} exited ({code}) before it finished; see "
+                             f"workers/process-{number}.log in the results folder")
+        for node in missing_workers(self.runner, self.link.index):
+            self.link.lost(node, "its heartbeats stopped")
+        if self.link.gone:
+            index, why = next(iter(self.link.gone.items()))
+            raise WorkerLost(f"worker w{index} was lost before it finished ({why}): its flows in flight and its "
+                             "journal since its last batch are missing")
 
     @property
     def active(self) -> int:
@@ -155,6 +179,8 @@ class DistributedLoad:
             self.say(f"worker{'s' * (len(silent) != 1)} {', '.join(f'w{i}' for i in silent)} did not finish "
                      f"within {FINISH_TIMEOUT:g}s: {'their' if len(silent) != 1 else 'its'} journal part may lack "
                      "the last records (the worker keeps its spool)")
+        if (dropped := self.link.strangers.line()) is not None:
+            self.say(dropped)
         self.runner.quit()
         release_master_port(self.runner)  # a sweep's next step binds the same port (`capacity --master`)
         if self.processes is not None:

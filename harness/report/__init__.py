@@ -120,8 +120,9 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
                       expected_answers=read.errors.top_expected(),
                       fuzz=read.fuzz.table(scenario), unreadable=read.unreadable, hosts=read.figures.hosts(),
                       judged=judged)
-    if distrust_damage and read.unreadable:
-        verdict = damaged(verdict, read.unreadable)
+    forged = read.foreign_line()
+    if forged is not None or (distrust_damage and read.unreadable):
+        verdict = damaged(verdict, read.unreadable, forged)
     extra = {"cpu": read.checks.cpu, **(extra or {})}
     write_summary(folder / SUMMARY_JSON, scenario, read.figures, verdict, extra, journal=read.as_dict())
     write_junit(folder / JUNIT_XML, scenario.name, verdict)

@@ -68,6 +68,9 @@ class RunVerdict:
     unreadable: int = 0
     """Journal lines the verdict was decided without (not a record, or a record the figures could not take):
     above 0, the journal is damaged and `report` does not trust the verdict it rebuilt (exit 4 unless --lenient)."""
+    forged: str | None = None
+    """Records in a worker's journal part that no worker writes, in one line (`JournalRead.foreign_line`): the
+    verdict is not trusted (exit 4, --lenient or not)."""
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Flows by outcome and failed rounds by code, per host (`RunFigures.hosts`): shown beside the decision."""
     judged: Judged = Judged.EXPECT
@@ -260,12 +263,16 @@ def probe_failure(probe: HypothesisResult, started: float | None = None) -> str:
             'steady unless hypothesis_unjudged = "pass"')
 
 
-def damaged(verdict: RunVerdict, unreadable: int) -> RunVerdict:
+def damaged(verdict: RunVerdict, unreadable: int, forged: str | None = None) -> RunVerdict:
     """`verdict` as a harness error (exit 4) when it was decided without `unreadable` journal lines: neither a pass
-    nor the target's failure can be trusted. An interrupted run keeps its exit 130 (it did not finish either way)."""
+    nor the target's failure can be trusted. An interrupted run keeps its exit 130 (it did not finish either way).
+    `forged`: a worker's part holds records no worker writes (`JournalRead.foreign_line`), said first."""
+    verdict = replace(verdict, forged=forged)
     if verdict.exit_code not in (ExitCode.PASSED, ExitCode.FAILED, ExitCode.TARGET):
         return verdict
     reason = (f"the journal is damaged: {unreadable} line{'s' * (unreadable != 1)} could not be read, and the "
               f"verdict was decided without them (exit 4; it would have been {int(verdict.exit_code)})")
+    if forged is not None:
+        reason = f"{forged}: {reason}"
     return replace(verdict, status=RunStatus.ERRORED, exit_code=ExitCode.HARNESS, reason=reason,
                    problems=[reason, *verdict.problems])

@@ -13,6 +13,7 @@ from typing import Any
 from harness.config.durations import parse_duration_option
 from harness.errors import UsageError
 from harness.load import DEFAULT_MASTER_PORT
+from harness.load.handshake import cluster_secret
 
 
 def add_options(parser: argparse.ArgumentParser, load: str = "the load") -> argparse._ArgumentGroup:
@@ -23,7 +24,9 @@ def add_options(parser: argparse.ArgumentParser, load: str = "the load") -> argp
     spread = parser.add_argument_group("workers on other machines (Locust's own flags)")
     spread.add_argument("--master", action="store_true",
                         help=f"be the master of workers started elsewhere with `mrtr-harness worker` "
-                             f"(or `run --worker`), which drive {load}; needs --expect-workers")
+                             f"(or `run --worker`), which drive {load}; needs --expect-workers, and "
+                             "MRTR_CLUSTER_SECRET set to the workers' value (each side proves it holds it before "
+                             "the scenario is sent: docs/running.md)")
     spread.add_argument("--expect-workers", type=int, default=0,
                         help="with --master: how many workers to wait for before the load starts")
     spread.add_argument("--expect-workers-max-wait", default="5m",
@@ -42,6 +45,8 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--workers and --expect-workers must be 0 or more")
     if args.master != (args.expect_workers > 0):
         raise UsageError("--master and --expect-workers N go together")
+    if args.master:
+        cluster_secret(throwaway=False)  # workers elsewhere hold the one they were given: MissingSecret, exit 2
     wait = parse_duration_option("--expect-workers-max-wait", args.expect_workers_max_wait)
     return {"workers": args.workers, "remote_workers": args.expect_workers,
             "master_bind_host": args.master_bind_host,

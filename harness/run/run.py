@@ -60,7 +60,7 @@ from harness.journal.records import (
     RunEvent,
     RunStarted,
 )
-from harness.load.drivers import DistributedLoad, LocalLoad
+from harness.load.drivers import DistributedLoad, LocalLoad, WorkerLost
 from harness.logs.collector import Collector, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
@@ -355,14 +355,17 @@ class Run:
         self.windows.probe_chaos_end()  # not when killed: the wind-down probes the closed window then
 
     def _watch(self, target: Target) -> None:
-        """Replicas up, the live fold alive, the steady-state hypothesis during chaos, and the live double-payment
-        check."""
+        """Replicas up, the live fold and every Locust worker alive, the steady-state hypothesis during chaos, and the
+        live double-payment check."""
         last_check = time.time()
         while True:
             gevent.sleep(WATCH_EVERY)
             self.run_metrics.replicas_up.set(target.replicas_up())
             with self.failures.recorded(FoldLost):
                 self.fold.check()
+            if self.load is not None:
+                with self.failures.recorded(WorkerLost):  # the harness's failure, never the target's
+                    self.load.check()
             if time.time() - last_check < HYPOTHESIS_EVERY:
                 continue
             last_check = time.time()

@@ -35,6 +35,7 @@ import select
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -101,6 +102,8 @@ class LiveFold:
         """Bytes of each part folded so far: the sizes a snapshot is saved with."""
         self._files: dict[str, PartReader] = {}
         self._partial: dict[str, bytes] = {}
+        self._adders: dict[str, Callable[[Any], None]] = {}
+        """Each part's fold of a record (`JournalRead.fold_for`)."""
         """A part's bytes after its last newline (a writer always ends a batch on one; kept to be safe)."""
         self._noted: list[Growth] = []
         """Parts grown and not read yet, in the order their writers wrote them (a part's last size only)."""
@@ -151,28 +154,39 @@ class LiveFold:
         lines = (self._partial.pop(name, b"") + chunk).split(b"\n")
         if lines[-1]:
             self._partial[name] = lines[-1]
+        add = self._adders.get(name)
+        if add is None:
+            add = self._adders[name] = self.read.fold_for(name)
         for line in lines[:-1]:
-            self.add_line(line)
+            self.add_line(line, add)
 
-    def add_line(self, line: bytes) -> None:
-        """One journal line into every fold, as `report DIR` reads it (a line that is no record is counted)."""
+    def add_line(self, line: bytes, add: Callable[[Any], None] | None = None) -> None:
+        """One journal line into every fold, as `report DIR` reads it with `add` (the part's: a worker's part takes
+        only a worker's records): a line that is no record, or a record a fold cannot take, is counted, never
+        fatal."""
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
             if line.strip():
                 self._count_damage(line + b"\n")
             return
-        self.read.add(record)
+        taken = self.read.records
+        (add or self.read.add)(record)
+        if self.read.records == taken:  # not taken by the figures: no other fold reads it either
+            return
         kind = record.get("type") if type(record) is dict else None
         if type(kind) is not str:  # no record the folds below read (and no hashable kind to look up)
             return
-        if kind in _FLOW_CHECKED:
-            self.flow_checks.add(record)
-        if kind in _MATCHED:
-            self.matching.add(record)
-        route = self._telemetry_routes.get(kind)
-        if route is not None:
-            route(record)
+        try:
+            if kind in _FLOW_CHECKED:
+                self.flow_checks.add(record)
+            if kind in _MATCHED:
+                self.matching.add(record)
+            route = self._telemetry_routes.get(kind)
+            if route is not None:
+                route(record)
+        except (KeyError, TypeError, ValueError, AttributeError):  # the figures took it, another fold cannot
+            self.read.unreadable += 1
 
     def _count_damage(self, line: bytes) -> None:
         damage = JournalDamage()
