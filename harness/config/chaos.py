@@ -27,7 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from harness.config.commands import OTHER_COMMANDS, REPLICA_PLACEHOLDERS, check_command, placeholders_in
 from harness.config.durations import Duration, PositiveDuration, parse_duration_text
@@ -246,6 +254,8 @@ FAULT_KEYS: dict[str, frozenset[str]] = {
     "cut-slow": frozenset({"after"}),
 }
 """The keys of each fault of its own: any other fault's key is a mistake in the scenario."""
+_FAULT_ONLY_KEYS: frozenset[str] = frozenset().union(*FAULT_KEYS.values())
+"""Every key that belongs to some fault: a network step holds only its own fault's."""
 
 
 class NetworkAction(_Chaos):
@@ -288,7 +298,7 @@ class NetworkAction(_Chaos):
     @model_validator(mode="after")
     def _keys_of_the_fault(self) -> NetworkAction:
         own = FAULT_KEYS[self.fault]
-        foreign = sorted(key for key in self.model_fields_set & set().union(*FAULT_KEYS.values()) if key not in own)
+        foreign = sorted(key for key in self.model_fields_set & _FAULT_ONLY_KEYS if key not in own)
         if foreign:
             raise ValueError(f"fault {self.fault!r} takes no {', '.join(foreign)} (its keys: "
                              f"{', '.join(sorted(own)) or 'none'})")
@@ -299,6 +309,15 @@ class NetworkAction(_Chaos):
         if self.fault == "down" and self.toxicity != 1.0:
             raise ValueError("down refuses every connection: toxicity must be 1")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_other_faults_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped without the keys of the other faults (their defaults), so scenario.json reads back as written:
+        the model refuses another fault's key however it got there."""
+        data: dict[str, Any] = handler(self)
+        for key in _FAULT_ONLY_KEYS - FAULT_KEYS[self.fault]:
+            data.pop(key, None)
+        return data
 
     def asked(self) -> dict[str, Any]:
         """Its duration, replica, fault and the fault's own keys (not the others' defaults)."""

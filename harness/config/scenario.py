@@ -31,7 +31,7 @@ from harness.config.thresholds import Judged, ThresholdError, parse_threshold, p
 from harness.config.worded_errors import did_you_mean
 from harness.errors import UsageError
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario", "scenario_from_json"]
 
 MAX_HOSTS = 16
 """Hosts a scenario may name: each is a metric label value."""
@@ -250,6 +250,17 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides: dict[str, A
         return Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(explain(exc, text, source, Scenario)) from None
+
+
+def scenario_from_json(text: str | bytes, source: str) -> Scenario:
+    """A scenario a run wrote as JSON (its scenario.json), read back through the model; a damaged one is one
+    ScenarioError line naming `source`, the first problem's field and what is wrong (and how many more)."""
+    try:
+        return Scenario.model_validate_json(text)
+    except ValidationError as exc:
+        first, *rest = explain(exc, "", source, Scenario).splitlines() or [f"{source}: unreadable"]
+        more = f" (and {len(rest)} more)" if rest else ""
+        raise ScenarioError(f"{first}{more}: not a scenario this harness reads") from None
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
