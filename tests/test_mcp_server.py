@@ -219,3 +219,43 @@ def test_the_question_names_only_the_remote_hosts_chaos_would_break_that_nobody_
         "third.invalid, which are not this machine and not in its [target] allow. Yes starts the run with them "
         "allowed (--allow-host); no starts nothing.")
     assert ask_to_start("s.toml", Breaking("", ())) is None
+
+
+def test_report_and_compare_answer_no_verdict_for_a_folder_they_could_not_judge(tmp_path: Path) -> None:
+    """A folder whose summary.json says it passed but whose scenario.json is damaged (a killed copy): `report`
+    rebuilds nothing, so `passed` is null with the reason, never true beside exit 2; `compare` makes no comparison,
+    so `regressed` is null; a journal too damaged to trust rebuilds a verdict that exits 4: not passed."""
+    from harness.config.scenario import parse_scenario
+    from harness.report import write_results
+    from tests.test_report import _damage, write_run
+
+    folder = tmp_path / "night"
+    folder.mkdir()
+    scenario = parse_scenario('name = "night"\nduration = "30s"\n[load]\narrival_rate = 2\n[[flows]]\n'
+                              'kind = "refund"\n')
+    intact = scenario.model_dump_json()
+    (folder / "scenario.json").write_text(intact)
+    write_run(folder / "journal.jsonl")
+    write_results(folder, scenario, [folder / "journal.jsonl"], [])
+    assert json.loads((folder / "summary.json").read_text())["exit_code"] == 0  # it says it passed
+    (folder / "scenario.json").write_text(intact[:40])
+
+    async def session() -> None:
+        async with connect(tmp_path) as client:
+            rebuilt = structured(await client.call_tool("report", {"folder": str(folder)}))
+            assert rebuilt["rebuilt"] is False and rebuilt["exit_code"] == 2, rebuilt
+            assert rebuilt["passed"] is None and rebuilt["status"] is None and rebuilt["summary_json"] is None
+            assert rebuilt["not_judged"].startswith("nothing was rebuilt, so no verdict: "), rebuilt
+            assert f"{folder / 'scenario.json'}" in rebuilt["not_judged"]
+
+            compared = structured(await client.call_tool("compare", {"baseline": str(folder),
+                                                                     "current": str(folder)}))
+            assert compared["exit_code"] == 2 and compared["regressed"] is None, compared
+
+            (folder / "scenario.json").write_text(intact)
+            _damage(folder / "journal.jsonl", 40, b'{"type": "round", "t": 17600\x00\x00\xff\n')
+            untrusted = structured(await client.call_tool("report", {"folder": str(folder)}))
+            assert untrusted["rebuilt"] is True and untrusted["exit_code"] == 4, untrusted
+            assert untrusted["passed"] is False and untrusted["not_judged"] is None
+
+    run_async(session)

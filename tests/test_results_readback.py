@@ -84,6 +84,21 @@ def test_every_chaos_action_and_every_network_fault_reads_back(tmp_path: Path) -
         assert results_scenario(_as_run_writes(scenario, tmp_path / f"step-{n}")) == scenario, step
 
 
+@pytest.mark.parametrize("name", ["balancer-timeout", "latency-expiry", "lost-answer-retry", "reset-after-question"])
+def test_a_folder_written_before_with_every_fault_key_at_its_default_still_reads_back(name: str,
+                                                                                      tmp_path: Path) -> None:
+    """scenario.json as `run` wrote it before (every network fault's key, the others' at their defaults): the
+    nights already on disk are still reports, baselines and history."""
+    scenario = load_scenario(SCENARIOS / "on-call" / f"{name}.toml")
+    folder = _as_run_writes(scenario, tmp_path / "run")
+    data = json.loads((folder / "scenario.json").read_text())
+    data["chaos"][0] = {**json.loads(scenario.chaos[0].model_dump_json(round_trip=True)),
+                        "delay": 1.0, "jitter": 0.0, "direction": "both", "rate": 1024, "when": "before-answer",
+                        "after": None, **data["chaos"][0]}
+    (folder / "scenario.json").write_text(json.dumps(data), encoding="utf-8")
+    assert results_scenario(folder) == scenario
+
+
 def _harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
@@ -109,7 +124,7 @@ def test_a_run_with_a_network_fault_is_reported_compared_and_a_baseline(tmp_path
 
 
 DAMAGE = [  # (what is written as scenario.json, the field and words the one line names)
-    (lambda data: data["chaos"][0].update(delay=1.0), "chaos[1]: fault 'reset' takes no delay"),
+    (lambda data: data["chaos"][0].update(delay=2.0), "chaos[1]: fault 'reset' takes no delay"),
     (lambda data: data.update(duration="soon"), "duration:"),
     (lambda data: data.pop("flows"), "flows: is required"),
 ]

@@ -35,6 +35,8 @@ from harness.assistant.results import (
     TriageResult,
     ValidateResult,
     compare_files,
+    judged_by,
+    not_judged,
     read_verdict,
     run_files,
     tail,
@@ -109,7 +111,7 @@ async def run(scenario: str, ctx: Context, breaking: Hosts, consent: Consent, du
 
     finished = await run_child(harness_argv(*argv), deadline=plan.deadline, on_tick=progress)
     folder = _results_folder(finished.stderr)
-    verdict, _ = read_verdict(folder)
+    verdict = judged_by(read_verdict(folder)[0], finished.code)
     output = tail(finished.output)
     if finished.stopped:
         output += f"\nstopped by the server after {plan.deadline:g}s (its deadline): results written as Ctrl-C would"
@@ -132,18 +134,26 @@ async def report(folder: str, rebuild: bool = True) -> ReportResult:
     its journal (`mrtr-harness report DIR`, also for a killed run), else its summary.json as it stands. Answers
     the verdict, the exit code it gives and the files."""
     path = Path(folder).absolute()
-    output, code, rebuilt = "", None, False
-    if rebuild:
-        finished = await run_child(harness_argv("report", _path(folder)))
-        output, code = tail(finished.output), finished.code
-        rebuilt = "rebuilt summary.json" in finished.stderr
-    verdict, summary_code = read_verdict(path)
-    if code is None:
-        code = ExitCode.USAGE if summary_code is None else summary_code
-        if summary_code is None:
-            output = f"{folder}: no readable summary.json: rebuild it from the journal (rebuild = true)"
-    return ReportResult(rebuilt=rebuilt, exit_code=code, output=output, **verdict.model_dump(),
+    if not rebuild:
+        verdict, code = read_verdict(path)
+        if code is None:
+            return ReportResult(rebuilt=False, exit_code=ExitCode.USAGE, **verdict.model_dump(),
+                                output=f"{folder}: no readable summary.json: rebuild it from the journal "
+                                       "(rebuild = true)", folder=str(path))
+        return ReportResult(rebuilt=False, exit_code=code, **verdict.model_dump(), **run_files(path).model_dump())
+    finished = await run_child(harness_argv("report", _path(folder)))
+    output = tail(finished.output)
+    if _REBUILT.format(folder=Path(_path(folder))) not in finished.stderr.splitlines():
+        said = finished.stderr.strip().splitlines()[-1:] or [f"exit {finished.code}"]
+        return ReportResult(rebuilt=False, exit_code=finished.code, output=output, folder=str(path),
+                            **not_judged(f"nothing was rebuilt, so no verdict: {said[0]}").model_dump())
+    verdict = judged_by(read_verdict(path)[0], finished.code)
+    return ReportResult(rebuilt=True, exit_code=finished.code, output=output, **verdict.model_dump(),
                         **run_files(path).model_dump())
+
+
+_REBUILT = "rebuilt summary.json, junit.xml and report.html in {folder}"
+"""The line `report DIR` says once it has written the rebuilt verdict (`harness.cli.main._report`)."""
 
 
 async def compare(baseline: str, current: str, tolerances: list[str] | None = None,
@@ -156,10 +166,12 @@ async def compare(baseline: str, current: str, tolerances: list[str] | None = No
         argv += ["--tolerance", tolerance]
     argv += ["--output", _path(output)] if output else []
     finished = await run_child(harness_argv(*argv))
-    written = compare_files(Path(output or current).absolute()) if finished.code in (0, 1) else {
-        "regressed": False, "regressions": [], "warnings": [], "compare_json": None, "compare_html": None,
-        "compare_junit": None}
-    return CompareResult(exit_code=finished.code, output=tail(finished.output), **written)
+    if finished.code not in (0, 1):  # no comparison was made: nothing regressed or held
+        return CompareResult(exit_code=finished.code, output=tail(finished.output), regressed=None, regressions=[],
+                             warnings=[], compare_json=None, compare_html=None, compare_junit=None)
+    written = compare_files(Path(output or current).absolute())
+    return CompareResult(exit_code=finished.code, output=tail(finished.output), regressed=finished.code == 1,
+                         **written)
 
 
 async def triage(path: str | None = None, text: str | None = None) -> TriageResult:

@@ -319,6 +319,14 @@ class NetworkAction(_Chaos):
             data.pop(key, None)
         return data
 
+    @classmethod
+    def as_dumped_before(cls, step: dict[str, Any]) -> dict[str, Any]:
+        """A network step of a scenario.json written before a step dumped only its own fault's keys (every other
+        fault's key at its default, which the fault never reads): those keys dropped; any other left as it is."""
+        own = FAULT_KEYS.get(str(step.get("fault")), _FAULT_ONLY_KEYS)
+        return {key: value for key, value in step.items()
+                if key in own or key not in _FAULT_ONLY_KEYS or value != cls.model_fields[key].default}
+
     def asked(self) -> dict[str, Any]:
         """Its duration, replica, fault and the fault's own keys (not the others' defaults)."""
         return {"duration": self.duration, "replica": self.replica, **self.parameters()}
