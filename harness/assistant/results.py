@@ -93,7 +93,8 @@ class TriageResult(BaseModel):
     """`triage --once --json` on a log file or given text: the rejections by reason and replica."""
 
     exit_code: int = Field(description="triage's exit code: 0 nothing alarming, 1 a reason that means tampering or "
-                                        "a client bug, 2 not a log, 3 the file could not be read")
+                                        "a client bug, 2 not a log, 3 the file could not be read (or was refused: "
+                                        "outside the workspace, not a regular file)")
     lines: int = Field(description="log lines read")
     rejections: int = Field(description="-32602 rejections the log gave a reason for")
     by_reason: dict[str, int] = Field(description="rejections by the reason the replica logged")
