@@ -106,6 +106,9 @@ async def run(scenario: str, ctx: Context, breaking: Hosts, consent: Consent, du
         return RunResult(started=False, refused=str(exc), exit_code=ExitCode.USAGE)
     if breaking.asks and not agreed(consent):
         return RunResult(started=False, refused=refusal(breaking, consent), exit_code=ExitCode.USAGE)
+    if (tuple(plan.reaches), tuple(plan.unallowed)) != (breaking.reaches, breaking.hosts):
+        return RunResult(started=False, exit_code=ExitCode.USAGE,
+                         refused=f"not started: {scenario} changed while it was asked about; ask again")
     allowed = list(breaking.hosts)
     argv = ["run", _path(scenario), "--quiet", "--results", str(settings.results)]
     argv += ["--duration", duration] if duration else []

@@ -47,6 +47,9 @@ deployment's authorization server."""
 
 _NONE: frozenset[str] = frozenset()
 
+SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+"""A name `rename` gives a replica: one word no shell or command line reads as more than text."""
+
 
 @dataclass(frozen=True)
 class AuthCommands:
@@ -199,7 +202,9 @@ class Rename(_Chaos):
     action: Literal["rename"]
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"rename": frozenset({"name"})}
     undone: ClassVar[str] = "the rollback restarts the replica with the target's own name"
-    name: str = Field(min_length=1, description="the replica's new server name")
+    name: str = Field(min_length=1, max_length=128, pattern=SERVER_NAME,
+                      description="the replica's new server name: letters, digits, _, . and -, starting with a letter "
+                                  "or digit (it reaches `rename`'s command as {name})")
 
 
 class ClockSkew(_Chaos):
