@@ -364,7 +364,8 @@ def test_what_a_run_reaches_beyond_the_embedded_shop_for_each_kind_of_target() -
         external + '[target.auth]\nkind = "client-credentials"\nclient_id = "h"\nclient_secret_env = "S"\n'
         + flows)) == ['load to the external target at ["https://a.example/mcp"]',
                       'ledger reads from "https://a.example"',
-                      "send the client secret ($S) to the token endpoint the target's OAuth discovery names",
+                      "send the client secret ($S) to the token endpoint the target's OAuth discovery names (no "
+                      "issuer pinned)",
                       'read the log source "file:/var/log/r1.log@r1"']
     assert beyond_the_shop(parse_scenario(
         external + '[target.auth]\nkind = "tokens"\nfile = "/srv/tokens.txt"\n' + flows))[2] == (

@@ -162,7 +162,9 @@ def _auth_reaches(scenario: Scenario) -> list[str]:
         return [f"run [target.auth] command = {_quoted(auth.command)} (once per lead: its token)"]
     if auth.kind == "tokens":
         return [f"read the tokens in {_quoted(auth.file)} and send them to the target"]
-    where = _quoted(auth.token_url) if auth.token_url else "the token endpoint the target's OAuth discovery names"
+    where = (_quoted(auth.token_url) if auth.token_url else
+             f"the token endpoint of issuer {_quoted(auth.issuer)} (pinned), found by OAuth discovery"
+             if auth.issuer else "the token endpoint the target's OAuth discovery names (no issuer pinned)")
     return [f"send the client secret (${auth.client_secret_env}) to {where}"]
 
 
