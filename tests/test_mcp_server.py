@@ -91,7 +91,7 @@ def test_the_server_lists_its_tools_validates_refuses_an_unbounded_run_and_triag
             assert any("chaos against remote host remote.invalid: refused" in line for line in refused["messages"])
 
             long = structured(await client.call_tool("run", {"scenario": "scenarios/smoke.toml", "duration": "2h"}))
-            assert long["started"] is False and long["exit_code"] == 2
+            assert long["started"] is False and long["exit_code"] == 2 and long["passed"] is None
             assert "longer than this server allows (1m, `mrtr-harness mcp --max-duration`)" in long["refused"]
 
             text = structured(await client.call_tool("triage", {"text": TRIAGE_LOG}))
