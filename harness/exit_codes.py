@@ -129,7 +129,7 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
     ),
     "mcp": (
         (ExitCode.PASSED, "the client closed the connection (each tool's own exit code is in its result)"),
-        (ExitCode.USAGE, "a bad option (--max-duration)"),
+        (ExitCode.USAGE, "a bad option (--max-duration, a --workspace that is not a folder)"),
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C)"),
     ),
     "worker": (

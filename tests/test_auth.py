@@ -552,6 +552,37 @@ def test_discovery_of_the_truth_fetches_tokens_and_a_foreign_issuer_stops_a_run_
     assert _StartingBalancer.token_posts == 2 and "a-secret-that-must-stay-here" not in finished.output
 
 
+def test_a_pinned_issuer_sends_the_secret_only_to_that_authorization_server(
+        balancer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RFC 9728 lets a target name any authorization server, and a hostile one names its own, with metadata that
+    holds together (here: the balancer names itself). `[target.auth] issuer` pins the one the user trusts: the same
+    answers are refused before any token request, naming what the target named; pinned to it, tokens come."""
+    monkeypatch.setenv(SECRET_ENV, "a-secret-that-must-stay-here")
+    own = balancer.removesuffix("/mcp")
+    pinned = TargetAuth(kind="client-credentials", client_id=CLIENT_ID, client_secret_env=SECRET_ENV, principals=2,
+                        issuer="https://login.example.com")
+    with pytest.raises(TokenEndpointError, match="refused, no secret sent") as refused:
+        lead_tokens(pinned, balancer)
+    assert str(refused.value) == (
+        f"discovery: the protected-resource metadata of {balancer} names authorization server {own}, not "
+        "https://login.example.com, the issuer [target.auth] issuer pins: refused, no secret sent")
+    assert isinstance(refused.value, TargetDown) and _StartingBalancer.token_posts == 0
+
+    tokens = lead_tokens(pinned.model_copy(update={"issuer": own}), balancer)
+    tokens.stop()
+    assert _StartingBalancer.token_posts == 2
+
+
+GRANT = {"kind": "client-credentials", "client_id": CLIENT_ID, "client_secret_env": SECRET_ENV}
+
+
+@pytest.mark.parametrize("auth", [GRANT | {"token_url": "https://login.example.com/token"},
+                                  {"kind": "tokens", "file": "leads.tokens"}, GRANT | {"issuer": "login.example.com"}])
+def test_an_issuer_pin_that_pins_nothing_is_refused_when_the_scenario_is_read(auth: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="issuer"):
+        TargetAuth(**({"issuer": "https://login.example.com"} | auth))
+
+
 def test_a_plain_http_token_url_off_this_machine_is_refused_when_the_scenario_is_read() -> None:
     with pytest.raises(ValueError, match="plain http off this machine"):
         TargetAuth(kind="client-credentials", client_id=CLIENT_ID, client_secret_env=SECRET_ENV,

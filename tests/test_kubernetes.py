@@ -82,9 +82,9 @@ def test_the_kubernetes_scenario_drives_those_objects_through_kubectl():
     assert selector in commands["restart"] and "{index}" in commands["restart"]
     for step in ("add-key", "promote-key", "retire-key"):
         assert "secret generic mcp-keyring --from-file=keys=" in commands[step] and "{key_file}" in commands[step]
-    assert "deploy/mcp --replicas={replicas}" in commands["scale"]
-    for variable in ("MCP_TTL", "MCP_NAME", "MCP_CLOCK_OFFSET"):
-        assert f"set env deploy/mcp {variable}=" in " ".join(commands.values())
+    assert 'deploy/mcp "--replicas=$1"' in commands["scale"] and commands["scale"].endswith(" sh {replicas}")
+    for variable in ("MCP_TTL", "MCP_NAME", "MCP_CLOCK_OFFSET"):  # the value an argument after the script
+        assert f'set env deploy/mcp "{variable}=$1' in " ".join(commands.values())
     assert [step.action for step in scenario.chaos] == ["restart", "rotate-keys"]
 
 
@@ -235,7 +235,7 @@ def test_the_guide_s_pod_commands_pick_a_deployment_s_pod_by_label_in_its_namesp
     labels = by_kind("Deployment")["mcp"]["spec"]["selector"]["matchLabels"]
     selector = ",".join(f"{key}={value}" for key, value in labels.items())
     for name in ("restart", "kill"):
-        assert f"get pods -l {selector} -o name" in guide[name][-1] and "{index}" in guide[name][-1]
+        assert f"get pods -l {selector} -o name" in guide[name][2] and guide[name][3:] == ["sh", "{index}"]
     for name, argv in guide.items():
         line = " ".join(argv)
         assert line.count("kubectl ") == line.count("kubectl -n mrtr "), (name, argv)  # every kubectl in it

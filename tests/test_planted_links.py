@@ -150,21 +150,24 @@ def test_a_run_whose_report_html_was_planted_while_it_ran_writes_nothing_through
 
 
 def test_the_assistants_compare_makes_no_folder_outside_the_runs_or_its_workspace(tmp_path: Path) -> None:
-    """An agent's `output` elsewhere is refused and nothing is made there; inside the current run it is written."""
+    """An agent's `output` outside its workspace is refused and nothing made there; inside the run it is written."""
     from tests.test_mcp_server import connect, run_async
 
     baseline, current = one_run(tmp_path / "baseline"), one_run(tmp_path / "current", 1)
-    elsewhere = tmp_path / "elsewhere" / "deep"
+    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"  # the server's workspace is tmp_path
+    elsewhere = outside / "deep"
 
     async def session() -> None:
         async with connect(tmp_path) as client:
             refused = await client.call_tool("compare", {"baseline": str(baseline), "current": str(current),
                                                          "output": str(elsewhere)})
-            assert refused.is_error and "not inside the runs compared" in str(refused.content), refused.content
+            assert refused.structured_content is not None, refused.content
+            assert refused.structured_content["exit_code"] == 2, refused.structured_content
+            assert "outside this server's workspace" in refused.structured_content["output"]
             inside = await client.call_tool("compare", {"baseline": str(baseline), "current": str(current),
                                                         "output": str(current / "vs-baseline")})
             assert not inside.is_error and inside.structured_content is not None, inside.content
             assert inside.structured_content["compare_json"] == str(current / "vs-baseline" / "compare.json")
 
     run_async(session)
-    assert not (tmp_path / "elsewhere").exists()
+    assert not outside.exists()

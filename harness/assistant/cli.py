@@ -22,11 +22,16 @@ runs, and triage a log. Each answers with structured content: the verdict, the e
 and the paths it wrote. A run is a child process (`mrtr-harness run ... --quiet`), so the
 server stays free while it goes.
 
-Before a run breaks (chaos or fuzzing) a host that is not this machine and that the
-scenario's [target] allow does not name, the run tool asks the user in the call itself
-(MRTR elicitation: "Start chaos against HOSTS?"); anything but a yes refuses the run with
-nothing started, and a yes passes the hosts as --allow-host. Register it with a client as
-the command `mrtr-harness mcp` (docs/running.md).
+Before a run executes a command ([target.commands], a `command` chaos step, a token or
+log command), reaches anything but the embedded shop (an external target, loopback URLs
+too; Docker; a tokens file; a client secret's endpoint), or breaks (chaos or fuzzing) a
+host that is not this machine and that the scenario's [target] allow does not name, the run
+tool asks the user in the call itself (MRTR elicitation: "Start SCENARIO? It would reach
+beyond the embedded shop: ..."), naming each command as the scenario writes it; anything
+but a yes refuses the run with nothing started, and a yes passes the remote hosts as
+--allow-host. Every path a tool is given (scenario, results folder, log) must be inside the
+workspace (--workspace, default the folder the server starts in) or --results. Register it
+with a client as the command `mrtr-harness mcp` (docs/running.md).
 """
 
 
@@ -40,6 +45,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     mcp.add_argument("--max-duration", default=DEFAULT_MAX_DURATION, metavar="DURATION",
                      help="the longest load a run tool call may ask for, its scenario's duration or the one given "
                           f"(default {DEFAULT_MAX_DURATION}); a longer one is refused with nothing started")
+    mcp.add_argument("--workspace", type=Path, default=Path(), metavar="DIR",
+                     help="the folder every path a tool is given must be inside, symbolic links followed (beside "
+                          "--results; default: the folder the server starts in)")
     mcp.set_defaults(handler=serve)
 
 
@@ -53,5 +61,7 @@ def serve(args: argparse.Namespace) -> int:
     from harness.assistant.plan import ServerSettings
     from harness.assistant.server import serve_stdio
 
-    serve_stdio(ServerSettings(results=args.results, max_duration=max_duration))
+    if not args.workspace.is_dir():
+        raise UsageError(f"--workspace {args.workspace}: not a folder")
+    serve_stdio(ServerSettings(results=args.results, max_duration=max_duration, workspace=args.workspace))
     return 0

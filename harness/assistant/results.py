@@ -62,12 +62,20 @@ class RunFiles(Answer):
 
 
 class Verdict(Answer):
-    """A run's verdict as its summary.json holds it."""
+    """A run's verdict as its summary.json holds it, judged by the exit code the tool's own command gave.
+
+    `passed` is never a guess: it is null (and `not_judged` says why) when no verdict was
+    computed, a folder that could not be rebuilt or a run that wrote no summary.json, whatever
+    an older summary.json in the folder says.
+    """
 
     status: str | None = Field(default=None, description="completed, failed, deviated, aborted, interrupted or "
-                                                         "errored (null without a summary.json)")
-    passed: bool = Field(default=False, description="the run passed: exit code 0")
+                                                         "errored (null when no verdict was computed)")
+    passed: bool | None = Field(default=None, description="the run passed: exit code 0; null when no verdict was "
+                                                          "computed (`not_judged` says why)")
     problems: list[str] = Field(default_factory=list, description="one line per thing that failed")
+    not_judged: str | None = Field(default=None, description="why there is no verdict (passed is null): what the "
+                                                             "command said")
 
 
 class RunResult(Verdict, RunFiles):
@@ -94,7 +102,8 @@ class CompareResult(Answer):
     """`compare BASELINE CURRENT`: regressions, the exit code and the files written."""
 
     exit_code: int = Field(description="compare's exit code: 0 no regression, 1 a regression, 2 bad input")
-    regressed: bool = Field(description="whether any metric regressed")
+    regressed: bool | None = Field(description="whether the comparison found a regression (exit 1); null when no "
+                                               "comparison was made (exit 2: `output` says why)")
     regressions: list[str] = Field(description="the metrics that regressed")
     warnings: list[str] = Field(description="what the comparison could not see for itself (the same run twice)")
     compare_json: str | None = Field(description="compare.json: every metric with its verdict")
@@ -107,7 +116,8 @@ class TriageResult(Answer):
     """`triage --once --json` on a log file or given text: the rejections by reason and replica."""
 
     exit_code: int = Field(description="triage's exit code: 0 nothing alarming, 1 a reason that means tampering or "
-                                        "a client bug, 2 not a log, 3 the file could not be read")
+                                        "a client bug, 2 not a log, 3 the file could not be read (or was refused: "
+                                        "outside the workspace, not a regular file)")
     lines: int = Field(description="log lines read")
     rejections: int = Field(description="-32602 rejections the log gave a reason for")
     by_reason: dict[str, int] = Field(description="rejections by the reason the replica logged")
@@ -136,27 +146,44 @@ def run_files(folder: Path | None) -> RunFiles:
 
 
 def read_verdict(folder: Path | None) -> tuple[Verdict, int | None]:
-    """The verdict in the folder's summary.json, and the exit code it gives (None without a readable one)."""
+    """The verdict in the folder's summary.json, and the exit code it gives; with no readable one, no verdict
+    (passed null, `not_judged` saying so) and None."""
     if folder is None:
-        return Verdict(), None
+        return Verdict(not_judged="no results folder was written"), None
     try:
         summary = json.loads((folder / SUMMARY_JSON).read_text(encoding="utf-8"))
         code = summary["exit_code"]
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise TypeError("exit_code is no exit code")
         compare = summary.get("compare")
         if isinstance(compare, dict) and compare.get("regressed") and code == 0:
             code = 1  # a regression `run --baseline` folded in
         return Verdict(status=str(summary["status"]), passed=code == 0,
-                       problems=[str(line) for line in summary.get("problems", [])]), int(code)
+                       problems=[str(line) for line in summary.get("problems", [])]), code
     except (OSError, ValueError, KeyError, TypeError):
-        return Verdict(), None
+        return Verdict(not_judged=f"{folder / SUMMARY_JSON} is missing or not a summary this harness wrote"), None
+
+
+def judged_by(verdict: Verdict, exit_code: int) -> Verdict:
+    """The verdict a command just wrote, passed by the exit code it gave (a journal too damaged to trust exits 4
+    whatever summary.json says); no verdict stays none."""
+    if verdict.not_judged is not None:
+        return verdict
+    return verdict.model_copy(update={"passed": exit_code == 0})
+
+
+def not_judged(why: str) -> Verdict:
+    """No verdict: passed null, and why."""
+    return Verdict(not_judged=why)
 
 
 def compare_files(folder: Path) -> dict[str, Any]:
-    """compare.json's regressions and warnings, and the files a comparison wrote into `folder`."""
+    """compare.json's regressions and warnings, and the files a comparison wrote into `folder` (whether it
+    regressed is the exit code's to say)."""
     try:
         written = json.loads((folder / COMPARE_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         written = {}
-    return {"regressed": bool(written.get("regressed")), "regressions": list(written.get("regressions", [])),
+    return {"regressions": list(written.get("regressions", [])),
             "warnings": list(written.get("warnings", [])), "compare_json": existing(folder / COMPARE_JSON),
             "compare_html": existing(folder / COMPARE_HTML), "compare_junit": existing(folder / COMPARE_JUNIT)}

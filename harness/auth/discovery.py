@@ -13,6 +13,11 @@ the authorization server's metadata the issuer it was asked as (RFC 8414 section
 the token endpoint must be https, or plain http only when every URL involved is loopback
 (or the scenario says `allow_http`). Otherwise discovery stops (exit 3) naming the mismatch,
 before any token request, so no secret is sent.
+
+Those checks hold the answers to each other, not to the user: a target is free, by RFC 9728,
+to name any authorization server, and a hostile one names its own. `[target.auth] issuer`
+pins the one the user trusts: an authorization server list without it, or metadata that
+names another, stops discovery the same way (exit 3, no secret sent).
 """
 
 from __future__ import annotations
@@ -56,23 +61,36 @@ class Discovered:
     """The resource's `scopes_supported` (RFC 9728), when it lists them."""
 
 
-def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT, *, allow_http: bool = False) -> Discovered:
+def discover(target_url: str, timeout: float = DISCOVERY_TIMEOUT, *, allow_http: bool = False,
+             issuer: str | None = None) -> Discovered:
     """The token endpoint for `target_url` (an MCP endpoint); TokenEndpointError when no step leads to one, or
-    when an answer does not hold up (a resource or issuer that is not the one asked, a token endpoint in the clear)."""
+    when an answer does not hold up (a resource or issuer that is not the one asked, a token endpoint in the clear,
+    an authorization server other than `issuer` when one is pinned)."""
     with httpx2.Client(timeout=timeout, follow_redirects=False) as http:
         resource = _protected_resource(http, target_url)
         if not resource.authorization_servers:
             raise TokenEndpointError(f"discovery: the protected-resource metadata of {target_url} names no "
                                      "authorization server; give [target.auth] token_url")
-        issuer = str(resource.authorization_servers[0])
-        metadata = _authorization_server(http, issuer, target_url)
+        asked = _pinned(resource, issuer, target_url) if issuer is not None else str(resource.authorization_servers[0])
+        metadata = _authorization_server(http, asked, target_url)
     token_endpoint = str(metadata.token_endpoint)
-    if not secret_may_go(token_endpoint, target_url, issuer, allow_http=allow_http):
-        raise TokenEndpointError(f"discovery: the token endpoint {token_endpoint} of issuer {issuer} is plain http "
+    if not secret_may_go(token_endpoint, target_url, asked, allow_http=allow_http):
+        raise TokenEndpointError(f"discovery: the token endpoint {token_endpoint} of issuer {asked} is plain http "
                                  f"and not every URL involved is loopback (target {target_url}): refused, no secret "
                                  "sent; use https, or set [target.auth] allow_http = true on a private network")
-    return Discovered(token_endpoint, metadata.token_endpoint_auth_methods_supported, issuer,
+    return Discovered(token_endpoint, metadata.token_endpoint_auth_methods_supported, asked,
                       resource.scopes_supported)
+
+
+def _pinned(resource: ProtectedResourceMetadata, issuer: str, target_url: str) -> str:
+    """The authorization server the resource names that is the pinned `issuer`; TokenEndpointError when none is."""
+    named = [str(server) for server in resource.authorization_servers or []]
+    for server in named:
+        if issuers_match(server, issuer):
+            return server
+    raise TokenEndpointError(f"discovery: the protected-resource metadata of {target_url} names authorization "
+                             f"server {', '.join(named)}, not {issuer}, the issuer [target.auth] issuer pins: "
+                             "refused, no secret sent")
 
 
 def _get(http: httpx2.Client, url: str) -> httpx2.Response | None:

@@ -67,7 +67,7 @@ def build_source(auth: TargetAuth, target_url: str) -> TokenSource:
         return ClientCredentials(auth.token_url, auth.client_id, secret, auth.scopes)
     from harness.auth.discovery import discover  # the SDK's discovery helpers: imported only to discover
 
-    found = discover(target_url, allow_http=auth.allow_http)
+    found = discover(target_url, allow_http=auth.allow_http, issuer=auth.issuer)
     return ClientCredentials(found.token_endpoint, auth.client_id, secret, auth.scopes,
                              method=auth_method(found.auth_methods))
 

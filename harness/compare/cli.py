@@ -195,17 +195,15 @@ def check_baseline(baseline: Path, scenario: Scenario, args: argparse.Namespace)
     from harness.compare.folders import RUN_HINT, check_baseline_run, check_comparable
     from harness.compare.samples import read_results
     from harness.compare.tolerances import settle
-    from harness.config.scenario import Scenario
     from harness.errors import UsageError
-    from harness.report import SCENARIO_JSON, is_results
+    from harness.report import SCENARIO_JSON, is_results, results_scenario
 
     if not is_results(baseline):
         return (f"--baseline {baseline} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl "
                 f"({FIRST_BASELINE_HINT})")
     try:
         settle(scenario.compare, args.tolerance, args.significance)
-        check_comparable(Scenario.model_validate_json((baseline / SCENARIO_JSON).read_text(encoding="utf-8")),
-                         scenario, hint=RUN_HINT)
+        check_comparable(results_scenario(baseline), scenario, hint=RUN_HINT)
         check_baseline_run(read_results(baseline))  # from the figures it saved, when it completed
     except UsageError as exc:  # NotComparable, ToleranceError, NotResults, UnreadableJournal
         return f"--baseline {baseline}: {exc}"

@@ -38,6 +38,11 @@ class TargetAuth(Strict):
     token_url: str | None = Field(
         default=None, description="client-credentials: the token endpoint; by default discovered from the "
                                   "target's 401 (WWW-Authenticate, then RFC 9728, then RFC 8414 metadata)")
+    issuer: str | None = Field(
+        default=None, description="client-credentials without token_url: the authorization server the client "
+                                  "secret may go to, as its metadata's `issuer` names it (e.g. "
+                                  "\"https://login.example.com\"); discovery that leads to any other is refused, no "
+                                  "secret sent (default: whichever the target's metadata names)")
     file: str | None = Field(default=None, description="tokens: the file, one token a line; lead i uses line "
                                                        "i mod n (relative to the scenario file)")
     command: list[str] = Field(default_factory=list, description="command: an argv list that prints one token "
@@ -64,6 +69,12 @@ class TargetAuth(Strict):
                 raise FieldProblem(f"token_url {self.token_url} is plain http off this machine: the client secret "
                                    "would cross the network in the clear; use https, or set allow_http = true for "
                                    "a private network", "token_url")
+        if self.issuer is not None:
+            check_url(self.issuer, "issuer")
+            if self.kind != "client-credentials" or self.token_url is not None:
+                raise FieldProblem("issuer pins the authorization server discovery may send the client secret to: "
+                                   "it is for kind = \"client-credentials\" without token_url (token_url already "
+                                   "names where the secret goes)", "issuer")
         if self.kind == "client-credentials":
             if self.client_id is None:
                 raise FieldProblem("client-credentials needs client_id = \"...\"", "kind")

@@ -27,7 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from harness.config.commands import OTHER_COMMANDS, REPLICA_PLACEHOLDERS, check_command, placeholders_in
 from harness.config.durations import Duration, PositiveDuration, parse_duration_text
@@ -38,6 +46,9 @@ ActsOn = Literal["replica", "replicas", "auth"]
 deployment's authorization server."""
 
 _NONE: frozenset[str] = frozenset()
+
+SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+"""A name `rename` gives a replica: one word no shell or command line reads as more than text."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +202,9 @@ class Rename(_Chaos):
     action: Literal["rename"]
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"rename": frozenset({"name"})}
     undone: ClassVar[str] = "the rollback restarts the replica with the target's own name"
-    name: str = Field(min_length=1, description="the replica's new server name")
+    name: str = Field(min_length=1, max_length=128, pattern=SERVER_NAME,
+                      description="the replica's new server name: letters, digits, _, . and -, starting with a letter "
+                                  "or digit (it reaches `rename`'s command as {name})")
 
 
 class ClockSkew(_Chaos):
@@ -246,6 +259,8 @@ FAULT_KEYS: dict[str, frozenset[str]] = {
     "cut-slow": frozenset({"after"}),
 }
 """The keys of each fault of its own: any other fault's key is a mistake in the scenario."""
+_FAULT_ONLY_KEYS: frozenset[str] = frozenset().union(*FAULT_KEYS.values())
+"""Every key that belongs to some fault: a network step holds only its own fault's."""
 
 
 class NetworkAction(_Chaos):
@@ -288,7 +303,7 @@ class NetworkAction(_Chaos):
     @model_validator(mode="after")
     def _keys_of_the_fault(self) -> NetworkAction:
         own = FAULT_KEYS[self.fault]
-        foreign = sorted(key for key in self.model_fields_set & set().union(*FAULT_KEYS.values()) if key not in own)
+        foreign = sorted(key for key in self.model_fields_set & _FAULT_ONLY_KEYS if key not in own)
         if foreign:
             raise ValueError(f"fault {self.fault!r} takes no {', '.join(foreign)} (its keys: "
                              f"{', '.join(sorted(own)) or 'none'})")
@@ -299,6 +314,23 @@ class NetworkAction(_Chaos):
         if self.fault == "down" and self.toxicity != 1.0:
             raise ValueError("down refuses every connection: toxicity must be 1")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_other_faults_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped without the keys of the other faults (their defaults), so scenario.json reads back as written:
+        the model refuses another fault's key however it got there."""
+        data: dict[str, Any] = handler(self)
+        for key in _FAULT_ONLY_KEYS - FAULT_KEYS[self.fault]:
+            data.pop(key, None)
+        return data
+
+    @classmethod
+    def as_dumped_before(cls, step: dict[str, Any]) -> dict[str, Any]:
+        """A network step of a scenario.json written before a step dumped only its own fault's keys (every other
+        fault's key at its default, which the fault never reads): those keys dropped; any other left as it is."""
+        own = FAULT_KEYS.get(str(step.get("fault")), _FAULT_ONLY_KEYS)
+        return {key: value for key, value in step.items()
+                if key in own or key not in _FAULT_ONLY_KEYS or value != cls.model_fields[key].default}
 
     def asked(self) -> dict[str, Any]:
         """Its duration, replica, fault and the fault's own keys (not the others' defaults)."""

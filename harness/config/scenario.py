@@ -10,13 +10,14 @@ field and, where it can be found, the line; nothing starts. Durations read like 
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from harness.config.chaos import AUTH_ACTIONS, COMMAND_NAMES, ChaosStep, commands_needed
+from harness.config.chaos import AUTH_ACTIONS, COMMAND_NAMES, ChaosStep, NetworkAction, commands_needed
 from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
 from harness.config.flows import FlowSpec, FuzzFlow, flow_label
@@ -31,7 +32,7 @@ from harness.config.thresholds import Judged, ThresholdError, parse_threshold, p
 from harness.config.worded_errors import did_you_mean
 from harness.errors import UsageError
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario", "scenario_from_json"]
 
 MAX_HOSTS = 16
 """Hosts a scenario may name: each is a metric label value."""
@@ -250,6 +251,38 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides: dict[str, A
         return Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(explain(exc, text, source, Scenario)) from None
+
+
+def scenario_from_json(text: str | bytes, source: str) -> Scenario:
+    """A scenario a run wrote as JSON (its scenario.json), read back through the model; a damaged one is one
+    ScenarioError line naming `source`, the first problem's field and what is wrong (and how many more)."""
+    try:
+        return Scenario.model_validate_json(text)
+    except ValidationError as exc:
+        older = _dumped_before(text)
+        if older is not None:
+            return older
+        first, *rest = explain(exc, "", source, Scenario).splitlines() or [f"{source}: unreadable"]
+        more = f" (and {len(rest)} more)" if rest else ""
+        raise ScenarioError(f"{first}{more}: not a scenario this harness reads") from None
+
+
+def _dumped_before(text: str | bytes) -> Scenario | None:
+    """A scenario.json written before a network step dumped only its own fault's keys, read as it was meant (the
+    other faults' keys at their defaults dropped); None when it is not one, or is still no scenario."""
+    try:
+        data = json.loads(text)
+        steps = data["chaos"]
+        rewritten = [NetworkAction.as_dumped_before(step) if step.get("action") == "network" else step
+                     for step in steps]
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError):
+        return None
+    if rewritten == steps:
+        return None
+    try:
+        return Scenario.model_validate_json(json.dumps({**data, "chaos": rewritten}))
+    except ValidationError:
+        return None
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:

@@ -95,8 +95,9 @@ class TargetConfig(Strict):
                     "new key, a 0600 file deleted after the run); set-ttl {ttl} (real seconds), rename {name}, "
                     "clock-skew {offset} (signed seconds), scale {replicas}; token-expiry {lifetime} (real "
                     "seconds), revoke and scope-loss {share} (0-1), scope-loss and scope-restore {scope}, "
-                    "subject-drift {share} (0 at its end). Their environment: the allow-list, `command_env` and "
-                    "`MRTR_RUN_ID`")
+                    "subject-drift {share} (0 at its end); with `sh -c`, give a placeholder as an argument after the "
+                    "script and read it there as \"$1\", never in the script's text. Their environment: the "
+                    "allow-list, `command_env` and `MRTR_RUN_ID`")
     command_env: list[Annotated[str, Field(pattern=ENV_NAME)]] = Field(
         default_factory=list, description="external, docker: the environment variables the commands are given "
                                           "beside the allow-list (PATH, HOME, LANG, ...: docs/your-deployment.md) "

@@ -39,6 +39,8 @@ PATTERNS: dict[str, str] = {
     r"^[A-Za-z0-9-]+$": "must be an HTTP header's name: letters, digits and -",
     r"^[\x21-\x7e]+$": "must be printable ASCII without spaces",
     r"^[A-Za-z0-9_.-]+$": "must be letters, digits, _, . and - (it names a folder)",
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]*$": "must be letters, digits, _, . and -, starting with a letter or digit (a "
+                                     "server name a command is given)",
 }
 """Every `pattern` of the scenario models, as a person says it (a test checks none is missing)."""
 

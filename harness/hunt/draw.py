@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -136,7 +137,7 @@ def _draw_field(model: type[ChaosAction], name: str, info: FieldInfo, step: dict
     if annotation is bool:
         return rng.random() < 0.5
     if annotation is str:
-        return None if not info.is_required() else f"{space.name}-{name}-{rng.randint(1, 99)}"
+        return None if not info.is_required() else f"{_word(space.name)}-{name}-{rng.randint(1, 99)}"
     lower, upper, strict = _bounds(metadata)
     if annotation is float and _is_duration(metadata):
         return _draw_duration(name, info.default, strict, space, left, rng)
@@ -147,6 +148,11 @@ def _draw_field(model: type[ChaosAction], name: str, info: FieldInfo, step: dict
         low = max(lower or 1, info.default // 8)
         return max(int(_log_uniform(rng, low, info.default * 8)), lower or 0)
     raise TypeError(f"cannot draw {model.__name__}.{name} ({info.annotation}): give it a rule in harness.hunt.draw")
+
+
+def _word(name: str) -> str:
+    """The target's server name as a name `rename` takes: letters, digits, _, . and - (others made -)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name).lstrip("_.-") or "shop"
 
 
 def _draw_duration(name: str, default: Any, strict: bool, space: Space, left: float, rng: random.Random) -> float:

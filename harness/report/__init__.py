@@ -89,14 +89,17 @@ def is_results(folder: Path) -> bool:
 
 def results_scenario(folder: Path) -> Scenario:
     """The scenario a results folder's run ran (its scenario.json); `NotResults` when the folder is not one."""
-    from harness.config.scenario import Scenario
+    from harness.config.scenario import ScenarioError, scenario_from_json
 
     if not is_results(folder):
         raise NotResults(f"{folder} is not a results folder: it has no {SCENARIO_JSON} and journal.jsonl")
+    path = folder / SCENARIO_JSON
     try:
-        return Scenario.model_validate_json((folder / SCENARIO_JSON).read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise NotResults(f"{folder / SCENARIO_JSON} is not a scenario this harness reads: {exc}") from None
+        return scenario_from_json(path.read_bytes(), str(path))
+    except OSError as exc:
+        raise NotResults(f"{path}: cannot be read: {exc.strerror}") from None
+    except ScenarioError as exc:
+        raise NotResults(str(exc)) from None
 
 
 def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path], thresholds: list[Threshold], *,
