@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import zstandard
 from jsonschema import Draft202012Validator
 
 from harness.journal.writer import read_journal
@@ -66,18 +68,29 @@ def imported_modules(output: str) -> set[str]:
 
 def key_files(folder: Path) -> list[Path]:
     """Files under `folder` holding something that looks like a sealing key (there should be none)."""
-    return [path for path in folder.rglob("*") if path.is_file() and KEY_LINE.search(path.read_bytes())]
+    return [path for path in folder.rglob("*") if path.is_file() and KEY_LINE.search(readable_bytes(path))]
 
 
 JWT = re.compile(rb"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")
 """An access token as the shop's authorization server (and most others) issues it: a JWT."""
 
 
+def readable_bytes(path: Path) -> bytes:
+    """A file's bytes as a reader of it sees them: a journal's closed segment (`.zst`) and a rotated log (`.gz`)
+    decompressed, so a secret inside one is found as in a plain file."""
+    if path.suffix == ".zst":
+        with open(path, "rb") as compressed:
+            return zstandard.ZstdDecompressor().stream_reader(compressed).read()
+    if path.suffix == ".gz":
+        return gzip.decompress(path.read_bytes())
+    return path.read_bytes()
+
+
 def leaks(finished: Finished, values: dict[str, str], *, jwts: bool = True) -> list[tuple[str, str]]:
     """Where a secret left the run: (file or "output", what) for each of `values` (name -> value) found in any
     file of the results folder or in the run's output, and with `jwts` for any JWT found there (every token a
     run against the shop used is one)."""
-    texts = [(str(path.relative_to(finished.folder)), path.read_bytes())
+    texts = [(str(path.relative_to(finished.folder)), readable_bytes(path))
              for path in sorted(finished.folder.rglob("*")) if path.is_file()] if finished.folder else []
     texts.append(("output", finished.output.encode()))
     found = [(where, name) for where, text in texts for name, value in values.items() if value.encode() in text]

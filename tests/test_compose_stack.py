@@ -77,7 +77,8 @@ from tests.images import ROOT, build_app_image, build_stand_ins, debian_base
 from tests.services import docker_engine, fail_or_skip, free_port, require_binary
 from tests.timings import report, seconds
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services,
+              pytest.mark.timeout(1800)]  # the first test debootstraps and builds images for both (ENGINE_TIMEOUT_S)
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 APP_IMAGE = "mrtr-harness:local"

@@ -35,7 +35,9 @@ from harness.config.strict import ScenarioError
 from harness.hunt.draw import Space, coverage_keys, draw_schedule, trial_seed
 from harness.hunt.model import Failure, Schedule, Trial
 from harness.hunt.trial import Base, TrialDamaged, read_summary, trial_scenario
+from harness.runtime.processes import alive, descendants
 from tests.harness_run import ROOT
+from tests.services import sigint_default
 
 SHOP = """\
 name = "{name}"
@@ -240,6 +242,7 @@ def test_a_bad_flag_is_refused_as_the_table_would_be_with_exit_2_before_anything
 # --- real hunts against the embedded shop ------------------------------------------------------------
 
 
+@pytest.mark.timeout(600)  # a hunt, a shrink and reruns: over 60 s alone, several times that on a busy CI
 def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scenario_that_reproduces(tmp_path):
     """End to end (about 70 s): per-process keys behind round-robin, which `[expect]` forbids (`unknown key`). The
     search's first trial (two restarts) fails; the shrink (2 of 2 runs, at most 4 runs: each dropped step) drops its
@@ -312,7 +315,7 @@ def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_
     the trial (the replica resumed, the shop stopped), the hunt writes its end, exits 130, and no process it
     started is left."""
     path = _scenario_file(tmp_path, rest="[hunt]\ntrials = 2\ntrial_duration = \"6s\"\nactions = [\"pause\"]\n")
-    code, out, err = _interrupted(path, tmp_path / "results", trials=1)
+    code, out, err, seen = _interrupted(path, tmp_path / "results", trials=1)
     assert code == 130, out + err
     records = _journal(tmp_path / "results")
     assert records[-1]["type"] == "end" and records[-1]["stopped_by"] == "interrupted"
@@ -321,7 +324,8 @@ def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_
     summary = json.loads((next((tmp_path / "results").iterdir()) / trial["folder"] / "summary.json").read_text())
     assert summary["status"] == "interrupted"
     assert any(row["action"] == "pause" for row in summary["chaos"])
-    assert _processes_under(tmp_path) == [], "a process the hunt started outlived it"
+    assert sum("harness.targets.zygote" in line for line in seen.values()) >= 3, seen  # the zygote and 2 replicas
+    assert _left_behind(seen) == [], "a process the hunt started outlived it"
 
 
 def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule_marked_and_exits_130(tmp_path):
@@ -331,7 +335,7 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
                                "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
-    code, out, err = _interrupted(path, tmp_path / "results", trials=2)  # the search's, the shrink's first
+    code, out, err, seen = _interrupted(path, tmp_path / "results", trials=2)  # the search's, the shrink's first
     assert code == 130, out + err
     records = _journal(tmp_path / "results")
     search, shrinking, end = records[1], records[2], records[-1]
@@ -345,25 +349,37 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     assert "cut short (interrupted)" in (folder / "hunt.html").read_text()
     assert f"minimal: {folder / 'minimal.toml'} (reproduction rate not measured; the shrink was cut short " \
            "(interrupted): not minimal)" in out
-    assert _processes_under(tmp_path) == [], "a process the hunt started outlived it"
+    assert sum("harness.targets.zygote" in line for line in seen.values()) >= 3, seen  # the zygote and 2 replicas
+    assert _left_behind(seen) == [], "a process the hunt started outlived it"
 
 
-def _interrupted(path: Path, results: Path, trials: int) -> tuple[int, str, str]:
-    """A hunt sent SIGINT once `trials` trials' chaos started (within 90 s): its exit code, stdout and stderr."""
-    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results", str(results)],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _interrupted(path: Path, results: Path, trials: int) -> tuple[int, str, str, dict[tuple[int, str], str]]:
+    """A hunt sent SIGINT once `trials` trials' chaos started (within 90 s): its exit code, stdout, stderr, and
+    every process seen below it while it ran, with its command line (sampled from /proc by parent PID until it
+    exited: the zygote and the replicas it forks never name the results folder in their command line)."""
+    out_file, err_file = results.parent / "hunt.out", results.parent / "hunt.err"
+    with open(out_file, "wb") as out, open(err_file, "wb") as err:
+        process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results", str(results)],
+                                   cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                   preexec_fn=sigint_default)
+    seen: dict[tuple[int, str], str] = {}
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and _chaos_started(results) < trials and process.poll() is None:
-            time.sleep(0.2)
+            seen |= _below(process.pid, seen)
+            time.sleep(0.1)
         assert _chaos_started(results) == trials, f"{trials} trials' chaos never started"
         os.kill(process.pid, signal.SIGINT)
-        out, err = process.communicate(timeout=90)
+        deadline = time.monotonic() + 90
+        while process.poll() is None:  # what it starts while it stops (a trial's wind-down) is watched too
+            assert time.monotonic() < deadline, "the hunt did not stop within 90 s of SIGINT"
+            seen |= _below(process.pid, seen)
+            time.sleep(0.1)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    return process.returncode, out, err
+    return process.returncode, out_file.read_text(), err_file.read_text(), seen
 
 
 def _chaos_started(results: Path) -> int:
@@ -372,18 +388,41 @@ def _chaos_started(results: Path) -> int:
                for journal in results.glob("*-hunt-hunted/trials/*/journal.jsonl"))
 
 
-def _processes_under(folder: Path) -> list[str]:
-    """Command lines of this machine's processes that name `folder` (the shop's name its results folder)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if str(folder) in argv:
-                found.append(argv)
+def _below(pid: int, known: dict[tuple[int, str], str]) -> dict[tuple[int, str], str]:
+    """Every process below `pid` now and not `known` yet, each as (PID, start time) -> its command line: a PID the
+    kernel hands out again later is another process."""
+    found = {}
+    for child in descendants(pid):
+        if (started := _started(child)) and (child, started) not in known:
+            found[(child, started)] = _cmdline(child)
     return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _started(pid: int) -> str:
+    """A live process's start time (field 22 of /proc/PID/stat, in clock ticks since boot), or "" when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return ""
+    fields = stat.rsplit(b")", 1)[-1].split()
+    return fields[19].decode() if len(fields) > 19 and alive(pid) else ""
+
+
+def _left_behind(seen: dict[tuple[int, str], str], within: float = 5.0) -> list[str]:
+    """The processes of `seen` still alive `within` seconds after the hunt exited (the kernel ends what the
+    lifeline holds as soon as its parent is gone; a process that outlives that leaked), with their command lines."""
+    deadline = time.monotonic() + within
+    while (left := {(pid, started) for pid, started in seen if _started(pid) == started}) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [f"{pid}: {seen[(pid, started)]}" for pid, started in sorted(left)]
 
 
 def _flaky_below(seconds: float, failure: Failure) -> Any:
@@ -483,6 +522,7 @@ def desk(tmp_path):
         started.stop()
 
 
+@pytest.mark.timeout(600)  # a hunt, a shrink and reruns: over 60 s alone, several times that on a busy CI
 def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrinks_to_the_restart(desk, tmp_path):
     """An external target hunts through `[target.commands]` as `run` does (about 60 s). Seed 2's first trial draws
     one restart of r1 at 2.0 s, while r1's calls wait on their leads: its new process holds no key the earlier

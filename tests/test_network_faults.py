@@ -29,6 +29,7 @@ from gevent.queue import Queue
 from harness.chaos.proxy import ActiveFault, FaultProxies
 from harness.config.chaos import NetworkAction
 from harness.config.scenario import ScenarioError, load_scenario
+from harness.journal.writer import read_journal
 from harness.leads.seeding import stream
 from tests.harness_run import run_harness
 from tests.servers import start_server
@@ -129,7 +130,10 @@ def test_a_run_killed_with_sigkill_during_a_fault_leaves_no_listening_port(tmp_p
         ports = [int(port) for port in re.findall(r"r\d+ http://127\.0\.0\.1:(\d+)/mcp ->", output.read_text())]
         assert len(ports) == 2, output.read_text()
         assert all(_listening(port) for port in ports)
-        time.sleep(2.0)  # the blackhole is on, holding the load's connections open
+        deadline = time.monotonic() + 60
+        while not (_fault_started(tmp_path / "results") and any(_connected(port) for port in ports)):
+            assert process.poll() is None and time.monotonic() < deadline, output.read_text()
+            time.sleep(0.1)  # until the blackhole is on, holding a connection of the load open
         assert not kill_and_count_survivors(process, set())
     finally:
         if process.poll() is None:
@@ -142,6 +146,19 @@ def _under_way(record: dict, window: tuple[float, float], margin: float = 0.05) 
     """Whether a round was under way at some moment of a fault's window: a fault acts on the bytes moving in it,
     so a round sent just before it can be hit on its way back (`t` is when the round's answer was read)."""
     return record["sent"] - margin <= window[1] and record["t"] + margin >= window[0]
+
+
+def _fault_started(results: Path) -> bool:
+    """Whether the run's journal says its network fault started."""
+    return any(record["type"] == "chaos" and record["phase"] == "start" and record["action"] == "network"
+               for journal in results.glob("*/journal.jsonl") for record in read_journal(journal))
+
+
+def _connected(port: int) -> bool:
+    """Whether a connection to 127.0.0.1:`port` is open now (/proc/net/tcp, state 01, established)."""
+    wanted = f"0100007F:{port:04X}"
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return any(line.split()[1] == wanted and line.split()[3] == "01" for line in lines)
 
 
 def _listening(port: int) -> bool:
@@ -556,6 +573,32 @@ def test_with_no_once_only_record_a_retried_lost_answer_releases_the_refund_twic
     refund = re.search(r"R-\w+", release["detail"][0])
     assert refund and "released 2 times" in release["detail"][0], release
     assert refund.group(0) in finished.output and "no_double_release" in finished.output
+
+
+def test_abort_on_violation_stops_the_run_at_the_first_refund_released_twice(tmp_path):
+    """The same shop without its release guard, and `abort_on_violation`: the run reads the shop's ledger while
+    the load goes, and stops itself once a refund went out twice, long before the minute it was scheduled for:
+    exit 1, status aborted with the reason, every flow started has its end, and the invariant names the refund."""
+    text = (ON_CALL / "lost-answer-retry.toml").read_text()
+    assert 'duration = "8s"\ntime_scale = 60\n' in text
+    scenario = tmp_path / "abort.toml"
+    scenario.write_text(text.replace('duration = "8s"\ntime_scale = 60\n',
+                                     'duration = "60s"\ntime_scale = 60\nabort_on_violation = true\n').replace(
+        "[target]\n", "[target]\nrelease_guard = false\n") + "".join(
+        f'\n[[target.overrides]]\nreplica = {n}\nanswers_store = "memory"\n' for n in (1, 2)))
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 1, finished.output
+    summary = finished.summary
+    assert summary["status"] == "aborted", summary
+    assert summary["reason"] == "aborted: a refund was released or paid twice", summary["reason"]
+    assert "aborted: a refund was released or paid twice" in finished.output
+    records = finished.journal()
+    (end,) = [r for r in records if r["type"] == "run" and r["event"] == "end"]
+    assert end["status"] == "aborted", end
+    assert sorted(r["flow_id"] for r in records if r["type"] == "start") == \
+        sorted(r["flow_id"] for r in records if r["type"] == "flow")
+    release = _invariant(records, "no_double_release")
+    assert release["violations"] > 0 and "released 2 times" in release["detail"][0], release
 
 
 def test_a_reset_after_the_question_loses_the_state_only_on_the_named_replica_in_the_window(tmp_path):

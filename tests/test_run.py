@@ -8,6 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -309,22 +312,17 @@ def test_a_broken_scenario_exits_2_with_a_useful_message_and_starts_nothing(tmp_
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_and_sigterm_exit_130_with_results_marked_interrupted_and_no_replica_behind(tmp_path, stop):
     """Ctrl-C and SIGTERM (what CI runners and Kubernetes send to cancel) both exit 130: interrupted, never 1."""
-    process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(tmp_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
-                               preexec_fn=sigint_default)
-    output = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        output.append(line)
-        if line.startswith("target up"):
-            break
-    time.sleep(3)
-    process.send_signal(stop)
-    output.append(process.communicate(timeout=60)[0])
-    assert process.returncode == 130, "".join(output)  # an interruption, told apart from a failed verdict (1)
+    process, output = _started(tmp_path, preexec_fn=sigint_default)
+    try:
+        _until_journal(process, output, tmp_path, lambda text: text.count(b'"type":"round"') >= 3)  # load under way
+        process.send_signal(stop)
+        process.wait(60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert process.returncode == 130, output.read_text()  # an interruption, told apart from a failed verdict (1)
     (folder,) = [path for path in tmp_path.iterdir() if path.is_dir()]
-
     summary = valid_summary(folder / "summary.json")
     assert (summary["status"], summary["exit_code"]) == ("interrupted", 130)
     assert summary["reason"].startswith(f"interrupted by {stop.name}")
@@ -334,6 +332,25 @@ def test_ctrl_c_and_sigterm_exit_130_with_results_marked_interrupted_and_no_repl
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def _started(results: Path, **options: Any) -> tuple[subprocess.Popen[bytes], Path]:
+    """smoke.toml run as a user runs it, its output in a file beside its results (read without blocking)."""
+    output = results / "output.txt"
+    with open(output, "wb") as sink:
+        return subprocess.Popen([sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(results)],
+                                stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                                **options), output
+
+
+def _until_journal(process: subprocess.Popen[bytes], output: Path, results: Path,
+                   holds: Callable[[bytes], bool], timeout: float = 90) -> None:
+    """Wait until the run's journal text satisfies `holds`, the run still going (`timeout` only bounds a failure)."""
+    deadline = time.monotonic() + timeout
+    while not any(holds(journal.read_bytes()) for journal in results.glob("*/journal.jsonl")):
+        assert process.poll() is None, output.read_text()
+        assert time.monotonic() < deadline, f"not in the journal within {timeout:g} s:\n{output.read_text()}"
+        time.sleep(0.2)
 
 
 def test_validate_checks_every_shipped_scenario():
@@ -409,18 +426,14 @@ def test_a_harness_error_exits_4_with_results_written_and_everything_stopped(tmp
 
 
 def test_report_rebuilds_the_results_of_a_run_killed_with_sigkill(tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SMOKE), "--results", str(tmp_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not process.stdout.readline().startswith("target up"):
-        pass
+    process, output = _started(tmp_path)
+    try:  # load until flows have ended, then no chance to write anything
+        _until_journal(process, output, tmp_path, lambda text: text.count(b'"type":"flow"') >= 2
+                       and text.count(b"\n") > 12)
+    finally:
+        process.kill()
+        process.wait(10)
     (folder,) = [path for path in tmp_path.iterdir() if path.is_dir()]
-    journal = folder / "journal.jsonl"
-    while time.monotonic() < deadline and not (journal.read_bytes().count(b'"type":"flow"') >= 2
-                                               and journal.read_bytes().count(b"\n") > 12):
-        time.sleep(0.2)  # load until flows have ended, then no chance to write anything
-    process.kill()
-    process.wait(10)
     try:
         assert not (folder / "summary.json").exists()
         rebuilt = subprocess.run([sys.executable, "-m", "harness", "report", str(folder)], capture_output=True,

@@ -26,6 +26,7 @@ import pytest
 
 from harness.auth.token import Token
 from harness.errors import ExitCode
+from harness.journal.segments import SEGMENT_ENV, compress_segment
 from harness.secrets import (
     COMMAND_ENV,
     MissingSecret,
@@ -37,7 +38,7 @@ from harness.secrets import (
     scrub,
     scrub_bytes,
 )
-from tests.harness_run import leaks, run_harness
+from tests.harness_run import Finished, leaks, run_harness
 from tests.servers import start_server
 
 
@@ -224,11 +225,12 @@ def test_a_run_whose_commands_print_everything_leaves_no_secret_and_no_token_any
         scenario = tmp_path / "secrets.toml"
         scenario.write_text(SCENARIO.format(url=desk.url, token=json.dumps(TOKEN_COMMAND.format(folder=folder)),
                                             chaos=json.dumps(CHAOS_COMMAND.format(folder=folder))))
-        finished = run_harness(scenario, tmp_path / "results")
+        finished = run_harness(scenario, tmp_path / "results", env={SEGMENT_ENV: "2048"})  # segments roll, compressed
     finally:
         desk.stop()
 
     assert finished.code == 0, finished.output
+    assert finished.folder is not None and list(finished.folder.glob("journal.*.jsonl.zst")), "leaks() reads those too"
     tokens = (folder / "issued.txt").read_text().split()
     assert len(tokens) >= 2, "a token per principal, from the command"
     found = leaks(finished, {"the client secret": secret, "the script's secret": "inline-secret-of-the-script",
@@ -243,6 +245,21 @@ def test_a_run_whose_commands_print_everything_leaves_no_secret_and_no_token_any
         assert "MCP_CLIENT_SECRET" not in given and other not in given, sorted(given)
         assert given[named].startswith("named-for-") and given["PATH"] == os.environ["PATH"]
         assert set(given) <= {*COMMAND_ENV, named, "MRTR_RUN_ID", "OLDPWD", "SHLVL", "_"}, sorted(given)
+
+
+def test_a_secret_in_a_compressed_journal_segment_is_a_leak_as_in_a_plain_file(tmp_path: Path) -> None:
+    """What `leaks` reads: a journal's closed segments are zstd on disk; a secret inside one still counts."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    segment = folder / "journal.000000000042.jsonl"
+    lines = [f'{{"type":"round","t":{n / 7:.6f},"flow_id":"w0-{n:06d}","outcome":"complete"}}\n' for n in range(500)]
+    lines[250] = '{"type":"command","output":"token=leaked-value-4f1c2b"}\n'
+    segment.write_text("".join(lines))
+    compressed = compress_segment(segment)
+    assert compressed is not None and not segment.exists()
+    assert b"leaked-value-4f1c2b" not in compressed.read_bytes()  # not found by a plain search of the bytes
+    finished = Finished(0, "", folder)
+    assert leaks(finished, {"the token": "leaked-value-4f1c2b"}) == [(compressed.name, "the token")]
 
 
 def test_the_allow_list_in_the_docs_is_the_one_the_code_gives():

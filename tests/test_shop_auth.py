@@ -26,6 +26,7 @@ from harness.journal.writer import read_journal
 from harness.report import journal_parts
 from harness.shop.authserver import Signer
 from harness.shop.catalogue import build_catalogue
+from harness.shop.token_checks import POLL_SECONDS
 from harness.targets.embedded import EmbeddedTarget
 from harness.targets.interface import AuthChange
 from tests.harness_run import SCENARIOS, leaks, run_harness
@@ -245,7 +246,9 @@ def test_token_expiry_issues_short_tokens_that_expire_while_the_lead_thinks(shop
     short = token(shop, 8)
     assert short["expires_in"] == 3
     quote_id, state = first_round(shop, short["access_token"])
-    time.sleep(max(0.0, claims(short["access_token"])["exp"] - time.time()) + 0.5)  # the lead thinks past it
+    # the lead thinks past it: until a replica refuses the token (r1's log, below, is the retry's own)
+    assert until(lambda: call(shop.urls[0], "quote_refund", {"order_id": "O-1"}, short["access_token"]).status_code
+                 == 401, seconds=short["expires_in"] + FEED_SECONDS)
     response = retry(shop, quote_id, state, short["access_token"])
     assert response.status_code == 401 and 'error="invalid_token"' in response.headers["www-authenticate"]
     assert f"bearer token refused: expired sub={CLIENT}/lead-8" in log_of(shop, 1)
@@ -278,8 +281,14 @@ def test_auth_down_refuses_token_requests_while_rounds_go_on_with_valid_tokens(s
     shop.auth_change(AuthChange("auth-down"))
     refused = httpx.post(token_url, auth=(CLIENT, SECRET), data={"grant_type": "client_credentials"})
     assert (refused.status_code, refused.json()["error"]) == (503, "temporarily_unavailable")
-    time.sleep(1.5)  # the replicas' next polls of the feed fail too: they keep what they hold
-    assert call(shop.urls[0], "quote_refund", {"order_id": "O-1"}, held).status_code == 200
+    # The replicas' polls of the feed fail too (every POLL_SECONDS; nothing outside them says when): they keep what
+    # they hold, so the held token is served at every moment of two polls and a half, not only at the end of them.
+    answers = []
+    deadline = time.monotonic() + 2.5 * POLL_SECONDS
+    while time.monotonic() < deadline:
+        answers.append(call(shop.urls[0], "quote_refund", {"order_id": "O-1"}, held).status_code)
+        time.sleep(0.1)
+    assert len(answers) > 2 and set(answers) == {200}, answers
     shop.auth_change(AuthChange("auth-down", on=False))
     assert httpx.post(token_url, auth=(CLIENT, SECRET), data={"grant_type": "client_credentials"}).status_code == 200
 

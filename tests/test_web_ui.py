@@ -136,6 +136,35 @@ def wait_for(check, timeout: float, what: str):
     raise AssertionError(f"no {what} within {timeout:g}s")
 
 
+def final_counts(summary: dict) -> dict[tuple[str, str], str]:
+    """The MRTR tab's rows that must show summary.json's counts once the run ended."""
+    rejections = summary["rejections"]
+    wanted = {("rejections", "all"): str(rejections["total_logged"]),
+              ("reconciliation", "client -32602 answers"): str(rejections["client_rejections"]),
+              ("reconciliation", "unexplained (matched when the load stops)"): str(rejections["unexplained"])}
+    for reason, replicas in rejections["by_reason"].items():
+        for replica, count in replicas.items():
+            wanted[("rejections", f"{reason} on {replica}")] = str(count)
+    return wanted
+
+
+def written(path: Path) -> dict | None:
+    """The JSON document at `path`, or None while it is not there whole."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def shown_once(read, done, timeout: float) -> dict:
+    """What `read()` gives once `done` holds for it (the page fetches its counts every couple of seconds), or what
+    it gave last when `timeout` runs out: the assertions after it say what differs."""
+    deadline = time.monotonic() + timeout
+    while not done(rows := read()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return rows
+
+
 def test_the_live_page_stops_the_run_as_ctrl_c_does_and_its_mrtr_tab_ends_with_summary_json_s_counts(
         tmp_path: Path) -> None:
     """A person on call opens the page while the run goes: Locust's rows are tool rounds with their answers'
@@ -178,8 +207,10 @@ def test_the_live_page_stops_the_run_as_ctrl_c_does_and_its_mrtr_tab_ends_with_s
         wait_for(lambda: click_stop(driver), 10, "STOP to click")
         summary_path = wait_for(lambda: next(iter((tmp_path / "r").glob("*/summary.json")), None), 120,
                                 "summary.json after STOP")
-        time.sleep(2)  # the page polls every couple of seconds: let it fetch the final counts
-        final = tab_rows(driver, url)
+        summary = wait_for(lambda: written(summary_path), 30, "summary.json written whole")
+        wanted = final_counts(summary)
+        final = shown_once(lambda: tab_rows(driver, url), lambda rows: all(rows.get(what) == count
+                                                                            for what, count in wanted.items()), 30)
         output, _ = run.communicate(timeout=60)  # the linger ends, and with it the run
     finally:
         driver.quit()
@@ -187,18 +218,11 @@ def test_the_live_page_stops_the_run_as_ctrl_c_does_and_its_mrtr_tab_ends_with_s
             run.terminate()
             run.communicate(timeout=60)
     assert run.returncode == 130, output  # as after Ctrl-C
-    summary = json.loads(summary_path.read_text())
     assert (summary["status"], summary["reason"]) == ("interrupted", "stopped from the web UI (STOP)"), summary
     journal = [json.loads(line) for line in next(summary_path.parent.glob("journal.jsonl")).read_text().splitlines()]
     assert sum(r["type"] == "start" for r in journal) == sum(r["type"] == "flow" for r in journal)
-    rejections = summary["rejections"]
-    assert rejections["total_logged"] > 0, output  # the chaos made some: the comparison is not of zeros
-    assert final[("rejections", "all")] == str(rejections["total_logged"])
-    for reason, replicas in rejections["by_reason"].items():
-        for replica, count in replicas.items():
-            assert final[("rejections", f"{reason} on {replica}")] == str(count)
-    assert final[("reconciliation", "client -32602 answers")] == str(rejections["client_rejections"])
-    assert final[("reconciliation", "unexplained (matched when the load stops)")] == str(rejections["unexplained"])
+    assert summary["rejections"]["total_logged"] > 0, output  # the chaos made some: the comparison is not of zeros
+    assert {what: final.get(what) for what in wanted} == wanted
     restarts = sum(1 for action in summary["chaos"] if action["action"] == "restart")
     [(label, count)] = [(of, n) for (what, of), n in final.items() if what == "chaos actions" and "restart" in of]
     assert count == str(restarts) and label.startswith("restart, last at 4.")

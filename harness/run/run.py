@@ -371,8 +371,8 @@ class Run:
             last_check = time.time()
             self.windows.probe_during()
             if self.new_doubles is not None and self.new_doubles.grew():
-                self.stop.reason = "aborted: a refund was released or paid twice"
-                self.say(self.stop.reason)
+                self.stop.reason = "a refund was released or paid twice"  # the verdict says "aborted: " before it
+                self.say(f"aborted: {self.stop.reason}")
 
     def _on_rejection(self, event: RejectionEvent) -> None:
         record = RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica, reason=event.reason,

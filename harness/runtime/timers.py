@@ -81,6 +81,10 @@ class Timers:
     """Callbacks at their due times, run early by up to `slack` seconds on a wake-up the process has anyway."""
 
     def __init__(self, slack: float, clock: Callable[[], float] = time.time) -> None:
+        """`clock`: what "now" is for every due time (`time.time`; a test injects a clock it moves by hand, and
+        judges the slack without real waiting). Each pass of the loop reads it; the timers' own wake-up is armed
+        for the clock's distance to the next due time, in real seconds, and checks the clock again when it fires.
+        """
         self.slack = slack
         self._clock = clock
         self._heap: list[tuple[float, int, Callable[[Any], object], Any]] = []
