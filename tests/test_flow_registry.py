@@ -112,6 +112,7 @@ def test_each_kind_says_what_the_rest_reads_of_it():
     assert on_the_shop == {"refund", "return", "payout", "replay", "tamper", "change-args", "fuzz"}
     assert not TypeAdapter(FlowSpec).validate_python({"kind": "fuzz", "tool": "echo"}).needs_shop_orders()
     assert {name for name in FLOW_KINDS if entry(name).breaks_target} == {"fuzz"}
+    assert {name for name in FLOW_KINDS if entry(name).settles_refunds} == {"refund", "replay", "tamper", "change-args"}
 
 
 def test_a_kinds_rule_across_the_scenario_is_kept_at_validate():
@@ -148,11 +149,13 @@ def example(label: str) -> str:
 
 
 def test_the_worked_example_of_adding_a_kind_is_two_files_that_suffice(restored):
+    """The example's two blocks, run as written (the repository's own text, not input) in the namespaces of the
+    two files it names: the model registers, its steps register, and nothing else is needed."""
     model_file = {**vars(flows), "TargetConfig": TargetConfig}
-    exec(compile(example("model"), "config/flows.py (example)", "exec"), model_file)  # noqa: S102 - our own docs
+    exec(compile(example("model"), "config/flows.py (example)", "exec"), model_file)
     quote = model_file["QuoteFlow"]
     assert FLOW_KINDS["quote"] is quote and unmatched() == ["quote"]
-    exec(compile(example("steps"), "load/shop_flows.py (example)", "exec"),  # noqa: S102 - our own docs
+    exec(compile(example("steps"), "load/shop_flows.py (example)", "exec"),
          {**vars(shop_flows), "QuoteFlow": quote})
     assert unmatched() == [] and FLOW_STEPS[quote].__name__ == "quote"
     flow = quote(kind="quote")

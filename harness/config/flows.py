@@ -7,9 +7,10 @@ A flow kind is declared once, in two halves that share its model:
   disk estimate adds up), whether it acts on the shop's orders (`needs_shop_orders`: the load
   builds the shop's catalogue only then), and where the defaults do not fit, its metric label
   (`label`), how its leads answer (`lead_profile`), a rule across the scenario's other tables
-  (`problem`) and what it does to a target beyond load (`breaks_target`, which a remote host must
-  allow). Defining a `FlowKind` subclass with a literal `kind` registers it in `FLOW_KINDS`; one
-  that leaves out `rounds` or `needs_shop_orders` is refused then and there. The scenario's union
+  (`problem`), what it does to a target beyond load (`breaks_target`, which a remote host must
+  allow) and whether the ledger invariants judge the refunds it holds (`settles_refunds`).
+  Defining a `FlowKind` subclass with a literal `kind` registers it in `FLOW_KINDS`; one that
+  leaves out `rounds` or `needs_shop_orders` is refused then and there. The scenario's union
   (`FlowSpec`) is read off that registry.
 - in `harness.load`, its steps half: a generator over the running `Flow`, registered with
   `@steps_of(Model)` (`harness.load.flow`). A kind without steps is refused when
@@ -61,6 +62,9 @@ class FlowKind(Strict):
 
     breaks_target: ClassVar[str] = ""
     """what its flows do to a target beyond load, by name ("fuzzing"), which a remote host must allow; "": nothing."""
+    settles_refunds: ClassVar[bool] = False
+    """whether a refund it holds is settled by its lead's answer alone, as the ledger invariants check
+    (`harness.folding.invariants`): released only on a yes."""
 
     weight: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                           description="its share of the flows started, relative to the other flows' weights")
@@ -112,6 +116,7 @@ class RefundFlow(FlowKind):
     """quote_refund then issue_refund: one round at or under the limit, two above it."""
 
     kind: Literal["refund"]
+    settles_refunds: ClassVar[bool] = True
     amount: Literal["any", "above-limit", "below-limit"] = Field(
         default="any", description="which orders: above the policy limit (held, a lead must confirm), below it "
                                    "(released at once), or any")
@@ -162,6 +167,7 @@ class AdversarialFlow(FlowKind):
     """A refund whose retry is sent wrong on purpose, for the on-call catalogue."""
 
     kind: Literal["replay", "tamper", "change-args"]
+    settles_refunds: ClassVar[bool] = True
 
     def rounds(self, target: TargetConfig) -> Rounds:
         """A quote call, then issue_refund's rounds sent by hand: tamper 2, replay 3, change-args 2 after a second
