@@ -18,10 +18,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from harness.config import flows
 from harness.config.flows import FLOW_KINDS, FlowKind, FlowSpec, Rounds
-from harness.config.scenario import parse_scenario
+from harness.config.scenario import Scenario, parse_scenario
 from harness.config.strict import ScenarioError
 from harness.config.target import TargetConfig
 from harness.load import shop_flows
+from harness.load.client_stack import _shop_orders
 from harness.load.flow import FLOW_STEPS, steps_of
 from harness.load.kinds import unmatched
 
@@ -131,6 +132,23 @@ mutations = ["cross-principal"]
     with pytest.raises(ScenarioError, match="none of these mutations can be sent: cross-principal") as raised:
         parse_scenario(text)
     assert "flows" in str(raised.value) and "mutations" in str(raised.value)
+
+
+def test_the_load_builds_the_shops_catalogue_only_for_kinds_that_need_its_orders():
+    def scenario(flows: str) -> Scenario:
+        return parse_scenario(f"""name = "x"
+duration = "10s"
+[target]
+kind = "external"
+urls = ["http://127.0.0.1:1/mcp"]
+[load]
+arrival_rate = 4
+{flows}""")
+
+    elsewhere = scenario('[[flows]]\nkind = "call"\ntool = "echo"\n[[flows]]\nkind = "fuzz"\ntool = "echo"\n')
+    assert _shop_orders(elsewhere) is None
+    orders = _shop_orders(scenario('[[flows]]\nkind = "call"\ntool = "echo"\n[[flows]]\nkind = "return"\n'))
+    assert orders is not None and orders.all
 
 
 def test_the_scenario_reference_has_a_section_for_every_kind():
