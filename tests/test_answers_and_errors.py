@@ -24,7 +24,6 @@ from harness.config.scenario import parse_scenario
 from harness.config.strict import ScenarioError
 from harness.leads.lead import Lead, capabilities
 from harness.leads.seeding import stream
-from harness.load.flow import lead_profile
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.error_text import MESSAGE_LIMIT, error_pattern, scrub
 from harness.mrtr.outcome import Outcome
@@ -79,7 +78,7 @@ def _client(desk: Running) -> MrtrClient:
 def lead_profile_for(answers: str) -> LeadProfile:
     """The lead profile the run gives the scenario's `call` flow (its `answers` merged in)."""
     scenario = parse_scenario(SCENARIO.format(url="http://127.0.0.1:1/mcp", answers=answers))
-    return lead_profile(scenario.leads, scenario.flows[0])
+    return scenario.flows[0].lead_profile(scenario.leads)
 
 
 def _run(desk: Running, tmp_path: Path, answers: str) -> Finished:

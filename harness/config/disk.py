@@ -14,9 +14,10 @@ the flows). The estimate is
   (agents whose leads answer at once are limited by the machine, not by the scenario);
   `journal_need` says None.
 - rounds per flow: the weighted mean, by `[[flows]]` weight, of each kind's most rounds
-  when every lead accepts (`rounds_bound`): an upper bound, as declining, cancelling and
-  abandoning only end a flow sooner. A `call` flow's server is not known before the run,
-  so it counts the client's cap; every call may resend `retry_lost_answers` rounds.
+  when every lead accepts (`rounds_bound`, from the rounds each kind declares): an upper
+  bound, as declining, cancelling and abandoning only end a flow sooner. A `call` flow's
+  server is not known before the run, so it counts the client's cap; every call may resend
+  `retry_lost_answers` rounds.
 - FLOW_BYTES, ROUND_BYTES: the journal's lines as measured on a short smoke run (the
   command and the figures are in benchmarks/README.md, "journal bytes per flow").
 - compression: a closed segment's plain bytes over its compressed bytes, `JOURNAL_COMPRESSION`
@@ -35,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.durations import format_duration
-from harness.config.flows import AdversarialFlow, CallFlow, FlowSpec, FuzzFlow, PayoutFlow, RefundFlow, ReturnFlow
+from harness.config.flows import CALL_ROUNDS, FlowSpec
 from harness.config.load import Load
 from harness.config.scenario import Scenario
 from harness.config.target import TargetConfig
-from harness.vocabulary import PAYMENT_ROUNDS, SEGMENT_BYTES
+from harness.vocabulary import SEGMENT_BYTES
 
 FLOW_BYTES = 520
 """Journal bytes a flow takes besides its rounds: its start line and its outcome line (measured)."""
@@ -49,9 +50,6 @@ JOURNAL_COMPRESSION = 8.0
 """A closed segment's plain size over its compressed size: a bound below the measured ratio (1.0: no compression)."""
 PLAIN_TAIL_BYTES = 2 * SEGMENT_BYTES
 """Journal bytes plain on disk at most: the open segment, and the one just closed while it is compressed."""
-CALL_ROUNDS = 11
-"""The most rounds one call sends: the client's cap of 10 retries, plus the first round
-(`harness.mrtr.client.DEFAULT_INPUT_REQUIRED_MAX_ROUNDS`, pinned by tests/test_disk.py)."""
 
 
 @dataclass(frozen=True)
@@ -98,32 +96,11 @@ def rounds_per_flow(scenario: Scenario) -> float:
 def rounds_bound(flow: FlowSpec, target: TargetConfig, retries: int = 0) -> int:
     """The most rounds a flow of this kind sends when its lead accepts, `retries` lost answers resent per call.
 
-    Each kind as its calls (the client's round loop, which may resend) and its hand-built
-    rounds (the adversarial and fuzz retries, sent once): refund = quote_refund, then
-    issue_refund (1 round at or below the limit, 2 above); return = record_return's form (2);
-    payout = quote, issue, then pay_refund's URL-mode rounds (`payment_rounds` + 1, or the
-    cap with 0); tamper = a quote call and 2 rounds sent, replay 3 sent, change-args a second
-    quote call; fuzz on the shop = 2 quote calls and 3 sent (swap-flow's), on a tool = 3 sent;
-    call = one call to the cap.
+    Each kind declares its calls (the client's round loop, which may resend, up to the
+    client's cap) and its hand-built rounds (sent once): `FlowKind.rounds`.
     """
-    calls, sent = _calls_and_sent(flow, target)
-    return sum(min(rounds + retries, CALL_ROUNDS) for rounds in calls) + sent
-
-
-def _calls_and_sent(flow: FlowSpec, target: TargetConfig) -> tuple[tuple[int, ...], int]:
-    if isinstance(flow, RefundFlow):
-        return (1, 1 if flow.amount == "below-limit" else 2), 0
-    if isinstance(flow, ReturnFlow):
-        return (2,), 0
-    if isinstance(flow, PayoutFlow):
-        payment = PAYMENT_ROUNDS if target.payment_rounds is None else target.payment_rounds
-        return (1, 1, payment + 1 if payment else CALL_ROUNDS), 0
-    if isinstance(flow, AdversarialFlow):
-        return {"tamper": ((1,), 2), "replay": ((1,), 3)}.get(flow.kind, ((1, 1), 2))  # change-args quotes twice
-    if isinstance(flow, FuzzFlow):
-        return ((1, 1), 3) if flow.tool is None else ((), 3)
-    assert isinstance(flow, CallFlow)
-    return (CALL_ROUNDS,), 0
+    rounds = flow.rounds(target)
+    return sum(min(each + retries, CALL_ROUNDS) for each in rounds.calls) + rounds.sent
 
 
 def free_space(folder: Path) -> tuple[Path, int]:

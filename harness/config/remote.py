@@ -3,7 +3,7 @@
 Two rules, checked by `validate`, `run` and `capacity` before any traffic (exit 2 when one is
 broken), each said in one line per host or URL:
 
-- chaos (any `[[chaos]]` action) and fuzzing (a `kind = "fuzz"` flow) against a host that is
+- chaos (any `[[chaos]]` action) and fuzzing (a `kind = "fuzz"` flow: its kind's `breaks_target`) against a host that is
   not loopback need that host in `[target] allow` or `--allow-host HOST`: a scenario copied
   from a staging example must not restart or fuzz a deployment nobody named;
 - a bearer token (any `[target.auth]`) goes to the target's URLs, and a client secret to a
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from harness.config.flows import FuzzFlow
 from harness.config.strict import ScenarioError
 from harness.config.urls import is_loopback, normal_host, secure_transport
 
@@ -80,10 +79,11 @@ def check(scenario: Scenario, allow_hosts: Sequence[str] = (), source: str = "")
 
 
 def breaking(scenario: Scenario) -> str:
-    """What of the scenario breaks its target: "chaos", "fuzzing", "chaos and fuzzing", or "" for neither."""
-    return " and ".join(name for name, present in (
-        ("chaos", bool(scenario.chaos)), ("fuzzing", any(isinstance(flow, FuzzFlow) for flow in scenario.flows)))
-        if present)
+    """What of the scenario breaks its target: "chaos", "fuzzing", "chaos and fuzzing", or "" for neither.
+
+    Its flows' part is what their kinds say they do to a target (`FlowKind.breaks_target`)."""
+    flows = [flow.breaks_target for flow in scenario.flows if flow.breaks_target]
+    return " and ".join([*(["chaos"] if scenario.chaos else []), *dict.fromkeys(flows)])
 
 
 def unallowed_hosts(scenario: Scenario, allow_hosts: Iterable[str] = ()) -> list[str]:

@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from harness.config.chaos import AUTH_ACTIONS, COMMAND_NAMES, ChaosStep, NetworkAction, commands_needed
 from harness.config.compare import CompareSettings
 from harness.config.durations import Duration, PositiveDuration
-from harness.config.flows import FlowSpec, FuzzFlow, flow_label
+from harness.config.flows import FlowSpec
 from harness.config.hosts import DEFAULT_HOST, Host, check_hosts
 from harness.config.hunt import HuntSettings, check_hunt
 from harness.config.leads import LeadProfile
@@ -103,7 +103,7 @@ class Scenario(Strict):
     def _labels_name_what_exists(self) -> Scenario:
         """A threshold's label value that names no flow, chaos action or replica of this scenario selects nothing,
         so it would pass (or fail) on nothing: a typo such as flow='refnud' is refused with the names there are."""
-        known: dict[str, list[str]] = {"flow": sorted({flow_label(flow) for flow in self.flows}),
+        known: dict[str, list[str]] = {"flow": sorted({flow.label() for flow in self.flows}),
                                        "action": sorted({step.action for step in self.chaos}),
                                        "host": sorted(host.name for host in self.host_list)}
         if self.target.kind == "embedded" or (self.target.kind == "external" and len(self.target.urls) > 1) or (
@@ -133,14 +133,14 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _fuzz_can_send(self) -> Scenario:
-        """A fuzz flow none of whose classes can be sent against this target is refused, saying why for each."""
-        principal = self.target.sends_principal
+    def _flows_can_run(self) -> Scenario:
+        """A flow its kind says cannot run against this target (`FlowKind.problem`: a fuzz flow none of whose
+        classes can be sent) is refused, saying why."""
         for index, flow in enumerate(self.flows):
-            if isinstance(flow, FuzzFlow) and not flow.runnable(principal):
-                raise FieldProblem("none of these mutations can be sent: " + "; ".join(
-                    f"{mutation.value}: {why}" for mutation, why in flow.skipped(principal).items()),
-                    "flows", index, "mutations")
+            problem = flow.problem(self.target)
+            if problem is not None:
+                message, key = problem
+                raise FieldProblem(message, "flows", index, key)
         return self
 
     @model_validator(mode="after")

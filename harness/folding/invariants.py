@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.config.flows import FLOW_KINDS
 from harness.config.mutations import Mutation
 from harness.journal.records import RecordType
 from harness.load.mutations import FINDINGS
@@ -44,7 +45,8 @@ JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted")
 LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name not in JOURNAL_INVARIANTS)
 """The invariants that need the target's ledger: unchecked when the target declares none."""
 
-_REFUND_FLOWS = {"refund", "replay", "tamper", "change-args"}
+_REFUND_FLOWS = frozenset(name for name, model in FLOW_KINDS.items() if model.settles_refunds)
+"""The kinds whose held refunds are settled by their leads' answers alone (`FlowKind.settles_refunds`)."""
 _NOT_ANSWERED_YES = {"declined", "cancelled", "abandoned"}
 _RELEASED = ("requested", "paid")
 _UNASKED = "unasked"

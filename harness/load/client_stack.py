@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.config.flows import CallFlow, FuzzFlow
 from harness.config.hosts import Host
 from harness.config.scenario import Scenario
 from harness.journal.writer import Journal
@@ -82,8 +81,8 @@ def _lead_tokens(auth: TargetAuth, url: str, run_metrics: RunMetrics) -> LeadTok
 
 
 def _shop_orders(scenario: Scenario) -> ShopOrders | None:
-    """The shop's orders, imported only for the shop's own flows."""
-    if all(isinstance(flow, CallFlow) or isinstance(flow, FuzzFlow) and flow.tool for flow in scenario.flows):
+    """The shop's orders, imported only for flows whose kind says they need them."""
+    if not any(flow.needs_shop_orders() for flow in scenario.flows):
         return None
     from harness.load.shop_orders import ShopOrders
     from harness.shop.catalogue import build_catalogue

@@ -355,7 +355,6 @@ class WorkerSession:
         self.runner.send_message(READY)  # the master knows the worker by its connection
 
     def _build(self, scenario: Any, urls: list[str], labels: list[str], workers: int, auth_url: str | None) -> None:
-        from harness.config.flows import flow_label
         from harness.load.client_stack import build_flow_env
         from harness.load.plan import LoadPlan
         from harness.load.users import user_classes
@@ -364,7 +363,7 @@ class WorkerSession:
         assert self.index is not None
         spool = journal_part(self.spool_dir, self.index)
         self.journal = open_spool(spool)
-        self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows], buffer=True)
+        self.run_metrics = RunMetrics(flows=[flow.label() for flow in scenario.flows], buffer=True)
         flow_env = build_flow_env(scenario, urls, labels, self.journal, self.run_metrics, worker=self.index,
                                   fire_request=self.env.events.request.fire, auth_url=auth_url)
         self.plan = LoadPlan(scenario, flow_env, worker=self.index, workers=workers)

@@ -2,9 +2,10 @@
 
 Every flow writes a `start` record, a `round` record per POST (as soon as its answer is
 read, so a flow killed mid-think has left its rounds) and exactly one `flow` record with
-its outcome, also when it is interrupted at the end of a run. A flow kind is a generator
-of steps over `Flow` (`harness.load.kinds` names them all): the generic `call` flow here,
-the shop's presets in `shop_flows`, the fuzzer in `fuzz`.
+its outcome, also when it is interrupted at the end of a run. A flow kind's steps are a
+generator over `Flow`, registered with `@steps_of(Model)` beside their model's declaration in
+`harness.config.flows`: the generic `call` flow here, the shop's presets in `shop_flows`, the
+fuzzer in `fuzz` (`harness.load.kinds` imports them all and refuses a kind without steps).
 """
 
 from __future__ import annotations
@@ -12,18 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import gevent
 
-from harness.config.flows import (
-    AdversarialFlow,
-    CallFlow,
-    FlowSpec,
-    FuzzFlow,
-    RefundFlow,
-    flow_label,
-)
+from harness.config.flows import CallFlow, FlowKind, FlowSpec
 from harness.config.hosts import DEFAULT_HOST, Host
 from harness.config.leads import LeadProfile
 from harness.config.scenario import Scenario
@@ -111,7 +105,7 @@ class FlowEnv:
         """
         key = id(spec)
         if key not in self._profiles:
-            self._profiles[key] = lead_profile(self.scenario.leads, spec)
+            self._profiles[key] = spec.lead_profile(self.scenario.leads)
         return self._profiles[key]
 
     def round_label(self, record: RoundRecord) -> str:
@@ -177,7 +171,7 @@ class Flow:
         self.lead = lead
         self.spec = spec
         self.flow_id = flow_id
-        self.kind = flow_label(spec)
+        self.kind = spec.label()
         self.rng = rng
         self.late = late
         self.started = time.time()
@@ -359,22 +353,6 @@ def _failure_code(record: RoundRecord) -> str | None:
     return record.outcome.value
 
 
-def lead_profile(profile: LeadProfile, spec: FlowSpec) -> LeadProfile:
-    """Refund leads who accept mean "release": the form's one field is answered yes.
-
-    A `call` flow's `answers` pin what its leads type, over the `[leads]` table's own.
-    """
-    if isinstance(spec, RefundFlow | AdversarialFlow) and "release" not in profile.overrides:
-        return profile.model_copy(update={"overrides": {**profile.overrides, "release": True}})
-    if isinstance(spec, CallFlow) and spec.answers:
-        return profile.model_copy(update={"overrides": {**profile.overrides, **spec.answers}})
-    if isinstance(spec, FuzzFlow):  # a mutant should carry an answer that would act: the lead always accepts
-        release = {} if spec.tool else {"release": True}
-        return profile.model_copy(update={"decline": 0.0, "cancel": 0.0, "abandon": 0.0,
-                                          "overrides": {**profile.overrides, **release, **spec.answers}})
-    return profile
-
-
 def outcome_of(call: CallResult, flow: Flow) -> FlowOutcome:
     """A whole call's outcome in the flow's terms: the lead's last answer explains a tool error."""
     last_answer = Action(flow.answers[-1]) if flow.answers and flow.answers[-1] in Action._value2member_map_ \
@@ -402,6 +380,28 @@ def text_of(call: CallResult) -> str:
     return str(content[0].get("text", ""))
 
 
+Kind = TypeVar("Kind", bound=FlowKind)
+
+FlowSteps = Callable[[Flow, Any, float | None], Steps[FlowOutcome]]
+"""A flow kind's steps: the flow, its scenario model, its intended start (None: now) -> its outcome."""
+
+FLOW_STEPS: dict[type[FlowKind], FlowSteps] = {}
+"""Each flow kind's model -> its steps, filled by `@steps_of`."""
+
+
+def steps_of(model: type[Kind]) -> Callable[[Callable[[Flow, Kind, float | None], Steps[FlowOutcome]]],
+                                            Callable[[Flow, Kind, float | None], Steps[FlowOutcome]]]:
+    """Register the decorated generator as the steps of `model`'s flows: the steps half of a flow kind."""
+    def register(steps: Callable[[Flow, Kind, float | None], Steps[FlowOutcome]]
+                 ) -> Callable[[Flow, Kind, float | None], Steps[FlowOutcome]]:
+        if model in FLOW_STEPS:
+            raise TypeError(f"{model.__name__} has two sets of steps")
+        FLOW_STEPS[model] = steps
+        return steps
+    return register
+
+
+@steps_of(CallFlow)
 def generic_call(flow: Flow, spec: CallFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     arguments = flow.rng.choice(spec.arguments)
     return outcome_of((yield from flow.call(spec.tool, arguments, intended_at=intended_at)), flow)

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.config.flows import (
-    FuzzFlow,
-)
+from harness.config.flows import FuzzFlow
 from harness.config.mutations import Mutation
 from harness.journal.records import FlowOutcome
-from harness.load.flow import Flow, outcome_of, result_of
+from harness.load.flow import Flow, outcome_of, result_of, steps_of
 from harness.load.mutations import Mutant, answer_of, mutate_token
 from harness.load.shop_flows import quote_order, shop_of
 from harness.mrtr.client import CallResult, Steps
@@ -27,6 +25,7 @@ SAME_PRINCIPAL = ("every principal's token stands for the same one (equal finger
 """Why a cross-principal mutant was not sent with `[target.auth]` (the flow's `mutation_skipped_why`)."""
 
 
+@steps_of(FuzzFlow)
 def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     """A real first round, then the retry with one mutated requestState (`harness.load.mutations`).
 

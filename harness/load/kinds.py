@@ -1,36 +1,33 @@
-"""Every flow kind, by its scenario model, and the one function that runs a flow of any kind to its end.
+"""Every flow kind's steps, checked against the registry of kinds, and the one function that runs a flow of any kind.
 
-Adding a flow kind: its model in `harness.config.flows`, its steps in a module of this
-package, one line in `FLOW_KINDS`.
+A flow kind is its model (`harness.config.flows`, registered in `FLOW_KINDS`) and its steps
+(registered with `@steps_of` in `FLOW_STEPS`, in a module of this package that this one imports:
+the call flow's in `flow`, the shop's in `shop_flows`, the fuzzer's in `fuzz`). Importing this
+module refuses a kind declared without steps, or steps of a model that is no kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import gevent
 
-from harness.config.flows import AdversarialFlow, CallFlow, FlowSpec, FuzzFlow, PayoutFlow, RefundFlow, ReturnFlow
+from harness.config.flows import FLOW_KINDS, FlowSpec
 from harness.config.think import RandomStream
 from harness.journal.records import FlowOutcome, FlowStarted, RecordType
-from harness.load.flow import Flow, FlowEnv, FlowFailed, finish, generic_call
-from harness.load.fuzz import fuzz
-from harness.load.shop_flows import adversarial, payout, record_return, refund
+from harness.load import fuzz, shop_flows  # noqa: F401 - imported for their steps, which register themselves
+from harness.load.flow import FLOW_STEPS, Flow, FlowEnv, FlowFailed, finish
 from harness.mrtr.client import Steps, drive
 from harness.vocabulary import MODERN_REVISION
 
-FlowKind = Callable[[Flow, Any, float | None], Steps[FlowOutcome]]
-"""A flow kind's steps: the flow, its scenario model, its intended start (None: now) -> its outcome."""
 
-FLOW_KINDS: dict[type, FlowKind] = {
-    RefundFlow: refund,
-    ReturnFlow: record_return,
-    PayoutFlow: payout,
-    CallFlow: generic_call,
-    AdversarialFlow: adversarial,
-    FuzzFlow: fuzz,
-}
+def unmatched() -> list[str]:
+    """Kinds declared without steps, and steps registered for a model that is no kind: a kind is both halves."""
+    kinds = set(FLOW_KINDS.values())
+    return sorted([*(name for name, model in FLOW_KINDS.items() if model not in FLOW_STEPS),
+                   *(f"{model.__name__} (steps of no kind)" for model in FLOW_STEPS if model not in kinds)])
+
+
+if unmatched():
+    raise TypeError(f"flow kinds without steps: {', '.join(unmatched())}")
 
 
 def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
@@ -57,7 +54,7 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
         in_flight[flow_id] = flow
     outcome = FlowOutcome.INTERRUPTED
     try:
-        outcome = yield from FLOW_KINDS[type(spec)](flow, spec, scheduled)
+        outcome = yield from FLOW_STEPS[type(spec)](flow, spec, scheduled)
     except FlowFailed as failed:
         outcome = failed.outcome
     except (gevent.GreenletExit, GeneratorExit):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from harness.config.flows import AdversarialFlow, PayoutFlow, RefundFlow, ReturnFlow
 from harness.journal.records import FlowOutcome
 from harness.leads.lead import Action
-from harness.load.flow import ANSWERED, Flow, outcome_of, result_of, text_of
+from harness.load.flow import ANSWERED, Flow, outcome_of, result_of, steps_of, text_of
 from harness.load.shop_orders import ShopOrders
 from harness.mrtr.client import CallResult, Steps
 from harness.mrtr.outcome import Outcome
@@ -29,6 +29,7 @@ def quote_order(flow: Flow, held: bool | None, intended_at: float | None) -> Ste
     return str(quote["quote_id"])
 
 
+@steps_of(RefundFlow)
 def refund(flow: Flow, spec: RefundFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     held = {"above-limit": True, "below-limit": False}.get(spec.amount)
     quote_id = yield from quote_order(flow, held, intended_at)
@@ -38,6 +39,7 @@ def refund(flow: Flow, spec: RefundFlow, intended_at: float | None) -> Steps[Flo
     return outcome_of(call, flow)
 
 
+@steps_of(ReturnFlow)
 def record_return(flow: Flow, spec: ReturnFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     shop = shop_of(flow)
     order = shop.catalogue.get(flow.rng.choice(shop.all))
@@ -47,6 +49,7 @@ def record_return(flow: Flow, spec: ReturnFlow, intended_at: float | None) -> St
     return outcome_of(call, flow)
 
 
+@steps_of(PayoutFlow)
 def payout(flow: Flow, spec: PayoutFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     quote_id = yield from quote_order(flow, False, intended_at)
     refund_id = result_of((yield from flow.call("issue_refund", {"quote_id": quote_id})), flow)["refund_id"]
@@ -58,6 +61,7 @@ def payout(flow: Flow, spec: PayoutFlow, intended_at: float | None) -> Steps[Flo
     return outcome_of(call, flow)
 
 
+@steps_of(AdversarialFlow)
 def adversarial(flow: Flow, spec: AdversarialFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     """A held refund whose retry is replayed, tampered with, or sent with other arguments."""
     quote_id = yield from quote_order(flow, True, intended_at)

@@ -46,7 +46,6 @@ from harness.config.cautions import cautions
 from harness.config.chaos import NetworkAction
 from harness.config.disk import disk_caution
 from harness.config.durations import format_duration
-from harness.config.flows import flow_label
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode, TargetDown
 from harness.folding.invariants import INVARIANTS
@@ -121,7 +120,7 @@ class Run:
         self.journal, self.fold = journal_and_fold(self.folder, options.save_figures_every)
         """Every journal record, the workers' too, folded as it is written, in a process of its own: the results,
         the checks and the hypothesis windows come from it, not from a re-read of the journal."""
-        self.run_metrics = RunMetrics(flows=[flow_label(flow) for flow in scenario.flows])
+        self.run_metrics = RunMetrics(flows=[flow.label() for flow in scenario.flows])
         self.run_metrics.preset(actions={step.action for step in scenario.chaos}, invariants=INVARIANTS,
                                 hosts=[host.name for host in scenario.host_list])
         self.progress = ProgressLine(options.stream, enabled=options.progress)
