@@ -118,11 +118,17 @@ class ChaosAction(Strict):
 
     def journal_target(self, labels: Sequence[str]) -> str:
         """Whom the journal says the step acts on: `auth`, `all` (every replica) or a replica's label."""
-        if self.acts_on == "auth":
+        return self.whom(self.replica, labels)
+
+    @classmethod
+    def whom(cls, replica: int | None, labels: Sequence[str]) -> str:
+        """Whom a step of this action naming `replica` (1-based; None: none named) acts on: `auth`, `all` (every
+        replica) or a replica's label. The journal and the hunt's coverage both say it so."""
+        if cls.acts_on == "auth":
             return "auth"
-        if self.acts_on == "replicas" and self.replica is None:
+        if cls.acts_on == "replicas" and replica is None:
             return "all"
-        return labels[(self.replica or 1) - 1]
+        return labels[(replica or 1) - 1]
 
 
 def _check_knob(model: type[ChaosAction]) -> None:
