@@ -79,3 +79,24 @@ def test_an_action_that_turns_a_knob_the_table_lacks_is_refused_where_it_is_decl
             commands: ClassVar[dict[str, frozenset[str]]] = {"retime": frozenset({"ttl", "replica_count"})}
     assert "paint" not in CHAOS_ACTIONS and "retime" not in CHAOS_ACTIONS
     assert knob_commands()["ttl"] == ("set-ttl", "ttl")
+
+
+def test_the_kubernetes_replicas_take_each_knob_a_command_turns_from_the_variable_that_command_sets():
+    """deploy/kubernetes passes each knob to `shop replica` by its option from a variable; scenarios/kubernetes.toml's
+    command for the action that turns the knob sets that variable to its placeholder's value."""
+    import tomllib
+
+    import yaml
+
+    from tests.harness_run import ROOT
+
+    [deployment] = [doc for doc in yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "mcp.yaml").read_text())
+                    if doc and doc["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    commands = tomllib.loads((ROOT / "scenarios" / "kubernetes.toml").read_text())["target"]["commands"]
+    for knob, (command, placeholder) in knob_commands().items():
+        value = args[args.index(KNOBS[knob].option) + 1]
+        assert value.startswith("$(") and value.endswith(")"), (knob, value)
+        script = " ".join(commands[command])
+        assert f"{value[2:-1]}=" in script and f"{{{placeholder}}}" in commands[command], (knob, script)

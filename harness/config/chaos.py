@@ -5,7 +5,9 @@ A chaos action is declared once, in two halves that share its model:
 - here, its config half: the model (its `action` name(s) and keys), whom it acts on
   (`acts_on`, which also gives the journal's target label), the `[target.commands]` it runs
   with their placeholders (`commands`), the ones a target reached only by command must have
-  (`needs`), and how it is undone (`undone`); where the defaults do not fit, the model overrides
+  (`needs`), how it is undone (`undone`) and the replica knob it turns, if any (`turns`: a row of
+  `harness.config.replica_knobs`; the command target's reconfigure commands are read off these);
+  where the defaults do not fit, the model overrides
   `commands_needed`, `asked` (its start record), `command_argvs` or `by_command_problem`. Defining
   a `ChaosAction` subclass with a literal `action` registers it in `CHAOS_ACTIONS`; the scenario's
   union (`ChaosStep`), `AUTH_ACTIONS` and the command table (`COMMAND_NAMES`,
