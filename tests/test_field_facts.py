@@ -43,3 +43,25 @@ def test_a_percentage_is_not_a_share_and_a_share_is_not_a_percentage():
     assert is_percentage(tolerance.metadata)
     assert not is_duration(tolerance.metadata)
     assert not is_percentage(NetworkAction.model_fields["toxicity"].metadata)
+
+
+def test_the_hunt_s_coverage_says_whom_a_step_acts_on_as_the_journal_does():
+    """One answer to "whom does this step act on" (`ChaosAction.whom`): the coverage of a drawn schedule and the
+    journal's target label of the same steps, validated, agree, and each is a cell of the space's coverage."""
+    from pydantic import TypeAdapter
+
+    from harness.config.chaos import ChaosStep
+    from harness.hunt.draw import coverage_cells, coverage_keys, draw_schedule
+
+    labels = ["r1", "r2", "r3"]
+    actions = tuple(action for action in CHAOS_ACTIONS if action != "command")
+    space = Space(actions=actions, replicas=(1, 2, 3), replica_count=3, duration=20.0, max_steps=4, ttl=600.0,
+                  name="shop")
+    cells = set(coverage_cells(space, labels))
+    for index in range(60):
+        schedule = draw_schedule(space, 7, index)
+        for step, (action, whom, _) in zip(schedule.steps, coverage_keys(schedule, labels), strict=True):
+            model = TypeAdapter(ChaosStep).validate_python(step)
+            assert (model.action, model.journal_target(labels)) == (action, whom), step
+        assert set(coverage_keys(schedule, labels)) <= cells
+    assert {whom for _, whom, _ in cells} == {"r1", "r2", "r3", "all", "auth"}

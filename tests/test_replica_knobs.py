@@ -100,3 +100,18 @@ def test_the_kubernetes_replicas_take_each_knob_a_command_turns_from_the_variabl
         assert value.startswith("$(") and value.endswith(")"), (knob, value)
         script = " ".join(commands[command])
         assert f"{value[2:-1]}=" in script and f"{{{placeholder}}}" in commands[command], (knob, script)
+
+
+def test_a_replica_restarted_with_every_knob_changed_serves_with_each_new_value(deploy):
+    """What the embedded target does on `reconfigure`: the change's knobs into the replica's options, a restart; the
+    replica's own /healthz says what it runs with."""
+    import json
+    import urllib.request
+
+    shop = deploy([ReplicaOptions()], replicas=1)
+    change = ReplicaChange(ttl=2.5, name="shop-eu", clock_offset=-30.0, store="memory")
+    shop.restart_replica(0, options=dataclasses.replace(shop.options[0], **change.changed()))
+    with urllib.request.urlopen(f"{shop.replicas[0].base_url}/healthz", timeout=10) as answer:
+        health = json.load(answer)
+    assert (health["ttl"], health["name"], health["clock_offset"], health["store"]) == (2.5, "shop-eu", -30.0,
+                                                                                         "memory")
