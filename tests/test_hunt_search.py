@@ -215,8 +215,8 @@ def test_each_flags_help_names_its_hunt_keys_default_as_the_settings_model_has_i
 
     from harness.cli.main import build_parser
     from harness.config.durations import format_duration
+    from harness.config.fields import is_duration
     from harness.config.hunt import HuntSettings
-    from harness.config.scenario_schema import is_duration
 
     (commands,) = [action for action in build_parser()._actions if action.choices and "hunt" in action.choices]
     helps = " ".join(action.help or "" for action in commands.choices["hunt"]._actions)

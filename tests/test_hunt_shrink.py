@@ -103,6 +103,21 @@ def test_parameters_simplify_and_invalid_candidates_never_run() -> None:
                    if step["fault" if "fault" in step else "action"] == "reset")
 
 
+def test_an_optional_window_shrinks_like_any_other_and_a_harsher_when_shorter_key_stays() -> None:
+    """token-expiry's `duration` may be left out (until the run ends), so its type is `PositiveDuration | None`: the
+    draw drew it as a duration, and the shrink, reading the same field facts, shortens it too (it once did not)."""
+    step = {"action": "token-expiry", "at": "1s", "lifetime": "2s", "duration": "12s"}
+
+    def property_(schedule: Schedule) -> bool:
+        return any(step["action"] == "token-expiry" and parse_duration(step.get("duration", "1d")) >= 4.0
+                   for step in schedule.steps)
+
+    result = shrink(Schedule((step,), duration=20.0), FAILURE, property_)
+    (shrunk,) = result.schedule.steps
+    assert 4.0 <= parse_duration(shrunk["duration"]) <= 4.0 * 1.1 + 0.1
+    assert shrunk["lifetime"] == "2s"  # a shorter lifetime is a harsher fault: left as drawn
+
+
 def test_rate_shrinks_to_where_it_still_fails() -> None:
     def property_(schedule: Schedule) -> bool:
         return (schedule.arrival_rate or 0) >= 2.0

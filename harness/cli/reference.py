@@ -33,8 +33,9 @@ from harness.cli.package_map import BEGIN, END, package_map
 from harness.config import scenario_schema
 from harness.config.chaos import CHAOS_ACTIONS, COMMAND_NAMES, ChaosAction
 from harness.config.durations import format_duration
+from harness.config.fields import is_duration, is_percentage
 from harness.config.scenario import Scenario
-from harness.config.scenario_schema import SCHEMA_FILE, is_duration, is_share
+from harness.config.scenario_schema import SCHEMA_FILE
 from harness.exit_codes import markdown_table
 from harness.metrics.registry import HOST_CODES, MAX_ROUND_LABEL, RunMetrics
 from harness.report import summary_schema
@@ -296,7 +297,7 @@ def _field_table(model: type[BaseModel], sections: list[_Section], skip: str = "
 def _type_of(info: FieldInfo, sections: list[_Section]) -> str:
     if is_duration(info.metadata):
         return "duration"
-    if is_share(info.metadata):
+    if is_percentage(info.metadata):
         return "percentage"
     union = _field_union(info)
     if union is not None:
@@ -355,7 +356,7 @@ def _default_of(info: FieldInfo) -> str:
         return f"`{value}`" if type(value).__str__ is not BaseModel.__str__ else "its defaults"
     if is_duration(info.metadata) and isinstance(value, int | float):
         return f'`"{format_duration(value)}"`'
-    if is_share(info.metadata) and isinstance(value, int | float):
+    if is_percentage(info.metadata) and isinstance(value, int | float):
         return f'`"{value * 100:g}%"`'
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"

@@ -5,7 +5,9 @@ A chaos action is declared once, in two halves that share its model:
 - here, its config half: the model (its `action` name(s) and keys), whom it acts on
   (`acts_on`, which also gives the journal's target label), the `[target.commands]` it runs
   with their placeholders (`commands`), the ones a target reached only by command must have
-  (`needs`), and how it is undone (`undone`); where the defaults do not fit, the model overrides
+  (`needs`), how it is undone (`undone`) and the replica knob it turns, if any (`turns`: a row of
+  `harness.config.replica_knobs`; the command target's reconfigure commands are read off these);
+  where the defaults do not fit, the model overrides
   `commands_needed`, `asked` (its start record), `command_argvs` or `by_command_problem`. Defining
   a `ChaosAction` subclass with a literal `action` registers it in `CHAOS_ACTIONS`; the scenario's
   union (`ChaosStep`), `AUTH_ACTIONS` and the command table (`COMMAND_NAMES`,
@@ -39,6 +41,7 @@ from pydantic import (
 
 from harness.config.commands import OTHER_COMMANDS, REPLICA_PLACEHOLDERS, check_command, placeholders_in
 from harness.config.durations import Duration, PositiveDuration, parse_duration_text
+from harness.config.replica_knobs import KNOBS
 from harness.config.strict import Strict
 
 ActsOn = Literal["replica", "replicas", "auth"]
@@ -78,6 +81,9 @@ class ChaosAction(Strict):
     """the commands a target reached only by command must have for it (None: one named like the action)."""
     undone: ClassVar[str] = ""
     """how the action is put back, for the reference."""
+    turns: ClassVar[str | None] = None
+    """the replica knob (`harness.config.replica_knobs`) the action restarts replicas with a new value of; its
+    command, when it has one, takes that value as its one placeholder."""
 
     at: Duration = Field(description="when it starts, from the start of the load (0: at once), real")
 
@@ -92,6 +98,7 @@ class ChaosAction(Strict):
         super().__pydantic_init_subclass__(**kwargs)
         action = cls.model_fields.get("action")
         if action is not None and typing.get_origin(action.annotation) is Literal:
+            _check_knob(cls)
             for name in typing.get_args(action.annotation):
                 CHAOS_ACTIONS[name] = cls
 
@@ -113,11 +120,36 @@ class ChaosAction(Strict):
 
     def journal_target(self, labels: Sequence[str]) -> str:
         """Whom the journal says the step acts on: `auth`, `all` (every replica) or a replica's label."""
-        if self.acts_on == "auth":
+        return self.whom(self.replica, labels)
+
+    @classmethod
+    def whom(cls, replica: int | None, labels: Sequence[str]) -> str:
+        """Whom a step of this action naming `replica` (1-based; None: none named) acts on: `auth`, `all` (every
+        replica) or a replica's label. The journal and the hunt's coverage both say it so."""
+        if cls.acts_on == "auth":
             return "auth"
-        if self.acts_on == "replicas" and self.replica is None:
+        if cls.acts_on == "replicas" and replica is None:
             return "all"
-        return labels[(self.replica or 1) - 1]
+        return labels[(replica or 1) - 1]
+
+
+def _check_knob(model: type[ChaosAction]) -> None:
+    """An action that turns a replica knob names one the table has, and its command takes the new value alone."""
+    if model.turns is None:
+        return
+    if model.turns not in KNOBS:
+        raise TypeError(f"{model.__name__}.turns: {model.turns!r} is no replica knob ({', '.join(KNOBS)})")
+    for name, placeholders in model.commands.items():
+        if len(placeholders) != 1:
+            raise TypeError(f"{model.__name__}: command {name!r} sets knob {model.turns!r}, so it takes one "
+                            f"placeholder (its new value), not {sorted(placeholders)}")
+
+
+def knob_commands() -> dict[str, tuple[str, str]]:
+    """Each replica knob an action turns by a `[target.commands]` entry: that command, and the placeholder its new
+    value fills (ttl: set-ttl {ttl}, clock_offset: clock-skew {offset}), read off the registry."""
+    return {model.turns: (name, next(iter(model.commands[name])))
+            for name, model in CHAOS_ACTIONS.items() if model.turns is not None and name in model.commands}
 
 
 class _Chaos(ChaosAction):
@@ -192,6 +224,7 @@ class SetTtl(_Chaos):
     action: Literal["set-ttl"]
     acts_on: ClassVar[ActsOn] = "replicas"
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"set-ttl": frozenset({"ttl"})}
+    turns: ClassVar[str | None] = "ttl"
     undone: ClassVar[str] = "the rollback restarts the replicas with the target's own TTL"
     ttl: PositiveDuration = Field(description="the new requestState lifetime, modelled")
 
@@ -201,6 +234,7 @@ class Rename(_Chaos):
 
     action: Literal["rename"]
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"rename": frozenset({"name"})}
+    turns: ClassVar[str | None] = "name"
     undone: ClassVar[str] = "the rollback restarts the replica with the target's own name"
     name: str = Field(min_length=1, max_length=128, pattern=SERVER_NAME,
                       description="the replica's new server name: letters, digits, _, . and -, starting with a letter "
@@ -212,6 +246,7 @@ class ClockSkew(_Chaos):
 
     action: Literal["clock-skew"]
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"clock-skew": frozenset({"offset"})}
+    turns: ClassVar[str | None] = "clock_offset"
     undone: ClassVar[str] = "the rollback restarts the replica with no skew"
     offset: PositiveDuration = Field(default=120.0, description="how far its clock is off, real")
     behind: bool = Field(default=False, description="the clock runs behind instead of ahead")
@@ -221,6 +256,7 @@ class MemoryRecords(_Chaos):
     """Restart a replica with its quotes and once-only records in its own memory."""
 
     action: Literal["memory-records"]
+    turns: ClassVar[str | None] = "store"
     undone: ClassVar[str] = "the rollback restarts the replica with its original options"
 
 

@@ -15,15 +15,15 @@ of a duration written as text are left to `validate`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from harness.config.compare import parse_share
-from harness.config.durations import MAX_SECONDS, format_duration, parse_duration, parse_duration_text
+from harness.config.durations import MAX_SECONDS, format_duration
+from harness.config.fields import VALIDATOR_KINDS
 from harness.config.flows import one_or_many
 from harness.config.scenario import Scenario
 
@@ -46,16 +46,6 @@ DURATION_TEXT = (r"^\s*(?:\+?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 
 SHARE_TEXT = r"^\s*\d+(?:\.\d+)?\s*%\s*$"
 """A tolerance written as text: a percentage such as "20%"."""
-
-
-def is_duration(metadata: Iterable[Any]) -> bool:
-    """A `Duration` field: its validators include the one duration parser."""
-    return any(getattr(item, "func", None) is parse_duration for item in metadata)
-
-
-def is_share(metadata: Iterable[Any]) -> bool:
-    """A `Share` field (a `[compare]` tolerance): written "20%", held as the fraction 0.2."""
-    return any(getattr(item, "func", None) is parse_share for item in metadata)
 
 
 def _duration(held: JsonSchemaValue) -> JsonSchemaValue:
@@ -81,9 +71,17 @@ def _one_or_many(held: JsonSchemaValue) -> JsonSchemaValue:
     return {"anyOf": [held, held["items"]]}
 
 
-_WRITTEN: dict[Callable[..., Any], Callable[[JsonSchemaValue], JsonSchemaValue]] = {
-    parse_duration: _duration, parse_duration_text: _duration, parse_share: _share, one_or_many: _one_or_many}
-"""What a before-validator takes besides the value it hands on: the schema of the value held, widened."""
+_WRITTEN: dict[str, Callable[[JsonSchemaValue], JsonSchemaValue]] = {
+    "duration": _duration, "duration-or-count": _duration, "percentage": _share}
+"""What a field of each kind a before-validator makes (`harness.config.fields`) takes besides the value it holds:
+the schema of the value held, widened."""
+
+
+def _widening(validator: Callable[..., Any]) -> Callable[[JsonSchemaValue], JsonSchemaValue] | None:
+    if validator is one_or_many:
+        return _one_or_many
+    kind = VALIDATOR_KINDS.get(validator)
+    return _WRITTEN.get(kind) if kind is not None else None
 
 _BOUNDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
 """pydantic's names of a number's bounds, which it leaves on a field whose number a before-validator reads from
@@ -95,7 +93,7 @@ class _ScenarioSchema(GenerateJsonSchema):
 
     def function_before_schema(self, schema: core_schema.BeforeValidatorFunctionSchema) -> JsonSchemaValue:
         held = super().function_before_schema(schema)
-        widen = _WRITTEN.get(schema["function"]["function"])
+        widen = _widening(schema["function"]["function"])
         return widen(held) if widen is not None else held
 
 

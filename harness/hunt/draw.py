@@ -1,14 +1,15 @@
 """Drawing chaos schedules: each step from the one declaration of its action (the registry), its parameters seeded.
 
-A step is drawn from its action's model in `CHAOS_ACTIONS`, field by field: a `Literal` is one
-of its choices (which rotation order, which network fault), a bool either, a number within its
-`ge`/`gt`/`le` bounds, or, unbounded, log-uniform around its default (a quarter to twice it); a
-step's window (`duration`, `interval`, `phase_gap`) never outlasts the trial; the
-new TTL of `set-ttl` is drawn below the target's own. `replica` is one the hunt allows (an
-action on every replica may also name none: all of them); an action on the authorization
-server names none. A network step sets only its fault's own keys. A field the drawing cannot
-read raises TypeError: a new action whose field needs a rule here is caught by the tests,
-which draw every action over many seeds and validate each drawn scenario.
+A step is drawn from its action's model in `CHAOS_ACTIONS`, field by field, by what the field is
+(`harness.config.fields`, which the shrink, the schema and the reference read too): a literal is
+one of its choices (which rotation order, which network fault), a flag either, a number within
+its `ge`/`gt`/`le` bounds, or, unbounded, log-uniform around its default (a quarter to twice
+it); a step's window (`duration`, `interval`, `phase_gap`) never outlasts the trial; the new TTL
+of `set-ttl` is drawn below the target's own. `replica` is one the hunt allows (an action on
+every replica may also name none: all of them); an action on the authorization server names
+none. A network step sets only its fault's own keys. A field the drawing cannot read raises
+TypeError: a new action whose field needs a rule here is caught by the tests, which draw every
+action over many seeds and validate each drawn scenario.
 
 The same (seed, trial index) draws the same schedule in any process (`harness.leads.seeding`).
 """
@@ -18,17 +19,11 @@ from __future__ import annotations
 import math
 import random
 import re
-import typing
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
-
-from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BeforeValidator
-from pydantic.fields import FieldInfo
+from typing import Any, Literal
 
 from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosAction, NetworkAction
-from harness.config.durations import parse_duration, parse_duration_text
+from harness.config.fields import FieldFacts, model_facts
 from harness.config.hunt import HuntSettings, drawable_actions, drawable_replicas
 from harness.config.scenario import Scenario
 from harness.hunt.model import Schedule
@@ -42,9 +37,6 @@ LATEST = 0.8
 """Steps start within the first 80% of the trial, so each has time to act before the load stops."""
 SHORTEST = 0.1
 """The shortest duration drawn, real seconds."""
-WINDOWS = frozenset({"duration", "interval", "phase_gap"})
-"""Real durations that are the step's own window (how long it lasts, the wait between its parts): they end within
-the trial. Others (a latency's delay, a clock's offset, a token's lifetime) are drawn around their default."""
 _OWN = frozenset({"action", "at", "replica"})
 _FAULT_ONLY = frozenset().union(*FAULT_KEYS.values())
 
@@ -108,46 +100,46 @@ def draw_step(space: Space, rng: random.Random) -> dict[str, Any]:
     if replica is not None:
         step["replica"] = replica
     left = max(space.duration - at, SHORTEST)
-    fields = dict(model.model_fields)
+    fields = dict(model_facts(model))
     if model is NetworkAction:
-        step["fault"] = fault = rng.choice(typing.get_args(fields.pop("fault").annotation))
+        step["fault"] = fault = rng.choice(fields.pop("fault").choices)
         skipped = _FAULT_ONLY - FAULT_KEYS[fault]
-        fields = {name: info for name, info in fields.items() if name not in skipped}
-    for name, info in fields.items():
+        fields = {name: facts for name, facts in fields.items() if name not in skipped}
+    for name, facts in fields.items():
         if name in _OWN:
             continue
-        value = _draw_field(model, name, info, step, space, left, rng)
+        value = _draw_field(model, facts, step, space, left, rng)
         if value is not None:
             step[name] = value
     return step
 
 
-def _draw_field(model: type[ChaosAction], name: str, info: FieldInfo, step: dict[str, Any], space: Space,
-                left: float, rng: random.Random) -> Any:
-    """One key's value, read from its declaration; None leaves it out (its default)."""
-    annotation, optional, metadata = _unwrap(info)
-    if model is NetworkAction and name == "toxicity" and step["fault"] == "down":
+def _draw_field(model: type[ChaosAction], field: FieldFacts, step: dict[str, Any], space: Space, left: float,
+                rng: random.Random) -> Any:
+    """One key's value, read from what its declaration says it is (`harness.config.fields`); None leaves it out (its
+    default)."""
+    if model is NetworkAction and field.name == "toxicity" and step["fault"] == "down":
         return None  # down refuses every connection: toxicity 1, its default
-    if model is NetworkAction and name == "after":
+    if model is NetworkAction and field.name == "after":
         return float(rng.randint(0, 4096)) if step["fault"] == "truncate" else _tenths(rng.uniform(0.2, 3.0))
-    if optional and not info.is_required() and rng.random() < 0.5:
+    if field.optional and not field.required and rng.random() < 0.5:
         return None
-    if typing.get_origin(annotation) is Literal:
-        return rng.choice(typing.get_args(annotation))
-    if annotation is bool:
+    if field.kind == "literal":
+        return rng.choice(field.choices)
+    if field.kind == "flag":
         return rng.random() < 0.5
-    if annotation is str:
-        return None if not info.is_required() else f"{_word(space.name)}-{name}-{rng.randint(1, 99)}"
-    lower, upper, strict = _bounds(metadata)
-    if annotation is float and _is_duration(metadata):
-        return _draw_duration(name, info.default, strict, space, left, rng)
-    if annotation is float and lower is not None and upper is not None:
-        value = round(rng.uniform(lower, upper), 2)
-        return max(value, round(lower + 0.05, 2)) if strict else value
-    if annotation is int and isinstance(info.default, int):
-        low = max(lower or 1, info.default // 8)
-        return max(int(_log_uniform(rng, low, info.default * 8)), lower or 0)
-    raise TypeError(f"cannot draw {model.__name__}.{name} ({info.annotation}): give it a rule in harness.hunt.draw")
+    if field.kind == "text":
+        return None if not field.required else f"{_word(space.name)}-{field.name}-{rng.randint(1, 99)}"
+    if field.kind == "duration":
+        return _draw_duration(field, space, left, rng)
+    if field.kind in ("share", "number") and field.lower is not None and field.upper is not None:
+        value = round(rng.uniform(field.lower, field.upper), 2)
+        return max(value, round(field.lower + 0.05, 2)) if field.lower_strict else value
+    if field.kind == "count" and isinstance(field.default, int):
+        low = max(field.lower or 1, field.default // 8)
+        return max(int(_log_uniform(rng, low, field.default * 8)), field.lower or 0)
+    raise TypeError(f"cannot draw {model.__name__}.{field.name} ({field.kind}, {field.held}): give it a rule in "
+                    f"harness.hunt.draw")
 
 
 def _word(name: str) -> str:
@@ -155,10 +147,11 @@ def _word(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", name).lstrip("_.-") or "shop"
 
 
-def _draw_duration(name: str, default: Any, strict: bool, space: Space, left: float, rng: random.Random) -> float:
+def _draw_duration(field: FieldFacts, space: Space, left: float, rng: random.Random) -> float:
     """A duration in seconds: a new TTL below the target's (modelled); a length the step must be given within what
     is left of the trial; else around its default (0 to 1 s for a default of 0). A window ends within the trial."""
-    if name == "ttl":
+    default = field.default
+    if field.name == "ttl":
         return _tenths(_log_uniform(rng, space.ttl / 10, space.ttl))
     if not isinstance(default, int | float):
         value = _log_uniform(rng, 0.5, left)
@@ -166,50 +159,9 @@ def _draw_duration(name: str, default: Any, strict: bool, space: Space, left: fl
         value = rng.uniform(0.0, 1.0)
     else:
         value = _log_uniform(rng, default / 4, default * 2)
-    if name in WINDOWS:
+    if field.window:
         value = min(value, left)
-    return max(_tenths(value), SHORTEST if strict or default != 0 else 0.0)
-
-
-def _unwrap(info: FieldInfo) -> tuple[Any, bool, list[Any]]:
-    """(the field's type, whether it may be None, its constraints and validators, its `Annotated` type's too)."""
-    annotation, metadata = info.annotation, list(info.metadata)
-    args = typing.get_args(annotation)
-    optional = type(None) in args
-    if optional:
-        rest = [arg for arg in args if arg is not type(None)]
-        annotation = rest[0] if len(rest) == 1 else annotation
-    if typing.get_origin(annotation) is Annotated:
-        annotation, *extra = typing.get_args(annotation)
-        metadata += extra
-    return annotation, optional, metadata
-
-
-def _bounds(metadata: Iterable[Any]) -> tuple[float | None, float | None, bool]:
-    """(lower, upper, lower is strict) from the field's constraints."""
-    lower = upper = None
-    strict = False
-    for item in _constraints(metadata):
-        if isinstance(item, Ge):
-            lower = float(item.ge)  # type: ignore[arg-type]
-        elif isinstance(item, Gt):
-            lower, strict = float(item.gt), True  # type: ignore[arg-type]
-        elif isinstance(item, Le):
-            upper = float(item.le)  # type: ignore[arg-type]
-        elif isinstance(item, Lt):
-            upper = float(item.lt)  # type: ignore[arg-type]
-    return lower, upper, strict
-
-
-def _constraints(metadata: Iterable[Any]) -> Iterable[Any]:
-    for item in metadata:
-        yield item
-        yield from getattr(item, "metadata", ())  # a Field(...) inside an Annotated alias (Share, PositiveDuration)
-
-
-def _is_duration(metadata: Iterable[Any]) -> bool:
-    return any(isinstance(item, BeforeValidator) and item.func in (parse_duration, parse_duration_text)
-               for item in metadata)
+    return max(_tenths(value), SHORTEST if field.lower_strict or default != 0 else 0.0)
 
 
 def _log_uniform(rng: random.Random, low: float, high: float) -> float:
@@ -229,22 +181,11 @@ def timing(at: float, duration: float) -> Timing:
 
 def coverage_keys(schedule: Schedule, labels: list[str]) -> list[tuple[str, str, str]]:
     """(action, whom it acts on, timing) of each step: what the search's coverage counts."""
-    keys: list[tuple[str, str, str]] = []
-    for step in schedule.steps:
-        model = CHAOS_ACTIONS[step["action"]]
-        replica = step.get("replica")
-        whom = "auth" if model.acts_on == "auth" else "all" if replica is None and model.acts_on == "replicas" \
-            else labels[(replica or 1) - 1]
-        keys.append((step["action"], whom, timing(float(step["at"]), schedule.duration)))
-    return keys
+    return [(step["action"], CHAOS_ACTIONS[step["action"]].whom(step.get("replica"), labels),
+             timing(float(step["at"]), schedule.duration)) for step in schedule.steps]
 
 
 def coverage_cells(space: Space, labels: list[str]) -> list[tuple[str, str, str]]:
     """Every (action, whom, timing) the space can draw: what coverage is out of."""
-    cells: list[tuple[str, str, str]] = []
-    for action in space.actions:
-        for replica in space.replica_choices(action):
-            whom = "auth" if CHAOS_ACTIONS[action].acts_on == "auth" else "all" if replica is None \
-                else labels[replica - 1]
-            cells += [(action, whom, when) for when in TIMINGS]
-    return cells
+    return [(action, CHAOS_ACTIONS[action].whom(replica, labels), when)
+            for action in space.actions for replica in space.replica_choices(action) for when in TIMINGS]

@@ -7,11 +7,12 @@ that still fail. Passes, repeated until none makes progress (or the budget is sp
 1. fewer steps: ddmin over the step list (halves, then smaller chunks, down to single
    removals), so the result is 1-minimal: removing any one step makes it pass;
 2. a shorter run (`Schedule.duration`);
-3. simpler steps, read off each action's model in the chaos registry (`CHAOS_ACTIONS`): `at`
-   earlier; every window (a duration-typed key: `duration`, `phase_gap`, `interval`, a clock
-   `offset`, a latency's `delay` and `jitter`) shorter, except the keys where shorter is
-   harsher (`ttl`, `lifetime`); a share in 0-1 (`toxicity`, `share`) towards 1, the fault on
-   every exchange; a replica towards 1, and a step on every replica onto replica 1 alone
+3. simpler steps, read off each action's model in the chaos registry (`CHAOS_ACTIONS`) by what
+   each key is (`harness.config.fields`, as the draw reads it): `at` earlier; every duration
+   (`duration`, `phase_gap`, `interval`, a clock `offset`, a latency's `delay` and `jitter`)
+   shorter, except the keys where shorter is harsher (`ttl`, `lifetime`) and a count that also
+   takes a duration (a network fault's `after`); a share in 0-1 (`toxicity`, `share`) towards
+   1, the fault on every exchange; a replica towards 1, and a step on every replica onto replica 1 alone
    (fewer replicas); literals (a rotation's `order`, a fault's kind) stay as drawn;
 4. a lower arrival rate.
 
@@ -39,20 +40,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pydantic import BeforeValidator, TypeAdapter, ValidationError
-from pydantic.fields import FieldInfo
+from pydantic import TypeAdapter, ValidationError
 
 from harness.config.chaos import CHAOS_ACTIONS, ChaosStep
 from harness.config.durations import format_duration, parse_duration
+from harness.config.fields import FieldFacts, model_facts
 from harness.hunt.model import Failure, Schedule, ShrinkStep
 
 DEFAULT_K = 2
 DEFAULT_N = 3
 """A candidate fails when 2 of 3 runs fail the same way: one flaky run neither keeps nor loses a shrink, and a
 candidate that fails its first two runs costs two, not three."""
-
-HARSHER_WHEN_SHORTER = frozenset({"ttl", "lifetime"})
-"""Duration keys where a shorter value is a harsher fault, not a simpler one: left as drawn."""
 
 _RELATIVE = 0.1
 """A bisection stops once the gap between the failing and the passing value is this share of the failing one."""
@@ -281,16 +279,18 @@ def _simpler_steps(shrinker: _Shrinker) -> None:
         model = CHAOS_ACTIONS.get(str(shrinker.best.steps[index].get("action")))
         if model is None:
             continue
-        for name, info in model.model_fields.items():
+        for facts in model_facts(model).values():
             if index < len(shrinker.best.steps):
-                _simpler_key(shrinker, index, name, info)
+                _simpler_key(shrinker, index, facts)
 
 
-def _simpler_key(shrinker: _Shrinker, index: int, name: str, info: FieldInfo) -> None:
-    """Shrink one key of one step towards its simplest value, if the key is one that has a simpler value."""
+def _simpler_key(shrinker: _Shrinker, index: int, facts: FieldFacts) -> None:
+    """Shrink one key of one step towards its simplest value, if the key is one that has a simpler value (what it is
+    comes from `harness.config.fields`, as the draw reads it)."""
+    name = facts.name
     step = shrinker.best.steps[index]
     action = step.get("action")
-    current_value = step.get(name, info.get_default(call_default_factory=False))
+    current_value = step.get(name, facts.default)
 
     def candidate_with(value: Any, shown: str) -> tuple[Schedule, str]:
         steps = list(shrinker.best.steps)
@@ -299,15 +299,15 @@ def _simpler_key(shrinker: _Shrinker, index: int, name: str, info: FieldInfo) ->
         return (replace(shrinker.best, steps=tuple(steps)),
                 f"step {index + 1} ({action}): {name} {_shown(name, was)} -> {shown}")
 
-    if name == "replica":
+    if facts.kind == "replica":
         every = CHAOS_ACTIONS[str(action)].acts_on == "replicas"
         _simpler_replica(shrinker, current_value, candidate_with, every=every)
-    elif _is_duration(info) and name not in HARSHER_WHEN_SHORTER and current_value is not None:
+    elif facts.kind == "duration" and not facts.harsher_when_shorter and current_value is not None:
         current = _seconds(current_value)
-        floor = 0.0 if _lower_bound(info) == "ge0" else _SECONDS
+        floor = _SECONDS if facts.lower_strict else 0.0
         _bisect(shrinker, current, floor, _SECONDS,
                 lambda value: candidate_with(duration_text(value), format_duration(value)))
-    elif _is_share(info) and isinstance(current_value, int | float):
+    elif facts.kind == "share" and isinstance(current_value, int | float):
         _bisect(shrinker, float(current_value), 1.0, _SHARE, lambda value: candidate_with(value, f"{value:g}"))
 
 
@@ -345,20 +345,6 @@ def _bisect(shrinker: _Shrinker, current: float, simplest: float, resolution: fl
 
 
 # --- keys, read off the models ------------------------------------------------------------------
-
-
-def _is_duration(info: FieldInfo) -> bool:
-    return any(isinstance(item, BeforeValidator) and item.func is parse_duration for item in info.metadata)
-
-
-def _lower_bound(info: FieldInfo) -> str:
-    """ge0 when the key may be 0 (a `Duration`), gt0 when it must be above it (a `PositiveDuration`)."""
-    return "gt0" if any(getattr(item, "gt", None) is not None for item in info.metadata) else "ge0"
-
-
-def _is_share(info: FieldInfo) -> bool:
-    """A number up to 1: the share of exchanges, leads or verifications a fault hits."""
-    return info.annotation is float and any(getattr(item, "le", None) == 1.0 for item in info.metadata)
 
 
 def _seconds(value: Any) -> float:

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from harness.config.durations import parse_duration
+from harness.config.replica_knobs import KNOBS, ReplicaKnob
 from harness.errors import ExitCode
 from harness.shop.tracing import TraceIdFilter, start_tracing
 
@@ -36,11 +37,12 @@ class ReplicaSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(ge=1, le=65535)
     api: str = Field(description="base URL of the shop's API")
-    store: str = "sqlite:results/shop/shop.db"
+    store: str = KNOBS["store"].default
     answers_store: str | None = None
     keyring: str = "ephemeral"
-    ttl: float = Field(default=600.0, gt=0)
-    name: str = Field(default="shop", min_length=1, description="server name, sealed into every state as its audience")
+    ttl: float = Field(default=parse_duration(KNOBS["ttl"].default), gt=0)
+    name: str = Field(default=KNOBS["name"].default, min_length=1,
+                      description="server name, sealed into every state as its audience")
     replica_id: str | None = None
     clock_offset: float = 0.0
     principal_header: str | None = None
@@ -92,19 +94,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, required=True, help="port to listen on")
     parser.add_argument("--api", required=True, help="base URL of the shop's API, e.g. http://127.0.0.1:8100")
-    parser.add_argument("--store", default="sqlite:results/shop/shop.db",
-                        help="shared records: sqlite:PATH (default), redis://HOST:PORT[/DB] or memory")
+    _knob(parser, KNOBS["store"])
     parser.add_argument("--answers-store", default=None,
                         help="where the once-only record of answered states lives, when not in --store "
                              "(e.g. memory: reproduces a replay that passes on another replica)")
     parser.add_argument("--keyring", default="ephemeral",
                         help="sealing keys: file:PATH (re-read on change), env:VARIABLE, or ephemeral (default; "
                              "a per-process key that dies with the process)")
-    parser.add_argument("--ttl", default="10m", help="how long a requestState stays valid (default 10m)")
-    parser.add_argument("--name", default="shop", help="server name, which is also the state's audience")
+    _knob(parser, KNOBS["ttl"])
+    _knob(parser, KNOBS["name"])
     parser.add_argument("--replica-id", help="label for this replica in logs and metrics (default replica-PORT)")
-    parser.add_argument("--clock-offset", default="0",
-                        help="seconds this replica's sealing clock runs ahead (negative: behind), e.g. 120 or -30")
+    _knob(parser, KNOBS["clock_offset"])
     parser.add_argument("--principal-header",
                         help="bind every state to the value of this request header (reproduces principal checks)")
     parser.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts",
@@ -127,6 +127,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resource-url", default=None,
                         help="this replica's MCP URL as clients reach it, for the protected-resource metadata "
                              "(default http://HOST:PORT/mcp)")
+
+
+def _knob(parser: argparse.ArgumentParser, knob: ReplicaKnob) -> None:
+    """A knob chaos turns, as its row in the one table gives it (`harness.config.replica_knobs`)."""
+    parser.add_argument(knob.option, default=knob.default, help=knob.help)
 
 
 def settings_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ReplicaSettings:

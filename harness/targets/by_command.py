@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from harness.config.chaos import COMMAND_NAMES, auth_commands
+from harness.config.chaos import COMMAND_NAMES, auth_commands, knob_commands
 from harness.config.logs import LogSource
 from harness.mrtr.keys import fingerprint
 from harness.targets.commands import ChaosCommands
@@ -32,9 +32,9 @@ __all__ = ["CommandTarget", "RollbackIncomplete"]
 
 logger = logging.getLogger(__name__)
 
-_RECONFIGURE_COMMANDS = {"ttl": ("set-ttl", "ttl"), "name": ("rename", "name"),
-                         "clock_offset": ("clock-skew", "offset")}
-"""A `ReplicaChange` field -> the command that makes it, and the placeholder its value fills."""
+_RECONFIGURE_COMMANDS = knob_commands()
+"""A `ReplicaChange` field (a replica knob) -> the command that makes it, and the placeholder its value fills: read
+off the chaos actions that turn a knob (`ChaosAction.turns`)."""
 
 
 class CommandTarget:

@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE, DOCKER_PREFIX, LogSource
+from harness.config.replica_knobs import KNOBS
 from harness.config.scenario import Scenario
 from harness.mrtr.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
 from harness.runtime.processes import alive, descendants, free_port, process_cpu_seconds
@@ -308,14 +309,13 @@ class DockerTarget(NoAuthServer, RingKeys, LedgerAtApi):
         self.paused.discard(index)
 
     def reconfigure(self, replicas: Sequence[int], change: ReplicaChange) -> list[float]:
-        """Recreate each replica with its command's flags changed: --ttl (real seconds), --name, --clock-offset,
-        --store."""
-        flags = {"ttl": "--ttl", "name": "--name", "clock_offset": "--clock-offset", "store": "--store"}
+        """Recreate each replica with its command's flags changed, each knob's option (`harness.config.replica_knobs`:
+        --ttl in real seconds, --name, --clock-offset, --store)."""
         ready = []
         for index in replicas:
             command = _command(self.replicas[index].container)
             for key, value in change.changed().items():
-                command = _with_flag(command, flags[key], str(value))
+                command = _with_flag(command, *KNOBS[key].argument(value))
             ready.append(self._recreate(index, command))
         return ready
 

@@ -130,11 +130,9 @@ class EmbeddedTarget(RingKeys, LedgerAtApi):
         self.paused.discard(index)
 
     def reconfigure(self, replicas: Sequence[int], change: ReplicaChange) -> list[float]:
-        """Restart each replica with its options changed (a TTL is given to a replica as text, real seconds)."""
+        """Restart each replica with its options changed (a TTL in real seconds)."""
         assert self.deployment is not None
         fields: dict[str, Any] = change.changed()
-        if "ttl" in fields:
-            fields["ttl"] = str(fields["ttl"])
         ready = []
         for index in replicas:
             self.paused.discard(index)

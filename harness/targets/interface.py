@@ -31,7 +31,8 @@ class ChaosUnsupported(RuntimeError):
 
 @dataclass(frozen=True)
 class ReplicaChange:
-    """How a replica is restarted differently: every field left None stays as it is."""
+    """How a replica is restarted differently: every field left None stays as it is. The fields are the replica
+    knobs (`harness.config.replica_knobs`), one each."""
 
     ttl: float | None = None
     """requestState lifetime, real seconds."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.atomic_files import open_append
+from harness.config.replica_knobs import REPLICA_KNOBS
 from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
 from harness.runtime.processes import alive, free_port, harness_command, start_child
 from harness.targets.auth_admin import AuthServerSpec, admin_call, auth_server_args
@@ -214,12 +215,14 @@ class AuthServerProcess:
 
 @dataclass
 class ReplicaOptions:
-    """Per-replica overrides of the deployment's defaults (the knobs chaos turns)."""
+    """Per-replica overrides of the deployment's defaults; None (0 for the clock): the deployment's own. `store`,
+    `ttl`, `name` and `clock_offset` are the knobs chaos turns (`harness.config.replica_knobs`)."""
 
     keyring: str | None = None
     store: str | None = None
     answers_store: str | None = None
-    ttl: str | None = None
+    ttl: str | float | None = None
+    """text ("10m") or real seconds."""
     name: str | None = None
     clock_offset: float = 0.0
     principal_header: str | None = None
@@ -237,10 +240,10 @@ def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *
     """The replica command's arguments (after `shop replica` or `-m harness.shop.server`): `options`, else the
     deployment's defaults `store`, `keyring`, `ttl` and `name`; with `auth_issuer`, a resource server trusting that
     issuer's tokens. Every backend starts its replicas with these."""
-    args = ["--port", str(port), "--api", api_url, "--replica-id", label,
-            "--store", options.store or store, "--keyring", options.keyring or keyring,
-            "--ttl", options.ttl or ttl, "--name", options.name or name,
-            "--clock-offset", str(options.clock_offset)]
+    own = {"store": store, "ttl": ttl, "name": name, "clock_offset": 0.0}
+    args = ["--port", str(port), "--api", api_url, "--replica-id", label, "--keyring", options.keyring or keyring]
+    for knob in REPLICA_KNOBS:
+        args += knob.argument(getattr(options, knob.name) or own[knob.name])
     if auth_issuer is not None and options.auth:
         args += ["--auth-issuer", auth_issuer, *(["--auth-audience", auth_audience] if auth_audience else [])]
     if options.answers_store:
