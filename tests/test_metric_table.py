@@ -88,9 +88,8 @@ def test_each_metric_is_computed_as_its_kind_says():
 
 
 def test_the_live_registry_exports_what_the_table_says():
-    run_metrics = RunMetrics()
     exposed = {}
-    for value in vars(run_metrics).values():
+    for value in vars(RunMetrics()).values():
         if isinstance(value, MetricWrapperBase):
             family = next(iter(value.describe()))
             exposed[family.name + ("_total" if family.type == "counter" else "")] = label_names(value)
@@ -98,3 +97,20 @@ def test_the_live_registry_exports_what_the_table_says():
         for name in metric.exported:
             assert name in exposed, (metric.name, name)
             assert set(exposed[name]) <= set(metric.labels), (metric.name, name, exposed[name])
+
+
+def test_a_live_counterpart_the_registry_does_not_define_is_refused():
+    METRICS["queue_depth"] = Metric("queue_depth", Kind.COUNT, exported=("mrtr_queue_depth",))
+    try:
+        with pytest.raises(TypeError, match="'mrtr_queue_depth' is not defined by RunMetrics"):
+            RunMetrics()
+    finally:
+        del METRICS["queue_depth"]
+    METRICS["late_starts"], saved = Metric("late_starts", Kind.COUNT, exported=("mrtr_flows_started_total",)), \
+        METRICS["late_starts"]
+    try:  # a live label (flow) the threshold could not select on
+        with pytest.raises(TypeError, match="mrtr_flows_started_total"):
+            RunMetrics()
+    finally:
+        METRICS["late_starts"] = saved
+    RunMetrics()

@@ -6,11 +6,11 @@ figures (and, for a count compare judges exactly, `@counts_by(name)`, its counts
 `gate_labels`). Compare's own figures (flows per second, CPU per round) are judged by a
 function registered in `harness.compare.comparison` with `@judges(name)`. Each half is
 checked against this table when its module is imported, so a metric missing a part fails
-at import, not at a run's KeyError; `tests/test_metric_table.py` holds the live registry
-(`harness.metrics.registry`) to the `exported` names.
+at import, not at a run's KeyError (`tests/test_metric_table.py`).
 
 Thresholds (`harness.config.thresholds`) read the names, labels and kinds; compare
-(`mrtr-harness compare`, `history`, `run --baseline`) reads the gates, in this table's order.
+(`mrtr-harness compare`, `history`, `run --baseline`) reads the gates, in this table's order;
+the live registry (`harness.metrics.registry`) refuses an `exported` name it does not define.
 The configuration is a leaf: the computations cannot live here.
 """
 
