@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from harness.compare.samples import ResultsRun, RunSamples
 from harness.compare.stats import UTest, mann_whitney_greater_counted
 from harness.config.compare import CompareSettings
+from harness.config.metric_table import METRICS, Gate, Metric, gated
 from harness.config.scenario import Scenario
 from harness.journal.records import EndStatus
 
@@ -125,14 +127,36 @@ def scenario_differences(baseline: Scenario, current: Scenario) -> list[str]:
 
 
 def compare_runs(baseline: ResultsRun, current: ResultsRun, settings: CompareSettings) -> Comparison:
-    """Judge every metric of `current` against `baseline` (the caller has checked the scenarios match)."""
+    """Judge every metric of `current` against `baseline` (the caller has checked the scenarios match): whether
+    it completed and was read whole, then each gated metric of `harness.config.metric_table`, in its order."""
     judge = _Judge(settings)
     before, after = baseline.samples, current.samples
-    results = [_run_status(after), _journal_read(after), _flows_finished(judge, before, after),
-               *_latency(judge, before, after), *_rounds_per_call(judge, before, after),
-               *_completion(judge, before, after), _flows_per_second(judge, before, after),
-               *_cpu(judge, before, after), *_counts(before, after)]
+    results = [_run_status(after), _journal_read(after)]
+    for metric in gated():
+        results += _exact(metric, before, after) if metric.gate is Gate.EXACT \
+            else JUDGES[metric.name](judge, before, after)
     return Comparison(baseline, current, settings, results, scenario_differences(baseline.scenario, current.scenario))
+
+
+Judgement = Callable[["_Judge", RunSamples, RunSamples], list[MetricResult]]
+JUDGES: dict[str, Judgement] = {}
+"""How compare judges each gated metric that is not an exact count, by name: filled by `@judges`."""
+
+
+def judges(name: str) -> Callable[[Judgement], Judgement]:
+    """Register the function as the judge of `name`, a metric `harness.config.metric_table` gates (not exactly)."""
+    def register(function: Judgement) -> Judgement:
+        metric = METRICS.get(name)
+        if metric is None or metric.gate in (None, Gate.EXACT) or name in JUDGES:
+            raise TypeError(f"{function.__name__}: {name!r} is no metric compare judges by a tolerance, or is "
+                            "judged twice")
+        JUDGES[name] = function
+        return function
+    return register
+
+
+def _direction(name: str) -> Direction:
+    return Direction.LOWER_IS_WORSE if METRICS[name].lower_is_worse else Direction.HIGHER_IS_WORSE
 
 
 class _Judge:
@@ -203,12 +227,14 @@ def _journal_read(after: RunSamples) -> MetricResult:
                              f"{'s' * (after.unreadable != 1)} could not be read, so its figures are incomplete")
 
 
-def _flows_finished(judge: _Judge, before: RunSamples, after: RunSamples) -> MetricResult:
+@judges("flows_finished")
+def _flows_finished(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
     """Flows finished (interrupted ones are not): a run cut short finishes fewer at the same flows per second."""
-    return judge.single("flows_finished", "flows", float(before.flows_finished), float(after.flows_finished),
-                        judge.settings.flows_finished, Direction.LOWER_IS_WORSE)
+    return [judge.single("flows_finished", "flows", float(before.flows_finished), float(after.flows_finished),
+                         judge.settings.flows_finished, _direction("flows_finished"))]
 
 
+@judges("round_duration")
 def _latency(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
     results = []
     tolerances = judge.settings.round_duration.model_dump()
@@ -229,6 +255,7 @@ def _latency(judge: _Judge, before: RunSamples, after: RunSamples) -> list[Metri
     return results
 
 
+@judges("rounds_per_call")
 def _rounds_per_call(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
     results = []
     tolerance = judge.settings.rounds_per_call.mean
@@ -243,6 +270,7 @@ def _rounds_per_call(judge: _Judge, before: RunSamples, after: RunSamples) -> li
     return results
 
 
+@judges("completed_ratio")
 def _completion(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
     results = []
     tolerance = judge.settings.completed_ratio
@@ -254,38 +282,43 @@ def _completion(judge: _Judge, before: RunSamples, after: RunSamples) -> list[Me
             results.append(_only_one(metric, "share", old_all, new_all, tolerance))
             continue
         results.append(judge.sampled(metric, "share", _zero_one(old_done, old_all), _zero_one(new_done, new_all),
-                                     old_done / old_all, new_done / new_all, tolerance, Direction.LOWER_IS_WORSE))
+                                     old_done / old_all, new_done / new_all, tolerance, _direction("completed_ratio")))
     return results
 
 
-def _flows_per_second(judge: _Judge, before: RunSamples, after: RunSamples) -> MetricResult:
-    return judge.single("flows_per_second", "flows/s", before.flows_per_second, after.flows_per_second,
-                        judge.settings.flows_per_second, Direction.LOWER_IS_WORSE)
+@judges("flows_per_second")
+def _flows_per_second(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    return [judge.single("flows_per_second", "flows/s", before.flows_per_second, after.flows_per_second,
+                         judge.settings.flows_per_second, _direction("flows_per_second"))]
 
 
-def _cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+@judges("cpu.harness_per_round_ms")
+def _harness_cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
     """CPU per round, only when both runs measured it: a run without the figure is not a regression."""
-    tolerances = judge.settings.cpu
-    pairs = (("harness_per_round_ms", before.harness_per_round_ms, after.harness_per_round_ms,
-              tolerances.harness_per_round_ms),
-             ("replica_per_round_ms", before.replica_per_round_ms, after.replica_per_round_ms,
-              tolerances.replica_per_round_ms))
-    return [judge.single(f"cpu.{name}", "ms", old, new, tolerance)
-            for name, old, new, tolerance in pairs if old is not None and new is not None]
+    return _cpu(judge, "cpu.harness_per_round_ms", before.harness_per_round_ms, after.harness_per_round_ms,
+                judge.settings.cpu.harness_per_round_ms)
 
 
-def _counts(before: RunSamples, after: RunSamples) -> list[MetricResult]:
-    """Counts that compare exactly: every one a run shows once more than its baseline is a regression."""
-    old_rejections, new_rejections = before.rejections_by_reason(), after.rejections_by_reason()
-    rows: list[tuple[str, int, int]] = [("rejections", sum(old_rejections.values()), sum(new_rejections.values()))]
-    rows += _by_label("rejections{{reason='{}'}}", old_rejections, new_rejections)
-    rows.append(("client_errors", sum(before.client_errors.values()), sum(after.client_errors.values())))
-    rows += _by_label("client_errors{{flow='{}',code='{}'}}", before.client_errors, after.client_errors)
-    old_violations, new_violations = before.figures.violations, after.figures.violations
-    rows.append(("invariant_violations", sum(old_violations.values()), sum(new_violations.values())))
-    rows += _by_label("invariant_violations{{invariant='{}'}}", old_violations, new_violations)
-    rows.append(("unexplained_rejections", before.figures.unexplained, after.figures.unexplained))
-    return [_exact(metric, old, new) for metric, old, new in rows]
+@judges("cpu.replica_per_round_ms")
+def _replica_cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    return _cpu(judge, "cpu.replica_per_round_ms", before.replica_per_round_ms, after.replica_per_round_ms,
+                judge.settings.cpu.replica_per_round_ms)
+
+
+def _cpu(judge: _Judge, name: str, old: float | None, new: float | None, tolerance: float) -> list[MetricResult]:
+    if old is None or new is None:
+        return []
+    return [judge.single(name, "ms", old, new, tolerance, _direction(name))]
+
+
+def _exact(metric: Metric, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    """A count that compares exactly, in total and by its `gate_labels`: one more than the baseline regresses."""
+    old, new = before.figures.breakdown(metric.name), after.figures.breakdown(metric.name)
+    rows: list[tuple[str, int, int]] = [(metric.name, sum(old.values()), sum(new.values()))]
+    if metric.gate_labels:
+        template = metric.name + "{{" + ",".join(f"{label}='{{}}'" for label in metric.gate_labels) + "}}"
+        rows += _by_label(template, old, new)
+    return [_exact_row(name, old_n, new_n) for name, old_n, new_n in rows]
 
 
 def _by_label(template: str, before: Counter[Any], after: Counter[Any]) -> list[tuple[str, int, int]]:
@@ -296,7 +329,7 @@ def _by_label(template: str, before: Counter[Any], after: Counter[Any]) -> list[
     return rows
 
 
-def _exact(metric: str, before: int, after: int) -> MetricResult:
+def _exact_row(metric: str, before: int, after: int) -> MetricResult:
     if after > before:
         return MetricResult(metric, before, after, "count", ComparisonOutcome.REGRESSION,
                             note=f"{after - before} more than the baseline (counts compare exactly)")
@@ -341,3 +374,13 @@ def _percent(share: float) -> str:
 
 def _p(test: UTest) -> str:
     return f"{test.p_value:.2g}"
+
+
+def _unjudged() -> list[str]:
+    """The metrics the table gates by a tolerance that have no judge here."""
+    return [metric.name for metric in gated() if metric.gate is not Gate.EXACT and metric.name not in JUDGES]
+
+
+if _unjudged():
+    raise TypeError(f"metrics harness.config.metric_table gates without a @judges in harness.compare.comparison: "
+                    f"{', '.join(_unjudged())}")

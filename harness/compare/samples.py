@@ -10,7 +10,6 @@ never disagrees with the run's own summary.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,11 +67,6 @@ class RunSamples(JournalView):
         return table
 
     @property
-    def client_errors(self) -> Counter[tuple[str, str]]:
-        """Rounds that ended with a JSON-RPC code or failure class, by (flow, code)."""
-        return self.figures.client_errors
-
-    @property
     def flows_finished(self) -> int:
         """Flows that finished (interrupted ones did not)."""
         return sum(finished for _, finished in self.completed.values())
@@ -81,13 +75,6 @@ class RunSamples(JournalView):
     def flows_per_second(self) -> float | None:
         """Flows finished per second of load; None without a duration."""
         return self.flows_finished / self.figures.duration if self.figures.duration > 0 else None
-
-    def rejections_by_reason(self) -> Counter[str]:
-        """Logged rejections by reason, over every replica (replica labels need not match between runs)."""
-        counts: Counter[str] = Counter()
-        for (_, reason), count in self.figures.rejections.items():
-            counts[reason] += count
-        return counts
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@
     completed_ratio = ">= 0.95"
     "rounds_per_call" = ["p(99) <= 2", "max <= 10"]
 
-The key names a metric of the run's figures (see `METRICS`) and may select label values;
-each condition is `[aggregate] operator value`. A count's default aggregate is its
+The key names a metric of the run's figures (declared in `harness.config.metric_table`) and
+may select label values; each condition is `[aggregate] operator value`. A count's default aggregate is its
 count, a distribution's must be named (p(N), avg, min, max, med, count), and `rate` is
 per second of the run. Values may carry a unit (250ms, 2s). Parsed once, at the edge,
 so a typo fails the scenario before anything starts. Judging a run against them is
@@ -20,34 +20,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from harness.config.durations import parse_duration
+from harness.config.metric_table import THRESHOLD_METRICS, Kind, of_kind
 from harness.config.worded_errors import did_you_mean
 from harness.errors import UsageError
 from harness.vocabulary import LABEL_VALUES
 
-COUNTS = {
-    "flows_started": ("flow",),
-    "flows_finished": ("flow", "outcome", "host"),
-    "rejections": ("reason", "replica"),
-    "unexplained_rejections": (),
-    "unmatched_logged_rejections": (),
-    "invariant_violations": ("invariant",),
-    "client_errors": ("flow", "code", "host"),
-    "late_starts": (),
-    "chaos_failures": ("action",),
-}
-RATIOS = {
-    "completed_ratio": ("flow", "host"),
-    "outcome_share": ("flow", "outcome", "host"),
-    "rejection_share": ("reason", "replica"),
-    "crossed_replica_share": ("flow",),
-}
-DISTRIBUTIONS = {
-    "round_duration": ("flow", "round"),
-    "rounds_per_call": ("flow", "host"),
-    "flow_duration": ("flow",),
-    "think_time": (),
-}
-METRICS = {**COUNTS, **RATIOS, **DISTRIBUTIONS}
+COUNTS = of_kind(Kind.COUNT)
+RATIOS = of_kind(Kind.RATIO)
+DISTRIBUTIONS = of_kind(Kind.DISTRIBUTION)
+METRICS = {name: metric.labels for name, metric in THRESHOLD_METRICS.items()}
+"""The metrics a threshold may name, with their labels: views of `harness.config.metric_table`, where each is
+declared."""
 
 _KEY = re.compile(r"^\s*(?P<metric>[a-z_]+)\s*(?:\{(?P<selector>[^}]*)\})?\s*$")
 _LABEL = re.compile(r"\s*(?P<name>[a-z_]+)\s*=\s*(?:'(?P<single>[^']*)'|\"(?P<double>[^\"]*)\")\s*")

@@ -14,10 +14,11 @@ bound and how a threshold at the band's edge is judged.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.config.metric_table import METRICS, Gate, Kind, gated
 from harness.journal.distributions import Counts, Sketch, merged_counts, merged_sketch
 from harness.journal.plain import TRANSIENT
 from harness.journal.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
@@ -275,66 +276,22 @@ class RunFigures(JournalView):
         return self.finished.total()
 
     def count(self, metric: str, selector: dict[str, str]) -> float:
-        if metric == "flows_started":
-            return float(sum(n for flow, n in self.started_by_flow.items() if _matches({"flow": flow}, selector)))
-        if "host" in selector and metric in ("flows_finished", "client_errors"):
-            return self.by_host.count(metric, selector)
-        if metric == "flows_finished":
-            return float(sum(n for (flow, outcome), n in self.finished.items()
-                             if _matches({"flow": flow, "outcome": outcome}, selector)))
-        if metric == "rejections":
-            return float(sum(n for (replica, reason), n in self.rejections.items()
-                             if _matches({"replica": replica, "reason": reason}, selector)))
-        if metric == "unexplained_rejections":
-            return float(self.unexplained)
-        if metric == "unmatched_logged_rejections":
-            return float(self.unmatched_logged)
-        if metric == "invariant_violations":
-            return float(sum(n for name, n in self.violations.items() if _matches({"invariant": name}, selector)))
-        if metric == "client_errors":
-            return float(sum(n for (flow, code), n in self.client_errors.items()
-                             if _matches({"flow": flow, "code": code}, selector)))
-        if metric == "late_starts":
-            return float(self.late)
-        if metric == "chaos_failures":
-            return float(sum(1 for row in self.chaos if row.get("phase") == "end" and not row.get("ok", True)
-                             and _matches({"action": row.get("action")}, selector)))
-        raise KeyError(metric)
+        """A count metric's value over what `selector` picks (`KeyError`: no count of that name)."""
+        return float(_computation(metric, Kind.COUNT)(self, selector))
 
     def ratio(self, metric: str, selector: dict[str, str]) -> float | None:
-        if metric == "crossed_replica_share":
-            crossed, continuations = self.crossings(selector)
-            return crossed / continuations if continuations else None
-        if metric == "rejection_share":
-            total = sum(self.rejections.values())
-            return self.count("rejections", selector) / total if total else 0.0
-        flow_selector = {k: v for k, v in selector.items() if k in ("flow", "host")}
-        finished = {key: n for key, n in self.finished.items()
-                    if key[1] not in _NOT_FINISHED and _matches({"flow": key[0]}, flow_selector)} \
-            if "host" not in selector else self.by_host.finished_of(flow_selector)
-        total = sum(finished.values())
-        if not total:
-            return None
-        outcome = FlowOutcome.COMPLETED.value if metric == "completed_ratio" else selector.get("outcome")
-        return sum(n for (_, ended), n in finished.items() if outcome is None or ended == outcome) / total
+        """A ratio metric's value (0 to 1), None when it has nothing to divide by."""
+        value: float | None = _computation(metric, Kind.RATIO)(self, selector)
+        return value
 
     def distribution(self, metric: str, selector: dict[str, str]) -> Sketch | Counts:
         """The samples of a distribution metric that `selector` picks, merged into one sketch (or exact counts)."""
-        if metric == "round_duration":
-            return merged_sketch([sketch for (flow, _, number), sketch in self.latency.items()
-                                  if _matches({"flow": flow, "round": str(number)}, selector)])
-        if metric == "rounds_per_call" and "host" in selector:
-            return merged_counts([counts for (host, flow), counts in self.by_host.rounds_per_call.items()
-                                  if _matches({"flow": flow, "host": host}, selector)])
-        if metric == "rounds_per_call":
-            return merged_counts([counts for (flow, _), counts in self.rounds_per_call.items()
-                                  if _matches({"flow": flow}, selector)])
-        if metric == "flow_duration":
-            return merged_sketch([sketch for flow, sketch in self.flow_duration.items()
-                                  if _matches({"flow": flow}, selector)])
-        if metric == "think_time":
-            return merged_sketch([self.think_time] if _matches({}, selector) else [])
-        raise KeyError(metric)
+        values: Sketch | Counts = _computation(metric, Kind.DISTRIBUTION)(self, selector)
+        return values
+
+    def breakdown(self, metric: str) -> Counter[tuple[str, ...]]:
+        """An exactly gated count by its `gate_labels` values (compare's rows): every key seen, zeros included."""
+        return BREAKDOWNS[metric](self)
 
     def crossings(self, selector: dict[str, str] | None = None) -> tuple[int, int]:
         """(continuation rounds a replica other than the previous round's served, continuation rounds)."""
@@ -441,3 +398,194 @@ def is_mapping(value: object) -> bool:
 
 def _matches(labels: Mapping[str, Any], selector: dict[str, str]) -> bool:
     return all(str(labels.get(name)) == value for name, value in selector.items())
+
+
+# --- each metric's computation: the figures' half of its declaration (`harness.config.metric_table`) ----------
+
+Computation = Callable[[RunFigures, dict[str, str]], Any]
+"""A metric's value over what a selector picks: a count, a ratio (None: nothing to divide by) or a distribution."""
+Breakdown = Callable[[RunFigures], Counter[tuple[str, ...]]]
+
+COMPUTATIONS: dict[str, Computation] = {}
+"""Every threshold metric's computation, by name: filled by `@computes`."""
+BREAKDOWNS: dict[str, Breakdown] = {}
+"""Every exactly gated count by its `gate_labels` values, by name: filled by `@breaks_down`."""
+
+
+def computes(name: str) -> Callable[[Computation], Computation]:
+    """Register the function as the computation of the declared metric `name`."""
+    def register(function: Computation) -> Computation:
+        _register(COMPUTATIONS, name, function)
+        return function
+    return register
+
+
+def breaks_down(name: str) -> Callable[[Breakdown], Breakdown]:
+    """Register the function as the declared exact gate `name`'s counts by its `gate_labels` (compare's rows)."""
+    def register(function: Breakdown) -> Breakdown:
+        _register(BREAKDOWNS, name, function)
+        return function
+    return register
+
+
+def _register(table: dict[str, Any], name: str, function: Any) -> None:
+    if name not in METRICS or name in table:
+        raise TypeError(f"{function.__name__}: metric {name!r} is "
+                        f"{'computed twice' if name in table else 'not declared in harness.config.metric_table'}")
+    table[name] = function
+
+
+def _computation(metric: str, kind: Kind) -> Computation:
+    declared = METRICS.get(metric)
+    if declared is None or declared.kind is not kind:
+        raise KeyError(metric)
+    return COMPUTATIONS[metric]
+
+
+@computes("flows_started")
+def _flows_started(figures: RunFigures, selector: dict[str, str]) -> int:
+    return sum(n for flow, n in figures.started_by_flow.items() if _matches({"flow": flow}, selector))
+
+
+@computes("flows_finished")
+def _flows_finished(figures: RunFigures, selector: dict[str, str]) -> float:
+    if "host" in selector:
+        return figures.by_host.count("flows_finished", selector)
+    return sum(n for (flow, outcome), n in figures.finished.items()
+               if _matches({"flow": flow, "outcome": outcome}, selector))
+
+
+@computes("rejections")
+def _rejections(figures: RunFigures, selector: dict[str, str]) -> int:
+    return sum(n for (replica, reason), n in figures.rejections.items()
+               if _matches({"replica": replica, "reason": reason}, selector))
+
+
+@breaks_down("rejections")
+def _rejections_by_reason(figures: RunFigures) -> Counter[tuple[str, ...]]:
+    """Over every replica: replica labels need not match between runs."""
+    counts: Counter[tuple[str, ...]] = Counter()
+    for (_, reason), count in figures.rejections.items():
+        counts[(reason,)] += count
+    return counts
+
+
+@computes("unexplained_rejections")
+def _unexplained(figures: RunFigures, selector: dict[str, str]) -> int:
+    return figures.unexplained
+
+
+@breaks_down("unexplained_rejections")
+def _unexplained_total(figures: RunFigures) -> Counter[tuple[str, ...]]:
+    return Counter({(): figures.unexplained})
+
+
+@computes("unmatched_logged_rejections")
+def _unmatched_logged(figures: RunFigures, selector: dict[str, str]) -> int:
+    return figures.unmatched_logged
+
+
+@computes("invariant_violations")
+def _violations(figures: RunFigures, selector: dict[str, str]) -> int:
+    return sum(n for name, n in figures.violations.items() if _matches({"invariant": name}, selector))
+
+
+@breaks_down("invariant_violations")
+def _violations_by_invariant(figures: RunFigures) -> Counter[tuple[str, ...]]:
+    return Counter({(name,): n for name, n in figures.violations.items()})
+
+
+@computes("client_errors")
+def _client_errors(figures: RunFigures, selector: dict[str, str]) -> float:
+    if "host" in selector:
+        return figures.by_host.count("client_errors", selector)
+    return sum(n for (flow, code), n in figures.client_errors.items()
+               if _matches({"flow": flow, "code": code}, selector))
+
+
+@breaks_down("client_errors")
+def _client_errors_by_code(figures: RunFigures) -> Counter[tuple[str, ...]]:
+    return Counter({key: n for key, n in figures.client_errors.items()})
+
+
+@computes("late_starts")
+def _late_starts(figures: RunFigures, selector: dict[str, str]) -> int:
+    return figures.late
+
+
+@computes("chaos_failures")
+def _chaos_failures(figures: RunFigures, selector: dict[str, str]) -> int:
+    return sum(1 for row in figures.chaos if row.get("phase") == "end" and not row.get("ok", True)
+               and _matches({"action": row.get("action")}, selector))
+
+
+@computes("crossed_replica_share")
+def _crossed_share(figures: RunFigures, selector: dict[str, str]) -> float | None:
+    crossed, continuations = figures.crossings(selector)
+    return crossed / continuations if continuations else None
+
+
+@computes("rejection_share")
+def _rejection_share(figures: RunFigures, selector: dict[str, str]) -> float:
+    total = sum(figures.rejections.values())
+    return figures.count("rejections", selector) / total if total else 0.0
+
+
+@computes("completed_ratio")
+def _completed_ratio(figures: RunFigures, selector: dict[str, str]) -> float | None:
+    return _finished_share(figures, selector, FlowOutcome.COMPLETED.value)
+
+
+@computes("outcome_share")
+def _outcome_share(figures: RunFigures, selector: dict[str, str]) -> float | None:
+    return _finished_share(figures, selector, selector.get("outcome"))
+
+
+def _finished_share(figures: RunFigures, selector: dict[str, str], outcome: str | None) -> float | None:
+    """The share of the finished flows `selector` picks (interrupted ones aside) that ended `outcome` (any: None)."""
+    flow_selector = {k: v for k, v in selector.items() if k in ("flow", "host")}
+    finished = {key: n for key, n in figures.finished.items()
+                if key[1] not in _NOT_FINISHED and _matches({"flow": key[0]}, flow_selector)} \
+        if "host" not in selector else figures.by_host.finished_of(flow_selector)
+    total = sum(finished.values())
+    if not total:
+        return None
+    return sum(n for (_, ended), n in finished.items() if outcome is None or ended == outcome) / total
+
+
+@computes("round_duration")
+def _round_duration(figures: RunFigures, selector: dict[str, str]) -> Sketch:
+    return merged_sketch([sketch for (flow, _, number), sketch in figures.latency.items()
+                          if _matches({"flow": flow, "round": str(number)}, selector)])
+
+
+@computes("rounds_per_call")
+def _rounds_per_call(figures: RunFigures, selector: dict[str, str]) -> Counts:
+    if "host" in selector:
+        return merged_counts([counts for (host, flow), counts in figures.by_host.rounds_per_call.items()
+                              if _matches({"flow": flow, "host": host}, selector)])
+    return merged_counts([counts for (flow, _), counts in figures.rounds_per_call.items()
+                          if _matches({"flow": flow}, selector)])
+
+
+@computes("flow_duration")
+def _flow_duration(figures: RunFigures, selector: dict[str, str]) -> Sketch:
+    return merged_sketch([sketch for flow, sketch in figures.flow_duration.items()
+                          if _matches({"flow": flow}, selector)])
+
+
+@computes("think_time")
+def _think_time(figures: RunFigures, selector: dict[str, str]) -> Sketch:
+    return merged_sketch([figures.think_time] if _matches({}, selector) else [])
+
+
+def _uncomputed() -> list[str]:
+    """The declared metrics missing their computation here (a threshold metric's, an exact gate's breakdown)."""
+    missing = [f"{name} (@computes)" for name, metric in METRICS.items()
+               if metric.threshold and name not in COMPUTATIONS]
+    return missing + [f"{metric.name} (@breaks_down)" for metric in gated(Gate.EXACT) if metric.name not in BREAKDOWNS]
+
+
+if _uncomputed():
+    raise TypeError(f"metrics declared in harness.config.metric_table without their computation in "
+                    f"harness.folding.figures: {', '.join(_uncomputed())}")

@@ -18,8 +18,10 @@ from typing import Any
 
 from gevent.monkey import get_original
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.metrics import MetricWrapperBase
 
-from harness._compat.prometheus import use_value_lock
+from harness._compat.prometheus import label_names, use_value_lock
+from harness.config.metric_table import METRICS
 from harness.journal.writer import FlowOutcome
 from harness.metrics.lockless import LocklessCounter, LocklessGauge, LocklessHistogram
 from harness.mrtr.reasons import OTHER_REASON, REASONS
@@ -57,6 +59,7 @@ class RunMetrics:
         self._buffer: list[tuple[Any, ...]] | None = [] if buffer else None
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._define()
+        _check_exported(self)
         self.preset(flows=flows, replicas=replicas)
 
     def _define(self) -> None:
@@ -261,3 +264,18 @@ class RunMetrics:
         """Replay a worker's updates on the master's metrics (never re-buffered)."""
         for update in updates:
             getattr(self, f"_do_{update[0]}")(*update[1:])
+
+
+def _check_exported(run_metrics: RunMetrics) -> None:
+    """Refuse a live counterpart `harness.config.metric_table` names that is not defined here, or that has a label
+    the metric it counts cannot be selected on: the table is the one declaration of a metric."""
+    exposed = {}
+    for value in vars(run_metrics).values():
+        if isinstance(value, MetricWrapperBase):
+            family = next(iter(value.describe()))
+            exposed[family.name + ("_total" if family.type == "counter" else "")] = label_names(value)
+    for metric in METRICS.values():
+        for name in metric.exported:
+            if name not in exposed or not set(exposed[name]) <= set(metric.labels):
+                raise TypeError(f"metric {metric.name!r}: its live counterpart {name!r} is not defined by RunMetrics "
+                                f"with labels among {metric.labels} (defined: {exposed.get(name)})")

@@ -13,9 +13,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from harness.config.metric_table import METRICS
 from harness.config.thresholds import DISTRIBUTIONS, RATIOS
 
-SECONDS_METRICS = frozenset({"round_duration", "flow_duration", "think_time"})
+SECONDS_METRICS = frozenset(name for name, metric in METRICS.items() if metric.seconds)
 """Distributions measured in seconds: shown as 250ms / 1.5s rather than 0.25 / 1.5."""
 
 _METRIC = re.compile(r"\s*([a-z_]+)")
