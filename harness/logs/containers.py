@@ -14,6 +14,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
+from harness.logs.parse import LINE_CAP
+
+_CAP_BYTES = 4 * (LINE_CAP + 1)
+"""Bytes of an unfinished line kept: at least `LINE_CAP + 1` characters in any UTF-8, however long the line."""
 
 FIND_AGAIN_SECONDS = 0.1
 """How soon a follower whose container's stream ended (a stop, a restart) looks for the container again."""
@@ -29,6 +33,7 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
     for chunk in chunks:
         partial += chunk
         *complete, partial = partial.split(b"\n")
+        partial = partial[:_CAP_BYTES]  # an endless line costs bounded memory; the parser cuts and counts it
         for raw in complete:
             yield raw.decode("utf-8", errors="replace")
     if partial:

@@ -50,6 +50,9 @@ LEVEL: Final = "WARNING"
 """The cheap test: a rejection's first line holds `requestState`, or at least its level (rich, in
 columns so narrow that it folds the word). A line with neither word is skipped at once."""
 
+LINE_CAP: Final = 64 * 1024
+"""Characters of one line that are parsed; the rest is cut (and counted): a line is outside text, of any length."""
+
 REPLICA_LABEL_MAX = 64
 """Replica labels come from logs and become metric labels: bounded, printable."""
 
@@ -142,7 +145,17 @@ class LineParser:
     `feed` may be called from the stream's reader thread while `flush` is called from
     another (the display's tick, to finish a record the stream went quiet after): the
     common path takes no lock, and everything that touches the unfinished records does.
+
+    Each line is parsed inside its own guard: a line that makes the parser raise (an
+    impossible stamp, JSON nested past the recursion limit, anything) is counted in `bad`
+    and skipped, and the stream reads on. A line longer than `LINE_CAP` is cut to it and
+    counted in `cut`. Rejections are handed to `on_rejection` outside the guard and the lock.
     """
+
+    bad: int
+    """Lines the parser could not read (skipped)."""
+    cut: int
+    """Lines longer than `LINE_CAP`, parsed cut to it."""
 
     def __init__(self, on_rejection: OnRejection, *, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] | None = None) -> None:
@@ -153,14 +166,26 @@ class LineParser:
         self._wall = wall
         self._pending: dict[str | None, _Pending] = {}
         self._lock = threading.Lock()
+        self._found: list[Rejection] = []
+        self.bad = 0
+        self.cut = 0
 
     def feed(self, line: str, replica: str | None = None, t: float | None = None) -> None:
         """Look at one line (with or without its newline); `replica` is what the source knows, if anything,
         and `t` when the source says the line was written (the engine's timestamp of a container's line)."""
+        if len(line) > LINE_CAP:
+            line = line[:LINE_CAP]
+            self.cut += 1
         if not self._pending and MARK not in line and LEVEL not in line:
             return
         with self._lock:
-            self._parse(line, replica, t)
+            try:
+                self._parse(line, replica, t)
+            except Exception:  # noqa: BLE001 - one line, whatever it holds, never stops the stream: counted
+                self.bad += 1
+            found, self._found = self._found, []
+        for rejection in found:
+            self._emit(rejection)
 
     @property
     def waiting(self) -> bool:
@@ -176,7 +201,13 @@ class LineParser:
             for key, pending in list(self._pending.items()):
                 if older_than is None or now - pending.since >= older_than:
                     del self._pending[key]
-                    self._finish(pending)
+                    try:
+                        self._finish(pending)
+                    except Exception:  # noqa: BLE001 - as in `feed`: the record's lines are counted as one bad line
+                        self.bad += 1
+            found, self._found = self._found, []
+        for rejection in found:
+            self._emit(rejection)
 
     # --- the slow path: a line that may be a rejection, or continue one --------------------------
 
@@ -223,7 +254,7 @@ class LineParser:
         if replica is None:
             field = _REPLICA_FIELD.search(text)
             replica = clean_label(field["replica"]) if field else None
-        self._emit(_rejection(replica, parts[1], parts[0], _first(line_time(text, self._near(t)), t), trace_id))
+        self._found.append(_rejection(replica, parts[1], parts[0], _first(line_time(text, self._near(t)), t), trace_id))
         return True
 
     def _parse_json(self, text: str, replica: str | None, t: float | None) -> bool:
@@ -274,13 +305,13 @@ class LineParser:
         parsed = _split_compact(pending.compact)
         if parsed is None or _is_unfinished(parsed[1]):
             return False
-        self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
+        self._found.append(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
         return True
 
     def _finish(self, pending: _Pending) -> None:
         parsed = _split_compact(pending.compact)
         if parsed is not None and parsed[1]:
-            self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
+            self._found.append(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
 
 
 def _rejection(replica: str | None, logged: str, method: str, logged_at: float | None,

@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from harness.config.logs import (
     COMPOSE_NUMBER,
@@ -38,6 +38,7 @@ from harness.config.logs import (
 from harness.errors import UsageError
 from harness.logs.containers import ContainerFollower, compose_identity, split_lines
 from harness.logs.files import FileFollower, sniff
+from harness.logs.parse import LINE_CAP
 from harness.runtime.processes import start_child
 
 READ_CHARS = 1 << 20
@@ -63,6 +64,16 @@ class SourceError(Exception):
 class NotALog(SourceError, UsageError):
     """A file that is not a log this can read: a binary file, a damaged gzip, or a gzipped log given to follow.
     The user's input, not an unreachable source: a usage error."""
+
+
+def capped_lines(stream: IO[str], cap: int = LINE_CAP) -> Iterator[str]:
+    """A text stream's lines, each at most `cap + 1` characters: the rest of a longer line is read and dropped, so
+    one endless line costs bounded memory (the parser cuts it to `cap` and counts it)."""
+    while line := stream.readline(cap + 1):
+        if len(line) > cap and not line.endswith("\n"):
+            while (rest := stream.readline(cap + 1)) and not rest.endswith("\n"):
+                pass
+        yield line
 
 
 class Source:
@@ -182,7 +193,7 @@ class CommandSource(Source):
         process = self._process
         assert process is not None and process.stdout is not None, "open() first"
         replica = self.replica
-        for line in io.TextIOWrapper(process.stdout, encoding="utf-8", errors="replace"):
+        for line in capped_lines(io.TextIOWrapper(process.stdout, encoding="utf-8", errors="replace")):
             yield Line(replica, line)
         code = process.wait()
         if code != 0 and not self._stop.is_set():
@@ -214,7 +225,7 @@ class StdinSource(Source):
     def lines(self) -> Iterator[Line]:
         stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace") \
             if hasattr(sys.stdin, "buffer") else sys.stdin
-        for line in stream:
+        for line in capped_lines(stream):
             yield Line(None, line)
 
 
