@@ -36,8 +36,10 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                          "chaos or fuzzing against a host not in [target] allow or --allow-host, a token or client "
                          "secret over plain http off this machine, "
                          "--reproduce on a scenario without [reproduces]: nothing was started"),
-        (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (status "
-                          "aborted)"),
+        (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached, or a log "
+                          "source was lost while -32602s it should explain came in: reconciliation not judged "
+                          "(status aborted; summary.json reconciliation.not_judged and unobserved say whose log from "
+                          "when)"),
         (ExitCode.HARNESS, "the harness itself failed, or its journal has lines that could not be read (status "
                            "errored, results still written, everything stopped)"),
         (ExitCode.INTERRUPTED, "interrupted: Ctrl-C or SIGTERM (what CI runners and Kubernetes send to cancel), "
@@ -49,7 +51,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.FAILED, "the rebuilt verdict failed (a regression `run --baseline` recorded included)"),
         (ExitCode.USAGE, "not a run's results folder, or a journal part that is no journal (named), or --judge "
                          "reproduces for a scenario without [reproduces]"),
-        (ExitCode.TARGET, "the run's target could not be started or reached"),
+        (ExitCode.TARGET, "the run's target could not be started or reached, or its reconciliation was not judged (a "
+                          "log source lost)"),
         (ExitCode.HARNESS, "the run's harness failed, or journal lines could not be read (--lenient exits as the "
                            "verdict says)"),
         (ExitCode.INTERRUPTED, "the run was interrupted, or cut off (killed: its journal has no end)"),
