@@ -346,12 +346,12 @@ def outcome(trial: Trial, status: str) -> str:
     """A trial's outcome in a word: failed (the property broke), held, interrupted, error, or not judged (the run
     failed otherwise, e.g. a chaos action that did not happen: the schedule was not tried as drawn; or its logs lost a
     replica)."""
-    if trial.unjudged:
-        return "not judged"
     if trial.failures:
         return "failed"
     if trial.exit_code == ExitCode.INTERRUPTED:
         return "interrupted"
+    if trial.unjudged:
+        return "not judged"
     if trial.exit_code in (ExitCode.HARNESS, ExitCode.TARGET) or status in ("", "errored"):
         return "error"
     return "held" if trial.exit_code == ExitCode.PASSED else "not judged"

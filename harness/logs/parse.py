@@ -44,6 +44,7 @@ from harness.mrtr.reasons import (
     normalise_reason,
     rejection_parts,
 )
+from harness.secrets import fold_case
 
 MARK: Final = "requestState"
 LEVEL: Final = "WARNING"
@@ -68,15 +69,20 @@ _COMPOSE_PREFIX = re.compile(r"(?P<name>[\w.-]+-\d+)\s+\| ?")
 """`docker compose logs`: `shop-r1-1  | ...`."""
 _REPLICA_FIELD = re.compile(r"\breplica=(?P<replica>[^\s,;]+)")
 _RICH_HEAD = re.compile(r"(?P<lead>.{0,60}?\bWARNING\s+)(?P<message>\S.*)$")
-_RICH_PATH = re.compile(r"\s+[\w.\-]+\.py:\S*\s*$")
-"""rich's right-hand column (`request_state.py:263`, or `request_state.py:2…` when squeezed)."""
+_RICH_PATH = re.compile(r"[\w.\-]+\.py:\S*")
+"""rich's right-hand column (`request_state.py:263`, or `request_state.py:2…` when squeezed): the last word of the
+line, after blanks (`_without_rich_path`)."""
 
 _TRACE_ID = re.compile(r"(?i)trace[_.]?id\"?\s*[=:]\s*\"?(?P<id>[0-9a-f]{32})(?![0-9a-z])"
                        r"|traceparent\"?\s*[=:]\s*\"?[0-9a-f]{2}-(?P<parent>[0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 """A trace id in a line: a `trace_id`-like field (32 hex), or a W3C `traceparent` (its second part)."""
-_TRACE_FIELDS = re.compile(r"(?i)[\s,;]*\"?[\w.]*(?:trace[_.]?id|span[_.]?id|traceparent)\"?\s*[=:]\s*\"?"
-                           r"[0-9a-f][0-9a-f-]{15,54}\"?")
-"""Trace fields taken out of a line before its reason is read: one after the message is not part of the reason."""
+_TRACE_FIELD = re.compile(r"(?:trace[_.]?id|span[_.]?id|traceparent)\"?\s*[=:]\s*\"?[0-9a-f][0-9a-f-]{15,54}\"?")
+_TRACE_PREFIX_BACKWARDS = re.compile(r"[\w.]*\"?[\s,;]*")
+"""A trace field's name's prefix, an opening quote and the separators before it, read backwards."""
+"""Trace fields taken out of a line before its reason is read: one after the message is not part of the reason.
+Each is found by its name, then widened to the left over its name's prefix (`otel.trace_id`), an opening quote and
+the separators before it (`_without_trace_fields`): no pattern that starts with an unbounded run, so the time is
+linear in the line's length."""
 TRACE_JSON_KEYS: Final = ("trace_id", "traceId", "trace.id", "otelTraceID", "traceparent")
 """JSON fields that hold the trace id of the request a record was logged in (`trace: {id}` as well, ECS's)."""
 _NO_TRACE = "0" * 32
@@ -247,7 +253,7 @@ class LineParser:
     def _parse_plain(self, text: str, replica: str | None, t: float | None, trace_id: str | None = None) -> bool:
         if _may_trace(text):
             trace_id = trace_id or trace_id_in(text)
-            text = _TRACE_FIELDS.sub("", text)
+            text = _without_trace_fields(text)
         parts = rejection_parts(text)
         if parts is None:
             return False
@@ -274,7 +280,7 @@ class LineParser:
         match = _RICH_HEAD.match(line)
         if match is None:
             return False
-        message = _RICH_PATH.sub("", match["message"])
+        message = _without_rich_path(match["message"])
         compact = _compact(message)
         if not (compact.startswith(_COMPACT_HEAD) or _COMPACT_HEAD.startswith(compact)):
             return False  # another WARNING, or a plain line with the level before other fields
@@ -329,6 +335,28 @@ def trace_id_in(text: str) -> str | None:
         if found != _NO_TRACE:
             return found
     return None
+
+
+def _without_rich_path(message: str) -> str:
+    """`message` without rich's path column: its last word when that is `file.py:LINE`, with the blanks before it."""
+    words = message.rsplit(None, 1)
+    start = len(message.rstrip()) - len(words[-1]) if words else 0
+    if start == 0 or _RICH_PATH.fullmatch(words[-1]) is None:
+        return message
+    return message[:start].rstrip()
+
+
+def _without_trace_fields(text: str) -> str:
+    """`text` without its trace fields (`trace_id=...`, `"traceparent": "..."`), each with its name's prefix and the
+    separators before it."""
+    kept: list[str] = []
+    done = 0
+    for match in _TRACE_FIELD.finditer(fold_case(text)):
+        before = text[done:match.start()][::-1]  # read backwards: the prefix is a pattern's match from its start
+        start = match.start() - _TRACE_PREFIX_BACKWARDS.match(before).end()  # type: ignore[union-attr]
+        kept.append(text[done:start])
+        done = match.end()
+    return "".join(kept) + text[done:] if kept else text
 
 
 def _may_trace(text: str) -> bool:
