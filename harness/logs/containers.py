@@ -89,7 +89,7 @@ class ContainerFollower:
         if not found:
             return None
         running = [container for container in found if container.status == "running"]
-        return max(running or found, key=lambda container: _split_stamp(container.attrs.get("Created", "") + " ")[0]
+        return max(running or found, key=lambda container: split_stamp(container.attrs.get("Created", "") + " ")[0]
                    or (0, 0))
 
     def _read(self, container: Any) -> Iterator[tuple[float | None, str]]:
@@ -105,7 +105,7 @@ class ContainerFollower:
             return
         try:
             for line in split_lines(self._stream):
-                stamp, text = _split_stamp(line)
+                stamp, text = split_stamp(line)
                 if stamp is None:
                     yield None, text
                     continue
@@ -127,7 +127,7 @@ class ContainerFollower:
                     closable.close()
 
 
-def _split_stamp(line: str) -> tuple[Stamp | None, str]:
+def split_stamp(line: str) -> tuple[Stamp | None, str]:
     """(seconds, nanoseconds) of the engine's RFC 3339 timestamp in front of a log line, and the line."""
     head, _, text = line.partition(" ")
     try:

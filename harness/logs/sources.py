@@ -25,7 +25,7 @@ import shlex
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -40,6 +40,7 @@ from harness.logs.containers import ContainerFollower, compose_identity, split_l
 from harness.logs.files import FileFollower, sniff
 from harness.logs.parse import LINE_CAP
 from harness.runtime.processes import start_child
+from harness.secrets import command_env
 
 READ_CHARS = 1 << 20
 """Characters read from a file at a time: the memory a huge file costs, whatever its size."""
@@ -171,10 +172,14 @@ class CommandSource(Source):
     `-n0`), since a line without a timestamp cannot be told apart from history.
     """
 
-    def __init__(self, command: str, replica: str | None = None) -> None:
+    def __init__(self, command: str, replica: str | None = None, *, pass_env: Sequence[str] | None = None) -> None:
+        """`pass_env`: a scenario's command, given the commands' environment (`harness.secrets.command_env`: the
+        allow-list and these names), never the harness's whole one (its client secret); None (triage's
+        `--command`, typed by its user): the caller's environment."""
         super().__init__()
         self.command = command
         self.replica = replica
+        self.env = command_env(pass_env) if pass_env is not None else None
         self.name = f"command {command!r}"
         self.argv = shlex.split(command)
         self._process: subprocess.Popen[bytes] | None = None
@@ -184,7 +189,7 @@ class CommandSource(Source):
             raise SourceError("an empty command")
         try:
             self._process = start_child(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, env=self.env)
         except OSError as exc:
             raise SourceError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
         return None
@@ -390,4 +395,9 @@ def source_for(spec: LogSource, *, since: float, label_lines: bool = True) -> So
         return FileSource(spec.path, replica, follow=True)
     if spec.kind == "docker":
         return ContainerSource(spec.labels, replica, since=since)
-    return CommandSource(spec.location, replica)
+    if spec.kind == "kubernetes":
+        from harness.logs.kubernetes import KubernetesSource
+
+        namespace, selector = spec.kubernetes
+        return KubernetesSource(selector, namespace, since=since, pass_env=spec.pass_env)
+    return CommandSource(spec.location, replica, pass_env=spec.pass_env)
