@@ -6,6 +6,7 @@ everything else (the source, the collector, the parser, the scenario's entry, th
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -18,6 +19,9 @@ from harness.config.scenario import load_scenario, parse_scenario
 from harness.logs.collector import Collector, LostSource, RejectionEvent
 from harness.logs.kubernetes import KubernetesSource
 from harness.targets.external import ExternalTarget
+from harness.triage.cli import _sources, add_parser, parse_options
+from harness.triage.counts import LiveCounts
+from harness.triage.session import Session
 from tests.harness_run import ROOT
 from tests.test_logs import wait_for
 
@@ -158,3 +162,26 @@ def test_the_shipped_kubernetes_scenarios_follow_pods_as_they_are_replaced():
     assert 'logs = ["kubernetes:mrtr:app.kubernetes.io/name=mcp"]' in deployed
     example = (ROOT / "docs" / "your-deployment.md").read_text().split("```toml", 1)[1].split("```", 1)[0]
     assert "kubernetes:mrtr:app.kubernetes.io/name=mcp" in example and "logs -f -l" not in example
+
+
+def test_triage_follows_the_pods_of_a_selector_as_they_are_replaced(cluster):
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    options = parse_options(parser.parse_args(["triage", "--kubernetes", "mrtr:app.kubernetes.io/name=mcp"]))
+    sources = _sources(options)
+    for source in sources:
+        source.open()
+    counts = LiveCounts()
+    session = Session(sources, counts)
+    (cluster / "pods" / "mcp-a").write_text(stamped(time.time() + 0.5, "seal"))
+    session.start()
+    try:
+        wait_for(lambda: counts.snapshot().rejections == 1, "the first pod's rejection")
+        (cluster / "pods" / "mcp-a").unlink()
+        (cluster / "pods" / "mcp-b").write_text(stamped(time.time() + 0.5, "expired"))
+        wait_for(lambda: counts.snapshot().rejections == 2, "the replacing pod's rejection")
+    finally:
+        session.stop()
+    assert counts.snapshot().total == {"seal": {"mcp-a": 1}, "expired": {"mcp-b": 1}}
+    env = (cluster / "env").read_text()
+    assert "MCP_CLIENT_SECRET" in env  # triage's own user's command line: their environment, as --command has

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import queue
 import shutil
 import subprocess
@@ -56,11 +57,13 @@ class KubernetesSource(Source):
     finite = False
 
     def __init__(self, selector: str, namespace: str | None = None, *, since: float,
-                 pass_env: Sequence[str] = ()) -> None:
+                 pass_env: Sequence[str] | None = ()) -> None:
+        """`pass_env`: a scenario's source, whose kubectl gets the commands' environment (the allow-list and these
+        names); None (triage's `--kubernetes`, typed by its user): the caller's environment."""
         super().__init__()
         self.selector, self.namespace, self.since = selector, namespace, since
         self.name = f"kubernetes {namespace + ' ' if namespace else ''}{selector}"
-        self._env = command_env(pass_env)
+        self._env = command_env(pass_env) if pass_env is not None else None
         self._queue: queue.Queue[Line | None] = queue.Queue(maxsize=256)
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         """Each followed pod's `kubectl logs`, or the watch's (key ""), while it runs."""
@@ -70,7 +73,7 @@ class KubernetesSource(Source):
         self._ended = threading.Event()
 
     def open(self) -> str | None:
-        if shutil.which("kubectl", path=self._env.get("PATH")) is None:
+        if shutil.which("kubectl", path=(self._env or os.environ).get("PATH")) is None:
             raise SourceError(f"{self.name}: kubectl is not on PATH")
         return None
 
