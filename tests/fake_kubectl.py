@@ -6,7 +6,7 @@ It understands the two commands `harness.logs.kubernetes` runs:
 - `get pods --selector=S --watch --output=name`: prints `pod/NAME` for every pod there, then for each pod that
   appears or changes, until `$FAKE_CLUSTER/watch-exit` holds an exit code (it is then removed);
 - `logs pod/NAME --follow --timestamps --all-containers --since-time=T`: exit 1 when the pod is not there, else
-  its lines stamped after T, following the file until the pod is gone or its file replaced (exit 0, as a stream
+  its lines stamped at or after T, following the file until the pod is gone or its file replaced (exit 0, as a stream
   ends when its container stops).
 
 Each invocation appends its argv to `$FAKE_CLUSTER/calls` and its environment's names to `$FAKE_CLUSTER/env`.
@@ -66,7 +66,7 @@ def follow(pod: Path, since: str) -> int:
         while True:
             line = log.readline()
             if line.endswith("\n"):
-                if line.split(" ", 1)[0] > since:  # RFC 3339 in UTC with nanoseconds: compared as text
+                if line.split(" ", 1)[0] >= since:  # RFC 3339 in UTC with nanoseconds, compared as text; inclusive
                     sys.stdout.write(line)
                     sys.stdout.flush()
                 continue
