@@ -27,6 +27,19 @@ OLD_TRACE_FIELDS = re.compile(r"(?i)[\s,;]*\"?[\w.]*(?:trace[_.]?id|span[_.]?id|
 OLD_JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*")
 OLD_ASSIGNMENT = re.compile(rf"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_\-.])*{_NAMES}[\"']?\s*=\s*[\"']?){_VALUE}")
 OLD_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/@:]*):[^\s/@]+@")
+OLD_RULES = (
+    (re.compile(r"v1\.[A-Za-z0-9_\-]{8,}={0,2}"), "<requestState>"),
+    (OLD_JWT, "<token>"),
+    (re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)[^\r\n\"']*"), r"\1<redacted>"),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 <token>"),
+    (OLD_ASSIGNMENT, r"\1<redacted>"),
+    (re.compile(rf"(?i)(?<![\w\-.])((?:client|access|refresh|id)?[_\-]?{_NAMES}[\"']?\s*:\s*[\"']?){_VALUE}"),
+     r"\1<redacted>"),
+    (re.compile(r"(?<!\S)(-u\s*|--user[\s=]+|--proxy-user[\s=]+)([\"']?)([^\s:\"']*):[^\s\"']+"),
+     r"\1\2\3:<redacted>"),
+    (OLD_USERINFO, r"\1\2:<redacted>@"),
+)
+"""The scrubber's rules at 512d30e, in their order."""
 OLD_ID = re.compile(r"\b(?=[\w\-]*\d)(?=[\w\-]*[A-Za-z])[A-Za-z0-9][\w\-]*")
 
 
@@ -76,6 +89,19 @@ def test_secret_assignments_are_redacted_as_the_pattern_redacted_them(text):
 @given(texts("https", "git+ssh", "://", "user", ":", "pass", "@", "/", "a.b", "-"))
 def test_a_urls_password_is_redacted_as_the_pattern_redacted_it(text):
     assert secrets._USERINFO.apply(text) == OLD_USERINFO.sub(r"\1\2:<redacted>@", text)
+
+
+@SETTINGS
+@given(texts("Authorization", "proxy-", "BEARER", "Basic", "abcdefgh123", "client_", "access", "Secret", "token",
+             "KEY", ":", "=", " ", '"', "'", "-u", "--user", "@", "https://", "v1.", "eyJ", ".", "<"))
+def test_the_whole_scrubber_redacts_as_the_patterns_redacted(text):
+    expected = text
+    for pattern, placeholder in OLD_RULES:
+        expected = pattern.sub(placeholder, expected)
+    got = text
+    for rule in secrets._RULES:
+        got = rule.apply(got)
+    assert got == expected
 
 
 @SETTINGS
