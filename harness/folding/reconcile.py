@@ -142,9 +142,9 @@ class Matching(JournalView):
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
         if kind == RecordType.RUN:
-            if record.get("event") == RunEvent.LOGS_LOST:
-                self.unobserved.append(Unobserved(float(record["t"]), str(record.get("replica")),
-                                                  str(record.get("why") or "")))
+            t = record.get("t")
+            if record.get("event") == RunEvent.LOGS_LOST and isinstance(t, int | float) and not isinstance(t, bool):
+                self.unobserved.append(Unobserved(float(t), str(record.get("replica")), str(record.get("why") or "")))
             return
         if kind == RecordType.ROUND and record.get("outcome") == Outcome.INVALID_STATE:
             end = float(record["t"])
