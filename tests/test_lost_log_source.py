@@ -136,3 +136,17 @@ def test_a_run_whose_log_command_ends_early_says_whose_log_went_unobserved_and_e
     assert reconciliation["unobserved"] == [{"replica": "log1", "from": gone["t"], "why": gone["why"]}]
     sources = {source["replica"]: source for source in summary["rejections"]["log_sources"]}
     assert sources["log1"]["unobserved_from"] == gone["t"] and sources["r2"]["unobserved_from"] is None
+
+
+def test_a_log_source_that_cannot_start_is_the_sources_failure_exit_3_not_the_harness(desk, tmp_path):
+    """At 512d30e the run said "harness error: SourceError: cannot start ..." and exited 4."""
+    urls = [desk.start("r1", "tests.servers.refund_desk")]
+    desk.wait_ready()
+    scenario = tmp_path / "restart.toml"
+    logs = toml_list(["command:/nonexistent/logger -f"])
+    scenario.write_text(RESTART_SCENARIO.format(urls=toml_list(urls), logs=logs, folder=desk.folder))
+
+    finished = run_harness(scenario, tmp_path / "results")
+
+    assert finished.code == ExitCode.TARGET, finished.output
+    assert "cannot start '/nonexistent/logger'" in finished.output and "harness error" not in finished.output

@@ -35,7 +35,7 @@ from harness.config.logs import (
     COMPOSE_SERVICE,
     LogSource,
 )
-from harness.errors import UsageError
+from harness.errors import ExitCode, TargetDown, UsageError
 from harness.logs.containers import ContainerFollower, compose_identity, split_lines
 from harness.logs.files import FileFollower, sniff
 from harness.logs.parse import LINE_CAP
@@ -58,13 +58,16 @@ class Line(NamedTuple):
     t: float | None = None
 
 
-class SourceError(Exception):
-    """A source could not be opened or reached: a missing file read once, no engine, no such command."""
+class SourceError(TargetDown):
+    """A source could not be opened or reached: a missing file read once, no engine, no such command. Outside the
+    harness, so exit 3 (`TargetDown`), never the harness's own failure."""
 
 
 class NotALog(SourceError, UsageError):
     """A file that is not a log this can read: a binary file, a damaged gzip, or a gzipped log given to follow.
     The user's input, not an unreachable source: a usage error."""
+
+    exit_code = ExitCode.USAGE
 
 
 def capped_lines(stream: IO[str], cap: int = LINE_CAP) -> Iterator[str]:
