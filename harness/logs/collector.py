@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.config.logs import LogSource
+from harness.logs.kubernetes import KubernetesSource
 from harness.logs.parse import LineParser, Rejection
 from harness.logs.readers import Reader, Readers
-from harness.logs.sources import source_for
+from harness.logs.sources import CommandSource, ContainerSource, FileSource, Source
 
 STAMP_SLACK = 1.0
 """Seconds a line's own timestamp may read before `since` and still count: a log that stamps whole seconds
@@ -147,6 +148,23 @@ class Collector:
         self.stopped = True
         time.sleep(settle)
         self._readers.stop()
+
+
+def source_for(spec: LogSource, *, since: float, label_lines: bool = True) -> Source:
+    """The source that reads a target's `LogSource`, followed: a file from its end, a container from `since`.
+
+    `label_lines=False` leaves the spec's replica out of the lines, so a line's own
+    `replica=` field (or prefix) names its replica and the caller falls back on the spec's.
+    """
+    replica = spec.replica if label_lines else None
+    if spec.kind == "file":
+        return FileSource(spec.path, replica, follow=True)
+    if spec.kind == "docker":
+        return ContainerSource(spec.labels, replica, since=since)
+    if spec.kind == "kubernetes":
+        namespace, selector = spec.kubernetes
+        return KubernetesSource(selector, namespace, since=since, pass_env=spec.pass_env)
+    return CommandSource(spec.location, replica, pass_env=spec.pass_env)
 
 
 class _Parser(LineParser):

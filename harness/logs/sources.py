@@ -33,7 +33,6 @@ from harness.config.logs import (
     COMPOSE_NUMBER,
     COMPOSE_PROJECT,
     COMPOSE_SERVICE,
-    LogSource,
 )
 from harness.errors import ExitCode, TargetDown, UsageError
 from harness.logs.containers import ContainerFollower, compose_identity, split_lines
@@ -385,22 +384,3 @@ class ComposeServiceSource(Source):
             follower.close()
         with contextlib.suppress(queue.Full):  # full: the reader is behind, and sees the stop at its next line
             self._queue.put_nowait(None)
-
-
-def source_for(spec: LogSource, *, since: float, label_lines: bool = True) -> Source:
-    """The source that reads a target's `LogSource`, followed: a file from its end, a container from `since`.
-
-    `label_lines=False` leaves the spec's replica out of the lines, so a line's own
-    `replica=` field (or prefix) names its replica and the caller falls back on the spec's.
-    """
-    replica = spec.replica if label_lines else None
-    if spec.kind == "file":
-        return FileSource(spec.path, replica, follow=True)
-    if spec.kind == "docker":
-        return ContainerSource(spec.labels, replica, since=since)
-    if spec.kind == "kubernetes":
-        from harness.logs.kubernetes import KubernetesSource
-
-        namespace, selector = spec.kubernetes
-        return KubernetesSource(selector, namespace, since=since, pass_env=spec.pass_env)
-    return CommandSource(spec.location, replica, pass_env=spec.pass_env)
