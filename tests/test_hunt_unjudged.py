@@ -72,7 +72,9 @@ def test_a_trial_whose_chaos_did_not_act_is_not_judged_whatever_else_broke(tmp_p
     folder = trial_folder(tmp_path, [*chaos, rejected_round(T0 + 9, "r1")])
     judged = judge(folder, steps=1)
     assert judged.failures == () and judged.unjudged is not None and "restart" in judged.unjudged
-    never_ran = judge(trial_folder(tmp_path, [rejected_round(T0 + 9, "r1")], name="never-ran"), steps=1)
+    rollback = [{"type": "chaos", "t": T0 + 15, "phase": "start", "action": "rollback", "target": "all"},
+                {"type": "chaos", "t": T0 + 15, "phase": "end", "action": "rollback", "target": "all", "ok": True}]
+    never_ran = judge(trial_folder(tmp_path, [rejected_round(T0 + 9, "r1"), *rollback], name="never-ran"), steps=1)
     assert never_ran.unjudged == "not judged: its chaos did not act as drawn (1 of 1 never ran)"
 
 

@@ -37,6 +37,8 @@ from harness.hunt.model import Failure, Schedule
 from harness.hunt.toml_file import document
 from harness.report.verdict import RunStatus
 
+ROLLBACK = "rollback"
+"""The chaos row of the run's own rollback (`harness.chaos.schedule`), beside the schedule's actions."""
 UNEXPLAINED = "-32602"
 """The name of an `unexplained` failure: -32602 answers the clients saw that no replica's log line explains (they
 have no logged reason: that is what makes them unexplained)."""
@@ -144,10 +146,10 @@ def _unobserved(summary: _Summary, steps: int) -> str | None:
                   | {span.replica for span in (summary.reconciliation.unobserved if summary.reconciliation else ())})
     if lost:
         return f"not judged: the log of {', '.join(lost)} was lost during the trial"
-    failed = [row.action for row in summary.chaos if row.ok is not True]
-    if failed or len(summary.chaos) < steps:
-        what = f"{', '.join(failed)} did not succeed" if failed else \
-            f"{steps - len(summary.chaos)} of {steps} never ran"
+    acted = [row for row in summary.chaos if row.action != ROLLBACK]  # the rollback is the run's, not the schedule's
+    failed = [row.action for row in acted if row.ok is not True]
+    if failed or len(acted) < steps:
+        what = f"{', '.join(failed)} did not succeed" if failed else f"{steps - len(acted)} of {steps} never ran"
         return f"not judged: its chaos did not act as drawn ({what})"
     return None
 
