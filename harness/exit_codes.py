@@ -38,7 +38,9 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                          "--reproduce on a scenario without [reproduces], --master without MRTR_CLUSTER_SECRET: "
                          "nothing was started"),
         (ExitCode.TARGET, "the target, a token endpoint or the workers could not be started or reached (workers "
-                          "that never came within --expect-workers-max-wait; status aborted)"),
+                          "that never came within --expect-workers-max-wait), or a log source was lost while -32602s "
+                          "it should explain came in: reconciliation not judged (status aborted; summary.json "
+                          "reconciliation.not_judged and unobserved say whose log from when)"),
         (ExitCode.HARNESS, "the harness itself failed, a Locust worker was lost before it finished (named: it quit, "
                            "its process exited or its heartbeats stopped, before or during the load), its journal "
                            "has lines that could not be read (status errored, results still written, everything "
@@ -54,7 +56,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
         (ExitCode.USAGE, "not a run's results folder, or a journal part that is no journal (named), or --judge "
                          "reproduces for a scenario without [reproduces], or a symbolic link where a result goes "
                          "(named, never written through)"),
-        (ExitCode.TARGET, "the run's target could not be started or reached"),
+        (ExitCode.TARGET, "the run's target could not be started or reached, or its reconciliation was not judged (a "
+                          "log source lost)"),
         (ExitCode.HARNESS, "the run's harness failed, or journal lines could not be read (--lenient exits as the "
                            "verdict says), or a worker's part holds records no worker writes (named; --lenient or "
                            "not)"),

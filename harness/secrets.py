@@ -27,6 +27,7 @@ import secrets
 import sys
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -186,22 +187,65 @@ _NAMES: Final = r"(?:api[_\-]?key|key|token|secret|password|passwd|credentials?)
 """Words that name a secret: as the last part of an assignment's name (`MCP_CLIENT_SECRET=`), or on their own (or
 as `client_secret`, `access_token`, ...) before a colon; `invalid_token: ...` (an OAuth error) is not one."""
 
-_RULES: Final = (
-    (re.compile(r"v1\.[A-Za-z0-9_\-]{8,}={0,2}"), "<requestState>"),
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"), "<token>"),
-    (re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)[^\r\n\"']*"), r"\1<redacted>"),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 <token>"),
-    (re.compile(rf"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_\-.])*{_NAMES}[\"']?\s*=\s*[\"']?){_VALUE}"),
-     r"\1<redacted>"),
-    (re.compile(rf"(?i)(?<![\w\-.])((?:client|access|refresh|id)?[_\-]?{_NAMES}[\"']?\s*:\s*[\"']?){_VALUE}"),
-     r"\1<redacted>"),
-    (re.compile(r"(?<!\S)(-u\s*|--user[\s=]+|--proxy-user[\s=]+)([\"']?)([^\s:\"']*):[^\s\"']+"),
-     r"\1\2\3:<redacted>"),
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/@:]*):[^\s/@]+@"), r"\1\2:<redacted>@"),
-)
+_FOLD: Final = str.maketrans({**{chr(code): chr(code + 32) for code in range(ord("A"), ord("Z") + 1)},
+                              "\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+"""Each character a case-insensitive pattern takes for an ASCII letter, as that lowercase letter (Turkish İ and ı,
+the long s, the Kelvin sign), one character for one: a text and its folded copy share their offsets, so a rule's
+lowercase pattern is matched on the copy (several times faster than `(?i)`) and the text is replaced by its spans."""
+
+
+def fold_case(text: str) -> str:
+    """`text` with every character a `(?i)` pattern reads as an ASCII letter in lowercase, offsets unchanged."""
+    return text.translate(_FOLD)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One kind of secret: a pattern, and what a match becomes (the text up to the end of group `keep`, or to the
+    match's start when 0, then `placeholder`). A match of the group named `skip` is kept as it is: it steps over the
+    rest of a long run where the pattern failed, so no position of the run is scanned again (linear time)."""
+
+    pattern: re.Pattern[str]
+    placeholder: str
+    keep: int = 0
+    folded: bool = False
+    """The pattern is lowercase and matched on `fold_case(text)`: a case-insensitive rule."""
+
+    def apply(self, text: str) -> str:
+        parts: list[str] = []
+        done = 0
+        for match in self.pattern.finditer(fold_case(text) if self.folded else text):
+            if match.lastgroup == "skip":
+                continue
+            parts.append(text[done:match.end(self.keep) if self.keep else match.start()])
+            parts.append(self.placeholder)
+            done = match.end()
+        return "".join(parts) + text[done:] if parts else text
+
+
+_REQUEST_STATE: Final = _Rule(re.compile(r"v1\.[A-Za-z0-9_\-]{8,}={0,2}"), "<requestState>")
+_JWT: Final = _Rule(re.compile(r"eyJ(?<!\weyJ)(?:[A-Za-z0-9_\-]++\.[A-Za-z0-9_\-]++\.[A-Za-z0-9_\-]*+"
+                               r"|(?P<skip>[A-Za-z0-9_\-]{64,}+))"), "<token>")
+_AUTHORIZATION: Final = _Rule(re.compile(r"\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)[^\r\n\"']*"),
+                              "<redacted>", 1, True)
+_BEARER: Final = _Rule(re.compile(r"\b(bearer|basic)\s+[a-z0-9._~+/=\-]{8,}"), " <token>", 1, True)
+_ASSIGNMENT: Final = _Rule(re.compile(rf"(?<![a-z0-9])({_NAMES}[\"']?\s*=\s*[\"']?){_VALUE}"), "<redacted>", 1, True)
+_FIELD: Final = _Rule(re.compile(rf"(?<![\w\-.])((?:client|access|refresh|id)?[_\-]?{_NAMES}[\"']?\s*:\s*[\"']?)"
+                                 rf"{_VALUE}"), "<redacted>", 1, True)
+_CURL_USER: Final = _Rule(re.compile(r"(?<!\S)(-u\s*|--user[\s=]+|--proxy-user[\s=]+)([\"']?)([^\s:\"']*):[^\s\"']+"),
+                          ":<redacted>", 3)
+_USERINFO: Final = _Rule(re.compile(r"\b(?:([a-z][a-z0-9+.\-]*+://)([^\s/@:]*+):[^\s/@]++@"
+                                    r"|(?P<skip>[a-z][a-z0-9+.\-]{64,}+))"), ":<redacted>@", 2, True)
+_RULES: Final = (_REQUEST_STATE, _JWT, _AUTHORIZATION, _BEARER, _ASSIGNMENT, _FIELD, _CURL_USER, _USERINFO)
 """What a secret looks like, most specific first, each with its placeholder: a requestState, a JWT, an
-Authorization header (to the end of its line), a bearer or basic credential, a `*_SECRET=`-style assignment
-(`\\b` would fail on the underscore), a `secret: ...` field, curl's `-u user:pass`, a URL's `user:pass@`."""
+Authorization header (to the end of its line), a bearer or basic credential, a `*_SECRET=`-style assignment, a
+`secret: ...` field, curl's `-u user:pass`, a URL's `user:pass@`.
+
+A server's error text is outside text, so each rule takes time linear in it: none starts with an unbounded run
+that every position would scan again. The assignment rule keeps what comes before the secret's word untouched, so
+it needs no pattern for the name's prefix (`MCP_CLIENT_` of `MCP_CLIENT_SECRET=`): the word must not follow a
+letter or digit (`\\b` would fail on the underscore). Where a run can hold many starts (a JWT's first part, a URL's
+scheme), a failed start steps over the rest of a long run (`skip`): every start in it fails alike."""
 
 _LONG_HEX: Final = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{16,}(?![0-9A-Za-z])")
 _RANDOM_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{24,}={0,2}")
@@ -217,8 +261,8 @@ def scrub(text: str, *, foreign: bool = False) -> str:
     """
     if _REGISTRY:
         text = _REGISTRY.replace(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
-    for pattern, placeholder in _RULES:
-        text = pattern.sub(placeholder, text)
+    for rule in _RULES:
+        text = rule.apply(text)
     if foreign:
         text = _RANDOM_RUN.sub(_random, _LONG_HEX.sub("<hex>", text))
     return text

@@ -110,7 +110,7 @@ def test_every_kubectl_logs_example_follows_every_pod():
     docs/harness-in-kubernetes.md) has one pod and its output is no replica's."""
     examples = [(where, command) for where, command in kubectl_logs_examples()
                 if " job/" not in command and not command.endswith(" logs")]
-    assert len(examples) >= 5
+    assert len(examples) >= 2  # triage's: the scenarios follow pods with `kubernetes:` (tests/test_kubernetes_logs.py)
     for where, command in examples:
         argv = command.split()
         assert "-l" in argv or any(arg.startswith(("--selector", "-l=")) for arg in argv), (where, command)

@@ -37,7 +37,7 @@ from harness.config.fields import is_duration, is_percentage
 from harness.config.scenario import Scenario
 from harness.config.scenario_schema import SCHEMA_FILE
 from harness.exit_codes import markdown_table
-from harness.metrics.registry import HOST_CODES, MAX_ROUND_LABEL, RunMetrics
+from harness.metrics.registry import HOST_CODES, LABEL_VALUES_MAX, MAX_ROUND_LABEL, OVERFLOW_LABEL, RunMetrics
 from harness.report import summary_schema
 from harness.telemetry import conventions, flow_spans, registry_metrics, run_span
 from harness.triage.catalogue import EXTERNAL_BEGIN, EXTERNAL_END, external_table
@@ -79,7 +79,10 @@ def metrics_reference() -> str:
                "\"no data\". `flow` is a flow's kind (a `call` flow's name), `replica` the target's replica label "
                "(`r1`, `r2`, ...), `action` a chaos action, `code` a JSON-RPC error code or failure class, `host` a "
                "`[[hosts]]` name (`default` without them). For each host, `mrtr_host_client_errors_total` is pre-set "
-               "at every code of " + ", ".join(f"`{code}`" for code in HOST_CODES) + "."), ""]
+               "at every code of " + ", ".join(f"`{code}`" for code in HOST_CODES) + ". A label whose values the "
+               f"target chooses (`code`, and `replica` as a log line names it) takes at most {LABEL_VALUES_MAX} "
+               f"distinct values per metric: past them an update counts under `{OVERFLOW_LABEL}`, and in "
+               "`mrtr_label_overflow_total`."), ""]
     lines += [f"- `{label}`: " + ", ".join(f"`{value}`" for value in values) for label, values in _LABEL_VALUES.items()]
     return "\n".join(lines + _opentelemetry_section()) + "\n"
 

@@ -3,7 +3,8 @@
 A target names its log sources (`LogSource`): the process backend its replicas' files,
 the docker backend its containers by their labels, an external target whatever its
 scenario lists. A scenario writes them as `logs = ["file:PATH[@replica]",
-"command:COMMAND", "docker:LABEL=VALUE[,...]"]`; `parse_log_location` reads one entry,
+"command:COMMAND", "docker:LABEL=VALUE[,...]", "kubernetes:[NAMESPACE:]SELECTOR"]`
+(`harness.logs.kubernetes`: pods followed as they are replaced); `parse_log_location` reads one entry,
 at validation time and again when the target is built, so a bad entry is refused before
 anything starts.
 
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-LogKind = Literal["file", "command", "docker"]
-KINDS: Final[tuple[str, ...]] = ("file", "command", "docker")
+LogKind = Literal["file", "command", "docker", "kubernetes"]
+KINDS: Final[tuple[str, ...]] = ("file", "command", "docker", "kubernetes")
 
 DOCKER_PREFIX: Final = "docker:"
 """A docker-kind `LogSource`'s location: this prefix and the labels that find the container (`docker:k=v,...`)."""
@@ -35,7 +36,12 @@ LABEL: Final = re.compile(r"[\w.-]+")
 """A replica label a log source may give: letters, digits, '_', '.' and '-' (r1, shop-eu, replica.2)."""
 _LABEL_EXAMPLE: Final = "write PATH@LABEL, e.g. logs/r1.log@r1"
 
-_FORMS: Final = 'write "file:PATH[@replica]", "command:COMMAND" or "docker:LABEL=VALUE[,LABEL=VALUE...]"'
+_FORMS: Final = ('write "file:PATH[@replica]", "command:COMMAND", "docker:LABEL=VALUE[,LABEL=VALUE...]" or '
+                  '"kubernetes:[NAMESPACE:]SELECTOR"')
+_NAMESPACE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SELECTOR: Final = re.compile(r"[A-Za-z0-9][\w.\-/=!, ()]*")
+"""A label selector as kubectl reads it (`app.kubernetes.io/name=mcp,tier!=cache`, `env in (a, b)`): given to
+kubectl as one argument, never to a shell, and never starting with `-` (it would read as an option)."""
 
 
 @dataclass(frozen=True)
@@ -46,10 +52,18 @@ class LogSource:
     kind: LogKind
     location: str
     replica: str
+    pass_env: tuple[str, ...] = ()
+    """The environment variables a `command:` or `kubernetes:` source's programs are given beside the allow-list
+    (`[target] command_env`): never the harness's whole environment."""
 
     @property
     def path(self) -> Path:
         return Path(self.location)
+
+    @property
+    def kubernetes(self) -> tuple[str | None, str]:
+        """A kubernetes source's (namespace or None, selector)."""
+        return kubernetes_selector(self.location)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -66,6 +80,18 @@ def docker_labels(location: str) -> dict[str, str]:
     if not labels or any(not key for key in labels):
         raise ValueError(f"docker log source {location!r}: write docker:LABEL=VALUE[,LABEL=VALUE...]")
     return labels
+
+
+def kubernetes_selector(location: str) -> tuple[str | None, str]:
+    """`[NAMESPACE:]SELECTOR` as (namespace or None, selector); raises ValueError for a bad one."""
+    namespace, colon, selector = location.partition(":")
+    if not colon:
+        namespace, selector = "", location
+    if colon and not _NAMESPACE.fullmatch(namespace):
+        raise ValueError(f"{namespace!r} is no Kubernetes namespace (lowercase letters, digits and '-')")
+    if not _SELECTOR.fullmatch(selector.strip()):
+        raise ValueError(f"{selector!r} is no label selector (e.g. app.kubernetes.io/name=mcp)")
+    return namespace or None, selector.strip()
 
 
 def parse_log_location(entry: str, index: int) -> LogSource:
@@ -89,6 +115,12 @@ def parse_log_location(entry: str, index: int) -> LogSource:
     if kind == "docker":
         docker_labels(entry)
         return LogSource("docker", entry, default)
+    if kind == "kubernetes":
+        try:
+            kubernetes_selector(rest)
+        except ValueError as exc:
+            raise ValueError(f"log source {entry!r}: {exc}") from None
+        return LogSource("kubernetes", rest, default)
     return LogSource("command", rest, default)
 
 

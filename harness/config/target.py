@@ -80,8 +80,10 @@ class TargetConfig(Strict):
                                                       "the invariants read; none: ledger invariants unchecked")
     logs: list[str] = Field(default_factory=list, description="external: where the replicas log, each entry "
                             "`file:PATH[@LABEL]` (followed like tail -F; @LABEL names its replica, as `triage "
-                            "--file PATH@LABEL` does), `command:COMMAND` (its output) or "
-                            "`docker:LABEL=VALUE[,...]` (a container by its labels)")
+                            "--file PATH@LABEL` does), `command:COMMAND` (its output; its environment is the "
+                            "commands', see `command_env`), `docker:LABEL=VALUE[,...]` (a container by its labels) or "
+                            "`kubernetes:[NAMESPACE:]SELECTOR` (every pod the selector finds, followed as pods are "
+                            "replaced: a watch, and one log stream per pod)")
     image: str | None = Field(default=None, description="docker: the image the harness starts the shop from")
     compose_project: str | None = Field(default=None, description="docker: a running compose deployment's project")
     compose_service: str | None = Field(default=None, description="docker: the replicas' compose service")

@@ -36,15 +36,25 @@ class Reconciliation:
     arriving at another (an `unknown key` there during a restart is that, not a key problem of its own)."""
     settled_early: int = 0
     """Unmatched items counted before their partner could have come (the matching held its bound)."""
+    not_judged: int = 0
+    """Client rejections where their replica's log was unobserved (a log source lost): neither explained nor not."""
+    unobserved: list[dict[str, Any]] = field(default_factory=list)
+    """Each lost log source: `replica`, `from` (when it was lost), `why`."""
 
     @property
     def passed(self) -> bool:
         return self.unexplained == 0
 
+    @property
+    def judged(self) -> bool:
+        """Every client rejection was judged: none fell where a replica's log was unobserved."""
+        return self.not_judged == 0
+
     def as_dict(self) -> dict[str, Any]:
         return {"client_rejections": self.client_rejections, "logged": self.logged, "matched": self.matched,
                 "unexplained": self.unexplained, "unmatched_logged": self.unmatched_logged,
                 "from_redispatched_rounds": self.from_redispatched_rounds, "settled_early": self.settled_early,
+                "not_judged": self.not_judged, "unobserved": self.unobserved, "judged": self.judged,
                 "examples": self.examples, "passed": self.passed}
 
 
@@ -104,6 +114,8 @@ class RunChecks(JournalView):
     harness_error: str | None = None
     """The first `run error`: the harness's own failure (exit 4)."""
     cpu: dict[str, Any] | None = None
+    log_sources: list[dict[str, Any]] = field(default_factory=list)
+    """What each log source read (the `logs` record): lines, bad lines skipped, cut lines, when it was lost."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -121,7 +133,9 @@ class RunChecks(JournalView):
                                                  _int_or_none(record.get("matched")),
                                                  _int_or_none(record.get("unmatched_logged")),
                                                  dict(record.get("examples") or {}),
-                                                 settled_early=int(record.get("settled_early") or 0))
+                                                 settled_early=int(record.get("settled_early") or 0),
+                                                 not_judged=int(record.get("not_judged") or 0),
+                                                 unobserved=_unobserved(record.get("unobserved")))
         elif kind == RecordType.RUN:
             self._run_event(record)
 
@@ -132,6 +146,8 @@ class RunChecks(JournalView):
             self.judged = self.judged or record.get("judged")
         elif event == RunEvent.ERROR:
             self.harness_error = self.harness_error or str(record.get("error"))
+        elif event == RunEvent.LOGS:
+            self.log_sources = [dict(source) for source in record.get("sources") or () if isinstance(source, Mapping)]
         elif event == RunEvent.CPU:
             self.cpu = {key: value for key, value in record.items() if key not in ("type", "event", "t")}
         elif event == RunEvent.END:
@@ -168,3 +184,11 @@ def _examples(detail: Any) -> list[str]:
     if isinstance(detail, list | tuple):
         return [str(item) for item in detail]
     return [str(detail)]
+
+
+def _unobserved(spans: Any) -> list[dict[str, Any]]:
+    """A reconciliation record's `unobserved` spans, as data (the journal is input)."""
+    if not isinstance(spans, list):
+        return []
+    return [{"replica": str(span.get("replica")), "from": span.get("from"), "why": str(span.get("why") or "")}
+            for span in spans if isinstance(span, Mapping)]

@@ -24,6 +24,13 @@ of `HELD`, its oldest items are folded too, each pair as matched and each unmatc
 as unexplained or unmatched logged, though its partner might still have come. That can
 only add unexplained rejections, never hide one: past the bound the check fails closed,
 and the record's `settled_early` says how many items were counted so.
+
+A log source lost during the run (a `logs-lost` record: a command that exited, a file that
+could not be read) leaves its replica unobserved from then on. A client rejection left
+unmatched whose window reaches into such a span is `not_judged`, never `unexplained`: the
+line that would explain it could not be read. A span covers the rounds of its own replica,
+and every round when its label is no replica the rounds name (one command reading every
+pod), or when the round's replica is none of them (a balancer in front).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from harness.journal.records import Reconciled, RecordType
+from harness.journal.records import Reconciled, RecordType, RunEvent
 from harness.journal.writer import JournalView
 from harness.mrtr.outcome import Outcome
 
@@ -97,6 +104,24 @@ class LoggedRejection:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Unobserved:
+    """A replica whose log source was lost at `t`: unobserved from then on."""
+
+    t: float
+    replica: str
+    why: str
+
+    def covers(self, client: ClientRejection, replicas: Collection[str]) -> bool:
+        """Whether `client`'s line may have been logged where nobody read it (`replicas`: the replicas rounds name)."""
+        if client.end < self.t:
+            return False
+        return self.replica == client.replica or self.replica not in replicas or client.replica not in replicas
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"replica": self.replica, "from": self.t, "why": self.why}
+
+
 @dataclass
 class Matching(JournalView):
     """Folds a run's journal into client rejections and logged lines, then matches them, holding at most `held`
@@ -109,9 +134,18 @@ class Matching(JournalView):
     latest: float = -math.inf
     """The newest time of a held item's record: what `SETTLE` counts back from."""
     settled: Settled = field(default_factory=lambda: Settled())
+    unobserved: list[Unobserved] = field(default_factory=list)
+    """Replicas whose log source was lost, and from when (`logs-lost` records)."""
+    named: set[str] = field(default_factory=set)
+    """The replicas rounds have named so far: what a span's label is read against before the target's are known."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
+        if kind == RecordType.RUN:
+            t = record.get("t")
+            if record.get("event") == RunEvent.LOGS_LOST and isinstance(t, int | float) and not isinstance(t, bool):
+                self.unobserved.append(Unobserved(float(t), str(record.get("replica")), str(record.get("why") or "")))
+            return
         if kind == RecordType.ROUND and record.get("outcome") == Outcome.INVALID_STATE:
             end = float(record["t"])
             latency = float(record.get("latency") or 0.0)
@@ -119,6 +153,7 @@ class Matching(JournalView):
                                                 str(record.get("replica")),
                                                 f"{record.get('flow_id')} round {record.get('round')} on "
                                                 f"{record.get('replica')} at {_clock(end)}", _span_of(record)))
+            self.named.add(str(record.get("replica")))
             self.latest = max(self.latest, end)
         elif kind == RecordType.REJECTION:
             line = LoggedRejection(float(record["t"]), str(record["replica"]), str(record["reason"]))
@@ -145,6 +180,8 @@ class Matching(JournalView):
             if i in found:
                 gone_lines.add(found[i])
                 self.settled.trace(self.clients[i], self.logged[found[i]])
+            elif self._not_judged(self.clients[i], self.named):
+                self.settled.not_judged += 1
             else:
                 self.settled.unexplain(self.clients[i], early=self.clients[i].end >= cutoff)
         for j in sorted(gone_lines, key=lambda j: self.logged[j].t):
@@ -163,7 +200,10 @@ class Matching(JournalView):
         with what was settled before."""
         found = self._pairs(set(replicas))
         used = set(found.values())
-        missed = sorted((client for i, client in enumerate(self.clients) if i not in found), key=lambda c: c.end)
+        unmatched = sorted((client for i, client in enumerate(self.clients) if i not in found), key=lambda c: c.end)
+        named = set(replicas) if replicas else self.named
+        unjudged = [client for client in unmatched if self._not_judged(client, named)]
+        missed = [client for client in unmatched if not self._not_judged(client, named)]
         leftover = sorted((line for j, line in enumerate(self.logged) if j not in used), key=lambda line: line.t)
         settled = self.settled
         return Reconciled(type=RecordType.RECONCILIATION, t=time.time(),
@@ -175,7 +215,11 @@ class Matching(JournalView):
                                                     + [client.what for client in missed])[:EXAMPLES],
                                     "unmatched_logged": (settled.examples["unmatched_logged"]
                                                          + [_line(line) for line in leftover])[:EXAMPLES]},
-                          settled_early=settled.early)
+                          settled_early=settled.early, not_judged=settled.not_judged + len(unjudged),
+                          unobserved=[span.as_dict() for span in self.unobserved])
+
+    def _not_judged(self, client: ClientRejection, replicas: Collection[str]) -> bool:
+        return any(span.covers(client, replicas) for span in self.unobserved)
 
     def traced_reasons(self, replicas: Collection[str]) -> list[TracedReason]:
         """Every matched rejection whose round was traced, with its line's reason (at most `TRACED`): the same
@@ -216,6 +260,8 @@ class Settled:
     matched: int = 0
     unexplained: int = 0
     unmatched_logged: int = 0
+    not_judged: int = 0
+    """Unmatched client rejections in a span where their replica's log was unobserved."""
     early: int = 0
     """Unmatched items folded before they were settled, because a side held more than its bound."""
     examples: dict[str, list[str]] = field(default_factory=lambda: {"unexplained": [], "unmatched_logged": []})

@@ -27,6 +27,11 @@ from harness.journal.records import RecordType, advance_time_zero
 from harness.journal.writer import JournalView
 from harness.mrtr.error_text import error_pattern
 
+GROUPS_MAX = 1000
+"""Distinct groups a table keeps (of errors, and of expected answers): a server that words every error apart (an id
+the pattern does not know, random text) must not grow the fold without bound. The rounds of any group past it are
+counted in one row of their own, `OVERFLOW_MESSAGE`, so every failed round is still counted."""
+OVERFLOW_MESSAGE = f"(errors in more than {GROUPS_MAX} distinct groups: the rest, counted together)"
 TOP_ERRORS = 10
 """Rows a report shows: the errors that matter are the frequent ones; the journal has every one."""
 TRACE_EXAMPLES = 3
@@ -97,6 +102,14 @@ class ErrorTable(JournalView):
     expected: dict[tuple[str, str, int, str], _Seen] = field(default_factory=dict)
     """Expected answers (a tool error answering the person's decline): grouped alike, shown apart."""
 
+    def merge(self, theirs: ErrorTable) -> None:
+        """The table of the records after this one's too (`harness.folding.merging`), still within `GROUPS_MAX`."""
+        from harness.folding.merging import merge_fields
+
+        merge_fields(self, theirs)
+        for groups in (self.groups, self.expected):
+            _bound(groups)
+
     def add(self, record: Mapping[str, Any]) -> None:
         if record.get("type") != RecordType.ROUND:
             self.started = advance_time_zero(self.started, record)
@@ -135,6 +148,9 @@ def _count(groups: dict[tuple[str, str, int, str], _Seen], record: Mapping[str, 
     t = float(record["t"])
     key = (str(record.get("flow")), str(record.get("tool")), int(record.get("round") or 0), error_pattern(message))
     seen = groups.get(key)
+    if seen is None and len(groups) >= GROUPS_MAX:
+        key = _OVERFLOW
+        seen = groups.get(key)
     if seen is None:
         seen = groups[key] = _Seen(1, message, t, t)
     else:
@@ -142,3 +158,22 @@ def _count(groups: dict[tuple[str, str, int, str], _Seen], record: Mapping[str, 
         seen.first, seen.last = min(seen.first, t), max(seen.last, t)
     if "trace_id" in record:
         seen.note_trace(t, record["trace_id"])
+
+
+_OVERFLOW: Final = ("*", "*", 0, OVERFLOW_MESSAGE)
+"""The group of every round past `GROUPS_MAX` groups."""
+
+
+def _bound(groups: dict[tuple[str, str, int, str], _Seen]) -> None:
+    """Fold the groups past `GROUPS_MAX` (the latest made) into the overflow group."""
+    if len(groups) <= GROUPS_MAX:
+        return
+    rest = groups.pop(_OVERFLOW, None)
+    for key in list(groups)[GROUPS_MAX:]:
+        seen = groups.pop(key)
+        if rest is None:
+            rest = seen
+        else:
+            rest.merge(seen)
+    if rest is not None:
+        groups[_OVERFLOW] = rest

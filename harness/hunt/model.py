@@ -59,6 +59,8 @@ class Trial:
     """The trial's results folder, relative to the hunt's."""
     seconds: float = 0.0
     """Wall time the trial took, start to verdict."""
+    unjudged: str | None = None
+    """Why it was not judged (its logs lost a replica, its chaos did not act): never a finding; None: judged."""
 
 
 @dataclass

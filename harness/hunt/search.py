@@ -130,8 +130,8 @@ class Hunt:
             if self.clock() - self.started >= self.settings.budget:
                 return "time"
             trial = self.run_schedule(draw_schedule(self.space, self.seed, index), "search")
-            for key in coverage_keys(trial.schedule, self.labels):
-                self.result.coverage[key] = self.result.coverage.get(key, 0) + 1
+            for key in coverage_keys(trial.schedule, self.labels) if trial.unjudged is None else ():
+                self.result.coverage[key] = self.result.coverage.get(key, 0) + 1  # what was judged, only
             if self.error is not None:
                 return self.error
             if trial.exit_code == ExitCode.INTERRUPTED:
@@ -236,14 +236,15 @@ class Hunt:
         problems: tuple[str, ...] = ()
         status = ""
         try:
-            judged = judge(folder)
+            judged = judge(folder, len(schedule.steps))
             trial.failures, trial.reasons, problems, status = judged.failures, judged.reasons, judged.problems, \
                 judged.status
+            trial.unjudged = judged.unjudged
         except TrialDamaged as exc:
             self.error, problems = "harness error", (str(exc),)
         if trial.exit_code == ExitCode.HARNESS:
             self.error = "harness error"
-        elif trial.exit_code == ExitCode.TARGET:
+        elif trial.exit_code == ExitCode.TARGET and trial.unjudged is None:  # a lost log: not judged, the hunt goes on
             self.error = "target error"
         trial.seconds = round(self.clock() - started, 3)
         self.result.trials.append(trial)
@@ -350,11 +351,14 @@ def _named(path: Path | None, folder: Path | None) -> str | None:
 
 def outcome(trial: Trial, status: str) -> str:
     """A trial's outcome in a word: failed (the property broke), held, interrupted, error, or not judged (the run
-    failed otherwise, e.g. a chaos action that did not happen: the schedule was not tried as drawn)."""
+    failed otherwise, e.g. a chaos action that did not happen: the schedule was not tried as drawn; or its logs lost a
+    replica)."""
     if trial.failures:
         return "failed"
     if trial.exit_code == ExitCode.INTERRUPTED:
         return "interrupted"
+    if trial.unjudged:
+        return "not judged"
     if trial.exit_code in (ExitCode.HARNESS, ExitCode.TARGET) or status in ("", "errored"):
         return "error"
     return "held" if trial.exit_code == ExitCode.PASSED else "not judged"

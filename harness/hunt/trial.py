@@ -13,6 +13,11 @@ keys it needs; damaged, the hunt stops as a harness error) into the property's f
 each invariant violated, the -32602 rejections no logged line explains, each `[expect]`
 threshold that failed; and the rejections by the reason the replicas logged.
 
+A trial judges only what was observed: one whose logs lost a replica (a log source failed or
+ended during it) or whose chaos did not act (an action that failed, or fewer actions than its
+schedule has) is "not judged", whatever else it says. It is never a finding and so never
+shrunk: a schedule that was not tried as drawn, or watched only in part, proves nothing.
+
 Import this module only after Locust's gevent patching (the command imports `locust` first).
 """
 
@@ -32,6 +37,8 @@ from harness.hunt.model import Failure, Schedule
 from harness.hunt.toml_file import document
 from harness.report.verdict import RunStatus
 
+ROLLBACK = "rollback"
+"""The chaos row of the run's own rollback (`harness.chaos.schedule`), beside the schedule's actions."""
 UNEXPLAINED = "-32602"
 """The name of an `unexplained` failure: -32602 answers the clients saw that no replica's log line explains (they
 have no logged reason: that is what makes them unexplained)."""
@@ -111,11 +118,18 @@ class Judgement:
     problems: tuple[str, ...]
     """The run's own lines for what failed (a chaos action that did not happen is one, and no failure of the
     property: that schedule was not tried as drawn)."""
+    unjudged: str | None = None
+    """Why the trial is not judged (its logs lost a replica, or its chaos did not act); None: judged."""
 
 
-def judge(folder: Path) -> Judgement:
-    """The trial's failures and reasons, read from its results folder's summary.json."""
+def judge(folder: Path, steps: int = 0) -> Judgement:
+    """The trial's failures and reasons, read from its results folder's summary.json; `steps`: how many chaos actions
+    its schedule has (fewer in the summary: its chaos did not act)."""
     summary = read_summary(folder / "summary.json")
+    reasons = {reason: sum(replicas.values()) for reason, replicas in sorted(summary.rejections.by_reason.items())}
+    unjudged = _unobserved(summary, steps)
+    if unjudged is not None:
+        return Judgement((), reasons, summary.status.value, (unjudged, *summary.problems), unjudged)
     failures = [Failure("invariant", name) for name, row in sorted(summary.invariants.items()) if not row.passed]
     if summary.reconciliation is not None and not summary.reconciliation.passed:
         failures.append(Failure("unexplained", UNEXPLAINED))
@@ -123,8 +137,21 @@ def judge(folder: Path) -> Judgement:
         failure = Failure("expectation", row.threshold)
         if not row.passed and failure not in failures:
             failures.append(failure)
-    reasons = {reason: sum(replicas.values()) for reason, replicas in sorted(summary.rejections.by_reason.items())}
     return Judgement(tuple(failures), reasons, summary.status.value, tuple(summary.problems))
+
+
+def _unobserved(summary: _Summary, steps: int) -> str | None:
+    """Why a trial cannot be judged, in one line: a replica's log lost, or chaos that did not act; None: it can."""
+    lost = sorted({source.replica for source in summary.rejections.log_sources if source.unobserved_from is not None}
+                  | {span.replica for span in (summary.reconciliation.unobserved if summary.reconciliation else ())})
+    if lost:
+        return f"not judged: the log of {', '.join(lost)} was lost during the trial"
+    acted = [row for row in summary.chaos if row.action != ROLLBACK]  # the rollback is the run's, not the schedule's
+    failed = [row.action for row in acted if row.ok is not True]
+    if failed or len(acted) < steps:
+        what = f"{', '.join(failed)} did not succeed" if failed else f"{steps - len(acted)} of {steps} never ran"
+        return f"not judged: its chaos did not act as drawn ({what})"
+    return None
 
 
 class _Read(BaseModel):
@@ -135,12 +162,31 @@ class _Passed(_Read):
     passed: bool
 
 
+class _Span(_Read):
+    replica: str
+
+
+class _Reconciliation(_Passed):
+    unobserved: list[_Span] = []
+
+
+class _LogSource(_Read):
+    replica: str
+    unobserved_from: float | None = None
+
+
+class _Chaos(_Read):
+    action: str
+    ok: bool | None = None
+
+
 class _Threshold(_Passed):
     threshold: str
 
 
 class _Rejections(_Read):
     by_reason: dict[str, dict[str, int]]
+    log_sources: list[_LogSource] = []
 
 
 class _Summary(_Read):
@@ -151,8 +197,9 @@ class _Summary(_Read):
     problems: list[str]
     thresholds: list[_Threshold]
     invariants: dict[str, _Passed]
-    reconciliation: _Passed | None
+    reconciliation: _Reconciliation | None
     rejections: _Rejections
+    chaos: list[_Chaos] = []
 
 
 def read_summary(path: Path) -> _Summary:

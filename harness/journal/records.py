@@ -63,6 +63,8 @@ class RunEvent(StrEnum):
     LOAD_STOPPED = "load-stopped"
     CPU = "cpu"
     ERROR = "error"
+    LOGS_LOST = "logs-lost"
+    LOGS = "logs"
     END = "end"
 
 
@@ -170,6 +172,29 @@ class RunEnded(TypedDict):
     status: EndStatus
     reason: str | None
     target_error: NotRequired[str | None]
+
+
+class LogsLost(TypedDict):
+    """A replica's log source failed or ended while the run still followed it: `replica` (the source's label) is
+    unobserved from `t`, and reconciliation does not judge the client rejections of that span (`not_judged`)."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.LOGS_LOST]
+    t: float
+    replica: str
+    source: str
+    why: str
+
+
+class LogsRead(TypedDict):
+    """What each log source read, as the collector stopped: per source its `source`, `replica`, `lines`, `bad`
+    (lines the parser could not read, skipped), `cut` (lines longer than 64 KiB, read cut) and `unobserved_from`
+    (when it was lost; null: followed to the end)."""
+
+    type: Literal[RecordType.RUN]
+    event: Literal[RunEvent.LOGS]
+    t: float
+    sources: list[dict[str, Any]]
 
 
 # --- flows ----------------------------------------------------------------------------------
@@ -428,17 +453,24 @@ class Reconciled(TypedDict):
     unexplained: int
     unmatched_logged: int
     examples: dict[str, list[str]]
+    not_judged: NotRequired[int]
+    """Client rejections in a span where the log of their replica was unobserved (`LogsLost`): neither explained nor
+    unexplained, since the line that would explain them could not be read."""
+    unobserved: NotRequired[list[dict[str, Any]]]
+    """Each lost log source: its `replica`, `from` (when it was lost) and `why`."""
     settled_early: NotRequired[int]
     """Unmatched items counted before their partner could have come, because the matching held its bound
     (`harness.folding.reconcile.HELD`): each may be one unexplained too many, never one too few."""
 
 
-Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessErrorRecord | RunEnded | FlowStarted
+Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessErrorRecord | LogsLost | LogsRead
+          | RunEnded | FlowStarted
           | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | CommandRan | RejectionLogged | HypothesisProbed
           | InvariantChecked | Reconciled)
 """Anything a writer may journal."""
 
-RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessErrorRecord, RunEnded,
+RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessErrorRecord, LogsLost,
+                             LogsRead, RunEnded,
                              FlowStarted, RoundDone, FlowEnded, ChaosStarted, ChaosEnded, CommandRan, RejectionLogged,
                              HypothesisProbed, InvariantChecked, Reconciled)
 """Every record type, in the order the schema documents them."""

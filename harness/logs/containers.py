@@ -14,6 +14,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
+from harness.logs.parse import LINE_CAP
+
+_CAP_BYTES = 4 * (LINE_CAP + 1)
+"""Bytes of an unfinished line kept: at least `LINE_CAP + 1` characters in any UTF-8, however long the line."""
 
 FIND_AGAIN_SECONDS = 0.1
 """How soon a follower whose container's stream ended (a stop, a restart) looks for the container again."""
@@ -29,6 +33,7 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
     for chunk in chunks:
         partial += chunk
         *complete, partial = partial.split(b"\n")
+        partial = partial[:_CAP_BYTES]  # an endless line costs bounded memory; the parser cuts and counts it
         for raw in complete:
             yield raw.decode("utf-8", errors="replace")
     if partial:
@@ -84,7 +89,7 @@ class ContainerFollower:
         if not found:
             return None
         running = [container for container in found if container.status == "running"]
-        return max(running or found, key=lambda container: _split_stamp(container.attrs.get("Created", "") + " ")[0]
+        return max(running or found, key=lambda container: split_stamp(container.attrs.get("Created", "") + " ")[0]
                    or (0, 0))
 
     def _read(self, container: Any) -> Iterator[tuple[float | None, str]]:
@@ -100,7 +105,7 @@ class ContainerFollower:
             return
         try:
             for line in split_lines(self._stream):
-                stamp, text = _split_stamp(line)
+                stamp, text = split_stamp(line)
                 if stamp is None:
                     yield None, text
                     continue
@@ -122,7 +127,7 @@ class ContainerFollower:
                     closable.close()
 
 
-def _split_stamp(line: str) -> tuple[Stamp | None, str]:
+def split_stamp(line: str) -> tuple[Stamp | None, str]:
     """(seconds, nanoseconds) of the engine's RFC 3339 timestamp in front of a log line, and the line."""
     head, _, text = line.partition(" ")
     try:

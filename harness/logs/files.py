@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import Literal, TextIO
 
+from harness.logs.parse import LINE_CAP
+
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 8192
 """How much of a file (decompressed, for gzip) is looked at to tell a text log from a binary file."""
@@ -73,8 +75,9 @@ class FileFollower:
             text += chunk
             if size < 0 or "\n" in chunk:
                 break  # [] keeps meaning "nothing new": a line longer than max_chars is read on
+            text = text[:LINE_CAP + 1]  # no newline in it yet: one line, of which the parser reads LINE_CAP
         new = text.split("\n")
-        self._partial = new.pop()
+        self._partial = new.pop()[:LINE_CAP + 1]
         return lines + new if lines else new
 
     def take_partial(self) -> str:

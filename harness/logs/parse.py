@@ -44,11 +44,15 @@ from harness.mrtr.reasons import (
     normalise_reason,
     rejection_parts,
 )
+from harness.secrets import fold_case
 
 MARK: Final = "requestState"
 LEVEL: Final = "WARNING"
 """The cheap test: a rejection's first line holds `requestState`, or at least its level (rich, in
 columns so narrow that it folds the word). A line with neither word is skipped at once."""
+
+LINE_CAP: Final = 64 * 1024
+"""Characters of one line that are parsed; the rest is cut (and counted): a line is outside text, of any length."""
 
 REPLICA_LABEL_MAX = 64
 """Replica labels come from logs and become metric labels: bounded, printable."""
@@ -65,15 +69,20 @@ _COMPOSE_PREFIX = re.compile(r"(?P<name>[\w.-]+-\d+)\s+\| ?")
 """`docker compose logs`: `shop-r1-1  | ...`."""
 _REPLICA_FIELD = re.compile(r"\breplica=(?P<replica>[^\s,;]+)")
 _RICH_HEAD = re.compile(r"(?P<lead>.{0,60}?\bWARNING\s+)(?P<message>\S.*)$")
-_RICH_PATH = re.compile(r"\s+[\w.\-]+\.py:\S*\s*$")
-"""rich's right-hand column (`request_state.py:263`, or `request_state.py:2…` when squeezed)."""
+_RICH_PATH = re.compile(r"[\w.\-]+\.py:\S*")
+"""rich's right-hand column (`request_state.py:263`, or `request_state.py:2…` when squeezed): the last word of the
+line, after blanks (`_without_rich_path`)."""
 
 _TRACE_ID = re.compile(r"(?i)trace[_.]?id\"?\s*[=:]\s*\"?(?P<id>[0-9a-f]{32})(?![0-9a-z])"
                        r"|traceparent\"?\s*[=:]\s*\"?[0-9a-f]{2}-(?P<parent>[0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 """A trace id in a line: a `trace_id`-like field (32 hex), or a W3C `traceparent` (its second part)."""
-_TRACE_FIELDS = re.compile(r"(?i)[\s,;]*\"?[\w.]*(?:trace[_.]?id|span[_.]?id|traceparent)\"?\s*[=:]\s*\"?"
-                           r"[0-9a-f][0-9a-f-]{15,54}\"?")
-"""Trace fields taken out of a line before its reason is read: one after the message is not part of the reason."""
+_TRACE_FIELD = re.compile(r"(?:trace[_.]?id|span[_.]?id|traceparent)\"?\s*[=:]\s*\"?[0-9a-f][0-9a-f-]{15,54}\"?")
+_TRACE_PREFIX_BACKWARDS = re.compile(r"[\w.]*\"?[\s,;]*")
+"""A trace field's name's prefix, an opening quote and the separators before it, read backwards."""
+"""Trace fields taken out of a line before its reason is read: one after the message is not part of the reason.
+Each is found by its name, then widened to the left over its name's prefix (`otel.trace_id`), an opening quote and
+the separators before it (`_without_trace_fields`): no pattern that starts with an unbounded run, so the time is
+linear in the line's length."""
 TRACE_JSON_KEYS: Final = ("trace_id", "traceId", "trace.id", "otelTraceID", "traceparent")
 """JSON fields that hold the trace id of the request a record was logged in (`trace: {id}` as well, ECS's)."""
 _NO_TRACE = "0" * 32
@@ -142,7 +151,17 @@ class LineParser:
     `feed` may be called from the stream's reader thread while `flush` is called from
     another (the display's tick, to finish a record the stream went quiet after): the
     common path takes no lock, and everything that touches the unfinished records does.
+
+    Each line is parsed inside its own guard: a line that makes the parser raise (an
+    impossible stamp, JSON nested past the recursion limit, anything) is counted in `bad`
+    and skipped, and the stream reads on. A line longer than `LINE_CAP` is cut to it and
+    counted in `cut`. Rejections are handed to `on_rejection` outside the guard and the lock.
     """
+
+    bad: int
+    """Lines the parser could not read (skipped)."""
+    cut: int
+    """Lines longer than `LINE_CAP`, parsed cut to it."""
 
     def __init__(self, on_rejection: OnRejection, *, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] | None = None) -> None:
@@ -153,14 +172,26 @@ class LineParser:
         self._wall = wall
         self._pending: dict[str | None, _Pending] = {}
         self._lock = threading.Lock()
+        self._found: list[Rejection] = []
+        self.bad = 0
+        self.cut = 0
 
     def feed(self, line: str, replica: str | None = None, t: float | None = None) -> None:
         """Look at one line (with or without its newline); `replica` is what the source knows, if anything,
         and `t` when the source says the line was written (the engine's timestamp of a container's line)."""
+        if len(line) > LINE_CAP:
+            line = line[:LINE_CAP]
+            self.cut += 1
         if not self._pending and MARK not in line and LEVEL not in line:
             return
         with self._lock:
-            self._parse(line, replica, t)
+            try:
+                self._parse(line, replica, t)
+            except Exception:  # noqa: BLE001 - one line, whatever it holds, never stops the stream: counted
+                self.bad += 1
+            found, self._found = self._found, []
+        for rejection in found:
+            self._emit(rejection)
 
     @property
     def waiting(self) -> bool:
@@ -176,7 +207,13 @@ class LineParser:
             for key, pending in list(self._pending.items()):
                 if older_than is None or now - pending.since >= older_than:
                     del self._pending[key]
-                    self._finish(pending)
+                    try:
+                        self._finish(pending)
+                    except Exception:  # noqa: BLE001 - as in `feed`: the record's lines are counted as one bad line
+                        self.bad += 1
+            found, self._found = self._found, []
+        for rejection in found:
+            self._emit(rejection)
 
     # --- the slow path: a line that may be a rejection, or continue one --------------------------
 
@@ -216,14 +253,14 @@ class LineParser:
     def _parse_plain(self, text: str, replica: str | None, t: float | None, trace_id: str | None = None) -> bool:
         if _may_trace(text):
             trace_id = trace_id or trace_id_in(text)
-            text = _TRACE_FIELDS.sub("", text)
+            text = _without_trace_fields(text)
         parts = rejection_parts(text)
         if parts is None:
             return False
         if replica is None:
             field = _REPLICA_FIELD.search(text)
             replica = clean_label(field["replica"]) if field else None
-        self._emit(_rejection(replica, parts[1], parts[0], _first(line_time(text, self._near(t)), t), trace_id))
+        self._found.append(_rejection(replica, parts[1], parts[0], _first(line_time(text, self._near(t)), t), trace_id))
         return True
 
     def _parse_json(self, text: str, replica: str | None, t: float | None) -> bool:
@@ -243,7 +280,7 @@ class LineParser:
         match = _RICH_HEAD.match(line)
         if match is None:
             return False
-        message = _RICH_PATH.sub("", match["message"])
+        message = _without_rich_path(match["message"])
         compact = _compact(message)
         if not (compact.startswith(_COMPACT_HEAD) or _COMPACT_HEAD.startswith(compact)):
             return False  # another WARNING, or a plain line with the level before other fields
@@ -274,13 +311,13 @@ class LineParser:
         parsed = _split_compact(pending.compact)
         if parsed is None or _is_unfinished(parsed[1]):
             return False
-        self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
+        self._found.append(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
         return True
 
     def _finish(self, pending: _Pending) -> None:
         parsed = _split_compact(pending.compact)
         if parsed is not None and parsed[1]:
-            self._emit(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
+            self._found.append(_rejection(pending.replica, parsed[1], parsed[0], pending.logged_at, pending.trace_id))
 
 
 def _rejection(replica: str | None, logged: str, method: str, logged_at: float | None,
@@ -298,6 +335,28 @@ def trace_id_in(text: str) -> str | None:
         if found != _NO_TRACE:
             return found
     return None
+
+
+def _without_rich_path(message: str) -> str:
+    """`message` without rich's path column: its last word when that is `file.py:LINE`, with the blanks before it."""
+    words = message.rsplit(None, 1)
+    start = len(message.rstrip()) - len(words[-1]) if words else 0
+    if start == 0 or _RICH_PATH.fullmatch(words[-1]) is None:
+        return message
+    return message[:start].rstrip()
+
+
+def _without_trace_fields(text: str) -> str:
+    """`text` without its trace fields (`trace_id=...`, `"traceparent": "..."`), each with its name's prefix and the
+    separators before it."""
+    kept: list[str] = []
+    done = 0
+    for match in _TRACE_FIELD.finditer(fold_case(text)):
+        before = text[done:match.start()][::-1]  # read backwards: the prefix is a pattern's match from its start
+        start = match.start() - _TRACE_PREFIX_BACKWARDS.match(before).end()  # type: ignore[union-attr]
+        kept.append(text[done:start])
+        done = match.end()
+    return "".join(kept) + text[done:] if kept else text
 
 
 def _may_trace(text: str) -> bool:

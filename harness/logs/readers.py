@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from harness.logs.changes import FileChanges
 from harness.logs.parse import LineParser
@@ -45,13 +45,35 @@ class Reader:
         self.lines = 0
         self.error: str | None = None
         self.ended = False
+        self.ended_at: float | None = None
+        """When it ended (wall clock), if it did."""
+        self.stopped = False
+        """It ended because `Readers.stop` was called (not by itself)."""
+
+    @property
+    def bad(self) -> int:
+        """Lines its parser could not read, skipped."""
+        return self.parser.bad
+
+    @property
+    def cut(self) -> int:
+        """Lines longer than the cap, read cut."""
+        return self.parser.cut
+
+    @property
+    def why(self) -> str:
+        """Why it ended: its error, its source's failure, or that its stream ended."""
+        return self.error or self.source.failure or f"{self.source.name}: its stream ended"
 
 
 class Readers:
     """Reads every source added (`read`) into its parser until each ends (read once) or `stop()` (followed)."""
 
-    def __init__(self, *, settle: float = RICH_SETTLE) -> None:
+    def __init__(self, *, settle: float = RICH_SETTLE, on_end: Callable[[Reader], None] | None = None) -> None:
+        """`on_end`: called once per source when it ends, from its reading thread (`Reader.stopped` tells whether
+        `stop()` ended it)."""
         self.settle = settle
+        self._on_end = on_end
         self._readers: list[Reader] = []
         self._files: list[Reader] = []
         self._threads: list[threading.Thread] = []
@@ -126,14 +148,21 @@ class Readers:
     # --- the threads -----------------------------------------------------------------------------
 
     def _end(self, reader: Reader) -> None:
-        reader.parser.flush()
+        try:
+            reader.parser.flush()
+        finally:
+            self._mark_ended(reader)
+
+    def _mark_ended(self, reader: Reader) -> None:
         with self._lock:
             if reader.ended:
                 return
-            reader.ended = True
+            reader.ended, reader.ended_at, reader.stopped = True, time.time(), self._stop.is_set()
             self._active -= 1
             if self._active == 0:
                 self._idle.set()
+        if self._on_end is not None:
+            self._on_end(reader)
 
     def _stream(self, reader: Reader) -> None:
         feed = reader.parser.feed

@@ -25,20 +25,21 @@ import shlex
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from harness.config.logs import (
     COMPOSE_NUMBER,
     COMPOSE_PROJECT,
     COMPOSE_SERVICE,
-    LogSource,
 )
-from harness.errors import UsageError
+from harness.errors import ExitCode, TargetDown, UsageError
 from harness.logs.containers import ContainerFollower, compose_identity, split_lines
 from harness.logs.files import FileFollower, sniff
+from harness.logs.parse import LINE_CAP
 from harness.runtime.processes import start_child
+from harness.secrets import command_env
 
 READ_CHARS = 1 << 20
 """Characters read from a file at a time: the memory a huge file costs, whatever its size."""
@@ -56,13 +57,26 @@ class Line(NamedTuple):
     t: float | None = None
 
 
-class SourceError(Exception):
-    """A source could not be opened or reached: a missing file read once, no engine, no such command."""
+class SourceError(TargetDown):
+    """A source could not be opened or reached: a missing file read once, no engine, no such command. Outside the
+    harness, so exit 3 (`TargetDown`), never the harness's own failure."""
 
 
 class NotALog(SourceError, UsageError):
     """A file that is not a log this can read: a binary file, a damaged gzip, or a gzipped log given to follow.
     The user's input, not an unreachable source: a usage error."""
+
+    exit_code = ExitCode.USAGE
+
+
+def capped_lines(stream: IO[str], cap: int = LINE_CAP) -> Iterator[str]:
+    """A text stream's lines, each at most `cap + 1` characters: the rest of a longer line is read and dropped, so
+    one endless line costs bounded memory (the parser cuts it to `cap` and counts it)."""
+    while line := stream.readline(cap + 1):
+        if len(line) > cap and not line.endswith("\n"):
+            while (rest := stream.readline(cap + 1)) and not rest.endswith("\n"):
+                pass
+        yield line
 
 
 class Source:
@@ -160,10 +174,14 @@ class CommandSource(Source):
     `-n0`), since a line without a timestamp cannot be told apart from history.
     """
 
-    def __init__(self, command: str, replica: str | None = None) -> None:
+    def __init__(self, command: str, replica: str | None = None, *, pass_env: Sequence[str] | None = None) -> None:
+        """`pass_env`: a scenario's command, given the commands' environment (`harness.secrets.command_env`: the
+        allow-list and these names), never the harness's whole one (its client secret); None (triage's
+        `--command`, typed by its user): the caller's environment."""
         super().__init__()
         self.command = command
         self.replica = replica
+        self.env = command_env(pass_env) if pass_env is not None else None
         self.name = f"command {command!r}"
         self.argv = shlex.split(command)
         self._process: subprocess.Popen[bytes] | None = None
@@ -173,7 +191,7 @@ class CommandSource(Source):
             raise SourceError("an empty command")
         try:
             self._process = start_child(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, env=self.env)
         except OSError as exc:
             raise SourceError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
         return None
@@ -182,7 +200,7 @@ class CommandSource(Source):
         process = self._process
         assert process is not None and process.stdout is not None, "open() first"
         replica = self.replica
-        for line in io.TextIOWrapper(process.stdout, encoding="utf-8", errors="replace"):
+        for line in capped_lines(io.TextIOWrapper(process.stdout, encoding="utf-8", errors="replace")):
             yield Line(replica, line)
         code = process.wait()
         if code != 0 and not self._stop.is_set():
@@ -214,7 +232,7 @@ class StdinSource(Source):
     def lines(self) -> Iterator[Line]:
         stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace") \
             if hasattr(sys.stdin, "buffer") else sys.stdin
-        for line in stream:
+        for line in capped_lines(stream):
             yield Line(None, line)
 
 
@@ -366,17 +384,3 @@ class ComposeServiceSource(Source):
             follower.close()
         with contextlib.suppress(queue.Full):  # full: the reader is behind, and sees the stop at its next line
             self._queue.put_nowait(None)
-
-
-def source_for(spec: LogSource, *, since: float, label_lines: bool = True) -> Source:
-    """The source that reads a target's `LogSource`, followed: a file from its end, a container from `since`.
-
-    `label_lines=False` leaves the spec's replica out of the lines, so a line's own
-    `replica=` field (or prefix) names its replica and the caller falls back on the spec's.
-    """
-    replica = spec.replica if label_lines else None
-    if spec.kind == "file":
-        return FileSource(spec.path, replica, follow=True)
-    if spec.kind == "docker":
-        return ContainerSource(spec.labels, replica, since=since)
-    return CommandSource(spec.location, replica)

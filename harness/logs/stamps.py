@@ -53,7 +53,10 @@ def record_time(record: dict[str, Any], near: float | None = None) -> float | No
         if isinstance(value, bool):
             continue
         if isinstance(value, int | float):
-            return _epoch_number(float(value))
+            try:
+                return _epoch_number(float(value))
+            except OverflowError:  # an integer too large for a float: no time anyone logged
+                return None
         if isinstance(value, str):
             stamp = line_time(value, near)
             if stamp is not None:
@@ -65,14 +68,14 @@ def _epoch(year: int, month: int, day: int, hour: int, minute: int, second: int,
            zone: str | None, near: float | None) -> float | None:
     try:
         moment = datetime(year, month, day, hour, minute, min(second, 59))
-    except ValueError:
+        if zone is not None:
+            seconds = moment.replace(tzinfo=_zone(zone)).timestamp()
+        elif near is None:
+            seconds = moment.timestamp()  # naive: local time
+        else:
+            seconds = _local_or_utc(moment, near)
+    except (ValueError, OverflowError, OSError):  # no such day, a zone of 24h or more, a moment the clock cannot hold
         return None
-    if zone is not None:
-        seconds = moment.replace(tzinfo=_zone(zone)).timestamp()
-    elif near is None:
-        seconds = moment.timestamp()  # naive: local time
-    else:
-        seconds = _local_or_utc(moment, near)
     if fraction:
         seconds += int(fraction) / 10 ** len(fraction)
     return seconds

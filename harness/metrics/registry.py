@@ -45,6 +45,12 @@ ROUNDS_BUCKETS = tuple(float(n) for n in range(1, 11))
 
 MAX_ROUND_LABEL = 10
 
+LABEL_VALUES_MAX = 100
+"""Distinct values a label the target controls may take on one metric (`code`: a server's JSON-RPC codes; `replica`:
+the replica a log line names): past it, an update is counted under `OVERFLOW_LABEL` and in
+`mrtr_label_overflow_total`, so a hostile server cannot grow the exporter (and Prometheus) without bound."""
+OVERFLOW_LABEL = "other"
+
 HOST_CODES = ("-32021", "-32603", "-32600", "-32602")
 """The codes pre-set to zero for every host: what a host's kind shows first (a client that cannot ask, a 2025
 client given an input request, a 2025 client asked on a server with no back-channel, a rejected state)."""
@@ -58,6 +64,8 @@ class RunMetrics:
         self.registry = registry or CollectorRegistry()
         self._buffer: list[tuple[Any, ...]] | None = [] if buffer else None
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._distinct: dict[tuple[str, str], set[str]] = {}
+        """The values each bounded label has taken, by (metric, label): at most `LABEL_VALUES_MAX`."""
         self._define()
         _check_exported(self)
         self.preset(flows=flows, replicas=replicas)
@@ -118,6 +126,10 @@ class RunMetrics:
         self.host_flows = LocklessCounter("mrtr_host_flows_finished_total",
                                           "Flows finished, by the host their lead sits behind (`[[hosts]]`) and "
                                           "outcome.", ["host", "outcome"], registry=r)
+        self.label_overflow = Counter("mrtr_label_overflow_total",
+                                      f"Updates whose label value the target chose was past {LABEL_VALUES_MAX} "
+                                      "distinct values of that label, counted under `other` instead, by metric and "
+                                      "label.", ["metric", "label"], registry=r)
         self.host_errors = LocklessCounter("mrtr_host_client_errors_total",
                                            "Rounds that failed, by host and JSON-RPC code or failure class (-32021: "
                                            "the host's client declared no mode the server needed to ask in).",
@@ -138,6 +150,7 @@ class RunMetrics:
             for outcome in FlowOutcome:
                 self.flows_finished.labels(flow=flow, outcome=outcome.value)
         for replica in replicas:
+            replica = self._bounded("mrtr_request_state_rejections_total", "replica", replica)
             for reason in (*REASONS, OTHER_REASON):
                 self.rejections.labels(replica=replica, reason=reason)
         for action in actions:
@@ -183,7 +196,7 @@ class RunMetrics:
         self._child(self.host_flows, host, outcome).inc()
 
     def _do_host_round_failed(self, host: str, code: str) -> None:
-        self._child(self.host_errors, host, code).inc()
+        self._child(self.host_errors, host, self._bounded("mrtr_host_client_errors_total", "code", code)).inc()
 
     def auth_refused(self, flow: str, tool: str, round_number: int, outcome: str) -> None:
         self._do_auth_refused(flow, tool, round_number, outcome)
@@ -228,7 +241,8 @@ class RunMetrics:
     def _do_round_done(self, flow: str, round_number: int, latency: float, failure_code: str | None) -> None:
         self._child(self.round_duration, flow, str(min(round_number, MAX_ROUND_LABEL))).observe(latency)
         if failure_code is not None:
-            self._child(self.client_errors, flow, failure_code).inc()
+            code = self._bounded("mrtr_client_errors_total", "code", failure_code)
+            self._child(self.client_errors, flow, code).inc()
 
     def _do_auth_refused(self, flow: str, tool: str, round_number: int, outcome: str) -> None:
         self._child(self.auth_refusals, flow, tool, str(min(round_number, MAX_ROUND_LABEL)), outcome).inc()
@@ -245,7 +259,19 @@ class RunMetrics:
     # --- updates only the master (or the local process) makes --------------------------------
 
     def rejection(self, replica: str, reason: str) -> None:
+        replica = self._bounded("mrtr_request_state_rejections_total", "replica", replica)
         self.rejections.labels(replica=replica, reason=reason).inc()
+
+    def _bounded(self, metric: str, label: str, value: str) -> str:
+        """`value`, or `OVERFLOW_LABEL` (counted) once `label` of `metric` has taken `LABEL_VALUES_MAX` others."""
+        seen = self._distinct.setdefault((metric, label), set())
+        if value in seen:
+            return value
+        if len(seen) < LABEL_VALUES_MAX:
+            seen.add(value)
+            return value
+        self.label_overflow.labels(metric=metric, label=label).inc()
+        return OVERFLOW_LABEL
 
     def chaos_action(self, action: str, started_at: float) -> None:
         self.chaos_actions.labels(action=action).inc()

@@ -20,7 +20,10 @@ REQUEST_STATE_LOGGER: Final = "mcp.server.request_state"
 TAMPERING_OR_CLIENT_BUG: Final = frozenset({"seal", "request binding", "malformed", "non-string requestState"})
 """Reasons that mean someone changed a token or a client misbehaves, never a slow person."""
 
-_LINE = re.compile(r"requestState rejected on (?P<method>[\w/]+): (?P<reason>.+?)\s*$")
+_HEAD: Final = "requestState rejected on "
+_METHOD = re.compile(r"[\w/]+")
+"""The method after the head (`tools/call`). The line is read with `str` methods around this one bounded pattern,
+in time linear in its length: the text is a replica's log line, which a target controls."""
 
 
 def parse_rejection(message: str) -> tuple[str, str] | None:
@@ -38,12 +41,20 @@ def rejection_parts(message: str) -> tuple[str, str] | None:
 
     The logged text is what triage shows for a reason it does not know (`OTHER_REASON`).
     """
-    if "requestState rejected on " not in message:
+    start = message.find(_HEAD)
+    if start < 0:
         return None
-    match = _LINE.search(message)
-    if match is None:
-        return None
-    return match["method"], match["reason"].strip().strip('"')
+    end = len(message.rstrip())
+    last_newline = message.rfind("\n", 0, end)
+    while start >= 0:
+        method = _METHOD.match(message, start + len(_HEAD))
+        if method is not None and message.startswith(": ", method.end()):
+            reason_at = method.end() + 2
+            if reason_at < len(message) and message[reason_at] != "\n" and last_newline < reason_at:
+                reason = message[reason_at:max(end, reason_at + 1)]
+                return method[0], reason.strip().strip('"')
+        start = message.find(_HEAD, start + 1)
+    return None
 
 
 BIND_PRINCIPAL_RETURNED: Final = "bind_principal returned"

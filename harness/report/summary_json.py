@@ -107,4 +107,5 @@ def _rejections(figures: RunFigures, verdict: RunVerdict) -> dict[str, Any]:
             "by_reason": figures.rejections_by_reason(),
             "client_rejections": reconciliation.client_rejections if reconciliation else figures.client_rejections,
             "unexplained": reconciliation.unexplained if reconciliation else figures.unexplained,
-            "reconciled": reconciliation is not None}
+            "reconciled": reconciliation is not None,
+            "log_sources": verdict.log_sources}

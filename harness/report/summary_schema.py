@@ -66,6 +66,26 @@ class InvariantRow(_Part):
     detail: Any = Field(description="examples of what broke, or null")
 
 
+class UnobservedRow(_Part):
+    """A replica whose log source failed or ended before the run did."""
+
+    replica: str = Field(description="the source's replica label")
+    from_: float | None = Field(alias="from", description="when it was lost (Unix seconds): unobserved from then on")
+    why: str = Field(description="what ended it: the command's exit, the error")
+
+
+class LogSourceRow(_Part):
+    """What one log source read."""
+
+    source: str = Field(description="the source (a file, a command, a container's labels)")
+    replica: str = Field(description="its replica label")
+    lines: int = Field(description="lines read")
+    bad: int = Field(description="lines the parser could not read: skipped (an impossible stamp, JSON nested too deep)")
+    cut: int = Field(description="lines longer than 64 KiB: read cut to it")
+    unobserved_from: float | None = Field(description="when it was lost (Unix seconds); null: read to the run's end")
+    why: str | None = Field(description="what ended it, when it was lost")
+
+
 class ReconciliationRow(_Part):
     """Every -32602 a client saw, matched with a rejection a replica logged."""
 
@@ -78,6 +98,11 @@ class ReconciliationRow(_Part):
     settled_early: int = Field(description="rejections matched before the logs were read to the end")
     examples: dict[str, list[str]] = Field(description="a few of each: `unexplained`, `unmatched_logged`")
     passed: bool = Field(description="whether every client rejection was explained")
+    not_judged: int = Field(default=0, description=(
+        "client rejections that fell where a replica's log was unobserved (its log source lost): neither explained "
+        "nor unexplained; above 0 the run cannot pass (status aborted, exit 3); absent in summaries from before it"))
+    unobserved: list[UnobservedRow] = Field(default_factory=list, description="each log source lost during the run")
+    judged: bool = Field(default=True, description="not_judged is 0")
 
 
 class HypothesisRow(_Part):
@@ -142,6 +167,8 @@ class Rejections(_Part):
     client_rejections: int = Field(description="-32602 answers the clients saw")
     unexplained: int = Field(description="client rejections no logged line explains")
     reconciled: bool = Field(description="whether the reconciliation ran (false when the run ended before it)")
+    log_sources: list[LogSourceRow] = Field(default_factory=list, description=(
+        "what each replica log source read, as the run stopped reading; absent in summaries from before it"))
 
 
 class ChaosRow(_Part):

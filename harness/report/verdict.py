@@ -10,7 +10,9 @@ the same verdict after the fact as the run did.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +77,8 @@ class RunVerdict:
     """Flows by outcome and failed rounds by code, per host (`RunFigures.hosts`): shown beside the decision."""
     judged: Judged = Judged.EXPECT
     """Which table the thresholds are: [expect] (the healthy outcome) or, `run --reproduce`, [reproduces]."""
+    log_sources: list[dict[str, Any]] = field(default_factory=list)
+    """What each log source read (lines, bad lines skipped, cut lines, when it was lost): beside the decision."""
 
     @property
     def passed(self) -> bool:
@@ -114,17 +118,19 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
     failures = _failures(verdicts, checks) + _chaos_not_done(figures, thresholds)
     deviations = [probe_failure(probe, figures.started) for probe in checks.hypothesis
                   if not probe.ok and probe.phase != "before"]
-    status, reason = _status(figures, checks, failures, deviations)
+    status, reason = _status(figures, checks, failures, deviations, verdicts)
     exit_code = {RunStatus.COMPLETED: ExitCode.PASSED, RunStatus.ERRORED: ExitCode.HARNESS,
                  RunStatus.INTERRUPTED: ExitCode.INTERRUPTED}.get(status)
     if exit_code is None:
-        exit_code = ExitCode.TARGET if checks.target_error else ExitCode.FAILED
+        unobserved = reason is not None and reason == not_judged_reason(checks, verdicts)  # a log source lost
+        exit_code = ExitCode.TARGET if checks.target_error or unobserved else ExitCode.FAILED
     return RunVerdict(status=status, exit_code=exit_code, thresholds=verdicts, invariants=dict(checks.invariants),
                       reconciliation=_with_redispatched(checks.reconciliation, figures),
                       hypothesis=list(checks.hypothesis),
                       problems=[*([reason] if reason else []), *failures, *deviations], reason=reason,
                       run_id=checks.run_id, started=figures.started, duration=figures.duration,
-                      chaos=chaos_actions(figures.chaos, figures.started, figures.faults))
+                      chaos=chaos_actions(figures.chaos, figures.started, figures.faults),
+                      log_sources=list(checks.log_sources))
 
 
 def _with_redispatched(reconciliation: Reconciliation | None, figures: RunFigures) -> Reconciliation | None:
@@ -164,7 +170,8 @@ def _chaos_not_done(figures: RunFigures, thresholds: list[Threshold]) -> list[st
 def _failures(verdicts: list[ThresholdResult], checks: RunChecks) -> list[str]:
     """One line per thing that failed, naming it, for the summary and the status line."""
     failures = [f"threshold {verdict.threshold.key}: {condition_text(verdict)} "
-                f"(observed {observed_text(verdict)})" for verdict in verdicts if not verdict.passed]
+                f"(observed {observed_text(verdict)})" for verdict in verdicts
+                if not verdict.passed and not _unobserved_threshold(verdict, checks)]
     failures += [f"invariant {result.name}: {result.violations} violation{'s' * (result.violations != 1)}"
                  for result in checks.invariants.values() if not result.passed]
     if checks.reconciliation is not None and not checks.reconciliation.passed:
@@ -175,8 +182,8 @@ def _failures(verdicts: list[ThresholdResult], checks: RunChecks) -> list[str]:
     return failures
 
 
-def _status(figures: RunFigures, checks: RunChecks, failures: list[str],
-            deviations: list[str]) -> tuple[RunStatus, str | None]:
+def _status(figures: RunFigures, checks: RunChecks, failures: list[str], deviations: list[str],
+            verdicts: list[ThresholdResult]) -> tuple[RunStatus, str | None]:
     if checks.harness_error or checks.end_status == EndStatus.ERRORED:
         return RunStatus.ERRORED, f"harness error: {checks.harness_error or checks.end_reason}"
     if checks.target_error:
@@ -197,7 +204,50 @@ def _status(figures: RunFigures, checks: RunChecks, failures: list[str],
         return RunStatus.FAILED, None
     if deviations:
         return RunStatus.DEVIATED, None
+    unobserved = not_judged_reason(checks, verdicts)
+    if unobserved is not None:
+        return RunStatus.ABORTED, unobserved
     return RunStatus.COMPLETED, None
+
+
+LOGGED_METRICS = frozenset({"rejections", "unmatched_logged_rejections"})
+"""Threshold metrics counted from the replicas' log lines: not judged where a log was lost (its lines were not read)."""
+
+
+def _lost_logs(checks: RunChecks) -> list[dict[str, Any]]:
+    """Each log source lost during the run (`replica`, `from`, `why`), from the reconciliation or the `logs` record."""
+    if checks.reconciliation is not None and checks.reconciliation.unobserved:
+        return checks.reconciliation.unobserved
+    return [{"replica": source.get("replica"), "from": source.get("unobserved_from"), "why": source.get("why")}
+            for source in checks.log_sources if source.get("unobserved_from") is not None]
+
+
+def _unobserved_threshold(verdict: ThresholdResult, checks: RunChecks) -> bool:
+    """A failed threshold on what the logs said, in a run that lost a log: not judged, never the target's failure."""
+    return not verdict.passed and verdict.threshold.metric in LOGGED_METRICS and bool(_lost_logs(checks))
+
+
+def not_judged_reason(checks: RunChecks, verdicts: Sequence[ThresholdResult] = ()) -> str | None:
+    """Why the run cannot pass though nothing it judged failed: client rejections fell where a replica's log was
+    unobserved (a log source lost), or a threshold on the logged rejections failed in a run that lost a log, so
+    what the logs would have said is not known (exit 3, never a pass or 1)."""
+    lost = _lost_logs(checks)
+    reconciliation = checks.reconciliation
+    unjudged = reconciliation.not_judged if reconciliation is not None else 0
+    thresholds = [verdict.threshold.key for verdict in verdicts if _unobserved_threshold(verdict, checks)]
+    if not unjudged and not thresholds:
+        return None
+    spans = "; ".join(f"{span.get('replica')} from {_utc(span.get('from'))} ({span.get('why') or 'its log ended'})"
+                      for span in lost[:3]) or "a replica's log"
+    what = [f"{unjudged} client rejection{'s' * (unjudged != 1)}"] if unjudged else []
+    what += [f"threshold {key}" for key in thresholds]
+    return f"not judged: {', '.join(what)}, where a replica's log was unobserved: {spans}"
+
+
+def _utc(t: Any) -> str:
+    if not isinstance(t, int | float):
+        return "?"
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S") + "Z"
 
 
 # --- how a threshold verdict reads, shared by every output ------------------------------------

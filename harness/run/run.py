@@ -33,6 +33,7 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import ExitStack
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,8 @@ from harness.journal.records import (
     EndStatus,
     LoadStarted,
     LoadStopped,
+    LogsLost,
+    LogsRead,
     RecordType,
     RejectionLogged,
     RunEnded,
@@ -60,7 +63,7 @@ from harness.journal.records import (
     RunStarted,
 )
 from harness.load.drivers import DistributedLoad, LocalLoad, WorkerLost
-from harness.logs.collector import Collector, RejectionEvent
+from harness.logs.collector import Collector, LostSource, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
 from harness.run import cpu
@@ -79,6 +82,7 @@ from harness.run.progress import LiveProgress, ProgressLine
 from harness.run.results import write_run_results
 from harness.run.results_folder import results_folder
 from harness.run.stopping import Stop
+from harness.secrets import scrub
 from harness.targets.factory import build_target
 from harness.targets.interface import Target, TargetError
 from harness.targets.ledger import NewDoubles
@@ -209,7 +213,7 @@ class Run:
         target_side.callback(self.failures.step, target.stop)  # a target half started is stopped too
         target.start()
         self.run_metrics.preset(replicas=target.labels)
-        collector = self.collector = Collector(self._on_rejection, since=self.began)
+        collector = self.collector = Collector(self._on_rejection, since=self.began, on_lost=self._on_logs_lost)
         target_side.callback(self.failures.step, collector.stop)
         for source in target.log_sources():
             collector.follow(source)
@@ -381,6 +385,14 @@ class Run:
         self.journal.write(record)
         self.run_metrics.rejection(event.replica, event.reason)
 
+    def _on_logs_lost(self, lost: LostSource) -> None:
+        """A log source ended before the run: its replica is unobserved from now on, said and journaled."""
+        why = scrub(lost.why)
+        self.journal.write(LogsLost(type=RecordType.RUN, event=RunEvent.LOGS_LOST, t=lost.t, replica=lost.replica,
+                                    source=scrub(lost.source), why=why))
+        self.say(f"warning: the log of {lost.replica} is unobserved from now on ({why}): its rejections from here "
+                 "are not judged")
+
     # --- after the load ----------------------------------------------------------------------
 
     def _after_load(self) -> None:
@@ -414,6 +426,9 @@ class Run:
         """What the logs still hold is read (a settle for writes in flight) before the reconciliation."""
         if self.collector is not None:
             self.collector.stop(settle=0.5)
+            self.journal.write(LogsRead(type=RecordType.RUN, event=RunEvent.LOGS, t=time.time(), sources=[
+                {**asdict(read), "source": scrub(read.source), "why": scrub(read.why) if read.why else None}
+                for read in self.collector.sources()]))
 
     def _reconcile(self) -> None:
         if self.collector is not None and self.target is not None:

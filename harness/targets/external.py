@@ -1,8 +1,8 @@
 """An external target: a deployment the harness does not start, reached by its URLs.
 
-Logs come from the files, commands or containers the scenario names (`file:PATH` or
-`file:PATH@replica`, `command:kubectl -n mrtr logs -f -l app.kubernetes.io/name=mcp --prefix
---tail=0 --max-log-requests=20`, `docker:LABEL=VALUE`; see `harness.config.logs`), so
+Logs come from the files, commands, containers or pods the scenario names (`file:PATH` or
+`file:PATH@replica`, `command:journalctl -f -u mcp`, `docker:LABEL=VALUE`,
+`kubernetes:mrtr:app.kubernetes.io/name=mcp`; see `harness.config.logs`), so
 rejections are still explained by reason. Chaos is whatever the scenario's `[target.commands]`
 can reach (run by the chaos runner through `harness.targets.commands`); the process operations
 themselves are not the harness's to do here, so each raises `ChaosUnsupported` and the run
@@ -12,6 +12,7 @@ records it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from harness.config.logs import LogSource, parse_log_location
 from harness.config.scenario import Scenario
@@ -26,7 +27,8 @@ class ExternalTarget(NoAuthServer, LedgerAtApi):
         self.urls = list(spec.urls)
         self.labels = [f"r{n + 1}" for n in range(len(self.urls))]
         self.api_url = spec.api.rstrip("/") if spec.api else None
-        self._logs = [parse_log_location(entry, index) for index, entry in enumerate(spec.logs)]
+        self._logs = [replace(parse_log_location(entry, index), pass_env=tuple(spec.command_env))
+                      for index, entry in enumerate(spec.logs)]  # a log command gets the commands' environment
 
     def start(self) -> None:
         """Check every URL accepts a connection: a target that cannot be reached exits 3.

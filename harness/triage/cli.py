@@ -47,6 +47,7 @@ line has no time is then left out, and counted as undated).
 
 examples:
   mrtr-harness triage --file logs/r1.log@r1 --file logs/r2.log@r2
+  mrtr-harness triage --kubernetes mrtr:app.kubernetes.io/name=mcp
   mrtr-harness triage --command "kubectl logs -f -l app=shop --prefix --tail=0 --max-log-requests=20"
   journalctl -f -o json -u shop | mrtr-harness triage --stdin
   mrtr-harness triage --docker-service replica1 replica2 replica3 --docker-project mrtr --metrics-port 9465
@@ -68,6 +69,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     sources.add_argument("--command", action="append", default=[], metavar="CMD",
                          help="a command whose output is a log stream, e.g. \"kubectl logs -f ...\" or "
                               "\"journalctl -f ...\" (split like a shell would, run without one; repeatable)")
+    sources.add_argument("--kubernetes", action="append", default=[], metavar="[NAMESPACE:]SELECTOR",
+                         help="every pod a label selector finds, followed as pods are replaced (a watch, and one "
+                              "kubectl log stream per pod, each its own replica by pod name), e.g. "
+                              "mrtr:app.kubernetes.io/name=mcp; live only (repeatable)")
     sources.add_argument("--stdin", action="store_true", help="read standard input until it ends")
     sources.add_argument("--docker-service", action="extend", nargs="+", default=[], metavar="NAME",
                          help="every container of these compose services (label com.docker.compose.service), "
@@ -101,6 +106,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 class Options:
     files: list[tuple[str | None, Path]] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    kubernetes: list[tuple[str | None, str]] = field(default_factory=list)
+    """(namespace or None, selector) of each `--kubernetes`."""
     stdin: bool = False
     docker_services: list[str] = field(default_factory=list)
     docker_project: str | None = None
@@ -132,14 +139,16 @@ def parse_options(args: argparse.Namespace) -> Options:
         if not argv:
             raise UsageError("--command: empty command")
         options.commands.append(command)
+    for entry in args.kubernetes:
+        options.kubernetes.append(_selector(entry, once=args.once))
     if args.docker_project is not None and not args.docker_service:
         raise UsageError("--docker-project needs --docker-service")
     if any(not service.strip() for service in args.docker_service):
         raise UsageError("--docker-service: empty service name")
     options.docker_services = list(dict.fromkeys(args.docker_service))
     options.docker_project = args.docker_project
-    if not (options.files or options.commands or options.stdin or options.docker_services):
-        raise UsageError("no source: give --file, --command, --stdin or --docker-service")
+    if not (options.files or options.commands or options.stdin or options.docker_services or options.kubernetes):
+        raise UsageError("no source: give --file, --command, --kubernetes, --stdin or --docker-service")
     options.window = _duration("--window", args.window, minimum=1.0)
     now = time.time()
     options.since = None if args.since is None else _moment("--since", args.since, now)
@@ -164,6 +173,18 @@ def _file_argument(value: str) -> LabelledFile:
         return parse_labelled_file(value)
     except ValueError as exc:
         raise UsageError(f"--file: {exc}") from None
+
+
+def _selector(entry: str, *, once: bool) -> tuple[str | None, str]:
+    from harness.config.logs import kubernetes_selector
+
+    if once:
+        raise UsageError("--kubernetes follows pods as they come and go; it cannot be read --once (read a "
+                         "command's output instead: --command \"kubectl logs -l ... --prefix\")")
+    try:
+        return kubernetes_selector(entry)
+    except ValueError as exc:
+        raise UsageError(f"--kubernetes: {exc}") from None
 
 
 def _duration(option: str, text: str, *, minimum: float) -> float:
@@ -396,6 +417,11 @@ def _sources(options: Options) -> list[Any]:
     since = time.time()
     sources += [ComposeServiceSource(service, options.docker_project, follow=follow, since=since)
                 for service in options.docker_services]
+    if options.kubernetes:
+        from harness.logs.kubernetes import KubernetesSource
+
+        sources += [KubernetesSource(selector, namespace, since=since, pass_env=None)
+                    for namespace, selector in options.kubernetes]
     return sources
 
 

@@ -73,6 +73,16 @@ class Snapshot:
     """Read once: the time of the latest line, where the last window ends; None when followed live."""
     bounded: bool = False
     """Whether `since`/`until` bounded what counted."""
+    sources: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per source: `lines` read, `bad` lines its parser could not read (skipped), `cut` lines longer than the cap."""
+
+    @property
+    def bad_lines(self) -> int:
+        return sum(source.get("bad", 0) for source in self.sources.values())
+
+    @property
+    def cut_lines(self) -> int:
+        return sum(source.get("cut", 0) for source in self.sources.values())
 
     def by_reason(self, *, recent: bool = False) -> dict[str, int]:
         """Every reason, zeros included, in the SDK's order."""
@@ -133,6 +143,7 @@ class LiveCounts:
         self._undated = 0
         self._outside = 0
         self._line_counters: list[Callable[[], int]] = []
+        self._source_counters: list[Callable[[], dict[str, dict[str, int]]]] = []
 
     def declare(self, replicas: Iterable[str]) -> None:
         """Replicas known before they log anything (containers, labelled files): shown at zero."""
@@ -143,6 +154,10 @@ class LiveCounts:
     def count_lines_with(self, counter: Callable[[], int]) -> None:
         """Add a source's line counter to the `lines` every snapshot reports."""
         self._line_counters.append(counter)
+
+    def count_sources_with(self, counter: Callable[[], dict[str, dict[str, int]]]) -> None:
+        """Add what sources read (per source: lines, bad, cut) to every snapshot."""
+        self._source_counters.append(counter)
 
     def add(self, replica: str | None, reason: str, at: float | None = None, logged: str = "",
             trace_id: str | None = None) -> None:
@@ -222,8 +237,10 @@ class LiveCounts:
             traces = {reason: list(reversed(kept)) for reason, kept in self._traces.items()}
             window_end = float(self._latest + 1) if self.by_line_time and self._latest is not None else None
         lines = sum(counter() for counter in self._line_counters)
+        sources = {name: read for counter in self._source_counters for name, read in counter().items()}
         return Snapshot(elapsed=elapsed, window=self.window, lines=lines, replicas=replicas, total=total,
-                        recent=recent, first_seen=seen[0], last_seen=seen[1], other_texts=seen[2], trace_ids=traces,
+                        sources=sources, recent=recent, first_seen=seen[0], last_seen=seen[1], other_texts=seen[2],
+                        trace_ids=traces,
                         undated=seen[3], outside=seen[4], window_end=window_end,
                         bounded=self.since is not None or self.until is not None)
 

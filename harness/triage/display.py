@@ -113,6 +113,9 @@ def _left_out(snapshot: Snapshot) -> list[str]:
         where = ("left out (--since/--until place a rejection by its line's own time)" if snapshot.bounded
                  else "counted, but in no last window (read once, it is placed by the lines' own time)")
         lines.append(f"{snapshot.undated:,} rejection(s) whose line carries no time were {where}")
+    if snapshot.bad_lines or snapshot.cut_lines:
+        lines.append(f"{snapshot.bad_lines:,} line(s) could not be read and were skipped, {snapshot.cut_lines:,} "
+                     "cut at 64 KiB (per source: --json `sources`)")
     return lines
 
 
@@ -194,6 +197,9 @@ def as_json(snapshot: Snapshot, *, exit_code: int) -> dict[str, Any]:
                       if snapshot.trace_ids.get(reason)},
         "undated": snapshot.undated,
         "outside_since_until": snapshot.outside,
+        "bad_lines": snapshot.bad_lines,
+        "cut_lines": snapshot.cut_lines,
+        "sources": {name: dict(read) for name, read in sorted(snapshot.sources.items())},
         "last_window": {
             "seconds": snapshot.window,
             "ends": _iso(snapshot.window_end) if snapshot.window_end is not None else "now",

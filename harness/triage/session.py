@@ -32,6 +32,7 @@ class Session:
 
     def start(self) -> None:
         self.counts.count_lines_with(lambda: self._readers.lines)
+        self.counts.count_sources_with(self.read_by_source)
         for source in self.sources:
             self._readers.read(source, LineParser(self._counter(source.fallback_replica)))
 
@@ -44,6 +45,11 @@ class Session:
                 rejection.trace_id)
 
         return count
+
+    def read_by_source(self) -> dict[str, dict[str, int]]:
+        """Per source: the lines read, those its parser could not read (`bad`, skipped) and those cut (`cut`)."""
+        return {reader.source.name: {"lines": reader.lines, "bad": reader.bad, "cut": reader.cut}
+                for reader in self._readers.readers}
 
     @property
     def finite(self) -> bool:

@@ -77,7 +77,7 @@ from harness.run.fold.protocol import (
 
 _FLOW_CHECKED = frozenset({RecordType.START, RecordType.FLOW})
 """The records `FlowChecks` reads."""
-_MATCHED = frozenset({RecordType.ROUND, RecordType.REJECTION})
+_MATCHED = frozenset({RecordType.ROUND, RecordType.REJECTION, RecordType.RUN})
 """The records reconciliation's `Matching` reads."""
 _READ_CHUNK = 1 << 20
 FOLD_EVERY = 1.0
