@@ -140,6 +140,9 @@ PLAN: dict[str, Plan] = {
     # docs/on-call.md
     "mrtr-harness triage --file /var/log/mcp/r1.log@r1 --file /var/log/mcp/r2.log@r2": Plan(
         "not run", "your deployment's log files, followed live; followed files are run by tests/test_triage.py"),
+    "mrtr-harness triage --kubernetes mrtr:app.kubernetes.io/name=mcp": Plan(
+        "elsewhere", "tests/test_kubernetes_logs.py::test_triage_follows_the_pods_of_a_selector_as_they_are_replaced "
+                     "(a kubectl on PATH that plays a cluster whose pods are replaced)"),
     "mrtr-harness triage --stdin": Plan("not run", "needs a Kubernetes cluster (kubectl logs on its left)"),
     DOCKER_TRIAGE: Plan("compose", "tests/test_compose_stack.py::check_the_guides_docker_triage (the metrics port "
                                    "moved to a free one, as every port of the stack there is)"),

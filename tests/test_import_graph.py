@@ -19,6 +19,7 @@ from tests.harness_run import ROOT
 PACKAGE = ROOT / "harness"
 SHOP = "harness.shop"
 SHOP_MAY_IMPORT = {"harness.metrics.instrument", "harness.mrtr.reasons", "harness.config.durations",
+                   "harness.config.replica_knobs",
                    "harness.mrtr.keys", "harness.secrets", "harness.errors", "harness.vocabulary",
                    "harness.telemetry", "harness.telemetry.switch"}
 """What the shop may use of the harness: the rejection exporter, the switch every process reads to know whether
