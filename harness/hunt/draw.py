@@ -9,7 +9,8 @@ of `set-ttl` is drawn below the target's own. `replica` is one the hunt allows (
 every replica may also name none: all of them); an action on the authorization server names
 none. A network step sets only its fault's own keys. A field the drawing cannot read raises
 TypeError: a new action whose field needs a rule here is caught by the tests, which draw every
-action over many seeds and validate each drawn scenario.
+action over many seeds and validate each drawn scenario. The drawn table is validated into the
+action's model (`harness.hunt.model.chaos_step`): a step is held only as a model.
 
 The same (seed, trial index) draws the same schedule in any process (`harness.leads.seeding`).
 """
@@ -22,11 +23,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosAction, NetworkAction
+from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosAction, ChaosStep, NetworkAction
 from harness.config.fields import FieldFacts, model_facts
 from harness.config.hunt import HuntSettings, drawable_actions, drawable_replicas
 from harness.config.scenario import Scenario
-from harness.hunt.model import Schedule
+from harness.hunt.model import Schedule, chaos_step
 from harness.leads.seeding import derive_seed, stream
 
 Timing = Literal["early", "middle", "late"]
@@ -87,11 +88,12 @@ def draw_schedule(space: Space, seed: int, index: int) -> Schedule:
     """Trial `index`'s schedule: 1 to `max_steps` steps, in order of `at`; the same arguments draw the same one."""
     rng = stream(seed, "hunt", "schedule", index)
     steps = [draw_step(space, rng) for _ in range(rng.randint(1, space.max_steps))]
-    return Schedule(steps=tuple(sorted(steps, key=lambda step: step["at"])), duration=space.duration)
+    return Schedule(steps=tuple(sorted(steps, key=lambda step: step.at)), duration=space.duration)
 
 
-def draw_step(space: Space, rng: random.Random) -> dict[str, Any]:
-    """One `[[chaos]]` table: an allowed action, when it starts, whom it acts on and its own keys."""
+def draw_step(space: Space, rng: random.Random) -> ChaosStep:
+    """One chaos step: an allowed action, when it starts, whom it acts on and its own keys, drawn as a `[[chaos]]`
+    table and validated into the action's model."""
     action = rng.choice(space.actions)
     model = CHAOS_ACTIONS[action]
     at = _tenths(rng.uniform(0.0, space.duration * LATEST))
@@ -111,7 +113,7 @@ def draw_step(space: Space, rng: random.Random) -> dict[str, Any]:
         value = _draw_field(model, facts, step, space, left, rng)
         if value is not None:
             step[name] = value
-    return step
+    return chaos_step(step)
 
 
 def _draw_field(model: type[ChaosAction], field: FieldFacts, step: dict[str, Any], space: Space, left: float,
@@ -181,8 +183,7 @@ def timing(at: float, duration: float) -> Timing:
 
 def coverage_keys(schedule: Schedule, labels: list[str]) -> list[tuple[str, str, str]]:
     """(action, whom it acts on, timing) of each step: what the search's coverage counts."""
-    return [(step["action"], CHAOS_ACTIONS[step["action"]].whom(step.get("replica"), labels),
-             timing(float(step["at"]), schedule.duration)) for step in schedule.steps]
+    return [(step.action, step.journal_target(labels), timing(step.at, schedule.duration)) for step in schedule.steps]
 
 
 def coverage_cells(space: Space, labels: list[str]) -> list[tuple[str, str, str]]:
