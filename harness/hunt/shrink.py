@@ -2,7 +2,7 @@
 
 Pure and runner-agnostic: the caller hands a failing `Schedule`, the `Failure` to keep and a
 predicate that runs real trials; the shrinker only proposes smaller candidates and keeps those
-that still fail. Passes, repeated until none makes progress (or the budget is spent):
+that still fail. Passes (`PASSES`), repeated until none makes progress (or the budget is spent):
 
 1. fewer steps: ddmin over the step list (halves, then smaller chunks, down to single
    removals), so the result is 1-minimal: removing any one step makes it pass;
@@ -211,10 +211,8 @@ def shrink(schedule: Schedule, failure: Failure, still_fails: Predicate, budget:
     try:
         for _ in range(_MAX_ROUNDS):
             before = shrinker.best
-            _fewer_steps(shrinker)
-            _shorter_run(shrinker)
-            _simpler_steps(shrinker)
-            _lower_rate(shrinker)
+            for shrink_pass in PASSES:
+                shrink_pass(shrinker)
             if shrinker.best == before:
                 break
     except _OutOfBudget as out:
@@ -344,6 +342,12 @@ def _bisect(shrinker: _Shrinker, current: float, simplest: float, resolution: fl
             failing = middle
         else:
             passing = middle
+
+
+PASSES: tuple[Callable[[_Shrinker], None], ...] = (_fewer_steps, _shorter_run, _simpler_steps, _lower_rate)
+"""The shrink's passes, in the order each round runs them: a pass proposes candidates (`_Shrinker.attempt`, which
+runs each and keeps a failing one as the best) and returns when it has none left. A new way to make a schedule
+smaller is one more function here."""
 
 
 # --- keys, read off the models ------------------------------------------------------------------
