@@ -97,33 +97,33 @@ def draw_step(space: Space, rng: random.Random) -> ChaosStep:
     action = rng.choice(space.actions)
     model = CHAOS_ACTIONS[action]
     at = _tenths(rng.uniform(0.0, space.duration * LATEST))
-    step: dict[str, Any] = {"action": action, "at": at}
+    table: dict[str, Any] = {"action": action, "at": at}
     replica = rng.choice(space.replica_choices(action))
     if replica is not None:
-        step["replica"] = replica
+        table["replica"] = replica
     left = max(space.duration - at, SHORTEST)
     fields = dict(model_facts(model))
     if model is NetworkAction:
-        step["fault"] = fault = rng.choice(fields.pop("fault").choices)
+        table["fault"] = fault = rng.choice(fields.pop("fault").choices)
         skipped = _FAULT_ONLY - FAULT_KEYS[fault]
         fields = {name: facts for name, facts in fields.items() if name not in skipped}
     for name, facts in fields.items():
         if name in _OWN:
             continue
-        value = _draw_field(model, facts, step, space, left, rng)
+        value = _draw_field(model, facts, table, space, left, rng)
         if value is not None:
-            step[name] = value
-    return chaos_step(step)
+            table[name] = value
+    return chaos_step(table)
 
 
-def _draw_field(model: type[ChaosAction], field: FieldFacts, step: dict[str, Any], space: Space, left: float,
+def _draw_field(model: type[ChaosAction], field: FieldFacts, table: dict[str, Any], space: Space, left: float,
                 rng: random.Random) -> Any:
     """One key's value, read from what its declaration says it is (`harness.config.fields`); None leaves it out (its
-    default)."""
-    if model is NetworkAction and field.name == "toxicity" and step["fault"] == "down":
+    default). `table`: the step's keys drawn so far."""
+    if model is NetworkAction and field.name == "toxicity" and table["fault"] == "down":
         return None  # down refuses every connection: toxicity 1, its default
     if model is NetworkAction and field.name == "after":
-        return float(rng.randint(0, 4096)) if step["fault"] == "truncate" else _tenths(rng.uniform(0.2, 3.0))
+        return float(rng.randint(0, 4096)) if table["fault"] == "truncate" else _tenths(rng.uniform(0.2, 3.0))
     if field.optional and not field.required and rng.random() < 0.5:
         return None
     if field.kind == "literal":
