@@ -128,12 +128,12 @@ def test_every_drawn_step_of_every_action_builds_a_scenario_the_model_accepts(ev
         for index in range(1, 11):
             schedule = draw_schedule(space, seed, index)
             assert 1 <= len(schedule.steps) <= 4
-            assert all(0 <= step["at"] <= schedule.duration for step in schedule.steps)
+            assert all(0 <= step.at <= schedule.duration for step in schedule.steps)
             scenario, text = trial_scenario(every_action, schedule, trial_seed(seed, index), "drawn")
-            assert [step.action for step in scenario.chaos] == [step["action"] for step in schedule.steps]
+            assert list(scenario.chaos) == list(schedule.steps)  # the models, as drawn
             assert scenario.duration == 6.0 and scenario.hunt is None
             assert parse_scenario(text).chaos == scenario.chaos  # the file reruns exactly as drawn
-            actions |= {step["action"] for step in schedule.steps}
+            actions |= {step.action for step in schedule.steps}
             timings |= {key[2] for key in coverage_keys(schedule, ["r1", "r2"])}
     assert actions == set(space.actions)
     assert timings == {"early", "middle", "late"}
@@ -141,21 +141,22 @@ def test_every_drawn_step_of_every_action_builds_a_scenario_the_model_accepts(ev
 
 def test_a_schedule_the_scenario_cannot_run_does_not_fit(every_action):
     """What the shrinker asks before running a candidate: a replica the target lacks, a step after the end."""
-    from harness.hunt.model import Schedule
+    from harness.hunt.model import Schedule, chaos_step
     from harness.hunt.search import Hunt
 
     hunt = Hunt(every_action, stream=sys.stderr)
-    assert hunt.fits(Schedule(({"action": "restart", "at": 1.0, "replica": 2},), 6.0))
-    assert not hunt.fits(Schedule(({"action": "restart", "at": 1.0, "replica": 3},), 6.0))
-    assert not hunt.fits(Schedule(({"action": "restart", "at": 9.0},), 6.0))
+    assert hunt.fits(Schedule((chaos_step({"action": "restart", "at": 1.0, "replica": 2}),), 6.0))
+    assert not hunt.fits(Schedule((chaos_step({"action": "restart", "at": 1.0, "replica": 3}),), 6.0))
+    assert not hunt.fits(Schedule((chaos_step({"action": "restart", "at": 9.0}),), 6.0))
 
 
 def test_a_window_drawn_ends_within_the_trial(every_action):
     space = Space.of(every_action.scenario)
     for index in range(1, 200):
         for step in draw_schedule(space, 3, index).steps:
-            if isinstance(step.get("duration"), float):
-                assert step["at"] + step["duration"] <= space.duration + 0.1, step
+            duration = getattr(step, "duration", None)
+            if isinstance(duration, float):
+                assert step.at + duration <= space.duration + 0.1, step
 
 
 def test_a_damaged_summary_stops_the_hunt_as_the_harness_error_it_is(tmp_path):

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import io
+import json
 import random
+import re
 import tomllib
 from collections.abc import Callable
 from html import escape
@@ -17,7 +19,7 @@ from harness.cli.main import main
 from harness.config.durations import parse_duration
 from harness.config.scenario import parse_scenario
 from harness.hunt.minimal import minimal_scenario, write_minimal
-from harness.hunt.model import Failure, HuntResult, Schedule, Trial
+from harness.hunt.model import Failure, HuntResult, Schedule, Trial, chaos_step, step_table
 from harness.hunt.page import coverage_line, render_page
 from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, reproduce, same_failure, shrink
 from harness.triage.catalogue import reproducers
@@ -26,13 +28,18 @@ FAILURE = Failure("unexplained", "-32602")
 """As the search names it: unexplained rejections have no logged reason."""
 
 
-def _renames(*names: str) -> tuple[dict[str, Any], ...]:
+def _steps(*tables: dict[str, Any]) -> tuple[Any, ...]:
+    """`[[chaos]]` tables as the hunt holds its steps: each its action's model."""
+    return tuple(chaos_step(table) for table in tables)
+
+
+def _renames(*names: str) -> tuple[Any, ...]:
     """Steps told apart by their `name`, which the shrinker leaves alone (a string has no simpler value)."""
-    return tuple({"action": "rename", "at": f"{index + 1}s", "name": name} for index, name in enumerate(names))
+    return _steps(*({"action": "rename", "at": f"{index + 1}s", "name": name} for index, name in enumerate(names)))
 
 
 def _names(schedule: Schedule) -> set[str]:
-    return {step["name"] for step in schedule.steps}
+    return {step.name for step in schedule.steps}
 
 
 def _both_a_and_b(schedule: Schedule) -> bool:
@@ -58,7 +65,7 @@ def test_fewer_steps_is_exactly_the_pair_and_one_minimal() -> None:
     for index in range(len(result.schedule.steps)):  # 1-minimal: any one step less passes
         fewer = result.schedule.steps[:index] + result.schedule.steps[index + 1:]
         assert not _both_a_and_b(Schedule(fewer, result.schedule.duration))
-    assert all(parse_duration(step["at"]) == 0 for step in result.schedule.steps)  # `at` earlier: at once
+    assert all(step.at == 0 for step in result.schedule.steps)  # `at` earlier: at once
 
 
 def test_no_chaos_at_all_when_the_property_breaks_without_it() -> None:
@@ -68,54 +75,75 @@ def test_no_chaos_at_all_when_the_property_breaks_without_it() -> None:
 
 def test_windows_shrink_to_the_boundary_that_still_fails() -> None:
     def property_(schedule: Schedule) -> bool:
-        pauses = [step for step in schedule.steps if step["action"] == "pause"]
-        return any(parse_duration(step["duration"]) >= 3.0
-                   and schedule.duration >= parse_duration(step["at"]) + parse_duration(step["duration"])
+        pauses = [step for step in schedule.steps if step.action == "pause"]
+        return any(step.duration >= 3.0 and schedule.duration >= step.at + step.duration
                    for step in pauses)
 
-    start = Schedule(({"action": "pause", "at": "5s", "duration": "10s", "replica": 2},), duration=30.0)
+    start = Schedule(_steps({"action": "pause", "at": 5.0, "duration": 10.0, "replica": 2}), duration=30.0)  # drawn
     result = shrink(start, FAILURE, property_)
+    timed = [tried.what for tried in result.path if re.match(r"step 1 \(pause\): (at|duration) ", tried.what)]
+    assert timed and all(re.fullmatch(r"step 1 \(pause\): (at|duration) [0-9.ms]+s -> [0-9.ms]+s", what)
+                         for what in timed), timed  # a duration says its unit on both sides, drawn or shrunk
     (step,) = result.schedule.steps
-    assert 3.0 <= parse_duration(step["duration"]) <= 3.0 * 1.1 + 0.1
-    assert parse_duration(step["at"]) == 0
-    assert step["replica"] == 1  # fewer replicas: the second is not needed
+    assert 3.0 <= step.duration <= 3.0 * 1.1 + 0.1
+    assert step.at == 0
+    assert step.replica == 1  # fewer replicas: the second is not needed
     assert 3.0 <= result.schedule.duration <= 3.5
     assert property_(result.schedule)
 
 
+def test_a_hunt_step_is_its_action_s_model_and_is_written_back_with_the_keys_it_was_drawn_with() -> None:
+    """The draw holds each step as its action's model; written back (a trial's scenario.toml, hunt.jsonl, the minimal
+    scenario) it is the keys it was drawn with, no default added, `action` and `at` first, and reads back the same."""
+    from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosAction
+    from harness.hunt.draw import Space, draw_schedule
+
+    actions = tuple(action for action in CHAOS_ACTIONS if action != "command")
+    space = Space(actions=actions, replicas=(1, 2, 3), replica_count=3, duration=20.0, max_steps=4, ttl=600.0,
+                  name="shop")
+    drawn = [step for index in range(150) for step in draw_schedule(space, 11, index).steps]
+    assert {step.action for step in drawn} == set(actions)
+    for step in drawn:
+        assert isinstance(step, ChaosAction)
+        table = step_table(step)
+        assert list(table)[:2] == ["action", "at"] and set(table) == step.model_fields_set
+        assert chaos_step(json.loads(json.dumps(table))) == step  # as hunt.jsonl holds it
+        if step.action == "network":  # its own fault's keys, no other fault's (their defaults)
+            assert set(table) & set().union(*FAULT_KEYS.values()) <= FAULT_KEYS[table["fault"]]
+
+
 def test_parameters_simplify_and_invalid_candidates_never_run() -> None:
-    steps = ({"action": "network", "at": "2s", "duration": "4s", "fault": "reset", "toxicity": 0.3},
-             {"action": "clock-skew", "at": "1s", "replica": 3, "offset": "2m"},
-             {"action": "rotate-keys", "at": "3s", "order": "minter-first", "phase_gap": "5s"})
+    steps = _steps({"action": "network", "at": "2s", "duration": "4s", "fault": "reset", "toxicity": 0.3},
+                   {"action": "clock-skew", "at": "1s", "replica": 3, "offset": "2m"},
+                   {"action": "rotate-keys", "at": "3s", "order": "minter-first", "phase_gap": "5s"})
 
     def property_(schedule: Schedule) -> bool:  # the skew must stay above a minute; the rest is free
-        return any(step["action"] == "clock-skew" and parse_duration(step["offset"]) > 60
+        return any(step.action == "clock-skew" and step.offset > 60
                    for step in schedule.steps) and len(schedule.steps) == 3
 
     result = shrink(Schedule(steps, duration=20.0, arrival_rate=8.0), FAILURE, property_)
     network, skew, rotation = result.schedule.steps
-    assert network["toxicity"] == 1.0 and network["replica"] == 1 and network["fault"] == "reset"
-    assert skew["replica"] == 1 and 60 < parse_duration(skew["offset"]) <= 60 * 1.1 + 0.2
-    assert rotation["order"] == "minter-first" and parse_duration(rotation["phase_gap"]) == 0
+    assert network.toxicity == 1.0 and network.replica == 1 and network.fault == "reset"
+    assert skew.replica == 1 and 60 < skew.offset <= 60 * 1.1 + 0.2
+    assert rotation.order == "minter-first" and rotation.phase_gap == 0
     assert result.schedule.arrival_rate == pytest.approx(0.1)
     # a reset fault takes no `delay`: such a candidate fails validation and is never run
-    assert not any("delay" in step for tried in result.path for step in tried.schedule.steps
-                   if step["fault" if "fault" in step else "action"] == "reset")
+    assert not any("delay" in step_table(step) for tried in result.path for step in tried.schedule.steps)
+    assert not any("delay" in tried.what for tried in result.path)
 
 
 def test_an_optional_window_shrinks_like_any_other_and_a_harsher_when_shorter_key_stays() -> None:
     """token-expiry's `duration` may be left out (until the run ends), so its type is `PositiveDuration | None`: the
     draw drew it as a duration, and the shrink, reading the same field facts, shortens it too (it once did not)."""
-    step = {"action": "token-expiry", "at": "1s", "lifetime": "2s", "duration": "12s"}
+    steps = _steps({"action": "token-expiry", "at": "1s", "lifetime": "2s", "duration": "12s"})
 
     def property_(schedule: Schedule) -> bool:
-        return any(step["action"] == "token-expiry" and parse_duration(step.get("duration", "1d")) >= 4.0
-                   for step in schedule.steps)
+        return any(step.action == "token-expiry" and (step.duration or 86400.0) >= 4.0 for step in schedule.steps)
 
-    result = shrink(Schedule((step,), duration=20.0), FAILURE, property_)
+    result = shrink(Schedule(steps, duration=20.0), FAILURE, property_)
     (shrunk,) = result.schedule.steps
-    assert 4.0 <= parse_duration(shrunk["duration"]) <= 4.0 * 1.1 + 0.1
-    assert shrunk["lifetime"] == "2s"  # a shorter lifetime is a harsher fault: left as drawn
+    assert 4.0 <= shrunk.duration <= 4.0 * 1.1 + 0.1
+    assert shrunk.lifetime == 2.0  # a shorter lifetime is a harsher fault: left as drawn
 
 
 def test_rate_shrinks_to_where_it_still_fails() -> None:
@@ -257,8 +285,8 @@ completed_ratio = ">= 0.95"
 "round_duration" = ["p(95) < 2s", "max < 10s"]
 """
 
-MINIMAL = Schedule(({"action": "rotate-keys", "at": "1.5s", "order": "retire-early", "phase_gap": "0s"},
-                    {"action": "network", "at": "0s", "duration": "2s", "fault": "reset", "replica": 1}),
+MINIMAL = Schedule(_steps({"action": "rotate-keys", "at": "1.5s", "order": "retire-early", "phase_gap": "0s"},
+                          {"action": "network", "at": "0s", "duration": "2s", "fault": "reset", "replica": 1}),
                    duration=6.0, arrival_rate=2.0)
 
 
@@ -383,12 +411,12 @@ HUNTED = ORIGINAL.replace("[hypothesis]\n\"chaos_failures{action='pause'}\" = \"
 def test_candidates_the_scenario_cannot_run_are_skipped() -> None:
     fits = _hunt_of(HUNTED).fits
     assert fits(MINIMAL)
-    assert not fits(Schedule(({"action": "pause", "at": "0s", "replica": 4},), duration=5.0))  # 3 replicas
-    assert not fits(Schedule(({"action": "revoke", "at": "0s"},), duration=5.0))  # the shop issues no tokens here
+    assert not fits(Schedule(_steps({"action": "pause", "at": "0s", "replica": 4}), duration=5.0))  # 3 replicas
+    assert not fits(Schedule(_steps({"action": "revoke", "at": "0s"}), duration=5.0))  # the shop issues no tokens here
 
     staged = HUNTED.replace('routing = "other-replica"', 'routing = "other-replica"\nstages = [{ duration = "8s", '
                                                          'target = 4 }]')
-    start = Schedule(({"action": "kill", "at": "1s", "replica": 3},), duration=20.0)
+    start = Schedule(_steps({"action": "kill", "at": "1s", "replica": 3}), duration=20.0)
     result = shrink(start, FAILURE, lambda schedule: True, fits=_hunt_of(staged).fits)
     assert result.schedule.steps == () and result.schedule.duration >= 8.0  # the stages last 8 s: no shorter run
     assert all(step.schedule.duration >= 8.0 for step in result.path)  # none shorter was run
@@ -409,7 +437,7 @@ def test_every_shipped_scenario_survives_the_minimal_writer(path: Path) -> None:
     chaos as the schedule: only the name, description, seed and the two threshold tables differ."""
     text = path.read_text(encoding="utf-8")
     original = parse_scenario(text)
-    schedule = Schedule(tuple(tomllib.loads(text).get("chaos", [])), original.duration)
+    schedule = Schedule(tuple(original.chaos), original.duration)
     failure = Failure("invariant", "no_double_release")
     written = parse_scenario(minimal_scenario(text, _found(failure, schedule)))
     changed = {"name", "description", "seed", "reproduces", "expect"}

@@ -22,7 +22,7 @@ import pytest
 from harness.config.chaos import CHAOS_ACTIONS, NetworkFaultKind
 from harness.config.scenario import Scenario, load_scenario
 from harness.hunt.draw import Space, draw_step
-from harness.hunt.model import Schedule
+from harness.hunt.model import Schedule, chaos_step
 from harness.hunt.trial import Base, trial_scenario
 from harness.report import results_scenario
 from tests.harness_run import ROOT, SCENARIOS, run_harness
@@ -72,13 +72,13 @@ def test_every_chaos_action_and_every_network_fault_reads_back(tmp_path: Path) -
     source.write_text(EVERY_ACTION)
     base = Base.read(source)
     space = Space.of(base.scenario)
-    steps: list[dict[str, typing.Any]] = [COMMAND_STEP]
+    steps = [chaos_step(COMMAND_STEP)]
     for action in space.actions:
         only = dataclasses.replace(space, actions=(action,))
         steps += [draw_step(only, random.Random(seed)) for seed in range(30)]
-    faults = {step["fault"] for step in steps if step["action"] == "network"}
+    faults = {getattr(step, "fault", None) for step in steps if step.action == "network"}
     assert faults == set(typing.get_args(NetworkFaultKind))
-    assert {step["action"] for step in steps} == set(CHAOS_ACTIONS)
+    assert {step.action for step in steps} == set(CHAOS_ACTIONS)
     for n, step in enumerate(steps):
         scenario, _ = trial_scenario(base, Schedule((step,), 10.0), 1, f"step-{n}")
         assert results_scenario(_as_run_writes(scenario, tmp_path / f"step-{n}")) == scenario, step

@@ -9,7 +9,8 @@ of `set-ttl` is drawn below the target's own. `replica` is one the hunt allows (
 every replica may also name none: all of them); an action on the authorization server names
 none. A network step sets only its fault's own keys. A field the drawing cannot read raises
 TypeError: a new action whose field needs a rule here is caught by the tests, which draw every
-action over many seeds and validate each drawn scenario.
+action over many seeds and validate each drawn scenario. The drawn table is validated into the
+action's model (`harness.hunt.model.chaos_step`): a step is held only as a model.
 
 The same (seed, trial index) draws the same schedule in any process (`harness.leads.seeding`).
 """
@@ -22,11 +23,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosAction, NetworkAction
+from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosAction, ChaosStep, NetworkAction
 from harness.config.fields import FieldFacts, model_facts
 from harness.config.hunt import HuntSettings, drawable_actions, drawable_replicas
 from harness.config.scenario import Scenario
-from harness.hunt.model import Schedule
+from harness.hunt.model import Schedule, chaos_step
 from harness.leads.seeding import derive_seed, stream
 
 Timing = Literal["early", "middle", "late"]
@@ -87,41 +88,42 @@ def draw_schedule(space: Space, seed: int, index: int) -> Schedule:
     """Trial `index`'s schedule: 1 to `max_steps` steps, in order of `at`; the same arguments draw the same one."""
     rng = stream(seed, "hunt", "schedule", index)
     steps = [draw_step(space, rng) for _ in range(rng.randint(1, space.max_steps))]
-    return Schedule(steps=tuple(sorted(steps, key=lambda step: step["at"])), duration=space.duration)
+    return Schedule(steps=tuple(sorted(steps, key=lambda step: step.at)), duration=space.duration)
 
 
-def draw_step(space: Space, rng: random.Random) -> dict[str, Any]:
-    """One `[[chaos]]` table: an allowed action, when it starts, whom it acts on and its own keys."""
+def draw_step(space: Space, rng: random.Random) -> ChaosStep:
+    """One chaos step: an allowed action, when it starts, whom it acts on and its own keys, drawn as a `[[chaos]]`
+    table and validated into the action's model."""
     action = rng.choice(space.actions)
     model = CHAOS_ACTIONS[action]
     at = _tenths(rng.uniform(0.0, space.duration * LATEST))
-    step: dict[str, Any] = {"action": action, "at": at}
+    table: dict[str, Any] = {"action": action, "at": at}
     replica = rng.choice(space.replica_choices(action))
     if replica is not None:
-        step["replica"] = replica
+        table["replica"] = replica
     left = max(space.duration - at, SHORTEST)
     fields = dict(model_facts(model))
     if model is NetworkAction:
-        step["fault"] = fault = rng.choice(fields.pop("fault").choices)
+        table["fault"] = fault = rng.choice(fields.pop("fault").choices)
         skipped = _FAULT_ONLY - FAULT_KEYS[fault]
         fields = {name: facts for name, facts in fields.items() if name not in skipped}
     for name, facts in fields.items():
         if name in _OWN:
             continue
-        value = _draw_field(model, facts, step, space, left, rng)
+        value = _draw_field(model, facts, table, space, left, rng)
         if value is not None:
-            step[name] = value
-    return step
+            table[name] = value
+    return chaos_step(table)
 
 
-def _draw_field(model: type[ChaosAction], field: FieldFacts, step: dict[str, Any], space: Space, left: float,
+def _draw_field(model: type[ChaosAction], field: FieldFacts, table: dict[str, Any], space: Space, left: float,
                 rng: random.Random) -> Any:
     """One key's value, read from what its declaration says it is (`harness.config.fields`); None leaves it out (its
-    default)."""
-    if model is NetworkAction and field.name == "toxicity" and step["fault"] == "down":
+    default). `table`: the step's keys drawn so far."""
+    if model is NetworkAction and field.name == "toxicity" and table["fault"] == "down":
         return None  # down refuses every connection: toxicity 1, its default
     if model is NetworkAction and field.name == "after":
-        return float(rng.randint(0, 4096)) if step["fault"] == "truncate" else _tenths(rng.uniform(0.2, 3.0))
+        return float(rng.randint(0, 4096)) if table["fault"] == "truncate" else _tenths(rng.uniform(0.2, 3.0))
     if field.optional and not field.required and rng.random() < 0.5:
         return None
     if field.kind == "literal":
@@ -181,8 +183,7 @@ def timing(at: float, duration: float) -> Timing:
 
 def coverage_keys(schedule: Schedule, labels: list[str]) -> list[tuple[str, str, str]]:
     """(action, whom it acts on, timing) of each step: what the search's coverage counts."""
-    return [(step["action"], CHAOS_ACTIONS[step["action"]].whom(step.get("replica"), labels),
-             timing(float(step["at"]), schedule.duration)) for step in schedule.steps]
+    return [(step.action, step.journal_target(labels), timing(step.at, schedule.duration)) for step in schedule.steps]
 
 
 def coverage_cells(space: Space, labels: list[str]) -> list[tuple[str, str, str]]:

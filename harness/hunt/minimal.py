@@ -28,7 +28,7 @@ from harness.config.durations import format_duration
 from harness.config.scenario import ScenarioError, parse_scenario
 from harness.config.thresholds import ThresholdError, parse_threshold
 from harness.errors import MrtrHarnessError
-from harness.hunt.model import Failure, HuntResult, Schedule, describe
+from harness.hunt.model import Failure, HuntResult, Schedule, describe, step_table
 from harness.hunt.shrink import duration_text
 from harness.hunt.toml_file import document, pairs
 from harness.secrets import scrub
@@ -65,7 +65,7 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
         data = tomllib.loads(original_text)
     except tomllib.TOMLDecodeError as exc:
         raise MinimalScenarioError(f"the scenario's text is no longer valid TOML: {exc}") from None
-    actions = {str(step.get("action")) for step in result.minimal.steps}
+    actions = {step.action for step in result.minimal.steps}
     expect = naming_only(_strings(data.get("expect")), actions)
     scenario = _minimal_data(data, result.minimal, result.found.seed, str(data.get("name", "scenario")))
     if isinstance(scenario.get("hypothesis"), dict):
@@ -148,7 +148,7 @@ def _minimal_data(data: dict[str, Any], schedule: Schedule, seed: int, name: str
     if schedule.arrival_rate is not None:
         ours["load"] = {**data.get("load", {}), "arrival_rate": schedule.arrival_rate}
     if schedule.steps:
-        ours["chaos"] = [_step(step) for step in schedule.steps]
+        ours["chaos"] = [_step(step_table(step)) for step in schedule.steps]
     order = [key for key in data if key not in ("reproduces", "hunt", "expect")]
     if "chaos" not in order:
         tables = [index for index, key in enumerate(order) if key in ("flows", "leads", "hosts", "target", "load")]

@@ -1,15 +1,23 @@
 """What a hunt works with: a schedule (chaos steps and a trial's knobs), a trial, a failure, a shrink's path.
 
 Plain data, shared by the search (which draws and runs schedules), the shrinker (which makes them
-smaller) and the outputs (the journal, the minimal scenario, the page). A chaos step is held as the
-`[[chaos]]` table a scenario file would hold (`action`, `at` and the action's own keys, in the units the
-file uses), so a schedule can be written back into TOML and read by `validate` exactly as drawn.
+smaller) and the outputs (the journal, the minimal scenario, the page). A chaos step is its action's
+validated model from the chaos registry (`harness.config.chaos`), as a scenario's `[[chaos]]` step is:
+the draw and the shrink make one from a table (`chaos_step`), so a step that does not validate is never
+held, and every reader asks the model (`step.at` is seconds). A step is written back (each trial's
+`scenario.toml`, hunt.jsonl, the minimal scenario) as the keys it was given, no default added
+(`step_table`), so a schedule reads back exactly as drawn.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pydantic import TypeAdapter
+
+from harness.config.chaos import ChaosStep
 
 FailureKind = Literal["invariant", "unexplained", "expectation"]
 """invariant: a ledger invariant was violated; unexplained: a logged reason's rejections were not all
@@ -22,8 +30,8 @@ TrialPurpose = Literal["search", "shrink", "reproduce"]
 class Schedule:
     """One trial's chaos and knobs: what the search draws and the shrinker reduces."""
 
-    steps: tuple[dict[str, Any], ...]
-    """Each step a `[[chaos]]` table as a scenario file holds it (treat as read-only)."""
+    steps: tuple[ChaosStep, ...]
+    """Each step its action's model, validated."""
     duration: float
     """Seconds of load (real)."""
     arrival_rate: float | None = None
@@ -100,17 +108,33 @@ class HuntResult:
     """Why the search ended: "found", "trials", "time" or "interrupted"."""
 
 
+_STEP = TypeAdapter(ChaosStep)
+_FIRST = ("action", "at", "replica", "fault")
+"""The keys a step's table starts with, in the order the draw sets them; the action's own keys follow in the order
+its model declares them."""
+
+
+def chaos_step(table: Mapping[str, Any]) -> ChaosStep:
+    """A `[[chaos]]` table as its action's model (pydantic's ValidationError when it does not validate)."""
+    return _STEP.validate_python(table)
+
+
+def step_table(step: ChaosStep) -> dict[str, Any]:
+    """A step as the `[[chaos]]` table it was made from: the keys it was given (a default is not added), `action`,
+    `at`, `replica` and a network step's `fault` first, its values as the model holds them (durations in seconds)."""
+    given = step.model_fields_set
+    names = [*(name for name in _FIRST if name in given), *(name for name in type(step).model_fields
+                                                               if name in given and name not in _FIRST)]
+    return {name: getattr(step, name) for name in names}
+
+
 def describe(schedule: Schedule) -> str:
     """A schedule's steps in a few words: `restart r2 @3.1s, network latency all @5.0s 2.4s` ("" for none)."""
     parts = []
     for step in schedule.steps:
-        whom = f" r{step['replica']}" if "replica" in step else ""
-        kind = f" {step['fault']}" if "fault" in step else f" {step['order']}" if "order" in step else ""
-        lasting = f" {_seconds(step['duration'])}" if "duration" in step else ""
-        parts.append(f"{step.get('action', '?')}{kind}{whom} @{_seconds(step.get('at', 0))}{lasting}")
+        given = step_table(step)
+        whom = f" r{given['replica']}" if given.get("replica") is not None else ""
+        kind = next((f" {given[key]}" for key in ("fault", "order") if key in given), "")
+        lasting = f" {given['duration']:g}s" if given.get("duration") is not None else ""
+        parts.append(f"{step.action}{kind}{whom} @{step.at:g}s{lasting}")
     return ", ".join(parts)
-
-
-def _seconds(value: object) -> str:
-    """A step's time as drawn (seconds: `3.1s`) or as a file wrote it (`"1500ms"`)."""
-    return f"{value:g}s" if isinstance(value, int | float) else str(value)

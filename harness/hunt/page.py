@@ -22,7 +22,7 @@ from harness.compare.page import header
 from harness.config.durations import format_duration
 from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
 from harness.hunt.minimal import failure_in_words, schedule_in_words
-from harness.hunt.model import HuntResult, Schedule, ShrinkStep, Trial
+from harness.hunt.model import HuntResult, Schedule, ShrinkStep, Trial, step_table
 from harness.report.html import META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table
 
 _CSS = (PAGE_CSS + META_CSS + TABLE_CSS
@@ -114,7 +114,7 @@ def _trial_facts(trial: Trial) -> str:
 def _schedule_table(schedule: Schedule) -> str:
     rows = [[cell(index + 1, numeric=True), *(cell(_shown(step.get(key))) for key in _STEP_COLUMNS),
              cell(", ".join(f"{key} = {_shown(value)}" for key, value in step.items() if key not in _STEP_COLUMNS))]
-            for index, step in enumerate(schedule.steps)]
+            for index, step in enumerate(map(step_table, schedule.steps))]
     facts = f"{format_duration(schedule.duration)} of load" + (
         f" at {schedule.arrival_rate:g} flows/s" if schedule.arrival_rate is not None else " at the scenario's rate")
     return (f'<p class="meta">{escape(facts)}</p>'

@@ -36,7 +36,7 @@ from harness.config.scenario import Scenario
 from harness.errors import ExitCode
 from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
 from harness.hunt.minimal import MinimalScenarioError, write_minimal
-from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe
+from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table
 from harness.hunt.page import coverage_line, write_page
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, reproduce, shrink
 from harness.hunt.trial import Base, TrialDamaged, judge, run_trial, trial_scenario
@@ -66,7 +66,7 @@ class HuntJournal:
 
 def schedule_data(schedule: Schedule) -> dict[str, Any]:
     """A schedule as plain data: its steps as `[[chaos]]` tables, its duration and rate."""
-    return {"steps": [dict(step) for step in schedule.steps], "duration": schedule.duration,
+    return {"steps": [step_table(step) for step in schedule.steps], "duration": schedule.duration,
             "arrival_rate": schedule.arrival_rate}
 
 

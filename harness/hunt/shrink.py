@@ -2,7 +2,7 @@
 
 Pure and runner-agnostic: the caller hands a failing `Schedule`, the `Failure` to keep and a
 predicate that runs real trials; the shrinker only proposes smaller candidates and keeps those
-that still fail. Passes, repeated until none makes progress (or the budget is spent):
+that still fail. Passes (`PASSES`), repeated until none makes progress (or the budget is spent):
 
 1. fewer steps: ddmin over the step list (halves, then smaller chunks, down to single
    removals), so the result is 1-minimal: removing any one step makes it pass;
@@ -19,8 +19,10 @@ that still fail. Passes, repeated until none makes progress (or the budget is sp
 A number is shrunk by trying its simplest value, then bisecting between that and the value
 that fails, to within 10 % (and a tenth of a second, a hundredth of a share): each try is a
 candidate of real runs, so a coarse answer soon is worth more than an exact one late. A
-candidate whose step no longer validates against its model, or whose step starts after the
-run's end, is skipped without a run.
+candidate step is made as a step is drawn: its table (the keys it was given, one changed)
+validated into its action's model (`harness.hunt.model.chaos_step`); one that does not validate
+(a key its network fault does not take), or whose step starts after the run's end, is skipped
+without a run.
 
 "Still failing" means the same failure: the same `Failure` kind and name (the same invariant
 violated, the same logged reason left unexplained, the same `[expect]` key failed), among the
@@ -40,12 +42,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from harness.config.chaos import CHAOS_ACTIONS, ChaosStep
-from harness.config.durations import format_duration, parse_duration
+from harness.config.durations import format_duration
 from harness.config.fields import FieldFacts, model_facts
-from harness.hunt.model import Failure, Schedule, ShrinkStep
+from harness.hunt.model import Failure, Schedule, ShrinkStep, chaos_step, step_table
 
 DEFAULT_K = 2
 DEFAULT_N = 3
@@ -61,7 +63,6 @@ _MAX_ROUNDS = 8
 """Rounds of all the passes at most: each round that changed nothing ends the shrink sooner."""
 
 StoppedBy = Literal["done", "runs", "time"]
-_STEP = TypeAdapter(ChaosStep)
 
 
 # --- what "still failing" means -----------------------------------------------------------------
@@ -174,9 +175,10 @@ class _Shrinker:
     path: list[ShrinkStep] = field(default_factory=list)
     tried: dict[str, bool] = field(default_factory=dict)
 
-    def attempt(self, candidate: Schedule, what: str) -> bool:
-        """Run a candidate (unless invalid or already tried); a failing one becomes the best so far."""
-        if not _valid(candidate) or (self.fits is not None and not self.fits(candidate)):
+    def attempt(self, candidate: Schedule | None, what: str) -> bool:
+        """Run a candidate (unless invalid, None: a step that did not validate, or already tried); a failing one
+        becomes the best so far."""
+        if candidate is None or not _valid(candidate) or (self.fits is not None and not self.fits(candidate)):
             return False
         key = _key(candidate)
         if key in self.tried:
@@ -209,10 +211,8 @@ def shrink(schedule: Schedule, failure: Failure, still_fails: Predicate, budget:
     try:
         for _ in range(_MAX_ROUNDS):
             before = shrinker.best
-            _fewer_steps(shrinker)
-            _shorter_run(shrinker)
-            _simpler_steps(shrinker)
-            _lower_rate(shrinker)
+            for shrink_pass in PASSES:
+                shrink_pass(shrinker)
             if shrinker.best == before:
                 break
     except _OutOfBudget as out:
@@ -247,14 +247,14 @@ def _split(length: int, chunks: int) -> Iterator[frozenset[int]]:
             yield frozenset(range(start, end))
 
 
-def _dropped(steps: Sequence[dict[str, Any]], indices: frozenset[int]) -> str:
-    names = ", ".join(f"{index + 1} ({steps[index].get('action', '?')})" for index in sorted(indices))
+def _dropped(steps: Sequence[ChaosStep], indices: frozenset[int]) -> str:
+    names = ", ".join(f"{index + 1} ({steps[index].action})" for index in sorted(indices))
     return f"dropped step{'s' * (len(indices) > 1)} {names}"
 
 
 def _shorter_run(shrinker: _Shrinker) -> None:
     current = shrinker.best.duration
-    floor = max([_SECONDS, *(_seconds(step.get("at", 0)) for step in shrinker.best.steps)])
+    floor = max([_SECONDS, *(step.at for step in shrinker.best.steps)])
 
     def candidate(value: float) -> tuple[Schedule, str]:
         return (replace(shrinker.best, duration=value),
@@ -276,10 +276,7 @@ def _lower_rate(shrinker: _Shrinker) -> None:
 
 def _simpler_steps(shrinker: _Shrinker) -> None:
     for index in range(len(shrinker.best.steps)):
-        model = CHAOS_ACTIONS.get(str(shrinker.best.steps[index].get("action")))
-        if model is None:
-            continue
-        for facts in model_facts(model).values():
+        for facts in model_facts(type(shrinker.best.steps[index])).values():
             if index < len(shrinker.best.steps):
                 _simpler_key(shrinker, index, facts)
 
@@ -289,21 +286,23 @@ def _simpler_key(shrinker: _Shrinker, index: int, facts: FieldFacts) -> None:
     comes from `harness.config.fields`, as the draw reads it)."""
     name = facts.name
     step = shrinker.best.steps[index]
-    action = step.get("action")
-    current_value = step.get(name, facts.default)
+    action = step.action
+    current_value = getattr(step, name, facts.default)
 
-    def candidate_with(value: Any, shown: str) -> tuple[Schedule, str]:
+    def candidate_with(value: Any, shown: str) -> tuple[Schedule | None, str]:
         steps = list(shrinker.best.steps)
-        was = steps[index].get(name, current_value)
-        steps[index] = {**steps[index], name: value}
-        return (replace(shrinker.best, steps=tuple(steps)),
-                f"step {index + 1} ({action}): {name} {_shown(name, was)} -> {shown}")
+        what = f"step {index + 1} ({action}): {name} {_shown(facts, getattr(steps[index], name, None))} -> {shown}"
+        try:
+            steps[index] = chaos_step({**step_table(steps[index]), name: value})
+        except ValidationError:
+            return None, what
+        return replace(shrinker.best, steps=tuple(steps)), what
 
     if facts.kind == "replica":
-        every = CHAOS_ACTIONS[str(action)].acts_on == "replicas"
+        every = CHAOS_ACTIONS[action].acts_on == "replicas"
         _simpler_replica(shrinker, current_value, candidate_with, every=every)
     elif facts.kind == "duration" and not facts.harsher_when_shorter and current_value is not None:
-        current = _seconds(current_value)
+        current = float(current_value)
         floor = _SECONDS if facts.lower_strict else 0.0
         _bisect(shrinker, current, floor, _SECONDS,
                 lambda value: candidate_with(duration_text(value), format_duration(value)))
@@ -311,7 +310,8 @@ def _simpler_key(shrinker: _Shrinker, index: int, facts: FieldFacts) -> None:
         _bisect(shrinker, float(current_value), 1.0, _SHARE, lambda value: candidate_with(value, f"{value:g}"))
 
 
-def _simpler_replica(shrinker: _Shrinker, current: Any, candidate_with: Callable[[Any, str], tuple[Schedule, str]],
+def _simpler_replica(shrinker: _Shrinker, current: Any,
+                     candidate_with: Callable[[Any, str], tuple[Schedule | None, str]],
                      every: bool) -> None:
     """A higher replica down to a lower one; a step on every replica (none named) onto replica 1 alone (a step on
     one replica that names none already acts on the first)."""
@@ -324,7 +324,7 @@ def _simpler_replica(shrinker: _Shrinker, current: Any, candidate_with: Callable
 
 
 def _bisect(shrinker: _Shrinker, current: float, simplest: float, resolution: float,
-            candidate: Callable[[float], tuple[Schedule, str]]) -> None:
+            candidate: Callable[[float], tuple[Schedule | None, str]]) -> None:
     """From a failing `current` towards `simplest`: try it, then halve the gap while the failing end moves."""
     if abs(current - simplest) < resolution / 2:
         return
@@ -344,14 +344,13 @@ def _bisect(shrinker: _Shrinker, current: float, simplest: float, resolution: fl
             passing = middle
 
 
+PASSES: tuple[Callable[[_Shrinker], None], ...] = (_fewer_steps, _shorter_run, _simpler_steps, _lower_rate)
+"""The shrink's passes, in the order each round runs them: a pass proposes candidates (`_Shrinker.attempt`, which
+runs each and keeps a failing one as the best) and returns when it has none left. A new way to make a schedule
+smaller is one more function here."""
+
+
 # --- keys, read off the models ------------------------------------------------------------------
-
-
-def _seconds(value: Any) -> float:
-    try:
-        return parse_duration(value)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def duration_text(seconds: float) -> str:
@@ -360,14 +359,12 @@ def duration_text(seconds: float) -> str:
     return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
 
-def _shown(name: str, value: Any) -> str:
+def _shown(facts: FieldFacts, value: Any) -> str:
+    """A key's value before the change, as the change says it (a duration as `format_duration` writes one)."""
     if value is None:
-        return "every replica" if name == "replica" else "none"
-    if isinstance(value, str) and name != "replica":
-        try:
-            return format_duration(parse_duration(value))
-        except ValueError:
-            return value
+        return "every replica" if facts.kind == "replica" else "none"
+    if facts.kind == "duration":
+        return format_duration(value)
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -377,16 +374,13 @@ def _rounded(value: float, resolution: float) -> float:
 
 
 def _valid(schedule: Schedule) -> bool:
-    """Every step still validates against its action's model, and starts within the run."""
-    for step in schedule.steps:
-        try:
-            model = _STEP.validate_python(step)
-        except ValidationError:
-            return False
-        if model.at > schedule.duration:
-            return False
+    """Every step starts within the run (each is a model: it validated when it was made), which lasts, at a rate
+    above 0."""
+    if any(step.at > schedule.duration for step in schedule.steps):
+        return False
     return schedule.duration > 0 and (schedule.arrival_rate is None or schedule.arrival_rate > 0)
 
 
 def _key(schedule: Schedule) -> str:
-    return json.dumps([list(schedule.steps), schedule.duration, schedule.arrival_rate], sort_keys=True, default=str)
+    return json.dumps([[step_table(step) for step in schedule.steps], schedule.duration, schedule.arrival_rate],
+                      sort_keys=True, default=str)

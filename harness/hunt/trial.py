@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import MrtrHarnessError
-from harness.hunt.model import Failure, Schedule
+from harness.hunt.model import Failure, Schedule, step_table
 from harness.hunt.toml_file import document
 from harness.report.verdict import RunStatus
 
@@ -85,7 +85,7 @@ def trial_scenario(base: Base, schedule: Schedule, seed: int, name: str, header:
     data = copy.deepcopy(base.data)
     data.pop("hunt", None)
     data["name"], data["seed"], data["duration"] = name, seed, schedule.duration
-    data["chaos"] = [dict(step) for step in schedule.steps]
+    data["chaos"] = [step_table(step) for step in schedule.steps]
     if schedule.arrival_rate is not None:
         data.setdefault("load", {})["arrival_rate"] = schedule.arrival_rate
     text = document(data, header)
