@@ -89,7 +89,7 @@ def test_a_run_killed_with_sigkill_leaves_no_process_behind(tmp_path):
         zygotes = {pid for pid in seen if b"harness.targets.zygote" in _cmdline(pid) and parent_of(pid) == process.pid}
         replicas = {pid for pid in seen if parent_of(pid) in zygotes}
         assert len(zygotes) == 1 and len(replicas) == 3, describe(seen)  # smoke.toml: 3 forked replicas
-        folds = {pid for pid in seen if b"harness.run.fold" in _cmdline(pid) and parent_of(pid) == process.pid}
+        folds = {pid for pid in seen if b"harness.run.live_fold" in _cmdline(pid) and parent_of(pid) == process.pid}
         assert len(folds) == 1, describe(seen)  # the run's live fold, a process of its own
         survivors = kill_and_count_survivors(process, seen)
     finally:

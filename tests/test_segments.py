@@ -19,7 +19,7 @@ from harness.journal.segments import SEGMENT_ENV, closed_segments, compress_segm
 from harness.journal.writer import Journal, JournalDamage, read_journal
 from harness.load.distributed import JournalParts
 from harness.report import journal_parts
-from harness.run.fold.worker import LiveFold
+from harness.run.live_fold.worker import LiveFold
 from harness.runtime.processes import alive
 from tests.harness_run import ROOT, SCENARIOS, run_harness, valid_summary
 from tests.services import sigint_default

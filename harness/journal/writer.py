@@ -75,7 +75,7 @@ class Journal:
     or wakes the flusher thread, which waits `FLUSH_DELAY` for more to gather. The queue
     is written out under the lock, so lines keep their order and are never torn or lost.
     `on_flush(file name, size)` is called after each batch is in the file: the run's live
-    fold (`harness.run.fold`) reads the file up to there. With `segment_bytes`, the file rolls
+    fold (`harness.run.live_fold`) reads the file up to there. With `segment_bytes`, the file rolls
     into segments, each closed one compressed on a thread (`harness.journal.segments`); `size`
     and the sizes told are of the whole stream; `compress=False` leaves closed segments plain (a worker's spool).
     """

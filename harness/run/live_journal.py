@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.journal.segments import segment_bytes
 from harness.journal.writer import Journal
-from harness.run.fold.client import FoldProcess
+from harness.run.live_fold.client import FoldProcess
 
 JOURNAL_FILE = "journal.jsonl"
 

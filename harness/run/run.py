@@ -19,8 +19,8 @@ which the endpoint and the web UI keep serving for their linger.
 What each step needs lives in its own module: the target factory (`harness.targets`, whose
 target supplies its ledger check), the load (`harness.run.load_driver`) and when it ends
 (`harness.run.load_end`), the exporter (`harness.metrics.exporter`), CPU accounting
-(`harness.run.cpu`), the live fold (`harness.run.fold.worker`, a process of its own, driven from
-`harness.run.fold.client`), the hypothesis windows (`harness.run.hypothesis`), the
+(`harness.run.cpu`), the live fold (`harness.run.live_fold.worker`, a process of its own, driven from
+`harness.run.live_fold.client`), the hypothesis windows (`harness.run.hypothesis`), the
 progress line (`harness.run.progress`), early stops (`harness.run.stopping`), harness
 errors (`harness.run.failures`) and the results (`harness.run.results`). This module is
 the order.
@@ -69,11 +69,11 @@ from harness.metrics.registry import RunMetrics
 from harness.run import cpu
 from harness.run.end_checks import check_invariants, reconcile
 from harness.run.failures import Failures
-from harness.run.fold.client import FoldLost
-from harness.run.fold.protocol import ReplicaRounds
 from harness.run.greenlets import background, stop_greenlets
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import HypothesisWindows
+from harness.run.live_fold.client import FoldLost
+from harness.run.live_fold.protocol import ReplicaRounds
 from harness.run.live_journal import journal_and_fold
 from harness.run.load_driver import load_driver, new_environment
 from harness.run.load_end import LoadEnd

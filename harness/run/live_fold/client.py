@@ -1,4 +1,4 @@
-"""The run's side of its live fold (`harness.run.fold.worker`): start it, tell it what the journal gained, ask it.
+"""The run's side of its live fold (`harness.run.live_fold.worker`): start it, tell it what the journal gained, ask it.
 
 The load process pays one small write per journal batch for the whole fold: the part's
 name and new size, sent after the batch is in the file. Requests (figures for a probe,
@@ -7,7 +7,7 @@ pipe, so the fold answers each one after folding every batch written before it, 
 in this process would. The pipe is never waited on from gevent's hub: what does not fit
 is kept in order and written by a greenlet when the pipe drains.
 
-The run asks with the queries of `harness.run.fold.protocol` (`fold.ask(ProgressCounts())`
+The run asks with the queries of `harness.run.live_fold.protocol` (`fold.ask(ProgressCounts())`
 returns the query's own reply type). Each request carries an id, and its reply carries it back. One
 greenlet reads the replies, each frame whole, and hands each to the asker waiting on its id;
 a reply no one waits for any more is dropped. So an asker stopped anywhere (the progress,
@@ -36,7 +36,7 @@ from gevent.event import AsyncResult
 from gevent.socket import wait_read, wait_write
 
 from harness.folding.read import JournalRead
-from harness.run.fold.protocol import REPLY_HEAD, Ask, Finish, Growth, Reply, Request, Tell
+from harness.run.live_fold.protocol import REPLY_HEAD, Ask, Finish, Growth, Reply, Request, Tell
 from harness.runtime.processes import process_cpu_seconds, start_child
 
 R = TypeVar("R")
@@ -87,7 +87,7 @@ class FoldProcess:
         self._replies, answers = os.pipe()
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         try:
-            self.process = start_child([sys.executable, "-m", "harness.run.fold.worker", str(self.folder),
+            self.process = start_child([sys.executable, "-m", "harness.run.live_fold.worker", str(self.folder),
                                         repr(self.save_every)], stdin=commands, stdout=answers, stderr=self._errors)
         finally:
             os.close(commands)
