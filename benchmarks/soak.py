@@ -87,7 +87,7 @@ from benchmarks.runs import (
     write_figures,
 )
 from harness.journal.segments import part_lines, part_names
-from harness.runtime.processes import process_cpu_seconds
+from harness.processes.children import process_cpu_seconds
 from tests.servers import Running
 
 SCENARIO = """\

@@ -52,8 +52,8 @@ from typing import Any
 
 from benchmarks.runs import PartTail, is_fold_process, write_figures
 from harness.journal.segments import part_lines
+from harness.processes.children import descendants
 from harness.report import journal_parts
-from harness.runtime.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.runtime.processes import alive, descendants, parent_of
+from harness.processes.children import alive, descendants, parent_of
 from tests.harness_run import ROOT, SCENARIOS
 from tests.services import sigint_default
 
@@ -127,7 +127,7 @@ def test_a_child_started_with_the_lifeline_dies_with_its_parent_even_when_paused
     pid_file = tmp_path / "child.pid"
     parent = subprocess.Popen(
         [sys.executable, "-c",
-         "import subprocess, sys, time; from harness.runtime.processes import start_child; "
+         "import subprocess, sys, time; from harness.processes.children import start_child; "
          f"child = start_child(['sleep', '600']); open({str(pid_file)!r}, 'w').write(str(child.pid)); "
          "time.sleep(600)"],
         cwd=ROOT, preexec_fn=sigint_default)

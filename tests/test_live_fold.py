@@ -25,6 +25,7 @@ from harness.folding.read import JournalRead, read_run
 from harness.folding.snapshot import SNAPSHOT, read_snapshot
 from harness.journal.records import RecordType
 from harness.journal.writer import Journal
+from harness.processes.children import alive, descendants
 from harness.report import write_results
 from harness.run.live_fold import protocol
 from harness.run.live_fold.client import FoldProcess
@@ -45,7 +46,6 @@ from harness.run.live_fold.protocol import (
     WindowFigures,
 )
 from harness.run.live_fold.worker import LiveFold
-from harness.runtime.processes import alive, descendants
 from tests.harness_run import ROOT, SCENARIOS, run_harness
 from tests.test_lifeline import _cmdline, sigint_default
 from tests.test_report import T0, write_run

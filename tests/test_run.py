@@ -18,7 +18,7 @@ from harness.config.disk import rounds_bound
 from harness.config.durations import format_duration
 from harness.config.scenario import load_scenario
 from harness.journal.writer import read_journal
-from harness.runtime.processes import alive
+from harness.processes.children import alive
 from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness, valid_summary
 from tests.services import sigint_default
 

@@ -23,7 +23,7 @@ import pytest
 
 from harness.cli.main import main
 from harness.logs.parse import LineParser, Rejection
-from harness.runtime.processes import free_port
+from harness.processes.children import free_port
 from harness.shop.catalogue import build_catalogue
 from harness.shop.tracing import DEFAULT_SERVICE_NAME, tracer_provider
 from harness.targets.local_deployment import LocalDeployment, ReplicaOptions

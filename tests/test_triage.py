@@ -30,7 +30,7 @@ import pytest
 from harness.cli.main import main
 from harness.logs.parse import LineParser
 from harness.mrtr.reasons import REASONS
-from harness.runtime.processes import free_port
+from harness.processes.children import free_port
 from harness.targets.local_deployment import ReplicaOptions
 from harness.triage.counts import LiveCounts
 from harness.triage.display import render_live

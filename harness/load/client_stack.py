@@ -5,7 +5,7 @@ hold nothing across a lead's think time), an MRTR client per host (`[[hosts]]`: 
 declares; a 2025 host gets the SDK's own client, `harness.mrtr.legacy`, imported only
 then), and the `FlowEnv` every flow
 shares, whose sleeps (an agent's lead thinking, a page visit) end on the process's
-wake-ups where they can (`harness.runtime.timers`). With `[target.auth]`, every principal's token is
+wake-ups where they can (`harness.processes.timers`). With `[target.auth]`, every principal's token is
 fetched here, before the load starts (`harness.auth`). The shop's catalogue is loaded only when the
 scenario runs the shop's own flows: a `call` or `fuzz` flow against another server's
 tool has no use for it.
@@ -26,7 +26,7 @@ from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import Transport
-from harness.runtime.timers import SLACK, Timers
+from harness.processes.timers import SLACK, Timers
 from harness.telemetry import switch
 from harness.telemetry.marks import Sampling
 

@@ -49,7 +49,7 @@ from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
 from harness.config.replica_knobs import KNOBS
 from harness.config.scenario import Scenario
 from harness.mrtr.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
-from harness.runtime.processes import alive, descendants, free_port, process_cpu_seconds
+from harness.processes.children import alive, descendants, free_port, process_cpu_seconds
 from harness.targets.embedded import replica_options
 from harness.targets.image import (
     HOST_PYTHON_IMAGE,

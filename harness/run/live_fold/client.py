@@ -14,7 +14,7 @@ a reply no one waits for any more is dropped. So an asker stopped anywhere (the 
 watch or chaos greenlet killed at the run's end) abandons only its own slot: the next
 asker still gets its own answer, and the pipe never holds half a frame for someone else.
 
-The fold process is started with the lifeline (`harness.runtime.processes`): it dies with
+The fold process is started with the lifeline (`harness.processes.children`): it dies with
 the run, also after SIGKILL. If it exits or stops answering, the run's figures are gone:
 that is `FoldLost`, a harness error (exit 4), and the results are rebuilt from the journal.
 """
@@ -36,8 +36,8 @@ from gevent.event import AsyncResult
 from gevent.socket import wait_read, wait_write
 
 from harness.folding.read import JournalRead
+from harness.processes.children import process_cpu_seconds, start_child
 from harness.run.live_fold.protocol import REPLY_HEAD, Ask, Finish, Growth, Reply, Request, Tell
-from harness.runtime.processes import process_cpu_seconds, start_child
 
 R = TypeVar("R")
 
