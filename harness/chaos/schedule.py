@@ -58,7 +58,7 @@ from harness.config.chaos import (
 from harness.config.scenario import Scenario
 from harness.journal.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
 from harness.journal.writer import Journal
-from harness.leads.seeding import stream
+from harness.load.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.keys import fingerprint, new_key
 from harness.targets.by_command import CommandTarget, RollbackIncomplete

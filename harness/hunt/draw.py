@@ -11,7 +11,7 @@ none. A network step sets only its fault's own keys. A field the drawing cannot 
 TypeError: a new action whose field needs a rule here is caught by the tests, which draw every
 action over many seeds and validate each drawn scenario.
 
-The same (seed, trial index) draws the same schedule in any process (`harness.leads.seeding`).
+The same (seed, trial index) draws the same schedule in any process (`harness.load.seeding`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from harness.config.fields import FieldFacts, model_facts
 from harness.config.hunt import HuntSettings, drawable_actions, drawable_replicas
 from harness.config.scenario import Scenario
 from harness.hunt.model import Schedule
-from harness.leads.seeding import derive_seed, stream
+from harness.load.seeding import derive_seed, stream
 
 Timing = Literal["early", "middle", "late"]
 TIMINGS: tuple[Timing, ...] = ("early", "middle", "late")

@@ -20,8 +20,8 @@ from harness.config.hosts import Host
 from harness.config.scenario import Scenario
 from harness.journal.writer import Journal
 from harness.leads.lead import capabilities
-from harness.leads.seeding import stream
 from harness.load.flow import FlowEnv, HostClient, RequestHook, url_labels
+from harness.load.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.routing import Router
