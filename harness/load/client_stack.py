@@ -85,6 +85,6 @@ def _shop_orders(scenario: Scenario) -> ShopOrders | None:
     if not any(flow.needs_shop_orders() for flow in scenario.flows):
         return None
     from harness.load.shop_orders import ShopOrders
-    from harness.shop.catalogue import build_catalogue
+    from harness.shop.orders import build_orders
 
-    return ShopOrders(build_catalogue())
+    return ShopOrders(build_orders())

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.shop.catalogue import Catalogue
+from harness.shop.orders import Orders
 
 
 @dataclass
 class ShopOrders:
     """The shop's orders as its flows pick them: those a lead must confirm (above the limit), the others, all."""
 
-    catalogue: Catalogue
+    catalogue: Orders
     held: list[str] = field(init=False)
     small: list[str] = field(init=False)
     all: list[str] = field(init=False)

@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from harness.shop.catalogue import Catalogue, build_catalogue, format_cents
 from harness.shop.ledger import Conflict, Ledger
+from harness.shop.orders import Orders, build_orders, format_cents
 from harness.shop.store import Store
 
 MAX_BODY_BYTES = 64 * 1024
@@ -33,10 +33,10 @@ class BadRequest(Exception):
     """A request the API refuses with 400 and a message that says what to fix."""
 
 
-def create_app(store: Store, catalogue: Catalogue | None = None, *, release_guard: bool = True) -> Starlette:
+def create_app(store: Store, catalogue: Orders | None = None, *, release_guard: bool = True) -> Starlette:
     """Build the API over `store`; the catalogue defaults to the standard seed. `release_guard=False` turns off
     the 409 on a second release (see `Ledger`)."""
-    shop = _Shop(store, catalogue or build_catalogue(), release_guard=release_guard)
+    shop = _Shop(store, catalogue or build_orders(), release_guard=release_guard)
     routes = [
         Route("/healthz", shop.health, methods=["GET"]),
         Route("/orders/{order_id}", shop.order, methods=["GET"]),
@@ -92,7 +92,7 @@ def _field(data: dict[str, Any], name: str, kind: type) -> Any:
 class _Shop:
     """The route handlers, over one ledger and one catalogue."""
 
-    def __init__(self, store: Store, catalogue: Catalogue, *, release_guard: bool = True) -> None:
+    def __init__(self, store: Store, catalogue: Orders, *, release_guard: bool = True) -> None:
         self.store = store
         self.catalogue = catalogue
         self.ledger = Ledger(store, release_guard=release_guard)
