@@ -85,7 +85,7 @@ from harness.run.stopping import Stop
 from harness.secrets import scrub
 from harness.targets.factory import build_target
 from harness.targets.interface import Target, TargetError
-from harness.targets.ledger import NewDoubles
+from harness.targets.ledger_check import NewDoubles
 from harness.telemetry import switch
 
 if TYPE_CHECKING:

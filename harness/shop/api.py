@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from harness.shop.ledger import Conflict, Ledger
 from harness.shop.orders import Orders, build_orders, format_cents
+from harness.shop.refund_ledger import Conflict, Ledger
 from harness.shop.store import Store
 
 MAX_BODY_BYTES = 64 * 1024

@@ -60,7 +60,7 @@ from harness.targets.image import (
     is_host_python,
 )
 from harness.targets.interface import ChaosUnsupported, NoAuthServer, ReplicaChange, RingKeys, TargetError
-from harness.targets.ledger import LedgerAtApi
+from harness.targets.ledger_check import LedgerAtApi
 from harness.targets.local_deployment import replica_args
 from harness.targets.redis_process import RedisProcess
 

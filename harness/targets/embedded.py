@@ -25,7 +25,7 @@ from harness.config.target import TargetConfig
 from harness.processes.children import process_cpu_seconds
 from harness.targets.auth_admin import AuthAdminError, auth_server_spec
 from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, RingKeys, TargetError
-from harness.targets.ledger import LedgerAtApi
+from harness.targets.ledger_check import LedgerAtApi
 from harness.targets.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.targets.redis_process import RedisProcess
 
