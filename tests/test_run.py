@@ -512,7 +512,7 @@ def test_every_flow_still_waiting_on_its_lead_at_the_stop_has_exactly_one_end_re
 
 STUBBORN = """
 import gevent
-from harness.run.greenlets import OverloadedError, stop_greenlets
+from harness.run.failures import OverloadedError, stop_greenlets
 
 stopping = []
 

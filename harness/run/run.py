@@ -68,8 +68,7 @@ from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
 from harness.run import cpu
 from harness.run.end_checks import check_invariants, reconcile
-from harness.run.failures import Failures
-from harness.run.greenlets import background, stop_greenlets
+from harness.run.failures import Failures, background, stop_greenlets
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import HypothesisWindows
 from harness.run.live_fold.client import FoldLost
