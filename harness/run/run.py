@@ -17,8 +17,8 @@ run's side (signal handlers, live fold, metrics endpoint, web UI) outlasts the r
 which the endpoint and the web UI keep serving for their linger.
 
 What each step needs lives in its own module: the target factory (`harness.targets`, whose
-target supplies its ledger check), the load (`harness.run.load_driver`) and when it ends
-(`harness.run.load_end`), the exporter (`harness.metrics.exporter`), CPU accounting
+target supplies its ledger check), the load and when it ends
+(`harness.run.load`), the exporter (`harness.metrics.exporter`), CPU accounting
 (`harness.run.cpu`), the live fold (`harness.run.live_fold.worker`, a process of its own, driven from
 `harness.run.live_fold.client`), the hypothesis windows (`harness.run.hypothesis`), the
 progress line (`harness.run.progress`), early stops (`harness.run.stopping`), harness
@@ -74,8 +74,7 @@ from harness.run.hypothesis import HypothesisWindows
 from harness.run.live_fold.client import FoldLost
 from harness.run.live_fold.protocol import ReplicaRounds
 from harness.run.live_journal import journal_and_fold
-from harness.run.load_driver import load_driver, new_environment
-from harness.run.load_end import LoadEnd
+from harness.run.load import LoadEnd, load_driver, new_environment
 from harness.run.options import RunOptions
 from harness.run.progress import LiveProgress, ProgressLine
 from harness.run.results import write_run_results
