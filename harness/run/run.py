@@ -71,9 +71,8 @@ from harness.run.end_checks import check_invariants, reconcile
 from harness.run.failures import Failures, background, stop_greenlets
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import HypothesisWindows
-from harness.run.live_fold.client import FoldLost
+from harness.run.live_fold.client import FoldLost, journal_and_fold
 from harness.run.live_fold.protocol import ReplicaRounds
-from harness.run.live_journal import journal_and_fold
 from harness.run.load import LoadEnd, load_driver, new_environment
 from harness.run.options import RunOptions
 from harness.run.progress import LiveProgress, ProgressLine

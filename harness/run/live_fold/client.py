@@ -36,6 +36,8 @@ from gevent.event import AsyncResult
 from gevent.socket import wait_read, wait_write
 
 from harness.folding.read import JournalRead
+from harness.journal.segments import segment_bytes
+from harness.journal.writer import Journal
 from harness.processes.children import process_cpu_seconds, start_child
 from harness.run.live_fold.protocol import REPLY_HEAD, Ask, Finish, Growth, Reply, Request, Tell
 
@@ -293,3 +295,17 @@ class FoldProcess:
         if text := self.errors().strip():
             error.add_note(f"the live fold process's standard error:\n{text}")
         return error
+
+
+JOURNAL_FILE = "journal.jsonl"
+
+
+def journal_and_fold(folder: Path, save_every: float) -> tuple[Journal, FoldProcess]:
+    """The journal in `folder` (rolled into segments, `harness.journal.segments`) and the fold of it (not started),
+    made together because each needs the other: the journal tells the fold each batch it wrote (`FoldProcess.grown`),
+    and the fold has the journal write out what it still holds before every request (`FoldProcess.flush`), so the
+    fold answers after folding every record written before the question."""
+    fold = FoldProcess(folder, save_every)
+    journal = Journal(folder / JOURNAL_FILE, on_flush=fold.grown, segment_bytes=segment_bytes())
+    fold.flush = journal.flush
+    return journal, fold
