@@ -172,10 +172,10 @@ def stub_flow(client: MrtrClient, index: int) -> tuple[int, str]:
 
 @contextmanager
 def shop_server(sse: bool) -> Iterator[Server]:
-    from harness.shop.catalogue import build_catalogue
+    from harness.shop.orders import build_orders
     from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
-    held = build_catalogue().order_ids(needs_confirmation=True)
+    held = build_orders().order_ids(needs_confirmation=True)
     with tempfile.TemporaryDirectory(prefix="client-cpu-") as tmp:
         deployment = LocalDeployment(Path(tmp), replicas=1)
         try:  # the deployment stops its processes by PID, before the temp dir goes

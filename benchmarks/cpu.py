@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.runtime.processes import process_cpu_seconds as harness_process_cpu
+from harness.processes.children import process_cpu_seconds as harness_process_cpu
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -16,7 +16,7 @@ process: external target (the servers started here), closed model with `--users`
 working flows back to back, leads answering at once, every part of a run on (Locust,
 journal, metrics, live figures, log collector off because the target has no logs).
 While it runs, this script samples the CPU of the child (the load process), of its live
-fold process (`harness.run.fold`, which folds the journal on the other core), of every
+fold process (`harness.run.live_fold`, which folds the journal on the other core), of every
 server process and of the whole machine (`/proc`) every 0.2 s. The load process's
 figures are its own; the fold's are given beside them, and in the harness's total. The
 window is taken from the run's own journal: from one second after the first flow started

@@ -79,10 +79,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
     started = datetime.now(UTC)
-    from harness.shop.catalogue import build_catalogue
+    from harness.shop.orders import build_orders
     from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
-    held = build_catalogue().order_ids(needs_confirmation=True)
+    held = build_orders().order_ids(needs_confirmation=True)
     runs: dict[str, list[dict[str, Any]]] = {"2026-07-28": [], "2025": []}
     with tempfile.TemporaryDirectory(prefix="legacy-client-") as tmp:
         deployment = LocalDeployment(Path(tmp), replicas=1)

@@ -146,8 +146,8 @@ def children_of(pid: int) -> list[int]:
 
 
 def is_fold_process(pid: int) -> bool:
-    """Whether `pid` is a run's live fold process (`python -m harness.run.fold.worker`)."""
-    return "harness.run.fold" in cmdline(pid)
+    """Whether `pid` is a run's live fold process (`python -m harness.run.live_fold.worker`)."""
+    return "harness.run.live_fold" in cmdline(pid)
 
 
 def fold_pid(run_pid: int) -> int | None:

@@ -41,7 +41,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/shop_auth_cpu.py` puts 
 from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds
 from benchmarks.runs import write_figures
 from benchmarks.shop_replica import PHASE_CAP, Shop, flow_work, run_pool
-from harness.shop.catalogue import build_catalogue
+from harness.shop.orders import build_orders
 from harness.targets.auth_admin import AuthServerSpec
 from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
@@ -123,7 +123,7 @@ def shop_for(deployment: LocalDeployment, index: int, held: list[str], headers: 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     secret = os.urandom(16).hex()
     os.environ[SECRET_ENV] = secret
-    held = build_catalogue().order_ids(needs_confirmation=True)
+    held = build_orders().order_ids(needs_confirmation=True)
     with tempfile.TemporaryDirectory(prefix="shop-auth-cpu-") as folder:
         deployment = LocalDeployment(Path(folder), replicas=2, auth=AuthServerSpec(CLIENT_ID, SECRET_ENV))
         deployment.start([ReplicaOptions(), ReplicaOptions(auth=False)])

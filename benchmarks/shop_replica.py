@@ -52,7 +52,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/shop_replica.py` puts b
 
 from benchmarks.cpu import machine_facts, machine_seconds, process_cpu_seconds
 from benchmarks.runs import write_figures
-from harness.shop.catalogue import build_catalogue
+from harness.shop.orders import build_orders
 from harness.targets.local_deployment import LocalDeployment
 
 PROTOCOL = "2026-07-28"
@@ -380,7 +380,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start one replica, warm it up, run both measurements; every process stops on the way out."""
-    held = build_catalogue().order_ids(needs_confirmation=True)
+    held = build_orders().order_ids(needs_confirmation=True)
     most = max(args.cpu_threads, *args.thread_counts)
     with ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="shop-bench-"))

@@ -5,7 +5,7 @@ the harness in `--code` (default: this checkout), against two stub servers
 (`benchmarks/stub_server.py`, two rounds per flow, about 0.1 ms per round), closed model,
 16 agents, leads answering at once, same-replica routing. While it runs, this script
 samples the child's RSS (`/proc/<pid>/status` VmRSS) once a second, that of its live
-fold process (`harness.run.fold`, where the code has one) and, with `--workers N` (the run's
+fold process (`harness.run.live_fold`, where the code has one) and, with `--workers N` (the run's
 own `--workers N`: the child is then Locust's master and the load is in its workers), that
 of each worker (`python -m harness worker`, children of the run found by their command line),
 and counts the flows its journal has finished (a byte count of `"type":"flow"` lines in every
@@ -87,7 +87,7 @@ from benchmarks.runs import (
     write_figures,
 )
 from harness.journal.segments import part_lines, part_names
-from harness.runtime.processes import process_cpu_seconds
+from harness.processes.children import process_cpu_seconds
 from tests.servers import Running
 
 SCENARIO = """\

@@ -7,7 +7,7 @@ per round, so the load process is the limit), open model at `--rate` flows/s for
 waiting on its lead when the load stops.
 
 While the load runs it samples the run process's RSS (`/proc/<pid>/status`), that of its
-live fold process (`harness.run.fold`: the flows in flight of `one_outcome_per_flow` are
+live fold process (`harness.run.live_fold`: the flows in flight of `one_outcome_per_flow` are
 kept there) apart, and the flows started so far (the journal's `start` records, read as they are written): the
 baseline is the RSS when the load starts, the figure is RSS growth per 1,000 waiting
 flows, and the RSS at the peak. After the run it reads from the journal: flows
@@ -52,8 +52,8 @@ from typing import Any
 
 from benchmarks.runs import PartTail, is_fold_process, write_figures
 from harness.journal.segments import part_lines
+from harness.processes.children import descendants
 from harness.report import journal_parts
-from harness.runtime.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 

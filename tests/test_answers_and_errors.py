@@ -23,7 +23,7 @@ from harness.config.leads import LeadProfile
 from harness.config.scenario import parse_scenario
 from harness.config.strict import ScenarioError
 from harness.leads.lead import Lead, capabilities
-from harness.leads.seeding import stream
+from harness.load.seeding import stream
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.error_text import MESSAGE_LIMIT, error_pattern, scrub
 from harness.mrtr.outcome import Outcome

@@ -113,7 +113,7 @@ def test_every_catalogue_scenario_states_its_failure_and_its_healthy_outcome_apa
 def test_the_table_for_an_external_deployment_names_what_the_chaos_registry_asks_for():
     """docs/on-call.md's table (generated): each scenario's `[target.commands]` as its steps need them, and the shop's
     start-up settings it must be deployed with."""
-    from harness.triage.catalogue import external_table
+    from harness.triage.on_call_catalogue import external_table
 
     rows = {line.split(" | ")[0].strip("| `"): line for line in external_table().splitlines()[2:]}
     assert set(rows) == set(EXPECTED)

@@ -22,7 +22,7 @@ import pytest
 from harness.config.scenario import parse_scenario
 from harness.config.strict import ScenarioError
 from harness.mrtr.keys import fingerprint, write_ring
-from harness.runtime.processes import free_port
+from harness.processes.children import free_port
 from tests.harness_run import ROOT, key_files, run_harness
 
 START = """#!/bin/sh

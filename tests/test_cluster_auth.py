@@ -22,7 +22,7 @@ import msgpack
 import zmq
 
 import harness
-from harness.runtime.processes import free_port
+from harness.processes.children import free_port
 from tests.harness_run import ROOT, SCENARIOS, Finished, valid_summary
 
 SMOKE = SCENARIOS / "smoke.toml"

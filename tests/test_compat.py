@@ -266,7 +266,7 @@ from locust.runners import WorkerRunner
 from harness._compat.locust import clear_command_line_for_web_ui, release_master_port
 from locust.env import Environment
 from locust.event import Events
-from harness.runtime.processes import free_port
+from harness.processes.children import free_port
 
 found = {}
 port = free_port()

@@ -90,7 +90,7 @@ def test_workers_started_elsewhere_share_nothing_on_disk_with_the_master(tmp_pat
     A third worker is one too many: it is refused, says so, and exits 1. The workers' spools roll every few
     kilobytes (each segment removed once shipped): every flow still reaches the master once.
     """
-    from harness.runtime.processes import free_port
+    from harness.processes.children import free_port
 
     port = free_port()
     results = tmp_path / "master" / "results"

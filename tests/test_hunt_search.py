@@ -35,7 +35,7 @@ from harness.config.strict import ScenarioError
 from harness.hunt.draw import Space, coverage_keys, draw_schedule, trial_seed
 from harness.hunt.model import Failure, Schedule, Trial
 from harness.hunt.trial import Base, TrialDamaged, read_summary, trial_scenario
-from harness.runtime.processes import alive, descendants
+from harness.processes.children import alive, descendants
 from tests.harness_run import ROOT
 from tests.services import sigint_default
 

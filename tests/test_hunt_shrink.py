@@ -22,7 +22,7 @@ from harness.hunt.minimal import minimal_scenario, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, chaos_step, step_table
 from harness.hunt.page import coverage_line, render_page
 from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, reproduce, same_failure, shrink
-from harness.triage.catalogue import reproducers
+from harness.triage.on_call_catalogue import reproducers
 
 FAILURE = Failure("unexplained", "-32602")
 """As the search names it: unexplained rejections have no logged reason."""

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from harness.folding.invariants import INVARIANTS, JOURNAL_INVARIANTS, InvariantResult, check_invariants
-from harness.shop.catalogue import build_catalogue
+from harness.shop.orders import build_orders
 from harness.shop.store import open_store
 from tests.harness_run import ROOT, run_harness
 from tests.services import redis_server
@@ -222,7 +222,7 @@ def _earlier_run(api: str, store_url: str) -> dict[str, str]:
     The shop's transitions cannot release or pay twice, so the earlier run's bug is made
     by counting one more release and payout in the store, as a broken replica would have.
     """
-    held, small = build_catalogue().order_ids(needs_confirmation=True), build_catalogue().order_ids(
+    held, small = build_orders().order_ids(needs_confirmation=True), build_orders().order_ids(
         needs_confirmation=False)
     made = {}
     for name, order_id in (("released twice", held[-1]), ("released unasked", held[-2]), ("paid twice", small[-1])):

@@ -20,7 +20,7 @@ from harness.config.leads import LeadProfile
 from harness.config.think import ConstantThink, LognormalThink
 from harness.leads.answers import UnanswerableRequest, UnanswerableSchema, answer_form
 from harness.leads.lead import Action, Lead, capabilities
-from harness.leads.seeding import FlowStream, FlowStreams, derive_seed, stream
+from harness.load.seeding import FlowStream, FlowStreams, derive_seed, stream
 
 SEEDS = range(300)
 
@@ -443,7 +443,7 @@ def test_a_flows_stream_is_the_same_whether_its_prefix_was_hashed_once_or_with_i
 
 
 def test_stream_is_the_same_in_another_process() -> None:
-    code = "from harness.leads.seeding import stream; print(repr(stream(7, 'worker', 1, 'flow', 2).random()))"
+    code = "from harness.load.seeding import stream; print(repr(stream(7, 'worker', 1, 'flow', 2).random()))"
     repo = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
     assert float(out.stdout) == stream(7, "worker", 1, "flow", 2).random()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.targets.ledger import LedgerAtApi, LedgerCheck, NewDoubles
+from harness.targets.ledger_check import LedgerAtApi, LedgerCheck, NewDoubles
 
 
 def refund(refund_id: str, *, released: int = 1, paid: int = 0) -> dict[str, Any]:

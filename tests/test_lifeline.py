@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.runtime.processes import alive, descendants, parent_of
+from harness.processes.children import alive, descendants, parent_of
 from tests.harness_run import ROOT, SCENARIOS
 from tests.services import sigint_default
 
@@ -89,7 +89,7 @@ def test_a_run_killed_with_sigkill_leaves_no_process_behind(tmp_path):
         zygotes = {pid for pid in seen if b"harness.targets.zygote" in _cmdline(pid) and parent_of(pid) == process.pid}
         replicas = {pid for pid in seen if parent_of(pid) in zygotes}
         assert len(zygotes) == 1 and len(replicas) == 3, describe(seen)  # smoke.toml: 3 forked replicas
-        folds = {pid for pid in seen if b"harness.run.fold" in _cmdline(pid) and parent_of(pid) == process.pid}
+        folds = {pid for pid in seen if b"harness.run.live_fold" in _cmdline(pid) and parent_of(pid) == process.pid}
         assert len(folds) == 1, describe(seen)  # the run's live fold, a process of its own
         survivors = kill_and_count_survivors(process, seen)
     finally:
@@ -127,7 +127,7 @@ def test_a_child_started_with_the_lifeline_dies_with_its_parent_even_when_paused
     pid_file = tmp_path / "child.pid"
     parent = subprocess.Popen(
         [sys.executable, "-c",
-         "import subprocess, sys, time; from harness.runtime.processes import start_child; "
+         "import subprocess, sys, time; from harness.processes.children import start_child; "
          f"child = start_child(['sleep', '600']); open({str(pid_file)!r}, 'w').write(str(child.pid)); "
          "time.sleep(600)"],
         cwd=ROOT, preexec_fn=sigint_default)

@@ -25,10 +25,11 @@ from harness.folding.read import JournalRead, read_run
 from harness.folding.snapshot import SNAPSHOT, read_snapshot
 from harness.journal.records import RecordType
 from harness.journal.writer import Journal
+from harness.processes.children import alive, descendants
 from harness.report import write_results
-from harness.run.fold import protocol
-from harness.run.fold.client import FoldProcess
-from harness.run.fold.protocol import (
+from harness.run.live_fold import protocol
+from harness.run.live_fold.client import FoldProcess
+from harness.run.live_fold.protocol import (
     Ask,
     Echo,
     Figures,
@@ -44,8 +45,7 @@ from harness.run.fold.protocol import (
     TracedReasons,
     WindowFigures,
 )
-from harness.run.fold.worker import LiveFold
-from harness.runtime.processes import alive, descendants
+from harness.run.live_fold.worker import LiveFold
 from tests.harness_run import ROOT, SCENARIOS, run_harness
 from tests.test_lifeline import _cmdline, sigint_default
 from tests.test_report import T0, write_run
@@ -292,7 +292,7 @@ def test_a_run_whose_fold_process_dies_is_a_harness_error_with_results_from_the_
         while not any(b'"type":"flow"' in part.read_bytes() for part in (tmp_path / "results").glob("*/journal.jsonl")):
             assert process.poll() is None and time.monotonic() < deadline, output.read_text(errors="replace")
             time.sleep(0.2)  # until a flow has ended: the summary must hold some, read from the journal
-        (fold,) = [pid for pid in descendants(process.pid) if b"harness.run.fold" in _cmdline(pid)]
+        (fold,) = [pid for pid in descendants(process.pid) if b"harness.run.live_fold" in _cmdline(pid)]
         os.kill(fold, signal.SIGKILL)
         assert process.wait(120) == 4, output.read_text()
     finally:

@@ -30,7 +30,7 @@ from harness.chaos.proxy import ActiveFault, FaultProxies
 from harness.config.chaos import NetworkAction
 from harness.config.scenario import ScenarioError, load_scenario
 from harness.journal.writer import read_journal
-from harness.leads.seeding import stream
+from harness.load.seeding import stream
 from tests.harness_run import run_harness
 from tests.servers import start_server
 from tests.test_lifeline import kill_and_count_survivors, start, wait_for_line

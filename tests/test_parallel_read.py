@@ -20,8 +20,8 @@ from harness.folding.read import JournalRead, read_run
 from harness.journal.plain import to_plain
 from harness.journal.segments import SEGMENT_ENV, closed_segments
 from harness.journal.writer import Journal, UnreadableJournal
+from harness.processes.children import descendants
 from harness.report import journal_parts, rebuild_results, results_scenario, write_results
-from harness.runtime.processes import descendants
 from tests.harness_run import ROOT
 from tests.services import sigint_default
 from tests.test_lifeline import describe, kill_and_count_survivors

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from harness.mrtr.reasons import REASONS, parse_rejection
-from harness.shop.catalogue import build_catalogue
+from harness.shop.orders import build_orders
 from harness.targets.local_deployment import ReplicaOptions
 
-HELD_ORDERS = iter(build_catalogue().order_ids(needs_confirmation=True))
+HELD_ORDERS = iter(build_orders().order_ids(needs_confirmation=True))
 CAPABILITIES = {"elicitation": {"form": {}}}
 YES = {"confirm": {"action": "accept", "content": {"release": True}}}
 

@@ -18,7 +18,7 @@ from harness.config.disk import rounds_bound
 from harness.config.durations import format_duration
 from harness.config.scenario import load_scenario
 from harness.journal.writer import read_journal
-from harness.runtime.processes import alive
+from harness.processes.children import alive
 from tests.harness_run import ROOT, SCENARIOS, imported_modules, key_files, run_harness, valid_summary
 from tests.services import sigint_default
 
@@ -28,7 +28,7 @@ SMOKE = SCENARIOS / "smoke.toml"
 SERVER_PACKAGES = {"mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette"}
 """What serves MCP (the SDK, its types' pydantic models) or a replica's HTTP: never imported by the load process.
 (Locust's own web UI, flask, comes with `import locust` itself.)"""
-SHOP_MODULES_A_RUN_MAY_IMPORT = {"harness.shop", "harness.shop.catalogue", "harness.shop.replica",
+SHOP_MODULES_A_RUN_MAY_IMPORT = {"harness.shop", "harness.shop.orders", "harness.shop.replica",
                                  "harness.shop.authserver"}
 """The orders its flows pick from, and the command-line options of a replica and of the authorization server (the
 CLI's `shop replica` and `shop auth-server`; neither imports its server until it serves)."""
@@ -55,7 +55,7 @@ def test_the_run_s_own_process_imports_no_server_code(smoke):
     """Start-up is a load process's fixed cost (`benchmarks/startup.py`): the run imports Locust and its own
     code, never the SDK's server side or a web server, even while it starts the embedded shop's replicas."""
     imported = imported_modules(smoke.output)
-    assert {"locust", "harness.run.run", "harness.shop.catalogue"} <= imported, sorted(imported)[:20]
+    assert {"locust", "harness.run.run", "harness.shop.orders"} <= imported, sorted(imported)[:20]
     assert not {name for name in imported if name.split(".")[0] in SERVER_PACKAGES}
     assert {name for name in imported if name.split(".")[:2] == ["harness", "shop"]} <= SHOP_MODULES_A_RUN_MAY_IMPORT
 
@@ -512,7 +512,7 @@ def test_every_flow_still_waiting_on_its_lead_at_the_stop_has_exactly_one_end_re
 
 STUBBORN = """
 import gevent
-from harness.run.greenlets import OverloadedError, stop_greenlets
+from harness.run.failures import OverloadedError, stop_greenlets
 
 stopping = []
 

@@ -18,9 +18,9 @@ import zstandard
 from harness.journal.segments import SEGMENT_ENV, closed_segments, compress_segment, part_lines
 from harness.journal.writer import Journal, JournalDamage, read_journal
 from harness.load.distributed import JournalParts
+from harness.processes.children import alive
 from harness.report import journal_parts
-from harness.run.fold.worker import LiveFold
-from harness.runtime.processes import alive
+from harness.run.live_fold.worker import LiveFold
 from tests.harness_run import ROOT, SCENARIOS, run_harness, valid_summary
 from tests.services import sigint_default
 

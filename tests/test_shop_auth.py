@@ -25,7 +25,7 @@ from harness.config.scenario import parse_scenario
 from harness.journal.writer import read_journal
 from harness.report import journal_parts
 from harness.shop.authserver import Signer
-from harness.shop.catalogue import build_catalogue
+from harness.shop.orders import build_orders
 from harness.shop.token_checks import POLL_SECONDS
 from harness.targets.embedded import EmbeddedTarget
 from harness.targets.interface import AuthChange
@@ -37,7 +37,7 @@ CLIENT = "support-leads"
 PROTOCOL = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": PROTOCOL,
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
-HELD_ORDERS = iter(build_catalogue().order_ids(needs_confirmation=True))
+HELD_ORDERS = iter(build_orders().order_ids(needs_confirmation=True))
 SCENARIO = f"""
 name = "auth"
 duration = "30s"

@@ -6,11 +6,11 @@ import httpx
 import pytest
 from mcp_types import ElicitResult
 
-from harness.shop.catalogue import build_catalogue
+from harness.shop.orders import build_orders
 from harness.shop.server import PAYMENT_ROUNDS
 from tests.sdk import Wire, answer, connect, run, say_yes
 
-CATALOGUE = build_catalogue()
+CATALOGUE = build_orders()
 HELD_ORDERS = iter(CATALOGUE.order_ids(needs_confirmation=True))
 SMALL_ORDERS = iter(CATALOGUE.order_ids(needs_confirmation=False))
 

@@ -23,13 +23,13 @@ import pytest
 
 from harness.cli.main import main
 from harness.logs.parse import LineParser, Rejection
-from harness.runtime.processes import free_port
-from harness.shop.catalogue import build_catalogue
+from harness.processes.children import free_port
+from harness.shop.orders import build_orders
 from harness.shop.tracing import DEFAULT_SERVICE_NAME, tracer_provider
 from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 from tests.otlp import SPAN_KIND_SERVER, OtlpReceiver, attributes, hex_id, otlp_receiver
 
-HELD_ORDERS = iter(build_catalogue().order_ids(needs_confirmation=True))
+HELD_ORDERS = iter(build_orders().order_ids(needs_confirmation=True))
 YES = {"confirm": {"action": "accept", "content": {"release": True}}}
 PROTOCOL = "2026-07-28"
 

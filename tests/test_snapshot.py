@@ -8,8 +8,8 @@ import time
 from harness.config.scenario import parse_scenario
 from harness.folding.read import read_run, read_saved
 from harness.folding.snapshot import SNAPSHOT
+from harness.processes.children import descendants
 from harness.report import journal_parts, rebuild_results, write_results
-from harness.runtime.processes import descendants
 from tests.test_lifeline import kill_and_count_survivors, start, wait_for_line
 from tests.test_report import T0, write_run
 

@@ -13,8 +13,8 @@ import pytest
 
 from harness.config.scenario import parse_scenario
 from harness.config.strict import ScenarioError
-from harness.leads.seeding import stream
 from harness.load.plan import arrival_times
+from harness.load.seeding import stream
 from tests.harness_run import run_harness
 
 SPIKE = """

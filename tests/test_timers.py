@@ -1,4 +1,4 @@
-"""Timers that ride on the load process's wake-ups (`harness.runtime.timers`): early within their slack, never earlier.
+"""Timers that ride on the load process's wake-ups (`processes.timers`): early within their slack, never earlier.
 
 Real gevent. The slack, the order and clearing are judged on a clock the test moves by hand
 (`Timers`' injected clock): the callbacks run on the hub's own passes, with no real waiting
@@ -15,7 +15,7 @@ import gevent
 import pytest
 from gevent.hub import Waiter
 
-from harness.runtime.timers import Timers
+from harness.processes.timers import Timers
 
 DEADLINE = 3.0
 

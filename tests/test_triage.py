@@ -30,7 +30,7 @@ import pytest
 from harness.cli.main import main
 from harness.logs.parse import LineParser
 from harness.mrtr.reasons import REASONS
-from harness.runtime.processes import free_port
+from harness.processes.children import free_port
 from harness.targets.local_deployment import ReplicaOptions
 from harness.triage.counts import LiveCounts
 from harness.triage.display import render_live
@@ -789,7 +789,7 @@ def test_the_advice_names_the_catalogue_scenario_that_reproduces_each_reason(rep
 
 
 def test_only_a_parsed_whole_run_reproduction_of_a_reason_names_a_scenario(tmp_path):
-    from harness.triage.catalogue import reproducers
+    from harness.triage.on_call_catalogue import reproducers
 
     (tmp_path / "a-reproducer.toml").write_text("[reproduces]\n\"rejections{reason='seal'}\" = \"> 0\"\n")
     (tmp_path / "b-broken.toml").write_text("[reproduces\n\"rejections{reason='seal'}\" = \"> 0\"\n")

@@ -18,8 +18,8 @@ from harness.config.scenario import parse_scenario
 from harness.folding.read import read_run
 from harness.journal.records import WORKER_RECORDS, is_worker_part, worker_part
 from harness.journal.writer import Journal
-from harness.run.fold.protocol import Finish
-from harness.run.fold.worker import LiveFold
+from harness.run.live_fold.protocol import Finish
+from harness.run.live_fold.worker import LiveFold
 from tests.harness_run import ROOT, valid_summary
 from tests.test_report import T0, put, write_run
 

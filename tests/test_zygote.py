@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from harness.runtime.processes import alive
+from harness.processes.children import alive
 from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
 

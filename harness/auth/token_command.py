@@ -6,7 +6,7 @@ Its output is never written anywhere: a failure says only the exit code (and nam
 output, which may hold the token).
 
 It runs like every process the harness starts: in its own session, on the lifeline
-(`harness.runtime.processes.start_child`: a SIGKILLed harness leaves none running), killed
+(`harness.processes.children.start_child`: a SIGKILLed harness leaves none running), killed
 with its session when it runs out of time. It is given only the allow-list of
 `harness.secrets.command_env` and the variables `[target.auth] command_env` names.
 """
@@ -19,7 +19,7 @@ from typing import Final
 
 from harness.auth.errors import TokenEndpointError
 from harness.auth.token import Token, from_value
-from harness.runtime.processes import kill_session, start_child
+from harness.processes.children import kill_session, start_child
 from harness.secrets import command_env
 
 LEAD_PLACEHOLDER: Final = "{lead}"

@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from harness.runtime.processes import parent_of, process_cpu_seconds
+from harness.processes.children import parent_of, process_cpu_seconds
 from harness.targets.interface import Target
 
 SAMPLE_EVERY = 0.5

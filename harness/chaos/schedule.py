@@ -16,7 +16,7 @@ as a file and its fingerprint, since the harness never holds the deployment's ol
 Each action's handler is a `ChaosRunner` method registered with `@handles(Model, uses=...)`:
 the handler half of the action's declaration, whose config half (model, commands, label,
 undoing) is in `harness.config.chaos`. Importing this module checks that every declared action
-has exactly one handler. What the actions change is owed on one ledger (`Debts`), shared with
+has exactly one handler. What the actions change is owed on one list of debts (`RollbackDebts`), shared with
 `CommandTarget`, and every draw an action makes (which leads a share picks, which exchanges a
 network fault hits) comes from one stream per step (`_draws`).
 """
@@ -58,13 +58,13 @@ from harness.config.chaos import (
 from harness.config.scenario import Scenario
 from harness.journal.records import ChaosEnded, ChaosPhase, ChaosStarted, RecordType
 from harness.journal.writer import Journal
-from harness.leads.seeding import stream
+from harness.load.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.keys import fingerprint, new_key
 from harness.targets.by_command import CommandTarget, RollbackIncomplete
 from harness.targets.commands import ChaosCommands, CommandFailed
-from harness.targets.debts import Debts
 from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, Target
+from harness.targets.rollback_debts import RollbackDebts
 
 if TYPE_CHECKING:
     from harness.telemetry.run_span import RunSpans
@@ -118,7 +118,7 @@ class ChaosRunner:
         self.failures = 0
         self.running: ChaosStep | None = None
         self.commands = ChaosCommands(scenario.target, target.labels, target.urls, journal, run_id, sleep)
-        self.debts = Debts()
+        self.debts = RollbackDebts()
         """What the rollback owes, newest last: a `command` step's `rollback`, and what `CommandTarget` changed."""
         self.by_command: CommandTarget | None = None
         if scenario.target.commands:

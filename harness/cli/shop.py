@@ -90,7 +90,7 @@ def run_api(args: argparse.Namespace) -> int:
 
     from harness.shop import replica
     from harness.shop.api import create_app
-    from harness.shop.catalogue import DEFAULT_ORDER_COUNT, DEFAULT_SEED, build_catalogue
+    from harness.shop.orders import DEFAULT_ORDER_COUNT, DEFAULT_SEED, build_orders
     from harness.shop.store import StoreSpecError, StoreUnavailable, open_store
 
     replica.configure_logging("api")
@@ -99,9 +99,9 @@ def run_api(args: argparse.Namespace) -> int:
     except (StoreSpecError, StoreUnavailable) as exc:
         print(f"mrtr-harness shop api: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    catalogue = build_catalogue(args.seed if args.seed is not None else DEFAULT_SEED,
-                                args.orders if args.orders is not None else DEFAULT_ORDER_COUNT)
-    app = replica.closing_at_shutdown(create_app(store, catalogue, release_guard=args.release_guard), store.close)
+    orders = build_orders(args.seed if args.seed is not None else DEFAULT_SEED,
+                          args.orders if args.orders is not None else DEFAULT_ORDER_COUNT)
+    app = replica.closing_at_shutdown(create_app(store, orders, release_guard=args.release_guard), store.close)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False, lifespan="on")
     uvicorn.Server(config).run()
     return 0

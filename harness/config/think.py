@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 class RandomStream(Protocol):
     """What think times, flows, leads and the fuzzer draw from: a `random.Random` or a lead's `FlowStream`
-    (`harness.leads.seeding`): one protocol for every seeded draw."""
+    (`harness.load.seeding`): one protocol for every seeded draw."""
 
     def random(self) -> float: ...
     def getrandbits(self, k: int, /) -> int: ...

@@ -5,5 +5,5 @@
 ledger invariants), `reconcile` (matching each client -32602 to a logged line), `over_time` (the
 series the reports plot), `top_errors`, `fuzz` (the fuzzer's table), `thresholds` (the figures
 judged against `[expect]`), `snapshot` (the fold saved beside the journal). The run's live fold
-(`harness.run.fold.worker`) and `report` both use it; it reads only the journal and the layers below.
+(`harness.run.live_fold.worker`) and `report` both use it; it reads only the journal and the layers below.
 """

@@ -116,7 +116,7 @@ class RunFigures(JournalView):
     """Finished flows, failed rounds and rounds per call again, by host (`[[hosts]]`)."""
 
     def __getstate__(self) -> dict[str, Any]:
-        """Sent over the fold's pipe (`harness.run.fold`) without the hypothesis windows: the live run's probes."""
+        """Sent over the fold's pipe (`harness.run.live_fold`) without the hypothesis windows: the live run's probes."""
         return {**self.__dict__, "windows": []}
 
     def add(self, record: Mapping[str, Any]) -> None:

@@ -16,7 +16,7 @@ What a segment's fold cannot know alone is read first or last, in this process:
 A segment that does not end on a line's end (damage), or a journal smaller than one segment
 (`segment_bytes()`: the processes' start would cost more than they save), is read in one pass as
 well (`harness.folding.read.read_run`). The processes are forked from this one and die with it
-(`harness.runtime.processes.lifeline`), also on SIGKILL.
+(`harness.processes.children.lifeline`), also on SIGKILL.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from harness.folding.over_time import Timeline
 from harness.folding.read import JournalRead
 from harness.journal.segments import UnalignedStop, closed_segments, part_exists, part_size, segment_bytes
 from harness.journal.writer import JournalDamage, fold_journal_from, read_journal_from
-from harness.runtime.processes import lifeline
+from harness.processes.children import lifeline
 
 MAX_WORKERS = 8
 """Fold processes at most, however many CPUs: each holds its own copy of the report process's memory (forked) and

@@ -1,6 +1,6 @@
 """One pass over a run's journal into everything its verdict and reports read: `JournalRead`.
 
-The run folds its records into one live (`harness.run.fold.worker`), `report DIR` reads the
+The run folds its records into one live (`harness.run.live_fold.worker`), `report DIR` reads the
 journal, or the fold the run saved (`harness.folding.snapshot`), into a fresh one: the same
 records in the same order, so both reach the same verdict.
 """
@@ -62,7 +62,7 @@ class JournalRead(JournalView):
                 "torn": self.torn}
 
     def __getstate__(self) -> dict[str, Any]:
-        """Sent to the run without the table of bound folds (`harness.run.fold.worker`); rebuilt on use."""
+        """Sent to the run without the table of bound folds (`harness.run.live_fold.worker`); rebuilt on use."""
         return {**self.__dict__, "_by_kind": {}}
 
     def add(self, record: Any) -> None:

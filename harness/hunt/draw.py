@@ -12,7 +12,7 @@ TypeError: a new action whose field needs a rule here is caught by the tests, wh
 action over many seeds and validate each drawn scenario. The drawn table is validated into the
 action's model (`harness.hunt.model.chaos_step`): a step is held only as a model.
 
-The same (seed, trial index) draws the same schedule in any process (`harness.leads.seeding`).
+The same (seed, trial index) draws the same schedule in any process (`harness.load.seeding`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from harness.config.fields import FieldFacts, model_facts
 from harness.config.hunt import HuntSettings, drawable_actions, drawable_replicas
 from harness.config.scenario import Scenario
 from harness.hunt.model import Schedule, chaos_step
-from harness.leads.seeding import derive_seed, stream
+from harness.load.seeding import derive_seed, stream
 
 Timing = Literal["early", "middle", "late"]
 TIMINGS: tuple[Timing, ...] = ("early", "middle", "late")

@@ -12,7 +12,7 @@ follows it (leads thinking for minutes). So a run killed with SIGKILL loses only
 last fraction of a second, and an idle journal costs no wake-ups at all.
 
 Who writes the batch out depends on the process. In a load process (gevent's patching
-on, as Locust does it) it is a `harness.runtime.timers.Timers` callback in gevent's hub: the
+on, as Locust does it) it is a `harness.processes.timers.Timers` callback in gevent's hub: the
 batch is written on the first wake-up the process has anyway (a reply, a lead's answer)
 once `FLUSH_DELAY - FLUSH_SLACK` has passed, and only a quiet process is woken for it.
 Anywhere else it is a flusher thread.
@@ -46,7 +46,7 @@ from harness.journal.segments import SegmentedFile, part_batches
 from harness.secrets import scrub_bytes
 
 if TYPE_CHECKING:
-    from harness.runtime.timers import Timers
+    from harness.processes.timers import Timers
 
 __all__ = ["FLUSH_DELAY", "FlowOutcome", "Journal", "JournalDamage", "JournalView", "UnreadableJournal", "read_journal"]
 
@@ -75,7 +75,7 @@ class Journal:
     or wakes the flusher thread, which waits `FLUSH_DELAY` for more to gather. The queue
     is written out under the lock, so lines keep their order and are never torn or lost.
     `on_flush(file name, size)` is called after each batch is in the file: the run's live
-    fold (`harness.run.fold`) reads the file up to there. With `segment_bytes`, the file rolls
+    fold (`harness.run.live_fold`) reads the file up to there. With `segment_bytes`, the file rolls
     into segments, each closed one compressed on a thread (`harness.journal.segments`); `size`
     and the sizes told are of the whole stream; `compress=False` leaves closed segments plain (a worker's spool).
     """
@@ -198,7 +198,7 @@ def _gevent_timers() -> Timers | None:
 
     if not monkey.is_module_patched("threading"):
         return None
-    from harness.runtime.timers import Timers
+    from harness.processes.timers import Timers
 
     return Timers(FLUSH_SLACK)
 

@@ -1,6 +1,7 @@
 """Simulated leads: the people who answer a server's questions between MRTR rounds.
 
 Pure and deterministic: think-time distributions (`think`), answers built from a form's
-schema (`answers`), the per-round decision (`lead`) and per-flow random streams
-(`seeding`). The caller sleeps and sends; nothing here touches time or the network.
+schema (`answers`) and the per-round decision (`lead`), each drawing from the random stream
+it is handed (`harness.load.seeding`). The caller sleeps and sends; nothing here touches
+time or the network.
 """

@@ -60,7 +60,7 @@ def capabilities(profile: LeadProfile, modes: Sequence[str] = ("form", "url")) -
 
 
 class Lead:
-    """A lead bound to a profile and its own random stream (see `seeding.stream`)."""
+    """A lead bound to a profile and its own random stream (see `harness.load.seeding.stream`)."""
 
     __slots__ = ("profile", "rng")
 

@@ -5,8 +5,8 @@ hold nothing across a lead's think time), an MRTR client per host (`[[hosts]]`: 
 declares; a 2025 host gets the SDK's own client, `harness.mrtr.legacy`, imported only
 then), and the `FlowEnv` every flow
 shares, whose sleeps (an agent's lead thinking, a page visit) end on the process's
-wake-ups where they can (`harness.runtime.timers`). With `[target.auth]`, every principal's token is
-fetched here, before the load starts (`harness.auth`). The shop's catalogue is loaded only when the
+wake-ups where they can (`harness.processes.timers`). With `[target.auth]`, every principal's token is
+fetched here, before the load starts (`harness.auth`). The shop's orders are loaded only when the
 scenario runs the shop's own flows: a `call` or `fuzz` flow against another server's
 tool has no use for it.
 """
@@ -20,13 +20,13 @@ from harness.config.hosts import Host
 from harness.config.scenario import Scenario
 from harness.journal.writer import Journal
 from harness.leads.lead import capabilities
-from harness.leads.seeding import stream
 from harness.load.flow import FlowEnv, HostClient, RequestHook, url_labels
+from harness.load.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import MrtrClient
 from harness.mrtr.routing import Router
 from harness.mrtr.transport import Transport
-from harness.runtime.timers import SLACK, Timers
+from harness.processes.timers import SLACK, Timers
 from harness.telemetry import switch
 from harness.telemetry.marks import Sampling
 
@@ -85,6 +85,6 @@ def _shop_orders(scenario: Scenario) -> ShopOrders | None:
     if not any(flow.needs_shop_orders() for flow in scenario.flows):
         return None
     from harness.load.shop_orders import ShopOrders
-    from harness.shop.catalogue import build_catalogue
+    from harness.shop.orders import build_orders
 
-    return ShopOrders(build_catalogue())
+    return ShopOrders(build_orders())

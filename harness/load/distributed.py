@@ -56,7 +56,7 @@ from harness.load.handshake import (
     proof,
     proven,
 )
-from harness.runtime.processes import harness_command, start_child
+from harness.processes.children import harness_command, start_child
 
 if TYPE_CHECKING:
     from harness.journal.writer import Journal

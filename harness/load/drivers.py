@@ -27,7 +27,7 @@ from harness.load.handshake import cluster_secret
 from harness.load.plan import LoadPlan
 from harness.load.users import StagesShape, user_classes
 from harness.metrics.registry import RunMetrics
-from harness.runtime.processes import free_port
+from harness.processes.children import free_port
 from harness.targets.interface import TargetError
 
 WORKERS_READY_TIMEOUT = 60.0

@@ -26,8 +26,8 @@ from harness.journal.records import CallSummary, FlowEnded, FlowOutcome, RecordT
 from harness.journal.writer import Journal
 from harness.leads.answers import UnanswerableRequest
 from harness.leads.lead import Action, Lead
-from harness.leads.seeding import stream
 from harness.load.mutations import StatePool
+from harness.load.seeding import stream
 from harness.logs.parse import clean_label
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import CallResult, CallSteps, LeadAnswer, MrtrClient, Responder, RoundHook, RoundRecord, Steps

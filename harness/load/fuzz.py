@@ -139,12 +139,12 @@ def _other_arguments(flow: Flow, spec: FuzzFlow, arguments: dict[str, Any]) -> S
 
 
 def _swap_tool(flow: Flow, spec: FuzzFlow) -> tuple[str, dict[str, Any]]:
-    """Another tool to mint a state with: `swap_tool`, or the shop's record_return on an order of the catalogue."""
+    """Another tool to mint a state with: `swap_tool`, or the shop's record_return on one of its orders."""
     if spec.swap_tool is not None:
         return spec.swap_tool, spec.swap_tool_arguments
-    catalogue = shop_of(flow).catalogue
-    assert catalogue is not None, "the shop's fuzz flow runs with the shop's catalogue"
-    order = catalogue.get(flow.rng.choice(shop_of(flow).all))
+    orders = shop_of(flow).orders
+    assert orders is not None, "the shop's fuzz flow runs with the shop's orders"
+    order = orders.get(flow.rng.choice(shop_of(flow).all))
     assert order is not None
     return "record_return", {"order_id": order.order_id, "sku": flow.rng.choice(order.lines).sku}
 

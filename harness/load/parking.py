@@ -3,7 +3,7 @@
 At 100 flows/s with leads who take five minutes, 30,000 flows wait at once; a parked
 greenlet keeps its saved C stack (several KiB) for the whole wait. A flow here is a
 generator of steps (`harness.load.kinds.flow_steps`) that yields each wait instead of
-sleeping it. A waiting flow is one entry on a `harness.runtime.timers.Timers` heap and the
+sleeping it. A waiting flow is one entry on a `harness.processes.timers.Timers` heap and the
 generator's frames, which hold only what its next round needs. When it is due the flow
 is resumed on a worker greenlet of the load's group, which runs it until its next wait
 (or its end): greenlets exist only for flows doing a round, plus a few idle workers.
@@ -12,7 +12,7 @@ Workers are kept (up to `IDLE_WORKERS`) rather than spawned per round: a new gre
 costs an allocation and release of its own frame stack (an mmap and a munmap, and the
 page faults between them, on Python 3.11) and the group's bookkeeping, every round.
 
-A flow goes on up to `harness.runtime.timers.SLACK` before its lead's answer is due when the
+A flow goes on up to `harness.processes.timers.SLACK` before its lead's answer is due when the
 process is awake anyway (a reply came in), instead of being woken once more for it.
 """
 
@@ -27,7 +27,7 @@ from gevent.hub import Waiter
 from gevent.pool import Group
 
 from harness.mrtr.client import Steps
-from harness.runtime.timers import SLACK, Timers
+from harness.processes.timers import SLACK, Timers
 
 IDLE_WORKERS = 32
 """Idle worker greenlets kept for the next due flow; more than this many idle at once end."""

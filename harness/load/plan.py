@@ -22,11 +22,11 @@ from harness.config.flows import FlowSpec
 from harness.config.load import Load
 from harness.config.scenario import Scenario
 from harness.config.think import RandomStream
-from harness.leads.seeding import FlowStream, FlowStreams, stream
 from harness.load.flow import Flow, FlowEnv, interrupt
 from harness.load.kinds import flow_steps, run_flow
 from harness.load.parking import Parking
-from harness.runtime.timers import Timers
+from harness.load.seeding import FlowStream, FlowStreams, stream
+from harness.processes.timers import Timers
 
 ARRIVAL_SLACK = 0.05
 """Seconds an arrival may start early, on a wake-up the process has anyway (a reply) instead of one of its own.

@@ -1,7 +1,7 @@
 """The reference shop's flows: refund, return and payout, and the adversarial retries of the on-call catalogue.
 
 Presets on top of the generic machinery (`harness.load.flow`): each knows the shop's tools
-and picks orders from its catalogue (`ShopOrders`).
+and picks from its orders (`ShopOrders`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from harness.mrtr.outcome import Outcome
 
 
 def shop_of(flow: Flow) -> ShopOrders:
-    assert flow.env.shop is not None, "the shop's flows run with the shop's catalogue"
+    assert flow.env.shop is not None, "the shop's flows run with the shop's orders"
     return flow.env.shop
 
 
@@ -42,7 +42,7 @@ def refund(flow: Flow, spec: RefundFlow, intended_at: float | None) -> Steps[Flo
 @steps_of(ReturnFlow)
 def record_return(flow: Flow, spec: ReturnFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     shop = shop_of(flow)
-    order = shop.catalogue.get(flow.rng.choice(shop.all))
+    order = shop.orders.get(flow.rng.choice(shop.all))
     assert order is not None
     sku = flow.rng.choice(order.lines).sku
     call = yield from flow.call("record_return", {"order_id": order.order_id, "sku": sku}, intended_at=intended_at)

@@ -11,7 +11,7 @@ What inotify cannot see (a file on a network file system written by another mach
 folder that does not exist yet) the caller covers with a slow look anyway
 (`FALLBACK_SECONDS`), or with its old fast poll while some folder cannot be watched.
 Without inotify (not Linux) every wait is the caller's timer. inotify is reached through
-ctypes on the C library, as `harness.runtime.processes` reaches prctl: three calls, no package.
+ctypes on the C library, as `harness.processes.children` reaches prctl: three calls, no package.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ while); when it fails `WATCH_FAILURES` times in a row, the source ends with that
 and the run counts the selector's replicas as unobserved from then on
 (`harness.logs.collector`). Every kubectl gets the commands' environment
 (`harness.secrets.command_env`), never the whole of the harness's. Each is started by the
-thread that reads it and lives no longer than that thread (`harness.runtime.processes`).
+thread that reads it and lives no longer than that thread (`harness.processes.children`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import IO
 
 from harness.logs.containers import Stamp, split_stamp
 from harness.logs.sources import Line, Source, SourceError, capped_lines
-from harness.runtime.processes import start_child
+from harness.processes.children import start_child
 from harness.secrets import command_env
 
 WATCH_FAILURES = 3

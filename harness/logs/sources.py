@@ -38,7 +38,7 @@ from harness.errors import ExitCode, TargetDown, UsageError
 from harness.logs.containers import ContainerFollower, compose_identity, split_lines
 from harness.logs.files import FileFollower, sniff
 from harness.logs.parse import LINE_CAP
-from harness.runtime.processes import start_child
+from harness.processes.children import start_child
 from harness.secrets import command_env
 
 READ_CHARS = 1 << 20
@@ -169,7 +169,7 @@ class CommandSource(Source):
 
     Run without a shell (split like a shell would), in its own session, with stderr merged
     into stdout (where most programs log); stopped by its PID on `close()`, and
-    killed by the kernel if the harness itself is killed (`harness.runtime.processes.start_child`). The command
+    killed by the kernel if the harness itself is killed (`harness.processes.children.start_child`). The command
     decides where its stream starts: give it one that starts now (`--since`, `--tail=0`,
     `-n0`), since a line without a timestamp cannot be told apart from history.
     """

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from harness.journal.records import InvariantChecked, RecordType
 from harness.journal.writer import Journal
 from harness.metrics.registry import RunMetrics
-from harness.run.fold.client import FoldProcess
-from harness.run.fold.protocol import Invariants, Reconcile, TracedReasons
-from harness.targets.ledger import LedgerCheck, LedgerRead
+from harness.run.live_fold.client import FoldProcess
+from harness.run.live_fold.protocol import Invariants, Reconcile, TracedReasons
+from harness.targets.ledger_check import LedgerCheck, LedgerRead
 
 if TYPE_CHECKING:
     from harness.telemetry.run_span import RunSpans

@@ -3,6 +3,12 @@
 An unexpected error anywhere is the harness's failure (exit 4), never the target's. Only
 the first is kept as the cause (later ones are often its consequences); each one's
 traceback is appended to the file, and each is journaled while the journal is open.
+
+The run's own greenlets (chaos, watch, progress) are started here so that a failure in one is
+the harness's (`background`), and stopped in time (`stop_greenlets`): `gevent.Timeout` is a
+BaseException, so left to itself a greenlet that will not stop would escape every handler of the
+run (and skip the accounting of the flows in flight); a stop that times out is an ordinary error,
+the harness's own.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import gevent
 
 from harness.atomic_files import PlantedLink, open_append
 from harness.journal.records import HarnessErrorRecord, RecordType, RunEvent
@@ -66,3 +74,30 @@ class Failures:
         """One teardown step: a failure is recorded and must not skip the rollback or the teardown."""
         with self.recorded(Exception):
             step(*args)
+
+
+# --- the run's own greenlets ---------------------------------------------------------------
+
+STOP_TIMEOUT = 30.0
+"""Seconds the run's own greenlets get to stop; longer means an overloaded process."""
+
+
+class OverloadedError(RuntimeError):
+    """The load process was too busy to stop its own greenlets: its figures cannot be trusted."""
+
+
+def background(function: Callable[..., Any], *args: Any,
+               failed: Callable[[BaseException | None], None]) -> gevent.Greenlet:
+    """`function(*args)` in a greenlet; if it dies of an error, `failed` hears it."""
+    greenlet = gevent.spawn(function, *args)
+    greenlet.link_exception(lambda dead: failed(dead.exception))
+    return greenlet
+
+
+def stop_greenlets(greenlets: list[gevent.Greenlet], timeout: float = STOP_TIMEOUT) -> None:
+    """Kill the run's own greenlets; one that has not stopped after `timeout` is the harness's failure."""
+    try:
+        gevent.killall(greenlets, block=True, timeout=timeout)
+    except gevent.Timeout:
+        raise OverloadedError(f"the run's own greenlets did not stop within {timeout:.0f} s: the load process "
+                              "was too busy (lower the arrival rate, or spread the load with --workers)") from None

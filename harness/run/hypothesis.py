@@ -29,8 +29,8 @@ from harness.folding.thresholds import ThresholdResult, evaluate
 from harness.journal.records import HypothesisProbed, RecordType
 from harness.journal.writer import Journal
 from harness.run.failures import Failures
-from harness.run.fold.client import FoldLost, FoldProcess
-from harness.run.fold.protocol import Figures, OpenWindow, WindowFigures
+from harness.run.live_fold.client import FoldLost, FoldProcess
+from harness.run.live_fold.protocol import Figures, OpenWindow, WindowFigures
 
 MIN_FLOWS = 10
 """An earlier probe of a window still open says nothing with fewer finished flows (its last probe judges them):

@@ -2,7 +2,7 @@
 
 `run` and `capacity` take the same options (`--workers N`, or `--master` with
 `--expect-workers N` and its bind address), read here into the `RunOptions` fields that
-`load_driver` spreads the load by: one code path for a run and for each step of a sweep.
+`harness.run.load` spreads the load by: one code path for a run and for each step of a sweep.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from typing import IO, TYPE_CHECKING
 from harness import foreign_text
 from harness.config.durations import format_duration
 from harness.config.load import Load
-from harness.run.fold.client import FoldLost, FoldProcess
-from harness.run.fold.protocol import ProgressCounts
+from harness.run.live_fold.client import FoldLost, FoldProcess
+from harness.run.live_fold.protocol import ProgressCounts
 from harness.secrets import scrub
 
 if TYPE_CHECKING:

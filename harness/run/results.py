@@ -19,7 +19,7 @@ from harness.atomic_files import write_atomically
 from harness.config.scenario import Scenario
 from harness.config.thresholds import Judged, parse_thresholds
 from harness.metrics.registry import RunMetrics
-from harness.run.fold.client import FoldLost, FoldProcess
+from harness.run.live_fold.client import FoldLost, FoldProcess
 
 if TYPE_CHECKING:
     from harness.folding.read import JournalRead

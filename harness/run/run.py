@@ -17,10 +17,10 @@ run's side (signal handlers, live fold, metrics endpoint, web UI) outlasts the r
 which the endpoint and the web UI keep serving for their linger.
 
 What each step needs lives in its own module: the target factory (`harness.targets`, whose
-target supplies its ledger check), the load (`harness.run.load_driver`) and when it ends
-(`harness.run.load_end`), the exporter (`harness.metrics.exporter`), CPU accounting
-(`harness.run.cpu`), the live fold (`harness.run.fold.worker`, a process of its own, driven from
-`harness.run.fold.client`), the hypothesis windows (`harness.run.hypothesis`), the
+target supplies its ledger check), the load and when it ends
+(`harness.run.load`), the exporter (`harness.metrics.exporter`), CPU accounting
+(`harness.run.cpu`), the live fold (`harness.run.live_fold.worker`, a process of its own, driven from
+`harness.run.live_fold.client`), the hypothesis windows (`harness.run.hypothesis`), the
 progress line (`harness.run.progress`), early stops (`harness.run.stopping`), harness
 errors (`harness.run.failures`) and the results (`harness.run.results`). This module is
 the order.
@@ -68,15 +68,12 @@ from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
 from harness.run import cpu
 from harness.run.end_checks import check_invariants, reconcile
-from harness.run.failures import Failures
-from harness.run.fold.client import FoldLost
-from harness.run.fold.protocol import ReplicaRounds
-from harness.run.greenlets import background, stop_greenlets
+from harness.run.failures import Failures, background, stop_greenlets
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
 from harness.run.hypothesis import HypothesisWindows
-from harness.run.live_journal import journal_and_fold
-from harness.run.load_driver import load_driver, new_environment
-from harness.run.load_end import LoadEnd
+from harness.run.live_fold.client import FoldLost, journal_and_fold
+from harness.run.live_fold.protocol import ReplicaRounds
+from harness.run.load import LoadEnd, load_driver, new_environment
 from harness.run.options import RunOptions
 from harness.run.progress import LiveProgress, ProgressLine
 from harness.run.results import write_run_results
@@ -85,7 +82,7 @@ from harness.run.stopping import Stop
 from harness.secrets import scrub
 from harness.targets.factory import build_target
 from harness.targets.interface import Target, TargetError
-from harness.targets.ledger import NewDoubles
+from harness.targets.ledger_check import NewDoubles
 from harness.telemetry import switch
 
 if TYPE_CHECKING:

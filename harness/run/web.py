@@ -34,8 +34,8 @@ from harness.config.scenario import Scenario
 from harness.metrics.registry import RunMetrics
 from harness.report.html import render_charts_so_far
 from harness.report.series import state_size_table
-from harness.run.fold.client import FoldLost, FoldProcess
-from harness.run.fold.protocol import SoFar, StateSizes
+from harness.run.live_fold.client import FoldLost, FoldProcess
+from harness.run.live_fold.protocol import SoFar, StateSizes
 from harness.run.page_guard import PageGuard, token_script, without_cors
 
 __all__ = ["CHARTS", "TAB", "LiveRun", "StateSizeTable", "WhileRunning", "charts_so_far", "flows_in_flight",

@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from harness.shop.catalogue import Catalogue, build_catalogue, format_cents
-from harness.shop.ledger import Conflict, Ledger
+from harness.shop.orders import Orders, build_orders, format_cents
+from harness.shop.refund_ledger import Conflict, Ledger
 from harness.shop.store import Store
 
 MAX_BODY_BYTES = 64 * 1024
@@ -33,10 +33,10 @@ class BadRequest(Exception):
     """A request the API refuses with 400 and a message that says what to fix."""
 
 
-def create_app(store: Store, catalogue: Catalogue | None = None, *, release_guard: bool = True) -> Starlette:
-    """Build the API over `store`; the catalogue defaults to the standard seed. `release_guard=False` turns off
+def create_app(store: Store, orders: Orders | None = None, *, release_guard: bool = True) -> Starlette:
+    """Build the API over `store`; the orders default to the standard seed. `release_guard=False` turns off
     the 409 on a second release (see `Ledger`)."""
-    shop = _Shop(store, catalogue or build_catalogue(), release_guard=release_guard)
+    shop = _Shop(store, orders or build_orders(), release_guard=release_guard)
     routes = [
         Route("/healthz", shop.health, methods=["GET"]),
         Route("/orders/{order_id}", shop.order, methods=["GET"]),
@@ -90,19 +90,19 @@ def _field(data: dict[str, Any], name: str, kind: type) -> Any:
 
 
 class _Shop:
-    """The route handlers, over one ledger and one catalogue."""
+    """The route handlers, over one ledger and one set of orders."""
 
-    def __init__(self, store: Store, catalogue: Catalogue, *, release_guard: bool = True) -> None:
+    def __init__(self, store: Store, orders: Orders, *, release_guard: bool = True) -> None:
         self.store = store
-        self.catalogue = catalogue
+        self.orders = orders
         self.ledger = Ledger(store, release_guard=release_guard)
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok", "store": self.store.kind, "orders": len(self.catalogue.orders),
+        return JSONResponse({"status": "ok", "store": self.store.kind, "orders": len(self.orders.orders),
                              "pid": os.getpid()})
 
     async def order(self, request: Request) -> Response:
-        order = self.catalogue.get(request.path_params["order_id"])
+        order = self.orders.get(request.path_params["order_id"])
         if order is None:
             return _not_found(f"order {request.path_params['order_id']}")
         return JSONResponse({
@@ -114,7 +114,7 @@ class _Shop:
 
     async def refund_quote(self, request: Request) -> Response:
         """What a whole refund of the order would be, and whether the policy holds it."""
-        order = self.catalogue.get(request.path_params["order_id"])
+        order = self.orders.get(request.path_params["order_id"])
         if order is None:
             return _not_found(f"order {request.path_params['order_id']}")
         return JSONResponse({"order_id": order.order_id, "amount_cents": order.total_cents,
@@ -124,7 +124,7 @@ class _Shop:
     async def create_refund(self, request: Request) -> Response:
         data = await _json_body(request)
         order_id, quote_id = _field(data, "order_id", str), _field(data, "quote_id", str)
-        order = self.catalogue.get(order_id)
+        order = self.orders.get(order_id)
         if order is None:
             return _not_found(f"order {order_id}")
         refund, created = self.ledger.create(order_id, quote_id, order.total_cents)
@@ -161,7 +161,7 @@ class _Shop:
             raise BadRequest(f"reason must be one of {', '.join(_RETURN_REASONS)}")
         if note is not None and (not isinstance(note, str) or len(note) > 200):
             raise BadRequest("note must be a string of at most 200 characters")
-        order = self.catalogue.get(order_id)
+        order = self.orders.get(order_id)
         if order is None or order.line(sku) is None:
             return _not_found(f"line {sku} on order {order_id}")
         return_id = f"RT-{self.store.incr('sequence', 'return'):05d}"

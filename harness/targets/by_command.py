@@ -6,8 +6,8 @@ with a command in the table runs it (`harness.targets.commands.ChaosCommands`: p
 filled, journaled, the replica waited for), one without goes to the wrapped target, which may
 raise `ChaosUnsupported`. What a command changed is owed back: a paused replica's resume, a
 TTL, name or clock set back to the target's own value, a rotation cut short finished
-forward (the harness never holds the deployment's old keys), on the run's one ledger
-(`harness.targets.debts.Debts`). `rollback` pays what is still owed, newest first, then rolls back
+forward (the harness never holds the deployment's old keys), on the run's one list of debts
+(`harness.targets.rollback_debts.RollbackDebts`). `rollback` pays what is still owed, newest first, then rolls back
 the wrapped target. Which command makes, ends and puts back an authorization server action is
 that action's declaration (`harness.config.chaos.AuthCommands`).
 """
@@ -24,9 +24,9 @@ from harness.config.chaos import COMMAND_NAMES, auth_commands, knob_commands
 from harness.config.logs import LogSource
 from harness.mrtr.keys import fingerprint
 from harness.targets.commands import ChaosCommands
-from harness.targets.debts import Debts
 from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, Target
-from harness.targets.ledger import LedgerCheck
+from harness.targets.ledger_check import LedgerCheck
+from harness.targets.rollback_debts import RollbackDebts
 
 __all__ = ["CommandTarget", "RollbackIncomplete"]
 
@@ -41,13 +41,13 @@ class CommandTarget:
     """`inner`, with every operation the scenario has a command for done by that command instead."""
 
     def __init__(self, inner: Target, commands: ChaosCommands, original: ReplicaChange,
-                 debts: Debts | None = None) -> None:
+                 debts: RollbackDebts | None = None) -> None:
         self.inner = inner
         self.commands = commands
         self.original = original
         """The target's own values (its TTL in real seconds, its name, no skew): what reconfiguring sets back."""
-        self.debts = debts if debts is not None else Debts()
-        """What the rollback owes for changes made by command (the run's one ledger, when it hands one)."""
+        self.debts = debts if debts is not None else RollbackDebts()
+        """What the rollback owes for changes made by command (the run's one `RollbackDebts`, when it hands one)."""
         self.ran: list[dict[str, object]] = []
         """The commands run since `take_ran()` last emptied it: what the current action's end record shows."""
         self._promoted: dict[str, set[int]] = {}

@@ -41,7 +41,7 @@ from harness.config.target import TargetConfig
 from harness.journal.records import CommandRan, RecordType
 from harness.journal.writer import Journal
 from harness.mrtr.keys import write_ring
-from harness.runtime.processes import kill_session, start_child
+from harness.processes.children import kill_session, start_child
 from harness.secrets import command_env, register, scrub
 
 __all__ = ["ChaosCommands", "CommandFailed", "CommandResult", "accepts", "fill", "run_command"]

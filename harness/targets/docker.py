@@ -49,7 +49,7 @@ from harness.config.logs import COMPOSE_NUMBER, COMPOSE_PROJECT, COMPOSE_SERVICE
 from harness.config.replica_knobs import KNOBS
 from harness.config.scenario import Scenario
 from harness.mrtr.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
-from harness.runtime.processes import alive, descendants, free_port, process_cpu_seconds
+from harness.processes.children import alive, descendants, free_port, process_cpu_seconds
 from harness.targets.embedded import replica_options
 from harness.targets.image import (
     HOST_PYTHON_IMAGE,
@@ -60,7 +60,7 @@ from harness.targets.image import (
     is_host_python,
 )
 from harness.targets.interface import ChaosUnsupported, NoAuthServer, ReplicaChange, RingKeys, TargetError
-from harness.targets.ledger import LedgerAtApi
+from harness.targets.ledger_check import LedgerAtApi
 from harness.targets.local_deployment import replica_args
 from harness.targets.redis_process import RedisProcess
 

@@ -22,10 +22,10 @@ from typing import Any
 from harness.config.logs import LogSource
 from harness.config.scenario import Scenario
 from harness.config.target import TargetConfig
-from harness.runtime.processes import process_cpu_seconds
+from harness.processes.children import process_cpu_seconds
 from harness.targets.auth_admin import AuthAdminError, auth_server_spec
 from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, RingKeys, TargetError
-from harness.targets.ledger import LedgerAtApi
+from harness.targets.ledger_check import LedgerAtApi
 from harness.targets.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
 from harness.targets.redis_process import RedisProcess
 

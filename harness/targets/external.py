@@ -18,7 +18,7 @@ from harness.config.logs import LogSource, parse_log_location
 from harness.config.scenario import Scenario
 from harness.targets.commands import accepts
 from harness.targets.interface import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
-from harness.targets.ledger import LedgerAtApi
+from harness.targets.ledger_check import LedgerAtApi
 
 
 class ExternalTarget(NoAuthServer, LedgerAtApi):

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 from harness.config.chaos import AUTH_ACTIONS
 from harness.config.logs import LogSource
 from harness.errors import TargetDown
-from harness.targets.ledger import LedgerCheck
+from harness.targets.ledger_check import LedgerCheck
 
 __all__ = ["AuthChange", "ChaosUnsupported", "LogSource", "NoAuthServer", "ReplicaChange", "RingKeys", "Target",
            "TargetError"]

@@ -5,7 +5,7 @@ on free 127.0.0.1 ports.
 restart, pause and stop replicas during a run. Every replica is started with the one
 replica command, so what differs between replicas is only their options. Processes are
 started in their own session, tied to the harness by its lifeline (they die with it, also
-on SIGKILL: see `harness.runtime.processes`), and stopped by their PID, never by name.
+on SIGKILL: see `harness.processes.children`), and stopped by their PID, never by name.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import IO, Any
 from harness.atomic_files import open_append
 from harness.config.replica_knobs import REPLICA_KNOBS
 from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
-from harness.runtime.processes import alive, free_port, harness_command, start_child
+from harness.processes.children import alive, free_port, harness_command, start_child
 from harness.targets.auth_admin import AuthServerSpec, admin_call, auth_server_args
 from harness.targets.zygote import Zygote, ZygoteError
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from harness.atomic_files import open_append
-from harness.runtime.processes import free_port, start_child
+from harness.processes.children import free_port, start_child
 from harness.targets.interface import TargetError
 
 

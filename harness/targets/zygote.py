@@ -14,7 +14,7 @@ exports as `run --otlp` says) and answers one line per request (`{"pid": n}`). E
 calls the replica's entry point (`harness.shop.replica.main`) directly: the zygote never
 imports the harness's CLI. Its children are reaped by the kernel (SIGCHLD ignored), each
 runs in its own session with its output appended to its log. The zygote dies with the
-harness (its lifeline, `harness.runtime.processes`) and exits when its stdin closes; each replica
+harness (its lifeline, `harness.processes.children`) and exits when its stdin closes; each replica
 it forks is tied to the zygote the same way right after the fork, so a harness killed
 with SIGKILL takes the zygote, and with it every replica, along. It imports only; it
 never starts a thread, so forking it is safe.
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.atomic_files import open_append
-from harness.runtime.processes import die_with_parent, start_child
+from harness.processes.children import die_with_parent, start_child
 from harness.telemetry.switch import tracing_on
 from harness.telemetry.variables import otel_variables
 

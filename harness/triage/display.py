@@ -22,8 +22,8 @@ from harness import foreign_text
 from harness.config.durations import format_duration
 from harness.mrtr.reasons import OTHER_REASON
 from harness.triage.advice import advice_for, means_tampering_or_client_bug, subset_hint
-from harness.triage.catalogue import rerun_commands, rerun_line
 from harness.triage.counts import UNKNOWN_REPLICA, Snapshot
+from harness.triage.on_call_catalogue import rerun_commands, rerun_line
 
 REASON_WIDTH = 26
 MAX_REPLICA_COLUMNS = 8

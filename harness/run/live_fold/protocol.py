@@ -1,7 +1,7 @@
 """The live fold's interface, in one place: every query the run puts to its fold process, typed with its reply.
 
-Both sides use these types: the run (`harness.run.fold.client`) builds a query and gets back
-the query's reply type; the fold process (`harness.run.fold.worker`) matches on the query's
+Both sides use these types: the run (`harness.run.live_fold.client`) builds a query and gets back
+the query's reply type; the fold process (`harness.run.live_fold.worker`) matches on the query's
 type to answer it. Adding a query is one class here and one case in the worker.
 
 On the pipe, to the fold: a `Growth` frame (a journal part grew to a size: the hot path,

@@ -10,7 +10,7 @@ a second, in one batch, or at once when a request needs it. The run asks it for 
 (the hypothesis probes, the progress line), for reconciliation and the invariants at the
 end, and finally for the whole fold, which it also saves as `figures.json`
 (`harness.folding.snapshot`), as it does every `--save-figures-every`. What it can be asked
-is `harness.run.fold.protocol`'s queries, one case each in `LiveFold.reply_to`.
+is `harness.run.live_fold.protocol`'s queries, one case each in `LiveFold.reply_to`.
 
 With OpenTelemetry's export on (`harness.telemetry.switch`), it is also where the flows' spans and
 `mcp.client.operation.duration` are made and sent (`harness.folding.flow_traces`), from the ids and
@@ -19,8 +19,8 @@ They are flushed before the finished fold is answered. With Locust workers, this
 reads every worker's part, so every flow's spans go out from here.
 
 Reading the JSON lines from the file, as `report DIR` does, means the live results and a
-later rebuild fold the same bytes the same way. `harness.run.fold.client` is the run's
-side of the pipe. Started as `python -m harness.run.fold.worker FOLDER SAVE_EVERY`.
+later rebuild fold the same bytes the same way. `harness.run.live_fold.client` is the run's
+side of the pipe. Started as `python -m harness.run.live_fold.worker FOLDER SAVE_EVERY`.
 
 Its cyclic garbage collector runs at each save, not on allocation counts: every record is a
 fresh dict freed by its reference count (no cycles), and collections triggered by those
@@ -50,7 +50,7 @@ from harness.folding.snapshot import write_snapshot
 from harness.journal.records import RecordType
 from harness.journal.segments import PartReader
 from harness.journal.writer import JournalDamage
-from harness.run.fold.protocol import (
+from harness.run.live_fold.protocol import (
     ASK,
     GROWTH,
     HEAD,
@@ -193,7 +193,7 @@ class LiveFold:
         damage.count(line)
         self.read.count_damage(damage)
 
-    # --- the queries (`harness.run.fold.protocol`) -------------------------------------------
+    # --- the queries (`harness.run.live_fold.protocol`) -------------------------------------------
 
     def reply_to(self, query: Ask[Any]) -> Any:
         """The answer to `query`, of the reply type its class names."""

@@ -1,7 +1,7 @@
-"""The shop's orders: a deterministic catalogue generated from a seed.
+"""The shop's orders: every order of a seed, generated deterministically from it.
 
 Every process that needs an order (the API, a test, a flow picking an order to refund)
-regenerates the same catalogue from the same seed, so nothing about orders has to be
+regenerates the same orders from the same seed, so nothing about orders has to be
 stored or shipped, and a scenario's seed reproduces which refunds land on which side
 of the policy limit.
 """
@@ -57,7 +57,7 @@ def format_cents(cents: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Catalogue:
+class Orders:
     """All orders of one seed, by id, with helpers the flows use to pick one."""
 
     seed: int
@@ -75,7 +75,7 @@ class Catalogue:
 
 
 @lru_cache(maxsize=8)
-def build_catalogue(seed: int = DEFAULT_SEED, count: int = DEFAULT_ORDER_COUNT) -> Catalogue:
+def build_orders(seed: int = DEFAULT_SEED, count: int = DEFAULT_ORDER_COUNT) -> Orders:
     """Generate `count` orders from `seed`: the same arguments give the same orders in every process.
 
     Order totals spread on both sides of the policy limit (roughly half above it), and
@@ -86,7 +86,7 @@ def build_catalogue(seed: int = DEFAULT_SEED, count: int = DEFAULT_ORDER_COUNT) 
     for number in range(FIRST_ORDER_NUMBER, FIRST_ORDER_NUMBER + count):
         order_id = f"O-{number}"
         orders[order_id] = Order(order_id, _lines(rng))
-    return Catalogue(seed, orders)
+    return Orders(seed, orders)
 
 
 def _lines(rng: random.Random) -> tuple[OrderLine, ...]:

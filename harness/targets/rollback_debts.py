@@ -1,6 +1,6 @@
-"""The rollback's ledger: what chaos changed and must put back, newest last, paid newest first.
+"""The rollback's debts: what chaos changed and must put back, newest last, paid newest first.
 
-One ledger per run: `ChaosRunner` owes a `command` step's `rollback` on it, and
+One `RollbackDebts` per run: `ChaosRunner` owes a `command` step's `rollback` on it, and
 `CommandTarget` owes each change made by command (a resume, a TTL set back, a rotation
 finished forward) on the same one, so the rollback undoes them in the reverse order they were made.
 """
@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-__all__ = ["Debts"]
+__all__ = ["RollbackDebts"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ class _Debt:
     """what pays it off early (a resume that ran, a rotation done); None: only the rollback does."""
 
 
-class Debts:
+class RollbackDebts:
     """What the rollback owes, newest last."""
 
     def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""The harness's processes: free ports, its own command line, /proc readers, and the lifeline.
+"""The processes the harness starts, and its own: free ports, its own command line, /proc readers, and the lifeline.
 
 The lifeline: every process the harness starts (the shop's API, replicas and zygote,
 redis-server, Locust workers, `command:` log sources) dies with the harness, also when the

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from harness.shop.catalogue import POLICY_LIMIT_CENTS, format_cents
+from harness.shop.orders import POLICY_LIMIT_CENTS, format_cents
 from harness.shop.store import Store
 
 

@@ -1,4 +1,4 @@
-"""The run's side of its live fold (`harness.run.fold.worker`): start it, tell it what the journal gained, ask it.
+"""The run's side of its live fold (`harness.run.live_fold.worker`): start it, tell it what the journal gained, ask it.
 
 The load process pays one small write per journal batch for the whole fold: the part's
 name and new size, sent after the batch is in the file. Requests (figures for a probe,
@@ -7,14 +7,14 @@ pipe, so the fold answers each one after folding every batch written before it, 
 in this process would. The pipe is never waited on from gevent's hub: what does not fit
 is kept in order and written by a greenlet when the pipe drains.
 
-The run asks with the queries of `harness.run.fold.protocol` (`fold.ask(ProgressCounts())`
+The run asks with the queries of `harness.run.live_fold.protocol` (`fold.ask(ProgressCounts())`
 returns the query's own reply type). Each request carries an id, and its reply carries it back. One
 greenlet reads the replies, each frame whole, and hands each to the asker waiting on its id;
 a reply no one waits for any more is dropped. So an asker stopped anywhere (the progress,
 watch or chaos greenlet killed at the run's end) abandons only its own slot: the next
 asker still gets its own answer, and the pipe never holds half a frame for someone else.
 
-The fold process is started with the lifeline (`harness.runtime.processes`): it dies with
+The fold process is started with the lifeline (`harness.processes.children`): it dies with
 the run, also after SIGKILL. If it exits or stops answering, the run's figures are gone:
 that is `FoldLost`, a harness error (exit 4), and the results are rebuilt from the journal.
 """
@@ -36,8 +36,10 @@ from gevent.event import AsyncResult
 from gevent.socket import wait_read, wait_write
 
 from harness.folding.read import JournalRead
-from harness.run.fold.protocol import REPLY_HEAD, Ask, Finish, Growth, Reply, Request, Tell
-from harness.runtime.processes import process_cpu_seconds, start_child
+from harness.journal.segments import segment_bytes
+from harness.journal.writer import Journal
+from harness.processes.children import process_cpu_seconds, start_child
+from harness.run.live_fold.protocol import REPLY_HEAD, Ask, Finish, Growth, Reply, Request, Tell
 
 R = TypeVar("R")
 
@@ -87,7 +89,7 @@ class FoldProcess:
         self._replies, answers = os.pipe()
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         try:
-            self.process = start_child([sys.executable, "-m", "harness.run.fold.worker", str(self.folder),
+            self.process = start_child([sys.executable, "-m", "harness.run.live_fold.worker", str(self.folder),
                                         repr(self.save_every)], stdin=commands, stdout=answers, stderr=self._errors)
         finally:
             os.close(commands)
@@ -293,3 +295,17 @@ class FoldProcess:
         if text := self.errors().strip():
             error.add_note(f"the live fold process's standard error:\n{text}")
         return error
+
+
+JOURNAL_FILE = "journal.jsonl"
+
+
+def journal_and_fold(folder: Path, save_every: float) -> tuple[Journal, FoldProcess]:
+    """The journal in `folder` (rolled into segments, `harness.journal.segments`) and the fold of it (not started),
+    made together because each needs the other: the journal tells the fold each batch it wrote (`FoldProcess.grown`),
+    and the fold has the journal write out what it still holds before every request (`FoldProcess.flush`), so the
+    fold answers after folding every record written before the question."""
+    fold = FoldProcess(folder, save_every)
+    journal = Journal(folder / JOURNAL_FILE, on_flush=fold.grown, segment_bytes=segment_bytes())
+    fold.flush = journal.flush
+    return journal, fold
