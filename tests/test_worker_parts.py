@@ -139,3 +139,18 @@ def test_any_json_lines_leave_the_live_fold_answering(tmp_path, records, worker)
 
 def _workers(kind: object) -> bool:
     return isinstance(kind, str) and kind in WORKER_RECORDS
+
+
+def test_compare_reads_a_forged_record_in_a_workers_part_as_damage_not_as_the_runs_own(tmp_path):
+    """`compare`'s read of a results folder takes from a worker's part only what a worker writes, as `report` does:
+    a forged CPU figure there never becomes the run's, and the forged lines are counted as damage (so a comparison
+    with this run as the current one fails closed)."""
+    from harness.compare.samples import read_results
+
+    folder = _forged_folder(tmp_path)
+    with Journal(folder / worker_part(1)) as journal:
+        put(journal, "run", t=T0 + 42, event="cpu", harness_per_round_ms=0.001, replica_per_round_ms=0.001)
+    samples = read_results(folder).samples
+    assert samples.unreadable == 3  # the forged reconciliation, run end and cpu records
+    assert samples.harness_per_round_ms is None and samples.replica_per_round_ms is None
+    assert samples.flows_finished == read_run([folder / "journal.jsonl", folder / worker_part(1)]).figures.flows

@@ -22,6 +22,9 @@ TICK_SECONDS = 1.0
 """How often a waiting caller is told how long the child has run (the run tool's progress notifications)."""
 STOP_SECONDS = 30.0
 """How long a child stopped with SIGTERM (a run past its deadline: rollback, results written) has before SIGKILL."""
+COMMAND_SECONDS = 600.0
+"""How long a command that is not a run (validate, report, compare) has: a folder handed over may be huge or
+hostile, and no tool call waits forever; one stopped at it ends like a Ctrl-C (its exit code, no verdict from it)."""
 DRAIN_SECONDS = 5.0
 """How long the output is still read once the child has exited (a process it left may hold the pipe open)."""
 
@@ -48,8 +51,10 @@ def harness_argv(*argv: str) -> list[str]:
     return [sys.executable, "-m", "harness", *argv]
 
 
-async def run_child(argv: Sequence[str], *, deadline: float | None = None, on_tick: OnTick | None = None) -> Finished:
-    """Run `argv` to its end, or until `deadline` seconds, when it gets SIGTERM (then SIGKILL after STOP_SECONDS).
+async def run_child(argv: Sequence[str], *, deadline: float = COMMAND_SECONDS,
+                    on_tick: OnTick | None = None) -> Finished:
+    """Run `argv` to its end, or until `deadline` seconds, when it gets SIGTERM (then SIGKILL after STOP_SECONDS)
+    and its standard error ends with the line saying so.
 
     If the call is cancelled (the client went away), the child is killed: nothing the server
     started outlives it.
@@ -78,7 +83,8 @@ async def run_child(argv: Sequence[str], *, deadline: float | None = None, on_ti
                 process.kill()
             await process.aclose()
     assert process.returncode is not None
-    return Finished(process.returncode, out.text(), err.text(), stopped)
+    said = f"\nstopped by the server after {deadline:g}s (its limit for this command)\n" if stopped else ""
+    return Finished(process.returncode, out.text(), err.text() + said, stopped)
 
 
 class _Pipe:

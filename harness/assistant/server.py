@@ -126,7 +126,7 @@ async def run(scenario: str, ctx: Context, breaking: Hosts, consent: Consent, du
     verdict = judged_by(read_verdict(folder)[0], finished.code)
     output = tail(finished.output)
     if finished.stopped:
-        output += f"\nstopped by the server after {plan.deadline:g}s (its deadline): results written as Ctrl-C would"
+        output += "\nresults written as Ctrl-C would"
     return RunResult(started=True, exit_code=finished.code, allowed_hosts=allowed, output=output,
                      **verdict.model_dump(), **run_files(folder).model_dump())
 

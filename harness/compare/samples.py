@@ -19,7 +19,7 @@ from harness.config.scenario import Scenario
 from harness.folding.figures import CallKey, RoundKey, RunFigures
 from harness.folding.read import read_saved
 from harness.journal.distributions import Counts, Sketch
-from harness.journal.records import FlowOutcome, RunEvent, is_run_event
+from harness.journal.records import WORKER_RECORDS, FlowOutcome, RunEvent, is_run_event, is_worker_part
 from harness.journal.segments import part_exists
 from harness.journal.writer import JournalDamage, JournalView, read_journal
 from harness.report import journal_parts, results_scenario
@@ -102,13 +102,26 @@ def read_results(folder: Path) -> ResultsRun:
         return ResultsRun(folder, scenario, samples)
     samples = RunSamples()
     damage = JournalDamage()
-    for record in read_journal(*(path for path in parts if part_exists(path)), damage=damage):
+    for path in parts:
+        if part_exists(path):
+            _read_part(samples, path, damage)
+    samples.unreadable += damage.unreadable
+    return ResultsRun(folder, scenario, samples)
+
+
+def _read_part(samples: RunSamples, path: Path, damage: JournalDamage) -> None:
+    """Add one journal part's records; in a worker's part only the records a worker writes (`WORKER_RECORDS`), any
+    other counted unreadable, as the run's own report counts it: a forged `run end` there decides nothing."""
+    from_worker = is_worker_part(path.name)
+    for record in read_journal(path, damage=damage):
+        kind = record.get("type") if isinstance(record, Mapping) else None
+        if from_worker and not (type(kind) is str and kind in WORKER_RECORDS):
+            samples.unreadable += 1
+            continue
         try:
             samples.add(record)
         except (AttributeError, KeyError, TypeError, ValueError):
             samples.unreadable += 1  # a record the figures cannot take is skipped, as the run's own report skips it
-    samples.unreadable += damage.unreadable
-    return ResultsRun(folder, scenario, samples)
 
 
 def _number(value: Any) -> float | None:

@@ -91,6 +91,8 @@ class AuthPolicy:
     """Every subject a token was issued to, with the time of its latest token."""
     issued: int = 0
     refused: dict[str, int] = field(default_factory=dict)
+    reads_refused: int = 0
+    """Reads of the public routes (keys, feed, metadata) refused while down: the replicas' failed polls."""
 
     def subject(self, lead: int | None) -> str:
         return self.client_id if lead is None else f"{self.client_id}/lead-{lead}"
@@ -256,7 +258,10 @@ def build_app(policy: AuthPolicy, signer: Signer, admin_port: int | None) -> Sta
 
     def public(payload: Any) -> Any:
         async def route(request: Request) -> Response:
-            return _unavailable() if policy.down else JSONResponse(payload() if callable(payload) else payload)
+            if policy.down:
+                policy.reads_refused += 1
+                return _unavailable()
+            return JSONResponse(payload() if callable(payload) else payload)
         return route
 
     async def healthz(request: Request) -> Response:
@@ -307,7 +312,7 @@ def _leads(subjects: Sequence[str]) -> list[int | str]:
 def _admin_action(policy: AuthPolicy, action: str, body: dict[str, Any]) -> dict[str, Any]:
     """The chaos actions' levers; each answers with what it did, in counts and lead numbers."""
     if action == "state":
-        return {"issued": policy.issued, "refused": policy.refused, "subjects": len(policy.subjects),
+        return {"issued": policy.issued, "refused": policy.refused, "reads_refused": policy.reads_refused, "subjects": len(policy.subjects),
                 "lifetime": policy.effective_lifetime(), "down": policy.down, "drop_subject": policy.drop_subject,
                 "revoked": len(policy.revoked_before), "scope_lost": len(policy.withdrawn)}
     if action == "lifetime":
