@@ -312,7 +312,8 @@ def _leads(subjects: Sequence[str]) -> list[int | str]:
 def _admin_action(policy: AuthPolicy, action: str, body: dict[str, Any]) -> dict[str, Any]:
     """The chaos actions' levers; each answers with what it did, in counts and lead numbers."""
     if action == "state":
-        return {"issued": policy.issued, "refused": policy.refused, "reads_refused": policy.reads_refused, "subjects": len(policy.subjects),
+        return {"issued": policy.issued, "refused": policy.refused, "reads_refused": policy.reads_refused,
+                "subjects": len(policy.subjects),
                 "lifetime": policy.effective_lifetime(), "down": policy.down, "drop_subject": policy.drop_subject,
                 "revoked": len(policy.revoked_before), "scope_lost": len(policy.withdrawn)}
     if action == "lifetime":
