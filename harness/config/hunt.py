@@ -57,8 +57,8 @@ class HuntSettings(Strict):
     replicas' logs do not explain, or leave its steady state (`[hypothesis]`) during or after the
     chaos; the scenario's `[expect]` counts too only with `expect = true`. The search starts with
     `controls` trials without chaos: a deployment that fails one fails without chaos, and is not
-    searched. The search stops
-    at the first failing trial, or when `trials` or `budget` runs out. The shrink of that trial's
+    searched. The search stops at the first failing trial, or when `trials` or `budget` runs
+    out (the controls count against it). The shrink of that trial's
     schedule follows: a smaller schedule still fails when it fails the same way in at least
     `must_fail` of `reruns` runs, and the shrink stops at `shrink_budget` or `shrink_runs`,
     whichever comes first; the minimal schedule then runs `reproduce` times for its rate.
