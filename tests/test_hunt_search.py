@@ -303,7 +303,8 @@ def test_a_healthy_shop_holds_two_controls_and_two_short_trials_exits_0_and_says
     assert done.returncode == 0, done.stdout + done.stderr
     assert "nothing broke in 2 trials after 2 without chaos" in done.stdout
     assert "coverage: " in done.stdout and "combinations tried in 2 trials (restart " in done.stdout
-    start = done.stderr.split("[control 1/2]", 1)[0]
+    start = done.stderr.split("[1/2] control no chaos: held", 1)[0]
+    assert "[2/2] control no chaos: held" in done.stderr
     assert ("2 control trials without chaos, then up to 2 trials of 3s within 15m; a find then takes up to 60 shrink "
             "runs within 15m and 10 reproduction runs (up to 40 backing off): at most 104 runs") in start
     assert ("property: no invariant violated; no unexplained -32602; recovery not judged: the scenario has no "

@@ -372,7 +372,7 @@ class Hunt:
         elif uncounted:
             said += f" ([expect] {', '.join(uncounted)} failed: not part of the property)"
         counted = {"search": f"{self.searched}/{self.settings.trials}",
-                   "control": f"control {trial.index}/{self.settings.controls}"}.get(trial.purpose, str(trial.index))
+                   "control": f"{trial.index}/{self.settings.controls}"}.get(trial.purpose, str(trial.index))
         self.say(f"[{counted}] {trial.purpose} {describe(trial.schedule) or 'no chaos'}: {said} "
                  f"({trial.seconds:.0f}s)")
 
