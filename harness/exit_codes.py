@@ -110,9 +110,10 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
     "hunt": (
         (ExitCode.PASSED, "nothing broke within the budget (trials or time): the coverage is said in one line and "
                           "on hunt.html"),
-        (ExitCode.FAILED, "a trial failed the property (an invariant, an unexplained -32602, an [expect] "
-                          "threshold): the failing schedule was found, shrunk and journaled; minimal.toml and "
-                          "hunt.html hand it over"),
+        (ExitCode.FAILED, "a trial failed the property (an invariant, an unexplained -32602, the steady state "
+                          "during or after the chaos, an [expect] threshold with --expect): the failing schedule was "
+                          "found, shrunk and journaled, minimal.toml and hunt.html hand it over; or a control trial "
+                          "failed it with no chaos at all (\"fails without chaos\": nothing searched)"),
         (ExitCode.USAGE, "bad scenario, [hunt] bounds or flags, or chaos against a host not allowed: nothing was "
                          "started"),
         (ExitCode.TARGET, "a trial's target could not be started or reached"),

@@ -222,12 +222,12 @@ def test_each_flags_help_names_its_hunt_keys_default_as_the_settings_model_has_i
     (commands,) = [action for action in build_parser()._actions if action.choices and "hunt" in action.choices]
     helps = " ".join(action.help or "" for action in commands.choices["hunt"]._actions)
     said = dict(re.findall(r"\[hunt\] (\w+), default ([^;)]+)", helps))
-    assert len(said) == 10, said
+    assert len(said) == 12, said
     for key, text in said.items():
         field = HuntSettings.model_fields[key]
         default = field.default
-        expected = format_duration(default) if is_duration(field.metadata) else \
-            f"{default:g}" if isinstance(default, float) else str(default)
+        expected = format_duration(default) if is_duration(field.metadata) else str(default).lower() \
+            if isinstance(default, bool) else f"{default:g}" if isinstance(default, float) else str(default)
         assert text == expected, key
 
 
@@ -245,7 +245,8 @@ def test_a_bad_flag_is_refused_as_the_table_would_be_with_exit_2_before_anything
 
 @pytest.mark.timeout(600)  # a hunt, a shrink and reruns: over 60 s alone, several times that on a busy CI
 def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scenario_that_reproduces(tmp_path):
-    """End to end (about 70 s): per-process keys behind round-robin, which `[expect]` forbids (`unknown key`). The
+    """End to end (about 70 s): per-process keys behind round-robin, which `[expect]` forbids (`unknown key`), with
+    no control trial (it would fail without chaos: the next test) and `[expect]` counted (`expect = true`). The
     search's first trial (two restarts) fails; the shrink (2 of 2 runs, at most 4 runs: each dropped step) drops its
     chaos; the minimal schedule is rerun twice for its rate; minimal.toml passes `validate` and `run --reproduce`
     reproduces it (exit 0); hunt.html names the failure; the hunt exits 1 and its journal holds every trial and the
@@ -254,7 +255,8 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
     path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
                                "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
-                               "reruns = 2\nmust_fail = 2\nshrink_runs = 4\nreproduce = 2\n")
+                               "reruns = 2\nmust_fail = 2\nshrink_runs = 4\nreproduce = 2\ncontrols = 0\n"
+                               "expect = true\n")
     done = _hunt(str(path), "--results", str(tmp_path / "results"))
     assert done.returncode == 1, done.stdout + done.stderr
     failure = "expectation rejections{reason='unknown key'}"
@@ -290,17 +292,36 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
     assert escape("found: [expect] rejections{reason='unknown key'}") in page and "The shrink path" in page
 
 
-def test_a_healthy_shop_holds_two_short_trials_exits_0_and_says_its_coverage(tmp_path):
-    """Restarts and kills of a shop sharing its key ring (about 15 s): nothing breaks the default property."""
-    path = _scenario_file(tmp_path, rest="[hunt]\ntrials = 2\ntrial_duration = \"3s\"\n")
+def test_a_healthy_shop_holds_two_controls_and_two_short_trials_exits_0_and_says_its_coverage(tmp_path):
+    """Restarts and kills of a shop sharing its key ring (about 25 s): two control trials without chaos, then the
+    search; nothing breaks the default property. Before the first trial the hunt says its whole bound (the shrink
+    and the reproduction a find would add), its property ([expect] not part of it, said so), and each action it
+    left out and why."""
+    path = _scenario_file(tmp_path, rest="[expect]\ncompleted_ratio = \">= 0.5\"\n\n"
+                                         "[hunt]\ntrials = 2\ntrial_duration = \"3s\"\n")
     done = _hunt(str(path), "--actions", "restart,kill", "--seed", "4", "--results", str(tmp_path / "results"))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "nothing broke in 2 trials" in done.stdout
+    assert "nothing broke in 2 trials after 2 without chaos" in done.stdout
     assert "coverage: " in done.stdout and "combinations tried in 2 trials (restart " in done.stdout
+    start = done.stderr.split("[1/2] control no chaos: held", 1)[0]
+    assert "[2/2] control no chaos: held" in done.stderr
+    assert ("2 control trials without chaos, then up to 2 trials of 3s within 15m; a find then takes up to 60 shrink "
+            "runs within 15m and 10 reproduction runs (up to 40 backing off): at most 104 runs") in start
+    assert ("property: no invariant violated; no unexplained -32602; recovery not judged: the scenario has no "
+            "[hypothesis]") in start
+    assert "[expect] (completed_ratio >= 0.5) is not part of it" in start
+    assert "left out: pause, " in start and "(not in [hunt] actions)" in start
+    assert "left out: command (it runs a command only you can write)" in start
+    assert "(it acts on the authorization server, and the target has no [target.auth])" in start
     records = _journal(tmp_path / "results")
-    assert [record["type"] for record in records] == ["start", "trial", "trial", "end"]
-    assert all(record["outcome"] == "held" and record["failures"] == [] for record in records[1:3])
-    assert records[-1]["stopped_by"] == "trials" and records[-1]["coverage"]
+    assert [record["type"] for record in records] == ["start", "trial", "trial", "control", "trial", "trial", "end"]
+    assert [record["purpose"] for record in records if record["type"] == "trial"] == ["control"] * 2 + ["search"] * 2
+    assert records[0]["most_runs"] == 104 and records[0]["left_out"]["pause"] == "not in [hunt] actions"
+    assert records[3]["held"] == 2 and records[3]["failed"] is None
+    assert all(record["outcome"] == "held" and record["failures"] == [] for record in records
+               if record["type"] == "trial")
+    assert all(record["schedule"]["steps"] == [] for record in records[1:3])
+    assert records[-1]["stopped_by"] == "trials" and records[-1]["coverage"] and records[-1]["without_chaos"] is None
     assert records[-1]["shrink"] is None and records[-1]["minimal_file"] is None and records[-1]["page"] == "hunt.html"
     [folder] = list((tmp_path / "results").iterdir())
     assert f"page: {folder / 'hunt.html'}" in done.stdout
@@ -311,11 +332,70 @@ def test_a_healthy_shop_holds_two_short_trials_exits_0_and_says_its_coverage(tmp
     assert "[1/2] search " in done.stderr and "[2/2] search " in done.stderr  # a line per trial on the terminal
 
 
+@pytest.mark.timeout(300)
+def test_a_shop_that_fails_without_chaos_is_reported_so_and_neither_searched_nor_shrunk(tmp_path):
+    """Per-process keys behind round-robin break every multi-round flow under load alone (about 15 s): the first
+    control trial's steady state, judged over its whole run, fails; the hunt says "fails without chaos" (exit 1),
+    journals a control record and ends there: no search trial, no shrink, no minimal.toml; the page has its own
+    section."""
+    path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
+                          rest="[hypothesis]\ncompleted_ratio = \">= 0.9\"\n\n"
+                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
+    done = _hunt(str(path), "--results", str(tmp_path / "results"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    [folder] = list((tmp_path / "results").iterdir())
+    failure = "hypothesis no chaos: completed_ratio ratio >= 0.9"
+    records = _journal(tmp_path / "results")
+    control = records[1]
+    assert f"fails without chaos: control trial 1 failed ({failure}) with no chaos at all; nothing was searched: " \
+           f"{folder / control['folder'] / 'scenario.toml'}" in done.stdout
+    assert [record["type"] for record in records] == ["start", "trial", "control", "end"]
+    assert control["purpose"] == "control" and control["schedule"]["steps"] == [] and control["outcome"] == "failed"
+    assert {"kind": "hypothesis", "name": "no chaos: completed_ratio ratio >= 0.9"} in control["failures"]
+    assert records[2]["failed"] == 1 and records[2]["trials"] == [1]
+    end = records[-1]
+    assert end["stopped_by"] == "fails without chaos" and end["found"] is None and end["shrink"] is None
+    assert end["without_chaos"]["trial"] == 1 and end["minimal_file"] is None
+    assert not (folder / "minimal.toml").exists()
+    assert "[1/3] search" not in done.stderr
+    rerun = parse_scenario((folder / control["folder"] / "scenario.toml").read_text())
+    assert rerun.chaos == [] and rerun.expect["completed_ratio"] == ">= 0.9"  # it reruns as judged
+    page = (folder / "hunt.html").read_text()
+    assert "<h2>Fails without chaos</h2>" in page and "fails without chaos: the steady state" in page
+
+
+def test_a_control_trial_judges_the_steady_state_as_its_expect_merged_with_the_scenarios(tmp_path):
+    base = Base.read(_scenario_file(tmp_path, rest="[expect]\ncompleted_ratio = \">= 0.5\"\n\n[hypothesis]\n"
+                                                   "completed_ratio = \">= 0.9\"\n\"round_duration\" = "
+                                                   "\"p(95) < 1s\"\n"))
+    scenario, _ = trial_scenario(base, Schedule((), 10.0), 1, "control", control=True)
+    assert scenario.expect == {"completed_ratio": [">= 0.5", ">= 0.9"], "round_duration": "p(95) < 1s"}
+    assert trial_scenario(base, Schedule((), 10.0), 1, "search")[0].expect == {"completed_ratio": ">= 0.5"}
+
+
+def test_an_external_target_says_which_actions_it_leaves_out_for_want_of_a_command(tmp_path):
+    """A hunt of an external target without `[target.commands]` draws network faults only: said before the first
+    trial, action by action, with the command it would need."""
+    import io
+
+    from harness.hunt.search import Hunt
+
+    path = tmp_path / "outside.toml"
+    path.write_text(SHOP.format(name="outside", target='kind = "external"\nurls = ["http://127.0.0.1:9/mcp"]\n',
+                                rest="").replace("replicas = 2\n", ""))
+    hunt = Hunt(Base.read(path), stream=io.StringIO())
+    assert hunt.space.actions == ("network",)
+    left = hunt.left_out()
+    assert left["restart"] == "an external target takes it only through [target.commands] restart"
+    assert left["kill"].endswith("[target.commands] kill") and "network" not in left
+
+
 def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_path):
     """SIGINT once the trial's first pause started (its journal says so; about 10 s): the run's own machinery ends
     the trial (the replica resumed, the shop stopped), the hunt writes its end, exits 130, and no process it
     started is left."""
-    path = _scenario_file(tmp_path, rest="[hunt]\ntrials = 2\ntrial_duration = \"6s\"\nactions = [\"pause\"]\n")
+    path = _scenario_file(tmp_path, rest="[hunt]\ntrials = 2\ntrial_duration = \"6s\"\nactions = [\"pause\"]\n"
+                                         "controls = 0\n")
     code, out, err, seen = _interrupted(path, tmp_path / "results", trials=1)
     assert code == 130, out + err
     records = _journal(tmp_path / "results")
@@ -335,7 +415,8 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     and the page saying the shrink was cut short, ends its journal and exits 130, leaving no process."""
     path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
-                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
+                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
+                               "controls = 0\nexpect = true\n")
     code, out, err, seen = _interrupted(path, tmp_path / "results", trials=2)  # the search's, the shrink's first
     assert code == 130, out + err
     records = _journal(tmp_path / "results")
@@ -348,8 +429,8 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     assert "the shrink was cut short: interrupted" in " ".join(minimal.split("\n# "))
     assert [step.action for step in parse_scenario(minimal).chaos] == ["restart", "restart"]
     assert "cut short (interrupted)" in (folder / "hunt.html").read_text()
-    assert f"minimal: {folder / 'minimal.toml'} (reproduction rate not measured; the shrink was cut short " \
-           "(interrupted): not minimal)" in out
+    assert f"not shrunk: {folder / 'minimal.toml'} (reproduction rate not measured; the shrink was cut short: " \
+           "interrupted, before a smaller schedule failed)" in out
     assert sum("harness.targets.zygote" in line for line in seen.values()) >= 3, seen  # the zygote and 2 replicas
     assert _left_behind(seen) == [], "a process the hunt started outlived it"
 
@@ -461,6 +542,33 @@ def test_a_minimal_schedule_that_reproduces_too_rarely_is_backed_off_along_the_s
     assert hunt.result.reproduction == rate
 
 
+def test_with_nothing_accepted_the_hunt_never_says_shrunk_nor_backing_off(tmp_path):
+    """A shrink that accepted nothing hands over the schedule found: the terminal says "not shrunk" and, its rate
+    under the bar, that no larger schedule is left (not "backing off"); the page and the minimal scenario's header
+    never say "shrunk to"."""
+    import io
+
+    from harness.hunt.minimal import minimal_scenario
+    from harness.hunt.page import verdict_line
+    from harness.hunt.search import Hunt
+
+    said = io.StringIO()
+    path = _scenario_file(tmp_path)
+    hunt = Hunt(Base.read(path), stream=said)
+    failure = Failure("invariant", "no_double_release")
+    found = Schedule(steps=(), duration=3.0)
+    hunt.result.found = Trial(index=1, seed=1, schedule=found, purpose="search", failures=(failure,))
+    hunt.result.failure, hunt.result.minimal = failure, found
+    hunt._runs = lambda purpose: _flaky_below(9.0, failure)  # type: ignore[method-assign]
+    hunt._reproduce(found, [])
+    assert hunt.result.reproduction == (3, 10) and not hunt.result.shrunk
+    assert "reproducing the schedule found (not shrunk)" in said.getvalue()
+    assert "backing off" not in said.getvalue() and "no larger schedule is left to back off to" in said.getvalue()
+    assert verdict_line(hunt.result).endswith("; not shrunk: no smaller schedule failed the same way")
+    header = " ".join(minimal_scenario(path.read_text(), hunt.result).split("\n# "))
+    assert "shrunk to" not in header and "not shrunk (no smaller schedule failed the same way)" in header
+
+
 # --- a real hunt of a deployment the harness did not start ------------------------------------------
 
 EXTERNAL = """\
@@ -469,6 +577,7 @@ seed = 2
 duration = "10s"
 time_scale = 60
 grace = "25s"
+hypothesis_unjudged = "pass"
 
 [target]
 kind = "external"
@@ -498,6 +607,9 @@ abandon = 0
 [expect]
 "rejections{{reason='unknown key'}}" = "== 0"
 
+[hypothesis]
+completed_ratio = ">= 0.95"
+
 [hunt]
 trials = 2
 trial_duration = "3s"
@@ -525,12 +637,14 @@ def desk(tmp_path):
 
 @pytest.mark.timeout(600)  # a hunt, a shrink and reruns: over 60 s alone, several times that on a busy CI
 def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrinks_to_the_restart(desk, tmp_path):
-    """An external target hunts through `[target.commands]` as `run` does (about 60 s). Seed 2's first trial draws
-    one restart of r1 at 2.0 s, while r1's calls wait on their leads: its new process holds no key the earlier
-    states were sealed with, so they are rejected (`unknown key`), which `[expect]` forbids. The shrink's first
-    candidate drops the restart and holds (same-replica routing never crosses keys without one), so the minimal
-    schedule keeps that restart; minimal.toml names the deployment and its commands, and passes `validate`. The
-    harness ran the user's script, so the replica's process is a new one."""
+    """An external target hunts through `[target.commands]` as `run` does (about 80 s). Its two control trials
+    hold (same-replica routing never crosses keys without a restart). Seed 2's first search trial draws one restart
+    of r1 at 2.0 s, while r1's calls wait on their leads: its new process holds no key the earlier states were
+    sealed with, so they are rejected (`unknown key`, explained by its log, and `[expect]` not counted): the flows
+    fail, and the steady state ([hypothesis]) does not come back, a failure of its own kind. The shrink's first
+    candidate drops the restart and holds, so the minimal schedule keeps that restart; minimal.toml names the
+    deployment and its commands, and passes `validate`. The harness ran the user's script, so the replica's process
+    is a new one."""
     from tests.test_chaos_commands import toml_list
 
     urls = [desk.start(name, "tests.servers.refund_desk") for name in ("r1", "r2")]
@@ -544,9 +658,13 @@ def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrink
 
     assert done.returncode == 1, done.stdout + done.stderr
     records = _journal(tmp_path / "results")
-    search = records[1]
+    trials = [record for record in records if record["type"] == "trial"]
+    assert [trial["outcome"] for trial in trials[:2]] == ["held", "held"] and trials[0]["purpose"] == "control"
+    search = trials[2]
     assert search["purpose"] == "search" and search["outcome"] == "failed"
     assert search["schedule"]["steps"] == [{"action": "restart", "at": 2.0, "replica": 1}]
+    assert [failure["kind"] for failure in search["failures"]] == ["hypothesis"], search["failures"]
+    assert search["failures"][0]["name"].endswith(": completed_ratio ratio >= 0.95")
     assert search["reasons"]["unknown key"] > 0
     assert desk.pid("r1") != first_pid, "the restart command started a new process"
     [folder] = list((tmp_path / "results").iterdir())
@@ -556,8 +674,8 @@ def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrink
     assert ran == [("restart", "r1", 0)]
     end = records[-1]
     shrunk = end["shrink"]
-    assert records[2]["purpose"] == "shrink" and records[2]["schedule"]["steps"] == []
-    assert records[2]["outcome"] == "held"
+    assert trials[3]["purpose"] == "shrink" and trials[3]["schedule"]["steps"] == []
+    assert trials[3]["outcome"] == "held"
     assert [step["action"] for step in shrunk["minimal"]["steps"]] == ["restart"]
     minimal = parse_scenario((folder / "minimal.toml").read_text())
     assert minimal.target.kind == "external" and minimal.target.urls == urls

@@ -291,7 +291,8 @@ MINIMAL = Schedule(_steps({"action": "rotate-keys", "at": "1.5s", "order": "reti
 
 
 def _found(failure: Failure, minimal: Schedule = MINIMAL) -> HuntResult:
-    trial = Trial(index=12, seed=4242, schedule=minimal, purpose="search", failures=(failure,))
+    found = Schedule(minimal.steps, duration=minimal.duration + 4.0, arrival_rate=minimal.arrival_rate)  # shrunk
+    trial = Trial(index=12, seed=4242, schedule=found, purpose="search", failures=(failure,))
     return HuntResult(scenario="shop-under-chaos", seed=7, trials=[trial], found=trial, failure=failure,
                       minimal=minimal, reproduction=(9, 10), stopped_by="found")
 

@@ -53,15 +53,24 @@ NEVER_DRAWN = frozenset({"command"})
 class HuntSettings(Strict):
     """`[hunt]`: how far `mrtr-harness hunt` searches for a chaos schedule that breaks the scenario's property.
 
-    The property is the run's own verdict: no invariant violated, no -32602 the replicas' logs
-    do not explain, no harness error, and the scenario's `[expect]` thresholds. The search stops
-    at the first failing trial, or when `trials` or `budget` runs out. The shrink of that trial's
+    The property is what a deployment must never do: violate an invariant, answer a -32602 the
+    replicas' logs do not explain, or leave its steady state (`[hypothesis]`) during or after the
+    chaos; the scenario's `[expect]` counts too only with `expect = true`. The search starts with
+    `controls` trials without chaos: a deployment that fails one fails without chaos, and is not
+    searched. The search stops at the first failing trial, or when `trials` or `budget` runs
+    out (the controls count against it). The shrink of that trial's
     schedule follows: a smaller schedule still fails when it fails the same way in at least
     `must_fail` of `reruns` runs, and the shrink stops at `shrink_budget` or `shrink_runs`,
     whichever comes first; the minimal schedule then runs `reproduce` times for its rate.
     """
 
     trials: int = Field(default=20, ge=1, le=10_000, description="the most trials the search runs")
+    controls: int = Field(default=2, ge=0, le=100, description="trials without chaos run before the search (within "
+                                                               "its budget): a deployment that fails one fails "
+                                                               "without chaos, and is not searched (0: none)")
+    expect: bool = Field(default=False, description="whether the scenario's [expect] is part of the property (by "
+                                                    "default it is not: it is the healthy outcome `run` judges, "
+                                                    "and drawn chaos may cost a healthy deployment some of it)")
     budget: PositiveDuration = Field(default=900.0, description="the most wall time the search takes (a trial "
                                                                 "under way finishes), real")
     trial_duration: PositiveDuration = Field(default=10.0, description="how long each trial's load runs (it "

@@ -3,6 +3,7 @@
     mrtr-harness hunt scenarios/smoke.toml --trials 30 --trial-duration 8s
     mrtr-harness hunt scenarios/smoke.toml --actions restart,rotate-keys --replicas 1,2 --seed 7
     mrtr-harness hunt scenarios/smoke.toml --shrink-runs 30 --shrink-budget 10m --reproduce 10
+    mrtr-harness hunt scenarios/smoke.toml --controls 3 --expect
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
 checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
@@ -23,10 +24,13 @@ from harness.exit_codes import epilog
 def add_parser(commands: argparse._SubParsersAction) -> None:
     hunt = commands.add_parser(
         "hunt", help="search for a chaos schedule that breaks the scenario: trials drawn from every chaos action",
-        description="Draw chaos schedules (actions, replicas, timing and parameters, from every action the "
-                    "target can take), run each as a trial (a real run of the scenario with that [[chaos]], "
-                    "judged by the run's verdict: no invariant violated, no unexplained -32602, no harness error, "
-                    "and the scenario's [expect]), until one fails or the budget runs out. A failing schedule is "
+        description="First run --controls trials without chaos: a deployment that fails one fails without chaos "
+                    "(exit 1, nothing searched). Then draw chaos schedules (actions, replicas, timing and "
+                    "parameters, from every action the target can take; the start says which are left out and "
+                    "why), run each as a trial (a real run of the scenario with that [[chaos]], judged by the "
+                    "property: no invariant violated, no unexplained -32602, the steady state of [hypothesis] "
+                    "held during and after the chaos; the scenario's [expect] only with --expect), until one "
+                    "fails or the budget runs out. A failing schedule is "
                     "then shrunk to the smallest that still fails the same way (in --must-fail of --reruns runs, "
                     "within --shrink-budget and --shrink-runs), rerun --reproduce times for its rate, and handed "
                     "over as minimal.toml (`mrtr-harness run --reproduce` reproduces it) and hunt.html in the "
@@ -36,6 +40,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         epilog=epilog("hunt"))
     hunt.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml")
     hunt.add_argument("--trials", type=int, help="the most trials the search runs ([hunt] trials, default 20)")
+    hunt.add_argument("--controls", type=int, help="trials without chaos before the search ([hunt] controls, "
+                                                   "default 2; 0: none)")
+    hunt.add_argument("--expect", action=argparse.BooleanOptionalAction,
+                      help="count the scenario's [expect] as part of the property ([hunt] expect, default false)")
     hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget, default 15m; "
                                        "the shrink has its own)")
     hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration, "
@@ -70,8 +78,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The flags given, as dotted `[hunt]` keys the scenario model validates with the file."""
     found: dict[str, Any] = {}
-    for key in ("trials", "budget", "trial_duration", "max_steps", "seed", "reruns", "must_fail", "shrink_budget",
-                "shrink_runs", "reproduce", "reproduce_at_least"):  # each flag's dest is its key's name
+    keys = ("trials", "controls", "expect", "budget", "trial_duration", "max_steps", "seed", "reruns", "must_fail",
+            "shrink_budget", "shrink_runs", "reproduce", "reproduce_at_least")  # each flag's dest is its key's name
+    for key in keys:
         if getattr(args, key) is not None:
             found[f"hunt.{key}"] = getattr(args, key)
     if args.actions is not None:
@@ -94,6 +103,7 @@ def run_hunt(args: argparse.Namespace) -> int:
     import locust  # noqa: F401 - its import patches gevent, which must come before any socket or thread
 
     from harness.config.remote import say_remote
+    from harness.hunt.model import unshrunk_reason
     from harness.hunt.search import EXIT_CODES, Hunt
     from harness.hunt.trial import Base
 
@@ -113,14 +123,22 @@ def run_hunt(args: argparse.Namespace) -> int:
     folder = hunt.folder
     assert folder is not None
     code = EXIT_CODES[result.stopped_by]
-    if result.found is not None:
+    if result.control is not None:
+        print(f"fails without chaos: control trial {result.control.index} failed "
+              f"({', '.join(map(str, result.control.failures))}) with no chaos at all; nothing was searched: "
+              f"{folder / result.control.folder / 'scenario.toml'}")
+    elif result.found is not None:
         print(f"found: trial {result.found.index} failed ({', '.join(map(str, result.found.failures))}): "
               f"{folder / result.found.folder / 'scenario.toml'}")
         if hunt.minimal_file is not None:
-            print(f"minimal: {hunt.minimal_file} ({_rate(result.reproduction)}"
-                  f"{_cut_short(result.shrink_stopped_by)})")
+            how = _cut_short(result.shrink_stopped_by) if result.shrunk else \
+                f"; {unshrunk_reason(result.shrink_stopped_by)}"
+            print(f"{'minimal' if result.shrunk else 'not shrunk'}: {hunt.minimal_file} "
+                  f"({_rate(result.reproduction)}{how})")
     elif code == 0:
-        print(f"nothing broke in {len(result.trials)} trials (stopped by {result.stopped_by}); "
+        searched = sum(trial.purpose == "search" for trial in result.trials)
+        controls = sum(trial.purpose == "control" for trial in result.trials)
+        print(f"nothing broke in {searched} trials after {controls} without chaos (stopped by {result.stopped_by}); "
               f"{hunt.coverage_line()}")
     else:
         print(f"hunt stopped ({result.stopped_by}) after {len(result.trials)} trials; {hunt.coverage_line()}")

@@ -28,7 +28,7 @@ from harness.config.durations import format_duration
 from harness.config.scenario import ScenarioError, parse_scenario
 from harness.config.thresholds import ThresholdError, parse_threshold
 from harness.errors import MrtrHarnessError
-from harness.hunt.model import Failure, HuntResult, Schedule, describe, step_table
+from harness.hunt.model import Failure, HuntResult, Schedule, describe, step_table, unshrunk_reason
 from harness.hunt.shrink import duration_text
 from harness.hunt.toml_file import document, pairs
 from harness.secrets import scrub
@@ -40,6 +40,9 @@ SCHEMA_LINE = "#:schema ../../docs/scenario.schema.json"
 HEALTHY = {"unexplained_rejections": "== 0", "invariant_violations": "== 0"}
 """The hunt's default property, part of every minimal scenario's `[expect]`."""
 
+_WINDOWS = {"during": "during the chaos", "after": "after the chaos (it did not come back)",
+            "no chaos": "without any chaos"}
+"""A steady-state failure's window in words."""
 _DROPPED = ("chaos", "reproduces", "hunt")
 """Keys of the user's file the minimal scenario replaces (chaos, reproduces) or has no use for (hunt)."""
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
@@ -95,6 +98,8 @@ def reproduces_table(failure: Failure, expect: Mapping[str, str | list[str]]) ->
         return {key: "> 0"}
     if failure.kind == "unexplained":
         return {"unexplained_rejections": "> 0"}
+    if failure.kind == "hypothesis":
+        return {}  # a window around the chaos, which only the run's own probes judge
     negated = negation(failure.name, expect.get(failure.name))
     return {failure.name: negated} if negated is not None else {}
 
@@ -123,6 +128,9 @@ def failure_in_words(failure: Failure, expect: Mapping[str, str | list[str]] | N
         return f"the ledger invariant {failure.name} was violated"
     if failure.kind == "unexplained":
         return f"{failure.name} rejections the clients saw that no replica's log line explains"
+    if failure.kind == "hypothesis":
+        window, _, condition = failure.name.partition(": ")
+        return f"the steady state ([hypothesis] {condition}) did not hold {_WINDOWS.get(window, window)}"
     conditions = (expect or {}).get(failure.name)
     shown = "; ".join([conditions] if isinstance(conditions, str) else conditions or [])
     return f"[expect] {failure.name}" + (f" = {shown!r}" if shown else "") + " failed"
@@ -198,12 +206,17 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
     assert result.failure is not None and result.found is not None and result.minimal is not None
     rate = (f"it failed the same way in {result.reproduction[0]} of {result.reproduction[1]} reruns"
             if result.reproduction else "its reproduction rate was not measured")
+    shrunk = (f"shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}" if result.shrunk
+              else f"not shrunk ({unshrunk_reason(result.shrink_stopped_by)}): {schedule_in_words(result.minimal)}")
     lines = [f"What broke: {failure_in_words(result.failure, expect)}.",
              f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index}), "
-             f"shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}; {rate}."]
+             f"{shrunk}; {rate}."]
     if reproduces:
         lines.append(f"Reproduce: `mrtr-harness run --reproduce {file_name}` judges [reproduces] (exit 0: the "
                      "failure reproduced).")
+    elif result.failure.kind == "hypothesis":
+        lines.append(f"Reproduce: `mrtr-harness run {file_name}` (exit 1, status deviated: the failure reproduced; "
+                     "the run probes its [hypothesis] around the chaos itself, which no [reproduces] table can state).")
     else:
         lines.append(f"Reproduce: `mrtr-harness run {file_name}` (exit 1: the failure reproduced; its [expect] "
                      "key has several conditions, whose failure no [reproduces] table can state).")

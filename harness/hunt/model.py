@@ -19,11 +19,14 @@ from pydantic import TypeAdapter
 
 from harness.config.chaos import ChaosStep
 
-FailureKind = Literal["invariant", "unexplained", "expectation"]
+FailureKind = Literal["invariant", "unexplained", "expectation", "hypothesis"]
 """invariant: a ledger invariant was violated; unexplained: a logged reason's rejections were not all
-explained (matched to a logged line); expectation: an `[expect]` condition failed."""
+explained (matched to a logged line); expectation: an `[expect]` condition failed; hypothesis: the steady state
+(`[hypothesis]`) failed during or after the chaos (or, in a control trial, over the whole run without chaos): its
+name is the window and the condition, `after: completed_ratio ratio >= 0.6`."""
 
-TrialPurpose = Literal["search", "shrink", "reproduce"]
+TrialPurpose = Literal["control", "search", "shrink", "reproduce"]
+"""control: a trial with no chaos, run before the search (a deployment that fails one fails without chaos)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,27 @@ class HuntResult:
     coverage: dict[tuple[str, str, str], int] = field(default_factory=dict)
     """How often each (action, replica, timing) was tried in the search."""
     stopped_by: str = ""
-    """Why the search ended: "found", "trials", "time" or "interrupted"."""
+    """Why the search ended: "found", "trials", "time", "interrupted", or "fails without chaos" (a control trial
+    failed: nothing was searched)."""
+    control: Trial | None = None
+    """The control trial (no chaos) that failed the property; None: every control held, or none ran."""
+    property_line: str = ""
+    """What no trial may show, in one line, as the hunt said it at its start."""
+
+    @property
+    def shrunk(self) -> bool:
+        """Whether the schedule handed over is smaller than the one found (the shrink accepted something, and the
+        reproduction did not back off all the way)."""
+        return self.found is not None and self.minimal is not None and self.minimal != self.found.schedule
+
+
+def unshrunk_reason(stopped_by: str) -> str:
+    """Why a shrink handed over the schedule found, from how it ended (`HuntResult.shrink_stopped_by`)."""
+    if stopped_by in ("", "done"):
+        return "no smaller schedule failed the same way"
+    if stopped_by in ("runs", "time"):
+        return f"the shrink's budget of {stopped_by} ran out before a smaller schedule failed"
+    return f"the shrink was cut short: {stopped_by}, before a smaller schedule failed"
 
 
 _STEP = TypeAdapter(ChaosStep)

@@ -22,7 +22,7 @@ from harness.compare.page import header
 from harness.config.durations import format_duration
 from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
 from harness.hunt.minimal import failure_in_words, schedule_in_words
-from harness.hunt.model import HuntResult, Schedule, ShrinkStep, Trial, step_table
+from harness.hunt.model import HuntResult, Schedule, ShrinkStep, Trial, step_table, unshrunk_reason
 from harness.report.html import META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table
 
 _CSS = (PAGE_CSS + META_CSS + TABLE_CSS
@@ -49,6 +49,8 @@ def write_page(path: Path, result: HuntResult, cells: Sequence[Cell] | None = No
 def render_page(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
     """The page; `cells`, every combination the hunt's bounds allowed, lets its coverage say what was not tried."""
     body = [_header(result)]
+    if result.control is not None:
+        body += ["<h2>Fails without chaos</h2>", *_without_chaos(result.control)]
     if result.found is not None:
         body += ["<h2>The failing trial</h2>", _trial_facts(result.found), _schedule_table(result.found.schedule),
                  _failures(result.found), _reasons_table(result.found.reasons)]
@@ -65,9 +67,15 @@ def render_page(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
 
 def verdict_line(result: HuntResult) -> str:
     """The hunt's verdict in one line: what broke, or that nothing did within the budget."""
+    if result.control is not None:
+        failures = "; ".join(failure_in_words(failure) for failure in result.control.failures)
+        return f"fails without chaos: {failures} (control trial {result.control.index}); nothing was searched"
     if result.found is None or result.failure is None:
         return f"nothing broke within the budget ({_trials(result)}, stopped by {result.stopped_by or 'unknown'})"
-    shrunk = f"; shrunk to {schedule_in_words(result.minimal)}" if result.minimal is not None else ""
+    shrunk = ""
+    if result.minimal is not None:
+        shrunk = (f"; shrunk to {schedule_in_words(result.minimal)}" if result.shrunk
+                  else f"; not shrunk: {unshrunk_reason(result.shrink_stopped_by)}")
     return f"found: {failure_in_words(result.failure)} (trial {result.found.index}){shrunk}"
 
 
@@ -90,7 +98,7 @@ def coverage_line(result: HuntResult, cells: Sequence[Cell] | None = None) -> st
 
 
 def _header(result: HuntResult) -> str:
-    css = "found" if result.found is not None else "nothing"
+    css = "found" if result.found is not None or result.control is not None else "nothing"
     meta = [("seed", str(result.seed)), ("trials", str(len(result.trials))),
             ("stopped by", result.stopped_by or "unknown")]
     if result.found is not None:
@@ -98,10 +106,22 @@ def _header(result: HuntResult) -> str:
     if result.reproduction is not None:
         meta.append(("reproduced", f"{result.reproduction[0]} of {result.reproduction[1]}"))
     verdict = f'<p class="{css}">{escape(verdict_line(result))}</p>'
+    if result.property_line:
+        verdict += f'<p class="meta">property: {escape(result.property_line)}</p>'
     return header(f"{result.scenario}: hunt", meta, verdict)
 
 
 # --- the failing trial --------------------------------------------------------------------------
+
+
+def _without_chaos(trial: Trial) -> list[str]:
+    """The control trial that failed: no chaos, so the deployment fails under the scenario's load alone; the hunt
+    searched nothing (every chaos schedule would have failed the same way, and proved nothing)."""
+    rerun = f"{trial.folder}/scenario.toml" if trial.folder else "its scenario.toml"
+    said = ("A trial with no chaos at all failed the property: the deployment fails under the scenario's load "
+            f"alone, so no chaos schedule was searched or shrunk. Rerun it: mrtr-harness run {rerun}")
+    return [f'<p class="meta">{escape(said)}</p>', _trial_facts(trial), _failures(trial),
+            _reasons_table(trial.reasons)]
 
 
 def _trial_facts(trial: Trial) -> str:

@@ -31,19 +31,25 @@ from typing import IO, Any
 
 from harness import foreign_text
 from harness.atomic_files import PlantedLink, open_append
-from harness.config.hunt import HuntSettings
+from harness.config.chaos import CHAOS_ACTIONS
+from harness.config.durations import format_duration
+from harness.config.hunt import HuntSettings, action_problem
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode
 from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
 from harness.hunt.minimal import MinimalScenarioError, write_minimal
-from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table
+from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table, unshrunk_reason
 from harness.hunt.page import coverage_line, write_page
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, reproduce, shrink
-from harness.hunt.trial import Base, TrialDamaged, judge, run_trial, trial_scenario
+from harness.hunt.trial import UNEXPLAINED, Base, Property, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
 
-EXIT_CODES: dict[str, ExitCode] = {"found": ExitCode.FAILED, "trials": ExitCode.PASSED, "time": ExitCode.PASSED,
+WITHOUT_CHAOS = "fails without chaos"
+"""What stopped a hunt whose control trial (no chaos) failed: the deployment fails under load alone, so chaos
+proves nothing about it; nothing is searched or shrunk."""
+EXIT_CODES: dict[str, ExitCode] = {"found": ExitCode.FAILED, WITHOUT_CHAOS: ExitCode.FAILED,
+                                   "trials": ExitCode.PASSED, "time": ExitCode.PASSED,
                                    "interrupted": ExitCode.INTERRUPTED, "harness error": ExitCode.HARNESS,
                                    "target error": ExitCode.TARGET}
 """The hunt's exit code by what stopped it (`HuntResult.stopped_by`)."""
@@ -83,7 +89,8 @@ class Hunt:
         self.results_root = results_root
         self.stream = stream
         self.clock = clock
-        self.result = HuntResult(scenario=base.scenario.name, seed=self.seed)
+        self.property = Property.of(base.scenario, self.settings.expect)
+        self.result = HuntResult(scenario=base.scenario.name, seed=self.seed, property_line=self.property_line())
         self.folder: Path | None = None
         self.journal: HuntJournal | None = None
         self.index = 0
@@ -91,6 +98,8 @@ class Hunt:
         """What stopped the hunt as an error (a harness error, a target that did not start)."""
         self.minimal_file: Path | None = None
         self.page_file: Path | None = None
+        self.searched = 0
+        """Search trials run so far (the trial index also counts the controls)."""
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
@@ -106,14 +115,20 @@ class Hunt:
         (self.folder / "trials").mkdir()
         self.journal = HuntJournal(self.folder / "hunt.jsonl")
         self.started = self.clock()
+        left_out = self.left_out()
         self.journal.write({"type": "start", "scenario": self.base.scenario.name, "source": self.base.source,
                             "seed": self.seed, "bounds": self.settings.model_dump(mode="json"),
-                            "actions": list(self.space.actions), "replicas": list(self.space.replicas)})
-        self.say(f"hunt of {self.base.scenario.name} (seed {self.seed}): up to {self.settings.trials} trials of "
-                 f"{self.settings.trial_duration:g}s within {self.settings.budget:g}s; results in {self.folder}")
+                            "actions": list(self.space.actions), "replicas": list(self.space.replicas),
+                            "property": self.result.property_line, "expect_counts": self.property.expect,
+                            "left_out": left_out, "most_runs": self.most_runs()})
+        self.say(f"hunt of {self.base.scenario.name} (seed {self.seed}): {self.bound_line()}; results in "
+                 f"{self.folder}")
+        self.say(f"property: {self.result.property_line}")
+        for why, actions in _grouped(left_out).items():
+            self.say(f"left out: {', '.join(actions)} ({why})")
         try:
             with _sigterm_interrupts():
-                self.result.stopped_by = self._search()
+                self.result.stopped_by = self._controls() or self._search()
                 if self.result.found is not None:
                     self._shrink()
         except KeyboardInterrupt:
@@ -125,10 +140,92 @@ class Hunt:
             self._end()
         return self.result
 
+    def bound_line(self) -> str:
+        """The whole bound in one line: the controls and the search, and what a find adds (the shrink, the
+        reproduction and its backing off), so a long hunt is never a surprise."""
+        bounds = self.settings
+        controls = (f"{_count(bounds.controls, 'control trial')} without chaos, then " if bounds.controls
+                    else "no control trial, ")
+        reproduce = (f"{bounds.reproduce} reproduction runs (up to {bounds.reproduce * (1 + BACK_OFF)} backing "
+                     f"off)" if bounds.reproduce else "no reproduction runs")
+        return (f"{controls}up to {_count(bounds.trials, 'trial')} of {format_duration(bounds.trial_duration)} "
+                f"within {format_duration(bounds.budget)}; a find then takes up to {bounds.shrink_runs} shrink runs "
+                f"within {format_duration(bounds.shrink_budget)} and {reproduce}: at most {self.most_runs()} runs")
+
+    def most_runs(self) -> int:
+        """The most trials the hunt can run: controls, search, shrink, and the reproduction with its backing off."""
+        bounds = self.settings
+        return bounds.controls + bounds.trials + bounds.shrink_runs + bounds.reproduce * (1 + BACK_OFF)
+
+    def property_line(self) -> str:
+        """What no trial may show, in one line: the must-nevers, the steady state (or that there is none), and
+        whether the scenario's `[expect]` counts."""
+        scenario = self.base.scenario
+        parts = ["no invariant violated", f"no unexplained {UNEXPLAINED}"]
+        if scenario.hypothesis:
+            parts.append(f"the steady state ([hypothesis] {_thresholds(scenario.hypothesis)}) holds during and after "
+                         "the chaos, and without chaos in the controls")
+        else:
+            parts.append("recovery not judged: the scenario has no [hypothesis] (the steady state to come back to)")
+        said = "; ".join(parts)
+        if not scenario.expect:
+            return said
+        if self.property.expect:
+            return f"{said}; and the scenario's [expect] ({_thresholds(scenario.expect)})"
+        return (f"{said}; the scenario's [expect] ({_thresholds(scenario.expect)}) is not part of it: it is the "
+                "healthy outcome `run` judges, which chaos may cost a healthy deployment ([hunt] expect = true or "
+                "--expect counts it)")
+
+    def left_out(self) -> dict[str, str]:
+        """Each chaos action the hunt will not draw, and why (in the user's words), said before the first trial."""
+        why = {}
+        for name in CHAOS_ACTIONS:
+            if name in self.space.actions:
+                continue
+            problem = action_problem(name, self.base.scenario)
+            why[name] = problem or "not in [hunt] actions"
+        replicas = [label for number, label in enumerate(self.labels, 1) if number not in self.space.replicas]
+        if replicas:
+            why["replicas " + ", ".join(replicas)] = "not in [hunt] replicas: no step names them"
+        return why
+
+    def _controls(self) -> str | None:
+        """The control trials: the scenario with no chaos, journaled with a `control` record after them. One that
+        fails the property ends the hunt as "fails without chaos" (nothing searched, nothing shrunk); None: the
+        search may start."""
+        assert self.journal is not None
+        if not self.settings.controls:
+            return None
+        ran: list[Trial] = []
+        for _ in range(self.settings.controls):
+            trial = self.run_schedule(Schedule((), self.space.duration), "control")
+            ran.append(trial)
+            if self.error is not None or trial.exit_code == ExitCode.INTERRUPTED:
+                return self.error or "interrupted"
+            if trial.failures:
+                self.result.control = trial
+                break
+        failed = self.result.control
+        self.journal.write({"type": "control", "trials": [trial.index for trial in ran],
+                            "held": sum(1 for trial in ran if not trial.failures and trial.unjudged is None),
+                            "not_judged": sum(1 for trial in ran if trial.unjudged is not None),
+                            "failed": failed.index if failed is not None else None,
+                            "failures": [asdict(failure) for failure in failed.failures] if failed else []})
+        if failed is not None:
+            self.say(f"fails without chaos: control trial {failed.index} failed "
+                     f"({', '.join(map(str, failed.failures))}); nothing is searched or shrunk")
+            return WITHOUT_CHAOS
+        unjudged = sum(1 for trial in ran if trial.unjudged is not None)
+        if unjudged:
+            self.say(f"controls: {len(ran) - unjudged} of {len(ran)} held, {unjudged} not judged: a find may still "
+                     "break without chaos (its shrink would say so)")
+        return None
+
     def _search(self) -> str:
         for index in range(1, self.settings.trials + 1):
             if self.clock() - self.started >= self.settings.budget:
                 return "time"
+            self.searched = index
             trial = self.run_schedule(draw_schedule(self.space, self.seed, index), "search")
             for key in coverage_keys(trial.schedule, self.labels) if trial.unjudged is None else ():
                 self.result.coverage[key] = self.result.coverage.get(key, 0) + 1  # what was judged, only
@@ -164,6 +261,9 @@ class Hunt:
             raise
         self.result.shrink_path, self.result.shrink_stopped_by = shrunk.path, shrunk.stopped_by
         self.result.minimal = shrunk.schedule
+        if not self.result.shrunk:
+            self.say(f"not shrunk: {unshrunk_reason(shrunk.stopped_by)} ({len(shrunk.path)} candidates tried); the "
+                     "schedule found is handed over as it is")
         if self.settings.reproduce > 0:
             self._reproduce(shrunk.schedule, [step.schedule for step in shrunk.path if step.accepted][:-1])
 
@@ -177,19 +277,20 @@ class Hunt:
         assert self.result.failure is not None and self.result.found is not None
         runs, wanted = self.settings.reproduce, self.settings.reproduce_at_least
         fails = fails_the_same(self.result.failure, self._runs("reproduce"))
-        candidates = [minimal, *reversed(larger), self.result.found.schedule][:BACK_OFF + 1]
+        candidates = _distinct([minimal, *reversed(larger), self.result.found.schedule])[:BACK_OFF + 1]
         best: tuple[Schedule, tuple[int, int]] | None = None
         for tried, schedule in enumerate(candidates):
-            if tried and schedule == candidates[tried - 1]:
-                continue
-            self.say(f"reproducing {'the minimal schedule' if not tried else 'a larger schedule'} "
-                     f"({describe(schedule) or 'no chaos'}, {schedule.duration:g}s): {runs} runs")
+            what = ("a larger schedule" if tried else "the minimal schedule" if self.result.shrunk
+                    else "the schedule found (not shrunk)")
+            self.say(f"reproducing {what} ({describe(schedule) or 'no chaos'}, {schedule.duration:g}s): {runs} runs")
             rate = reproduce(schedule, fails, runs=runs)
             if best is None or rate[0] > best[1][0]:
                 best = (schedule, rate)
             if rate[0] >= wanted * rate[1]:
                 break
-            self.say(f"reproduced {rate[0]} of {rate[1]}: under {wanted:g}, backing off")
+            then = "backing off to a larger schedule" if tried + 1 < len(candidates) else \
+                "and no larger schedule is left to back off to"
+            self.say(f"reproduced {rate[0]} of {rate[1]}: under {wanted:g}, {then}")
         assert best is not None
         self.result.minimal, self.result.reproduction = best
 
@@ -226,7 +327,12 @@ class Hunt:
         trial = Trial(index=index, seed=seed, schedule=schedule, purpose=purpose)
         header = (f"Trial {index} ({purpose}) of the hunt of {self.base.scenario.name} (hunt seed {self.seed}): "
                   f"{describe(schedule)}.\nRerun it exactly as drawn: mrtr-harness run scenario.toml")
-        scenario, text = trial_scenario(self.base, schedule, seed, self.trial_name(index), header)
+        if purpose == "control":
+            header = (f"Control trial {index} of the hunt of {self.base.scenario.name} (hunt seed {self.seed}): no "
+                      "chaos; its [expect] also holds the [hypothesis], judged over the whole run.\nRerun it "
+                      "exactly: mrtr-harness run scenario.toml")
+        scenario, text = trial_scenario(self.base, schedule, seed, self.trial_name(index), header,
+                                        control=purpose == "control")
         with open_append(self.folder / "trials.log") as log:
             log.write(f"--- trial {index} ({purpose}): {describe(schedule)}\n")
             log.flush()
@@ -234,12 +340,12 @@ class Hunt:
         trial.exit_code = ExitCode.INTERRUPTED if interrupted else code
         trial.folder = str(folder.relative_to(self.folder))
         problems: tuple[str, ...] = ()
-        status = ""
+        status, uncounted = "", tuple[str, ...]()
         try:
-            judged = judge(folder, len(schedule.steps))
+            judged = judge(folder, len(schedule.steps), self.property)
             trial.failures, trial.reasons, problems, status = judged.failures, judged.reasons, judged.problems, \
                 judged.status
-            trial.unjudged = judged.unjudged
+            trial.unjudged, uncounted = judged.unjudged, judged.uncounted
         except TrialDamaged as exc:
             self.error, problems = "harness error", (str(exc),)
         if trial.exit_code == ExitCode.HARNESS:
@@ -253,17 +359,20 @@ class Hunt:
                             "failures": [asdict(failure) for failure in trial.failures], "reasons": trial.reasons,
                             "exit_code": trial.exit_code, "status": status,
                             "problems": [scrub(line) for line in problems], "folder": trial.folder,
-                            "seconds": trial.seconds})
-        self._progress(trial, status, problems)
+                            "uncounted_expect": list(uncounted), "seconds": trial.seconds})
+        self._progress(trial, status, problems, uncounted)
         return trial
 
-    def _progress(self, trial: Trial, status: str, problems: tuple[str, ...]) -> None:
+    def _progress(self, trial: Trial, status: str, problems: tuple[str, ...], uncounted: tuple[str, ...] = ()) -> None:
         said = outcome(trial, status)
         if trial.failures:
             said += ": " + ", ".join(str(failure) for failure in trial.failures)
         elif problems and said != "held":
             said += ": " + scrub(problems[0])
-        counted = f"{trial.index}/{self.settings.trials}" if trial.purpose == "search" else str(trial.index)
+        elif uncounted:
+            said += f" ([expect] {', '.join(uncounted)} failed: not part of the property)"
+        counted = {"search": f"{self.searched}/{self.settings.trials}",
+                   "control": f"{trial.index}/{self.settings.controls}"}.get(trial.purpose, str(trial.index))
         self.say(f"[{counted}] {trial.purpose} {describe(trial.schedule) or 'no chaos'}: {said} "
                  f"({trial.seconds:.0f}s)")
 
@@ -271,6 +380,9 @@ class Hunt:
         assert self.journal is not None
         result = self.result
         self.journal.write({"type": "end", "stopped_by": result.stopped_by, "trials": len(result.trials),
+                            "without_chaos": ({"trial": result.control.index, "folder": result.control.folder,
+                                               "failures": [asdict(failure) for failure in result.control.failures]}
+                                              if result.control is not None else None),
                             "found": result.found.index if result.found is not None else None,
                             "failure": asdict(result.failure) if result.failure is not None else None,
                             "coverage": [{"action": action, "target": whom, "timing": when, "trials": count}
@@ -345,6 +457,29 @@ class _Watched(KOfN):
         return counted
 
 
+def _grouped(why: dict[str, str]) -> dict[str, list[str]]:
+    """What was left out, by the reason (several auth actions share one)."""
+    grouped: dict[str, list[str]] = {}
+    for name, reason in why.items():
+        grouped.setdefault(reason, []).append(name)
+    return grouped
+
+
+def _distinct(schedules: list[Schedule]) -> list[Schedule]:
+    """The schedules in order, each once (the shrink path may end where it began: nothing accepted)."""
+    return [schedule for index, schedule in enumerate(schedules) if schedule not in schedules[:index]]
+
+
+def _thresholds(table: dict[str, str | list[str]]) -> str:
+    """A threshold table in a few words: `rejections == 0, completed_ratio >= 0.9`."""
+    return ", ".join(f"{key} {'; '.join([value] if isinstance(value, str) else value)}"
+                     for key, value in table.items())
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' * (number != 1)}"
+
+
 def _named(path: Path | None, folder: Path | None) -> str | None:
     return str(path.relative_to(folder)) if path is not None and folder is not None else None
 
@@ -361,7 +496,7 @@ def outcome(trial: Trial, status: str) -> str:
         return "not judged"
     if trial.exit_code in (ExitCode.HARNESS, ExitCode.TARGET) or status in ("", "errored"):
         return "error"
-    return "held" if trial.exit_code == ExitCode.PASSED else "not judged"
+    return "held" if trial.exit_code in (ExitCode.PASSED, ExitCode.FAILED) else "not judged"
 
 
 @contextmanager
