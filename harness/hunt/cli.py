@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.config.remote import add_allow_host
 from harness.exit_codes import epilog
+
+if TYPE_CHECKING:
+    from harness.hunt.model import HuntResult
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -124,10 +127,20 @@ def run_hunt(args: argparse.Namespace) -> int:
               f"{hunt.coverage_line()}")
     else:
         print(f"hunt stopped ({result.stopped_by}) after {len(result.trials)} trials; {hunt.coverage_line()}")
+    _say_strength(result)
     if hunt.page_file is not None:
         print(f"page: {hunt.page_file}")
     print(f"journal: {folder / 'hunt.jsonl'}")
     return code
+
+
+def _say_strength(result: HuntResult) -> None:
+    """The residual risk of "nothing broke" and the health checks that weaken it, a line each (the page says them
+    too)."""
+    from harness.hunt.page import strength_lines
+
+    for line in strength_lines(result):
+        print(line)
 
 
 def _rate(reproduction: tuple[int, int] | None) -> str:

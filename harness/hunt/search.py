@@ -34,7 +34,8 @@ from harness.atomic_files import PlantedLink, open_append
 from harness.config.hunt import HuntSettings
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode
-from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
+from harness.hunt import coverage
+from harness.hunt.draw import Space, draw_schedule, trial_seed
 from harness.hunt.minimal import MinimalScenarioError, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table
 from harness.hunt.page import coverage_line, write_page
@@ -130,8 +131,7 @@ class Hunt:
             if self.clock() - self.started >= self.settings.budget:
                 return "time"
             trial = self.run_schedule(draw_schedule(self.space, self.seed, index), "search")
-            for key in coverage_keys(trial.schedule, self.labels) if trial.unjudged is None else ():
-                self.result.coverage[key] = self.result.coverage.get(key, 0) + 1  # what was judged, only
+            self._count_coverage(trial)
             if self.error is not None:
                 return self.error
             if trial.exit_code == ExitCode.INTERRUPTED:
@@ -141,6 +141,12 @@ class Hunt:
                 self.result.failure = trial.failures[0]
                 return "found"
         return "trials"
+
+    def _count_coverage(self, trial: Trial) -> None:
+        """A search trial's steps that acted on rounds in flight, if it was judged, into the coverage
+        (`harness.hunt.coverage`, which reads the trial's summary.json)."""
+        assert self.folder is not None
+        coverage.count(self.result.coverage, trial, self.folder / trial.folder, self.labels)
 
     def _shrink(self) -> None:
         """Shrink the found trial's schedule (its candidates' runs journaled as "shrink" trials), then rerun the
@@ -273,8 +279,10 @@ class Hunt:
         self.journal.write({"type": "end", "stopped_by": result.stopped_by, "trials": len(result.trials),
                             "found": result.found.index if result.found is not None else None,
                             "failure": asdict(result.failure) if result.failure is not None else None,
-                            "coverage": [{"action": action, "target": whom, "timing": when, "trials": count}
-                                         for (action, whom, when), count in sorted(result.coverage.items())],
+                            "coverage": [{"action": variant.split()[0], "variant": variant, "target": whom,
+                                          "timing": when, "trials": count}
+                                         for (variant, whom, when), count in sorted(result.coverage.items())],
+                            **coverage.residual_record(result),
                             "shrink": self._shrink_record(), "minimal_file": _named(self.minimal_file, self.folder),
                             "page": _named(self.page_file, self.folder),
                             "seconds": round(self.clock() - self.started, 3)})
@@ -293,7 +301,7 @@ class Hunt:
                 self.result.stopped_by = "harness error"
         try:
             self.page_file = write_page(self.folder / "hunt.html", self.result,
-                                        coverage_cells(self.space, self.labels))
+                                        coverage.cells(self.space, self.labels))
         except PlantedLink as exc:
             self.say(f"harness error: {exc}")
             self.result.stopped_by = "harness error"
@@ -315,7 +323,7 @@ class Hunt:
 
     def coverage_line(self) -> str:
         """What the search tried, in one line, out of what its bounds allow (the page says the same)."""
-        return "coverage: " + coverage_line(self.result, coverage_cells(self.space, self.labels))
+        return "coverage: " + coverage_line(self.result, coverage.cells(self.space, self.labels))
 
     def say(self, line: str) -> None:
         self.stream.write(foreign_text.block(line) + "\n")  # a trial's problems quote the target: shown as text
