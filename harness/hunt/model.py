@@ -23,7 +23,8 @@ FailureKind = Literal["invariant", "unexplained", "expectation"]
 """invariant: a ledger invariant was violated; unexplained: a logged reason's rejections were not all
 explained (matched to a logged line); expectation: an `[expect]` condition failed."""
 
-TrialPurpose = Literal["search", "shrink", "reproduce"]
+TrialPurpose = Literal["search", "shrink", "reproduce", "corpus"]
+"""corpus: the replay of a corpus entry before the search (`harness.hunt.corpus`)."""
 
 
 @dataclass(frozen=True)

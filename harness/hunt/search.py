@@ -7,7 +7,9 @@ with the shrink's outcome), `trials/`, each trial's own results folder (a run's,
 scenario, when a trial failed) and `hunt.html`, written whatever stopped the hunt. Every trial
 record has its index, seed, purpose, schedule as plain data, failures, reasons, exit code,
 folder and seconds: `mrtr-harness run trials/<folder>/scenario.toml` reruns that trial exactly
-as drawn, and `hunt --seed S` draws the same schedules again.
+as drawn, and `hunt --seed S` draws the same schedules again. With `--corpus`, the corpus's
+entries are replayed first, each as a trial of purpose `corpus` with its own seed
+(`harness.hunt.corpus`), and the minimal scenario is kept in it.
 
 What stops the search, and the hunt's exit code: a trial that fails the property (1: found),
 the trials or the budget spent (0: nothing broke), Ctrl-C or SIGTERM (130: the trial under way
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ from harness.atomic_files import PlantedLink, open_append
 from harness.config.hunt import HuntSettings
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode
-from harness.hunt import coverage
+from harness.hunt import corpus, coverage
 from harness.hunt.draw import Space, draw_schedule, trial_seed
 from harness.hunt.minimal import MinimalScenarioError, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table
@@ -75,7 +77,7 @@ class Hunt:
     """One hunt of one scenario: its results folder, its journal, its trials."""
 
     def __init__(self, base: Base, *, results_root: Path = Path("results"), stream: IO[str],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, corpus_folders: Sequence[Path] = ()) -> None:
         self.base = base
         self.settings = base.scenario.hunt or HuntSettings()
         self.seed = self.settings.seed if self.settings.seed is not None else base.scenario.seed
@@ -92,6 +94,14 @@ class Hunt:
         """What stopped the hunt as an error (a harness error, a target that did not start)."""
         self.minimal_file: Path | None = None
         self.page_file: Path | None = None
+        self.corpus_folders = tuple(corpus_folders)
+        """`--corpus`: replayed first; the minimal scenario is saved into the first (`harness.hunt.corpus`)."""
+        self.found_in_corpus: str | None = None
+        """The corpus entry whose replay failed (the hunt's find); None: the search found it, or nothing."""
+        self.corpus_entries: list[corpus.Entry] = []
+        """The corpus's entries as read (the minimal scenario is not kept again when one of them replays it)."""
+        self.corpus_saved: tuple[Path, bool] | None = None
+        """Where the minimal scenario was kept in the corpus, and whether it was new there."""
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
@@ -114,7 +124,7 @@ class Hunt:
                  f"{self.settings.trial_duration:g}s within {self.settings.budget:g}s; results in {self.folder}")
         try:
             with _sigterm_interrupts():
-                self.result.stopped_by = self._search()
+                self.result.stopped_by = self._replay_corpus() or self._search()
                 if self.result.found is not None:
                     self._shrink()
         except KeyboardInterrupt:
@@ -141,6 +151,55 @@ class Hunt:
                 self.result.failure = trial.failures[0]
                 return "found"
         return "trials"
+
+    def _replay_corpus(self) -> str | None:
+        """Replay the corpus before searching, as Hypothesis replays its database (`harness.hunt.corpus`): the first
+        entry that fails is the hunt's find (shrunk as a search's would be); None when none did, and the search goes
+        on. What was replayed and skipped, and why, is journaled (a `corpus` record) and said in one line."""
+        if not self.corpus_folders:
+            return None
+        assert self.journal is not None
+        entries, unread = corpus.read_corpus(self.corpus_folders, self.base.scenario.load.arrival_rate)
+        self.corpus_entries = entries
+        kept, unfit = corpus.replayable(entries, self.space, self.fits)
+        skipped = [*unread, *unfit]
+        self.journal.write({"type": "corpus", "folders": [str(folder) for folder in self.corpus_folders],
+                            "replayed": [entry.name for entry in kept],
+                            "skipped": [asdict(entry) for entry in skipped]})
+        said = "; ".join(f"{entry.name}: {entry.why}" for entry in skipped[:3]) + ("; ..." * (len(skipped) > 3))
+        self.say(f"corpus: replaying {len(kept)} of {len(entries) + len(unread)} entries first"
+                 + (f" ({len(skipped)} skipped, hunt.jsonl says why: {said})" if skipped else ""))
+        for entry in kept:
+            if self.clock() - self.started >= self.settings.budget:
+                return "time"
+            trial = self.run_schedule(entry.schedule, "corpus", seed=entry.seed)
+            if self.error is not None:
+                return self.error
+            if trial.exit_code == ExitCode.INTERRUPTED:
+                return "interrupted"
+            if trial.failures:
+                self.result.found, self.result.failure, self.found_in_corpus = trial, trial.failures[0], entry.name
+                return "found"
+        return None
+
+    def _save_to_corpus(self) -> None:
+        """Keep the minimal scenario in the first corpus folder named, so later hunts replay it first. A link planted at
+        its name, or a folder that cannot be written, is said in one line: the hunt's verdict stands."""
+        assert self.minimal_file is not None and self.journal is not None
+        failure, minimal = self.result.failure, self.result.minimal
+        assert failure is not None and minimal is not None
+        if not minimal.steps:
+            self.say("corpus: the minimal schedule has no chaos step, so it is not kept (the deployment fails under "
+                     "its load alone; a replay carries chaos schedules)")
+            return
+        try:
+            self.corpus_saved = corpus.save(self.corpus_folders[0], self.minimal_file.read_text(encoding="utf-8"),
+                                            self.base.scenario.name, failure, minimal, self.corpus_entries)
+        except (PlantedLink, OSError) as exc:
+            self.say(f"corpus: the minimal scenario was not kept: {scrub(str(exc))}")
+            return
+        path, new = self.corpus_saved
+        self.journal.write({"type": "corpus-saved", "path": str(path), "new": new})
 
     def _count_coverage(self, trial: Trial) -> None:
         """A search trial's steps that acted on rounds in flight, if it was judged, into the coverage
@@ -222,12 +281,13 @@ class Hunt:
             return False
         return True
 
-    def run_schedule(self, schedule: Schedule, purpose: TrialPurpose) -> Trial:
-        """Run one schedule as the next trial (journaled, said on the terminal) and judge it. A harness error or a
-        target that did not start sets `error`: the caller stops."""
+    def run_schedule(self, schedule: Schedule, purpose: TrialPurpose, seed: int | None = None) -> Trial:
+        """Run one schedule as the next trial (journaled, said on the terminal) and judge it; `seed`: the trial's (a
+        corpus entry's own), else drawn from the hunt's. A harness error or a target that did not start sets `error`:
+        the caller stops."""
         assert self.folder is not None and self.journal is not None
         self.index += 1
-        index, seed = self.index, trial_seed(self.seed, self.index)
+        index, seed = self.index, trial_seed(self.seed, self.index) if seed is None else seed
         started = self.clock()
         trial = Trial(index=index, seed=seed, schedule=schedule, purpose=purpose)
         header = (f"Trial {index} ({purpose}) of the hunt of {self.base.scenario.name} (hunt seed {self.seed}): "
@@ -269,7 +329,8 @@ class Hunt:
             said += ": " + ", ".join(str(failure) for failure in trial.failures)
         elif problems and said != "held":
             said += ": " + scrub(problems[0])
-        counted = f"{trial.index}/{self.settings.trials}" if trial.purpose == "search" else str(trial.index)
+        searched = sum(1 for done in self.result.trials if done.purpose == "search")  # corpus replays come first
+        counted = f"{searched}/{self.settings.trials}" if trial.purpose == "search" else str(trial.index)
         self.say(f"[{counted}] {trial.purpose} {describe(trial.schedule) or 'no chaos'}: {said} "
                  f"({trial.seconds:.0f}s)")
 
@@ -299,6 +360,8 @@ class Hunt:
             except (MinimalScenarioError, PlantedLink) as exc:
                 self.say(f"harness error: {scrub(str(exc))}")
                 self.result.stopped_by = "harness error"
+            if self.minimal_file is not None and self.corpus_folders:
+                self._save_to_corpus()
         try:
             self.page_file = write_page(self.folder / "hunt.html", self.result,
                                         coverage.cells(self.space, self.labels))
