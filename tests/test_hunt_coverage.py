@@ -217,3 +217,29 @@ def test_the_page_and_the_coverage_line_say_the_cells_and_what_nothing_broke_is_
                     "in 1 trial (restart 1/6, rotate-keys 1/27)")
     html = render_page(result, allowed)
     assert "0 failures in 1 judged trial: the per-trial failure rate" in html and "below 95.0%" in html
+
+
+def test_the_summary_the_run_writes_says_which_steps_met_rounds(tmp_path):
+    """summary.json as the run writes it (`harness.report.summary_json`, from journal records): a network fault on r2
+    with a round sent into its window met the load; the same fault where rounds went only to r1 did not; a restart
+    that succeeded during the load did."""
+    from tests.test_hunt_unjudged import trial_folder
+    from tests.test_reconcile import T0
+
+    def fault(start: float, action: str = "network", target: str = "r2") -> list[dict[str, Any]]:
+        return [{"type": "chaos", "t": T0 + start, "phase": "start", "action": action, "target": target},
+                {"type": "chaos", "t": T0 + start + 1, "phase": "end", "action": action, "target": target,
+                 "ok": True}]
+
+    def sent(at: float, replica: str) -> dict[str, Any]:
+        return {"type": "round", "t": T0 + at + 0.1, "flow_id": f"w0-{int(at * 10):06d}", "flow": "refund",
+                "tool": "refund", "round": 1, "replica": replica, "intended": T0 + at, "sent": T0 + at,
+                "latency": 0.1, "server_time": 0.05, "outcome": "complete", "http_status": 200}
+
+    flow = {"type": "flow", "t": T0 + 8, "flow_id": "w0-000001", "flow": "refund", "outcome": "completed"}
+    schedule = Schedule(steps=(LATENCY, RESTART), duration=9.0)
+    met = trial_folder(tmp_path, [*fault(1.0), sent(1.5, "r2"), *fault(4.0, "restart", "r1"), flow], name="met")
+    assert acted(met, schedule, LABELS) == [True, True]
+    missed = trial_folder(tmp_path, [*fault(1.0), sent(1.5, "r1"), *fault(4.0, "restart", "r1"), flow],
+                          name="missed")
+    assert acted(missed, schedule, LABELS) == [False, True]
