@@ -46,9 +46,11 @@ def test_a_percentage_is_not_a_share_and_a_share_is_not_a_percentage():
 
 
 def test_the_hunt_s_coverage_says_whom_a_step_acts_on_as_the_journal_does():
-    """One answer to "whom does this step act on" (`ChaosAction.whom`): the coverage of a drawn schedule and the
-    journal's target label of the same steps, validated, agree, and each is a cell of the space's coverage."""
-    from harness.hunt.draw import coverage_cells, coverage_keys, draw_schedule
+    """One answer to "whom does this step act on" (`ChaosAction.whom`): the coverage cell of a drawn step and the
+    journal's target label of the same step, validated, agree, and each is a cell of the space's coverage."""
+    from harness.hunt.coverage import cells as coverage_cells
+    from harness.hunt.coverage import step_cell
+    from harness.hunt.draw import draw_schedule
 
     labels = ["r1", "r2", "r3"]
     actions = tuple(action for action in CHAOS_ACTIONS if action != "command")
@@ -57,7 +59,8 @@ def test_the_hunt_s_coverage_says_whom_a_step_acts_on_as_the_journal_does():
     cells = set(coverage_cells(space, labels))
     for index in range(60):
         schedule = draw_schedule(space, 7, index)
-        for step, (action, whom, _) in zip(schedule.steps, coverage_keys(schedule, labels), strict=True):
-            assert (step.action, step.journal_target(labels)) == (action, whom), step
-        assert set(coverage_keys(schedule, labels)) <= cells
+        for step in schedule.steps:
+            name, whom, when = step_cell(step, labels, schedule.duration)
+            assert (step.action, step.journal_target(labels)) == (name.split()[0], whom), step
+            assert (name, whom, when) in cells
     assert {whom for _, whom, _ in cells} == {"r1", "r2", "r3", "all", "auth"}

@@ -133,6 +133,11 @@ PLAN: dict[str, Plan] = {
                    "examples.py, and a later night is that command without --first-baseline (see the lines above)"),
     "mrtr-harness run scenarios/nightly.toml --baseline baseline --first-baseline": Plan("not run", NIGHTLY_TOO_LONG),
     "mrtr-harness run scenarios/nightly.toml --baseline baseline": Plan("not run", NIGHTLY_TOO_LONG),
+    "mrtr-harness hunt scenarios/nightly.toml --trials 20 --trial-duration 8s --budget 10m --shrink-budget 10m "
+    "--reproduce 5 --corpus hunt-corpus --corpus scenarios/on-call": Plan(
+        "not run", "a hunt of 20 trials of 8 s (about 5 minutes, more on a find); a hunt that replays its corpus "
+                   "first, finds an entry again and skips what it cannot replay is run by tests/test_hunt_corpus.py::"
+                   "test_a_hunt_replays_its_corpus_first_with_the_entry_s_seed_and_finds_it_again"),
     'mrtr-harness report "$night"': Plan(
         "not run", "promotes a night of nightly.toml (see above); the promotion step's shell is run with its "
                    "verdict both ways by tests/test_compare.py::test_the_nightly_workflow_fails_closed_and_saves_"

@@ -32,7 +32,7 @@ from harness.config.chaos import CHAOS_ACTIONS
 from harness.config.hunt import NEVER_DRAWN, drawable_actions
 from harness.config.scenario import parse_scenario
 from harness.config.strict import ScenarioError
-from harness.hunt.draw import Space, coverage_keys, draw_schedule, trial_seed
+from harness.hunt.draw import Space, draw_schedule, timing, trial_seed
 from harness.hunt.model import Failure, Schedule, Trial
 from harness.hunt.trial import Base, TrialDamaged, read_summary, trial_scenario
 from harness.processes.children import alive, descendants
@@ -134,7 +134,7 @@ def test_every_drawn_step_of_every_action_builds_a_scenario_the_model_accepts(ev
             assert scenario.duration == 6.0 and scenario.hunt is None
             assert parse_scenario(text).chaos == scenario.chaos  # the file reruns exactly as drawn
             actions |= {step.action for step in schedule.steps}
-            timings |= {key[2] for key in coverage_keys(schedule, ["r1", "r2"])}
+            timings |= {timing(step.at, schedule.duration) for step in schedule.steps}
     assert actions == set(space.actions)
     assert timings == {"early", "middle", "late"}
 
@@ -302,7 +302,9 @@ def test_a_healthy_shop_holds_two_controls_and_two_short_trials_exits_0_and_says
     done = _hunt(str(path), "--actions", "restart,kill", "--seed", "4", "--results", str(tmp_path / "results"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "nothing broke in 2 trials after 2 without chaos" in done.stdout
-    assert "coverage: " in done.stdout and "combinations tried in 2 trials (restart " in done.stdout
+    assert "coverage: " in done.stdout and "acted on a round in flight in 2 trials (restart " in done.stdout
+    residual = "0 failures in 2 judged trials: the per-trial failure rate of schedules drawn so is below 77.6%"
+    assert residual in done.stdout  # what "nothing broke" is worth, on the terminal, the page and the journal
     start = done.stderr.split("[1/2] control no chaos: held", 1)[0]
     assert "[2/2] control no chaos: held" in done.stderr
     assert ("2 control trials without chaos, then up to 2 trials of 3s within 15m; a find then takes up to 60 shrink "
@@ -323,12 +325,14 @@ def test_a_healthy_shop_holds_two_controls_and_two_short_trials_exits_0_and_says
     assert all(record["schedule"]["steps"] == [] for record in records[1:3])
     assert records[-1]["stopped_by"] == "trials" and records[-1]["coverage"] and records[-1]["without_chaos"] is None
     assert records[-1]["shrink"] is None and records[-1]["minimal_file"] is None and records[-1]["page"] == "hunt.html"
+    assert records[-1]["judged"] == 2 and records[-1]["residual_risk"] == round(1 - 0.05 ** (1 / 2), 6)
     [folder] = list((tmp_path / "results").iterdir())
     assert f"page: {folder / 'hunt.html'}" in done.stdout
     page = (folder / "hunt.html").read_text()
     assert "nothing broke within the budget (2 trials, stopped by trials)" in page and "Coverage" in page
     said = done.stdout.split("coverage: ", 1)[1].splitlines()[0]
     assert escape(said) in page  # the page's coverage, out of what the bounds allowed, is the terminal's
+    assert escape(residual) in page
     assert "[1/2] search " in done.stderr and "[2/2] search " in done.stderr  # a line per trial on the terminal
 
 

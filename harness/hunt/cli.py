@@ -4,6 +4,7 @@
     mrtr-harness hunt scenarios/smoke.toml --actions restart,rotate-keys --replicas 1,2 --seed 7
     mrtr-harness hunt scenarios/smoke.toml --shrink-runs 30 --shrink-budget 10m --reproduce 10
     mrtr-harness hunt scenarios/smoke.toml --controls 3 --expect
+    mrtr-harness hunt scenarios/smoke.toml --corpus hunt-corpus --corpus scenarios/on-call
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
 checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
@@ -15,10 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.config.remote import add_allow_host
 from harness.exit_codes import epilog
+
+if TYPE_CHECKING:
+    from harness.hunt.model import HuntResult
+    from harness.hunt.search import Hunt
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -69,6 +74,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     hunt.add_argument("--reproduce-at-least", type=float, metavar="SHARE",
                       help="the share of those runs the minimal schedule must fail; below it the hunt backs off to a "
                            "larger schedule of the shrink path that does ([hunt] reproduce_at_least, default 0.8)")
+    hunt.add_argument("--corpus", type=Path, action="append", metavar="DIR",
+                      help="a folder of minimal failing scenarios, replayed before the search (each *.toml in it, "
+                           "e.g. scenarios/on-call); a new minimal scenario is kept in the first one named (made if "
+                           "missing). Repeatable")
     hunt.add_argument("--results", type=Path, default=Path("results"),
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
@@ -113,7 +122,7 @@ def run_hunt(args: argparse.Namespace) -> int:
 
         base = Base(base.data, base.scenario.model_copy(update={"hunt": HuntSettings()}), base.source,
                     base.text)
-    hunt = Hunt(base, results_root=args.results, stream=sys.stderr)
+    hunt = Hunt(base, results_root=args.results, stream=sys.stderr, corpus_folders=args.corpus or ())
     say_remote(hunt.first_scenario(), args.allow_host, str(args.scenario))  # chaos off this machine: exit 2
     if base.scenario.target.auth is not None:
         from harness.auth.token_sources import check
@@ -142,10 +151,30 @@ def run_hunt(args: argparse.Namespace) -> int:
               f"{hunt.coverage_line()}")
     else:
         print(f"hunt stopped ({result.stopped_by}) after {len(result.trials)} trials; {hunt.coverage_line()}")
+    _say_strength(result)
+    _say_corpus(hunt)
     if hunt.page_file is not None:
         print(f"page: {hunt.page_file}")
     print(f"journal: {folder / 'hunt.jsonl'}")
     return code
+
+
+def _say_strength(result: HuntResult) -> None:
+    """The residual risk of "nothing broke" and the health checks that weaken it, a line each (the page says them
+    too)."""
+    from harness.hunt.page import strength_lines
+
+    for line in strength_lines(result):
+        print(line)
+
+
+def _say_corpus(hunt: Hunt) -> None:
+    """Which corpus entry failed again, and where the minimal scenario was kept (new, or already there)."""
+    if hunt.found_in_corpus is not None:
+        print(f"found by replaying the corpus entry {hunt.found_in_corpus}: a failure seen before")
+    if hunt.corpus_saved is not None:
+        path, new = hunt.corpus_saved
+        print(f"corpus: {'kept as a new entry' if new else 'already kept'}: {path}")
 
 
 def _rate(reproduction: tuple[int, int] | None) -> str:

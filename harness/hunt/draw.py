@@ -180,13 +180,3 @@ def timing(at: float, duration: float) -> Timing:
     share = at / duration if duration > 0 else 0.0
     return TIMINGS[min(int(share * 3), 2)]
 
-
-def coverage_keys(schedule: Schedule, labels: list[str]) -> list[tuple[str, str, str]]:
-    """(action, whom it acts on, timing) of each step: what the search's coverage counts."""
-    return [(step.action, step.journal_target(labels), timing(step.at, schedule.duration)) for step in schedule.steps]
-
-
-def coverage_cells(space: Space, labels: list[str]) -> list[tuple[str, str, str]]:
-    """Every (action, whom, timing) the space can draw: what coverage is out of."""
-    return [(action, CHAOS_ACTIONS[action].whom(replica, labels), when)
-            for action in space.actions for replica in space.replica_choices(action) for when in TIMINGS]

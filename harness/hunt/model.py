@@ -25,8 +25,9 @@ explained (matched to a logged line); expectation: an `[expect]` condition faile
 (`[hypothesis]`) failed during or after the chaos (or, in a control trial, over the whole run without chaos): its
 name is the window and the condition, `after: completed_ratio ratio >= 0.6`."""
 
-TrialPurpose = Literal["control", "search", "shrink", "reproduce"]
-"""control: a trial with no chaos, run before the search (a deployment that fails one fails without chaos)."""
+TrialPurpose = Literal["control", "corpus", "search", "shrink", "reproduce"]
+"""control: a trial with no chaos, run before the search (a deployment that fails one fails without chaos);
+corpus: the replay of a corpus entry before the search (`harness.hunt.corpus`)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from harness.atomic_files import write_atomically
 from harness.compare.page import header
 from harness.config.durations import format_duration
 from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
+from harness.hunt import coverage
 from harness.hunt.minimal import failure_in_words, schedule_in_words
 from harness.hunt.model import HuntResult, Schedule, ShrinkStep, Trial, step_table, unshrunk_reason
 from harness.report.html import META_CSS, PAGE_CSS, TABLE_CSS, cell, page, table
@@ -38,8 +39,8 @@ _STEP_COLUMNS = ("at", "action", "replica")
 """A step's keys with a column of their own; the rest are listed together."""
 
 
-Cell = tuple[str, str, str]
-"""(action, whom, timing), as `HuntResult.coverage` counts them."""
+Cell = coverage.Cell
+"""(variant, whom, timing), as `HuntResult.coverage` counts them (`harness.hunt.coverage`)."""
 
 
 def write_page(path: Path, result: HuntResult, cells: Sequence[Cell] | None = None) -> Path:
@@ -60,6 +61,7 @@ def render_page(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
     if result.shrink_path or result.found is not None:
         body += ["<h2>The shrink path</h2>", *_shrink_section(result)]
     body += ["<h2>Coverage</h2>", f'<p class="meta">{escape(coverage_line(result, cells))}</p>',
+             *(f'<p class="meta">{escape(line)}</p>' for line in strength_lines(result)),
              _coverage_grid(result.coverage),
              "<h2>Every trial</h2>", _trials_table(result.trials)]
     return page(f"{result.scenario}: {verdict_line(result)}", _CSS, body)
@@ -80,21 +82,31 @@ def verdict_line(result: HuntResult) -> str:
 
 
 def coverage_line(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
-    """What the search tried, in one line: out of `cells` (every combination the bounds allowed) when given, and by
-    action; else the actions, replicas and timings tried, and their combinations."""
+    """What the search tried, in one line: out of `cells` (every cell the bounds allowed, `harness.hunt.coverage`)
+    when given, by action; else the actions, replicas and timings tried, and their cells. Only steps that acted on a
+    round in flight in a judged trial are counted."""
     if cells is not None:
-        tried = {key for key, count in result.coverage.items() if count > 0 and key in set(cells)}
-        by_action, total = Counter(action for action, _, _ in tried), Counter(action for action, _, _ in cells)
+        tried = coverage.tried(result.coverage, cells)
+        by_action = Counter(name.split()[0] for name, _, _ in tried)
+        total = Counter(name.split()[0] for name, _, _ in cells)
         each = ", ".join(f"{action} {by_action[action]}/{total[action]}" for action in total)
-        return (f"{len(tried)} of {len(cells)} (action, replica, early/middle/late) combinations tried in "
-                f"{_trials(result)} ({each})")
+        return (f"{len(tried)} of {len(cells)} cells (action and its parameters, replica, early/middle/late) acted "
+                f"on a round in flight in {_trials(result)} ({each})")
     keys = [key for key, count in result.coverage.items() if count > 0]
     if not keys:
         return f"{_trials(result)}; no chaos step was tried"
-    actions, replicas, timings = ({key[part] for key in keys} for part in range(3))
+    actions, replicas, timings = ({key[part].split()[0] if part == 0 else key[part] for key in keys}
+                                  for part in range(3))
     return (f"{_trials(result)}: {_count(len(actions), 'action')} ({', '.join(sorted(actions))}) on "
             f"{_count(len(replicas), 'replica')} at {_count(len(timings), 'timing')}, "
             f"{_count(len(keys), 'combination')} tried {_count(sum(result.coverage.values()), 'time')}")
+
+
+def strength_lines(result: HuntResult) -> list[str]:
+    """What the search's "nothing broke" is worth (the residual risk) and what weakens it (the health checks), one
+    line each: the page's and the terminal's."""
+    residual = coverage.residual_line(result)
+    return [*([residual] if residual is not None else []), *coverage.health(result)]
 
 
 def _header(result: HuntResult) -> str:

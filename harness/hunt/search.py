@@ -7,7 +7,9 @@ with the shrink's outcome), `trials/`, each trial's own results folder (a run's,
 scenario, when a trial failed) and `hunt.html`, written whatever stopped the hunt. Every trial
 record has its index, seed, purpose, schedule as plain data, failures, reasons, exit code,
 folder and seconds: `mrtr-harness run trials/<folder>/scenario.toml` reruns that trial exactly
-as drawn, and `hunt --seed S` draws the same schedules again.
+as drawn, and `hunt --seed S` draws the same schedules again. With `--corpus`, the corpus's
+entries are replayed first, each as a trial of purpose `corpus` with its own seed
+(`harness.hunt.corpus`), and the minimal scenario is kept in it.
 
 What stops the search, and the hunt's exit code: a trial that fails the property (1: found),
 the trials or the budget spent (0: nothing broke), Ctrl-C or SIGTERM (130: the trial under way
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,7 +38,8 @@ from harness.config.durations import format_duration
 from harness.config.hunt import HuntSettings, action_problem
 from harness.config.scenario import Scenario
 from harness.errors import ExitCode
-from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
+from harness.hunt import corpus, coverage
+from harness.hunt.draw import Space, draw_schedule, trial_seed
 from harness.hunt.minimal import MinimalScenarioError, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table, unshrunk_reason
 from harness.hunt.page import coverage_line, write_page
@@ -80,7 +83,7 @@ class Hunt:
     """One hunt of one scenario: its results folder, its journal, its trials."""
 
     def __init__(self, base: Base, *, results_root: Path = Path("results"), stream: IO[str],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, corpus_folders: Sequence[Path] = ()) -> None:
         self.base = base
         self.settings = base.scenario.hunt or HuntSettings()
         self.seed = self.settings.seed if self.settings.seed is not None else base.scenario.seed
@@ -100,6 +103,14 @@ class Hunt:
         self.page_file: Path | None = None
         self.searched = 0
         """Search trials run so far (the trial index also counts the controls)."""
+        self.corpus_folders = tuple(corpus_folders)
+        """`--corpus`: replayed first; the minimal scenario is saved into the first (`harness.hunt.corpus`)."""
+        self.found_in_corpus: str | None = None
+        """The corpus entry whose replay failed (the hunt's find); None: the search found it, or nothing."""
+        self.corpus_entries: list[corpus.Entry] = []
+        """The corpus's entries as read (the minimal scenario is not kept again when one of them replays it)."""
+        self.corpus_saved: tuple[Path, bool] | None = None
+        """Where the minimal scenario was kept in the corpus, and whether it was new there."""
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
@@ -128,7 +139,7 @@ class Hunt:
             self.say(f"left out: {', '.join(actions)} ({why})")
         try:
             with _sigterm_interrupts():
-                self.result.stopped_by = self._controls() or self._search()
+                self.result.stopped_by = self._controls() or self._replay_corpus() or self._search()
                 if self.result.found is not None:
                     self._shrink()
         except KeyboardInterrupt:
@@ -227,8 +238,7 @@ class Hunt:
                 return "time"
             self.searched = index
             trial = self.run_schedule(draw_schedule(self.space, self.seed, index), "search")
-            for key in coverage_keys(trial.schedule, self.labels) if trial.unjudged is None else ():
-                self.result.coverage[key] = self.result.coverage.get(key, 0) + 1  # what was judged, only
+            self._count_coverage(trial)
             if self.error is not None:
                 return self.error
             if trial.exit_code == ExitCode.INTERRUPTED:
@@ -238,6 +248,61 @@ class Hunt:
                 self.result.failure = trial.failures[0]
                 return "found"
         return "trials"
+
+    def _replay_corpus(self) -> str | None:
+        """Replay the corpus before searching, as Hypothesis replays its database (`harness.hunt.corpus`): the first
+        entry that fails is the hunt's find (shrunk as a search's would be); None when none did, and the search goes
+        on. What was replayed and skipped, and why, is journaled (a `corpus` record) and said in one line."""
+        if not self.corpus_folders:
+            return None
+        assert self.journal is not None
+        entries, unread = corpus.read_corpus(self.corpus_folders, self.base.scenario.load.arrival_rate)
+        self.corpus_entries = entries
+        kept, unfit = corpus.replayable(entries, self.space, self.fits)
+        skipped = [*unread, *unfit]
+        self.journal.write({"type": "corpus", "folders": [str(folder) for folder in self.corpus_folders],
+                            "replayed": [entry.name for entry in kept],
+                            "skipped": [asdict(entry) for entry in skipped]})
+        said = "; ".join(f"{entry.name}: {entry.why}" for entry in skipped[:3]) + ("; ..." * (len(skipped) > 3))
+        self.say(f"corpus: replaying {len(kept)} of {len(entries) + len(unread)} entries first"
+                 + (f" ({len(skipped)} skipped, hunt.jsonl says why: {said})" if skipped else ""))
+        for entry in kept:
+            if self.clock() - self.started >= self.settings.budget:
+                return "time"
+            trial = self.run_schedule(entry.schedule, "corpus", seed=entry.seed)
+            if self.error is not None:
+                return self.error
+            if trial.exit_code == ExitCode.INTERRUPTED:
+                return "interrupted"
+            if trial.failures:
+                self.result.found, self.result.failure, self.found_in_corpus = trial, trial.failures[0], entry.name
+                return "found"
+        return None
+
+    def _save_to_corpus(self) -> None:
+        """Keep the minimal scenario in the first corpus folder named, so later hunts replay it first. A link planted at
+        its name, or a folder that cannot be written, is said in one line: the hunt's verdict stands."""
+        assert self.minimal_file is not None and self.journal is not None
+        failure, minimal = self.result.failure, self.result.minimal
+        assert failure is not None and minimal is not None
+        if not minimal.steps:
+            self.say("corpus: the minimal schedule has no chaos step, so it is not kept (the deployment fails under "
+                     "its load alone; a replay carries chaos schedules)")
+            return
+        try:
+            self.corpus_saved = corpus.save(self.corpus_folders[0], self.minimal_file.read_text(encoding="utf-8"),
+                                            self.base.scenario.name, failure, minimal, self.corpus_entries)
+        except (PlantedLink, OSError) as exc:
+            self.say(f"corpus: the minimal scenario was not kept: {scrub(str(exc))}")
+            return
+        path, new = self.corpus_saved
+        self.journal.write({"type": "corpus-saved", "path": str(path), "new": new})
+
+    def _count_coverage(self, trial: Trial) -> None:
+        """A search trial's steps that acted on rounds in flight, if it was judged, into the coverage
+        (`harness.hunt.coverage`, which reads the trial's summary.json)."""
+        assert self.folder is not None
+        coverage.count(self.result.coverage, trial, self.folder / trial.folder, self.labels)
 
     def _shrink(self) -> None:
         """Shrink the found trial's schedule (its candidates' runs journaled as "shrink" trials), then rerun the
@@ -317,12 +382,13 @@ class Hunt:
             return False
         return True
 
-    def run_schedule(self, schedule: Schedule, purpose: TrialPurpose) -> Trial:
-        """Run one schedule as the next trial (journaled, said on the terminal) and judge it. A harness error or a
-        target that did not start sets `error`: the caller stops."""
+    def run_schedule(self, schedule: Schedule, purpose: TrialPurpose, seed: int | None = None) -> Trial:
+        """Run one schedule as the next trial (journaled, said on the terminal) and judge it; `seed`: the trial's (a
+        corpus entry's own), else drawn from the hunt's. A harness error or a target that did not start sets `error`:
+        the caller stops."""
         assert self.folder is not None and self.journal is not None
         self.index += 1
-        index, seed = self.index, trial_seed(self.seed, self.index)
+        index, seed = self.index, trial_seed(self.seed, self.index) if seed is None else seed
         started = self.clock()
         trial = Trial(index=index, seed=seed, schedule=schedule, purpose=purpose)
         header = (f"Trial {index} ({purpose}) of the hunt of {self.base.scenario.name} (hunt seed {self.seed}): "
@@ -385,8 +451,10 @@ class Hunt:
                                               if result.control is not None else None),
                             "found": result.found.index if result.found is not None else None,
                             "failure": asdict(result.failure) if result.failure is not None else None,
-                            "coverage": [{"action": action, "target": whom, "timing": when, "trials": count}
-                                         for (action, whom, when), count in sorted(result.coverage.items())],
+                            "coverage": [{"action": variant.split()[0], "variant": variant, "target": whom,
+                                          "timing": when, "trials": count}
+                                         for (variant, whom, when), count in sorted(result.coverage.items())],
+                            **coverage.residual_record(result),
                             "shrink": self._shrink_record(), "minimal_file": _named(self.minimal_file, self.folder),
                             "page": _named(self.page_file, self.folder),
                             "seconds": round(self.clock() - self.started, 3)})
@@ -403,9 +471,11 @@ class Hunt:
             except (MinimalScenarioError, PlantedLink) as exc:
                 self.say(f"harness error: {scrub(str(exc))}")
                 self.result.stopped_by = "harness error"
+            if self.minimal_file is not None and self.corpus_folders:
+                self._save_to_corpus()
         try:
             self.page_file = write_page(self.folder / "hunt.html", self.result,
-                                        coverage_cells(self.space, self.labels))
+                                        coverage.cells(self.space, self.labels))
         except PlantedLink as exc:
             self.say(f"harness error: {exc}")
             self.result.stopped_by = "harness error"
@@ -427,7 +497,7 @@ class Hunt:
 
     def coverage_line(self) -> str:
         """What the search tried, in one line, out of what its bounds allow (the page says the same)."""
-        return "coverage: " + coverage_line(self.result, coverage_cells(self.space, self.labels))
+        return "coverage: " + coverage_line(self.result, coverage.cells(self.space, self.labels))
 
     def say(self, line: str) -> None:
         self.stream.write(foreign_text.block(line) + "\n")  # a trial's problems quote the target: shown as text
