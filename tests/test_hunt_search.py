@@ -270,7 +270,7 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
     assert search["purpose"] == "search" and search["outcome"] == "failed" and search["exit_code"] == 1
     assert {"kind": "expectation", "name": "rejections{reason='unknown key'}"} in search["failures"]
     assert search["reasons"]["unknown key"] > 0 and search["schedule"]["duration"] == 3.0
-    assert [trial["purpose"] for trial in trials] == ["search"] + ["shrink"] * 4 + ["reproduce"] * 2
+    assert [trial["purpose"] for trial in trials] == ["search"] + ["replay"] * 2 + ["shrink"] * 4 + ["reproduce"] * 2
     assert end["type"] == "end" and end["stopped_by"] == "found" and end["found"] == 1
     shrunk = end["shrink"]
     assert shrunk["stopped_by"] == "runs" and shrunk["runs"] == 4 and len(search["schedule"]["steps"]) == 2
@@ -335,11 +335,13 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     and the page saying the shrink was cut short, ends its journal and exits 130, leaving no process."""
     path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
-                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
-    code, out, err, seen = _interrupted(path, tmp_path / "results", trials=2)  # the search's, the shrink's first
+                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
+                               "reruns = 2\nmust_fail = 2\n")
+    code, out, err, seen = _interrupted(path, tmp_path / "results", trials=4)  # the search's, 2 replays, a shrink's
     assert code == 130, out + err
     records = _journal(tmp_path / "results")
-    search, shrinking, end = records[1], records[2], records[-1]
+    search, shrinking, end = records[1], records[4], records[-1]
+    assert [record["purpose"] for record in records[2:4]] == ["replay", "replay"]
     assert search["outcome"] == "failed" and shrinking["purpose"] == "shrink" and shrinking["exit_code"] == 130
     assert end["stopped_by"] == "interrupted" and end["shrink"]["stopped_by"] == "interrupted"
     assert end["shrink"]["minimal"] == search["schedule"] and end["shrink"]["reproduction"] is None
@@ -556,8 +558,9 @@ def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrink
     assert ran == [("restart", "r1", 0)]
     end = records[-1]
     shrunk = end["shrink"]
-    assert records[2]["purpose"] == "shrink" and records[2]["schedule"]["steps"] == []
-    assert records[2]["outcome"] == "held"
+    assert records[2]["purpose"] == "replay" and records[2]["outcome"] == "failed"
+    assert records[3]["purpose"] == "shrink" and records[3]["schedule"]["steps"] == []
+    assert records[3]["outcome"] == "held"
     assert [step["action"] for step in shrunk["minimal"]["steps"]] == ["restart"]
     minimal = parse_scenario((folder / "minimal.toml").read_text())
     assert minimal.target.kind == "external" and minimal.target.urls == urls

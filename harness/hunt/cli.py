@@ -116,6 +116,9 @@ def run_hunt(args: argparse.Namespace) -> int:
     if result.found is not None:
         print(f"found: trial {result.found.index} failed ({', '.join(map(str, result.found.failures))}): "
               f"{folder / result.found.folder / 'scenario.toml'}")
+        if result.shrink_stopped_by == "flaky" and result.replay is not None:
+            print(f"flaky: reproduced {result.replay[0]} of {result.replay[1]} (replays of trial "
+                  f"{result.found.index}'s schedule, fresh seeds): not shrunk")
         if hunt.minimal_file is not None:
             print(f"minimal: {hunt.minimal_file} ({_rate(result.reproduction)}"
                   f"{_cut_short(result.shrink_stopped_by)})")
@@ -140,4 +143,6 @@ def _cut_short(stopped_by: str) -> str:
     """How the shrink ended, when not at a 1-minimal schedule."""
     if stopped_by in ("runs", "time"):
         return f"; the shrink's budget of {stopped_by} ran out first: maybe not minimal"
+    if stopped_by == "flaky":
+        return "; flaky: the found schedule, not shrunk"
     return f"; the shrink was cut short ({stopped_by}): not minimal" if stopped_by not in ("", "done") else ""

@@ -198,9 +198,13 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
     assert result.failure is not None and result.found is not None and result.minimal is not None
     rate = (f"it failed the same way in {result.reproduction[0]} of {result.reproduction[1]} reruns"
             if result.reproduction else "its reproduction rate was not measured")
-    lines = [f"What broke: {failure_in_words(result.failure, expect)}.",
-             f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index}), "
-             f"shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}; {rate}."]
+    found = f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index})"
+    if result.shrink_stopped_by == "flaky" and result.replay is not None:
+        found += (f": {schedule_in_words(result.minimal)}; flaky, not shrunk: it failed the same way again in only "
+                  f"{result.replay[0]} of {result.replay[1]} replays with fresh seeds")
+    else:
+        found += f", shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}"
+    lines = [f"What broke: {failure_in_words(result.failure, expect)}.", f"{found}; {rate}."]
     if reproduces:
         lines.append(f"Reproduce: `mrtr-harness run --reproduce {file_name}` judges [reproduces] (exit 0: the "
                      "failure reproduced).")

@@ -23,7 +23,9 @@ FailureKind = Literal["invariant", "unexplained", "expectation"]
 """invariant: a ledger invariant was violated; unexplained: a logged reason's rejections were not all
 explained (matched to a logged line); expectation: an `[expect]` condition failed."""
 
-TrialPurpose = Literal["search", "shrink", "reproduce"]
+TrialPurpose = Literal["search", "replay", "shrink", "reproduce"]
+"""search: drawn; replay: the found schedule again, fresh seeds, before the shrink; shrink: a smaller candidate;
+reproduce: the handed-over minimal scenario, for its rate."""
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,13 @@ class HuntResult:
     """The first failing trial of the search; None: nothing broke within the budget."""
     failure: Failure | None = None
     """The failure the shrink kept (one of `found.failures`)."""
+    replay: tuple[int, int] | None = None
+    """The found schedule's replays before the shrink (fresh seeds): (failed the same way, runs); None: not replayed."""
     shrink_path: list[ShrinkStep] = field(default_factory=list)
     shrink_stopped_by: str = ""
     """Why the shrink ended: "done" (no smaller candidate failed: 1-minimal), "runs" or "time" (its budget: the
-    smallest so far, maybe not minimal); "": no shrink."""
+    smallest so far, maybe not minimal), "flaky" (never started: the found schedule failed again in too few of its
+    replays, and is handed over as found); "": no shrink."""
     minimal: Schedule | None = None
     reproduction: tuple[int, int] | None = None
     """The minimal schedule's reruns: (failed the same way, runs)."""

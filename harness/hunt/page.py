@@ -32,7 +32,9 @@ _HEAT = (0, 114, 178)
 """The heat grid's colour (the report's first series colour), its alpha the share of the busiest cell."""
 _SHRINK_ENDS = {"done": "it ended when no smaller candidate failed the same way (1-minimal)",
                 "runs": "its budget of runs ran out first: the smallest schedule so far, maybe not minimal",
-                "time": "its time ran out first: the smallest schedule so far, maybe not minimal"}
+                "time": "its time ran out first: the smallest schedule so far, maybe not minimal",
+                "flaky": "it never started: the found schedule failed again in too few of its replays (flaky), and "
+                         "is handed over as found"}
 _KIND = re.compile(r"^(step \d+ \([^)]*\): \S+|dropped steps?|run|rate)")
 _STEP_COLUMNS = ("at", "action", "replica")
 """A step's keys with a column of their own; the rest are listed together."""
@@ -95,6 +97,8 @@ def _header(result: HuntResult) -> str:
             ("stopped by", result.stopped_by or "unknown")]
     if result.found is not None:
         meta.append(("failing trial", str(result.found.index)))
+    if result.replay is not None:
+        meta.append(("replayed", f"failed {result.replay[0]} of {result.replay[1]}"))
     if result.reproduction is not None:
         meta.append(("reproduced", f"{result.reproduction[0]} of {result.reproduction[1]}"))
     verdict = f'<p class="{css}">{escape(verdict_line(result))}</p>'

@@ -114,7 +114,7 @@ class Hunt:
         try:
             with _sigterm_interrupts():
                 self.result.stopped_by = self._search()
-                if self.result.found is not None:
+                if self.result.found is not None and self._replayed():
                     self._shrink()
         except KeyboardInterrupt:
             self.result.stopped_by = "interrupted"
@@ -141,6 +141,31 @@ class Hunt:
                 self.result.failure = trial.failures[0]
                 return "found"
         return "trials"
+
+    def _replayed(self) -> bool:
+        """Replay the found schedule `reruns` times before shrinking it (each run a fresh seed, derived from the hunt's
+        seed and the trial's index as every trial's is): the shrink starts only when `must_fail` of them fail the
+        same way, the test each smaller candidate must pass too. Fewer: the find is a fluke at that rate, which the
+        shrink would spend its budget on and hand over as "minimal"; the found schedule is handed over as it was
+        found, marked "flaky: reproduced k of n" (`shrink_stopped_by` "flaky", `replay` the counts)."""
+        found, failure = self.result.found, self.result.failure
+        assert found is not None and failure is not None
+        runs, wanted = self.settings.reruns, self.settings.must_fail
+        self.result.minimal = found.schedule
+        self.say(f"replaying trial {found.index}'s schedule before the shrink ({failure}): {runs} runs with fresh "
+                 f"seeds, {wanted} must fail the same way")
+        try:
+            self.result.replay = reproduce(found.schedule, fails_the_same(failure, self._runs("replay")), runs=runs)
+        except (KeyboardInterrupt, _Stopped) as cut:
+            self.result.shrink_stopped_by = "interrupted" if isinstance(cut, KeyboardInterrupt) else str(cut)
+            raise
+        failed, ran = self.result.replay
+        if failed >= wanted:
+            return True
+        self.result.shrink_stopped_by = "flaky"
+        self.say(f"flaky: reproduced {failed} of {ran} (under {wanted}); not shrunk: the found schedule is handed over "
+                 "as found")
+        return False
 
     def _shrink(self) -> None:
         """Shrink the found trial's schedule (its candidates' runs journaled as "shrink" trials), then rerun the
@@ -306,6 +331,8 @@ class Hunt:
             return None
         runs = [trial for trial in result.trials if trial.purpose == "shrink"]
         return {"stopped_by": result.shrink_stopped_by, "runs": len(runs),
+                "replay": ({"failed": result.replay[0], "runs": result.replay[1]}
+                           if result.replay is not None else None),
                 "seconds": round(sum(trial.seconds for trial in runs), 3),
                 "minimal": schedule_data(result.minimal),
                 "path": [{"what": step.what, "runs": step.runs, "failed": step.failed, "accepted": step.accepted}
