@@ -257,7 +257,7 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
                                "reruns = 2\nmust_fail = 2\nshrink_runs = 4\nreproduce = 2\n")
     done = _hunt(str(path), "--results", str(tmp_path / "results"))
     assert done.returncode == 1, done.stdout + done.stderr
-    failure = "expectation rejections{reason='unknown key'}"
+    failure = "expectation rejections{reason='unknown key'} on r1, r2"  # its signature: where it was logged
     assert f"found: trial 1 failed ({failure})" in done.stdout
     [folder] = list((tmp_path / "results").iterdir())
     assert f"minimal: {folder / 'minimal.toml'} (reproduced in 2 of 2 runs; the shrink's budget of runs ran out " \
@@ -268,7 +268,8 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
     trials = records[1:-1]
     assert start["type"] == "start" and start["actions"] == ["restart"] and start["seed"] == 5
     assert search["purpose"] == "search" and search["outcome"] == "failed" and search["exit_code"] == 1
-    assert {"kind": "expectation", "name": "rejections{reason='unknown key'}"} in search["failures"]
+    assert {"kind": "expectation", "name": "rejections{reason='unknown key'}", "replicas": ["r1", "r2"],
+            "reasons": [], "detail": []} in search["failures"]
     assert search["reasons"]["unknown key"] > 0 and search["schedule"]["duration"] == 3.0
     assert [trial["purpose"] for trial in trials] == ["search"] + ["replay"] * 2 + ["shrink"] * 4 + ["reproduce"] * 2
     assert end["type"] == "end" and end["stopped_by"] == "found" and end["found"] == 1

@@ -219,10 +219,13 @@ def test_a_flaky_property_still_shrinks_to_the_pair() -> None:
     assert all(step.runs <= 3 for step in result.path)
 
 
-def test_same_failure_means_same_kind_and_name() -> None:
+def test_same_failure_means_same_kind_name_and_signature() -> None:
     assert same_failure(FAILURE, [Failure("invariant", "no_double_release"), Failure("unexplained", "-32602")])
     assert not same_failure(FAILURE, [Failure("unexplained", "expired")])
     assert not same_failure(FAILURE, [Failure("expectation", "-32602")])
+    on_r1 = Failure("unexplained", "-32602", replicas=("r1",))
+    assert same_failure(on_r1, [Failure("unexplained", "-32602", replicas=("r1", "r2"))])
+    assert not same_failure(on_r1, [Failure("unexplained", "-32602", replicas=("r2",))])
     runs = iter([[FAILURE], [Failure("unexplained", "expired")]])
     predicate = fails_the_same(FAILURE, lambda schedule: next(runs))
     schedule = Schedule((), duration=1.0)

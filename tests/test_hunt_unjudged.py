@@ -80,4 +80,4 @@ def test_a_trial_whose_chaos_did_not_act_is_not_judged_whatever_else_broke(tmp_p
 
 def test_a_trial_that_saw_everything_is_judged_as_before(tmp_path):
     judged = judge(trial_folder(tmp_path, [rejected_round(T0 + 9, "r1")]), steps=0)
-    assert judged.unjudged is None and [str(failure) for failure in judged.failures] == ["unexplained -32602"]
+    assert judged.unjudged is None and [str(failure) for failure in judged.failures] == ["unexplained -32602 on r1"]

@@ -119,13 +119,16 @@ def negation(key: str, conditions: str | list[str] | None) -> str | None:
 
 def failure_in_words(failure: Failure, expect: Mapping[str, str | list[str]] | None = None) -> str:
     """What broke, said as a bug report says it."""
+    where = f" (on {', '.join(failure.replicas)})" if failure.replicas else ""
     if failure.kind == "invariant":
-        return f"the ledger invariant {failure.name} was violated"
+        shapes = f" ({'; '.join(failure.detail)})" if failure.detail else ""
+        return f"the ledger invariant {failure.name} was violated{shapes}"
     if failure.kind == "unexplained":
-        return f"{failure.name} rejections the clients saw that no replica's log line explains"
+        return f"{failure.name} rejections the clients saw that no replica's log line explains{where}"
     conditions = (expect or {}).get(failure.name)
     shown = "; ".join([conditions] if isinstance(conditions, str) else conditions or [])
-    return f"[expect] {failure.name}" + (f" = {shown!r}" if shown else "") + " failed"
+    reasons = f", counting {', '.join(failure.reasons)}" if failure.reasons else ""
+    return f"[expect] {failure.name}" + (f" = {shown!r}" if shown else "") + f" failed{reasons}{where}"
 
 
 def schedule_in_words(schedule: Schedule) -> str:

@@ -42,14 +42,36 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Failure:
-    """What broke, as "the same failure" is judged while shrinking: the kind and its name."""
+    """What broke: its kind and name, and its signature as far as the trial's summary says it
+    (`harness.hunt.signature`): where it showed, the reasons behind it, the shape of each break.
+
+    "The same failure" (`same_as`), which the replay, the shrink and the reruns count: the same kind and name, and
+    for each part of the signature both failures state, at least one entry in common (each part is a sample: a
+    summary keeps a few examples)."""
 
     kind: FailureKind
     name: str
-    """The invariant's name, the logged reason, or the `[expect]` key."""
+    """The invariant's name, -32602 (unexplained rejections), or the `[expect]` key."""
+    replicas: tuple[str, ...] = ()
+    """Where it showed: the replicas the clients saw unexplained rejections on, or that logged the reasons a
+    rejection key counted; empty: not said."""
+    reasons: tuple[str, ...] = ()
+    """The logged reasons an `[expect]` key on rejections counted, when the key names none; empty: not said."""
+    detail: tuple[str, ...] = ()
+    """An invariant's breaks in their shape, ids left out (`released N times`); empty: not said."""
+
+    def same_as(self, other: Failure) -> bool:
+        """Whether `other` is this failure again (see the class)."""
+        return (self.kind, self.name) == (other.kind, other.name) and all(
+            not ours or not theirs or bool(set(ours) & set(theirs))
+            for ours, theirs in ((self.replicas, other.replicas), (self.reasons, other.reasons),
+                                 (self.detail, other.detail)))
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.name}"
+        said = f"{self.kind} {self.name}"
+        if self.detail or self.reasons:
+            said += f" ({'; '.join(self.detail or self.reasons)})"
+        return said + (f" on {', '.join(self.replicas)}" if self.replicas else "")
 
 
 @dataclass

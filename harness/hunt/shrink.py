@@ -25,8 +25,11 @@ validated into its action's model (`harness.hunt.model.chaos_step`); one that do
 without a run.
 
 "Still failing" means the same failure: the same `Failure` kind and name (the same invariant
-violated, the same logged reason left unexplained, the same `[expect]` key failed), among the
-failures of the candidate's run; any other failure alone counts as passing (`fails_the_same`).
+violated, unexplained rejections again, the same `[expect]` key failed) and a signature that
+agrees (`Failure.same_as`: unexplained rejections on a replica the found ones were seen on, an
+invariant broken in a shape the found one was, a rejection key counting a reason the found one
+did), among the failures of the candidate's run; any other failure alone counts as passing
+(`fails_the_same`).
 The target is not deterministic, so a candidate counts as failing when it fails in at least k
 of n runs (`KOfN`, by default 2 of 3), stopping early once k failures are seen or k can no
 longer be reached. Each distinct candidate is run once per shrink (the answer is cached).
@@ -69,8 +72,9 @@ StoppedBy = Literal["done", "runs", "time"]
 
 
 def same_failure(failure: Failure, failures: Iterable[Failure]) -> bool:
-    """Whether a run's failures include `failure`: the same kind and the same name."""
-    return any(other.kind == failure.kind and other.name == failure.name for other in failures)
+    """Whether a run's failures include `failure`: the same kind and name, and a signature that agrees with it
+    (`Failure.same_as`: where it showed, the reasons behind it, the shape of its breaks)."""
+    return any(failure.same_as(other) for other in failures)
 
 
 def fails_the_same(failure: Failure, run: Callable[[Schedule], Iterable[Failure]]) -> Callable[[Schedule], bool]:

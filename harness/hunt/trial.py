@@ -11,7 +11,8 @@ run's own.
 The verdict is read back from the trial's summary.json (as untrusted data: a typed parse of the
 keys it needs; damaged, the hunt stops as a harness error) into the property's failures:
 each invariant violated, the -32602 rejections no logged line explains, each `[expect]`
-threshold that failed; and the rejections by the reason the replicas logged.
+threshold that failed, each with its signature (`harness.hunt.signature`); and the rejections
+by the reason the replicas logged.
 
 A trial judges only what was observed: one whose logs lost a replica (a log source failed or
 ended during it) or whose chaos did not act (an action that failed, or fewer actions than its
@@ -34,14 +35,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import MrtrHarnessError
 from harness.hunt.model import Failure, Schedule, step_table
+from harness.hunt.signature import expectation_failure, invariant_failure, unexplained_failure
 from harness.hunt.toml_file import document
 from harness.report.verdict import RunStatus
 
 ROLLBACK = "rollback"
 """The chaos row of the run's own rollback (`harness.chaos.schedule`), beside the schedule's actions."""
-UNEXPLAINED = "-32602"
-"""The name of an `unexplained` failure: -32602 answers the clients saw that no replica's log line explains (they
-have no logged reason: that is what makes them unexplained)."""
 
 
 class TrialDamaged(MrtrHarnessError):
@@ -130,11 +129,12 @@ def judge(folder: Path, steps: int = 0) -> Judgement:
     unjudged = _unobserved(summary, steps)
     if unjudged is not None:
         return Judgement((), reasons, summary.status.value, (unjudged, *summary.problems), unjudged)
-    failures = [Failure("invariant", name) for name, row in sorted(summary.invariants.items()) if not row.passed]
+    failures = [invariant_failure(name, row.detail if isinstance(row.detail, list) else [row.detail])
+                for name, row in sorted(summary.invariants.items()) if not row.passed]
     if summary.reconciliation is not None and not summary.reconciliation.passed:
-        failures.append(Failure("unexplained", UNEXPLAINED))
+        failures.append(unexplained_failure(summary.reconciliation.examples.get("unexplained", [])))
     for row in summary.thresholds:
-        failure = Failure("expectation", row.threshold)
+        failure = expectation_failure(row.threshold, row.text, row.metric, summary.rejections.by_reason)
         if not row.passed and failure not in failures:
             failures.append(failure)
     return Judgement(tuple(failures), reasons, summary.status.value, tuple(summary.problems))
@@ -166,8 +166,14 @@ class _Span(_Read):
     replica: str
 
 
+class _Invariant(_Passed):
+    detail: Any = None
+    """Its examples (a list of lines), or null."""
+
+
 class _Reconciliation(_Passed):
     unobserved: list[_Span] = []
+    examples: dict[str, list[Any]] = {}
 
 
 class _LogSource(_Read):
@@ -182,6 +188,8 @@ class _Chaos(_Read):
 
 class _Threshold(_Passed):
     threshold: str
+    text: str = ""
+    metric: str = ""
 
 
 class _Rejections(_Read):
@@ -196,7 +204,7 @@ class _Summary(_Read):
     exit_code: int
     problems: list[str]
     thresholds: list[_Threshold]
-    invariants: dict[str, _Passed]
+    invariants: dict[str, _Invariant]
     reconciliation: _Reconciliation | None
     rejections: _Rejections
     chaos: list[_Chaos] = []
