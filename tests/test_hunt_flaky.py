@@ -1,6 +1,8 @@
-"""A flaky target: the found failure replayed before the shrink, and a fluke handed over as one, not "minimal".
+"""A flaky target: the found failure replayed before the shrink, a fluke handed over as one, not "minimal", and a
+minimal scenario that carries a seed it failed with and states the rate of its own runs.
 
-No process: the hunt's trials are stood in for (`Hunt.run_schedule`) by a script of which runs fail,
+No process: the hunt's trials are stood in for (`Hunt.run_schedule`, and `Hunt._run_file`, a run of the
+handed-over text) by a script of which runs fail,
 since no real target fails on cue 1 run in 10; everything else (the journal, minimal.toml, the page,
 the terminal) is the hunt's own. Milliseconds each.
 """
@@ -73,7 +75,15 @@ def _hunt(tmp_path: Path, fails: Script) -> tuple[Any, io.StringIO]:
                             "failed": failed})
         return trial
 
-    hunt.run_schedule = run_schedule
+    def run_file(text: str, schedule: Schedule, *, seed: int) -> bool:
+        hunt.index += 1
+        hunt.files.append((text, seed))
+        failed = fails(schedule, "reproduce", hunt.index)
+        hunt.result.trials.append(Trial(index=hunt.index, seed=seed, schedule=schedule, purpose="reproduce",
+                                        failures=(DOUBLE,) if failed else ()))
+        return failed
+
+    hunt.run_schedule, hunt._run_file, hunt.files = run_schedule, run_file, []
     return hunt, said
 
 
@@ -116,3 +126,26 @@ def test_a_failure_that_replays_is_shrunk(tmp_path):
     assert result.replay == (3, 3) and result.shrink_stopped_by != "flaky"
     assert "flaky" not in said.getvalue()
     assert _journal(hunt)[-1]["shrink"]["replay"] == {"failed": 3, "runs": 3}
+
+
+def test_the_minimal_scenario_carries_a_seed_its_schedule_failed_with_and_its_rate_is_its_own(tmp_path):
+    """Shrink runs fail every other time (the hunt's odd trials): the smaller schedule that is handed over failed
+    with some seeds and not others, and never with the found trial's. minimal.toml carries the first seed it failed
+    with and names the others; its rate is of runs of its very text, with that seed."""
+    hunt, _ = _hunt(tmp_path, lambda schedule, purpose, index: purpose != "shrink" or index % 2 == 1)
+
+    result = hunt.run()
+
+    assert result.found is not None and result.minimal is not None and result.minimal != result.found.schedule
+    failed_with = [trial.seed for trial in result.trials
+                   if trial.schedule == result.minimal and trial.failures and trial.purpose == "shrink"]
+    never = [trial.seed for trial in result.trials
+             if trial.schedule == result.minimal and not trial.failures and trial.purpose == "shrink"]
+    text = (hunt.folder / "minimal.toml").read_text()
+    handed = parse_scenario(text)
+    assert handed.seed == failed_with[0] and handed.seed != result.found.seed and handed.seed not in never
+    header = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    assert f"this file, as it is (seed {handed.seed}), reproduced it in 2 of 2 runs of `mrtr-harness run " \
+           "--reproduce`" in header
+    assert [seed for _, seed in hunt.files] == [handed.seed] * 2
+    assert all(parse_scenario(ran) == handed for ran, _ in hunt.files)  # the file as handed over, header aside

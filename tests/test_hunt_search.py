@@ -284,6 +284,14 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
         search["schedule"]["steps"]
 
     minimal = folder / "minimal.toml"
+    failed_with = [trial["seed"] for trial in trials if trial["purpose"] == "shrink" and trial["outcome"] == "failed"
+                   and trial["schedule"] == shrunk["minimal"]]
+    handed = parse_scenario(minimal.read_text())
+    assert handed.seed == failed_with[0] != search["seed"]  # a seed the minimal schedule failed with, not the found's
+    reproductions = [trial for trial in trials if trial["purpose"] == "reproduce"]
+    assert {(trial["seed"], trial["outcome"], trial["judged"]) for trial in reproductions} == \
+        {(handed.seed, "reproduced", "reproduces")}  # the file as handed over, judged as `run --reproduce` judges it
+    assert all("-hunted-minimal" in trial["folder"] for trial in reproductions)
     assert _harness("validate", str(minimal)).returncode == 0
     reproduced = _harness("run", "--reproduce", str(minimal), "--results", str(tmp_path / "reruns"))
     assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr  # the failure reproduced
@@ -457,8 +465,12 @@ def test_a_minimal_schedule_that_reproduces_too_rarely_is_backed_off_along_the_s
     found = Schedule(steps=(), duration=3.0)
     hunt.result.found = Trial(index=1, seed=1, schedule=found, purpose="search", failures=(failure,))
     hunt.result.failure = failure
-    hunt._runs = lambda purpose: _flaky_below(steady_from, failure)  # type: ignore[method-assign]
+    runs = _flaky_below(steady_from, failure)
+    hunt._run_file = lambda text, schedule, *, seed: bool(runs(schedule))  # type: ignore[method-assign]
     path = [Schedule(steps=(), duration=seconds) for seconds in (2.0, 1.0, 0.5)]  # accepted, oldest first
+    hunt.result.trials = [hunt.result.found, *(Trial(index=index, seed=100 + index, schedule=schedule,
+                                                     purpose="shrink", failures=(failure,))
+                                               for index, schedule in enumerate(path, 2))]
     hunt._reproduce(path[-1], path[:-1])
     assert hunt.result.minimal is not None and hunt.result.minimal.duration == handed_over
     assert hunt.result.reproduction == rate

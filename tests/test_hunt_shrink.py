@@ -321,7 +321,7 @@ def test_the_minimal_scenario_validates_and_holds_the_schedule(tmp_path: Path) -
     assert set(scenario.hypothesis) == {"completed_ratio"}
     header = _header(text)
     assert "-32602 rejections the clients saw that no replica's log line explains" in header
-    assert "seed 7, trial 12" in header and "9 of 10 reruns" in header
+    assert "seed 7, trial 12" in header and "(seed 4242), reproduced it in 9 of 10 runs" in header
     assert "`mrtr-harness run --reproduce minimal.toml`" in header and "`mrtr-harness run minimal.toml`" in header
     assert text.index("[reproduces]") < text.index("[expect]")
     reason = Failure("expectation", "rejections{reason='unknown key'}")

@@ -127,8 +127,11 @@ class HuntResult:
     smallest so far, maybe not minimal), "flaky" (never started: the found schedule failed again in too few of its
     replays, and is handed over as found); "": no shrink."""
     minimal: Schedule | None = None
+    minimal_seed: int | None = None
+    """The seed the minimal scenario carries: one its schedule failed with (None: the first of them)."""
     reproduction: tuple[int, int] | None = None
-    """The minimal schedule's reruns: (failed the same way, runs)."""
+    """The minimal scenario's runs, exactly as handed over (its text, its seed, judged as `run --reproduce` judges
+    it): (reproduced, runs)."""
     coverage: dict[tuple[str, str, str], int] = field(default_factory=dict)
     """How often each (action, replica, timing) was tried in the search."""
     stopped_by: str = ""

@@ -26,16 +26,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from harness import foreign_text
 from harness.atomic_files import PlantedLink, open_append
 from harness.config.hunt import HuntSettings
-from harness.config.scenario import Scenario
+from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import ExitCode
 from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedule, trial_seed
-from harness.hunt.minimal import MinimalScenarioError, write_minimal
+from harness.hunt.minimal import MinimalScenarioError, failing_seeds, minimal_scenario, reproduced_by, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table
 from harness.hunt.page import coverage_line, write_page
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, reproduce, shrink
@@ -193,30 +194,84 @@ class Hunt:
             self._reproduce(shrunk.schedule, [step.schedule for step in shrunk.path if step.accepted][:-1])
 
     def _reproduce(self, minimal: Schedule, larger: list[Schedule]) -> None:
-        """Rerun the minimal schedule `reproduce` times for its rate. Below `reproduce_at_least`, back off along the
-        shrink path (the schedules it accepted before the last, newest first, then the one found) to the first that
-        reproduces at least that often, trying at most `BACK_OFF` of them; none does: the best rate seen is kept.
+        """Run the minimal scenario exactly as it is handed over (its text, carrying a seed its schedule failed with,
+        judged as `run --reproduce` judges it) `reproduce` times for its rate. Below `reproduce_at_least`, try it with
+        another seed its schedule failed with, then back off along the shrink path (the schedules it accepted before
+        the last, newest first, then the one found), to the first file that reproduces at least that often, trying at
+        most `BACK_OFF` more; none does: the best rate seen is kept.
 
         The shortest run that still fails k of n is, by construction, the flakiest one: a minimal scenario that
         reproduces 3 times in 10 is a poor bug report, and one step larger usually reproduces every time."""
         assert self.result.failure is not None and self.result.found is not None
         runs, wanted = self.settings.reproduce, self.settings.reproduce_at_least
-        fails = fails_the_same(self.result.failure, self._runs("reproduce"))
-        candidates = [minimal, *reversed(larger), self.result.found.schedule][:BACK_OFF + 1]
-        best: tuple[Schedule, tuple[int, int]] | None = None
-        for tried, schedule in enumerate(candidates):
-            if tried and schedule == candidates[tried - 1]:
-                continue
-            self.say(f"reproducing {'the minimal schedule' if not tried else 'a larger schedule'} "
-                     f"({describe(schedule) or 'no chaos'}, {schedule.duration:g}s): {runs} runs")
-            rate = reproduce(schedule, fails, runs=runs)
-            if best is None or rate[0] > best[1][0]:
-                best = (schedule, rate)
+        best: tuple[Schedule, int, tuple[int, int]] | None = None
+        for tried, (schedule, seed) in enumerate(self._handed_over(minimal, larger)):
+            self.result.minimal, self.result.minimal_seed = schedule, seed
+            try:
+                text = minimal_scenario(self.base.text, self.result)
+            except MinimalScenarioError as exc:
+                self.say(f"harness error: {scrub(str(exc))}")
+                self.error = "harness error"
+                raise _Stopped(self.error) from None
+            self.say(f"reproducing {'the minimal scenario' if not tried else 'another candidate'} "
+                     f"({describe(schedule) or 'no chaos'}, {schedule.duration:g}s, seed {seed}): {runs} runs of the "
+                     "file as handed over")
+            rate = reproduce(schedule, partial(self._run_file, text, seed=seed), runs=runs)
+            if best is None or rate[0] > best[2][0]:
+                best = (schedule, seed, rate)
             if rate[0] >= wanted * rate[1]:
                 break
             self.say(f"reproduced {rate[0]} of {rate[1]}: under {wanted:g}, backing off")
         assert best is not None
-        self.result.minimal, self.result.reproduction = best
+        self.result.minimal, self.result.minimal_seed, self.result.reproduction = best
+
+    def _handed_over(self, minimal: Schedule, larger: list[Schedule]) -> list[tuple[Schedule, int]]:
+        """The files the reproduction tries, in order: each schedule (the minimal one, then back along the shrink
+        path, then the one found) with each of at most `SEEDS` seeds it failed with; `BACK_OFF` + 1 at most."""
+        assert self.result.found is not None
+        schedules = [minimal, *reversed(larger), self.result.found.schedule]
+        tried = [(schedule, seed) for index, schedule in enumerate(schedules) if schedule not in schedules[:index]
+                 for seed in failing_seeds(self.result, schedule)[:SEEDS]]
+        return tried[:BACK_OFF + 1] or [(minimal, self.result.found.seed)]
+
+    def _run_file(self, text: str, schedule: Schedule, *, seed: int) -> bool:
+        """One run of the minimal scenario's text as `run --reproduce` runs the file (plain `run`, when it has no
+        [reproduces]), journaled as a "reproduce" trial: True when it reproduced, by the file's own judgement. A run
+        that cannot be judged (a lost log, chaos that did not act) did not reproduce; an interrupted one raises
+        KeyboardInterrupt, a harness or target error `_Stopped`."""
+        assert self.folder is not None and self.journal is not None and self.result.failure is not None
+        scenario = parse_scenario(text, "minimal.toml")
+        judged, reproduced_when = reproduced_by(scenario)
+        self.index += 1
+        started = self.clock()
+        with open_append(self.folder / "trials.log") as log:
+            log.write(f"--- trial {self.index} (reproduce): minimal.toml as handed over, seed {seed}\n")
+            log.flush()
+            code, folder, interrupted = run_trial(scenario, text, self.folder / "trials", log, judged)
+        if interrupted:
+            raise KeyboardInterrupt
+        try:
+            unjudged = judge(folder, len(schedule.steps)).unjudged
+        except TrialDamaged as exc:
+            self.say(f"harness error: {scrub(str(exc))}")
+            unjudged, self.error = None, "harness error"
+        if code == ExitCode.HARNESS or (code == ExitCode.TARGET and unjudged is None):
+            self.error = self.error or ("harness error" if code == ExitCode.HARNESS else "target error")
+        reproduced = self.error is None and unjudged is None and code == reproduced_when
+        trial = Trial(index=self.index, seed=seed, schedule=schedule, purpose="reproduce",
+                      failures=(self.result.failure,) if reproduced else (), exit_code=code,
+                      folder=str(folder.relative_to(self.folder)), seconds=round(self.clock() - started, 3),
+                      unjudged=unjudged)
+        self.result.trials.append(trial)
+        said = "reproduced" if reproduced else unjudged or "not reproduced"
+        self.journal.write({"type": "trial", "index": trial.index, "seed": seed, "purpose": "reproduce",
+                            "schedule": schedule_data(schedule), "outcome": said, "judged": judged.value,
+                            "failures": [asdict(failure) for failure in trial.failures], "exit_code": code,
+                            "folder": trial.folder, "seconds": trial.seconds})
+        self.say(f"[{trial.index}] reproduce minimal.toml (seed {seed}): {said} (exit {code}, {trial.seconds:.0f}s)")
+        if self.error is not None:
+            raise _Stopped(self.error)
+        return reproduced
 
     def _runs(self, purpose: TrialPurpose) -> Callable[[Schedule], tuple[Failure, ...]]:
         """A runner for the shrinker: each call one trial of that purpose, its failures returned; an interrupted
@@ -350,7 +405,10 @@ class Hunt:
 
 
 BACK_OFF = 3
-"""Larger schedules along the shrink path the reproduction tries when the minimal one reproduces too rarely."""
+"""More files (another seed, or a larger schedule along the shrink path) the reproduction tries when the minimal
+scenario reproduces too rarely."""
+SEEDS = 2
+"""Seeds a schedule failed with that the reproduction tries it with, at most."""
 
 
 class _Stopped(Exception):

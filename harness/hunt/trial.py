@@ -33,6 +33,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.config.scenario import Scenario, parse_scenario
+from harness.config.thresholds import Judged
 from harness.errors import MrtrHarnessError
 from harness.hunt.model import Failure, Schedule, step_table
 from harness.hunt.signature import expectation_failure, invariant_failure, unexplained_failure
@@ -94,12 +95,14 @@ def trial_scenario(base: Base, schedule: Schedule, seed: int, name: str, header:
         raise ValueError(f"a schedule that does not validate: {exc}") from None
 
 
-def run_trial(scenario: Scenario, text: str, root: Path, log: IO[str]) -> tuple[int, Path, bool]:
-    """Run the trial as `run` does (results under `root`, what the run says into `log`): (exit code, its results
-    folder, whether it was interrupted)."""
+def run_trial(scenario: Scenario, text: str, root: Path, log: IO[str],
+              judged: Judged = Judged.EXPECT) -> tuple[int, Path, bool]:
+    """Run the trial as `run` does (results under `root`, what the run says into `log`; `judged`: the table it is
+    judged by, [reproduces] as `run --reproduce` judges it): (exit code, its results folder, whether it was
+    interrupted)."""
     from harness.run.run import Run, RunOptions
 
-    run = Run(scenario, text, RunOptions(results_root=root, progress=False, stream=log))
+    run = Run(scenario, text, RunOptions(results_root=root, progress=False, stream=log, judged=judged))
     code = run.execute()  # Ctrl-C stops the trial (chaos rolled back, results written); the hunt's handlers after
     return code, run.folder, run.interrupted
 
