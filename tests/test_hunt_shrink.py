@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
+import math
 import random
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from harness.config.scenario import parse_scenario
 from harness.hunt.minimal import minimal_scenario, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, chaos_step, step_table
 from harness.hunt.page import coverage_line, render_page
-from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, reproduce, same_failure, shrink
+from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, found_rate, reproduce, same_failure, shrink
 from harness.triage.on_call_catalogue import reproducers
 
 FAILURE = Failure("unexplained", "-32602")
@@ -446,3 +449,48 @@ def test_every_shipped_scenario_survives_the_minimal_writer(path: Path) -> None:
     changed = {"name", "description", "seed", "reproduces", "expect"}
     assert written.model_dump(exclude=changed) == original.model_dump(exclude=changed)
     assert set(original.expect) <= set(written.expect)
+
+
+def test_against_a_found_rate_of_3_of_3_one_passing_run_drops_a_candidate() -> None:
+    """The found schedule failed all its replays: a candidate that passes once fails far less often, and is dropped
+    at once, where a fixed 2 of 3 would keep it after two more failures (and the shrink drift to the flakiest)."""
+    schedule = Schedule((), duration=1.0)
+    first, second = iter([False, True, True]), iter([False, True, True])
+    assert KOfN(lambda schedule: next(first)).votes(schedule).fails  # 2 of 3: kept
+    votes = KOfN(lambda schedule: next(second), rate=found_rate((3, 3))).votes(schedule)
+    assert not votes.fails and votes.runs == 1
+    votes = KOfN(Counted(lambda schedule: True), rate=found_rate((3, 3))).votes(schedule)
+    assert votes.fails and votes.runs == 2  # failing as the found one does still costs two runs
+
+
+def test_against_a_flaky_found_rate_the_test_is_no_stricter_than_the_found_schedule_itself() -> None:
+    """Found failing 2 of 3 replays: a candidate failing 2 of 3 is as flaky as it, and kept."""
+    schedule = Schedule((), duration=1.0)
+    for answers in (iter([False, True, True]), iter([True, False, True])):
+        votes = KOfN(lambda schedule, runs=answers: next(runs), rate=found_rate((2, 3))).votes(schedule)
+        assert votes.fails and (votes.failed, votes.runs) == (2, 3)
+    assert found_rate(None) is None and found_rate((0, 3)) == 0.1 and found_rate((3, 3)) == 0.95
+
+
+def _next(answers: Iterator[bool], schedule: Schedule) -> bool:
+    return next(answers)
+
+
+def _kept(rate: float, found: float | None) -> float:
+    """The chance a candidate that fails at `rate` is kept, against a found schedule's rate (None: 2 of 3 alone),
+    summed exactly over every sequence of runs."""
+    kept = set()  # the sequences of runs that decided "kept" (a decision after two runs is one sequence, not two)
+    for outcomes in itertools.product((True, False), repeat=3):
+        answers = iter(outcomes)
+        votes = KOfN(partial(_next, answers), rate=found).votes(Schedule((), 1.0))
+        if votes.fails:
+            kept.add(outcomes[:votes.runs])
+    return sum(math.prod(rate if failed else 1 - rate for failed in runs) for runs in kept)
+
+
+def test_against_a_reliable_find_a_flakier_candidate_is_kept_about_half_as_often() -> None:
+    """Found failing 3 of 3 replays: a candidate failing 6 runs in 10 is kept 36 % of the time, not 65 %, while
+    one as reliable as the found schedule is still kept 9 times in 10."""
+    reliable = found_rate((3, 3))
+    assert _kept(0.6, None) == pytest.approx(0.648) and _kept(0.6, reliable) == pytest.approx(0.36)
+    assert _kept(0.95, reliable) == pytest.approx(0.9025)

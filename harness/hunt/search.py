@@ -39,7 +39,7 @@ from harness.hunt.draw import Space, coverage_cells, coverage_keys, draw_schedul
 from harness.hunt.minimal import MinimalScenarioError, failing_seeds, minimal_scenario, reproduced_by, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table
 from harness.hunt.page import coverage_line, write_page
-from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, reproduce, shrink
+from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
 from harness.hunt.trial import Base, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
@@ -175,11 +175,13 @@ class Hunt:
         found, failure = self.result.found, self.result.failure
         assert found is not None and failure is not None
         self.result.minimal = found.schedule
+        rate = found_rate(self.result.replay)
         still_fails = _Watched(fails_the_same(failure, self._runs("shrink")), k=self.settings.must_fail,
-                               n=self.settings.reruns)
+                               n=self.settings.reruns, rate=rate)
         self.say(f"shrinking trial {found.index}'s schedule ({failure}; {self.settings.must_fail} of "
-                 f"{self.settings.reruns} runs must fail the same way; within {self.settings.shrink_runs} runs and "
-                 f"{self.settings.shrink_budget:g}s)")
+                 f"{self.settings.reruns} runs must fail the same way"
+                 + (f", about as often as its replays did ({rate:.0%}, a sequential test)" if rate is not None else "")
+                 + f"; within {self.settings.shrink_runs} runs and {self.settings.shrink_budget:g}s)")
         try:
             shrunk = shrink(found.schedule, failure, still_fails,
                             Budget(self.settings.shrink_budget, self.settings.shrink_runs), fits=self.fits,

@@ -32,8 +32,10 @@ did), among the failures of the candidate's run; any other failure alone counts 
 (`fails_the_same`).
 The target is not deterministic, so a candidate counts as failing when it fails in at least k
 of n runs (`KOfN`, by default 2 of 3), stopping early once k failures are seen or k can no
-longer be reached. Each distinct candidate is run once per shrink (the answer is cached).
-Every candidate run is a `ShrinkStep` of the path, accepted or not.
+longer be reached; given the found schedule's rate (its replays), also by a sequential test
+against that rate, so a candidate much flakier than the found schedule is not kept. Each
+distinct candidate is run once per shrink (the answer is cached). Every candidate run is a
+`ShrinkStep` of the path, accepted or not.
 """
 
 from __future__ import annotations
@@ -93,25 +95,69 @@ class Votes:
 
 @dataclass(frozen=True)
 class KOfN:
-    """A flaky single-run predicate made into "fails in at least k of n runs", stopping as soon as it is decided."""
+    """A flaky single-run predicate made into "fails in at least k of n runs", stopping as soon as it is decided.
+
+    With `rate` (the found schedule's rate, from its replays: `found_rate`), a candidate must also fail about as
+    often as the found schedule did: a sequential probability ratio test (Wald's) of "it fails at that rate" against
+    "at half that rate or less", run by run within the n; accepted when the test accepts, or at the n-th run when
+    the runs favour the found schedule's rate; rejected as soon as the test rejects. A fixed 2 of 3 takes a candidate
+    failing 7 times in 10 as often as not (78 %), and the shrink drifts towards the flakiest schedule that still
+    fails at all; against a found rate of 3 of 3, one run that passes is enough to tell it apart."""
 
     run_once: Callable[[Schedule], bool]
     k: int = DEFAULT_K
     n: int = DEFAULT_N
+    rate: float | None = None
+    """The found schedule's rate, within `RATE_BOUNDS`; None: k of n alone."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.k <= self.n:
             raise ValueError(f"k of n needs 1 <= k <= n, not {self.k} of {self.n}")
+        if self.rate is not None and not RATE_BOUNDS[0] <= self.rate <= RATE_BOUNDS[1]:
+            raise ValueError(f"a found rate within {RATE_BOUNDS}, not {self.rate}")
 
     def votes(self, schedule: Schedule) -> Votes:
         failed = runs = 0
-        while runs < self.n and failed < self.k and failed + (self.n - runs) >= self.k:
+        ratio = 0.0
+        while runs < self.n and failed + (self.n - runs) >= self.k:
+            if self.rate is not None and ratio <= _REJECT:
+                break
+            if failed >= self.k and (self.rate is None or ratio >= _ACCEPT):
+                break
             runs += 1
-            failed += bool(self.run_once(schedule))
-        return Votes(failed, runs, failed >= self.k)
+            fails = bool(self.run_once(schedule))
+            failed += fails
+            if self.rate is not None:
+                ratio += _evidence(self.rate, fails)
+        return Votes(failed, runs, failed >= self.k and (self.rate is None or ratio > 0))
 
     def __call__(self, schedule: Schedule) -> bool:
         return self.votes(schedule).fails
+
+
+RATE_BOUNDS = (0.1, 0.95)
+"""The found rate the sequential test uses, clipped: 1 would make one passing run infinitely telling, and a rate
+under 0.1 is one the replay would not have let through."""
+_FALSE_ACCEPT = 0.2
+"""The test's chance of keeping a candidate that fails at half the found rate (or less)."""
+_FALSE_REJECT = 0.25
+"""Its chance of dropping one that fails at the found rate."""
+_ACCEPT = math.log((1 - _FALSE_REJECT) / _FALSE_ACCEPT)
+_REJECT = math.log(_FALSE_REJECT / (1 - _FALSE_ACCEPT))
+
+
+def _evidence(rate: float, failed: bool) -> float:
+    """One run's log likelihood ratio: failing at `rate` against at half of it."""
+    half = rate / 2
+    return math.log(rate / half) if failed else math.log((1 - rate) / (1 - half))
+
+
+def found_rate(replay: tuple[int, int] | None) -> float | None:
+    """The found schedule's rate for the sequential test, from its replays (failed, runs): the share, clipped to
+    `RATE_BOUNDS`; None without replays. The found trial itself is not counted: it was picked because it failed."""
+    if replay is None or replay[1] == 0:
+        return None
+    return min(RATE_BOUNDS[1], max(RATE_BOUNDS[0], replay[0] / replay[1]))
 
 
 Predicate = Callable[[Schedule], bool] | KOfN
