@@ -11,6 +11,7 @@ import random
 import re
 import tomllib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
 from html import escape
 from pathlib import Path
@@ -120,19 +121,47 @@ def test_parameters_simplify_and_invalid_candidates_never_run() -> None:
                    {"action": "clock-skew", "at": "1s", "replica": 3, "offset": "2m"},
                    {"action": "rotate-keys", "at": "3s", "order": "minter-first", "phase_gap": "5s"})
 
-    def property_(schedule: Schedule) -> bool:  # the skew must stay above a minute; the rest is free
-        return any(step.action == "clock-skew" and step.offset > 60
-                   for step in schedule.steps) and len(schedule.steps) == 3
+    def property_(schedule: Schedule) -> bool:  # the skew above a minute, a fault that loses answers; the rest free
+        return any(step.action == "clock-skew" and step.offset > 60 for step in schedule.steps) and any(
+            step.action == "network" and step.fault not in ("latency", "bandwidth") for step in schedule.steps) \
+            and len(schedule.steps) == 3
 
     result = shrink(Schedule(steps, duration=20.0, arrival_rate=8.0), FAILURE, property_)
     network, skew, rotation = result.schedule.steps
-    assert network.toxicity == 1.0 and network.replica == 1 and network.fault == "reset"
+    assert network.toxicity == 1.0 and network.replica == 1 and network.fault == "reset"  # latency, bandwidth: held
     assert skew.replica == 1 and 60 < skew.offset <= 60 * 1.1 + 0.2
-    assert rotation.order == "minter-first" and rotation.phase_gap == 0
+    assert rotation.order == "correct" and rotation.phase_gap == 0  # the rotation's mistake was not the bug
+    assert "rotate-keys order: correct fails as minter-first did" in result.irrelevant
+    assert not any("fault" in said or "offset" in said for said in result.irrelevant)
     assert result.schedule.arrival_rate == pytest.approx(0.1)
     # a reset fault takes no `delay`: such a candidate fails validation and is never run
     assert not any("delay" in step_table(step) for tried in result.path for step in tried.schedule.steps)
     assert not any("delay" in tried.what for tried in result.path)
+
+
+def test_literals_go_towards_the_mildest_that_still_fails_and_what_did_not_matter_is_said() -> None:
+    """A kill and a truncated answer, where any bounce of r2 and any lost answer break it: the kill becomes a restart,
+    the truncation the mildest fault that still loses an answer (a reset), and the shrink says so; which replica is
+    the bug (r2), so it stays, and is not said to be irrelevant."""
+    steps = _steps({"action": "kill", "at": "1s", "replica": 2},
+                   {"action": "network", "at": "0s", "duration": "1.5s", "fault": "truncate", "after": 3,
+                    "replica": 1})
+
+    def property_(schedule: Schedule) -> bool:
+        return any(step.action in ("kill", "restart") and step.replica == 2 for step in schedule.steps) and any(
+            step.action == "network" and step.fault not in ("latency", "bandwidth") for step in schedule.steps)
+
+    result = shrink(Schedule(steps, duration=6.0), FAILURE, property_)
+    bounce, network = result.schedule.steps
+    assert bounce.action == "restart" and bounce.replica == 2
+    assert network.fault == "reset" and "after" not in step_table(network)
+    assert "kill: a restart fails as the kill did" in result.irrelevant
+    assert "network fault: reset fails as truncate did" in result.irrelevant
+    assert "restart at: 0s fails as 1s did" in result.irrelevant  # when it came did not matter either
+    assert not any("replica" in said for said in result.irrelevant)
+    tried = [step.what for step in result.path if "fault" in step.what]
+    assert tried[:3] == ["step 2 (network): fault truncate -> latency", "step 2 (network): fault truncate -> bandwidth",
+                         "step 2 (network): fault truncate -> reset"]
 
 
 def test_an_optional_window_shrinks_like_any_other_and_a_harsher_when_shorter_key_stays() -> None:
@@ -389,6 +418,15 @@ def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
     assert "3 actions (" in coverage_line(result) and "3 combinations tried 6 times" in coverage_line(result)
     assert 'class="heat" style="background:rgba(' in html
     assert "http" not in html.replace("http-equiv", "")  # nothing fetched
+
+
+def test_what_did_not_matter_is_said_in_the_minimal_scenario_and_on_the_page() -> None:
+    said = ("rotate-keys order: correct fails as retire-early did", "kill: a restart fails as the kill did")
+    result = replace(_found(FAILURE), irrelevant=said)
+    header = _header(minimal_scenario(ORIGINAL, result))
+    assert f"What did not matter (each tried, and it failed the same way): {'; '.join(said)}." in header
+    assert escape("rotate-keys order: correct fails as retire-early did") in render_page(result)
+    assert "What did not matter" not in _header(minimal_scenario(ORIGINAL, _found(FAILURE)))
 
 
 def test_the_page_when_nothing_broke() -> None:

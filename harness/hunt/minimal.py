@@ -247,6 +247,8 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
     else:
         found += f", shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}"
     lines = [f"What broke: {failure_in_words(result.failure, expect)}.", f"{found}; {rate}.", seeds]
+    if result.irrelevant:
+        lines.append(f"What did not matter (each tried, and it failed the same way): {'; '.join(result.irrelevant)}.")
     if reproduces:
         lines.append(f"Reproduce: `mrtr-harness run --reproduce {file_name}` judges [reproduces] (exit 0: the "
                      "failure reproduced).")

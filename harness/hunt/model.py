@@ -126,6 +126,8 @@ class HuntResult:
     """Why the shrink ended: "done" (no smaller candidate failed: 1-minimal), "runs" or "time" (its budget: the
     smallest so far, maybe not minimal), "flaky" (never started: the found schedule failed again in too few of its
     replays, and is handed over as found); "": no shrink."""
+    irrelevant: tuple[str, ...] = ()
+    """What did not matter in the minimal schedule, as far as the shrink tried (`ShrinkResult.irrelevant`)."""
     minimal: Schedule | None = None
     minimal_seed: int | None = None
     """The seed the minimal scenario carries: one its schedule failed with (None: the first of them)."""

@@ -165,6 +165,8 @@ def _shrink_section(result: HuntResult) -> list[str]:
         "maybe not minimal" if result.shrink_stopped_by else "")
     if ended:
         summary += f"; {ended}"
+    if result.irrelevant:
+        summary += f". What did not matter (each tried, and it failed the same way): {'; '.join(result.irrelevant)}"
     return [f'<p class="meta">{escape(summary)}</p>',
             table(["candidate", "what changed", "chaos steps", "run", "rate", "failed"], rows, "no shrink"),
             "<h3>Candidates that passed</h3>", _rejected_table(path)]

@@ -191,6 +191,7 @@ class Hunt:
             self.result.shrink_stopped_by = "interrupted" if isinstance(cut, KeyboardInterrupt) else str(cut)
             raise
         self.result.shrink_path, self.result.shrink_stopped_by = shrunk.path, shrunk.stopped_by
+        self.result.irrelevant = shrunk.irrelevant
         self.result.minimal = shrunk.schedule
         if self.settings.reproduce > 0:
             self._reproduce(shrunk.schedule, [step.schedule for step in shrunk.path if step.accepted][:-1])
@@ -226,6 +227,8 @@ class Hunt:
             self.say(f"reproduced {rate[0]} of {rate[1]}: under {wanted:g}, backing off")
         assert best is not None
         self.result.minimal, self.result.minimal_seed, self.result.reproduction = best
+        if best[0] != minimal:
+            self.result.irrelevant = ()  # said of the minimal schedule's keys, not of a larger one's
 
     def _handed_over(self, minimal: Schedule, larger: list[Schedule]) -> list[tuple[Schedule, int]]:
         """The files the reproduction tries, in order: each schedule (the minimal one, then back along the shrink
@@ -391,7 +394,7 @@ class Hunt:
                 "replay": ({"failed": result.replay[0], "runs": result.replay[1]}
                            if result.replay is not None else None),
                 "seconds": round(sum(trial.seconds for trial in runs), 3),
-                "minimal": schedule_data(result.minimal),
+                "minimal": schedule_data(result.minimal), "irrelevant": list(result.irrelevant),
                 "path": [{"what": step.what, "runs": step.runs, "failed": step.failed, "accepted": step.accepted}
                          for step in result.shrink_path],
                 "reproduction": ({"failed": result.reproduction[0], "runs": result.reproduction[1]}

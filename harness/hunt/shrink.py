@@ -6,15 +6,20 @@ that still fail. Passes (`PASSES`), repeated until none makes progress (or the b
 
 1. fewer steps: ddmin over the step list (halves, then smaller chunks, down to single
    removals), so the result is 1-minimal: removing any one step makes it pass;
-2. a shorter run (`Schedule.duration`);
-3. simpler steps, read off each action's model in the chaos registry (`CHAOS_ACTIONS`) by what
+2. milder literals (`MILDER`): a kill as a restart, a rotation's mistake as the correct order, a
+   network fault as each milder kind, mildest first, until one fails the same way;
+3. a shorter run (`Schedule.duration`);
+4. simpler steps, read off each action's model in the chaos registry (`CHAOS_ACTIONS`) by what
    each key is (`harness.config.fields`, as the draw reads it): `at` earlier; every duration
    (`duration`, `phase_gap`, `interval`, a clock `offset`, a latency's `delay` and `jitter`)
    shorter, except the keys where shorter is harsher (`ttl`, `lifetime`) and a count that also
    takes a duration (a network fault's `after`); a share in 0-1 (`toxicity`, `share`) towards
    1, the fault on every exchange; a replica towards 1, and a step on every replica onto replica 1 alone
-   (fewer replicas); literals (a rotation's `order`, a fault's kind) stay as drawn;
-4. a lower arrival rate.
+   (fewer replicas);
+5. a lower arrival rate.
+
+A key of the result that its simplest or mildest value failed the same way with did not matter,
+as far as the shrink tried: `ShrinkResult.irrelevant` says which.
 
 A number is shrunk by trying its simplest value, then bisecting between that and the value
 that fails, to within 10 % (and a tenth of a second, a hundredth of a share): each try is a
@@ -43,13 +48,13 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from harness.config.chaos import CHAOS_ACTIONS, ChaosStep
+from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosStep
 from harness.config.durations import format_duration
 from harness.config.fields import FieldFacts, model_facts
 from harness.hunt.model import Failure, Schedule, ShrinkStep, chaos_step, step_table
@@ -205,6 +210,32 @@ class ShrinkResult:
     runs: int = 0
     seconds: float = 0.0
     stopped_by: StoppedBy = "done"
+    irrelevant: tuple[str, ...] = ()
+    """The parameters that did not matter, as far as the shrink tried: each a key of a step of the result that its
+    simplest or mildest value failed the same way with ("rotate-keys order: correct fails as retire-early did")."""
+
+
+@dataclass(frozen=True)
+class _Simplest:
+    """A key of a step set to its simplest or mildest value, and the schedule still failed the same way."""
+
+    action: str
+    key: str
+    value: Any
+    was: Any
+
+    def holds_in(self, schedule: Schedule) -> bool:
+        return any(step.action == self.action and getattr(step, self.key, None) == self.value
+                   for step in schedule.steps)
+
+    def __str__(self) -> str:
+        if self.key == "action":
+            return f"{self.was}: a {self.value} fails as the {self.was} did"
+        return f"{self.action} {self.key}: {_said(self.value)} fails as {_said(self.was)} did"
+
+
+def _said(value: Any) -> str:
+    return "every replica" if value is None else format_duration(value) if isinstance(value, float) else str(value)
 
 
 class _OutOfBudget(Exception):
@@ -224,6 +255,7 @@ class _Shrinker:
     runs: int = 0
     path: list[ShrinkStep] = field(default_factory=list)
     tried: dict[str, bool] = field(default_factory=dict)
+    simplest: list[_Simplest] = field(default_factory=list)
 
     def attempt(self, candidate: Schedule | None, what: str) -> bool:
         """Run a candidate (unless invalid, None: a step that did not validate, or already tried); a failing one
@@ -267,7 +299,10 @@ def shrink(schedule: Schedule, failure: Failure, still_fails: Predicate, budget:
                 break
     except _OutOfBudget as out:
         stopped_by = out.why
-    return ShrinkResult(shrinker.best, failure, shrinker.path, shrinker.runs, clock() - shrinker.started, stopped_by)
+    irrelevant = tuple(dict.fromkeys(str(simplest) for simplest in shrinker.simplest
+                                     if simplest.holds_in(shrinker.best)))
+    return ShrinkResult(shrinker.best, failure, shrinker.path, shrinker.runs, clock() - shrinker.started, stopped_by,
+                        irrelevant)
 
 
 # --- the passes ---------------------------------------------------------------------------------
@@ -300,6 +335,47 @@ def _split(length: int, chunks: int) -> Iterator[frozenset[int]]:
 def _dropped(steps: Sequence[ChaosStep], indices: frozenset[int]) -> str:
     names = ", ".join(f"{index + 1} ({steps[index].action})" for index in sorted(indices))
     return f"dropped step{'s' * (len(indices) > 1)} {names}"
+
+
+MILDER: Mapping[tuple[str, str], tuple[Any, ...]] = {
+    ("kill", "action"): ("restart",),
+    ("rotate-keys", "order"): ("correct",),
+    ("network", "fault"): ("latency", "bandwidth", "reset", "truncate", "cut-slow", "blackhole", "down"),
+}
+"""Per action and key, the values a literal is simplified towards, mildest first: a kill becomes a restart, a
+rotation's mistake the correct order, a network fault a milder kind. A step tries each value milder than its own,
+mildest first, until one fails the same way: then that part of the step was not the bug (`ShrinkResult.irrelevant`)."""
+
+
+def _simpler_literals(shrinker: _Shrinker) -> None:
+    for index in range(len(shrinker.best.steps)):
+        step = shrinker.best.steps[index]
+        for key in ("action", *type(step).model_fields):
+            ladder = MILDER.get((step.action, key), ())
+            current = getattr(step, key, None)
+            milder = ladder[:ladder.index(current)] if current in ladder else ladder
+            if key != "action" and key not in step_table(step):
+                continue  # at its default, which the scenario chose
+            for value in milder:
+                if shrinker.attempt(_with_literal(shrinker.best, index, key, value),
+                                    f"step {index + 1} ({step.action}): {key} {current} -> {value}"):
+                    shrinker.simplest.append(_Simplest(value if key == "action" else step.action, key, value,
+                                                       current))
+                    break
+
+
+def _with_literal(schedule: Schedule, index: int, key: str, value: Any) -> Schedule | None:
+    """The schedule with one step's literal changed (a network fault's own keys dropped with its kind, which the next
+    kind may not take); None when the step does not validate so."""
+    step = schedule.steps[index]
+    table = step_table(step)
+    if key == "fault":
+        table = {name: item for name, item in table.items() if name not in FAULT_KEYS[str(table["fault"])]}
+    try:
+        changed = chaos_step({**table, key: value})
+    except ValidationError:
+        return None
+    return replace(schedule, steps=(*schedule.steps[:index], changed, *schedule.steps[index + 1:]))
 
 
 def _shorter_run(shrinker: _Shrinker) -> None:
@@ -348,53 +424,62 @@ def _simpler_key(shrinker: _Shrinker, index: int, facts: FieldFacts) -> None:
             return None, what
         return replace(shrinker.best, steps=tuple(steps)), what
 
+    simplest: Any = None
     if facts.kind == "replica":
         every = CHAOS_ACTIONS[action].acts_on == "replicas"
-        _simpler_replica(shrinker, current_value, candidate_with, every=every)
+        simplest = 1 if _simpler_replica(shrinker, current_value, candidate_with, every=every) else None
     elif facts.kind == "duration" and not facts.harsher_when_shorter and current_value is not None:
         current = float(current_value)
         floor = _SECONDS if facts.lower_strict else 0.0
-        _bisect(shrinker, current, floor, _SECONDS,
-                lambda value: candidate_with(duration_text(value), format_duration(value)))
-    elif facts.kind == "share" and isinstance(current_value, int | float):
-        _bisect(shrinker, float(current_value), 1.0, _SHARE, lambda value: candidate_with(value, f"{value:g}"))
+        if _bisect(shrinker, current, floor, _SECONDS,
+                   lambda value: candidate_with(duration_text(value), format_duration(value))):
+            simplest = floor
+    elif facts.kind == "share" and isinstance(current_value, int | float) and _bisect(
+            shrinker, float(current_value), 1.0, _SHARE, lambda value: candidate_with(value, f"{value:g}")):
+        simplest = 1.0
+    if simplest is not None:
+        shrinker.simplest.append(_Simplest(action, name, simplest, current_value))
 
 
 def _simpler_replica(shrinker: _Shrinker, current: Any,
                      candidate_with: Callable[[Any, str], tuple[Schedule | None, str]],
-                     every: bool) -> None:
+                     every: bool) -> bool:
     """A higher replica down to a lower one; a step on every replica (none named) onto replica 1 alone (a step on
-    one replica that names none already acts on the first)."""
+    one replica that names none already acts on the first). True: replica 1 failed the same way."""
     if current is None and every:
-        shrinker.attempt(*candidate_with(1, "1"))
-    elif isinstance(current, int) and current > 1:
+        return shrinker.attempt(*candidate_with(1, "1"))
+    if isinstance(current, int) and current > 1:
         for lower in range(1, current):
             if shrinker.attempt(*candidate_with(lower, str(lower))):
-                return
+                return lower == 1
+    return False
 
 
 def _bisect(shrinker: _Shrinker, current: float, simplest: float, resolution: float,
-            candidate: Callable[[float], tuple[Schedule | None, str]]) -> None:
-    """From a failing `current` towards `simplest`: try it, then halve the gap while the failing end moves."""
+            candidate: Callable[[float], tuple[Schedule | None, str]]) -> bool:
+    """From a failing `current` towards `simplest`: try it, then halve the gap while the failing end moves. True: the
+    simplest value failed the same way."""
     if abs(current - simplest) < resolution / 2:
-        return
+        return False
     failing, passing = current, simplest
     if shrinker.attempt(*candidate(simplest)):
-        return
+        return True
     for _ in range(64):
         gap = abs(failing - passing)
         if gap <= max(resolution, _RELATIVE * abs(failing)):
-            return
+            return False
         middle = _rounded((failing + passing) / 2, resolution)
         if middle in (failing, passing):
-            return
+            return False
         if shrinker.attempt(*candidate(middle)):
             failing = middle
         else:
             passing = middle
+    return False
 
 
-PASSES: tuple[Callable[[_Shrinker], None], ...] = (_fewer_steps, _shorter_run, _simpler_steps, _lower_rate)
+PASSES: tuple[Callable[[_Shrinker], None], ...] = (_fewer_steps, _simpler_literals, _shorter_run, _simpler_steps,
+                                                   _lower_rate)
 """The shrink's passes, in the order each round runs them: a pass proposes candidates (`_Shrinker.attempt`, which
 runs each and keeps a failing one as the best) and returns when it has none left. A new way to make a schedule
 smaller is one more function here."""
