@@ -532,3 +532,15 @@ def test_against_a_reliable_find_a_flakier_candidate_is_kept_about_half_as_often
     reliable = found_rate((3, 3))
     assert _kept(0.6, None) == pytest.approx(0.648) and _kept(0.6, reliable) == pytest.approx(0.36)
     assert _kept(0.95, reliable) == pytest.approx(0.9025)
+
+
+def test_a_shrink_whose_every_round_made_progress_does_not_claim_1_minimal(monkeypatch) -> None:
+    """With one round allowed, the first round drops steps and so changed the schedule: a next round might have
+    changed it again, so it ends as "rounds" (maybe not minimal), not "done"."""
+    monkeypatch.setattr("harness.hunt.shrink._MAX_ROUNDS", 1)
+    result = shrink(Schedule(_renames(*"CDAEFGBH"), duration=20.0), FAILURE, _both_a_and_b)
+    assert result.stopped_by == "rounds" and _names(result.schedule) == {"A", "B"}
+    monkeypatch.setattr("harness.hunt.shrink._MAX_ROUNDS", 8)
+    assert shrink(Schedule(_renames(*"CDAEFGBH"), duration=20.0), FAILURE, _both_a_and_b).stopped_by == "done"
+    header = _header(minimal_scenario(ORIGINAL, replace(_found(FAILURE), shrink_stopped_by="rounds")))
+    assert "the shrink's rounds ran out while it still made progress: maybe not minimal" in header

@@ -143,6 +143,8 @@ def _cut_short(stopped_by: str) -> str:
     """How the shrink ended, when not at a 1-minimal schedule."""
     if stopped_by in ("runs", "time"):
         return f"; the shrink's budget of {stopped_by} ran out first: maybe not minimal"
+    if stopped_by == "rounds":
+        return "; the shrink's rounds ran out while it still made progress: maybe not minimal"
     if stopped_by == "flaky":
         return "; flaky: the found schedule, not shrunk"
     return f"; the shrink was cut short ({stopped_by}): not minimal" if stopped_by not in ("", "done") else ""

@@ -264,6 +264,8 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
 def _cut_short(stopped_by: str) -> str:
     if stopped_by in ("runs", "time"):
         return f" (the shrink's budget of {stopped_by} ran out first: maybe not minimal)"
+    if stopped_by == "rounds":
+        return " (the shrink's rounds ran out while it still made progress: maybe not minimal)"
     if stopped_by not in ("", "done"):
         return f" (the shrink was cut short: {stopped_by}; the smallest failing schedule so far, maybe not minimal)"
     return ""

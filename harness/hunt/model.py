@@ -124,8 +124,9 @@ class HuntResult:
     shrink_path: list[ShrinkStep] = field(default_factory=list)
     shrink_stopped_by: str = ""
     """Why the shrink ended: "done" (no smaller candidate failed: 1-minimal), "runs" or "time" (its budget: the
-    smallest so far, maybe not minimal), "flaky" (never started: the found schedule failed again in too few of its
-    replays, and is handed over as found); "": no shrink."""
+    smallest so far, maybe not minimal), "rounds" (its rounds all made progress: maybe not minimal), "flaky" (never
+    started: the found schedule failed again in too few of its replays, and is handed over as found); "": no
+    shrink."""
     irrelevant: tuple[str, ...] = ()
     """What did not matter in the minimal schedule, as far as the shrink tried (`ShrinkResult.irrelevant`)."""
     minimal: Schedule | None = None

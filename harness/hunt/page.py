@@ -33,6 +33,7 @@ _HEAT = (0, 114, 178)
 _SHRINK_ENDS = {"done": "it ended when no smaller candidate failed the same way (1-minimal)",
                 "runs": "its budget of runs ran out first: the smallest schedule so far, maybe not minimal",
                 "time": "its time ran out first: the smallest schedule so far, maybe not minimal",
+                "rounds": "its rounds ran out while each still made it smaller: maybe not minimal",
                 "flaky": "it never started: the found schedule failed again in too few of its replays (flaky), and "
                          "is handed over as found"}
 _KIND = re.compile(r"^(step \d+ \([^)]*\): \S+|dropped steps?|run|rate)")

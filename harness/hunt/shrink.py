@@ -72,7 +72,9 @@ _RATE = 0.1
 _MAX_ROUNDS = 8
 """Rounds of all the passes at most: each round that changed nothing ends the shrink sooner."""
 
-StoppedBy = Literal["done", "runs", "time"]
+StoppedBy = Literal["done", "runs", "time", "rounds"]
+"""done: a round changed nothing (1-minimal); runs, time: the budget ran out; rounds: `_MAX_ROUNDS` rounds all changed
+it, so it may not be minimal."""
 
 
 # --- what "still failing" means -----------------------------------------------------------------
@@ -297,6 +299,8 @@ def shrink(schedule: Schedule, failure: Failure, still_fails: Predicate, budget:
                 shrink_pass(shrinker)
             if shrinker.best == before:
                 break
+        else:
+            stopped_by = "rounds"  # the last round still changed it: a next one might have too
     except _OutOfBudget as out:
         stopped_by = out.why
     irrelevant = tuple(dict.fromkeys(str(simplest) for simplest in shrinker.simplest
