@@ -48,10 +48,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                          "default: all)")
     hunt.add_argument("--seed", type=int, help="the seed the schedules are drawn from ([hunt] seed; default: the "
                                                "scenario's)")
-    hunt.add_argument("--reruns", type=int, help="while shrinking: runs of each smaller schedule ([hunt] reruns, "
-                                                 "default 3)")
-    hunt.add_argument("--must-fail", type=int, help="while shrinking: runs of those that must fail the same way "
-                                                    "([hunt] must_fail, default 2)")
+    hunt.add_argument("--reruns", type=int, help="runs of the found schedule's replay, and of each smaller schedule "
+                                                 "while shrinking ([hunt] reruns, default 3)")
+    hunt.add_argument("--must-fail", type=int, help="runs of those that must fail the same way (fewer in the replay: "
+                                                    "flaky, not shrunk) ([hunt] must_fail, default 2)")
     hunt.add_argument("--shrink-budget", help="the most wall time the shrink takes, e.g. 10m ([hunt] shrink_budget, "
                                               "default 15m)")
     hunt.add_argument("--shrink-runs", type=int, help="the most runs the shrink makes in all ([hunt] shrink_runs, "
