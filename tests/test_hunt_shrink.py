@@ -410,7 +410,7 @@ def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
     assert "<script>" not in html and "&lt;script&gt;" in html  # everything read is escaped
     verdict = html.index("found: -32602 rejections")
     assert verdict < html.index("The failing trial") < html.index("The shrink path") < html.index("Coverage")
-    assert "9 of 10 reruns failed the same way (90 %)" in html
+    assert "the minimal scenario as handed over reproduced it in 9 of 10 runs (90 %)" in html
     accepted = [step for step in shrunk.path if step.accepted]
     assert all(escape(step.what) in html for step in accepted)  # each accepted shrink is a row
     assert "Candidates that passed" in html and "dropped steps" in html

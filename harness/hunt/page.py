@@ -147,7 +147,9 @@ def _reproduction_line(result: HuntResult) -> str:
         return "Reproduction rate: not measured."
     failed, runs = result.reproduction
     share = f" ({100 * failed / runs:.0f} %)" if runs else ""
-    return f"Reproduction rate: {failed} of {runs} reruns failed the same way{share}."
+    seed = f", seed {result.minimal_seed}" if result.minimal_seed is not None else ""
+    return (f"Reproduction rate: the minimal scenario as handed over{seed} reproduced it in {failed} of {runs} "
+            f"runs{share}.")
 
 
 def _shrink_section(result: HuntResult) -> list[str]:
