@@ -259,7 +259,7 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
                                "expect = true\n")
     done = _hunt(str(path), "--results", str(tmp_path / "results"))
     assert done.returncode == 1, done.stdout + done.stderr
-    failure = "expectation rejections{reason='unknown key'}"
+    failure = "expectation rejections{reason='unknown key'} on r1, r2"  # its signature: where it was logged
     assert f"found: trial 1 failed ({failure})" in done.stdout
     [folder] = list((tmp_path / "results").iterdir())
     assert f"minimal: {folder / 'minimal.toml'} (reproduced in 2 of 2 runs; the shrink's budget of runs ran out " \
@@ -270,9 +270,10 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
     trials = records[1:-1]
     assert start["type"] == "start" and start["actions"] == ["restart"] and start["seed"] == 5
     assert search["purpose"] == "search" and search["outcome"] == "failed" and search["exit_code"] == 1
-    assert {"kind": "expectation", "name": "rejections{reason='unknown key'}"} in search["failures"]
+    assert {"kind": "expectation", "name": "rejections{reason='unknown key'}", "replicas": ["r1", "r2"],
+            "reasons": [], "detail": []} in search["failures"]
     assert search["reasons"]["unknown key"] > 0 and search["schedule"]["duration"] == 3.0
-    assert [trial["purpose"] for trial in trials] == ["search"] + ["shrink"] * 4 + ["reproduce"] * 2
+    assert [trial["purpose"] for trial in trials] == ["search"] + ["replay"] * 2 + ["shrink"] * 4 + ["reproduce"] * 2
     assert end["type"] == "end" and end["stopped_by"] == "found" and end["found"] == 1
     shrunk = end["shrink"]
     assert shrunk["stopped_by"] == "runs" and shrunk["runs"] == 4 and len(search["schedule"]["steps"]) == 2
@@ -285,6 +286,14 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
         search["schedule"]["steps"]
 
     minimal = folder / "minimal.toml"
+    failed_with = [trial["seed"] for trial in trials if trial["purpose"] == "shrink" and trial["outcome"] == "failed"
+                   and trial["schedule"] == shrunk["minimal"]]
+    handed = parse_scenario(minimal.read_text())
+    assert handed.seed == failed_with[0] != search["seed"]  # a seed the minimal schedule failed with, not the found's
+    reproductions = [trial for trial in trials if trial["purpose"] == "reproduce"]
+    assert {(trial["seed"], trial["outcome"], trial["judged"]) for trial in reproductions} == \
+        {(handed.seed, "reproduced", "reproduces")}  # the file as handed over, judged as `run --reproduce` judges it
+    assert all("-hunted-minimal" in trial["folder"] for trial in reproductions)
     assert _harness("validate", str(minimal)).returncode == 0
     reproduced = _harness("run", "--reproduce", str(minimal), "--results", str(tmp_path / "reruns"))
     assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr  # the failure reproduced
@@ -355,7 +364,8 @@ def test_a_shop_that_fails_without_chaos_is_reported_so_and_neither_searched_nor
            f"{folder / control['folder'] / 'scenario.toml'}" in done.stdout
     assert [record["type"] for record in records] == ["start", "trial", "control", "end"]
     assert control["purpose"] == "control" and control["schedule"]["steps"] == [] and control["outcome"] == "failed"
-    assert {"kind": "hypothesis", "name": "no chaos: completed_ratio ratio >= 0.9"} in control["failures"]
+    assert ("hypothesis", "no chaos: completed_ratio ratio >= 0.9") in [(failure["kind"], failure["name"])
+                                                                       for failure in control["failures"]]
     assert records[2]["failed"] == 1 and records[2]["trials"] == [1]
     end = records[-1]
     assert end["stopped_by"] == "fails without chaos" and end["found"] is None and end["shrink"] is None
@@ -420,11 +430,12 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
                                "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
-                               "controls = 0\nexpect = true\n")
-    code, out, err, seen = _interrupted(path, tmp_path / "results", trials=2)  # the search's, the shrink's first
+                               "controls = 0\nexpect = true\nreruns = 2\nmust_fail = 2\n")
+    code, out, err, seen = _interrupted(path, tmp_path / "results", trials=4)  # the search's, 2 replays, a shrink's
     assert code == 130, out + err
     records = _journal(tmp_path / "results")
-    search, shrinking, end = records[1], records[2], records[-1]
+    search, shrinking, end = records[1], records[4], records[-1]
+    assert [record["purpose"] for record in records[2:4]] == ["replay", "replay"]
     assert search["outcome"] == "failed" and shrinking["purpose"] == "shrink" and shrinking["exit_code"] == 130
     assert end["stopped_by"] == "interrupted" and end["shrink"]["stopped_by"] == "interrupted"
     assert end["shrink"]["minimal"] == search["schedule"] and end["shrink"]["reproduction"] is None
@@ -539,8 +550,12 @@ def test_a_minimal_schedule_that_reproduces_too_rarely_is_backed_off_along_the_s
     found = Schedule(steps=(), duration=3.0)
     hunt.result.found = Trial(index=1, seed=1, schedule=found, purpose="search", failures=(failure,))
     hunt.result.failure = failure
-    hunt._runs = lambda purpose: _flaky_below(steady_from, failure)  # type: ignore[method-assign]
+    runs = _flaky_below(steady_from, failure)
+    hunt._run_file = lambda text, schedule, *, seed: bool(runs(schedule))  # type: ignore[method-assign]
     path = [Schedule(steps=(), duration=seconds) for seconds in (2.0, 1.0, 0.5)]  # accepted, oldest first
+    hunt.result.trials = [hunt.result.found, *(Trial(index=index, seed=100 + index, schedule=schedule,
+                                                     purpose="shrink", failures=(failure,))
+                                               for index, schedule in enumerate(path, 2))]
     hunt._reproduce(path[-1], path[:-1])
     assert hunt.result.minimal is not None and hunt.result.minimal.duration == handed_over
     assert hunt.result.reproduction == rate
@@ -563,7 +578,9 @@ def test_with_nothing_accepted_the_hunt_never_says_shrunk_nor_backing_off(tmp_pa
     found = Schedule(steps=(), duration=3.0)
     hunt.result.found = Trial(index=1, seed=1, schedule=found, purpose="search", failures=(failure,))
     hunt.result.failure, hunt.result.minimal = failure, found
-    hunt._runs = lambda purpose: _flaky_below(9.0, failure)  # type: ignore[method-assign]
+    runs = _flaky_below(9.0, failure)
+    hunt._run_file = lambda text, schedule, *, seed: bool(runs(schedule))  # type: ignore[method-assign]
+    hunt.result.trials = [hunt.result.found]
     hunt._reproduce(found, [])
     assert hunt.result.reproduction == (3, 10) and not hunt.result.shrunk
     assert "reproducing the schedule found (not shrunk)" in said.getvalue()
@@ -678,8 +695,10 @@ def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrink
     assert ran == [("restart", "r1", 0)]
     end = records[-1]
     shrunk = end["shrink"]
-    assert trials[3]["purpose"] == "shrink" and trials[3]["schedule"]["steps"] == []
-    assert trials[3]["outcome"] == "held"
+    purposes = [trial["purpose"] for trial in trials]
+    first_shrink = purposes.index("shrink")  # the found schedule is replayed first (reruns = must_fail = 1)
+    assert purposes[3:first_shrink] == ["replay"] and trials[3]["outcome"] == "failed"
+    assert trials[first_shrink]["schedule"]["steps"] == [] and trials[first_shrink]["outcome"] == "held"
     assert [step["action"] for step in shrunk["minimal"]["steps"]] == ["restart"]
     minimal = parse_scenario((folder / "minimal.toml").read_text())
     assert minimal.target.kind == "external" and minimal.target.urls == urls

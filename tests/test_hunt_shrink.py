@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
+import math
 import random
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from functools import partial
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,7 @@ from harness.config.scenario import parse_scenario
 from harness.hunt.minimal import minimal_scenario, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, chaos_step, step_table
 from harness.hunt.page import coverage_line, render_page
-from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, reproduce, same_failure, shrink
+from harness.hunt.shrink import Budget, KOfN, duration_text, fails_the_same, found_rate, reproduce, same_failure, shrink
 from harness.triage.on_call_catalogue import reproducers
 
 FAILURE = Failure("unexplained", "-32602")
@@ -117,19 +121,47 @@ def test_parameters_simplify_and_invalid_candidates_never_run() -> None:
                    {"action": "clock-skew", "at": "1s", "replica": 3, "offset": "2m"},
                    {"action": "rotate-keys", "at": "3s", "order": "minter-first", "phase_gap": "5s"})
 
-    def property_(schedule: Schedule) -> bool:  # the skew must stay above a minute; the rest is free
-        return any(step.action == "clock-skew" and step.offset > 60
-                   for step in schedule.steps) and len(schedule.steps) == 3
+    def property_(schedule: Schedule) -> bool:  # the skew above a minute, a fault that loses answers; the rest free
+        return any(step.action == "clock-skew" and step.offset > 60 for step in schedule.steps) and any(
+            step.action == "network" and step.fault not in ("latency", "bandwidth") for step in schedule.steps) \
+            and len(schedule.steps) == 3
 
     result = shrink(Schedule(steps, duration=20.0, arrival_rate=8.0), FAILURE, property_)
     network, skew, rotation = result.schedule.steps
-    assert network.toxicity == 1.0 and network.replica == 1 and network.fault == "reset"
+    assert network.toxicity == 1.0 and network.replica == 1 and network.fault == "reset"  # latency, bandwidth: held
     assert skew.replica == 1 and 60 < skew.offset <= 60 * 1.1 + 0.2
-    assert rotation.order == "minter-first" and rotation.phase_gap == 0
+    assert rotation.order == "correct" and rotation.phase_gap == 0  # the rotation's mistake was not the bug
+    assert "rotate-keys order: correct fails as minter-first did" in result.irrelevant
+    assert not any("fault" in said or "offset" in said for said in result.irrelevant)
     assert result.schedule.arrival_rate == pytest.approx(0.1)
     # a reset fault takes no `delay`: such a candidate fails validation and is never run
     assert not any("delay" in step_table(step) for tried in result.path for step in tried.schedule.steps)
     assert not any("delay" in tried.what for tried in result.path)
+
+
+def test_literals_go_towards_the_mildest_that_still_fails_and_what_did_not_matter_is_said() -> None:
+    """A kill and a truncated answer, where any bounce of r2 and any lost answer break it: the kill becomes a restart,
+    the truncation the mildest fault that still loses an answer (a reset), and the shrink says so; which replica is
+    the bug (r2), so it stays, and is not said to be irrelevant."""
+    steps = _steps({"action": "kill", "at": "1s", "replica": 2},
+                   {"action": "network", "at": "0s", "duration": "1.5s", "fault": "truncate", "after": 3,
+                    "replica": 1})
+
+    def property_(schedule: Schedule) -> bool:
+        return any(step.action in ("kill", "restart") and step.replica == 2 for step in schedule.steps) and any(
+            step.action == "network" and step.fault not in ("latency", "bandwidth") for step in schedule.steps)
+
+    result = shrink(Schedule(steps, duration=6.0), FAILURE, property_)
+    bounce, network = result.schedule.steps
+    assert bounce.action == "restart" and bounce.replica == 2
+    assert network.fault == "reset" and "after" not in step_table(network)
+    assert "kill: a restart fails as the kill did" in result.irrelevant
+    assert "network fault: reset fails as truncate did" in result.irrelevant
+    assert "restart at: 0s fails as 1s did" in result.irrelevant  # when it came did not matter either
+    assert not any("replica" in said for said in result.irrelevant)
+    tried = [step.what for step in result.path if "fault" in step.what]
+    assert tried[:3] == ["step 2 (network): fault truncate -> latency", "step 2 (network): fault truncate -> bandwidth",
+                         "step 2 (network): fault truncate -> reset"]
 
 
 def test_an_optional_window_shrinks_like_any_other_and_a_harsher_when_shorter_key_stays() -> None:
@@ -219,10 +251,13 @@ def test_a_flaky_property_still_shrinks_to_the_pair() -> None:
     assert all(step.runs <= 3 for step in result.path)
 
 
-def test_same_failure_means_same_kind_and_name() -> None:
+def test_same_failure_means_same_kind_name_and_signature() -> None:
     assert same_failure(FAILURE, [Failure("invariant", "no_double_release"), Failure("unexplained", "-32602")])
     assert not same_failure(FAILURE, [Failure("unexplained", "expired")])
     assert not same_failure(FAILURE, [Failure("expectation", "-32602")])
+    on_r1 = Failure("unexplained", "-32602", replicas=("r1",))
+    assert same_failure(on_r1, [Failure("unexplained", "-32602", replicas=("r1", "r2"))])
+    assert not same_failure(on_r1, [Failure("unexplained", "-32602", replicas=("r2",))])
     runs = iter([[FAILURE], [Failure("unexplained", "expired")]])
     predicate = fails_the_same(FAILURE, lambda schedule: next(runs))
     schedule = Schedule((), duration=1.0)
@@ -319,7 +354,7 @@ def test_the_minimal_scenario_validates_and_holds_the_schedule(tmp_path: Path) -
     assert set(scenario.hypothesis) == {"completed_ratio"}
     header = _header(text)
     assert "-32602 rejections the clients saw that no replica's log line explains" in header
-    assert "seed 7, trial 12" in header and "9 of 10 reruns" in header
+    assert "seed 7, trial 12" in header and "(seed 4242), reproduced it in 9 of 10 runs" in header
     assert "`mrtr-harness run --reproduce minimal.toml`" in header and "`mrtr-harness run minimal.toml`" in header
     assert text.index("[reproduces]") < text.index("[expect]")
     reason = Failure("expectation", "rejections{reason='unknown key'}")
@@ -376,7 +411,7 @@ def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
     assert "<script>" not in html and "&lt;script&gt;" in html  # everything read is escaped
     verdict = html.index("found: -32602 rejections")
     assert verdict < html.index("The failing trial") < html.index("The shrink path") < html.index("Coverage")
-    assert "9 of 10 reruns failed the same way (90 %)" in html
+    assert "the minimal scenario as handed over reproduced it in 9 of 10 runs (90 %)" in html
     accepted = [step for step in shrunk.path if step.accepted]
     assert all(escape(step.what) in html for step in accepted)  # each accepted shrink is a row
     assert "Candidates that passed" in html and "dropped steps" in html
@@ -384,6 +419,15 @@ def test_the_page_says_what_broke_the_shrink_path_and_coverage() -> None:
     assert "3 actions (" in coverage_line(result) and "3 combinations tried 6 times" in coverage_line(result)
     assert 'class="heat" style="background:rgba(' in html
     assert "http" not in html.replace("http-equiv", "")  # nothing fetched
+
+
+def test_what_did_not_matter_is_said_in_the_minimal_scenario_and_on_the_page() -> None:
+    said = ("rotate-keys order: correct fails as retire-early did", "kill: a restart fails as the kill did")
+    result = replace(_found(FAILURE), irrelevant=said)
+    header = _header(minimal_scenario(ORIGINAL, result))
+    assert f"What did not matter (each tried, and it failed the same way): {'; '.join(said)}." in header
+    assert escape("rotate-keys order: correct fails as retire-early did") in render_page(result)
+    assert "What did not matter" not in _header(minimal_scenario(ORIGINAL, _found(FAILURE)))
 
 
 def test_the_page_when_nothing_broke() -> None:
@@ -444,3 +488,60 @@ def test_every_shipped_scenario_survives_the_minimal_writer(path: Path) -> None:
     changed = {"name", "description", "seed", "reproduces", "expect"}
     assert written.model_dump(exclude=changed) == original.model_dump(exclude=changed)
     assert set(original.expect) <= set(written.expect)
+
+
+def test_against_a_found_rate_of_3_of_3_one_passing_run_drops_a_candidate() -> None:
+    """The found schedule failed all its replays: a candidate that passes once fails far less often, and is dropped
+    at once, where a fixed 2 of 3 would keep it after two more failures (and the shrink drift to the flakiest)."""
+    schedule = Schedule((), duration=1.0)
+    first, second = iter([False, True, True]), iter([False, True, True])
+    assert KOfN(lambda schedule: next(first)).votes(schedule).fails  # 2 of 3: kept
+    votes = KOfN(lambda schedule: next(second), rate=found_rate((3, 3))).votes(schedule)
+    assert not votes.fails and votes.runs == 1
+    votes = KOfN(Counted(lambda schedule: True), rate=found_rate((3, 3))).votes(schedule)
+    assert votes.fails and votes.runs == 2  # failing as the found one does still costs two runs
+
+
+def test_against_a_flaky_found_rate_the_test_is_no_stricter_than_the_found_schedule_itself() -> None:
+    """Found failing 2 of 3 replays: a candidate failing 2 of 3 is as flaky as it, and kept."""
+    schedule = Schedule((), duration=1.0)
+    for answers in (iter([False, True, True]), iter([True, False, True])):
+        votes = KOfN(lambda schedule, runs=answers: next(runs), rate=found_rate((2, 3))).votes(schedule)
+        assert votes.fails and (votes.failed, votes.runs) == (2, 3)
+    assert found_rate(None) is None and found_rate((0, 3)) == 0.1 and found_rate((3, 3)) == 0.95
+
+
+def _next(answers: Iterator[bool], schedule: Schedule) -> bool:
+    return next(answers)
+
+
+def _kept(rate: float, found: float | None) -> float:
+    """The chance a candidate that fails at `rate` is kept, against a found schedule's rate (None: 2 of 3 alone),
+    summed exactly over every sequence of runs."""
+    kept = set()  # the sequences of runs that decided "kept" (a decision after two runs is one sequence, not two)
+    for outcomes in itertools.product((True, False), repeat=3):
+        answers = iter(outcomes)
+        votes = KOfN(partial(_next, answers), rate=found).votes(Schedule((), 1.0))
+        if votes.fails:
+            kept.add(outcomes[:votes.runs])
+    return sum(math.prod(rate if failed else 1 - rate for failed in runs) for runs in kept)
+
+
+def test_against_a_reliable_find_a_flakier_candidate_is_kept_about_half_as_often() -> None:
+    """Found failing 3 of 3 replays: a candidate failing 6 runs in 10 is kept 36 % of the time, not 65 %, while
+    one as reliable as the found schedule is still kept 9 times in 10."""
+    reliable = found_rate((3, 3))
+    assert _kept(0.6, None) == pytest.approx(0.648) and _kept(0.6, reliable) == pytest.approx(0.36)
+    assert _kept(0.95, reliable) == pytest.approx(0.9025)
+
+
+def test_a_shrink_whose_every_round_made_progress_does_not_claim_1_minimal(monkeypatch) -> None:
+    """With one round allowed, the first round drops steps and so changed the schedule: a next round might have
+    changed it again, so it ends as "rounds" (maybe not minimal), not "done"."""
+    monkeypatch.setattr("harness.hunt.shrink._MAX_ROUNDS", 1)
+    result = shrink(Schedule(_renames(*"CDAEFGBH"), duration=20.0), FAILURE, _both_a_and_b)
+    assert result.stopped_by == "rounds" and _names(result.schedule) == {"A", "B"}
+    monkeypatch.setattr("harness.hunt.shrink._MAX_ROUNDS", 8)
+    assert shrink(Schedule(_renames(*"CDAEFGBH"), duration=20.0), FAILURE, _both_a_and_b).stopped_by == "done"
+    header = _header(minimal_scenario(ORIGINAL, replace(_found(FAILURE), shrink_stopped_by="rounds")))
+    assert "the shrink's rounds ran out while it still made progress: maybe not minimal" in header

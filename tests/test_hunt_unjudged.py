@@ -85,7 +85,7 @@ def test_a_trial_whose_chaos_did_not_act_is_not_judged_whatever_else_broke(tmp_p
 
 def test_a_trial_that_saw_everything_is_judged_as_before(tmp_path):
     judged = judge(trial_folder(tmp_path, [rejected_round(T0 + 9, "r1")]), steps=0)
-    assert judged.unjudged is None and [str(failure) for failure in judged.failures] == ["unexplained -32602"]
+    assert judged.unjudged is None and [str(failure) for failure in judged.failures] == ["unexplained -32602 on r1"]
 
 
 def probe(phase: str, *conditions: tuple[str, str, bool, bool]) -> dict:
@@ -147,6 +147,6 @@ def test_expect_counts_only_when_the_hunt_says_so_and_a_control_judges_the_stead
     assert outcome(Trial(index=1, seed=1, schedule=Schedule((), 10.0), purpose="search", exit_code=1),
                    held.status) == "held"
     counted = judge(folder, steps=0, judged_by=Property(expect=True))
-    assert counted.failures == (Failure("expectation", "rejections"),)
+    assert counted.failures == (Failure("expectation", "rejections", replicas=("r1",), reasons=("expired",)),)
     control = judge(folder, steps=0, judged_by=Property(steady_state=frozenset({("rejections", "count == 0")})))
     assert control.failures == (Failure("hypothesis", "no chaos: rejections count == 0"),)

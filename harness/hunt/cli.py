@@ -61,10 +61,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                          "default: all)")
     hunt.add_argument("--seed", type=int, help="the seed the schedules are drawn from ([hunt] seed; default: the "
                                                "scenario's)")
-    hunt.add_argument("--reruns", type=int, help="while shrinking: runs of each smaller schedule ([hunt] reruns, "
-                                                 "default 3)")
-    hunt.add_argument("--must-fail", type=int, help="while shrinking: runs of those that must fail the same way "
-                                                    "([hunt] must_fail, default 2)")
+    hunt.add_argument("--reruns", type=int, help="runs of the found schedule's replay, and of each smaller schedule "
+                                                 "while shrinking ([hunt] reruns, default 3)")
+    hunt.add_argument("--must-fail", type=int, help="runs of those that must fail the same way (fewer in the replay: "
+                                                    "flaky, not shrunk) ([hunt] must_fail, default 2)")
     hunt.add_argument("--shrink-budget", help="the most wall time the shrink takes, e.g. 10m ([hunt] shrink_budget, "
                                               "default 15m)")
     hunt.add_argument("--shrink-runs", type=int, help="the most runs the shrink makes in all ([hunt] shrink_runs, "
@@ -139,6 +139,9 @@ def run_hunt(args: argparse.Namespace) -> int:
     elif result.found is not None:
         print(f"found: trial {result.found.index} failed ({', '.join(map(str, result.found.failures))}): "
               f"{folder / result.found.folder / 'scenario.toml'}")
+        if result.shrink_stopped_by == "flaky" and result.replay is not None:
+            print(f"flaky: reproduced {result.replay[0]} of {result.replay[1]} (replays of trial "
+                  f"{result.found.index}'s schedule, fresh seeds): not shrunk")
         if hunt.minimal_file is not None:
             how = _cut_short(result.shrink_stopped_by) if result.shrunk else \
                 f"; {unshrunk_reason(result.shrink_stopped_by)}"
@@ -187,4 +190,8 @@ def _cut_short(stopped_by: str) -> str:
     """How the shrink ended, when not at a 1-minimal schedule."""
     if stopped_by in ("runs", "time"):
         return f"; the shrink's budget of {stopped_by} ran out first: maybe not minimal"
+    if stopped_by == "rounds":
+        return "; the shrink's rounds ran out while it still made progress: maybe not minimal"
+    if stopped_by == "flaky":
+        return "; flaky: the found schedule, not shrunk"
     return f"; the shrink was cut short ({stopped_by}): not minimal" if stopped_by not in ("", "done") else ""

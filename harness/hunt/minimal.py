@@ -1,8 +1,11 @@
 """The minimal failing scenario: the hunt's smallest schedule written back into the user's scenario, as a bug report.
 
 The user's own file keeps its target, load, flows, leads, hosts and `[expect]`; its `[[chaos]]`,
-`duration` and arrival rate become the minimal schedule's, its `seed` the failing trial's, so
-`run --reproduce` draws the same flows the shrink ran. The file is shaped like a catalogue
+`duration` and arrival rate become the minimal schedule's, its `seed` one the minimal schedule
+failed with in the hunt (`failing_seeds`; the found trial's seed, with which a smaller schedule
+never ran, proves nothing about it), so `run --reproduce` draws the flows a failing run drew; the
+header names the other seeds it failed with, and the rate it states is the file's own: the hunt
+runs this very text as `run --reproduce` does (`reproduced_by`). The file is shaped like a catalogue
 scenario (scenarios/on-call/): the `#:schema` line, a comment header that says what broke, how
 often the minimal schedule reproduced it, where it came from (the hunt's seed and trial) and how
 to rerun it and verify a fix, then `[reproduces]` (the failure's signs) apart from `[expect]` (the
@@ -25,9 +28,9 @@ from typing import Any
 from harness import foreign_text
 from harness.atomic_files import write_atomically
 from harness.config.durations import format_duration
-from harness.config.scenario import ScenarioError, parse_scenario
-from harness.config.thresholds import ThresholdError, parse_threshold
-from harness.errors import MrtrHarnessError
+from harness.config.scenario import Scenario, ScenarioError, parse_scenario
+from harness.config.thresholds import Judged, ThresholdError, parse_threshold
+from harness.errors import ExitCode, MrtrHarnessError
 from harness.hunt.model import Failure, HuntResult, Schedule, describe, step_table, unshrunk_reason
 from harness.hunt.shrink import duration_text
 from harness.hunt.toml_file import document, pairs
@@ -70,7 +73,7 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
         raise MinimalScenarioError(f"the scenario's text is no longer valid TOML: {exc}") from None
     actions = {step.action for step in result.minimal.steps}
     expect = naming_only(_strings(data.get("expect")), actions)
-    scenario = _minimal_data(data, result.minimal, result.found.seed, str(data.get("name", "scenario")))
+    scenario = _minimal_data(data, result.minimal, carried_seed(result), str(data.get("name", "scenario")))
     if isinstance(scenario.get("hypothesis"), dict):
         scenario["hypothesis"] = naming_only(scenario["hypothesis"], actions)
     reproduces = reproduces_table(result.failure, expect)
@@ -85,6 +88,34 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
     except ScenarioError as exc:
         raise MinimalScenarioError(f"the minimal scenario does not validate: {exc}") from None
     return text
+
+
+def failing_seeds(result: HuntResult, schedule: Schedule) -> tuple[int, ...]:
+    """The seeds of the hunt's runs of `schedule` that failed the same way as the failure it kept, oldest first:
+    the seeds its minimal scenario can carry (a run that never failed with a seed proves nothing about it)."""
+    if result.failure is None:
+        return ()
+    failure = result.failure
+    seeds = [trial.seed for trial in result.trials if trial.schedule == schedule
+             and any(failure.same_as(other) for other in trial.failures)]
+    return tuple(dict.fromkeys(seeds))
+
+
+def carried_seed(result: HuntResult) -> int:
+    """The seed the minimal scenario carries: the one chosen (`minimal_seed`), else the first its schedule failed
+    with, else the found trial's."""
+    assert result.found is not None and result.minimal is not None
+    if result.minimal_seed is not None:
+        return result.minimal_seed
+    return next(iter(failing_seeds(result, result.minimal)), result.found.seed)
+
+
+def reproduced_by(scenario: Scenario) -> tuple[Judged, ExitCode]:
+    """How the minimal scenario says its failure reproduced: `run --reproduce` exits 0 ([reproduces] holds), or, with
+    no [reproduces] table, plain `run` exits 1 (its [expect] failed)."""
+    if scenario.reproduces:
+        return Judged.REPRODUCES, ExitCode.PASSED
+    return Judged.EXPECT, ExitCode.FAILED
 
 
 def reproduces_table(failure: Failure, expect: Mapping[str, str | list[str]]) -> dict[str, str]:
@@ -124,16 +155,19 @@ def negation(key: str, conditions: str | list[str] | None) -> str | None:
 
 def failure_in_words(failure: Failure, expect: Mapping[str, str | list[str]] | None = None) -> str:
     """What broke, said as a bug report says it."""
+    where = f" (on {', '.join(failure.replicas)})" if failure.replicas else ""
     if failure.kind == "invariant":
-        return f"the ledger invariant {failure.name} was violated"
+        shapes = f" ({'; '.join(failure.detail)})" if failure.detail else ""
+        return f"the ledger invariant {failure.name} was violated{shapes}"
     if failure.kind == "unexplained":
-        return f"{failure.name} rejections the clients saw that no replica's log line explains"
+        return f"{failure.name} rejections the clients saw that no replica's log line explains{where}"
     if failure.kind == "hypothesis":
         window, _, condition = failure.name.partition(": ")
         return f"the steady state ([hypothesis] {condition}) did not hold {_WINDOWS.get(window, window)}"
     conditions = (expect or {}).get(failure.name)
     shown = "; ".join([conditions] if isinstance(conditions, str) else conditions or [])
-    return f"[expect] {failure.name}" + (f" = {shown!r}" if shown else "") + " failed"
+    reasons = f", counting {', '.join(failure.reasons)}" if failure.reasons else ""
+    return f"[expect] {failure.name}" + (f" = {shown!r}" if shown else "") + f" failed{reasons}{where}"
 
 
 def schedule_in_words(schedule: Schedule) -> str:
@@ -204,13 +238,27 @@ def naming_only(table: Mapping[str, Any], actions: set[str]) -> dict[str, Any]:
 
 def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[str]], reproduces: bool) -> list[str]:
     assert result.failure is not None and result.found is not None and result.minimal is not None
-    rate = (f"it failed the same way in {result.reproduction[0]} of {result.reproduction[1]} reruns"
-            if result.reproduction else "its reproduction rate was not measured")
-    shrunk = (f"shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}" if result.shrunk
-              else f"not shrunk ({unshrunk_reason(result.shrink_stopped_by)}): {schedule_in_words(result.minimal)}")
-    lines = [f"What broke: {failure_in_words(result.failure, expect)}.",
-             f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index}), "
-             f"{shrunk}; {rate}."]
+    seed = carried_seed(result)
+    command = "run --reproduce" if reproduces else "run"
+    rate = (f"this file, as it is (seed {seed}), reproduced it in {result.reproduction[0]} of "
+            f"{result.reproduction[1]} runs of `mrtr-harness {command}`" if result.reproduction
+            else "this file's reproduction rate was not measured")
+    others = [other for other in failing_seeds(result, result.minimal) if other != seed]
+    seeds = (f"Its schedule failed in the hunt with seed {seed}" + (f" (the file's) and with seed"
+                                                                   f"{'s' * (len(others) > 1)} "
+                                                                   f"{', '.join(map(str, others))}" if others else "")
+             + ": another seed draws other flows, and may not reproduce it.")
+    found = f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index})"
+    if result.shrink_stopped_by == "flaky" and result.replay is not None:
+        found += (f": {schedule_in_words(result.minimal)}; flaky, not shrunk: it failed the same way again in only "
+                  f"{result.replay[0]} of {result.replay[1]} replays with fresh seeds")
+    elif result.shrunk:
+        found += f", shrunk to {schedule_in_words(result.minimal)}{_cut_short(result.shrink_stopped_by)}"
+    else:
+        found += f", not shrunk ({unshrunk_reason(result.shrink_stopped_by)}): {schedule_in_words(result.minimal)}"
+    lines = [f"What broke: {failure_in_words(result.failure, expect)}.", f"{found}; {rate}.", seeds]
+    if result.irrelevant:
+        lines.append(f"What did not matter (each tried, and it failed the same way): {'; '.join(result.irrelevant)}.")
     if reproduces:
         lines.append(f"Reproduce: `mrtr-harness run --reproduce {file_name}` judges [reproduces] (exit 0: the "
                      "failure reproduced).")
@@ -229,6 +277,8 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
 def _cut_short(stopped_by: str) -> str:
     if stopped_by in ("runs", "time"):
         return f" (the shrink's budget of {stopped_by} ran out first: maybe not minimal)"
+    if stopped_by == "rounds":
+        return " (the shrink's rounds ran out while it still made progress: maybe not minimal)"
     if stopped_by not in ("", "done"):
         return f" (the shrink was cut short: {stopped_by}; the smallest failing schedule so far, maybe not minimal)"
     return ""

@@ -25,9 +25,11 @@ explained (matched to a logged line); expectation: an `[expect]` condition faile
 (`[hypothesis]`) failed during or after the chaos (or, in a control trial, over the whole run without chaos): its
 name is the window and the condition, `after: completed_ratio ratio >= 0.6`."""
 
-TrialPurpose = Literal["control", "corpus", "search", "shrink", "reproduce"]
+TrialPurpose = Literal["control", "corpus", "search", "replay", "shrink", "reproduce"]
 """control: a trial with no chaos, run before the search (a deployment that fails one fails without chaos);
-corpus: the replay of a corpus entry before the search (`harness.hunt.corpus`)."""
+corpus: the replay of a corpus entry before the search (`harness.hunt.corpus`); search: drawn; replay: the found
+schedule again, fresh seeds, before the shrink; shrink: a smaller candidate; reproduce: the handed-over minimal
+scenario, for its rate."""
 
 
 @dataclass(frozen=True)
@@ -44,14 +46,36 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Failure:
-    """What broke, as "the same failure" is judged while shrinking: the kind and its name."""
+    """What broke: its kind and name, and its signature as far as the trial's summary says it
+    (`harness.hunt.signature`): where it showed, the reasons behind it, the shape of each break.
+
+    "The same failure" (`same_as`), which the replay, the shrink and the reruns count: the same kind and name, and
+    for each part of the signature both failures state, at least one entry in common (each part is a sample: a
+    summary keeps a few examples)."""
 
     kind: FailureKind
     name: str
-    """The invariant's name, the logged reason, or the `[expect]` key."""
+    """The invariant's name, -32602 (unexplained rejections), or the `[expect]` key."""
+    replicas: tuple[str, ...] = ()
+    """Where it showed: the replicas the clients saw unexplained rejections on, or that logged the reasons a
+    rejection key counted; empty: not said."""
+    reasons: tuple[str, ...] = ()
+    """The logged reasons an `[expect]` key on rejections counted, when the key names none; empty: not said."""
+    detail: tuple[str, ...] = ()
+    """An invariant's breaks in their shape, ids left out (`released N times`); empty: not said."""
+
+    def same_as(self, other: Failure) -> bool:
+        """Whether `other` is this failure again (see the class)."""
+        return (self.kind, self.name) == (other.kind, other.name) and all(
+            not ours or not theirs or bool(set(ours) & set(theirs))
+            for ours, theirs in ((self.replicas, other.replicas), (self.reasons, other.reasons),
+                                 (self.detail, other.detail)))
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.name}"
+        said = f"{self.kind} {self.name}"
+        if self.detail or self.reasons:
+            said += f" ({'; '.join(self.detail or self.reasons)})"
+        return said + (f" on {', '.join(self.replicas)}" if self.replicas else "")
 
 
 @dataclass
@@ -99,13 +123,22 @@ class HuntResult:
     """The first failing trial of the search; None: nothing broke within the budget."""
     failure: Failure | None = None
     """The failure the shrink kept (one of `found.failures`)."""
+    replay: tuple[int, int] | None = None
+    """The found schedule's replays before the shrink (fresh seeds): (failed the same way, runs); None: not replayed."""
     shrink_path: list[ShrinkStep] = field(default_factory=list)
     shrink_stopped_by: str = ""
     """Why the shrink ended: "done" (no smaller candidate failed: 1-minimal), "runs" or "time" (its budget: the
-    smallest so far, maybe not minimal); "": no shrink."""
+    smallest so far, maybe not minimal), "rounds" (its rounds all made progress: maybe not minimal), "flaky" (never
+    started: the found schedule failed again in too few of its replays, and is handed over as found); "": no
+    shrink."""
+    irrelevant: tuple[str, ...] = ()
+    """What did not matter in the minimal schedule, as far as the shrink tried (`ShrinkResult.irrelevant`)."""
     minimal: Schedule | None = None
+    minimal_seed: int | None = None
+    """The seed the minimal scenario carries: one its schedule failed with (None: the first of them)."""
     reproduction: tuple[int, int] | None = None
-    """The minimal schedule's reruns: (failed the same way, runs)."""
+    """The minimal scenario's runs, exactly as handed over (its text, its seed, judged as `run --reproduce` judges
+    it): (reproduced, runs)."""
     coverage: dict[tuple[str, str, str], int] = field(default_factory=dict)
     """How often each (action, replica, timing) was tried in the search."""
     stopped_by: str = ""

@@ -33,7 +33,10 @@ _HEAT = (0, 114, 178)
 """The heat grid's colour (the report's first series colour), its alpha the share of the busiest cell."""
 _SHRINK_ENDS = {"done": "it ended when no smaller candidate failed the same way (1-minimal)",
                 "runs": "its budget of runs ran out first: the smallest schedule so far, maybe not minimal",
-                "time": "its time ran out first: the smallest schedule so far, maybe not minimal"}
+                "time": "its time ran out first: the smallest schedule so far, maybe not minimal",
+                "rounds": "its rounds ran out while each still made it smaller: maybe not minimal",
+                "flaky": "it never started: the found schedule failed again in too few of its replays (flaky), and "
+                         "is handed over as found"}
 _KIND = re.compile(r"^(step \d+ \([^)]*\): \S+|dropped steps?|run|rate)")
 _STEP_COLUMNS = ("at", "action", "replica")
 """A step's keys with a column of their own; the rest are listed together."""
@@ -115,6 +118,8 @@ def _header(result: HuntResult) -> str:
             ("stopped by", result.stopped_by or "unknown")]
     if result.found is not None:
         meta.append(("failing trial", str(result.found.index)))
+    if result.replay is not None:
+        meta.append(("replayed", f"failed {result.replay[0]} of {result.replay[1]}"))
     if result.reproduction is not None:
         meta.append(("reproduced", f"{result.reproduction[0]} of {result.reproduction[1]}"))
     verdict = f'<p class="{css}">{escape(verdict_line(result))}</p>'
@@ -174,7 +179,9 @@ def _reproduction_line(result: HuntResult) -> str:
         return "Reproduction rate: not measured."
     failed, runs = result.reproduction
     share = f" ({100 * failed / runs:.0f} %)" if runs else ""
-    return f"Reproduction rate: {failed} of {runs} reruns failed the same way{share}."
+    seed = f", seed {result.minimal_seed}" if result.minimal_seed is not None else ""
+    return (f"Reproduction rate: the minimal scenario as handed over{seed} reproduced it in {failed} of {runs} "
+            f"runs{share}.")
 
 
 def _shrink_section(result: HuntResult) -> list[str]:
@@ -193,6 +200,8 @@ def _shrink_section(result: HuntResult) -> list[str]:
         "maybe not minimal" if result.shrink_stopped_by else "")
     if ended:
         summary += f"; {ended}"
+    if result.irrelevant:
+        summary += f". What did not matter (each tried, and it failed the same way): {'; '.join(result.irrelevant)}"
     return [f'<p class="meta">{escape(summary)}</p>',
             table(["candidate", "what changed", "chaos steps", "run", "rate", "failed"], rows, "no shrink"),
             "<h3>Candidates that passed</h3>", _rejected_table(path)]

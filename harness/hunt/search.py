@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,15 +37,16 @@ from harness.atomic_files import PlantedLink, open_append
 from harness.config.chaos import CHAOS_ACTIONS
 from harness.config.durations import format_duration
 from harness.config.hunt import HuntSettings, action_problem
-from harness.config.scenario import Scenario
+from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import ExitCode
 from harness.hunt import corpus, coverage
 from harness.hunt.draw import Space, draw_schedule, trial_seed
-from harness.hunt.minimal import MinimalScenarioError, write_minimal
+from harness.hunt.minimal import MinimalScenarioError, failing_seeds, minimal_scenario, reproduced_by, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table, unshrunk_reason
 from harness.hunt.page import coverage_line, write_page
-from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, reproduce, shrink
-from harness.hunt.trial import UNEXPLAINED, Base, Property, TrialDamaged, judge, run_trial, trial_scenario
+from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
+from harness.hunt.signature import UNEXPLAINED
+from harness.hunt.trial import Base, Property, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
 
@@ -140,7 +142,7 @@ class Hunt:
         try:
             with _sigterm_interrupts():
                 self.result.stopped_by = self._controls() or self._replay_corpus() or self._search()
-                if self.result.found is not None:
+                if self.result.found is not None and self._replayed():
                     self._shrink()
         except KeyboardInterrupt:
             self.result.stopped_by = "interrupted"
@@ -304,6 +306,31 @@ class Hunt:
         assert self.folder is not None
         coverage.count(self.result.coverage, trial, self.folder / trial.folder, self.labels)
 
+    def _replayed(self) -> bool:
+        """Replay the found schedule `reruns` times before shrinking it (each run a fresh seed, derived from the hunt's
+        seed and the trial's index as every trial's is): the shrink starts only when `must_fail` of them fail the
+        same way, the test each smaller candidate must pass too. Fewer: the find is a fluke at that rate, which the
+        shrink would spend its budget on and hand over as "minimal"; the found schedule is handed over as it was
+        found, marked "flaky: reproduced k of n" (`shrink_stopped_by` "flaky", `replay` the counts)."""
+        found, failure = self.result.found, self.result.failure
+        assert found is not None and failure is not None
+        runs, wanted = self.settings.reruns, self.settings.must_fail
+        self.result.minimal = found.schedule
+        self.say(f"replaying trial {found.index}'s schedule before the shrink ({failure}): {runs} runs with fresh "
+                 f"seeds, {wanted} must fail the same way")
+        try:
+            self.result.replay = reproduce(found.schedule, fails_the_same(failure, self._runs("replay")), runs=runs)
+        except (KeyboardInterrupt, _Stopped) as cut:
+            self.result.shrink_stopped_by = "interrupted" if isinstance(cut, KeyboardInterrupt) else str(cut)
+            raise
+        failed, ran = self.result.replay
+        if failed >= wanted:
+            return True
+        self.result.shrink_stopped_by = "flaky"
+        self.say(f"flaky: reproduced {failed} of {ran} (under {wanted}); not shrunk: the found schedule is handed over "
+                 "as found")
+        return False
+
     def _shrink(self) -> None:
         """Shrink the found trial's schedule (its candidates' runs journaled as "shrink" trials), then rerun the
         minimal one `reproduce` times for its rate. Cut short (Ctrl-C, a harness error), the smallest schedule that
@@ -311,11 +338,13 @@ class Hunt:
         found, failure = self.result.found, self.result.failure
         assert found is not None and failure is not None
         self.result.minimal = found.schedule
+        rate = found_rate(self.result.replay)
         still_fails = _Watched(fails_the_same(failure, self._runs("shrink")), k=self.settings.must_fail,
-                               n=self.settings.reruns)
+                               n=self.settings.reruns, rate=rate)
         self.say(f"shrinking trial {found.index}'s schedule ({failure}; {self.settings.must_fail} of "
-                 f"{self.settings.reruns} runs must fail the same way; within {self.settings.shrink_runs} runs and "
-                 f"{self.settings.shrink_budget:g}s)")
+                 f"{self.settings.reruns} runs must fail the same way"
+                 + (f", about as often as its replays did ({rate:.0%}, a sequential test)" if rate is not None else "")
+                 + f"; within {self.settings.shrink_runs} runs and {self.settings.shrink_budget:g}s)")
         try:
             shrunk = shrink(found.schedule, failure, still_fails,
                             Budget(self.settings.shrink_budget, self.settings.shrink_runs), fits=self.fits,
@@ -325,6 +354,7 @@ class Hunt:
             self.result.shrink_stopped_by = "interrupted" if isinstance(cut, KeyboardInterrupt) else str(cut)
             raise
         self.result.shrink_path, self.result.shrink_stopped_by = shrunk.path, shrunk.stopped_by
+        self.result.irrelevant = shrunk.irrelevant
         self.result.minimal = shrunk.schedule
         if not self.result.shrunk:
             self.say(f"not shrunk: {unshrunk_reason(shrunk.stopped_by)} ({len(shrunk.path)} candidates tried); the "
@@ -333,31 +363,93 @@ class Hunt:
             self._reproduce(shrunk.schedule, [step.schedule for step in shrunk.path if step.accepted][:-1])
 
     def _reproduce(self, minimal: Schedule, larger: list[Schedule]) -> None:
-        """Rerun the minimal schedule `reproduce` times for its rate. Below `reproduce_at_least`, back off along the
-        shrink path (the schedules it accepted before the last, newest first, then the one found) to the first that
-        reproduces at least that often, trying at most `BACK_OFF` of them; none does: the best rate seen is kept.
+        """Run the minimal scenario exactly as it is handed over (its text, carrying a seed its schedule failed with,
+        judged as `run --reproduce` judges it) `reproduce` times for its rate. Below `reproduce_at_least`, try it with
+        another seed its schedule failed with, then back off along the shrink path (the schedules it accepted before
+        the last, newest first, then the one found), to the first file that reproduces at least that often, trying at
+        most `BACK_OFF` more; none does: the best rate seen is kept.
 
         The shortest run that still fails k of n is, by construction, the flakiest one: a minimal scenario that
         reproduces 3 times in 10 is a poor bug report, and one step larger usually reproduces every time."""
         assert self.result.failure is not None and self.result.found is not None
         runs, wanted = self.settings.reproduce, self.settings.reproduce_at_least
-        fails = fails_the_same(self.result.failure, self._runs("reproduce"))
-        candidates = _distinct([minimal, *reversed(larger), self.result.found.schedule])[:BACK_OFF + 1]
-        best: tuple[Schedule, tuple[int, int]] | None = None
-        for tried, schedule in enumerate(candidates):
-            what = ("a larger schedule" if tried else "the minimal schedule" if self.result.shrunk
+        best: tuple[Schedule, int, tuple[int, int]] | None = None
+        candidates = self._handed_over(minimal, larger)
+        for tried, (schedule, seed) in enumerate(candidates):
+            self.result.minimal, self.result.minimal_seed = schedule, seed
+            try:
+                text = minimal_scenario(self.base.text, self.result)
+            except MinimalScenarioError as exc:
+                self.say(f"harness error: {scrub(str(exc))}")
+                self.error = "harness error"
+                raise _Stopped(self.error) from None
+            what = ("another candidate" if tried else "the minimal scenario" if self.result.shrunk
                     else "the schedule found (not shrunk)")
-            self.say(f"reproducing {what} ({describe(schedule) or 'no chaos'}, {schedule.duration:g}s): {runs} runs")
-            rate = reproduce(schedule, fails, runs=runs)
-            if best is None or rate[0] > best[1][0]:
-                best = (schedule, rate)
+            self.say(f"reproducing {what} "
+                     f"({describe(schedule) or 'no chaos'}, {schedule.duration:g}s, seed {seed}): {runs} runs of the "
+                     "file as handed over")
+            rate = reproduce(schedule, partial(self._run_file, text, seed=seed), runs=runs)
+            if best is None or rate[0] > best[2][0]:
+                best = (schedule, seed, rate)
             if rate[0] >= wanted * rate[1]:
                 break
-            then = "backing off to a larger schedule" if tried + 1 < len(candidates) else \
-                "and no larger schedule is left to back off to"
+            following = candidates[tried + 1][0] if tried + 1 < len(candidates) else None
+            then = ("and no larger schedule is left to back off to" if following is None
+                    else "trying another seed it failed with" if following == schedule
+                    else "backing off to a larger schedule")
             self.say(f"reproduced {rate[0]} of {rate[1]}: under {wanted:g}, {then}")
         assert best is not None
-        self.result.minimal, self.result.reproduction = best
+        self.result.minimal, self.result.minimal_seed, self.result.reproduction = best
+        if best[0] != minimal:
+            self.result.irrelevant = ()  # said of the minimal schedule's keys, not of a larger one's
+
+    def _handed_over(self, minimal: Schedule, larger: list[Schedule]) -> list[tuple[Schedule, int]]:
+        """The files the reproduction tries, in order: each schedule (the minimal one, then back along the shrink
+        path, then the one found) with each of at most `SEEDS` seeds it failed with; `BACK_OFF` + 1 at most."""
+        assert self.result.found is not None
+        schedules = [minimal, *reversed(larger), self.result.found.schedule]
+        tried = [(schedule, seed) for index, schedule in enumerate(schedules) if schedule not in schedules[:index]
+                 for seed in failing_seeds(self.result, schedule)[:SEEDS]]
+        return tried[:BACK_OFF + 1] or [(minimal, self.result.found.seed)]
+
+    def _run_file(self, text: str, schedule: Schedule, *, seed: int) -> bool:
+        """One run of the minimal scenario's text as `run --reproduce` runs the file (plain `run`, when it has no
+        [reproduces]), journaled as a "reproduce" trial: True when it reproduced, by the file's own judgement. A run
+        that cannot be judged (a lost log, chaos that did not act) did not reproduce; an interrupted one raises
+        KeyboardInterrupt, a harness or target error `_Stopped`."""
+        assert self.folder is not None and self.journal is not None and self.result.failure is not None
+        scenario = parse_scenario(text, "minimal.toml")
+        judged, reproduced_when = reproduced_by(scenario)
+        self.index += 1
+        started = self.clock()
+        with open_append(self.folder / "trials.log") as log:
+            log.write(f"--- trial {self.index} (reproduce): minimal.toml as handed over, seed {seed}\n")
+            log.flush()
+            code, folder, interrupted = run_trial(scenario, text, self.folder / "trials", log, judged)
+        if interrupted:
+            raise KeyboardInterrupt
+        try:
+            unjudged = judge(folder, len(schedule.steps)).unjudged
+        except TrialDamaged as exc:
+            self.say(f"harness error: {scrub(str(exc))}")
+            unjudged, self.error = None, "harness error"
+        if code == ExitCode.HARNESS or (code == ExitCode.TARGET and unjudged is None):
+            self.error = self.error or ("harness error" if code == ExitCode.HARNESS else "target error")
+        reproduced = self.error is None and unjudged is None and code == reproduced_when
+        trial = Trial(index=self.index, seed=seed, schedule=schedule, purpose="reproduce",
+                      failures=(self.result.failure,) if reproduced else (), exit_code=code,
+                      folder=str(folder.relative_to(self.folder)), seconds=round(self.clock() - started, 3),
+                      unjudged=unjudged)
+        self.result.trials.append(trial)
+        said = "reproduced" if reproduced else unjudged or "not reproduced"
+        self.journal.write({"type": "trial", "index": trial.index, "seed": seed, "purpose": "reproduce",
+                            "schedule": schedule_data(schedule), "outcome": said, "judged": judged.value,
+                            "failures": [asdict(failure) for failure in trial.failures], "exit_code": code,
+                            "folder": trial.folder, "seconds": trial.seconds})
+        self.say(f"[{trial.index}] reproduce minimal.toml (seed {seed}): {said} (exit {code}, {trial.seconds:.0f}s)")
+        if self.error is not None:
+            raise _Stopped(self.error)
+        return reproduced
 
     def _runs(self, purpose: TrialPurpose) -> Callable[[Schedule], tuple[Failure, ...]]:
         """A runner for the shrinker: each call one trial of that purpose, its failures returned; an interrupted
@@ -488,8 +580,10 @@ class Hunt:
             return None
         runs = [trial for trial in result.trials if trial.purpose == "shrink"]
         return {"stopped_by": result.shrink_stopped_by, "runs": len(runs),
+                "replay": ({"failed": result.replay[0], "runs": result.replay[1]}
+                           if result.replay is not None else None),
                 "seconds": round(sum(trial.seconds for trial in runs), 3),
-                "minimal": schedule_data(result.minimal),
+                "minimal": schedule_data(result.minimal), "irrelevant": list(result.irrelevant),
                 "path": [{"what": step.what, "runs": step.runs, "failed": step.failed, "accepted": step.accepted}
                          for step in result.shrink_path],
                 "reproduction": ({"failed": result.reproduction[0], "runs": result.reproduction[1]}
@@ -505,7 +599,10 @@ class Hunt:
 
 
 BACK_OFF = 3
-"""Larger schedules along the shrink path the reproduction tries when the minimal one reproduces too rarely."""
+"""More files (another seed, or a larger schedule along the shrink path) the reproduction tries when the minimal
+scenario reproduces too rarely."""
+SEEDS = 2
+"""Seeds a schedule failed with that the reproduction tries it with, at most."""
 
 
 class _Stopped(Exception):

@@ -12,9 +12,10 @@ The verdict is read back from the trial's summary.json (as untrusted data: a typ
 keys it needs; damaged, the hunt stops as a harness error) into the property's failures (`Property`):
 each invariant violated, the -32602 rejections no logged line explains, each condition of the steady
 state (`[hypothesis]`) that failed during or after the chaos (its window and condition its name: did
-the deployment come back?), and each `[expect]` threshold that failed when the hunt counts `[expect]`;
-and the rejections by the reason the replicas logged. A control trial has no chaos, so the run probes
-no steady state: its `[expect]` holds the `[hypothesis]` conditions, judged over its whole run.
+the deployment come back?), and each `[expect]` threshold that failed when the hunt counts `[expect]`,
+each with its signature (`harness.hunt.signature`); and the rejections by the reason the replicas
+logged. A control trial has no chaos, so the run probes no steady state: its `[expect]` holds the
+`[hypothesis]` conditions, judged over its whole run.
 
 A trial judges only what was observed: one whose logs lost a replica (a log source failed or
 ended during it) or whose chaos did not act (an action that failed, or fewer actions than its
@@ -37,9 +38,10 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.config.scenario import Scenario, parse_scenario
-from harness.config.thresholds import parse_thresholds
+from harness.config.thresholds import Judged, parse_thresholds
 from harness.errors import ExitCode, MrtrHarnessError
 from harness.hunt.model import Failure, Schedule, step_table
+from harness.hunt.signature import expectation_failure, invariant_failure, unexplained_failure
 from harness.hunt.toml_file import document
 from harness.report.verdict import RunStatus
 
@@ -47,9 +49,6 @@ ROLLBACK = "rollback"
 """The chaos row of the run's own rollback (`harness.chaos.schedule`), beside the schedule's actions."""
 NO_CHAOS = "no chaos"
 """The window of a control trial's steady state: its whole run, which had no chaos."""
-UNEXPLAINED = "-32602"
-"""The name of an `unexplained` failure: -32602 answers the clients saw that no replica's log line explains (they
-have no logged reason: that is what makes them unexplained)."""
 
 
 class TrialDamaged(MrtrHarnessError):
@@ -137,12 +136,14 @@ def trial_scenario(base: Base, schedule: Schedule, seed: int, name: str, header:
         raise ValueError(f"a schedule that does not validate: {exc}") from None
 
 
-def run_trial(scenario: Scenario, text: str, root: Path, log: IO[str]) -> tuple[int, Path, bool]:
-    """Run the trial as `run` does (results under `root`, what the run says into `log`): (exit code, its results
-    folder, whether it was interrupted)."""
+def run_trial(scenario: Scenario, text: str, root: Path, log: IO[str],
+              judged: Judged = Judged.EXPECT) -> tuple[int, Path, bool]:
+    """Run the trial as `run` does (results under `root`, what the run says into `log`; `judged`: the table it is
+    judged by, [reproduces] as `run --reproduce` judges it): (exit code, its results folder, whether it was
+    interrupted)."""
     from harness.run.run import Run, RunOptions
 
-    run = Run(scenario, text, RunOptions(results_root=root, progress=False, stream=log))
+    run = Run(scenario, text, RunOptions(results_root=root, progress=False, stream=log, judged=judged))
     code = run.execute()  # Ctrl-C stops the trial (chaos rolled back, results written); the hunt's handlers after
     return code, run.folder, run.interrupted
 
@@ -174,9 +175,10 @@ def judge(folder: Path, steps: int = 0, judged_by: Property = Property(expect=Tr
     unjudged = _unobserved(summary, steps)
     if unjudged is not None:
         return Judgement((), reasons, summary.status.value, (unjudged, *summary.problems), unjudged)
-    failures = [Failure("invariant", name) for name, row in sorted(summary.invariants.items()) if not row.passed]
+    failures = [invariant_failure(name, row.detail if isinstance(row.detail, list) else [row.detail])
+                for name, row in sorted(summary.invariants.items()) if not row.passed]
     if summary.reconciliation is not None and not summary.reconciliation.passed:
-        failures.append(Failure("unexplained", UNEXPLAINED))
+        failures.append(unexplained_failure(summary.reconciliation.examples.get("unexplained", [])))
     for failure in [*_thresholds_failed(summary, judged_by), *_deviations(summary)]:
         if failure not in failures:
             failures.append(failure)
@@ -197,7 +199,7 @@ def _thresholds_failed(summary: _Summary, judged_by: Property) -> list[Failure]:
         if (row.threshold, row.condition) in judged_by.steady_state:
             failures.append(Failure("hypothesis", f"{NO_CHAOS}: {row.threshold} {row.condition}"))
         elif judged_by.expect:
-            failures.append(Failure("expectation", row.threshold))
+            failures.append(expectation_failure(row.threshold, row.text, row.metric, summary.rejections.by_reason))
     return failures
 
 
@@ -260,8 +262,14 @@ class _Span(_Read):
     replica: str
 
 
+class _Invariant(_Passed):
+    detail: Any = None
+    """Its examples (a list of lines), or null."""
+
+
 class _Reconciliation(_Passed):
     unobserved: list[_Span] = []
+    examples: dict[str, list[Any]] = {}
 
 
 class _LogSource(_Read):
@@ -277,6 +285,8 @@ class _Chaos(_Read):
 class _Threshold(_Passed):
     threshold: str
     condition: str = ""
+    text: str = ""
+    metric: str = ""
 
 
 class _ProbeItem(_Read):
@@ -323,7 +333,7 @@ class _Summary(_Read):
     exit_code: int
     problems: list[str]
     thresholds: list[_Threshold]
-    invariants: dict[str, _Passed]
+    invariants: dict[str, _Invariant]
     reconciliation: _Reconciliation | None
     rejections: _Rejections
     chaos: list[_Chaos] = []

@@ -1,0 +1,153 @@
+"""A flaky target: the found failure replayed before the shrink, a fluke handed over as one, not "minimal", and a
+minimal scenario that carries a seed it failed with and states the rate of its own runs.
+
+No process: the hunt's trials are stood in for (`Hunt.run_schedule`, and `Hunt._run_file`, a run of the
+handed-over text) by a script of which runs fail,
+since no real target fails on cue 1 run in 10; everything else (the journal, minimal.toml, the page,
+the terminal) is the hunt's own. Milliseconds each.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.config.scenario import parse_scenario
+from harness.hunt.model import Failure, Schedule, Trial, TrialPurpose
+from harness.hunt.trial import Base
+
+SHOP = """\
+name = "hunted"
+seed = 5
+duration = "10s"
+time_scale = 60
+
+[target]
+replicas = 2
+
+[load]
+arrival_rate = 3
+routing = "round-robin"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = { dist = "constant", value = "6s" }
+
+[hunt]
+trials = 3
+trial_duration = "3s"
+actions = ["restart"]
+controls = 0
+reruns = 3
+must_fail = 2
+shrink_runs = 6
+reproduce = 2
+"""
+
+DOUBLE = Failure("invariant", "no_double_release")
+
+Script = Callable[[Schedule, TrialPurpose, int], bool]
+"""Whether the run of this schedule, for this purpose, as the hunt's n-th trial, fails as `DOUBLE`."""
+
+
+def _hunt(tmp_path: Path, fails: Script) -> tuple[Any, io.StringIO]:
+    """A hunt of the shop whose trials fail as `fails` says (every other part of it the hunt's own)."""
+    from harness.hunt.search import Hunt
+
+    path = tmp_path / "hunted.toml"
+    path.write_text(SHOP)
+    said = io.StringIO()
+    hunt = Hunt(Base.read(path), results_root=tmp_path / "results", stream=said)
+
+    def run_schedule(schedule: Schedule, purpose: TrialPurpose) -> Trial:
+        hunt.index += 1
+        failed = fails(schedule, purpose, hunt.index)
+        trial = Trial(index=hunt.index, seed=1000 + hunt.index, schedule=schedule, purpose=purpose,
+                      failures=(DOUBLE,) if failed else (), exit_code=1 if failed else 0, folder="trials/t")
+        hunt.result.trials.append(trial)
+        assert hunt.journal is not None
+        hunt.journal.write({"type": "trial", "index": trial.index, "purpose": purpose, "seed": trial.seed,
+                            "failed": failed})
+        return trial
+
+    def run_file(text: str, schedule: Schedule, *, seed: int) -> bool:
+        hunt.index += 1
+        hunt.files.append((text, seed))
+        failed = fails(schedule, "reproduce", hunt.index)
+        hunt.result.trials.append(Trial(index=hunt.index, seed=seed, schedule=schedule, purpose="reproduce",
+                                        failures=(DOUBLE,) if failed else ()))
+        return failed
+
+    hunt.run_schedule, hunt._run_file, hunt.files = run_schedule, run_file, []
+    return hunt, said
+
+
+def _journal(hunt: Any) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (hunt.folder / "hunt.jsonl").read_text().splitlines()]
+
+
+def test_a_fluke_is_replayed_not_shrunk_and_handed_over_as_flaky(tmp_path):
+    """The search's first trial fails once; its schedule's 3 replays (fresh seeds) fail once: 1 of 3, under the 2 the
+    shrink needs. The hunt spends nothing on a shrink or reruns, says "flaky: reproduced 1 of 3", journals it as
+    the shrink's outcome, and hands over the schedule as found, its header saying so."""
+    hunt, said = _hunt(tmp_path, lambda schedule, purpose, index: index in (1, 3))
+
+    result = hunt.run()
+
+    assert [trial.purpose for trial in result.trials] == ["search", "replay", "replay", "replay"]
+    assert [trial.seed for trial in result.trials[1:]] == [1002, 1003, 1004]  # a fresh seed each
+    assert result.stopped_by == "found" and result.replay == (1, 3) and result.shrink_stopped_by == "flaky"
+    assert "flaky: reproduced 1 of 3" in said.getvalue()
+    end = _journal(hunt)[-1]
+    assert end["shrink"]["stopped_by"] == "flaky" and end["shrink"]["replay"] == {"failed": 1, "runs": 3}
+    assert end["shrink"]["path"] == [] and end["shrink"]["reproduction"] is None
+    text = (hunt.folder / "minimal.toml").read_text()
+    header = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    assert "flaky, not shrunk: it failed the same way again in only 1 of 3 replays" in header
+    assert "shrunk to" not in header
+    assert [step.model_dump(exclude_defaults=True) for step in parse_scenario(text).chaos] == \
+        [step.model_dump(exclude_defaults=True) for step in result.found.schedule.steps]
+    assert "flaky" in (hunt.folder / "hunt.html").read_text()
+
+
+def test_a_failure_that_replays_is_shrunk(tmp_path):
+    """Every run fails: the 3 replays come first (a fresh seed each), then the shrink, then the reruns."""
+    hunt, said = _hunt(tmp_path, lambda schedule, purpose, index: True)
+
+    result = hunt.run()
+
+    purposes = [trial.purpose for trial in result.trials]
+    assert purposes[:4] == ["search", "replay", "replay", "replay"] and "shrink" in purposes
+    assert result.replay == (3, 3) and result.shrink_stopped_by != "flaky"
+    assert "flaky" not in said.getvalue()
+    assert _journal(hunt)[-1]["shrink"]["replay"] == {"failed": 3, "runs": 3}
+
+
+def test_the_minimal_scenario_carries_a_seed_its_schedule_failed_with_and_its_rate_is_its_own(tmp_path):
+    """The replays fail 2 of 3 and the shrink's runs every other time (the hunt's odd trials): the smaller schedule
+    that is handed over failed with some seeds and not others, and never with the found trial's. minimal.toml carries
+    the first seed it failed with and names the others; its rate is of runs of its very text, with that seed."""
+    hunt, _ = _hunt(tmp_path, lambda schedule, purpose, index: index != 3 if purpose in ("search", "replay")
+                    else purpose != "shrink" or index % 2 == 1)
+
+    result = hunt.run()
+
+    assert result.found is not None and result.minimal is not None and result.minimal != result.found.schedule
+    failed_with = [trial.seed for trial in result.trials
+                   if trial.schedule == result.minimal and trial.failures and trial.purpose == "shrink"]
+    never = [trial.seed for trial in result.trials
+             if trial.schedule == result.minimal and not trial.failures and trial.purpose == "shrink"]
+    text = (hunt.folder / "minimal.toml").read_text()
+    handed = parse_scenario(text)
+    assert handed.seed == failed_with[0] and handed.seed != result.found.seed and handed.seed not in never
+    header = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    assert f"this file, as it is (seed {handed.seed}), reproduced it in 2 of 2 runs of `mrtr-harness run " \
+           "--reproduce`" in header
+    assert [seed for _, seed in hunt.files] == [handed.seed] * 2
+    assert all(parse_scenario(ran) == handed for ran, _ in hunt.files)  # the file as handed over, header aside
