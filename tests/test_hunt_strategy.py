@@ -110,10 +110,17 @@ def test_each_strategy_name_the_settings_take_is_one_module_and_the_help_names_i
     assert flag.help is not None and all(f"{name} (" in flag.help for name in get_args(StrategyName))
 
 
-def test_an_unknown_strategy_is_refused_as_validate_refuses_it(tmp_path):
+def test_an_unknown_strategy_is_refused_in_the_file_and_as_a_flag_with_exit_2_before_anything_starts(tmp_path):
     with pytest.raises(ScenarioError) as refused:
         parse_scenario(SHOP.format(auth="", hunt='strategy = "swarn"\n'))
     assert "strategy" in str(refused.value) and "'swarm'" in str(refused.value)
+    path = tmp_path / "hunted.toml"
+    path.write_text(SHOP.format(auth="", hunt=""))
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(path), "--strategy", "swarn", "--results",
+                           str(tmp_path / "results")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "hunt.strategy: must be one of 'random', 'swarm' or 'cover', not 'swarn'" in \
+        done.stderr
+    assert not (tmp_path / "results").exists()
 
 
 def test_the_hunt_asks_the_strategy_the_settings_or_the_flag_name_and_its_first_schedule_is_its_first_trials(tmp_path):

@@ -49,10 +49,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                        "the shrink has its own)")
     hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration, "
                                                "default 10s)")
-    hunt.add_argument("--strategy", help="how the search draws each trial's schedule ([hunt] strategy, default "
-                                         "random): random (each step from every allowed action), swarm (each trial "
-                                         "from a random subset of the actions), cover (each step in the coverage "
-                                         "cell drawn least so far: every cell once before any twice)")
+    hunt.add_argument("--strategy", metavar="NAME",
+                      help="how the search draws each trial's schedule ([hunt] strategy, default random): random "
+                           "(each step from every allowed action), swarm (each trial from a random subset of the "
+                           "actions), cover (each step in the coverage cell drawn least so far: every cell once "
+                           "before any twice)")
     hunt.add_argument("--max-steps", type=int, help="the most chaos steps a schedule has ([hunt] max_steps, "
                                                     "default 2)")
     hunt.add_argument("--actions", help="the chaos actions drawn, comma-separated, e.g. restart,rotate-keys "

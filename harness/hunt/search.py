@@ -7,7 +7,8 @@ with the shrink's outcome), `trials/`, each trial's own results folder (a run's,
 scenario, when a trial failed) and `hunt.html`, written whatever stopped the hunt. Every trial
 record has its index, seed, purpose, schedule as plain data, failures, reasons, exit code,
 folder and seconds: `mrtr-harness run trials/<folder>/scenario.toml` reruns that trial exactly
-as drawn, and `hunt --seed S` draws the same schedules again.
+as drawn, and `hunt --seed S` draws the same schedules again (with the same strategy: `harness.hunt.strategy`,
+which gives each search trial's schedule from the trials so far).
 
 What stops the search, and the hunt's exit code: a trial that fails the property (1: found),
 the trials or the budget spent (0: nothing broke), Ctrl-C or SIGTERM (130: the trial under way
