@@ -233,7 +233,7 @@ class Hunt:
             if self.clock() - self.started >= self.settings.budget:
                 return "time"
             self.searched = index
-            trial = self.run_schedule(self.strategy.next(self.history), "search")
+            trial = self.run_schedule(self.strategy.next(tuple(self.history)), "search")
             for key in coverage_keys(trial.schedule, self.labels) if trial.unjudged is None else ():
                 self.result.coverage[key] = self.result.coverage.get(key, 0) + 1  # what was judged, only
             if self.error is not None:
