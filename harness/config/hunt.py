@@ -12,7 +12,7 @@ sits in front of them), an external target needs the action's `[target.commands]
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
@@ -46,6 +46,11 @@ class HuntedScenario(Protocol):
     @property
     def hypothesis(self) -> dict[str, str | list[str]]: ...
 
+StrategyName = Literal["random", "swarm", "cover"]
+"""The strategies a hunt's search can draw its schedules with, by name: each is one module of `harness.hunt.strategies`
+(which says what it does), named here so that `validate` refuses any other; the two must agree (checked when the
+strategies are imported)."""
+
 NEVER_DRAWN = frozenset({"command"})
 """Actions a hunt never draws: `command` runs an argv only its user can write."""
 
@@ -57,7 +62,8 @@ class HuntSettings(Strict):
     replicas' logs do not explain, or leave its steady state (`[hypothesis]`) during or after the
     chaos; the scenario's `[expect]` counts too only with `expect = true`. The search starts with
     `controls` trials without chaos: a deployment that fails one fails without chaos, and is not
-    searched. The search stops at the first failing trial, or when `trials` or `budget` runs
+    searched. Its schedules come from `strategy` (default random; with any of them the same seed
+    draws the same schedules). The search stops at the first failing trial, or when `trials` or `budget` runs
     out (the controls count against it). The shrink of that trial's
     schedule follows: a smaller schedule still fails when it fails the same way in at least
     `must_fail` of `reruns` runs, and the shrink stops at `shrink_budget` or `shrink_runs`,
@@ -75,6 +81,10 @@ class HuntSettings(Strict):
                                                                 "under way finishes), real")
     trial_duration: PositiveDuration = Field(default=10.0, description="how long each trial's load runs (it "
                                                                        "replaces the scenario's duration), real")
+    strategy: StrategyName = Field(default="random", description="how the search draws each trial's schedule: "
+                                   "random (every step independently from every allowed action), swarm (each trial "
+                                   "from a random subset of the allowed actions), cover (each step in the coverage "
+                                   "cell tried least so far: every cell before any twice)")
     max_steps: int = Field(default=2, ge=1, le=20, description="the most chaos steps a drawn schedule has (each "
                                                                "has 1 to max_steps)")
     actions: list[str] | None = Field(default=None, description="the chaos actions drawn, by name as [[chaos]] "

@@ -5,6 +5,7 @@
     mrtr-harness hunt scenarios/smoke.toml --shrink-runs 30 --shrink-budget 10m --reproduce 10
     mrtr-harness hunt scenarios/smoke.toml --controls 3 --expect
     mrtr-harness hunt scenarios/smoke.toml --corpus hunt-corpus --corpus scenarios/on-call
+    mrtr-harness hunt scenarios/smoke.toml --strategy cover --trials 40
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
 checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
@@ -32,10 +33,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="First run --controls trials without chaos: a deployment that fails one fails without chaos "
                     "(exit 1, nothing searched). Then draw chaos schedules (actions, replicas, timing and "
                     "parameters, from every action the target can take; the start says which are left out and "
-                    "why), run each as a trial (a real run of the scenario with that [[chaos]], judged by the "
-                    "property: no invariant violated, no unexplained -32602, the steady state of [hypothesis] "
-                    "held during and after the chaos; the scenario's [expect] only with --expect), until one "
-                    "fails or the budget runs out. A failing schedule is "
+                    "why; --strategy says how), run each as a trial (a real run of the scenario with that "
+                    "[[chaos]], judged by the property: no invariant violated, no unexplained -32602, the steady "
+                    "state of [hypothesis] held during and after the chaos; the scenario's [expect] only with "
+                    "--expect), until one fails or the budget runs out. A failing schedule is "
                     "then shrunk to the smallest that still fails the same way (in --must-fail of --reruns runs, "
                     "within --shrink-budget and --shrink-runs), rerun --reproduce times for its rate, and handed "
                     "over as minimal.toml (`mrtr-harness run --reproduce` reproduces it) and hunt.html in the "
@@ -53,6 +54,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                        "the shrink has its own)")
     hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration, "
                                                "default 10s)")
+    hunt.add_argument("--strategy", metavar="NAME",
+                      help="how the search draws each trial's schedule ([hunt] strategy, default random): random "
+                           "(each step from every allowed action), swarm (each trial from a random subset of the "
+                           "actions), cover (each step in the coverage cell drawn least so far: every cell once "
+                           "before any twice)")
     hunt.add_argument("--max-steps", type=int, help="the most chaos steps a schedule has ([hunt] max_steps, "
                                                     "default 2)")
     hunt.add_argument("--actions", help="the chaos actions drawn, comma-separated, e.g. restart,rotate-keys "
@@ -87,8 +93,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The flags given, as dotted `[hunt]` keys the scenario model validates with the file."""
     found: dict[str, Any] = {}
-    keys = ("trials", "controls", "expect", "budget", "trial_duration", "max_steps", "seed", "reruns", "must_fail",
-            "shrink_budget", "shrink_runs", "reproduce", "reproduce_at_least")  # each flag's dest is its key's name
+    keys = ("trials", "controls", "expect", "budget", "trial_duration", "strategy", "max_steps", "seed", "reruns",
+            "must_fail", "shrink_budget", "shrink_runs", "reproduce",
+            "reproduce_at_least")  # each flag's dest is its key's name
     for key in keys:
         if getattr(args, key) is not None:
             found[f"hunt.{key}"] = getattr(args, key)

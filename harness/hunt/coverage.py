@@ -35,6 +35,7 @@ from harness.config.chaos import CHAOS_ACTIONS, FAULT_KEYS, ChaosAction, ChaosSt
 from harness.config.fields import FieldFacts, model_facts
 from harness.hunt.draw import TIMINGS, Space, timing
 from harness.hunt.model import HuntResult, Schedule, Trial
+from harness.hunt.records import Residual
 
 Cell = tuple[str, str, str]
 """(variant, whom, timing): `rotate-keys order=minter-first`, `r2`, `late`."""
@@ -194,7 +195,7 @@ def residual_line(result: HuntResult) -> str | None:
             f"below {100 * bound:.1f}% ({100 * CONFIDENCE:g}% upper bound)")
 
 
-def residual_record(result: HuntResult) -> dict[str, Any]:
+def residual_record(result: HuntResult) -> Residual:
     """The residual risk and health checks as plain data, for the hunt's journal's end record."""
     n = len(judged(result.trials))
     bound = residual_risk(n) if result.found is None else None

@@ -7,7 +7,8 @@ with the shrink's outcome), `trials/`, each trial's own results folder (a run's,
 scenario, when a trial failed) and `hunt.html`, written whatever stopped the hunt. Every trial
 record has its index, seed, purpose, schedule as plain data, failures, reasons, exit code,
 folder and seconds: `mrtr-harness run trials/<folder>/scenario.toml` reruns that trial exactly
-as drawn, and `hunt --seed S` draws the same schedules again. With `--corpus`, the corpus's
+as drawn, and `hunt --seed S` draws the same schedules again (with the same strategy: `harness.hunt.strategy`,
+which gives each search trial's schedule from the trials so far). With `--corpus`, the corpus's
 entries are replayed first, each as a trial of purpose `corpus` with its own seed
 (`harness.hunt.corpus`), and the minimal scenario is kept in it.
 
@@ -40,12 +41,14 @@ from harness.config.hunt import HuntSettings, action_problem
 from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import ExitCode
 from harness.hunt import corpus, coverage
-from harness.hunt.draw import Space, draw_schedule, trial_seed
+from harness.hunt.draw import Space, trial_seed
 from harness.hunt.minimal import MinimalScenarioError, failing_seeds, minimal_scenario, reproduced_by, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table, unshrunk_reason
 from harness.hunt.page import coverage_line, write_page
+from harness.hunt.records import HuntRecord, HuntRecordType, Outcome, ScheduleData, TrialRecord, failure_data
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
 from harness.hunt.signature import UNEXPLAINED
+from harness.hunt.strategy import Tried, strategy_for
 from harness.hunt.trial import Base, Property, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
@@ -67,7 +70,7 @@ class HuntJournal:
         self.path = path
         self._file = open_append(path)
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: HuntRecord) -> None:
         self._file.write(json.dumps({**record, "t": round(time.time(), 3)}, sort_keys=True) + "\n")
         self._file.flush()
 
@@ -75,7 +78,7 @@ class HuntJournal:
         self._file.close()
 
 
-def schedule_data(schedule: Schedule) -> dict[str, Any]:
+def schedule_data(schedule: Schedule) -> ScheduleData:
     """A schedule as plain data: its steps as `[[chaos]]` tables, its duration and rate."""
     return {"steps": [step_table(step) for step in schedule.steps], "duration": schedule.duration,
             "arrival_rate": schedule.arrival_rate}
@@ -91,6 +94,9 @@ class Hunt:
         self.seed = self.settings.seed if self.settings.seed is not None else base.scenario.seed
         self.space = Space.of(base.scenario)
         self.labels = [f"r{n}" for n in range(1, self.space.replica_count + 1)]
+        self.strategy = strategy_for(self.settings.strategy, self.space, self.seed, self.labels)
+        self.history: list[Tried] = []
+        """Every trial run so far, as the strategy reads it."""
         self.results_root = results_root
         self.stream = stream
         self.clock = clock
@@ -116,8 +122,7 @@ class Hunt:
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
-        return trial_scenario(self.base, draw_schedule(self.space, self.seed, 1), trial_seed(self.seed, 1),
-                              self.trial_name(1))[0]
+        return trial_scenario(self.base, self.strategy.next(()), trial_seed(self.seed, 1), self.trial_name(1))[0]
 
     def trial_name(self, index: int) -> str:
         return f"{self.base.scenario.name}-t{index:03d}"
@@ -129,12 +134,14 @@ class Hunt:
         self.journal = HuntJournal(self.folder / "hunt.jsonl")
         self.started = self.clock()
         left_out = self.left_out()
-        self.journal.write({"type": "start", "scenario": self.base.scenario.name, "source": self.base.source,
-                            "seed": self.seed, "bounds": self.settings.model_dump(mode="json"),
+        self.journal.write({"type": HuntRecordType.START, "scenario": self.base.scenario.name,
+                            "source": self.base.source, "seed": self.seed, "strategy": self.strategy.name,
+                            "bounds": self.settings.model_dump(mode="json"),
                             "actions": list(self.space.actions), "replicas": list(self.space.replicas),
                             "property": self.result.property_line, "expect_counts": self.property.expect,
                             "left_out": left_out, "most_runs": self.most_runs()})
-        self.say(f"hunt of {self.base.scenario.name} (seed {self.seed}): {self.bound_line()}; results in "
+        self.say(f"hunt of {self.base.scenario.name} (seed {self.seed}, strategy {self.strategy.name}): "
+                 f"{self.bound_line()}; results in "
                  f"{self.folder}")
         self.say(f"property: {self.result.property_line}")
         for why, actions in _grouped(left_out).items():
@@ -219,11 +226,11 @@ class Hunt:
                 self.result.control = trial
                 break
         failed = self.result.control
-        self.journal.write({"type": "control", "trials": [trial.index for trial in ran],
+        self.journal.write({"type": HuntRecordType.CONTROL, "trials": [trial.index for trial in ran],
                             "held": sum(1 for trial in ran if not trial.failures and trial.unjudged is None),
                             "not_judged": sum(1 for trial in ran if trial.unjudged is not None),
                             "failed": failed.index if failed is not None else None,
-                            "failures": [asdict(failure) for failure in failed.failures] if failed else []})
+                            "failures": [failure_data(failure) for failure in failed.failures] if failed else []})
         if failed is not None:
             self.say(f"fails without chaos: control trial {failed.index} failed "
                      f"({', '.join(map(str, failed.failures))}); nothing is searched or shrunk")
@@ -239,7 +246,7 @@ class Hunt:
             if self.clock() - self.started >= self.settings.budget:
                 return "time"
             self.searched = index
-            trial = self.run_schedule(draw_schedule(self.space, self.seed, index), "search")
+            trial = self.run_schedule(self.strategy.next(tuple(self.history)), "search")
             self._count_coverage(trial)
             if self.error is not None:
                 return self.error
@@ -262,7 +269,7 @@ class Hunt:
         self.corpus_entries = entries
         kept, unfit = corpus.replayable(entries, self.space, self.fits)
         skipped = [*unread, *unfit]
-        self.journal.write({"type": "corpus", "folders": [str(folder) for folder in self.corpus_folders],
+        self.journal.write({"type": HuntRecordType.CORPUS, "folders": [str(folder) for folder in self.corpus_folders],
                             "replayed": [entry.name for entry in kept],
                             "skipped": [asdict(entry) for entry in skipped]})
         said = "; ".join(f"{entry.name}: {entry.why}" for entry in skipped[:3]) + ("; ..." * (len(skipped) > 3))
@@ -298,7 +305,7 @@ class Hunt:
             self.say(f"corpus: the minimal scenario was not kept: {scrub(str(exc))}")
             return
         path, new = self.corpus_saved
-        self.journal.write({"type": "corpus-saved", "path": str(path), "new": new})
+        self.journal.write({"type": HuntRecordType.CORPUS_SAVED, "path": str(path), "new": new})
 
     def _count_coverage(self, trial: Trial) -> None:
         """A search trial's steps that acted on rounds in flight, if it was judged, into the coverage
@@ -442,9 +449,9 @@ class Hunt:
                       unjudged=unjudged)
         self.result.trials.append(trial)
         said = "reproduced" if reproduced else unjudged or "not reproduced"
-        self.journal.write({"type": "trial", "index": trial.index, "seed": seed, "purpose": "reproduce",
+        self.journal.write({"type": HuntRecordType.TRIAL, "index": trial.index, "seed": seed, "purpose": "reproduce",
                             "schedule": schedule_data(schedule), "outcome": said, "judged": judged.value,
-                            "failures": [asdict(failure) for failure in trial.failures], "exit_code": code,
+                            "failures": [failure_data(failure) for failure in trial.failures], "exit_code": code,
                             "folder": trial.folder, "seconds": trial.seconds})
         self.say(f"[{trial.index}] reproduce minimal.toml (seed {seed}): {said} (exit {code}, {trial.seconds:.0f}s)")
         if self.error is not None:
@@ -512,17 +519,19 @@ class Hunt:
             self.error = "target error"
         trial.seconds = round(self.clock() - started, 3)
         self.result.trials.append(trial)
-        self.journal.write({"type": "trial", "index": index, "seed": seed, "purpose": purpose,
-                            "schedule": schedule_data(schedule), "outcome": outcome(trial, status),
-                            "failures": [asdict(failure) for failure in trial.failures], "reasons": trial.reasons,
-                            "exit_code": trial.exit_code, "status": status,
-                            "problems": [scrub(line) for line in problems], "folder": trial.folder,
-                            "uncounted_expect": list(uncounted), "seconds": trial.seconds})
+        record: TrialRecord = {"type": HuntRecordType.TRIAL, "index": index, "seed": seed, "purpose": purpose,
+                               "schedule": schedule_data(schedule), "outcome": outcome(trial, status),
+                               "failures": [failure_data(failure) for failure in trial.failures],
+                               "reasons": trial.reasons, "exit_code": trial.exit_code, "status": status,
+                               "problems": [scrub(line) for line in problems], "folder": trial.folder,
+                               "uncounted_expect": list(uncounted), "seconds": trial.seconds}
+        self.journal.write(record)
+        self.history.append(Tried(trial, record, folder))
         self._progress(trial, status, problems, uncounted)
         return trial
 
     def _progress(self, trial: Trial, status: str, problems: tuple[str, ...], uncounted: tuple[str, ...] = ()) -> None:
-        said = outcome(trial, status)
+        said: str = outcome(trial, status)
         if trial.failures:
             said += ": " + ", ".join(str(failure) for failure in trial.failures)
         elif problems and said != "held":
@@ -537,12 +546,13 @@ class Hunt:
     def _end(self) -> None:
         assert self.journal is not None
         result = self.result
-        self.journal.write({"type": "end", "stopped_by": result.stopped_by, "trials": len(result.trials),
+        self.journal.write({"type": HuntRecordType.END, "stopped_by": result.stopped_by, "trials": len(result.trials),
                             "without_chaos": ({"trial": result.control.index, "folder": result.control.folder,
-                                               "failures": [asdict(failure) for failure in result.control.failures]}
+                                               "failures": [failure_data(failure)
+                                                            for failure in result.control.failures]}
                                               if result.control is not None else None),
                             "found": result.found.index if result.found is not None else None,
-                            "failure": asdict(result.failure) if result.failure is not None else None,
+                            "failure": failure_data(result.failure) if result.failure is not None else None,
                             "coverage": [{"action": variant.split()[0], "variant": variant, "target": whom,
                                           "timing": when, "trials": count}
                                          for (variant, whom, when), count in sorted(result.coverage.items())],
@@ -651,7 +661,7 @@ def _named(path: Path | None, folder: Path | None) -> str | None:
     return str(path.relative_to(folder)) if path is not None and folder is not None else None
 
 
-def outcome(trial: Trial, status: str) -> str:
+def outcome(trial: Trial, status: str) -> Outcome:
     """A trial's outcome in a word: failed (the property broke), held, interrupted, error, or not judged (the run
     failed otherwise, e.g. a chaos action that did not happen: the schedule was not tried as drawn; or its logs lost a
     replica)."""
