@@ -1,7 +1,7 @@
 """The registry of flow kinds: each kind is one model (config) and its steps (load), never one alone.
 
 The model's declaration gives the scenario's union, the rounds the disk estimate counts, whether the
-load builds the shop's catalogue, its leads' profile, its label and its rules across the scenario;
+load loads the shop's orders, its leads' profile, its label and its rules across the scenario;
 docs/architecture.md's worked example of adding a kind is run here as written.
 """
 
@@ -134,7 +134,7 @@ mutations = ["cross-principal"]
     assert "flows" in str(raised.value) and "mutations" in str(raised.value)
 
 
-def test_the_load_builds_the_shops_catalogue_only_for_kinds_that_need_its_orders():
+def test_the_load_loads_the_shops_orders_only_for_kinds_that_need_them():
     def scenario(flows: str) -> Scenario:
         return parse_scenario(f"""name = "x"
 duration = "10s"

@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     api.add_argument("--store", default="sqlite:results/shop/shop.db",
                      help="sqlite:PATH (default), redis://HOST:PORT[/DB] or memory")
     api.add_argument("--seed", type=int, default=None, help="catalogue seed (default 2026)")
-    api.add_argument("--orders", type=int, default=None, help="how many orders the catalogue holds (default 5000)")
+    api.add_argument("--orders", type=int, default=None, help="how many orders the shop holds (default 5000)")
     api.add_argument("--no-release-guard", dest="release_guard", action="store_false",
                      help="release a refund again when asked (no 409): only the replicas' once-only record then "
                           "stops a replayed answer, which is what the on-call case of a missing record shows")

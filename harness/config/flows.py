@@ -5,7 +5,7 @@ A flow kind is declared once, in two halves that share its model:
 - here, its config half: the model (its `kind` name(s) and keys), and beside the keys what the
   rest of the harness needs to know of it: the most rounds a flow may send (`rounds`, which the
   disk estimate adds up), whether it acts on the shop's orders (`needs_shop_orders`: the load
-  builds the shop's catalogue only then), and where the defaults do not fit, its metric label
+  loads the shop's orders only then), and where the defaults do not fit, its metric label
   (`label`), how its leads answer (`lead_profile`), a rule across the scenario's other tables
   (`problem`), what it does to a target beyond load (`breaks_target`, which a remote host must
   allow) and whether the ledger invariants judge the refunds it holds (`settles_refunds`).
@@ -89,7 +89,7 @@ class FlowKind(Strict):
         raise NotImplementedError
 
     def needs_shop_orders(self) -> bool:
-        """Whether the flow picks orders from the shop's catalogue (declared by each kind)."""
+        """Whether the flow picks orders from the shop's orders table (declared by each kind)."""
         raise NotImplementedError
 
     def label(self) -> str:
