@@ -42,6 +42,7 @@ from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import ExitCode
 from harness.hunt import corpus, coverage
 from harness.hunt.draw import Space, trial_seed
+from harness.hunt.from_triage import Steering
 from harness.hunt.minimal import MinimalScenarioError, failing_seeds, minimal_scenario, reproduced_by, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table, unshrunk_reason
 from harness.hunt.page import coverage_line, write_page
@@ -119,6 +120,8 @@ class Hunt:
         """The corpus's entries as read (the minimal scenario is not kept again when one of them replays it)."""
         self.corpus_saved: tuple[Path, bool] | None = None
         """Where the minimal scenario was kept in the corpus, and whether it was new there."""
+        self.steering: Steering | None = None
+        """`--from-triage`: where an incident's logged reasons steer the hunt (`harness.hunt.from_triage`)."""
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
@@ -144,6 +147,7 @@ class Hunt:
                  f"{self.bound_line()}; results in "
                  f"{self.folder}")
         self.say(f"property: {self.result.property_line}")
+        self._say_steering()
         for why, actions in _grouped(left_out).items():
             self.say(f"left out: {', '.join(actions)} ({why})")
         try:
@@ -195,6 +199,12 @@ class Hunt:
         return (f"{said}; the scenario's [expect] ({_thresholds(scenario.expect)}) is not part of it: it is the "
                 "healthy outcome `run` judges, which chaos may cost a healthy deployment ([hunt] expect = true or "
                 "--expect counts it)")
+
+    def _say_steering(self) -> None:
+        """`--from-triage`: the reasons triage counted, the actions they steer to, what the property gains, what no
+        drawable action provokes; before the first trial."""
+        for line in self.steering.lines() if self.steering is not None else ():
+            self.say(line)
 
     def left_out(self) -> dict[str, str]:
         """Each chaos action the hunt will not draw, and why (in the user's words), said before the first trial."""
