@@ -247,3 +247,71 @@ def test_a_hunt_steered_to_no_action_is_refused_with_exit_2_before_anything_star
     assert "only restart, kill, rolling-restart, rotate-keys provoke unknown key" in done.stderr
     assert "no chaos action provokes seal" in done.stderr
     assert not (tmp_path / "results").exists()
+
+
+# --- a real incident, triaged, then hunted -----------------------------------------------------------
+
+STICKY = """\
+name = "hunted"
+seed = 5
+duration = "8s"
+time_scale = 60
+
+[target]
+replicas = 2
+keyring = "ephemeral"
+ttl = "10m"
+
+[load]
+arrival_rate = 3
+routing = "same-replica"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = { dist = "constant", value = "4m" }
+"""
+"""Per-process keys, but every call kept on one replica: healthy without chaos; a replica that restarts while its
+leads think loses the key their states were sealed with (`unknown key`)."""
+
+
+def _harness(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.timeout(600)  # a catalogue run (about 16 s), then a control, a find, its replay, a shrink run and a
+def test_a_real_incidents_triage_steers_a_hunt_to_a_minimal_scenario_that_reproduces_its_reason(tmp_path):  # rerun
+    incident = _harness("run", str(ROOT / "scenarios/on-call/ephemeral-keys.toml"), "--results", str(tmp_path / "runs"))
+    assert incident.returncode == 1, incident.stderr  # its [expect]: no unknown key, which it logs
+    [logs] = (tmp_path / "runs").glob("*/target/logs")
+    triaged = _harness("triage", "--once", "--json", "--file", *(str(logs / f"r{n}.log") for n in (1, 2, 3)))
+    triage = tmp_path / "rejections.json"
+    triage.write_text(triaged.stdout)
+    counted = json.loads(triaged.stdout)["by_reason"]["unknown key"]
+    assert counted > 0, triaged.stdout
+    scenario = tmp_path / "hunted.toml"
+    scenario.write_text(STICKY)
+    done = _harness("hunt", str(scenario), "--from-triage", str(triage), "--controls", "1", "--trials", "3",
+                    "--trial-duration", "8s", "--max-steps", "1", "--reruns", "1", "--must-fail", "1",
+                    "--shrink-runs", "1", "--reproduce", "1", "--seed", "3", "--results", str(tmp_path / "hunts"),
+                    timeout=540)
+    assert done.returncode == 1, done.stderr
+    assert f"from triage: unknown key {counted} → restart, kill, rolling-restart, rotate-keys\n" in done.stderr
+    [folder] = (tmp_path / "hunts").iterdir()
+    summary = json.loads((folder / "hunt.json").read_text())
+    assert summary["stopped_by"] == "found" and summary["strategy"] == "random" and summary["seed"] == 3
+    assert summary["failure"]["name"] == "rejections{reason='unknown key'}"
+    assert summary["from_triage"]["counts"] == {"unknown key": counted}
+    assert summary["from_triage"]["actions"] == ["restart", "kill", "rolling-restart", "rotate-keys"]
+    assert summary["rerun"] == f"mrtr-harness hunt {scenario} --seed 3 --strategy random --from-triage {triage}"
+    assert summary["controls"] == {"trials": 1, "held": 1, "not_judged": 0, "failed": None}
+    assert summary["minimal_file"] == "minimal.toml" and summary["reproduction"]["runs"] == 1
+    assert summary["without_chaos"] is None and summary["residual_risk"] is None  # found: no bound to state
+    assert summary["coverage"].startswith("coverage: ")
+    assert {step["action"] for step in summary["found"]["schedule"]["steps"]} <= set(summary["from_triage"]["actions"])
+    minimal = (folder / "minimal.toml").read_text()
+    assert "[reproduces]   # the failure: judged by `run --reproduce`\n\"rejections{reason='unknown key'}\" = \"> 0\"" \
+        in minimal

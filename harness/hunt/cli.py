@@ -177,6 +177,8 @@ def run_hunt(args: argparse.Namespace) -> int:
     if hunt.page_file is not None:
         print(f"page: {hunt.page_file}")
     print(f"journal: {folder / 'hunt.jsonl'}")
+    if hunt.summary_file is not None:
+        print(f"summary: {hunt.summary_file}")
     return code
 
 
@@ -196,7 +198,7 @@ def _steered(args: argparse.Namespace) -> tuple[Base, Steering]:
     triaged = read_triage(args.from_triage)
     given = overrides(args)
     base = Base.read(args.scenario, given)
-    steering = steer(triaged, drawable_actions(base.scenario))
+    steering = steer(triaged, drawable_actions(base.scenario), str(args.from_triage))
     if not steering.actions:
         raise UsageError(steering.nothing_to_draw())
     counted = (base.scenario.hunt or HuntSettings()).expect

@@ -71,6 +71,8 @@ class Steering:
     """The counted reasons those actions provoke."""
     unprovoked: dict[str, str] = field(default_factory=dict)
     """Each counted reason no drawable action provokes, and why (a sentence naming it)."""
+    source: str = ""
+    """The triage file, as the command line named it (a rerun of the hunt names it again)."""
 
     def counted(self) -> str:
         """`unknown key 41, expired 3`."""
@@ -99,8 +101,8 @@ class Steering:
 
     def as_data(self) -> dict[str, Any]:
         """For hunt.json."""
-        return {"counts": dict(self.triaged.counts), "replicas": {reason: list(labels) for reason, labels
-                                                                   in self.triaged.replicas.items()},
+        replicas = {reason: list(labels) for reason, labels in self.triaged.replicas.items()}
+        return {"file": self.source, "counts": dict(self.triaged.counts), "replicas": replicas,
                 "actions": list(self.actions), "provoked": list(self.provoked), "unprovoked": dict(self.unprovoked),
                 "ignored": list(self.triaged.ignored)}
 
@@ -158,7 +160,7 @@ def provokers(reason: str) -> tuple[str, ...]:
     return tuple(name for name, model in CHAOS_ACTIONS.items() if reason in model.provokes)
 
 
-def steer(triaged: Triaged, drawable: Sequence[str]) -> Steering:
+def steer(triaged: Triaged, drawable: Sequence[str], source: str = "") -> Steering:
     """The drawable actions narrowed to those provoking a reason triage counted; the counted reasons none of them
     provokes, each with why. TriageFileError when triage counted no rejection (nothing to steer by)."""
     if not triaged.counts:
@@ -180,7 +182,7 @@ def steer(triaged: Triaged, drawable: Sequence[str]) -> Steering:
             unprovoked[reason] = (f"no chaos action provokes {reason}: a changed token, a client's bug or the "
                                   "server's own code (the on-call catalogue's scenarios reproduce those)")
     ordered = tuple(name for name in CHAOS_ACTIONS if name in actions)
-    return Steering(triaged, ordered, tuple(provoked), unprovoked)
+    return Steering(triaged, ordered, tuple(provoked), unprovoked, source)
 
 
 def expect_table(steering: Steering) -> dict[str, str]:

@@ -50,6 +50,7 @@ from harness.hunt.records import HuntRecord, HuntRecordType, Outcome, ScheduleDa
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
 from harness.hunt.signature import UNEXPLAINED
 from harness.hunt.strategy import Tried, strategy_for
+from harness.hunt.summary import write_summary
 from harness.hunt.trial import Base, Property, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
@@ -121,6 +122,8 @@ class Hunt:
         self.corpus_saved: tuple[Path, bool] | None = None
         """Where the minimal scenario was kept in the corpus, and whether it was new there."""
         self.steering: Steering | None = None
+        self.summary_file: Path | None = None
+        """hunt.json, once written (`harness.hunt.summary`)."""
         """`--from-triage`: where an incident's logged reasons steer the hunt (`harness.hunt.from_triage`)."""
 
     def first_scenario(self) -> Scenario:
@@ -588,6 +591,17 @@ class Hunt:
         try:
             self.page_file = write_page(self.folder / "hunt.html", self.result,
                                         coverage.cells(self.space, self.labels))
+        except PlantedLink as exc:
+            self.say(f"harness error: {exc}")
+            self.result.stopped_by = "harness error"
+        self._write_summary()
+
+    def _write_summary(self) -> None:
+        """hunt.json, the hunt's outcome in one object (`harness.hunt.summary`), written last of what it hands over; a
+        link planted at its name (not written through) is the harness's error."""
+        assert self.folder is not None
+        try:
+            self.summary_file = write_summary(self.folder / "hunt.json", self, self._shrink_record())
         except PlantedLink as exc:
             self.say(f"harness error: {exc}")
             self.result.stopped_by = "harness error"
