@@ -103,7 +103,8 @@ class Hunt:
         self.stream = stream
         self.clock = clock
         self.property = Property.of(base.scenario, self.settings.expect)
-        self.result = HuntResult(scenario=base.scenario.name, seed=self.seed, property_line=self.property_line())
+        self.result = HuntResult(scenario=base.scenario.name, seed=self.seed, property_line=self.property_line(),
+                                 strategy=self.strategy.name, expect_counted=self.property.expect)
         self.folder: Path | None = None
         self.journal: HuntJournal | None = None
         self.index = 0
