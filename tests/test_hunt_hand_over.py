@@ -74,3 +74,47 @@ def test_with_expect_counted_the_scenarios_own_expect_is_kept():
     scenario = parse_scenario(minimal_scenario(ORIGINAL, _found(expect_counted=True)), "minimal.toml")
     assert scenario.expect == {"rejections": "== 0", "completed_ratio": ">= 0.95", "unexplained_rejections": "== 0",
                                "invariant_violations": "== 0"}
+
+
+def _hunt(tmp_path):
+    import io
+    import tomllib
+
+    from harness.hunt.search import Hunt
+    from harness.hunt.trial import Base
+
+    text = ORIGINAL.replace('[expect]\nrejections = "== 0"\ncompleted_ratio = ">= 0.95"\n', "")
+    stream = io.StringIO()
+    hunt = Hunt(Base(tomllib.loads(text), parse_scenario(text), "shop.toml", text), stream=stream)
+    hunt.folder = tmp_path / "hunt"
+    hunt.folder.mkdir()
+    return hunt, stream
+
+
+def test_hunt_json_of_a_hunt_that_found_nothing_states_how_to_draw_it_again_and_its_residual_risk(tmp_path):
+    import json
+
+    hunt, _ = _hunt(tmp_path)
+    held = [Trial(index=n, seed=n, schedule=Schedule((STEP,) if n > 1 else (), 3.0),
+                  purpose="search" if n > 1 else "control") for n in range(1, 22)]
+    hunt.result.trials, hunt.result.stopped_by = held, "trials"
+    hunt._hand_over()
+    summary = json.loads((hunt.folder / "hunt.json").read_text())
+    assert hunt.summary_file == hunt.folder / "hunt.json"
+    assert summary["rerun"] == "mrtr-harness hunt shop.toml --seed 5 --strategy random"
+    assert summary["stopped_by"] == "trials" and summary["found"] is None and summary["failure"] is None
+    assert summary["trials"] == {"control": 1, "search": 20}
+    assert summary["controls"] == {"trials": 1, "held": 1, "not_judged": 0, "failed": None}
+    assert summary["judged"] == 20 and summary["residual_risk"] == 0.139108 and summary["confidence"] == 0.95
+    assert summary["without_chaos"] is None and summary["from_triage"] is None and summary["minimal_file"] is None
+    assert summary["page"] == "hunt.html" and summary["bounds"]["trials"] == 20
+
+
+def test_a_link_planted_at_hunt_json_is_refused_as_the_harness_error_it_is(tmp_path):
+    hunt, stream = _hunt(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("mine")
+    (hunt.folder / "hunt.json").symlink_to(victim)
+    hunt._hand_over()
+    assert hunt.result.stopped_by == "harness error" and hunt.summary_file is None
+    assert victim.read_text() == "mine" and "hunt.json" in stream.getvalue()

@@ -69,8 +69,14 @@ def summary(hunt: Hunt, shrink: dict[str, Any] | None) -> dict[str, Any]:
         "from_triage": hunt.steering.as_data() if hunt.steering is not None else None,
         "page": _named(hunt.page_file, folder),
         "journal": "hunt.jsonl",
-        "seconds": round(hunt.clock() - hunt.started, 3),
+        "seconds": _seconds(hunt),
     }
+
+
+def _seconds(hunt: Hunt) -> float | None:
+    """Wall time since the hunt started; None for a hunt handed over without running (`started` unset)."""
+    started: float | None = getattr(hunt, "started", None)
+    return round(hunt.clock() - started, 3) if started is not None else None
 
 
 def _rerun(hunt: Hunt) -> str:
