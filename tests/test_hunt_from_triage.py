@@ -171,6 +171,9 @@ def test_the_reasons_narrow_the_actions_and_the_start_line_says_to_which():
     assert steering.start_line() == ("from triage: unknown key 41, expired 3 → restart, kill, pause, "
                                      "rolling-restart, rotate-keys, set-ttl, clock-skew, network")
     assert steering.unprovoked == {}
+    assert steering.left_out("rename") == "it provokes no reason triage counted"
+    assert steering.left_out("kill") is None
+    assert steer(triaged, ["kill", "network"]).left_out("rename") is None  # not drawable: not the steering's doing
     assert expect_table(steering) == {"rejections{reason='unknown key'}": "== 0",
                                       "rejections{reason='expired'}": "== 0"}
 
@@ -300,6 +303,8 @@ def test_a_real_incidents_triage_steers_a_hunt_to_a_minimal_scenario_that_reprod
                     timeout=540)
     assert done.returncode == 1, done.stderr
     assert f"from triage: unknown key {counted} → restart, kill, rolling-restart, rotate-keys\n" in done.stderr
+    assert "left out: pause, set-ttl, rename, clock-skew, memory-records, network (it provokes no reason triage " \
+        "counted)" in done.stderr
     [folder] = (tmp_path / "hunts").iterdir()
     summary = json.loads((folder / "hunt.json").read_text())
     assert summary["stopped_by"] == "found" and summary["strategy"] == "random" and summary["seed"] == 3

@@ -73,6 +73,14 @@ class Steering:
     """Each counted reason no drawable action provokes, and why (a sentence naming it)."""
     source: str = ""
     """The triage file, as the command line named it (a rerun of the hunt names it again)."""
+    drawable: tuple[str, ...] = ()
+    """The actions the hunt could draw before the steering narrowed them."""
+
+    def left_out(self, action: str) -> str | None:
+        """Why the steering left a drawable action out; None when it did not."""
+        if action in self.drawable and action not in self.actions:
+            return "it provokes no reason triage counted"
+        return None
 
     def counted(self) -> str:
         """`unknown key 41, expired 3`."""
@@ -182,7 +190,7 @@ def steer(triaged: Triaged, drawable: Sequence[str], source: str = "") -> Steeri
             unprovoked[reason] = (f"no chaos action provokes {reason}: a changed token, a client's bug or the "
                                   "server's own code (the on-call catalogue's scenarios reproduce those)")
     ordered = tuple(name for name in CHAOS_ACTIONS if name in actions)
-    return Steering(triaged, ordered, tuple(provoked), unprovoked, source)
+    return Steering(triaged, ordered, tuple(provoked), unprovoked, source, tuple(drawable))
 
 
 def expect_table(steering: Steering) -> dict[str, str]:

@@ -217,7 +217,8 @@ class Hunt:
             if name in self.space.actions:
                 continue
             problem = action_problem(name, self.base.scenario)
-            why[name] = problem or "not in [hunt] actions"
+            steered = self.steering.left_out(name) if self.steering is not None else None
+            why[name] = problem or steered or "not in [hunt] actions"
         replicas = [label for number, label in enumerate(self.labels, 1) if number not in self.space.replicas]
         if replicas:
             why["replicas " + ", ".join(replicas)] = "not in [hunt] replicas: no step names them"
