@@ -6,6 +6,7 @@
     mrtr-harness hunt scenarios/smoke.toml --controls 3 --expect
     mrtr-harness hunt scenarios/smoke.toml --corpus hunt-corpus --corpus scenarios/on-call
     mrtr-harness hunt scenarios/smoke.toml --strategy cover --trials 40
+    mrtr-harness hunt scenarios/smoke.toml --from-triage rejections.json
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
 checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
