@@ -123,9 +123,9 @@ class Hunt:
         self.corpus_saved: tuple[Path, bool] | None = None
         """Where the minimal scenario was kept in the corpus, and whether it was new there."""
         self.steering: Steering | None = None
+        """`--from-triage`: where an incident's logged reasons steer the hunt (`harness.hunt.from_triage`)."""
         self.summary_file: Path | None = None
         """hunt.json, once written (`harness.hunt.summary`)."""
-        """`--from-triage`: where an incident's logged reasons steer the hunt (`harness.hunt.from_triage`)."""
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
