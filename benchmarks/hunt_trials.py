@@ -63,13 +63,14 @@ FAULTS = (Fault("ephemeral-keys", ("restart", "kill")), Fault("clock-ahead", ("r
 
 
 def hunted(fault: str, bounds: dict[str, Any], **target: Any) -> str:
-    """A catalogue scenario as a hunt takes it: no chaos of its own, no [reproduces], `[hunt]` bounds added, and
+    """A catalogue scenario as a hunt takes it: no chaos of its own, no [reproduces], `[hunt]` bounds added (no
+    control trial and `[expect]` counted, as when its figures were measured, unless `bounds` says otherwise), and
     `target` keys changed (`keyring="file"`: the fault taken out)."""
     data = tomllib.loads((REPO_ROOT / "scenarios" / "on-call" / f"{fault}.toml").read_text(encoding="utf-8"))
     for key in ("chaos", "reproduces", "hunt"):
         data.pop(key, None)
     data["target"].update(target)
-    data["hunt"] = bounds
+    data["hunt"] = {"controls": 0, "expect": True, **bounds}
     return document(data)
 
 

@@ -84,6 +84,9 @@ class ChaosAction(Strict):
     turns: ClassVar[str | None] = None
     """the replica knob (`harness.config.replica_knobs`) the action restarts replicas with a new value of; its
     command, when it has one, takes that value as its one placeholder."""
+    provokes: ClassVar[frozenset[str]] = _NONE
+    """the rejection reasons (`harness.vocabulary.REASONS`) the action can make replicas log, as a production log
+    names them: what `hunt --from-triage` steers toward (`harness.hunt.from_triage`)."""
 
     at: Duration = Field(description="when it starts, from the start of the load (0: at once), real")
 
@@ -163,6 +166,7 @@ class ReplicaAction(_Chaos):
     action: Literal["restart", "kill"]
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"restart": _NONE, "kill": _NONE}
     undone: ClassVar[str] = "the rollback starts a replica found down"
+    provokes: ClassVar[frozenset[str]] = frozenset({"unknown key"})  # a replica on per-process keys loses its own
 
 
 class PauseAction(_Chaos):
@@ -172,6 +176,7 @@ class PauseAction(_Chaos):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"pause": _NONE, "resume": _NONE}
     needs: ClassVar[tuple[str, ...] | None] = ("pause", "resume")
     undone: ClassVar[str] = "resumed at its end; one the run cut short is resumed by the rollback"
+    provokes: ClassVar[frozenset[str]] = frozenset({"expired"})  # a frozen replica's states age while leads wait
     duration: PositiveDuration = Field(default=5.0, description="how long the replica stays paused, real")
 
 
@@ -182,6 +187,7 @@ class RollingRestart(_Chaos):
     acts_on: ClassVar[ActsOn] = "replicas"
     needs: ClassVar[tuple[str, ...] | None] = ("restart",)
     undone: ClassVar[str] = "the rollback starts a replica found down"
+    provokes: ClassVar[frozenset[str]] = frozenset({"unknown key"})  # a replica on per-process keys loses its own
     interval: Duration = Field(default=2.0, description="wait between one replica serving again and the next "
                                                         "restart (0: none), real")
 
@@ -195,6 +201,7 @@ class RotateKeys(_Chaos):
                                                                      frozenset({"key_id", "key_file"}))
     undone: ClassVar[str] = ("the rollback restores each replica's ring; by command, a rotation cut short is "
                              "finished forward (the new key added and promoted everywhere)")
+    provokes: ClassVar[frozenset[str]] = frozenset({"unknown key"})  # minter-first, retire-early
     order: Literal["correct", "minter-first", "retire-early"] = Field(
         default="correct", description="correct: every replica accepts the new key, then seals with it, and the "
                                        "old key is retired one TTL later; minter-first: one replica seals with it "
@@ -226,6 +233,7 @@ class SetTtl(_Chaos):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"set-ttl": frozenset({"ttl"})}
     turns: ClassVar[str | None] = "ttl"
     undone: ClassVar[str] = "the rollback restarts the replicas with the target's own TTL"
+    provokes: ClassVar[frozenset[str]] = frozenset({"expired"})
     ttl: PositiveDuration = Field(description="the new requestState lifetime, modelled")
 
 
@@ -236,6 +244,7 @@ class Rename(_Chaos):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"rename": frozenset({"name"})}
     turns: ClassVar[str | None] = "name"
     undone: ClassVar[str] = "the rollback restarts the replica with the target's own name"
+    provokes: ClassVar[frozenset[str]] = frozenset({"audience"})
     name: str = Field(min_length=1, max_length=128, pattern=SERVER_NAME,
                       description="the replica's new server name: letters, digits, _, . and -, starting with a letter "
                                   "or digit (it reaches `rename`'s command as {name})")
@@ -248,6 +257,7 @@ class ClockSkew(_Chaos):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"clock-skew": frozenset({"offset"})}
     turns: ClassVar[str | None] = "clock_offset"
     undone: ClassVar[str] = "the rollback restarts the replica with no skew"
+    provokes: ClassVar[frozenset[str]] = frozenset({"minted in the future", "expired"})  # ahead; behind
     offset: PositiveDuration = Field(default=120.0, description="how far its clock is off, real")
     behind: bool = Field(default=False, description="the clock runs behind instead of ahead")
 
@@ -311,6 +321,7 @@ class NetworkAction(_Chaos):
     acts_on: ClassVar[ActsOn] = "replicas"
     needs: ClassVar[tuple[str, ...] | None] = ()  # the harness's own proxy's
     undone: ClassVar[str] = "the fault is off at its end, however the step ends"
+    provokes: ClassVar[frozenset[str]] = frozenset({"expired"})  # a delayed or held answer ages its state
     replica: int | None = Field(default=None, ge=1, description="1-based; default: every replica")
     duration: PositiveDuration = Field(description="how long the fault lasts, real")
     fault: NetworkFaultKind = Field(
@@ -454,6 +465,7 @@ class SubjectDrift(_AuthChaos):
     by_command: ClassVar[AuthCommands] = AuthCommands("subject-drift", off="subject-drift",
                                                       restore="subject-drift", off_values={"share": "0"})
     undone: ClassVar[str] = "the verifier keeps subjects again at its end (share 0), or by the rollback"
+    provokes: ClassVar[frozenset[str]] = frozenset({"principal drift"})
     share: Share = Field(default=0.5, description="the share of verifications that drop the subject, more than "
                                                   "0 up to 1")
     duration: PositiveDuration = Field(default=10.0, description="how long the verifier drops subjects, real")

@@ -6,6 +6,7 @@
     mrtr-harness hunt scenarios/smoke.toml --controls 3 --expect
     mrtr-harness hunt scenarios/smoke.toml --corpus hunt-corpus --corpus scenarios/on-call
     mrtr-harness hunt scenarios/smoke.toml --strategy cover --trials 40
+    mrtr-harness hunt scenarios/smoke.toml --from-triage rejections.json
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
 checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
@@ -23,8 +24,10 @@ from harness.config.remote import add_allow_host
 from harness.exit_codes import epilog
 
 if TYPE_CHECKING:
+    from harness.hunt.from_triage import Steering
     from harness.hunt.model import HuntResult
     from harness.hunt.search import Hunt
+    from harness.hunt.trial import Base
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -84,6 +87,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="a folder of minimal failing scenarios, replayed before the search (each *.toml in it, "
                            "e.g. scenarios/on-call); a new minimal scenario is kept in the first one named (made if "
                            "missing). Repeatable")
+    hunt.add_argument("--from-triage", type=Path, metavar="FILE",
+                      help="steer the hunt by an incident's logged reasons: FILE is `mrtr-harness triage --once "
+                           "--json` output; the hunt draws only the actions that can provoke the reasons it "
+                           "counted, and a trial whose replicas log one of them fails (the logged reasons reproduced)")
     hunt.add_argument("--results", type=Path, default=Path("results"),
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
@@ -123,13 +130,18 @@ def run_hunt(args: argparse.Namespace) -> int:
     from harness.hunt.search import EXIT_CODES, Hunt
     from harness.hunt.trial import Base
 
-    base = Base.read(args.scenario, overrides(args))  # ScenarioError (the [hunt] bounds too): exit 2
+    steering = None
+    if args.from_triage is not None:
+        base, steering = _steered(args)
+    else:
+        base = Base.read(args.scenario, overrides(args))  # ScenarioError (the [hunt] bounds too): exit 2
     if base.scenario.hunt is None:
         from harness.config.hunt import HuntSettings
 
         base = Base(base.data, base.scenario.model_copy(update={"hunt": HuntSettings()}), base.source,
                     base.text)
     hunt = Hunt(base, results_root=args.results, stream=sys.stderr, corpus_folders=args.corpus or ())
+    hunt.steering = steering
     say_remote(hunt.first_scenario(), args.allow_host, str(args.scenario))  # chaos off this machine: exit 2
     if base.scenario.target.auth is not None:
         from harness.auth.token_sources import check
@@ -166,7 +178,33 @@ def run_hunt(args: argparse.Namespace) -> int:
     if hunt.page_file is not None:
         print(f"page: {hunt.page_file}")
     print(f"journal: {folder / 'hunt.jsonl'}")
+    if hunt.summary_file is not None:
+        print(f"summary: {hunt.summary_file}")
     return code
+
+
+def _steered(args: argparse.Namespace) -> tuple[Base, Steering]:
+    """The scenario steered by `--from-triage`: its actions narrowed to those provoking the reasons triage counted,
+    its property gaining those reasons; its text rewritten to match, so minimal.toml's `[reproduces]` and `[expect]`
+    name them. A file that cannot steer (unreadable, no rejection counted, no drawable action provokes a counted
+    reason): UsageError, exit 2, nothing started."""
+    from dataclasses import replace
+
+    from harness.config.hunt import HuntSettings, drawable_actions
+    from harness.errors import UsageError
+    from harness.hunt.from_triage import read_triage, steer, steered_overrides
+    from harness.hunt.toml_file import document
+    from harness.hunt.trial import Base
+
+    triaged = read_triage(args.from_triage)
+    given = overrides(args)
+    base = Base.read(args.scenario, given)
+    steering = steer(triaged, drawable_actions(base.scenario), str(args.from_triage))
+    if not steering.actions:
+        raise UsageError(steering.nothing_to_draw())
+    counted = (base.scenario.hunt or HuntSettings()).expect
+    base = Base.read(args.scenario, steered_overrides(steering, given, base.scenario.expect if counted else None))
+    return replace(base, text=document(base.data)), steering
 
 
 def _say_strength(result: HuntResult) -> None:

@@ -1,10 +1,11 @@
 """The minimal failing scenario: the hunt's smallest schedule written back into the user's scenario, as a bug report.
 
-The user's own file keeps its target, load, flows, leads, hosts and `[expect]`; its `[[chaos]]`,
-`duration` and arrival rate become the minimal schedule's, its `seed` one the minimal schedule
-failed with in the hunt (`failing_seeds`; the found trial's seed, with which a smaller schedule
+The user's own file keeps its target, load, flows, leads, hosts and `[expect]` (only when the hunt counted it:
+with `[hunt] expect` false a plain `run` after a fix would judge keys the hunt never did); its `[[chaos]]`,
+`duration` and arrival rate become the minimal schedule's, its `seed` one the minimal schedule failed with in the
+hunt (`failing_seeds`; the found trial's seed, with which a smaller schedule
 never ran, proves nothing about it), so `run --reproduce` draws the flows a failing run drew; the
-header names the other seeds it failed with, and the rate it states is the file's own: the hunt
+header names the strategy and the other seeds it failed with, and the rate it states is the file's own: the hunt
 runs this very text as `run --reproduce` does (`reproduced_by`). The file is shaped like a catalogue
 scenario (scenarios/on-call/): the `#:schema` line, a comment header that says what broke, how
 often the minimal schedule reproduced it, where it came from (the hunt's seed and trial) and how
@@ -72,7 +73,8 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
     except tomllib.TOMLDecodeError as exc:
         raise MinimalScenarioError(f"the scenario's text is no longer valid TOML: {exc}") from None
     actions = {step.action for step in result.minimal.steps}
-    expect = naming_only(_strings(data.get("expect")), actions)
+    own = naming_only(_strings(data.get("expect")), actions)
+    expect = own if result.expect_counted else {}
     scenario = _minimal_data(data, result.minimal, carried_seed(result), str(data.get("name", "scenario")))
     if isinstance(scenario.get("hypothesis"), dict):
         scenario["hypothesis"] = naming_only(scenario["hypothesis"], actions)
@@ -82,7 +84,8 @@ def minimal_scenario(original_text: str, result: HuntResult, *, file_name: str =
         body += ["", "[reproduces]   # the failure: judged by `run --reproduce`", *pairs(reproduces)]
     body += ["", "[expect]       # the healthy outcome, once the fix is in: judged by plain `run`",
              *pairs({**expect, **{key: value for key, value in HEALTHY.items() if key not in expect}})]
-    text = "\n".join([SCHEMA_LINE, *_header(result, file_name, expect, bool(reproduces)), *body]) + "\n"
+    header = _header(result, file_name, expect, bool(reproduces), [key for key in own if key not in expect])
+    text = "\n".join([SCHEMA_LINE, *header, *body]) + "\n"
     try:
         parse_scenario(text, file_name)
     except ScenarioError as exc:
@@ -236,7 +239,8 @@ def naming_only(table: Mapping[str, Any], actions: set[str]) -> dict[str, Any]:
     return kept
 
 
-def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[str]], reproduces: bool) -> list[str]:
+def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[str]], reproduces: bool,
+            left_out: list[str]) -> list[str]:
     assert result.failure is not None and result.found is not None and result.minimal is not None
     seed = carried_seed(result)
     command = "run --reproduce" if reproduces else "run"
@@ -248,7 +252,9 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
                                                                    f"{'s' * (len(others) > 1)} "
                                                                    f"{', '.join(map(str, others))}" if others else "")
              + ": another seed draws other flows, and may not reproduce it.")
-    found = f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index})"
+    found = (f"Found by `mrtr-harness hunt` of {result.scenario} (seed {result.seed}, trial {result.found.index}, "
+             f"strategy {result.strategy}: `hunt --seed {result.seed} --strategy {result.strategy}` draws its "
+             "schedules again)")
     if result.shrink_stopped_by == "flaky" and result.replay is not None:
         found += (f": {schedule_in_words(result.minimal)}; flaky, not shrunk: it failed the same way again in only "
                   f"{result.replay[0]} of {result.replay[1]} replays with fresh seeds")
@@ -270,6 +276,10 @@ def _header(result: HuntResult, file_name: str, expect: Mapping[str, str | list[
                      "key has several conditions, whose failure no [reproduces] table can state).")
     lines.append(f"Verify a fix: make it, then run it plainly (`mrtr-harness run {file_name}` judges [expect]; "
                  "exit 0: the healthy outcome holds).")
+    if left_out:
+        lines.append(f"[expect] holds the hunt's property alone: the scenario's own {', '.join(left_out)} was not "
+                     "part of it ([hunt] expect = false), so it is left out (a rejection the replicas' logs explain "
+                     "is no failure of a fix).")
     return ["# " + wrapped for line in lines for wrapped in textwrap.wrap(_comment(line), width=_WIDTH,
                                                                           break_on_hyphens=False)]
 

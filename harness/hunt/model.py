@@ -148,6 +148,11 @@ class HuntResult:
     """The control trial (no chaos) that failed the property; None: every control held, or none ran."""
     property_line: str = ""
     """What no trial may show, in one line, as the hunt said it at its start."""
+    strategy: str = "random"
+    """The strategy the search drew with (`[hunt] strategy`): with the seed, what draws its schedules again."""
+    expect_counted: bool = True
+    """Whether the property counted the scenario's `[expect]` (`[hunt] expect`); when not, the minimal scenario's
+    `[expect]` leaves the scenario's own keys out: the hunt never judged by them."""
 
     @property
     def shrunk(self) -> bool:

@@ -114,7 +114,7 @@ def strength_lines(result: HuntResult) -> list[str]:
 
 def _header(result: HuntResult) -> str:
     css = "found" if result.found is not None or result.control is not None else "nothing"
-    meta = [("seed", str(result.seed)), ("trials", str(len(result.trials))),
+    meta = [("seed", str(result.seed)), ("strategy", result.strategy), ("trials", str(len(result.trials))),
             ("stopped by", result.stopped_by or "unknown")]
     if result.found is not None:
         meta.append(("failing trial", str(result.found.index)))

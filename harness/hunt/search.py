@@ -42,6 +42,7 @@ from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import ExitCode
 from harness.hunt import corpus, coverage
 from harness.hunt.draw import Space, trial_seed
+from harness.hunt.from_triage import Steering
 from harness.hunt.minimal import MinimalScenarioError, failing_seeds, minimal_scenario, reproduced_by, write_minimal
 from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table, unshrunk_reason
 from harness.hunt.page import coverage_line, write_page
@@ -49,6 +50,7 @@ from harness.hunt.records import HuntRecord, HuntRecordType, Outcome, ScheduleDa
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
 from harness.hunt.signature import UNEXPLAINED
 from harness.hunt.strategy import Tried, strategy_for
+from harness.hunt.summary import write_summary
 from harness.hunt.trial import Base, Property, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
@@ -101,7 +103,8 @@ class Hunt:
         self.stream = stream
         self.clock = clock
         self.property = Property.of(base.scenario, self.settings.expect)
-        self.result = HuntResult(scenario=base.scenario.name, seed=self.seed, property_line=self.property_line())
+        self.result = HuntResult(scenario=base.scenario.name, seed=self.seed, property_line=self.property_line(),
+                                 strategy=self.strategy.name, expect_counted=self.property.expect)
         self.folder: Path | None = None
         self.journal: HuntJournal | None = None
         self.index = 0
@@ -119,6 +122,10 @@ class Hunt:
         """The corpus's entries as read (the minimal scenario is not kept again when one of them replays it)."""
         self.corpus_saved: tuple[Path, bool] | None = None
         """Where the minimal scenario was kept in the corpus, and whether it was new there."""
+        self.steering: Steering | None = None
+        """`--from-triage`: where an incident's logged reasons steer the hunt (`harness.hunt.from_triage`)."""
+        self.summary_file: Path | None = None
+        """hunt.json, once written (`harness.hunt.summary`)."""
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
@@ -144,6 +151,7 @@ class Hunt:
                  f"{self.bound_line()}; results in "
                  f"{self.folder}")
         self.say(f"property: {self.result.property_line}")
+        self._say_steering()
         for why, actions in _grouped(left_out).items():
             self.say(f"left out: {', '.join(actions)} ({why})")
         try:
@@ -196,6 +204,12 @@ class Hunt:
                 "healthy outcome `run` judges, which chaos may cost a healthy deployment ([hunt] expect = true or "
                 "--expect counts it)")
 
+    def _say_steering(self) -> None:
+        """`--from-triage`: the reasons triage counted, the actions they steer to, what the property gains, what no
+        drawable action provokes; before the first trial."""
+        for line in self.steering.lines() if self.steering is not None else ():
+            self.say(line)
+
     def left_out(self) -> dict[str, str]:
         """Each chaos action the hunt will not draw, and why (in the user's words), said before the first trial."""
         why = {}
@@ -203,7 +217,8 @@ class Hunt:
             if name in self.space.actions:
                 continue
             problem = action_problem(name, self.base.scenario)
-            why[name] = problem or "not in [hunt] actions"
+            steered = self.steering.left_out(name) if self.steering is not None else None
+            why[name] = problem or steered or "not in [hunt] actions"
         replicas = [label for number, label in enumerate(self.labels, 1) if number not in self.space.replicas]
         if replicas:
             why["replicas " + ", ".join(replicas)] = "not in [hunt] replicas: no step names them"
@@ -578,6 +593,17 @@ class Hunt:
         try:
             self.page_file = write_page(self.folder / "hunt.html", self.result,
                                         coverage.cells(self.space, self.labels))
+        except PlantedLink as exc:
+            self.say(f"harness error: {exc}")
+            self.result.stopped_by = "harness error"
+        self._write_summary()
+
+    def _write_summary(self) -> None:
+        """hunt.json, the hunt's outcome in one object (`harness.hunt.summary`), written last of what it hands over; a
+        link planted at its name (not written through) is the harness's error."""
+        assert self.folder is not None
+        try:
+            self.summary_file = write_summary(self.folder / "hunt.json", self, self._shrink_record())
         except PlantedLink as exc:
             self.say(f"harness error: {exc}")
             self.result.stopped_by = "harness error"
