@@ -704,3 +704,15 @@ def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrink
     assert minimal.target.kind == "external" and minimal.target.urls == urls
     assert [step.action for step in minimal.chaos] == ["restart"] and "restart" in minimal.target.commands
     assert _harness("validate", str(folder / "minimal.toml")).returncode == 0
+
+
+def test_a_shop_on_ephemeral_keys_is_not_drawn_a_rotation_it_cannot_take_and_is_told_why(tmp_path):
+    """rotate-keys cannot act on replicas that keep ephemeral keys (no ring): drawn, it would only waste trials as
+    "not judged"; the hunt leaves it out and says why."""
+    from harness.config.hunt import action_problem
+
+    ephemeral = parse_scenario(_scenario_file(tmp_path, target='keyring = "ephemeral"\n').read_text())
+    assert "rotate-keys" not in drawable_actions(ephemeral)
+    assert "no ring to rotate" in (action_problem("rotate-keys", ephemeral) or "")
+    ringed = parse_scenario(_scenario_file(tmp_path).read_text())
+    assert "rotate-keys" in drawable_actions(ringed)

@@ -168,6 +168,8 @@ def action_problem(name: str, scenario: HuntedScenario) -> str | None:
         if target.kind == "embedded" and (target.auth.kind != "client-credentials" or target.auth.token_url):
             return "it acts on the shop's own authorization server, which runs only with [target.auth] kind = " \
                    "\"client-credentials\" and no token_url"
+    if name == "rotate-keys" and target.kind == "embedded" and target.keyring == "ephemeral":
+        return "the shop's replicas keep ephemeral keys (keyring = \"ephemeral\"): there is no ring to rotate"
     if CHAOS_ACTIONS[name] is NetworkAction and any(not url.startswith("http://") for url in target.urls):
         return "the harness's fault proxy forwards plain http only, and the target's URLs are not all http://"
     if target.kind == "external":
