@@ -9,6 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.config.chaos import CHAOS_ACTIONS, EDGE_KINDS
 from harness.hunt.lineage import Edge, Shape, supports, trial_supports
 from harness.journal.writer import Journal
 
@@ -100,3 +101,12 @@ def test_no_journal_file_makes_the_reader_raise(records: list[dict[str, object]]
         text = "".join(json.dumps(record, default=str) + "\n" for record in records).encode() + junk
         (folder / "journal.jsonl").write_bytes(text)
         trial_supports(folder)
+
+
+def test_every_chaos_action_declares_the_edges_it_can_cut_by_known_kinds() -> None:
+    for name, model in CHAOS_ACTIONS.items():
+        assert model.cuts, f"{name} declares no edge it can cut: lineage-driven search could never pick it"
+        unknown = set(model.cuts) - set(EDGE_KINDS)
+        assert not unknown, f"{name} cuts edge kinds no edge has: {sorted(unknown)} (they are: {sorted(EDGE_KINDS)})"
+    assert CHAOS_ACTIONS["network"].cuts == {"answer"} and CHAOS_ACTIONS["rotate-keys"].cuts == {"key"}
+    assert "age" in CHAOS_ACTIONS["set-ttl"].cuts and CHAOS_ACTIONS["revoke"].cuts == {"token"}
