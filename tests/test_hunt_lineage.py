@@ -4,13 +4,21 @@ written by the harness's own Journal writer; and no journal content makes the re
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.config.chaos import CHAOS_ACTIONS, EDGE_KINDS
+from harness.hunt.draw import Space, draw_schedule
 from harness.hunt.lineage import Edge, Shape, supports, trial_supports
+from harness.hunt.model import Schedule, Trial, TrialPurpose
+from harness.hunt.records import HuntRecordType, TrialRecord
+from harness.hunt.strategies.lineage import Fault, Lineage, cutting_sets
+from harness.hunt.strategy import Exhausted, Tried
 from harness.journal.writer import Journal
 
 T0 = 1_760_000_000.0
@@ -110,3 +118,86 @@ def test_every_chaos_action_declares_the_edges_it_can_cut_by_known_kinds() -> No
         assert not unknown, f"{name} cuts edge kinds no edge has: {sorted(unknown)} (they are: {sorted(EDGE_KINDS)})"
     assert CHAOS_ACTIONS["network"].cuts == {"answer"} and CHAOS_ACTIONS["rotate-keys"].cuts == {"key"}
     assert "age" in CHAOS_ACTIONS["set-ttl"].cuts and CHAOS_ACTIONS["revoke"].cuts == {"token"}
+
+
+# --- the strategy: its choice, from synthetic supports (no process) ---------------------------------------------------
+
+SPACE = Space(actions=("restart", "network", "revoke"), replicas=(1, 2), replica_count=2, duration=6.0, max_steps=2,
+              ttl=600.0, name="shop")
+
+
+def hand_overs(folder: Path, *flows: tuple[str, str, float]) -> Path:
+    """A passing trial's journal: per flow (minter, verifier, minted at), a refund of two rounds, completed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with Journal(folder / "journal.jsonl") as journal:
+        put(journal, "run", t=T0, event="load-started")
+        for number, (minter, verifier, at) in enumerate(flows):
+            round_of(journal, f"f{number}", 1, minter, at, "input_required")
+            round_of(journal, f"f{number}", 2, verifier, at + 1.0, "complete")
+            put(journal, "flow", t=T0 + at + 1.1, flow_id=f"f{number}", flow="refund", outcome="completed", rounds=2)
+    return folder
+
+
+def tried(index: int, folder: Path, schedule: Schedule, purpose: TrialPurpose = "search",
+          outcome: str = "held") -> Tried:
+    record = cast(TrialRecord, {"type": HuntRecordType.TRIAL, "index": index, "seed": 1, "purpose": purpose,
+                                "schedule": {"steps": [], "duration": 6.0, "arrival_rate": None}, "outcome": outcome,
+                                "failures": [], "reasons": {}, "exit_code": 0, "status": "completed", "problems": [],
+                                "folder": str(folder), "uncounted_expect": [], "seconds": 7.0})
+    return Tried(Trial(index=index, seed=1, schedule=schedule, purpose=purpose), record, folder)
+
+
+def test_the_cutting_sets_are_the_minimal_ones_that_cut_every_support_smallest_first() -> None:
+    faults = [Fault("restart", "r1"), Fault("restart", "r2"), Fault("network", "all"), Fault("revoke", "auth")]
+    crossing_and_home = frozenset({frozenset({Shape("r1", "r2")}), frozenset({Shape("r2", "r2")})})
+    found = cutting_sets("refund", crossing_and_home, faults, 2)
+    assert found.sets == (frozenset({Fault("network", "all")}), frozenset({Fault("restart", "r2")}),
+                          frozenset({Fault("revoke", "auth")}))
+    assert found.complete, "restart r1 cuts r1->r2 only; with restart r2 it is not minimal (r2 alone cuts both)"
+    apart = frozenset({frozenset({Shape("r1", "r1")}), frozenset({Shape("r2", "r2")})})
+    assert frozenset({Fault("restart", "r1"), Fault("restart", "r2")}) in cutting_sets("refund", apart, faults, 2).sets
+    assert frozenset({Fault("restart", "r1"), Fault("restart", "r2")}) not in cutting_sets("refund", apart,
+                                                                                           faults, 1).sets
+    assert cutting_sets("return", frozenset({frozenset()}), faults, 2).sets == (), "no hand-over: nothing cuts it"
+
+
+def test_with_no_passing_journal_yet_the_first_trial_is_one_random_draw(tmp_path: Path) -> None:
+    lineage = Lineage(SPACE, 7, ["r1", "r2"])
+    assert lineage.next([]) == draw_schedule(SPACE, 7, 1)
+    damaged = tried(1, tmp_path / "none", Schedule((), 6.0), "control")  # a control whose folder has no journal
+    assert lineage.next([damaged]) == draw_schedule(SPACE, 7, 1)
+
+
+def test_each_trial_runs_an_untried_cutting_set_timed_on_its_edges_and_then_certifies(tmp_path: Path) -> None:
+    space = replace(SPACE, actions=("restart",))
+    lineage = Lineage(space, 7, ["r1", "r2"])
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0), ("r2", "r1", 2.0)), Schedule((), 6.0),
+                     "control")]
+    first = lineage.next(history)
+    (step,) = first.steps
+    assert step.action == "restart" and abs(step.at - 2.0) < 0.11, "at the median hand-over of the edges it cuts"
+    history.append(tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.0)), first))
+    (second,) = lineage.next(history).steps
+    assert {step.replica, second.replica} == {1, 2}, "the other replica's restart: the set not run yet"
+    history.append(tried(3, tmp_path / "s2", Schedule((second,), 6.0), outcome="not judged"))
+    with pytest.raises(Exhausted) as certified:
+        lineage.next(history)
+    assert str(certified.value).startswith("no untried combination of <= 2 of these faults cuts every observed "
+                                           "support of a refund flow, within these bounds (each of the 2 that cut "
+                                           "all 2 observed supports was run, and refund flows completed; but 1 of "
+                                           "them ran in trials not judged, and prove nothing: "
+                                           f"restart r{second.replica})")
+    assert "The faults: restart r1, restart r2; supports from 2 passing trials" in str(certified.value)
+
+
+def test_a_support_that_kept_the_flows_alive_under_a_fault_narrows_the_next_set(tmp_path: Path) -> None:
+    space = replace(SPACE, actions=("restart",), max_steps=2)
+    lineage = Lineage(space, 3, ["r1", "r2"])
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r2", "r2", 1.0)), Schedule((), 6.0), "control")]
+    (step,) = lineage.next(history).steps
+    assert step.replica == 2, "only a restart of r2 cuts r2->r2"
+    survived = hand_overs(tmp_path / "s1", ("r1", "r1", 3.0))  # under it, refunds went r1->r1
+    history.append(tried(2, survived, Schedule((step,), 6.0)))
+    both = lineage.next(history)
+    assert sorted(step.replica for step in both.steps) == [1, 2], "now both supports must be cut: r1 and r2"
+    assert [step.at for step in both.steps] == sorted(step.at for step in both.steps)
