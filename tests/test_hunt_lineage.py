@@ -4,6 +4,8 @@ written by the harness's own Journal writer; and no journal content makes the re
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -15,11 +17,13 @@ from hypothesis import strategies as st
 from harness.config.chaos import CHAOS_ACTIONS, EDGE_KINDS
 from harness.hunt.draw import Space, draw_schedule
 from harness.hunt.lineage import Edge, Shape, supports, trial_supports
-from harness.hunt.model import Schedule, Trial, TrialPurpose
-from harness.hunt.records import HuntRecordType, TrialRecord
+from harness.hunt.model import Schedule, Trial, TrialPurpose, chaos_step
+from harness.hunt.records import EndRecord, HuntRecordType, TrialRecord
 from harness.hunt.strategies.lineage import Fault, Lineage, cutting_sets
 from harness.hunt.strategy import Exhausted, Tried
+from harness.hunt.trial import Base
 from harness.journal.writer import Journal
+from tests.harness_run import ROOT
 
 T0 = 1_760_000_000.0
 
@@ -182,12 +186,11 @@ def test_each_trial_runs_an_untried_cutting_set_timed_on_its_edges_and_then_cert
     history.append(tried(3, tmp_path / "s2", Schedule((second,), 6.0), outcome="not judged"))
     with pytest.raises(Exhausted) as certified:
         lineage.next(history)
-    assert str(certified.value).startswith("no untried combination of <= 2 of these faults cuts every observed "
-                                           "support of a refund flow, within these bounds (each of the 2 that cut "
-                                           "all 2 observed supports was run, and refund flows completed; but 1 of "
-                                           "them ran in trials not judged, and prove nothing: "
-                                           f"restart r{second.replica})")
-    assert "The faults: restart r1, restart r2; supports from 2 passing trials" in str(certified.value)
+    assert str(certified.value).startswith(
+        "no untried combination of <= 2 of these faults cuts every observed support of a refund flow, within these "
+        "bounds: its 2 observed supports, over the hand-overs r1->r2, r2->r1, are all cut only by restart r1 or "
+        f"restart r2, each run, and refund flows completed; but restart r{second.replica} ran only in trials not "
+        "judged, which prove nothing. The faults: restart r1, restart r2; the supports from 2 passing trials of 6s")
 
 
 def test_a_support_that_kept_the_flows_alive_under_a_fault_narrows_the_next_set(tmp_path: Path) -> None:
@@ -201,3 +204,66 @@ def test_a_support_that_kept_the_flows_alive_under_a_fault_narrows_the_next_set(
     both = lineage.next(history)
     assert sorted(step.replica for step in both.steps) == [1, 2], "now both supports must be cut: r1 and r2"
     assert [step.at for step in both.steps] == sorted(step.at for step in both.steps)
+
+
+# --- one real hunt ----------------------------------------------------------------------------------------------------
+
+HUNTED = """\
+name = "hunted"
+seed = 5
+duration = "10s"
+time_scale = 60
+
+[target]
+replicas = 2
+
+[load]
+arrival_rate = 3
+routing = "round-robin"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = { dist = "constant", value = "6s" }
+
+[hunt]
+trial_duration = "3s"
+trials = 6
+controls = 1
+"""
+
+
+def test_a_lineage_hunt_of_a_healthy_shop_runs_the_cutting_sets_then_stops_with_its_certificate(tmp_path: Path) -> None:
+    """Restarts only, on a healthy shop of two replicas (a control and a few 3 s trials, about 15 s): each search trial
+    is the schedule the strategy gives for the trials before it, and the hunt ends "certified" (exit 0) with the
+    certificate said on the terminal and kept in the end record."""
+    path = tmp_path / "hunted.toml"
+    path.write_text(HUNTED)
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(path), "--strategy", "lineage", "--actions",
+                           "restart", "--seed", "4", "--results", str(tmp_path / "results")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(seed 4, strategy lineage)" in done.stderr
+    [folder] = list((tmp_path / "results").iterdir())
+    records = [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
+    end = records[-1]
+    assert set(end) == set(EndRecord.__annotations__) and end["stopped_by"] == "certified"
+    assert end["certificate"].startswith("no untried combination of <= 2 of these faults cuts every observed support "
+                                         "of a refund flow, within these bounds: its ")
+    assert f"certificate: {end['certificate']}" in done.stderr
+    assert "(stopped by certified)" in done.stdout
+    space = Space.of(Base.read(path, {"hunt.actions": ["restart"], "hunt.seed": 4}).scenario)
+    lineage, history = Lineage(space, 4, ["r1", "r2"]), []
+    trials = [record for record in records if record["type"] == "trial"]
+    for record in trials:
+        schedule = Schedule(tuple(chaos_step(step) for step in record["schedule"]["steps"]),
+                            record["schedule"]["duration"])
+        if record["purpose"] == "search":
+            assert schedule == lineage.next(history)
+        history.append(Tried(Trial(index=record["index"], seed=record["seed"], schedule=schedule,
+                                   purpose=record["purpose"]), record, folder / record["folder"]))
+    assert [record["purpose"] for record in trials][0] == "control" and len(trials) >= 2
+    with pytest.raises(Exhausted):
+        lineage.next(history)

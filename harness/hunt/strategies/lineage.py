@@ -223,24 +223,31 @@ class Lineage(Strategy):
 
     def certificate(self, searches: list[Search], observed: list[tuple[list[Support], float]],
                     tried: dict[FaultSet, bool]) -> str:
-        """What the search covered, as a proof sketch: per flow class, the supports seen, the cutting sets run."""
-        faults = ", ".join(map(str, self.faults()))
+        """What the search covered, as a proof sketch: per flow class, the hand-overs seen and the cutting sets run."""
         said = []
         for flow_search in searches:
+            flow = flow_search.flow
             if any(not support for support in flow_search.supports):
-                why = (f"a {flow_search.flow} flow completed with no hand-over of state between replicas' rounds, "
-                       "which no fault here cuts")
+                why = f"a {flow} flow completed with no hand-over of state between rounds, which no fault here cuts"
             else:
+                shapes = sorted({str(shape) for support in flow_search.supports for shape in support})
+                sets = [" + ".join(map(str, sorted(faults))) for faults in flow_search.sets]
                 unjudged = [" + ".join(map(str, sorted(faults))) for faults in flow_search.sets if not tried[faults]]
-                why = (f"each of the {len(flow_search.sets)} that cut all {len(flow_search.supports)} observed "
-                       f"supports was run, and {flow_search.flow} flows completed"
-                       + (f"; but {len(unjudged)} of them ran in trials not judged, and prove nothing: "
-                          f"{', '.join(unjudged)}" if unjudged else ""))
+                why = (f"its {len(flow_search.supports)} observed supports, over the hand-overs {_few(shapes)}, are "
+                       f"all cut only by {_few(sets, ' or ')}, each run, and {flow} flows completed"
+                       + (f"; but {_few(unjudged, ', ')} ran only in trials not judged, which prove nothing"
+                          if unjudged else ""))
             said.append(f"no untried combination of <= {self.space.max_steps} of these faults cuts every observed "
-                        f"support of a {flow_search.flow} flow, within these bounds ({why})")
-        return (f"{'; '.join(said)}. The faults: {faults}; supports from {len(observed)} passing trials of "
-                f"{self.space.duration:g}s; an edge is cut as each action declares it can cut (harness.config.chaos "
-                "`cuts`)")
+                        f"support of a {flow} flow, within these bounds: {why}")
+        return (f"{'; '.join(said)}. The faults: {', '.join(map(str, self.faults()))}; the supports from "
+                f"{len(observed)} passing trials of {self.space.duration:g}s; an edge is cut as its action declares "
+                "it can cut (harness.config.chaos `cuts`)")
+
+
+def _few(items: list[str], joint: str = ", ", most: int = 6) -> str:
+    """The first few items, and how many more."""
+    shown = joint.join(items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 def _by_flow(observed: list[tuple[list[Support], float]]) -> dict[str, list[Support]]:
