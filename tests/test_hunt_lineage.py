@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from harness.config.chaos import CHAOS_ACTIONS, EDGE_KINDS
 from harness.hunt.draw import Space, draw_schedule
-from harness.hunt.lineage import Edge, Shape, supports, trial_supports
+from harness.hunt.lineage import Edge, Shape, Window, supports, trial_lineage, trial_supports
 from harness.hunt.model import Schedule, Trial, TrialPurpose, chaos_step
 from harness.hunt.records import EndRecord, HuntRecordType, TrialRecord
 from harness.hunt.strategies.lineage import Fault, Lineage, cutting_sets
@@ -47,6 +47,10 @@ def write_trial(folder: Path) -> Path:
     with Journal(folder / "journal.jsonl") as journal:
         put(journal, "run", t=T0 - 2, event="start", run_id="t", scenario="s", seed=1, duration=10.0)
         put(journal, "run", t=T0, event="load-started")
+        put(journal, "chaos", t=T0 + 2.0, action="restart", phase="start", target="r2", detail={})
+        put(journal, "chaos", t=T0 + 2.5, action="restart", phase="end", target="r2", ok=True, error=None,
+            seconds=0.5, detail={})
+        put(journal, "chaos", t=T0 + 4.0, action="revoke", phase="start", target="auth", detail={})
         round_of(journal, "f1", 1, "r1", 1.0, "input_required")
         round_of(journal, "f1", 2, "r2", 3.0, "complete", crossed=True)
         put(journal, "flow", t=T0 + 3.1, flow_id="f1", flow="refund", outcome="completed", rounds=2)
@@ -66,7 +70,7 @@ def test_each_completed_flow_has_its_hand_overs_with_who_minted_verified_and_whe
     found = {support.flow_id: support for support in trial_supports(write_trial(tmp_path / "trial"))}
     assert set(found) == {"f1", "f2", "f3"}, "a rejected flow is no support: its outcome was not kept alive"
     (crossing,) = found["f1"].edges
-    assert crossing == Edge("issue_refund", 2, "r1", "r2", 1.05, 3.0)
+    assert crossing == Edge("issue_refund", 2, "r1", "r2", 1.05, 3.0, 3.05)
     assert crossing.crossed and abs(crossing.age - 1.95) < 1e-9
     lost, resent = found["f2"].edges
     assert (lost.minter, lost.verifier, lost.resent, lost.crossed) == ("r2", "r2", None, False)
@@ -75,6 +79,10 @@ def test_each_completed_flow_has_its_hand_overs_with_who_minted_verified_and_whe
     assert resent.round == 3 and abs(resent.age - 1.45) < 1e-9, "a resent round verifies the same state again"
     assert found["f3"].edges == () and found["f3"].flow == "return"
     assert found["f2"].shapes() == {Shape("r2", "r2"), Shape("r2", "r2", "r1", "answer-lost")}
+    assert trial_lineage(tmp_path / "trial").chaos == (Window("restart", "r2", 2.0, 2.5),
+                                                       Window("revoke", "auth", 4.0, 8.1)), \
+        "an action that never ended lasts to the journal's end"
+    assert crossing.spans(2.0, 2.5) and not found["f2"].edges[0].spans(2.0, 2.5)
 
 
 def test_a_missing_or_binary_journal_has_no_supports(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.journal.records import RecordType, RunEvent
+from harness.journal.records import ChaosPhase, RecordType, RunEvent
 from harness.journal.writer import JournalDamage, UnreadableJournal, read_journal
 from harness.vocabulary import FlowOutcome, Outcome
 
@@ -44,6 +44,8 @@ class Edge:
     """When the minting round's answer arrived, seconds from the load's start."""
     verified: float
     """When the verifying round was sent, seconds from the load's start."""
+    answered: float | None = None
+    """When the verifying round's answer arrived, seconds from the load's start (None: as it was sent)."""
     redispatched_from: str | None = None
     """The replica the verifying round was routed to, when it could not be reached (a balancer's re-dispatch)."""
     resent: str | None = None
@@ -58,6 +60,11 @@ class Edge:
     def age(self) -> float:
         """The state's age when it was verified, real seconds."""
         return max(self.verified - self.minted, 0.0)
+
+    def spans(self, start: float, end: float) -> bool:
+        """Whether the hand-over was under way (from the mint to the verifying round's answer) during [start, end]."""
+        answered = self.answered if self.answered is not None else self.verified
+        return self.minted <= end and start <= answered
 
     def shape(self) -> Shape:
         """The edge without its times: what a support of a flow class is made of."""
@@ -99,6 +106,25 @@ class Support:
         return frozenset(edge.shape() for edge in self.edges)
 
 
+@dataclass(frozen=True)
+class Window:
+    """A chaos action as the trial's journal says it ran: on whom (a replica's label, `all`, `auth`), from when to when
+    (seconds from the load's start; an action that never ended lasts to the end of the journal)."""
+
+    action: str
+    whom: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class TrialLineage:
+    """What a trial's journal says of its lineage: each completed flow's support, and the chaos that ran."""
+
+    supports: tuple[Support, ...] = ()
+    chaos: tuple[Window, ...] = ()
+
+
 @dataclass
 class _Call:
     """The rounds of one call read so far: the state in hand and who minted it, when."""
@@ -112,18 +138,28 @@ class _Call:
 
 def supports(records: Iterable[Any]) -> list[Support]:
     """Every completed flow's support, from a journal's records in file order; records of any other shape skipped."""
+    return list(lineage(records).supports)
+
+
+def lineage(records: Iterable[Any]) -> TrialLineage:
+    """A journal's supports and chaos windows, from its records in file order; records of any other shape skipped."""
     zero: float | None = None
     calls: dict[str, _Call] = {}
     edges: dict[str, list[Edge]] = {}
     found: list[Support] = []
+    started: dict[tuple[str, str], float] = {}
+    windows: list[Window] = []
+    last: float | None = None
     for record in records:
         if not isinstance(record, Mapping):
             continue
-        kind = record.get("type")
+        kind, at = record.get("type"), _number(record.get("t"))
         if kind == RecordType.RUN and record.get("event") == RunEvent.LOAD_STARTED and zero is None:
-            zero = _number(record.get("t"))
+            zero = at
         elif kind == RecordType.ROUND:
             _round(record, zero or 0.0, calls, edges)
+        elif kind == RecordType.CHAOS and at is not None:
+            _chaos(record, round(at - (zero or 0.0), 3), started, windows)
         elif kind == RecordType.FLOW:
             flow_id = record.get("flow_id")
             if not isinstance(flow_id, str):
@@ -133,7 +169,23 @@ def supports(records: Iterable[Any]) -> list[Support]:
             flow = record.get("flow")
             if record.get("outcome") == FlowOutcome.COMPLETED and isinstance(flow, str):
                 found.append(Support(flow, flow_id, tuple(kept)))
-    return found
+        if at is not None:
+            last = at if last is None else max(last, at)
+    end = round((last or 0.0) - (zero or 0.0), 3)
+    windows.extend(Window(action, whom, start, max(end, start)) for (action, whom), start in started.items())
+    return TrialLineage(tuple(found), tuple(windows))
+
+
+def _chaos(record: Mapping[str, Any], at: float, started: dict[tuple[str, str], float], windows: list[Window]) -> None:
+    """A chaos record: its start opens the action's window on whom it names, its end closes it."""
+    action, whom, phase = record.get("action"), record.get("target"), record.get("phase")
+    if not (isinstance(action, str) and isinstance(whom, str)):
+        return
+    if phase == ChaosPhase.START:
+        started.setdefault((action, whom), at)
+    elif phase == ChaosPhase.END and (action, whom) in started:
+        start = started.pop((action, whom))
+        windows.append(Window(action, whom, start, max(at, start)))
 
 
 def _round(record: Mapping[str, Any], zero: float, calls: dict[str, _Call], edges: dict[str, list[Edge]]) -> None:
@@ -151,7 +203,7 @@ def _round(record: Mapping[str, Any], zero: float, calls: dict[str, _Call], edge
         moved = record.get("redispatched_from")
         edges.setdefault(flow_id, []).append(Edge(
             tool, number, call.minter, replica, round(call.minted, 3), round(sent - zero, 3),
-            moved if isinstance(moved, str) else None,
+            round(max(received, sent) - zero, 3), moved if isinstance(moved, str) else None,
             RESENT.get(call.previous or "")))
     outcome = record.get("outcome")
     call.previous = outcome if isinstance(outcome, str) else None
@@ -167,14 +219,19 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def trial_supports(folder: Path) -> list[Support]:
-    """A results folder's supports, from its journal (the run's part and every worker's); none from a journal that
+def trial_lineage(folder: Path) -> TrialLineage:
+    """A results folder's lineage, from its journal (the run's part and every worker's); none from a journal that
     is missing or no journal at all (the strategy then has nothing to learn from that trial)."""
     from harness.journal.segments import part_exists
     from harness.report import journal_parts
 
     try:
-        return supports(read_journal(*(part for part in journal_parts(folder) if part_exists(part)),
-                                     damage=JournalDamage()))
+        return lineage(read_journal(*(part for part in journal_parts(folder) if part_exists(part)),
+                                    damage=JournalDamage()))
     except (OSError, UnreadableJournal):
-        return []
+        return TrialLineage()
+
+
+def trial_supports(folder: Path) -> list[Support]:
+    """A results folder's supports (`trial_lineage`)."""
+    return list(trial_lineage(folder).supports)
