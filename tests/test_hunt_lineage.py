@@ -138,11 +138,17 @@ SPACE = Space(actions=("restart", "network", "revoke"), replicas=(1, 2), replica
               ttl=600.0, name="shop")
 
 
-def hand_overs(folder: Path, *flows: tuple[str, str, float]) -> Path:
-    """A passing trial's journal: per flow (minter, verifier, minted at), a refund of two rounds, completed."""
+def hand_overs(folder: Path, *flows: tuple[str, str, float], chaos: tuple[tuple[str, str, float, float], ...] = ()
+               ) -> Path:
+    """A passing trial's journal: per flow (minter, verifier, minted at), a refund of two rounds, completed; and the
+    chaos that ran (action, whom, from, to)."""
     folder.mkdir(parents=True, exist_ok=True)
     with Journal(folder / "journal.jsonl") as journal:
         put(journal, "run", t=T0, event="load-started")
+        for action, whom, start, end in chaos:
+            put(journal, "chaos", t=T0 + start, action=action, phase="start", target=whom, detail={})
+            put(journal, "chaos", t=T0 + end, action=action, phase="end", target=whom, ok=True, error=None,
+                seconds=end - start, detail={})
         for number, (minter, verifier, at) in enumerate(flows):
             round_of(journal, f"f{number}", 1, minter, at, "input_required")
             round_of(journal, f"f{number}", 2, verifier, at + 1.0, "complete")
@@ -212,6 +218,31 @@ def test_a_support_that_kept_the_flows_alive_under_a_fault_narrows_the_next_set(
     both = lineage.next(history)
     assert sorted(step.replica for step in both.steps) == [1, 2], "now both supports must be cut: r1 and r2"
     assert [step.at for step in both.steps] == sorted(step.at for step in both.steps)
+
+
+def test_a_hand_over_that_spanned_a_fault_in_a_flow_that_completed_refutes_that_the_fault_cuts_it(tmp_path: Path
+                                                                                                   ) -> None:
+    space = replace(SPACE, actions=("restart",), max_steps=2)
+    lineage = Lineage(space, 5, ["r1", "r2"])
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0)), Schedule((), 6.0), "control")]
+    first = lineage.next(history)
+    (step,) = first.steps
+    whom = f"r{step.replica}"
+    before = hand_overs(tmp_path / "s1", ("r1", "r2", 0.2), chaos=(("restart", whom, 2.0, 2.5),))
+    assert lineage.refuted([*history, tried(2, before, first)]) == frozenset(), "the hand-over ended before it"
+    spanned = hand_overs(tmp_path / "s1b", ("r1", "r2", 1.8), chaos=(("restart", whom, 2.0, 2.5),))
+    history.append(tried(2, spanned, first))
+    assert lineage.refuted(history) == {(Fault("restart", whom), Shape("r1", "r2"))}
+    (other,) = lineage.next(history).steps
+    assert other.replica != step.replica
+    history.append(tried(3, hand_overs(tmp_path / "s2", ("r1", "r2", 1.8), chaos=(("restart", f"r{other.replica}",
+                                                                                 2.0, 2.5),)),
+                         Schedule((other,), 6.0)))
+    with pytest.raises(Exhausted) as certified:
+        lineage.next(history)
+    assert "its 1 observed support, over the hand-overs r1->r2, are all cut by no such combination; 2 times a " \
+           "hand-over of one of these shapes spanned a fault on its replicas and its flow completed" in \
+           str(certified.value)
 
 
 # --- one real hunt ----------------------------------------------------------------------------------------------------

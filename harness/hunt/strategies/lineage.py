@@ -17,11 +17,13 @@ starts at their median hand-over (a restart between the mint and the verificatio
 fault with the verification in its window), and a new TTL is set below their median age. Its
 other parameters are drawn from the seed, as the random draw draws them. If the flows survive,
 the trial's journal adds the supports that kept them alive (a round re-dispatched to another
-replica, an answer lost and resent), and the next set must cut those too. Trial 1 of a hunt with
+replica, an answer lost and resent), and the next set must cut those too; a hand-over under way
+while a fault ran on its minter or verifier, in a flow that completed, shows that fault does not
+cut hand-overs of its shape (`refuted`), and no later set counts on it. Trial 1 of a hunt with
 no passing trial yet (no controls) is one random draw, as is any trial with no completed flow
 seen so far.
 
-When no such set is left, the strategy raises `Exhausted` with a certificate: no combination of
+When no such set is left, the strategy raises `Exhausted` with a certificate: no untried combination of
 at most `max_steps` of these faults cuts every observed support of the flow class, within these
 bounds. What it claims and what it does not is said in docs/hunt.md.
 """
@@ -39,7 +41,7 @@ from typing import Any
 from harness.config.chaos import CHAOS_ACTIONS, ChaosStep, EdgeKind
 from harness.config.fields import model_facts
 from harness.hunt.draw import LATEST, SHORTEST, Space, draw_schedule, draw_step
-from harness.hunt.lineage import Edge, Shape, Support, trial_supports
+from harness.hunt.lineage import Edge, Shape, Support, TrialLineage, trial_lineage
 from harness.hunt.model import Schedule, chaos_step, step_table
 from harness.hunt.strategy import Exhausted, Strategy, Tried, searched
 from harness.load.seeding import stream
@@ -63,10 +65,15 @@ class Fault:
 
 
 FaultSet = frozenset[Fault]
+Refuted = frozenset[tuple[Fault, Shape]]
+"""Faults that did not cut hand-overs of a shape: one of that shape spanned the fault and its flow completed."""
 
 
-def cuts(fault: Fault, shape: Shape) -> bool:
-    """Whether the fault can cut an edge of this shape, by what its action declares it cuts."""
+def cuts(fault: Fault, shape: Shape, refuted: Refuted = frozenset()) -> bool:
+    """Whether the fault can cut an edge of this shape: what its action declares it cuts, on whom it touches, unless
+    a hand-over of that shape outlived it."""
+    if (fault, shape) in refuted:
+        return False
     kinds: frozenset[EdgeKind] = CHAOS_ACTIONS[fault.action].cuts
     if fault.whom == "auth":
         return "token" in kinds  # every round carries the lead's token
@@ -77,8 +84,8 @@ def cuts(fault: Fault, shape: Shape) -> bool:
     return "record" in kinds and shape.crossed  # the once-only records another replica wrote
 
 
-def cuts_all(faults: FaultSet, supports: frozenset[frozenset[Shape]]) -> bool:
-    return all(any(cuts(fault, shape) for fault in faults for shape in support) for support in supports)
+def cuts_all(faults: FaultSet, supports: frozenset[frozenset[Shape]], refuted: Refuted = frozenset()) -> bool:
+    return all(any(cuts(fault, shape, refuted) for fault in faults for shape in support) for support in supports)
 
 
 @dataclass(frozen=True)
@@ -89,9 +96,12 @@ class Search:
     supports: frozenset[frozenset[Shape]]
     sets: tuple[FaultSet, ...]
     complete: bool
+    refuted: int = 0
+    """How many (fault, hand-over) pairs of this class's supports a completed flow refuted."""
 
 
-def cutting_sets(flow: str, supports: frozenset[frozenset[Shape]], faults: Sequence[Fault], most: int) -> Search:
+def cutting_sets(flow: str, supports: frozenset[frozenset[Shape]], faults: Sequence[Fault], most: int,
+                 refuted: Refuted = frozenset()) -> Search:
     """Every minimal set of at most `most` faults that cuts each support (a hitting set: branch on the faults that
     cut the first support still standing), smallest first. An empty support (a flow with no hand-over) is cut by
     nothing: no set."""
@@ -103,20 +113,21 @@ def cutting_sets(flow: str, supports: frozenset[frozenset[Shape]], faults: Seque
         nonlocal nodes
         nodes += 1
         standing = next((support for support in ordered
-                         if not any(cuts(fault, shape) for fault in chosen for shape in support)), None)
+                         if not any(cuts(fault, shape, refuted) for fault in chosen for shape in support)), None)
         if standing is None:
-            if all(not cuts_all(chosen - {fault}, supports) for fault in chosen):
+            if all(not cuts_all(chosen - {fault}, supports, refuted) for fault in chosen):
                 found.add(chosen)
             return
         if len(chosen) >= most or nodes > MOST_NODES:
             return
         for fault in faults:
-            if fault not in chosen and any(cuts(fault, shape) for shape in standing):
+            if fault not in chosen and any(cuts(fault, shape, refuted) for shape in standing):
                 branch(chosen | {fault})
 
     branch(frozenset())
+    shapes = {shape for support in supports for shape in support}
     return Search(flow, supports, tuple(sorted(found, key=lambda faults: (len(faults), sorted(faults)))),
-                  nodes <= MOST_NODES)
+                  nodes <= MOST_NODES, sum(1 for _, shape in refuted if shape in shapes))
 
 
 class Lineage(Strategy):
@@ -126,8 +137,8 @@ class Lineage(Strategy):
 
     def __init__(self, space: Space, seed: int, labels: Sequence[str]) -> None:
         super().__init__(space, seed, labels)
-        self._read: dict[Path, tuple[list[Support], float]] = {}
-        """Each passing trial's supports and time scale, read once (a pure function of its folder)."""
+        self._read: dict[Path, tuple[TrialLineage, float]] = {}
+        """Each passing trial's lineage and time scale, read once (a pure function of its folder)."""
 
     def faults(self) -> list[Fault]:
         """Every fault the hunt's bounds allow: each action on each whom it may name."""
@@ -146,8 +157,9 @@ class Lineage(Strategy):
             if run.trial.purpose != "control":
                 faults = self.fault_set(run.trial.schedule)
                 tried[faults] = tried.get(faults, False) or run.record.get("outcome") == "held"
+        refuted = self.refuted(history)
         searches = [cutting_sets(flow, frozenset(support.shapes() for support in flows), self.faults(),
-                                 self.space.max_steps) for flow, flows in sorted(by_flow.items())]
+                                 self.space.max_steps, refuted) for flow, flows in sorted(by_flow.items())]
         untried = [(len(faults), flow_search.flow, faults) for flow_search in searches for faults in flow_search.sets
                    if faults not in tried]
         if not untried:
@@ -159,21 +171,40 @@ class Lineage(Strategy):
         _, flow, chosen = rng.choice(sorted(item for item in untried if item[0] == fewest))
         edges = self.latest_edges(observed, flow)
         scale = observed[-1][1]
-        steps = [self.step(fault, [edge for edge in edges if cuts(fault, edge.shape())], scale, rng)
+        steps = [self.step(fault, [edge for edge in edges if cuts(fault, edge.shape(), refuted)], scale, rng)
                  for fault in sorted(chosen)]
         return Schedule(steps=tuple(sorted(steps, key=lambda step: step.at)), duration=self.space.duration)
 
     def observed(self, history: Sequence[Tried]) -> list[tuple[list[Support], float]]:
         """The supports (and time scale) of every passing trial so far, oldest first; trials with none left out."""
         seen = []
+        for read, scale in self._passing(history):
+            if read.supports:
+                seen.append((list(read.supports), scale))
+        return seen
+
+    def refuted(self, history: Sequence[Tried]) -> Refuted:
+        """Each fault a passing trial ran, with each shape of hand-over that spanned it (on a replica it touched) in a
+        flow that completed: that fault, as it ran, did not cut that shape."""
+        found: set[tuple[Fault, Shape]] = set()
+        for read, _ in self._passing(history):
+            for window in read.chaos:
+                for support in read.supports:
+                    found.update((Fault(window.action, window.whom), edge.shape()) for edge in support.edges
+                                 if window.whom in ("all", "auth", edge.minter, edge.verifier)
+                                 and edge.spans(window.start, window.end))
+        return frozenset(found)
+
+    def _passing(self, history: Sequence[Tried]) -> list[tuple[TrialLineage, float]]:
+        """The lineage (and time scale) of every trial so far that held, oldest first."""
+        passing = []
         for tried in history:
             if tried.record.get("outcome") != "held":
                 continue
             if tried.folder not in self._read:
-                self._read[tried.folder] = (trial_supports(tried.folder), _time_scale(tried.folder))
-            if self._read[tried.folder][0]:
-                seen.append(self._read[tried.folder])
-        return seen
+                self._read[tried.folder] = (trial_lineage(tried.folder), _time_scale(tried.folder))
+            passing.append(self._read[tried.folder])
+        return passing
 
     @staticmethod
     def latest_edges(observed: list[tuple[list[Support], float]], flow: str) -> list[Edge]:
@@ -233,8 +264,13 @@ class Lineage(Strategy):
                 shapes = sorted({str(shape) for support in flow_search.supports for shape in support})
                 sets = [" + ".join(map(str, sorted(faults))) for faults in flow_search.sets]
                 unjudged = [" + ".join(map(str, sorted(faults))) for faults in flow_search.sets if not tried[faults]]
-                why = (f"its {len(flow_search.supports)} observed supports, over the hand-overs {_few(shapes)}, are "
-                       f"all cut only by {_few(sets, ' or ')}, each run, and {flow} flows completed"
+                cut = (f"are all cut only by {_few(sets, ' or ')}, each run, and {flow} flows completed" if sets
+                       else "are all cut by no such combination")
+                count = len(flow_search.supports)
+                why = (f"its {count} observed support{'s' * (count != 1)}, over the hand-overs {_few(shapes)}, {cut}"
+                       + (f"; {flow_search.refuted} times a hand-over of one of these shapes spanned a fault on its "
+                          "replicas and its flow completed, and that fault is taken not to cut that shape"
+                          if flow_search.refuted else "")
                        + (f"; but {_few(unjudged, ', ')} ran only in trials not judged, which prove nothing"
                           if unjudged else ""))
             said.append(f"no untried combination of <= {self.space.max_steps} of these faults cuts every observed "
