@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from harness.config.chaos import CHAOS_ACTIONS, EDGE_KINDS
 from harness.hunt.draw import Space, draw_schedule
 from harness.hunt.lineage import Edge, Shape, Window, supports, trial_lineage, trial_supports
+from harness.hunt.lineage import lineage as read_lineage
 from harness.hunt.model import Schedule, Trial, TrialPurpose, chaos_step
 from harness.hunt.records import EndRecord, HuntRecordType, TrialRecord
 from harness.hunt.strategies.lineage import Fault, Lineage, cutting_sets
@@ -100,7 +101,9 @@ _ROUNDISH = st.fixed_dictionaries({
     "round": st.integers(-2, 4) | _JSON, "replica": st.sampled_from(["r1", "r2"]) | _JSON,
     "t": st.floats(allow_nan=True) | _JSON, "sent": st.floats() | _JSON, "event": st.just("load-started") | _JSON,
     "outcome": st.sampled_from(["input_required", "complete", "completed", "answer_lost"]) | _JSON,
-    "flow": st.sampled_from(["refund"]) | _JSON, "redispatched_from": _JSON})
+    "flow": st.sampled_from(["refund"]) | _JSON, "redispatched_from": _JSON,
+    "action": st.sampled_from(["restart", "network"]) | _JSON, "target": st.sampled_from(["r1", "all"]) | _JSON,
+    "phase": st.sampled_from(["start", "end"]) | _JSON})
 
 
 @settings(max_examples=300, deadline=None)
@@ -108,6 +111,7 @@ _ROUNDISH = st.fixed_dictionaries({
 def test_no_journal_content_makes_the_reader_raise(records: list[object]) -> None:
     for support in supports(records):
         assert all(edge.age >= 0 for edge in support.edges)
+    assert all(window.end >= window.start for window in read_lineage(records).chaos)
 
 
 @settings(max_examples=100, deadline=None)
