@@ -73,6 +73,7 @@ def test_each_completed_flow_has_its_hand_overs_with_who_minted_verified_and_whe
     (crossing,) = found["f1"].edges
     assert crossing == Edge("issue_refund", 2, "r1", "r2", 1.05, 3.0, 3.05)
     assert crossing.crossed and abs(crossing.age - 1.95) < 1e-9
+    assert abs(crossing.ttl_used(10.0) - 0.195) < 1e-9 and crossing.ttl_used(1.5) > 1, "past a TTL of 1.5s: expired"
     lost, resent = found["f2"].edges
     assert (lost.minter, lost.verifier, lost.resent, lost.crossed) == ("r2", "r2", None, False)
     assert (resent.minter, resent.verifier, resent.resent, resent.redispatched_from) == ("r2", "r2", "answer-lost",

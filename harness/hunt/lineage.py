@@ -61,6 +61,10 @@ class Edge:
         """The state's age when it was verified, real seconds."""
         return max(self.verified - self.minted, 0.0)
 
+    def ttl_used(self, ttl: float) -> float:
+        """The share of a TTL (real seconds) the state had used when it was verified: above 1, it had expired."""
+        return self.age / ttl if ttl > 0 else math.inf
+
     def spans(self, start: float, end: float) -> bool:
         """Whether the hand-over was under way (from the mint to the verifying round's answer) during [start, end]."""
         answered = self.answered if self.answered is not None else self.verified
