@@ -105,7 +105,7 @@ def every_action(tmp_path: Path) -> Base:
 def test_each_strategy_name_the_settings_take_is_one_module_and_the_help_names_it():
     from harness.cli.main import build_parser
 
-    assert set(strategies()) == set(get_args(StrategyName)) == {"random", "swarm", "cover"}
+    assert set(strategies()) == set(get_args(StrategyName)) == {"random", "swarm", "cover", "lineage"}
     assert all(strategies()[name].name == name for name in strategies())
     (commands,) = [action for action in build_parser()._actions if action.choices and "hunt" in action.choices]
     [flag] = [action for action in commands.choices["hunt"]._actions if "--strategy" in action.option_strings]
@@ -120,8 +120,8 @@ def test_an_unknown_strategy_is_refused_in_the_file_and_as_a_flag_with_exit_2_be
     path.write_text(SHOP.format(auth="", hunt=""))
     done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(path), "--strategy", "swarn", "--results",
                            str(tmp_path / "results")], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "hunt.strategy: must be one of 'random', 'swarm' or 'cover', not 'swarn'" in \
-        done.stderr
+    assert done.returncode == 2 and \
+        "hunt.strategy: must be one of 'random', 'swarm', 'cover' or 'lineage', not 'swarn'" in done.stderr
     assert not (tmp_path / "results").exists()
 
 

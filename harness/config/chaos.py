@@ -50,6 +50,20 @@ deployment's authorization server."""
 
 _NONE: frozenset[str] = frozenset()
 
+EdgeKind = Literal["answer", "key", "age", "audience", "record", "token"]
+"""What a hand-over of state between two rounds of a call depends on (`harness.hunt.lineage`: the replica that
+answered round n minted it, round n+1's verified it), which a chaos action can cut."""
+EDGE_KINDS: dict[EdgeKind, str] = {
+    "answer": "the round's request and answer in flight between the harness and its replica",
+    "key": "the verifier holds the key the minter sealed the state with",
+    "age": "the state's age, by the verifier's clock, within the verifier's TTL",
+    "audience": "the verifier's name is the one the state was sealed for",
+    "record": "the verifier reads the once-only records the minter wrote",
+    "token": "the lead's token is accepted on the verifying round",
+}
+"""Every edge kind, with what the edge depends on: a chaos action's `cuts` names some of these."""
+_EVERY_EDGE: frozenset[EdgeKind] = frozenset(EDGE_KINDS)
+
 SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 """A name `rename` gives a replica: one word no shell or command line reads as more than text."""
 
@@ -84,6 +98,9 @@ class ChaosAction(Strict):
     turns: ClassVar[str | None] = None
     """the replica knob (`harness.config.replica_knobs`) the action restarts replicas with a new value of; its
     command, when it has one, takes that value as its one placeholder."""
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset()
+    """the support edges (`EDGE_KINDS`) the action can cut, which lineage-driven search reads
+    (`harness.hunt.strategies.lineage`); every action names at least one."""
     provokes: ClassVar[frozenset[str]] = _NONE
     """the rejection reasons (`harness.vocabulary.REASONS`) the action can make replicas log, as a production log
     names them: what `hunt --from-triage` steers toward (`harness.hunt.from_triage`)."""
@@ -166,6 +183,8 @@ class ReplicaAction(_Chaos):
     action: Literal["restart", "kill"]
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"restart": _NONE, "kill": _NONE}
     undone: ClassVar[str] = "the rollback starts a replica found down"
+    # cuts: what the process held: connections, keys, records in memory
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"answer", "key", "record"})
     provokes: ClassVar[frozenset[str]] = frozenset({"unknown key"})  # a replica on per-process keys loses its own
 
 
@@ -176,6 +195,8 @@ class PauseAction(_Chaos):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"pause": _NONE, "resume": _NONE}
     needs: ClassVar[tuple[str, ...] | None] = ("pause", "resume")
     undone: ClassVar[str] = "resumed at its end; one the run cut short is resumed by the rollback"
+    # cuts: rounds in flight time out; states age while it is frozen
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"answer", "age"})
     provokes: ClassVar[frozenset[str]] = frozenset({"expired"})  # a frozen replica's states age while leads wait
     duration: PositiveDuration = Field(default=5.0, description="how long the replica stays paused, real")
 
@@ -187,6 +208,7 @@ class RollingRestart(_Chaos):
     acts_on: ClassVar[ActsOn] = "replicas"
     needs: ClassVar[tuple[str, ...] | None] = ("restart",)
     undone: ClassVar[str] = "the rollback starts a replica found down"
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"answer", "key", "record"})
     provokes: ClassVar[frozenset[str]] = frozenset({"unknown key"})  # a replica on per-process keys loses its own
     interval: Duration = Field(default=2.0, description="wait between one replica serving again and the next "
                                                         "restart (0: none), real")
@@ -201,6 +223,8 @@ class RotateKeys(_Chaos):
                                                                      frozenset({"key_id", "key_file"}))
     undone: ClassVar[str] = ("the rollback restores each replica's ring; by command, a rotation cut short is "
                              "finished forward (the new key added and promoted everywhere)")
+    # cuts: minter-first seals with a key others lack; retire-early retires one in use
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"key"})
     provokes: ClassVar[frozenset[str]] = frozenset({"unknown key"})  # minter-first, retire-early
     order: Literal["correct", "minter-first", "retire-early"] = Field(
         default="correct", description="correct: every replica accepts the new key, then seals with it, and the "
@@ -233,6 +257,8 @@ class SetTtl(_Chaos):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"set-ttl": frozenset({"ttl"})}
     turns: ClassVar[str | None] = "ttl"
     undone: ClassVar[str] = "the rollback restarts the replicas with the target's own TTL"
+    # cuts: states older than the new TTL; a restart besides
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"age", "answer", "key"})
     provokes: ClassVar[frozenset[str]] = frozenset({"expired"})
     ttl: PositiveDuration = Field(description="the new requestState lifetime, modelled")
 
@@ -244,6 +270,7 @@ class Rename(_Chaos):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"rename": frozenset({"name"})}
     turns: ClassVar[str | None] = "name"
     undone: ClassVar[str] = "the rollback restarts the replica with the target's own name"
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"audience", "answer", "key"})
     provokes: ClassVar[frozenset[str]] = frozenset({"audience"})
     name: str = Field(min_length=1, max_length=128, pattern=SERVER_NAME,
                       description="the replica's new server name: letters, digits, _, . and -, starting with a letter "
@@ -257,6 +284,8 @@ class ClockSkew(_Chaos):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"clock-skew": frozenset({"offset"})}
     turns: ClassVar[str | None] = "clock_offset"
     undone: ClassVar[str] = "the rollback restarts the replica with no skew"
+    # cuts: a state's age as the other replica's clock reads it; a restart besides
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"age", "answer", "key"})
     provokes: ClassVar[frozenset[str]] = frozenset({"minted in the future", "expired"})  # ahead; behind
     offset: PositiveDuration = Field(default=120.0, description="how far its clock is off, real")
     behind: bool = Field(default=False, description="the clock runs behind instead of ahead")
@@ -268,6 +297,8 @@ class MemoryRecords(_Chaos):
     action: Literal["memory-records"]
     turns: ClassVar[str | None] = "store"
     undone: ClassVar[str] = "the rollback restarts the replica with its original options"
+    # cuts: records the other replicas cannot read; a restart besides
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"record", "answer", "key"})
 
 
 class CommandAction(_Chaos):
@@ -276,6 +307,8 @@ class CommandAction(_Chaos):
     action: Literal["command"]
     needs: ClassVar[tuple[str, ...] | None] = ()
     undone: ClassVar[str] = "its own `rollback` command, if it ran"
+    # cuts: a command only its user wrote may cut anything
+    cuts: ClassVar[frozenset[EdgeKind]] = _EVERY_EDGE
     command: list[str] = Field(description="an argv list (no shell unless you write `sh -c`); placeholders "
                                            "{replica}, {index}, {url} of `replica` (default: the first)")
     rollback: list[str] | None = Field(default=None, description="run when the run ends, if the command ran: "
@@ -321,6 +354,7 @@ class NetworkAction(_Chaos):
     acts_on: ClassVar[ActsOn] = "replicas"
     needs: ClassVar[tuple[str, ...] | None] = ()  # the harness's own proxy's
     undone: ClassVar[str] = "the fault is off at its end, however the step ends"
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"answer"})
     provokes: ClassVar[frozenset[str]] = frozenset({"expired"})  # a delayed or held answer ages its state
     replica: int | None = Field(default=None, ge=1, description="1-based; default: every replica")
     duration: PositiveDuration = Field(description="how long the fault lasts, real")
@@ -415,6 +449,7 @@ class TokenExpiry(_AuthChaos):
     by_command: ClassVar[AuthCommands] = AuthCommands("token-expiry", off="token-expiry-end",
                                                       restore="token-expiry-end")
     undone: ClassVar[str] = "tokens are issued with their usual lifetime again at its end, or by the rollback"
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"token"})
     lifetime: PositiveDuration = Field(default=5.0, description="the lifetime of tokens issued from `at`, real")
     duration: PositiveDuration | None = Field(default=None, description="how long tokens are issued short, real "
                                                                         "(default: until the run ends)")
@@ -428,6 +463,7 @@ class Revoke(_AuthChaos):
     by_command: ClassVar[AuthCommands] = AuthCommands("revoke")
     undone: ClassVar[str] = ("not at its end (a refreshed token is good again); the rollback clears the "
                              "revocations of the harness's own authorization server")
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"token"})
     share: Share = Field(default=0.5, description="the share of the leads holding tokens whose tokens are "
                                                   "revoked, more than 0 up to 1 (at least one lead)")
 
@@ -441,6 +477,7 @@ class ScopeLoss(_AuthChaos):
     needs: ClassVar[tuple[str, ...] | None] = ("scope-loss",)
     by_command: ClassVar[AuthCommands] = AuthCommands("scope-loss", restore="scope-restore")
     undone: ClassVar[str] = "the rollback gives the scope back (by command: `scope-restore`, if there is one)"
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"token"})
     share: Share = Field(default=0.5, description="the share of the leads holding tokens who lose the scope, more "
                                                   "than 0 up to 1 (at least one lead)")
     scope: str = Field(default="refunds:write", min_length=1, description="the scope they lose")
@@ -454,6 +491,8 @@ class AuthDown(_AuthChaos):
     needs: ClassVar[tuple[str, ...] | None] = ("auth-down", "auth-up")
     by_command: ClassVar[AuthCommands] = AuthCommands("auth-down", off="auth-up", restore="auth-up")
     undone: ClassVar[str] = "up again at its end, or by the rollback"
+    # cuts: a token that needs renewing is not renewed
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"token"})
     duration: PositiveDuration = Field(default=30.0, description="how long it refuses, real")
 
 
@@ -465,6 +504,7 @@ class SubjectDrift(_AuthChaos):
     by_command: ClassVar[AuthCommands] = AuthCommands("subject-drift", off="subject-drift",
                                                       restore="subject-drift", off_values={"share": "0"})
     undone: ClassVar[str] = "the verifier keeps subjects again at its end (share 0), or by the rollback"
+    cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"token"})
     provokes: ClassVar[frozenset[str]] = frozenset({"principal drift"})
     share: Share = Field(default=0.5, description="the share of verifications that drop the subject, more than "
                                                   "0 up to 1")

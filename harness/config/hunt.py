@@ -46,7 +46,7 @@ class HuntedScenario(Protocol):
     @property
     def hypothesis(self) -> dict[str, str | list[str]]: ...
 
-StrategyName = Literal["random", "swarm", "cover"]
+StrategyName = Literal["random", "swarm", "cover", "lineage"]
 """The strategies a hunt's search can draw its schedules with, by name: each is one module of `harness.hunt.strategies`
 (which says what it does), named here so that `validate` refuses any other; the two must agree (checked when the
 strategies are imported)."""
@@ -84,7 +84,10 @@ class HuntSettings(Strict):
     strategy: StrategyName = Field(default="random", description="how the search draws each trial's schedule: "
                                    "random (every step independently from every allowed action), swarm (each trial "
                                    "from a random subset of the allowed actions), cover (each step in the coverage "
-                                   "cell tried least so far: every cell before any twice)")
+                                   "cell tried least so far: every cell before any twice), lineage (the smallest "
+                                   "untried set of faults that cuts every support seen so far of a flow class, "
+                                   "timed on the hand-overs the passing trials' journals show; stops with a "
+                                   "certificate when none is left)")
     max_steps: int = Field(default=2, ge=1, le=20, description="the most chaos steps a drawn schedule has (each "
                                                                "has 1 to max_steps)")
     actions: list[str] | None = Field(default=None, description="the chaos actions drawn, by name as [[chaos]] "

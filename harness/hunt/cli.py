@@ -61,7 +61,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="how the search draws each trial's schedule ([hunt] strategy, default random): random "
                            "(each step from every allowed action), swarm (each trial from a random subset of the "
                            "actions), cover (each step in the coverage cell drawn least so far: every cell once "
-                           "before any twice)")
+                           "before any twice), lineage (the smallest untried fault set that cuts every support of a "
+                           "flow class the passing trials' journals show; stops with a certificate when none is left)")
     hunt.add_argument("--max-steps", type=int, help="the most chaos steps a schedule has ([hunt] max_steps, "
                                                     "default 2)")
     hunt.add_argument("--actions", help="the chaos actions drawn, comma-separated, e.g. restart,rotate-keys "

@@ -142,14 +142,16 @@ class HuntResult:
     coverage: dict[tuple[str, str, str], int] = field(default_factory=dict)
     """How often each (action, replica, timing) was tried in the search."""
     stopped_by: str = ""
-    """Why the search ended: "found", "trials", "time", "interrupted", or "fails without chaos" (a control trial
-    failed: nothing was searched)."""
+    """Why the search ended: "found", "trials", "time", "interrupted", "fails without chaos" (a control trial
+    failed: nothing was searched), or "certified" (the strategy had no schedule left: `certificate` says what)."""
     control: Trial | None = None
     """The control trial (no chaos) that failed the property; None: every control held, or none ran."""
     property_line: str = ""
     """What no trial may show, in one line, as the hunt said it at its start."""
     strategy: str = "random"
     """The strategy the search drew with (`[hunt] strategy`): with the seed, what draws its schedules again."""
+    certificate: str | None = None
+    """What the strategy certified when it ran out of schedules to try (`harness.hunt.strategy.Exhausted`)."""
     expect_counted: bool = True
     """Whether the property counted the scenario's `[expect]` (`[hunt] expect`); when not, the minimal scenario's
     `[expect]` leaves the scenario's own keys out: the hunt never judged by them."""

@@ -65,6 +65,7 @@ def render_page(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
         body += ["<h2>The shrink path</h2>", *_shrink_section(result)]
     body += ["<h2>Coverage</h2>", f'<p class="meta">{escape(coverage_line(result, cells))}</p>',
              *(f'<p class="meta">{escape(line)}</p>' for line in strength_lines(result)),
+             *([f'<p class="meta">certificate: {escape(result.certificate)}</p>'] if result.certificate else []),
              _coverage_grid(result.coverage),
              "<h2>Every trial</h2>", _trials_table(result.trials)]
     return page(f"{result.scenario}: {verdict_line(result)}", _CSS, body)

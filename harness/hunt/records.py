@@ -171,6 +171,8 @@ class EndRecord(TypedDict):
     shrink: dict[str, Any] | None
     minimal_file: str | None
     page: str | None
+    certificate: str | None
+    """What the strategy certified when it ran out of schedules to try (`lineage`'s); None: it did not."""
     seconds: float
 
 

@@ -49,7 +49,7 @@ from harness.hunt.page import coverage_line, write_page
 from harness.hunt.records import HuntRecord, HuntRecordType, Outcome, ScheduleData, TrialRecord, failure_data
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
 from harness.hunt.signature import UNEXPLAINED
-from harness.hunt.strategy import Tried, strategy_for
+from harness.hunt.strategy import Exhausted, Tried, strategy_for
 from harness.hunt.summary import write_summary
 from harness.hunt.trial import Base, Property, TrialDamaged, judge, run_trial, trial_scenario
 from harness.run.results_folder import results_folder
@@ -59,7 +59,7 @@ WITHOUT_CHAOS = "fails without chaos"
 """What stopped a hunt whose control trial (no chaos) failed: the deployment fails under load alone, so chaos
 proves nothing about it; nothing is searched or shrunk."""
 EXIT_CODES: dict[str, ExitCode] = {"found": ExitCode.FAILED, WITHOUT_CHAOS: ExitCode.FAILED,
-                                   "trials": ExitCode.PASSED, "time": ExitCode.PASSED,
+                                   "trials": ExitCode.PASSED, "time": ExitCode.PASSED, "certified": ExitCode.PASSED,
                                    "interrupted": ExitCode.INTERRUPTED, "harness error": ExitCode.HARNESS,
                                    "target error": ExitCode.TARGET}
 """The hunt's exit code by what stopped it (`HuntResult.stopped_by`)."""
@@ -126,6 +126,8 @@ class Hunt:
         """`--from-triage`: where an incident's logged reasons steer the hunt (`harness.hunt.from_triage`)."""
         self.summary_file: Path | None = None
         """hunt.json, once written (`harness.hunt.summary`)."""
+        self.certificate: str | None = None
+        """What the strategy certified when it had no schedule left to try (`Exhausted`); None: it never ran out."""
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
@@ -260,8 +262,11 @@ class Hunt:
         for index in range(1, self.settings.trials + 1):
             if self.clock() - self.started >= self.settings.budget:
                 return "time"
+            schedule = self._next_schedule()
+            if schedule is None:
+                return "certified"
             self.searched = index
-            trial = self.run_schedule(self.strategy.next(tuple(self.history)), "search")
+            trial = self.run_schedule(schedule, "search")
             self._count_coverage(trial)
             if self.error is not None:
                 return self.error
@@ -272,6 +277,15 @@ class Hunt:
                 self.result.failure = trial.failures[0]
                 return "found"
         return "trials"
+
+    def _next_schedule(self) -> Schedule | None:
+        """The strategy's next schedule; None when it has none left to try, its certificate kept and said."""
+        try:
+            return self.strategy.next(tuple(self.history))
+        except Exhausted as exhausted:
+            self.certificate = self.result.certificate = str(exhausted)
+            self.say(f"certificate: {self.certificate}")
+            return None
 
     def _replay_corpus(self) -> str | None:
         """Replay the corpus before searching, as Hypothesis replays its database (`harness.hunt.corpus`): the first
@@ -573,7 +587,7 @@ class Hunt:
                                          for (variant, whom, when), count in sorted(result.coverage.items())],
                             **coverage.residual_record(result),
                             "shrink": self._shrink_record(), "minimal_file": _named(self.minimal_file, self.folder),
-                            "page": _named(self.page_file, self.folder),
+                            "page": _named(self.page_file, self.folder), "certificate": self.certificate,
                             "seconds": round(self.clock() - self.started, 3)})
         self.journal.close()
 

@@ -51,6 +51,11 @@ def searched(history: Sequence[Tried]) -> int:
     return sum(1 for tried in history if tried.trial.purpose == "search")
 
 
+class Exhausted(Exception):
+    """A strategy with no schedule left to try within the hunt's bounds: its text is the certificate of what the
+    search covered (`lineage`'s), and the hunt stops with it (`stopped_by` "certified", nothing broke)."""
+
+
 class Strategy(ABC):
     """How the search draws: `next(history)` is the next search trial's schedule."""
 
@@ -65,7 +70,8 @@ class Strategy(ABC):
 
     @abstractmethod
     def next(self, history: Sequence[Tried]) -> Schedule:
-        """The next search trial's schedule, from the seed and the trials so far alone."""
+        """The next search trial's schedule, from the seed and the trials so far alone; `Exhausted` when none is
+        left to try."""
 
 
 _STRATEGIES: dict[str, type[Strategy]] = {}

@@ -64,6 +64,7 @@ def summary(hunt: Hunt, shrink: dict[str, Any] | None) -> dict[str, Any]:
         "reproduction": ({"reproduced": result.reproduction[0], "runs": result.reproduction[1]}
                          if result.reproduction is not None else None),
         "coverage": hunt.coverage_line(),
+        "certificate": result.certificate,
         **coverage.residual_record(result),
         "without_chaos": _trial(result.control),
         "from_triage": hunt.steering.as_data() if hunt.steering is not None else None,

@@ -1,0 +1,305 @@
+"""`lineage`: lineage-driven fault injection (Alvaro et al., SIGMOD 2015): cut what kept the flows alive.
+
+Every passing trial's journal says how each completed flow got there (`harness.hunt.lineage`):
+its support, the hand-overs of state between its rounds, each minted by one replica and verified
+by the next round's. A flow class (refund, return, ...) has the distinct supports its completed
+flows were seen with: a fault set can break the class only when it cuts at least one edge of
+every one of them. A fault here is an action on whom it acts (`restart r2`, `network all`,
+`revoke auth`), one of those the hunt's bounds allow; which edges it cuts is what its action
+declares in the registry (`harness.config.chaos`, `cuts`), on the replicas it touches (a
+crossing `r1->r2` depends on r1's and r2's keys, names and records, and on both rounds' answers
+in flight; every round on the lead's token).
+
+Each search trial runs the smallest set of at most `max_steps` faults not run yet that cuts every
+known support of some class, and is minimal (no fault in it idle: without any one of them, some
+support stands). Each fault is timed on the edges it cuts, as the trial before saw them: it
+starts at their median hand-over (a restart between the mint and the verification, a network
+fault with the verification in its window), and a new TTL is set below their median age. Its
+other parameters are drawn from the seed, as the random draw draws them. If the flows survive,
+the trial's journal adds the supports that kept them alive (a round re-dispatched to another
+replica, an answer lost and resent), and the next set must cut those too; a hand-over under way
+while a fault ran on its minter or verifier, in a flow that completed, shows that fault does not
+cut hand-overs of its shape (`refuted`), and no later set counts on it. Trial 1 of a hunt with
+no passing trial yet (no controls) is one random draw, as is any trial with no completed flow
+seen so far.
+
+When no such set is left, the strategy raises `Exhausted` with a certificate: no untried combination of
+at most `max_steps` of these faults cuts every observed support of the flow class, within these
+bounds. What it claims and what it does not is said in docs/hunt.md.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.config.chaos import CHAOS_ACTIONS, ChaosStep, EdgeKind
+from harness.config.fields import model_facts
+from harness.hunt.draw import LATEST, SHORTEST, Space, draw_schedule, draw_step
+from harness.hunt.lineage import Edge, Shape, Support, TrialLineage, trial_lineage
+from harness.hunt.model import Schedule, chaos_step, step_table
+from harness.hunt.strategy import Exhausted, Strategy, Tried, searched
+from harness.load.seeding import stream
+
+TRIES = 200
+"""Draws of a fault's step until it acts on whom the fault names."""
+MOST_NODES = 200_000
+"""The most branches the search for cutting sets explores per flow class: past it, no certificate is given (the
+sets found so far are still run)."""
+
+
+@dataclass(frozen=True, order=True)
+class Fault:
+    """An action on whom it acts: a replica's label, `all` or `auth`."""
+
+    action: str
+    whom: str
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.whom}"
+
+
+FaultSet = frozenset[Fault]
+Refuted = frozenset[tuple[Fault, Shape]]
+"""Faults that did not cut hand-overs of a shape: one of that shape spanned the fault and its flow completed."""
+
+
+def cuts(fault: Fault, shape: Shape, refuted: Refuted = frozenset()) -> bool:
+    """Whether the fault can cut an edge of this shape: what its action declares it cuts, on whom it touches, unless
+    a hand-over of that shape outlived it."""
+    if (fault, shape) in refuted:
+        return False
+    kinds: frozenset[EdgeKind] = CHAOS_ACTIONS[fault.action].cuts
+    if fault.whom == "auth":
+        return "token" in kinds  # every round carries the lead's token
+    if fault.whom not in ("all", shape.minter, shape.verifier):
+        return False
+    if kinds & {"answer", "key", "age", "audience"}:
+        return True  # every hand-over travels twice, is sealed with a key, for a name, and ages
+    return "record" in kinds and shape.crossed  # the once-only records another replica wrote
+
+
+def cuts_all(faults: FaultSet, supports: frozenset[frozenset[Shape]], refuted: Refuted = frozenset()) -> bool:
+    return all(any(cuts(fault, shape, refuted) for fault in faults for shape in support) for support in supports)
+
+
+@dataclass(frozen=True)
+class Search:
+    """The cutting sets of one flow class: every minimal one of at most `most` faults, and whether that is all."""
+
+    flow: str
+    supports: frozenset[frozenset[Shape]]
+    sets: tuple[FaultSet, ...]
+    complete: bool
+    refuted: int = 0
+    """How many (fault, hand-over) pairs of this class's supports a completed flow refuted."""
+
+
+def cutting_sets(flow: str, supports: frozenset[frozenset[Shape]], faults: Sequence[Fault], most: int,
+                 refuted: Refuted = frozenset()) -> Search:
+    """Every minimal set of at most `most` faults that cuts each support (a hitting set: branch on the faults that
+    cut the first support still standing), smallest first. An empty support (a flow with no hand-over) is cut by
+    nothing: no set."""
+    found: set[FaultSet] = set()
+    nodes = 0
+    ordered = sorted(supports, key=lambda support: sorted(map(str, support)))
+
+    def branch(chosen: FaultSet) -> None:
+        nonlocal nodes
+        nodes += 1
+        standing = next((support for support in ordered
+                         if not any(cuts(fault, shape, refuted) for fault in chosen for shape in support)), None)
+        if standing is None:
+            if all(not cuts_all(chosen - {fault}, supports, refuted) for fault in chosen):
+                found.add(chosen)
+            return
+        if len(chosen) >= most or nodes > MOST_NODES:
+            return
+        for fault in faults:
+            if fault not in chosen and any(cuts(fault, shape, refuted) for shape in standing):
+                branch(chosen | {fault})
+
+    branch(frozenset())
+    shapes = {shape for support in supports for shape in support}
+    return Search(flow, supports, tuple(sorted(found, key=lambda faults: (len(faults), sorted(faults)))),
+                  nodes <= MOST_NODES, sum(1 for _, shape in refuted if shape in shapes))
+
+
+class Lineage(Strategy):
+    """Each trial the smallest untried fault set that cuts every support seen so far of a flow class."""
+
+    name = "lineage"
+
+    def __init__(self, space: Space, seed: int, labels: Sequence[str]) -> None:
+        super().__init__(space, seed, labels)
+        self._read: dict[Path, tuple[TrialLineage, float]] = {}
+        """Each passing trial's lineage and time scale, read once (a pure function of its folder)."""
+
+    def faults(self) -> list[Fault]:
+        """Every fault the hunt's bounds allow: each action on each whom it may name."""
+        return sorted({Fault(action, CHAOS_ACTIONS[action].whom(replica, self.labels))
+                       for action in self.space.actions for replica in self.space.replica_choices(action)})
+
+    def next(self, history: Sequence[Tried]) -> Schedule:
+        index = searched(history) + 1
+        observed = self.observed(history)
+        by_flow = _by_flow(observed)
+        if not by_flow:
+            return draw_schedule(self.space, self.seed, index)  # nothing seen yet to cut
+        tried: dict[FaultSet, bool] = {}
+        """Each fault set run so far, and whether a trial of it held (False: every one was not judged)."""
+        for run in history:
+            if run.trial.purpose != "control":
+                faults = self.fault_set(run.trial.schedule)
+                tried[faults] = tried.get(faults, False) or run.record.get("outcome") == "held"
+        refuted = self.refuted(history)
+        searches = [cutting_sets(flow, frozenset(support.shapes() for support in flows), self.faults(),
+                                 self.space.max_steps, refuted) for flow, flows in sorted(by_flow.items())]
+        untried = [(len(faults), flow_search.flow, faults) for flow_search in searches for faults in flow_search.sets
+                   if faults not in tried]
+        if not untried:
+            if any(not flow_search.complete for flow_search in searches):
+                return draw_schedule(self.space, self.seed, index)  # too many to enumerate: no certificate
+            raise Exhausted(self.certificate(searches, observed, tried))
+        fewest = min(size for size, _, _ in untried)
+        rng = stream(self.seed, "hunt", "lineage", index)
+        _, flow, chosen = rng.choice(sorted(item for item in untried if item[0] == fewest))
+        edges = self.latest_edges(observed, flow)
+        scale = observed[-1][1]
+        steps = [self.step(fault, [edge for edge in edges if cuts(fault, edge.shape(), refuted)], scale, rng)
+                 for fault in sorted(chosen)]
+        return Schedule(steps=tuple(sorted(steps, key=lambda step: step.at)), duration=self.space.duration)
+
+    def observed(self, history: Sequence[Tried]) -> list[tuple[list[Support], float]]:
+        """The supports (and time scale) of every passing trial so far, oldest first; trials with none left out."""
+        seen = []
+        for read, scale in self._passing(history):
+            if read.supports:
+                seen.append((list(read.supports), scale))
+        return seen
+
+    def refuted(self, history: Sequence[Tried]) -> Refuted:
+        """Each fault a passing trial ran, with each shape of hand-over that spanned it (on a replica it touched) in a
+        flow that completed: that fault, as it ran, did not cut that shape."""
+        found: set[tuple[Fault, Shape]] = set()
+        for read, _ in self._passing(history):
+            for window in read.chaos:
+                for support in read.supports:
+                    found.update((Fault(window.action, window.whom), edge.shape()) for edge in support.edges
+                                 if window.whom in ("all", "auth", edge.minter, edge.verifier)
+                                 and edge.spans(window.start, window.end))
+        return frozenset(found)
+
+    def _passing(self, history: Sequence[Tried]) -> list[tuple[TrialLineage, float]]:
+        """The lineage (and time scale) of every trial so far that held, oldest first."""
+        passing = []
+        for tried in history:
+            if tried.record.get("outcome") != "held":
+                continue
+            if tried.folder not in self._read:
+                self._read[tried.folder] = (trial_lineage(tried.folder), _time_scale(tried.folder))
+            passing.append(self._read[tried.folder])
+        return passing
+
+    @staticmethod
+    def latest_edges(observed: list[tuple[list[Support], float]], flow: str) -> list[Edge]:
+        """The flow class's edges in the latest passing trial that saw any: when the faults are timed."""
+        for supports, _ in reversed(observed):
+            edges = [edge for support in supports if support.flow == flow for edge in support.edges]
+            if edges:
+                return edges
+        return []
+
+    def fault_set(self, schedule: Schedule) -> FaultSet:
+        """The faults a schedule's steps are."""
+        return frozenset(Fault(step.action, CHAOS_ACTIONS[step.action].whom(step.replica, self.labels))
+                         for step in schedule.steps)
+
+    def step(self, fault: Fault, edges: list[Edge], scale: float, rng: random.Random) -> ChaosStep:
+        """The fault as a step: drawn on whom it names, then timed on the edges it cuts (started at their median
+        hand-over, its window within the trial; a new TTL below their median age)."""
+        step = self._drawn(fault, rng)
+        table: dict[str, Any] = step_table(step)
+        if edges:
+            middle = statistics.median((edge.minted + edge.verified) / 2 for edge in edges)
+            table["at"] = round(min(max(middle, 0.0), self.space.duration * LATEST), 1)
+            if "ttl" in type(step).model_fields:
+                age = statistics.median(edge.age for edge in edges) * scale  # modelled, as the TTL is
+                table["ttl"] = round(max(min(age / 2, self.space.ttl * 0.9), SHORTEST), 1)
+        left = max(self.space.duration - table["at"], SHORTEST)
+        for name, facts in model_facts(type(step)).items():
+            if facts.window and isinstance(table.get(name), int | float):
+                table[name] = round(min(table[name], left), 1)
+        return chaos_step(table)
+
+    def _drawn(self, fault: Fault, rng: random.Random) -> ChaosStep:
+        """A step of the fault's action drawn (parameters from the seed) until it acts on whom the fault names."""
+        named = [replica for replica in self.space.replica_choices(fault.action)
+                 if CHAOS_ACTIONS[fault.action].whom(replica, self.labels) == fault.whom]
+        narrowed = replace(self.space, actions=(fault.action,))
+        for _ in range(TRIES):
+            step = draw_step(narrowed, rng)
+            if CHAOS_ACTIONS[step.action].whom(step.replica, self.labels) == fault.whom:
+                return step
+        table = step_table(step)
+        table.pop("replica", None)
+        if named and named[0] is not None:
+            table["replica"] = named[0]
+        return chaos_step(table)
+
+    def certificate(self, searches: list[Search], observed: list[tuple[list[Support], float]],
+                    tried: dict[FaultSet, bool]) -> str:
+        """What the search covered, as a proof sketch: per flow class, the hand-overs seen and the cutting sets run."""
+        said = []
+        for flow_search in searches:
+            flow = flow_search.flow
+            if any(not support for support in flow_search.supports):
+                why = f"a {flow} flow completed with no hand-over of state between rounds, which no fault here cuts"
+            else:
+                shapes = sorted({str(shape) for support in flow_search.supports for shape in support})
+                sets = [" + ".join(map(str, sorted(faults))) for faults in flow_search.sets]
+                unjudged = [" + ".join(map(str, sorted(faults))) for faults in flow_search.sets if not tried[faults]]
+                cut = (f"are all cut only by {_few(sets, ' or ')}, each run, and {flow} flows completed" if sets
+                       else "are all cut by no such combination")
+                count = len(flow_search.supports)
+                why = (f"its {count} observed support{'s' * (count != 1)}, over the hand-overs {_few(shapes)}, {cut}"
+                       + (f"; {flow_search.refuted} times a hand-over of one of these shapes spanned a fault on its "
+                          "replicas and its flow completed, and that fault is taken not to cut that shape"
+                          if flow_search.refuted else "")
+                       + (f"; but {_few(unjudged, ', ')} ran only in trials not judged, which prove nothing"
+                          if unjudged else ""))
+            said.append(f"no untried combination of <= {self.space.max_steps} of these faults cuts every observed "
+                        f"support of a {flow} flow, within these bounds: {why}")
+        return (f"{'; '.join(said)}. The faults: {', '.join(map(str, self.faults()))}; the supports from "
+                f"{len(observed)} passing trials of {self.space.duration:g}s; an edge is cut as its action declares "
+                "it can cut (harness.config.chaos `cuts`)")
+
+
+def _few(items: list[str], joint: str = ", ", most: int = 6) -> str:
+    """The first few items, and how many more."""
+    shown = joint.join(items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def _by_flow(observed: list[tuple[list[Support], float]]) -> dict[str, list[Support]]:
+    flows: dict[str, list[Support]] = {}
+    for supports, _ in observed:
+        for support in supports:
+            flows.setdefault(support.flow, []).append(support)
+    return flows
+
+
+def _time_scale(folder: Path) -> float:
+    """The trial's time scale (modelled seconds per real second), from its scenario.json; 1 when it cannot say."""
+    try:
+        data = json.loads((folder / "scenario.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 1.0
+    scale = data.get("time_scale") if isinstance(data, dict) else None
+    return float(scale) if isinstance(scale, int | float) and not isinstance(scale, bool) and 1 <= scale < 1e9 \
+        else 1.0

@@ -1,0 +1,316 @@
+"""The lineage of a passing trial (harness.hunt.lineage): each completed flow's hand-overs of state, read from a journal
+written by the harness's own Journal writer; and no journal content makes the reader raise."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from html import escape
+from pathlib import Path
+from typing import cast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.config.chaos import CHAOS_ACTIONS, EDGE_KINDS
+from harness.hunt.draw import Space, draw_schedule
+from harness.hunt.lineage import Edge, Shape, Window, supports, trial_lineage, trial_supports
+from harness.hunt.lineage import lineage as read_lineage
+from harness.hunt.model import Schedule, Trial, TrialPurpose, chaos_step
+from harness.hunt.records import EndRecord, HuntRecordType, TrialRecord
+from harness.hunt.strategies.lineage import Fault, Lineage, cutting_sets
+from harness.hunt.strategy import Exhausted, Tried
+from harness.hunt.trial import Base
+from harness.journal.writer import Journal
+from tests.harness_run import ROOT
+
+T0 = 1_760_000_000.0
+
+
+def put(journal: Journal, record_type: str, **fields: object) -> None:
+    """A record as any writer journals it (the typed records are plain dicts on the wire)."""
+    journal.write({"type": record_type, **fields})  # type: ignore[arg-type]
+
+
+def round_of(journal: Journal, flow_id: str, number: int, replica: str, at: float, outcome: str, *,
+             tool: str = "issue_refund", **more: object) -> None:
+    put(journal, "round", t=T0 + at + 0.05, flow_id=flow_id, flow="refund", tool=tool, round=number, replica=replica,
+        intended=T0 + at, sent=T0 + at, latency=0.05, server_time=0.04, outcome=outcome, http_status=200,
+        code=None, **more)
+
+
+def write_trial(folder: Path) -> Path:
+    """A trial's journal: a refund that crossed replicas (r1 minted, r2 verified), one whose second round's answer
+    was lost and resent after a re-dispatch, a return of one round, and a refund that was rejected."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with Journal(folder / "journal.jsonl") as journal:
+        put(journal, "run", t=T0 - 2, event="start", run_id="t", scenario="s", seed=1, duration=10.0)
+        put(journal, "run", t=T0, event="load-started")
+        put(journal, "chaos", t=T0 + 2.0, action="restart", phase="start", target="r2", detail={})
+        put(journal, "chaos", t=T0 + 2.5, action="restart", phase="end", target="r2", ok=True, error=None,
+            seconds=0.5, detail={})
+        put(journal, "chaos", t=T0 + 4.0, action="revoke", phase="start", target="auth", detail={})
+        round_of(journal, "f1", 1, "r1", 1.0, "input_required")
+        round_of(journal, "f1", 2, "r2", 3.0, "complete", crossed=True)
+        put(journal, "flow", t=T0 + 3.1, flow_id="f1", flow="refund", outcome="completed", rounds=2)
+        round_of(journal, "f2", 1, "r2", 4.0, "input_required")
+        round_of(journal, "f2", 2, "r2", 5.0, "answer_lost", crossed=False)
+        round_of(journal, "f2", 3, "r2", 5.5, "complete", crossed=False, redispatched_from="r1")
+        put(journal, "flow", t=T0 + 5.6, flow_id="f2", flow="refund", outcome="completed", rounds=3)
+        round_of(journal, "f3", 1, "r1", 6.0, "complete", tool="start_return")
+        put(journal, "flow", t=T0 + 6.1, flow_id="f3", flow="return", outcome="completed", rounds=1)
+        round_of(journal, "f4", 1, "r1", 7.0, "input_required")
+        round_of(journal, "f4", 2, "r2", 8.0, "invalid_state", crossed=True)
+        put(journal, "flow", t=T0 + 8.1, flow_id="f4", flow="refund", outcome="rejected", rounds=2)
+    return folder
+
+
+def test_each_completed_flow_has_its_hand_overs_with_who_minted_verified_and_when(tmp_path: Path) -> None:
+    found = {support.flow_id: support for support in trial_supports(write_trial(tmp_path / "trial"))}
+    assert set(found) == {"f1", "f2", "f3"}, "a rejected flow is no support: its outcome was not kept alive"
+    (crossing,) = found["f1"].edges
+    assert crossing == Edge("issue_refund", 2, "r1", "r2", 1.05, 3.0, 3.05)
+    assert crossing.crossed and abs(crossing.age - 1.95) < 1e-9
+    assert abs(crossing.ttl_used(10.0) - 0.195) < 1e-9 and crossing.ttl_used(1.5) > 1, "past a TTL of 1.5s: expired"
+    lost, resent = found["f2"].edges
+    assert (lost.minter, lost.verifier, lost.resent, lost.crossed) == ("r2", "r2", None, False)
+    assert (resent.minter, resent.verifier, resent.resent, resent.redispatched_from) == ("r2", "r2", "answer-lost",
+                                                                                           "r1")
+    assert resent.round == 3 and abs(resent.age - 1.45) < 1e-9, "a resent round verifies the same state again"
+    assert found["f3"].edges == () and found["f3"].flow == "return"
+    assert found["f2"].shapes() == {Shape("r2", "r2"), Shape("r2", "r2", "r1", "answer-lost")}
+    assert trial_lineage(tmp_path / "trial").chaos == (Window("restart", "r2", 2.0, 2.5),
+                                                       Window("revoke", "auth", 4.0, 8.1)), \
+        "an action that never ended lasts to the journal's end"
+    assert crossing.spans(2.0, 2.5) and not found["f2"].edges[0].spans(2.0, 2.5)
+
+
+def test_a_missing_or_binary_journal_has_no_supports(tmp_path: Path) -> None:
+    assert trial_supports(tmp_path) == []
+    (tmp_path / "journal.jsonl").write_bytes(b"\0\1\2 not a journal\n")
+    assert trial_supports(tmp_path) == []
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                  max_size=4), max_leaves=12)
+_ROUNDISH = st.fixed_dictionaries({
+    "type": st.sampled_from(["round", "flow", "run", "chaos"]) | st.text(max_size=4),
+    "flow_id": st.sampled_from(["f1", "f2"]) | _JSON, "tool": st.sampled_from(["a", "b"]) | _JSON,
+    "round": st.integers(-2, 4) | _JSON, "replica": st.sampled_from(["r1", "r2"]) | _JSON,
+    "t": st.floats(allow_nan=True) | _JSON, "sent": st.floats() | _JSON, "event": st.just("load-started") | _JSON,
+    "outcome": st.sampled_from(["input_required", "complete", "completed", "answer_lost"]) | _JSON,
+    "flow": st.sampled_from(["refund"]) | _JSON, "redispatched_from": _JSON,
+    "action": st.sampled_from(["restart", "network"]) | _JSON, "target": st.sampled_from(["r1", "all"]) | _JSON,
+    "phase": st.sampled_from(["start", "end"]) | _JSON})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ROUNDISH | _JSON, max_size=20))
+def test_no_journal_content_makes_the_reader_raise(records: list[object]) -> None:
+    for support in supports(records):
+        assert all(edge.age >= 0 for edge in support.edges)
+    assert all(window.end >= window.start for window in read_lineage(records).chaos)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_ROUNDISH, max_size=12), st.binary(max_size=64))
+def test_no_journal_file_makes_the_reader_raise(records: list[dict[str, object]],
+                                               junk: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        text = "".join(json.dumps(record, default=str) + "\n" for record in records).encode() + junk
+        (folder / "journal.jsonl").write_bytes(text)
+        trial_supports(folder)
+
+
+def test_every_chaos_action_declares_the_edges_it_can_cut_by_known_kinds() -> None:
+    for name, model in CHAOS_ACTIONS.items():
+        assert model.cuts, f"{name} declares no edge it can cut: lineage-driven search could never pick it"
+        unknown = set(model.cuts) - set(EDGE_KINDS)
+        assert not unknown, f"{name} cuts edge kinds no edge has: {sorted(unknown)} (they are: {sorted(EDGE_KINDS)})"
+    assert CHAOS_ACTIONS["network"].cuts == {"answer"} and CHAOS_ACTIONS["rotate-keys"].cuts == {"key"}
+    assert "age" in CHAOS_ACTIONS["set-ttl"].cuts and CHAOS_ACTIONS["revoke"].cuts == {"token"}
+
+
+# --- the strategy: its choice, from synthetic supports (no process) ---------------------------------------------------
+
+SPACE = Space(actions=("restart", "network", "revoke"), replicas=(1, 2), replica_count=2, duration=6.0, max_steps=2,
+              ttl=600.0, name="shop")
+
+
+def hand_overs(folder: Path, *flows: tuple[str, str, float], chaos: tuple[tuple[str, str, float, float], ...] = ()
+               ) -> Path:
+    """A passing trial's journal: per flow (minter, verifier, minted at), a refund of two rounds, completed; and the
+    chaos that ran (action, whom, from, to)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with Journal(folder / "journal.jsonl") as journal:
+        put(journal, "run", t=T0, event="load-started")
+        for action, whom, start, end in chaos:
+            put(journal, "chaos", t=T0 + start, action=action, phase="start", target=whom, detail={})
+            put(journal, "chaos", t=T0 + end, action=action, phase="end", target=whom, ok=True, error=None,
+                seconds=end - start, detail={})
+        for number, (minter, verifier, at) in enumerate(flows):
+            round_of(journal, f"f{number}", 1, minter, at, "input_required")
+            round_of(journal, f"f{number}", 2, verifier, at + 1.0, "complete")
+            put(journal, "flow", t=T0 + at + 1.1, flow_id=f"f{number}", flow="refund", outcome="completed", rounds=2)
+    return folder
+
+
+def tried(index: int, folder: Path, schedule: Schedule, purpose: TrialPurpose = "search",
+          outcome: str = "held") -> Tried:
+    record = cast(TrialRecord, {"type": HuntRecordType.TRIAL, "index": index, "seed": 1, "purpose": purpose,
+                                "schedule": {"steps": [], "duration": 6.0, "arrival_rate": None}, "outcome": outcome,
+                                "failures": [], "reasons": {}, "exit_code": 0, "status": "completed", "problems": [],
+                                "folder": str(folder), "uncounted_expect": [], "seconds": 7.0})
+    return Tried(Trial(index=index, seed=1, schedule=schedule, purpose=purpose), record, folder)
+
+
+def test_the_cutting_sets_are_the_minimal_ones_that_cut_every_support_smallest_first() -> None:
+    faults = [Fault("restart", "r1"), Fault("restart", "r2"), Fault("network", "all"), Fault("revoke", "auth")]
+    crossing_and_home = frozenset({frozenset({Shape("r1", "r2")}), frozenset({Shape("r2", "r2")})})
+    found = cutting_sets("refund", crossing_and_home, faults, 2)
+    assert found.sets == (frozenset({Fault("network", "all")}), frozenset({Fault("restart", "r2")}),
+                          frozenset({Fault("revoke", "auth")}))
+    assert found.complete, "restart r1 cuts r1->r2 only; with restart r2 it is not minimal (r2 alone cuts both)"
+    apart = frozenset({frozenset({Shape("r1", "r1")}), frozenset({Shape("r2", "r2")})})
+    assert frozenset({Fault("restart", "r1"), Fault("restart", "r2")}) in cutting_sets("refund", apart, faults, 2).sets
+    assert frozenset({Fault("restart", "r1"), Fault("restart", "r2")}) not in cutting_sets("refund", apart,
+                                                                                           faults, 1).sets
+    assert cutting_sets("return", frozenset({frozenset()}), faults, 2).sets == (), "no hand-over: nothing cuts it"
+
+
+def test_with_no_passing_journal_yet_the_first_trial_is_one_random_draw(tmp_path: Path) -> None:
+    lineage = Lineage(SPACE, 7, ["r1", "r2"])
+    assert lineage.next([]) == draw_schedule(SPACE, 7, 1)
+    damaged = tried(1, tmp_path / "none", Schedule((), 6.0), "control")  # a control whose folder has no journal
+    assert lineage.next([damaged]) == draw_schedule(SPACE, 7, 1)
+
+
+def test_each_trial_runs_an_untried_cutting_set_timed_on_its_edges_and_then_certifies(tmp_path: Path) -> None:
+    space = replace(SPACE, actions=("restart",))
+    lineage = Lineage(space, 7, ["r1", "r2"])
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0), ("r2", "r1", 2.0)), Schedule((), 6.0),
+                     "control")]
+    first = lineage.next(history)
+    (step,) = first.steps
+    assert step.action == "restart" and abs(step.at - 2.0) < 0.11, "at the median hand-over of the edges it cuts"
+    history.append(tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.0)), first))
+    (second,) = lineage.next(history).steps
+    assert {step.replica, second.replica} == {1, 2}, "the other replica's restart: the set not run yet"
+    history.append(tried(3, tmp_path / "s2", Schedule((second,), 6.0), outcome="not judged"))
+    with pytest.raises(Exhausted) as certified:
+        lineage.next(history)
+    assert str(certified.value).startswith(
+        "no untried combination of <= 2 of these faults cuts every observed support of a refund flow, within these "
+        "bounds: its 2 observed supports, over the hand-overs r1->r2, r2->r1, are all cut only by restart r1 or "
+        f"restart r2, each run, and refund flows completed; but restart r{second.replica} ran only in trials not "
+        "judged, which prove nothing. The faults: restart r1, restart r2; the supports from 2 passing trials of 6s")
+
+
+def test_a_support_that_kept_the_flows_alive_under_a_fault_narrows_the_next_set(tmp_path: Path) -> None:
+    space = replace(SPACE, actions=("restart",), max_steps=2)
+    lineage = Lineage(space, 3, ["r1", "r2"])
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r2", "r2", 1.0)), Schedule((), 6.0), "control")]
+    (step,) = lineage.next(history).steps
+    assert step.replica == 2, "only a restart of r2 cuts r2->r2"
+    survived = hand_overs(tmp_path / "s1", ("r1", "r1", 3.0))  # under it, refunds went r1->r1
+    history.append(tried(2, survived, Schedule((step,), 6.0)))
+    both = lineage.next(history)
+    assert sorted(step.replica for step in both.steps) == [1, 2], "now both supports must be cut: r1 and r2"
+    assert [step.at for step in both.steps] == sorted(step.at for step in both.steps)
+
+
+def test_a_hand_over_that_spanned_a_fault_in_a_flow_that_completed_refutes_that_the_fault_cuts_it(tmp_path: Path
+                                                                                                   ) -> None:
+    space = replace(SPACE, actions=("restart",), max_steps=2)
+    lineage = Lineage(space, 5, ["r1", "r2"])
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0)), Schedule((), 6.0), "control")]
+    first = lineage.next(history)
+    (step,) = first.steps
+    whom = f"r{step.replica}"
+    before = hand_overs(tmp_path / "s1", ("r1", "r2", 0.2), chaos=(("restart", whom, 2.0, 2.5),))
+    assert lineage.refuted([*history, tried(2, before, first)]) == frozenset(), "the hand-over ended before it"
+    spanned = hand_overs(tmp_path / "s1b", ("r1", "r2", 1.8), chaos=(("restart", whom, 2.0, 2.5),))
+    history.append(tried(2, spanned, first))
+    assert lineage.refuted(history) == {(Fault("restart", whom), Shape("r1", "r2"))}
+    (other,) = lineage.next(history).steps
+    assert other.replica != step.replica
+    history.append(tried(3, hand_overs(tmp_path / "s2", ("r1", "r2", 1.8), chaos=(("restart", f"r{other.replica}",
+                                                                                 2.0, 2.5),)),
+                         Schedule((other,), 6.0)))
+    with pytest.raises(Exhausted) as certified:
+        lineage.next(history)
+    assert "its 1 observed support, over the hand-overs r1->r2, are all cut by no such combination; 2 times a " \
+           "hand-over of one of these shapes spanned a fault on its replicas and its flow completed" in \
+           str(certified.value)
+
+
+# --- one real hunt ----------------------------------------------------------------------------------------------------
+
+HUNTED = """\
+name = "hunted"
+seed = 5
+duration = "10s"
+time_scale = 60
+
+[target]
+replicas = 2
+
+[load]
+arrival_rate = 3
+routing = "round-robin"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = { dist = "constant", value = "6s" }
+
+[hunt]
+trial_duration = "3s"
+trials = 6
+controls = 1
+"""
+
+
+def test_a_lineage_hunt_of_a_healthy_shop_runs_the_cutting_sets_then_stops_with_its_certificate(tmp_path: Path) -> None:
+    """Restarts only, on a healthy shop of two replicas (a control and a few 3 s trials, about 15 s): each search trial
+    is the schedule the strategy gives for the trials before it, and the hunt ends "certified" (exit 0) with the
+    certificate said on the terminal and kept in the end record."""
+    path = tmp_path / "hunted.toml"
+    path.write_text(HUNTED)
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(path), "--strategy", "lineage", "--actions",
+                           "restart", "--seed", "4", "--results", str(tmp_path / "results")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(seed 4, strategy lineage)" in done.stderr
+    [folder] = list((tmp_path / "results").iterdir())
+    records = [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
+    end = records[-1]
+    assert set(end) == set(EndRecord.__annotations__) and end["stopped_by"] == "certified"
+    assert end["certificate"].startswith("no untried combination of <= 2 of these faults cuts every observed support "
+                                         "of a refund flow, within these bounds: its ")
+    assert f"certificate: {end['certificate']}" in done.stderr
+    assert "(stopped by certified)" in done.stdout
+    assert json.loads((folder / "hunt.json").read_text())["certificate"] == end["certificate"]
+    assert escape(f"certificate: {end['certificate']}") in (folder / "hunt.html").read_text()
+    space = Space.of(Base.read(path, {"hunt.actions": ["restart"], "hunt.seed": 4}).scenario)
+    lineage, history = Lineage(space, 4, ["r1", "r2"]), []
+    trials = [record for record in records if record["type"] == "trial"]
+    for record in trials:
+        schedule = Schedule(tuple(chaos_step(step) for step in record["schedule"]["steps"]),
+                            record["schedule"]["duration"])
+        if record["purpose"] == "search":
+            assert schedule == lineage.next(history)
+        history.append(Tried(Trial(index=record["index"], seed=record["seed"], schedule=schedule,
+                                   purpose=record["purpose"]), record, folder / record["folder"]))
+    assert [record["purpose"] for record in trials][0] == "control" and len(trials) >= 2
+    with pytest.raises(Exhausted):
+        lineage.next(history)
