@@ -6,7 +6,8 @@ each has its own replica processes, its own sealing key and an empty ledger; a s
 refused by the second as sealed with an unknown key; a replica killed in the first is up in the second. Then a
 real hunt (about 15 s) whose chaos kills replicas: its trials fork from the hunt's zygote (its log is in the hunt's
 folder, none in a trial's), each with new replica PIDs and a new sealing key, and every trial after a kill is
-judged and holds; with `--no-reuse` every trial has a zygote of its own.
+judged and holds; with `--no-reuse` every trial has a zygote of its own. A hunt killed with SIGKILL in its second
+trial leaves no process behind.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harness.config.scenario import parse_scenario
@@ -22,6 +24,7 @@ from harness.processes.children import alive, parent_of
 from harness.targets.embedded import EmbeddedTarget
 from harness.targets.zygote import lent_zygote
 from tests.harness_run import ROOT
+from tests.test_hunt_search import _below, _left_behind
 from tests.test_rejection_reasons import first_round, retry_on
 
 SHOP = """\
@@ -116,3 +119,37 @@ def test_a_hunt_forks_every_trial_from_its_one_zygote_and_a_kill_leaves_the_next
     records = [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
     assert all((folder / record["folder"] / "target" / "logs" / "zygote.log").exists() for record in records
                if record["type"] == "trial")
+
+
+def test_a_hunt_killed_with_sigkill_in_its_second_trial_leaves_no_process_behind(tmp_path):
+    """SIGKILL once the second trial's chaos started (the lent zygote has served two trials; about 12 s): the
+    kernel ends the zygote, its replicas and the trial's API with the hunt (their lifelines)."""
+    path = tmp_path / "reused.toml"
+    path.write_text(SHOP + '\n[hunt]\ntrials = 3\ncontrols = 0\ntrial_duration = "3s"\nmax_steps = 1\n'
+                           'actions = ["pause"]\n')
+    results = tmp_path / "results"
+    process = subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(path), "--results", str(results)],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    seen: dict[tuple[int, str], str] = {}
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and _chaos_started(results) < 2 and process.poll() is None:
+            seen |= _below(process.pid, seen)
+            time.sleep(0.1)
+        seen |= _below(process.pid, seen)
+        assert _chaos_started(results) == 2, "the second trial's chaos never started"
+        process.kill()
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    forked = [line for line in seen.values() if line.endswith("-m harness.targets.zygote ")]
+    assert len(forked) == 5, seen  # a replica forked keeps its zygote's command line: one zygote, 2 replicas a trial
+    assert _left_behind(seen) == [], "a process the hunt started outlived its SIGKILL"
+
+
+def _chaos_started(results: Path) -> int:
+    """How many trials' journals say their chaos started."""
+    return sum('"type":"chaos","phase":"start"' in journal.read_text(errors="replace")
+               for journal in results.glob("*-hunt-reused/trials/*/journal.jsonl"))
