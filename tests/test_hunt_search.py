@@ -222,7 +222,7 @@ def test_each_flags_help_names_its_hunt_keys_default_as_the_settings_model_has_i
     (commands,) = [action for action in build_parser()._actions if action.choices and "hunt" in action.choices]
     helps = " ".join(action.help or "" for action in commands.choices["hunt"]._actions)
     said = dict(re.findall(r"\[hunt\] (\w+), default ([^;)]+)", helps))
-    assert len(said) == 13, said
+    assert len(said) == 14, said
     for key, text in said.items():
         field = HuntSettings.model_fields[key]
         default = field.default

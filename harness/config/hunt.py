@@ -95,6 +95,9 @@ class HuntSettings(Strict):
                                       "`command`)")
     replicas: list[int] | None = Field(default=None, description="the replicas (1-based) chaos may name (default: "
                                                                   "every replica)")
+    reuse: bool = Field(default=True, description="whether the trials of an embedded shop share the replicas' "
+                        "zygote, started once per hunt (each trial still starts its own API, replicas, store and "
+                        "keys: nothing of one trial reaches the next)")
     seed: int | None = Field(default=None, description="the seed the schedules are drawn from: the same seed draws "
                                                        "the same schedules (default: the scenario's seed)")
     reruns: int = Field(default=3, ge=1, le=100, description="while shrinking: how many times each smaller "

@@ -53,6 +53,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                                    "default 2; 0: none)")
     hunt.add_argument("--expect", action=argparse.BooleanOptionalAction,
                       help="count the scenario's [expect] as part of the property ([hunt] expect, default false)")
+    hunt.add_argument("--reuse", action=argparse.BooleanOptionalAction,
+                      help="fork each trial's replicas from one zygote the hunt starts once, not one per trial "
+                           "(--no-reuse: one per trial) ([hunt] reuse, default true)")
     hunt.add_argument("--budget", help="the most wall time the search takes, e.g. 15m ([hunt] budget, default 15m; "
                                        "the shrink has its own)")
     hunt.add_argument("--trial-duration", help="how long each trial's load runs, e.g. 10s ([hunt] trial_duration, "
@@ -101,8 +104,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The flags given, as dotted `[hunt]` keys the scenario model validates with the file."""
     found: dict[str, Any] = {}
-    keys = ("trials", "controls", "expect", "budget", "trial_duration", "strategy", "max_steps", "seed", "reruns",
-            "must_fail", "shrink_budget", "shrink_runs", "reproduce",
+    keys = ("trials", "controls", "expect", "reuse", "budget", "trial_duration", "strategy", "max_steps", "seed",
+            "reruns", "must_fail", "shrink_budget", "shrink_runs", "reproduce",
             "reproduce_at_least")  # each flag's dest is its key's name
     for key in keys:
         if getattr(args, key) is not None:

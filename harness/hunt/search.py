@@ -51,7 +51,16 @@ from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate,
 from harness.hunt.signature import UNEXPLAINED
 from harness.hunt.strategy import Exhausted, Tried, strategy_for
 from harness.hunt.summary import write_summary
-from harness.hunt.trial import Base, Property, TrialDamaged, judge, run_trial, trial_scenario
+from harness.hunt.trial import (
+    Base,
+    Property,
+    TrialDamaged,
+    judge,
+    reuse_said,
+    run_trial,
+    shared_shop_parts,
+    trial_scenario,
+)
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
 
@@ -150,24 +159,25 @@ class Hunt:
                             "property": self.result.property_line, "expect_counts": self.property.expect,
                             "left_out": left_out, "most_runs": self.most_runs()})
         self.say(f"hunt of {self.base.scenario.name} (seed {self.seed}, strategy {self.strategy.name}): "
-                 f"{self.bound_line()}; results in "
+                 f"{self.bound_line()}; {reuse_said(self.base.scenario)}; results in "
                  f"{self.folder}")
         self.say(f"property: {self.result.property_line}")
         self._say_steering()
         for why, actions in _grouped(left_out).items():
             self.say(f"left out: {', '.join(actions)} ({why})")
-        try:
-            with _sigterm_interrupts():
-                self.result.stopped_by = self._controls() or self._replay_corpus() or self._search()
-                if self.result.found is not None and self._replayed():
-                    self._shrink()
-        except KeyboardInterrupt:
-            self.result.stopped_by = "interrupted"
-        except _Stopped as stopped:
-            self.result.stopped_by = str(stopped)
-        finally:
-            self._hand_over()
-            self._end()
+        with shared_shop_parts(self.base.scenario, self.folder):
+            try:
+                with _sigterm_interrupts():
+                    self.result.stopped_by = self._controls() or self._replay_corpus() or self._search()
+                    if self.result.found is not None and self._replayed():
+                        self._shrink()
+            except KeyboardInterrupt:
+                self.result.stopped_by = "interrupted"
+            except _Stopped as stopped:
+                self.result.stopped_by = str(stopped)
+            finally:
+                self._hand_over()
+                self._end()
         return self.result
 
     def bound_line(self) -> str:

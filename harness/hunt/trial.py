@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import copy
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -134,6 +136,31 @@ def trial_scenario(base: Base, schedule: Schedule, seed: int, name: str, header:
         return parse_scenario(text, f"trial {name}"), text
     except MrtrHarnessError as exc:
         raise ValueError(f"a schedule that does not validate: {exc}") from None
+
+
+def reuse_said(scenario: Scenario) -> str:
+    """What the hunt's trials share, for its start line: with `[hunt] reuse` on an embedded shop, the replicas'
+    zygote (`harness.targets.zygote`)."""
+    if scenario.target.kind != "embedded":
+        return f"reuse: none (a {scenario.target.kind} target is started and stopped by itself)"
+    if scenario.hunt is not None and not scenario.hunt.reuse:
+        return "reuse: off (each trial starts its own zygote; --reuse: one for the hunt)"
+    return ("reuse: the replicas' zygote, started once for the hunt (each trial still starts its own API, replicas, "
+            "store and keys; --no-reuse: one per trial)")
+
+
+@contextmanager
+def shared_shop_parts(scenario: Scenario, folder: Path) -> Iterator[None]:
+    """The block in which every trial's embedded shop forks its replicas from one zygote, its log under `folder`;
+    nothing shared when reuse is off or the target is not embedded. It is stopped by its PID at the end, and dies
+    with the hunt like every process the harness starts."""
+    if scenario.target.kind != "embedded" or (scenario.hunt is not None and not scenario.hunt.reuse):
+        yield
+        return
+    from harness.targets.zygote import lent_zygote
+
+    with lent_zygote(folder / "zygote.log"):
+        yield
 
 
 def run_trial(scenario: Scenario, text: str, root: Path, log: IO[str],

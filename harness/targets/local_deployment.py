@@ -27,7 +27,7 @@ from harness.config.replica_knobs import REPLICA_KNOBS
 from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
 from harness.processes.children import alive, free_port, harness_command, start_child
 from harness.targets.auth_admin import AuthServerSpec, admin_call, auth_server_args
-from harness.targets.zygote import Zygote, ZygoteError
+from harness.targets.zygote import Zygote, ZygoteError, borrowed_zygote
 
 READY_TIMEOUT = 60.0
 """Seconds a process gets to answer /healthz before the deployment gives up on it."""
@@ -54,6 +54,7 @@ class ManagedProcess:
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
     _forked: int | None = None
+    _terminated: bool = False
 
     @property
     def base_url(self) -> str:
@@ -71,6 +72,7 @@ class ManagedProcess:
 
     def start(self, stderr: int | IO[bytes] | None = None) -> None:
         """Start the process; its output goes to its log file unless the caller wants the pipe."""
+        self._terminated = False
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         replica_command = harness_command("shop", "replica")
         if self.zygote is not None and stderr is None and self.command[:len(replica_command)] == replica_command:
@@ -107,6 +109,14 @@ class ManagedProcess:
         if pid is not None and self.running():
             os.kill(pid, signum)
 
+    def terminate(self) -> None:
+        """SIGTERM without waiting (resumed first so it can exit); `stop` then waits for it. Asked once: a second
+        SIGTERM makes uvicorn skip its graceful shutdown."""
+        if not self._terminated and self.running():
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
+            self._terminated = True
+
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, then SIGKILL after `timeout`; resumes a paused process first so it can exit."""
         if self._forked is not None:
@@ -115,8 +125,7 @@ class ManagedProcess:
         if self.process is None:
             return
         if self.process.poll() is None:
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -138,11 +147,18 @@ class ManagedProcess:
     def _stop_forked(self, timeout: float) -> None:
         """As `stop`, for a process forked by the zygote (not our child: we watch its PID, the kernel reaps it)."""
         if self.running():
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGTERM)
+            self.terminate()
             if not _wait_gone(self, timeout):
                 self.signal(signal.SIGKILL)
                 _wait_gone(self, timeout)
+
+
+def _stop_together(processes: Sequence[ManagedProcess]) -> None:
+    """SIGTERM to each (resumed first), then wait for each as `stop` does."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.stop()
 
 
 def _answers_as(port: int, pid: int | None) -> bool:
@@ -274,6 +290,8 @@ class LocalDeployment:
         self.fork_replicas = fork_replicas
         """Fork replicas from a `Zygote` that imported their code once (fast restarts), else start interpreters."""
         self.zygote: Zygote | None = None
+        self.zygote_borrowed = False
+        """Whether `zygote` is the one a hunt lends (`harness.targets.zygote.lent_zygote`): left running at the stop."""
         self.ring_path = workdir / "keyring"
         self.ring_per_replica = ring_per_replica
         self.store = store or f"sqlite:{workdir / 'shop.db'}"
@@ -337,6 +355,8 @@ class LocalDeployment:
 
     def _zygote(self) -> Zygote | None:
         """The replicas' zygote, started on first use; None (interpreters instead) when off or when it failed."""
+        if self.fork_replicas and self.zygote is None and (lent := borrowed_zygote()) is not None:
+            self.zygote, self.zygote_borrowed = lent, True
         if self.fork_replicas and self.zygote is None:
             try:
                 self.zygote = Zygote(self.workdir / "logs" / "zygote.log")
@@ -390,16 +410,15 @@ class LocalDeployment:
             remove_rings([self.ring_path, *(self.ring_file(index) for index in range(self.replica_count))])
 
     def stop(self) -> None:
-        """Stop every process this deployment started, replicas first, by PID."""
-        for replica in self.replicas:
-            replica.stop()
-        if self.zygote is not None:
+        """Stop every process this deployment started, replicas first, by PID: each group is asked at once and then
+        waited for (SIGKILL after its grace), so the stop takes the slowest one's time, not their sum. A borrowed
+        zygote is left to its lender."""
+        _stop_together(self.replicas)
+        if self.zygote is not None and not self.zygote_borrowed:
             self.zygote.stop()
-            self.zygote = None
-        if self.api is not None:
-            self.api.stop()
-        if self.auth is not None:
-            self.auth.stop()
+        self.zygote, self.zygote_borrowed = None, False
+        _stop_together([process for process in (self.api, self.auth.process if self.auth else None)
+                        if process is not None])
 
     def __enter__(self) -> LocalDeployment:
         try:

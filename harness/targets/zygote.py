@@ -18,6 +18,14 @@ harness (its lifeline, `harness.processes.children`) and exits when its stdin cl
 it forks is tied to the zygote the same way right after the fork, so a harness killed
 with SIGKILL takes the zygote, and with it every replica, along. It imports only; it
 never starts a thread, so forking it is safe.
+
+A hunt runs many trials, each starting and stopping a whole shop; the zygote's start (the
+imports, over half a second) is the same every time. Inside `lent_zygote` (one per hunt)
+every deployment forks its replicas from the one zygote started there, and leaves it running
+when it stops. That carries nothing from one trial to the next: the zygote never runs replica
+code, so each fork is the same fresh process a new zygote would give (a new PID, its own
+keys, ring and store as its deployment gives them); a lent zygote that is gone is not used
+(the deployment starts its own). It is tied to the harness by its lifeline like any other.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ import signal
 import subprocess
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -108,6 +118,33 @@ class Zygote:
                 self.process.kill()
                 self.process.wait(5)
         self._log.close()
+
+
+_lent: Zygote | None = None
+"""The zygote `lent_zygote` lends, while its block runs."""
+
+
+@contextmanager
+def lent_zygote(log_path: Path) -> Iterator[Zygote | None]:
+    """One zygote lent to every deployment started inside the block (`borrowed_zygote`), stopped by its PID at the
+    end; None (and nothing lent) when it could not start: each deployment then starts its own, as without it."""
+    global _lent
+    try:
+        zygote: Zygote | None = Zygote(log_path)
+    except (ZygoteError, OSError):
+        zygote = None
+    _lent = zygote
+    try:
+        yield zygote
+    finally:
+        _lent = None
+        if zygote is not None:
+            zygote.stop()
+
+
+def borrowed_zygote() -> Zygote | None:
+    """The zygote lent now, when it is still running; None: none lent, or it is gone (start a fresh one)."""
+    return _lent if _lent is not None and _lent.process.poll() is None else None
 
 
 def _serve(requests: IO[str], answers: IO[str]) -> None:
