@@ -80,6 +80,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                               "replica1 replica2 replica3)")
     sources.add_argument("--docker-project", metavar="P",
                          help="with --docker-service: only this compose project (label com.docker.compose.project)")
+    triage.add_argument("--adapter", metavar="NAME|PATH",
+                        help="how the server logs a rejection: a built-in adapter (python-sdk, typescript-sdk) or "
+                             "the path of a user's adapter in TOML (docs/your-deployment.md); default: told from "
+                             "the lines themselves and said in one line")
     output = triage.add_argument_group("output")
     output.add_argument("--once", action="store_true",
                         help="read every source to its end, print a summary and exit (files from their start, "
@@ -121,10 +125,19 @@ class Options:
     until: float | None = None
     notices: list[str] = field(default_factory=list)
     """What the user should change though triage runs: a deprecated form."""
+    adapter: Any = None
+    """The reason adapter (`harness.logs.adapters.Adapter`) named by `--adapter`; None: detected."""
 
 
 def parse_options(args: argparse.Namespace) -> Options:
     options = Options(stdin=args.stdin, once=args.once, json=args.json, metrics_host=args.metrics_host)
+    if getattr(args, "adapter", None) is not None:
+        from harness.logs.adapters import AdapterError, adapter_named
+
+        try:
+            options.adapter = adapter_named(args.adapter)
+        except AdapterError as exc:
+            raise UsageError(f"--adapter: {exc}") from None
     for value in args.file:
         given = _file_argument(value)
         if given.old_form:
@@ -266,7 +279,7 @@ def run(options: Options) -> int:
                   f"{exc.strerror or exc}", file=sys.stderr)
             return ExitCode.USAGE
     counts = LiveCounts(options.window, by_line_time=options.once, since=options.since, until=options.until, **hooks)
-    session = Session(sources, counts)
+    session = Session(sources, counts, options.adapter)
     names = [source.name for source in sources]
     screen = None if options.once or options.json else display.Screen()
     session.start()
@@ -290,8 +303,8 @@ def run(options: Options) -> int:
             server.shutdown()
             server.server_close()
     snapshot = counts.snapshot()
-    for failure in session.failures:
-        print(f"{PROG}: {failure}", file=sys.stderr)
+    for line in [*session.formats, *session.failures]:
+        print(f"{PROG}: {line}", file=sys.stderr)
     code = _exit_code(snapshot, session.failures)
     if options.json:
         sys.stdout.write(display.render_json(snapshot, exit_code=code))
@@ -329,7 +342,7 @@ def read_once(options: Options) -> OnceRead:
     except SourceError as exc:
         return OnceRead(None, _source_error_code(exc), [*said, str(exc)])
     counts = LiveCounts(options.window, by_line_time=True, since=options.since, until=options.until)
-    session = Session(sources, counts)
+    session = Session(sources, counts, options.adapter)
     session.start()
     try:
         while not session.wait(TICK_SECONDS):
@@ -337,7 +350,7 @@ def read_once(options: Options) -> OnceRead:
     finally:
         session.stop()
     snapshot = counts.snapshot()
-    return OnceRead(snapshot, _exit_code(snapshot, session.failures), [*said, *session.failures])
+    return OnceRead(snapshot, _exit_code(snapshot, session.failures), [*said, *session.formats, *session.failures])
 
 
 def _open_all(sources: list[Any]) -> list[str]:
