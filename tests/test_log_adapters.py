@@ -161,3 +161,18 @@ def test_any_pattern_text_is_compiled_or_refused_never_raised(text):
         linear_pattern(text, "pattern")
     except AdapterError:
         pass
+
+
+def test_the_scenarios_log_adapter_names_a_built_in_adapter_or_a_toml_file_relative_to_the_scenario(tmp_path):
+    from harness.config.logs import BUILT_IN_ADAPTERS
+    from harness.config.scenario import load_scenario
+    from harness.config.strict import ScenarioError
+
+    assert tuple(adapters()) == BUILT_IN_ADAPTERS
+    smoke = ROOT / "scenarios" / "smoke.toml"
+    assert load_scenario(smoke).target.log_adapter == "python-sdk"
+    assert load_scenario(smoke, {"target.log_adapter": "typescript-sdk"}).target.log_adapter == "typescript-sdk"
+    anchored = load_scenario(smoke, {"target.log_adapter": "adapters/java.toml"}).target.log_adapter
+    assert anchored == str(smoke.parent.absolute() / "adapters" / "java.toml")
+    with pytest.raises(ScenarioError, match="log_adapter.*unknown log adapter 'rust-sdk'"):
+        load_scenario(smoke, {"target.log_adapter": "rust-sdk"})

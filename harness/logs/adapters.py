@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from harness.errors import UsageError
 from harness.logs.stamps import line_time
 from harness.mrtr.reasons import OTHER_REASON, normalise_reason
 from harness.vocabulary import REASONS
@@ -42,8 +43,8 @@ ADAPTER_FILE_MAX: Final = 64 * 1024
 """Bytes of a user's adapter file that are read: it holds a few patterns, never more."""
 
 
-class AdapterError(ValueError):
-    """A user's adapter that cannot be used: its one-line reason, naming the file and the key."""
+class AdapterError(UsageError):
+    """A user's adapter that cannot be used: its one-line reason, naming the file and the key (exit 2)."""
 
 
 @dataclass(frozen=True, slots=True)
