@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+
+import pytest
 
 from tests.harness_run import run_harness
-from tests.test_chaos_commands import Replicas, replicas, toml_list  # noqa: F401 - the fixture, by its name
+from tests.test_chaos_commands import Replicas, toml_list
 
 SCENARIO = """
 name = "typescript-format"
@@ -43,12 +46,22 @@ abandon = 0
 """
 
 
+@pytest.fixture
+def replicas(tmp_path) -> Iterator[Replicas]:
+    started = Replicas(tmp_path / "replicas")
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
 def test_a_shop_logging_as_the_typescript_sdk_is_explained_by_its_adapter_and_unexplained_for_want_of_one(
         replicas: Replicas, tmp_path):
     folder = replicas.folder
     api = replicas.start("api", "harness", "shop", "api", "--store", f"sqlite:{folder / 'shop.db'}")
     urls = [replicas.start(name, "harness", "shop", "replica", "--api", api.removesuffix("/mcp"),
-                           "--store", f"sqlite:{folder / 'shop.db'}", "--replica-id", name, "--log-format", "typescript")
+                           "--store", f"sqlite:{folder / 'shop.db'}", "--replica-id", name,
+                           "--log-format", "typescript")
             for name in ("r1", "r2")]
     replicas.wait_ready()
     logs = [f"file:{replicas.log(name)}@{name}" for name in ("r1", "r2")]
