@@ -176,3 +176,15 @@ def test_the_scenarios_log_adapter_names_a_built_in_adapter_or_a_toml_file_relat
     assert anchored == str(smoke.parent.absolute() / "adapters" / "java.toml")
     with pytest.raises(ScenarioError, match="log_adapter.*unknown log adapter 'rust-sdk'"):
         load_scenario(smoke, {"target.log_adapter": "rust-sdk"})
+
+
+def test_the_documented_adapter_loads_and_reads_the_line_it_was_written_for(tmp_path):
+    import re
+
+    text = (ROOT / "docs" / "your-deployment.md").read_text()
+    block = re.search(r"```toml\n(# adapters/airlift\.toml.*?)```", text, re.S)
+    assert block is not None
+    path = tmp_path / "airlift.toml"
+    path.write_text(block[1])
+    found = load_adapter(path).read("30/11/2026 05:12:57 [api-2] RequestState refused (tools/call): bad signature")
+    assert found is not None and (found.reason, found.replica, found.method) == ("seal", "api-2", "tools/call")

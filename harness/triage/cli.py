@@ -34,8 +34,10 @@ Read a running deployment's logs and break every -32602 "Invalid or expired requ
 down by the reason the replica logged (the client never sees it), per replica, over the
 last window and the whole run, with the likely cause and the next step for each reason.
 
-Recognises the SDK's rejection line in plain logs, in the SDK's own rich console output
-(wrapped and padded) and in JSON logs; everything else is skipped. A line's replica is the
+Recognises the Python SDK's rejection line in plain logs, in the SDK's own rich console output
+(wrapped and padded) and in JSON logs, and other servers' by their reason adapter (--adapter
+typescript-sdk, or a user's adapter in TOML; without --adapter, told from the lines and said
+when it is not the Python SDK's); everything else is skipped. A line's replica is the
 one its source names (a container, a file given as PATH@LABEL), else its `kubectl --prefix`
 or `docker compose logs` prefix, else its own `replica=` or JSON replica/pod/host field,
 else the base name of its file (logs/r1.log, r1.log.1 and r1.log.2.gz are all r1).
@@ -52,6 +54,7 @@ examples:
   journalctl -f -o json -u shop | mrtr-harness triage --stdin
   mrtr-harness triage --docker-service replica1 replica2 replica3 --docker-project mrtr --metrics-port 9465
   mrtr-harness triage --once --json --file results/run/logs/r1.log > rejections.json
+  mrtr-harness triage --once --adapter typescript-sdk --file /var/log/mcp-ts/r1.log@r1
   mrtr-harness triage --once --since 2026-11-30T05:00Z --until 2026-11-30T06:00Z --file logs/r1.log*
 """
 
