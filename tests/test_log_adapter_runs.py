@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 
-from tests.harness_run import run_harness
+from tests.harness_run import ROOT, run_harness
 from tests.test_chaos_commands import Replicas, toml_list
 
 SCENARIO = """
@@ -86,6 +88,17 @@ def test_a_shop_logging_as_the_typescript_sdk_is_explained_by_its_adapter_and_un
     assert (seen["unexplained"], seen["no_adapter"], seen["matched"]) == (0, 0, seen["client_rejections"])
     logged = {(r["replica"], r["reason"]) for r in finished.journal() if r["type"] == "rejection"}
     assert logged == {("r1", "unknown key"), ("r2", "unknown key")}
+
+    # triage of the same logs, by the adapter, counts what the clients of both runs saw, by reason and replica.
+    seen_by_clients: dict[str, int] = {}
+    for finished_run, _ in summaries.values():
+        for record in finished_run.journal():
+            if record["type"] == "round" and record.get("outcome") == "invalid_state":
+                seen_by_clients[record["replica"]] = seen_by_clients.get(record["replica"], 0) + 1
+    triaged = subprocess.run([sys.executable, "-m", "harness", "triage", "--once", "--json", "--adapter",
+                              "typescript-sdk", *(f"--file={replicas.log(name)}@{name}" for name in ("r1", "r2"))],
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert json.loads(triaged.stdout)["by_reason_and_replica"] == {"unknown key": seen_by_clients}, triaged.stderr
 
     finished, summary = summaries[False]
     seen = summary["reconciliation"]

@@ -188,3 +188,9 @@ def test_the_documented_adapter_loads_and_reads_the_line_it_was_written_for(tmp_
     path.write_text(block[1])
     found = load_adapter(path).read("30/11/2026 05:12:57 [api-2] RequestState refused (tools/call): bad signature")
     assert found is not None and (found.reason, found.replica, found.method) == ("seal", "api-2", "tools/call")
+
+
+def test_every_built_in_adapters_pattern_passes_the_rules_a_users_must():
+    for adapter in adapters().values():
+        if adapter.pattern is not None:
+            assert linear_pattern(adapter.pattern.pattern, adapter.name).pattern == adapter.pattern.pattern
