@@ -176,6 +176,7 @@ class LineParser:
         self.adapter = chosen
         self._foreign = chosen if chosen.pattern is not None else None
         self._say = detect if adapter is None else None
+        self._candidates = tuple(adapters().values()) if self._say is not None else ()
         self._decided = False
         self._seen = 0
         self._hits = 0
@@ -218,7 +219,7 @@ class LineParser:
         """Count `line` toward the format's detection; the first line an adapter reads decides which one reads on."""
         self._seen += 1
         if not self._decided:
-            for candidate in adapters().values():
+            for candidate in self._candidates:
                 if candidate.detects(line):
                     self._decided = True
                     self.adapter = candidate
