@@ -136,3 +136,13 @@ def test_a_matched_rejection_whose_round_was_traced_keeps_its_span_ids_for_its_r
                       "replica": "r1", "flow_id": f"f{index}", "round": 2, **ids})
         matching.add({"type": "rejection", "t": 100.0 + index, "replica": "r1", "reason": "unknown key"})
     assert matching.traced_reasons(["r1"]) == [TracedReason("ab" * 16, "cd" * 8, "unknown key", "r1", 100.0)]
+
+
+def test_a_rejection_on_a_replica_whose_log_gave_no_line_is_unexplained_for_want_of_an_adapter() -> None:
+    """r2's log has no line the run's adapter reads (another server's format): its rejection is "no adapter for this
+    server"; r1's, whose line the log lost while it read others, is plainly unexplained. Both fail the run alike."""
+    result = reconcile([rejected_round(T0, "r1", "w0-000001"), logged(T0, "r1"), rejected_round(T0 + 9, "r1", "w0-02"),
+                        rejected_round(T0 + 1, "r2", "w0-000003")])
+    assert (result["unexplained"], result["no_adapter"]) == (2, 1)
+    assert reconcile([rejected_round(T0, "r1")])["no_adapter"] == 1
+    assert reconcile([rejected_round(T0, "lb"), logged(T0 - 60, "r1")], replicas=("r1", "r2"))["no_adapter"] == 0

@@ -201,7 +201,8 @@ def test_unexplained_rejections_fail_the_run(tmp_path: Path, scenario: Scenario)
 
     assert verdict.status is RunStatus.FAILED and verdict.exit_code == 1
     assert summary["reconciliation"] == {"client_rejections": 7, "logged": 4, "matched": 4, "unexplained": 3,
-                                         "unmatched_logged": 0, "from_redispatched_rounds": 0, "settled_early": 0,
+                                         "no_adapter": 0, "unmatched_logged": 0, "from_redispatched_rounds": 0,
+                                         "settled_early": 0,
                                          "passed": False, "not_judged": 0, "unobserved": [], "judged": True,
                                          "examples": {"unexplained": [f"f{n} round 2 on replica-1" for n in range(3)],
                                                       "unmatched_logged": []}}

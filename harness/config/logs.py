@@ -32,6 +32,19 @@ COMPOSE_SERVICE: Final = "com.docker.compose.service"
 COMPOSE_NUMBER: Final = "com.docker.compose.container-number"
 """The labels compose gives a service's containers: how the docker target and triage find a compose replica."""
 
+BUILT_IN_ADAPTERS: Final[tuple[str, ...]] = ("python-sdk", "typescript-sdk")
+"""The reason adapters the harness ships (`harness.logs.adapters` declares them; tests/test_log_adapters.py holds the
+two lists equal): what `[target] log_adapter` may name, besides the path of a user's adapter in TOML."""
+
+
+def check_log_adapter(value: str) -> str:
+    """A `log_adapter` value: a built-in adapter's name, or a `.toml` file's path (read when the run starts)."""
+    if value in BUILT_IN_ADAPTERS or value.endswith(".toml"):
+        return value
+    raise ValueError(f"unknown log adapter {value!r}: use one of {', '.join(BUILT_IN_ADAPTERS)}, or the path of a "
+                     "user's adapter in TOML (ending .toml; docs/your-deployment.md)")
+
+
 LABEL: Final = re.compile(r"[\w.-]+")
 """A replica label a log source may give: letters, digits, '_', '.' and '-' (r1, shop-eu, replica.2)."""
 _LABEL_EXAMPLE: Final = "write PATH@LABEL, e.g. logs/r1.log@r1"

@@ -230,14 +230,19 @@ def load_scenario(path: Path, overrides: dict[str, Any] | None = None) -> Scenar
 
 
 def anchored(scenario: Scenario, folder: Path) -> Scenario:
-    """The scenario with the paths it gives relative to its file (`[target.auth] file`) made absolute, so a
+    """The scenario with the paths it gives relative to its file (`[target.auth] file`, `[target] log_adapter`) made
+    absolute, so a
     run (and every worker it sends the scenario to) reads the same file wherever it was started."""
+    update: dict[str, Any] = {}
     auth = scenario.target.auth
-    if auth is None or auth.file is None or Path(auth.file).is_absolute():
+    if auth is not None and auth.file is not None and not Path(auth.file).is_absolute():
+        update["auth"] = auth.model_copy(update={"file": str(folder.absolute() / auth.file)})
+    adapter = scenario.target.log_adapter
+    if adapter.endswith(".toml") and not Path(adapter).is_absolute():
+        update["log_adapter"] = str(folder.absolute() / adapter)
+    if not update:
         return scenario
-    auth = auth.model_copy(update={"file": str(folder.absolute() / auth.file)})
-    target = scenario.target.model_copy(update={"auth": auth})
-    return scenario.model_copy(update={"target": target})
+    return scenario.model_copy(update={"target": scenario.target.model_copy(update=update)})
 
 
 def parse_scenario(text: str, source: str = "<scenario>", overrides: dict[str, Any] | None = None) -> Scenario:

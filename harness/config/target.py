@@ -10,7 +10,7 @@ from harness.config.auth import ENV_NAME, TargetAuth
 from harness.config.chaos import COMMAND_NAMES, DEPLOYMENT_COMMANDS
 from harness.config.commands import REPLICA_PLACEHOLDERS, check_command
 from harness.config.durations import Duration, PositiveDuration
-from harness.config.logs import parse_log_location
+from harness.config.logs import check_log_adapter, parse_log_location
 from harness.config.strict import FieldProblem, Strict
 from harness.config.urls import HostName, check_url
 from harness.vocabulary import PAYMENT_ROUNDS
@@ -84,6 +84,12 @@ class TargetConfig(Strict):
                             "commands', see `command_env`), `docker:LABEL=VALUE[,...]` (a container by its labels) or "
                             "`kubernetes:[NAMESPACE:]SELECTOR` (every pod the selector finds, followed as pods are "
                             "replaced: a watch, and one log stream per pod)")
+    log_adapter: str = Field(
+        default="python-sdk", description="how the replicas log a refused requestState, so the run can read its "
+        "reason: `python-sdk` (the Python SDK's `mcp.server.request_state` WARNING), `typescript-sdk` "
+        "(`@modelcontextprotocol/server` 2.x, through its onerror), or the path of a user's adapter in TOML "
+        "(relative to the scenario; docs/your-deployment.md); a rejection no line of it explains is \"unexplained "
+        "(no adapter for this server)\"")
     image: str | None = Field(default=None, description="docker: the image the harness starts the shop from")
     compose_project: str | None = Field(default=None, description="docker: a running compose deployment's project")
     compose_service: str | None = Field(default=None, description="docker: the replicas' compose service")
@@ -147,6 +153,11 @@ class TargetConfig(Strict):
         if api is not None:
             check_url(api)
         return api
+
+    @field_validator("log_adapter")
+    @classmethod
+    def _known_log_adapter(cls, value: str) -> str:
+        return check_log_adapter(value)
 
     @field_validator("logs")
     @classmethod

@@ -40,6 +40,9 @@ class Reconciliation:
     """Client rejections where their replica's log was unobserved (a log source lost): neither explained nor not."""
     unobserved: list[dict[str, Any]] = field(default_factory=list)
     """Each lost log source: `replica`, `from` (when it was lost), `why`."""
+    no_adapter: int = 0
+    """Of `unexplained`: on replicas whose log gave no line the run's reason adapter reads ("unexplained (no adapter
+    for this server)"); unexplained all the same for the verdict."""
 
     @property
     def passed(self) -> bool:
@@ -52,7 +55,8 @@ class Reconciliation:
 
     def as_dict(self) -> dict[str, Any]:
         return {"client_rejections": self.client_rejections, "logged": self.logged, "matched": self.matched,
-                "unexplained": self.unexplained, "unmatched_logged": self.unmatched_logged,
+                "unexplained": self.unexplained, "no_adapter": self.no_adapter,
+                "unmatched_logged": self.unmatched_logged,
                 "from_redispatched_rounds": self.from_redispatched_rounds, "settled_early": self.settled_early,
                 "not_judged": self.not_judged, "unobserved": self.unobserved, "judged": self.judged,
                 "examples": self.examples, "passed": self.passed}
@@ -135,7 +139,8 @@ class RunChecks(JournalView):
                                                  dict(record.get("examples") or {}),
                                                  settled_early=int(record.get("settled_early") or 0),
                                                  not_judged=int(record.get("not_judged") or 0),
-                                                 unobserved=_unobserved(record.get("unobserved")))
+                                                 unobserved=_unobserved(record.get("unobserved")),
+                                                 no_adapter=int(record.get("no_adapter") or 0))
         elif kind == RecordType.RUN:
             self._run_event(record)
 

@@ -138,6 +138,9 @@ class Matching(JournalView):
     """Replicas whose log source was lost, and from when (`logs-lost` records)."""
     named: set[str] = field(default_factory=set)
     """The replicas rounds have named so far: what a span's label is read against before the target's are known."""
+    logging: set[str] = field(default_factory=set)
+    """The replicas a rejection line was read from: on any other, an unexplained rejection is "no adapter for this
+    server" (its log has no line the run's reason adapter reads, `harness.logs.adapters`)."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -158,6 +161,7 @@ class Matching(JournalView):
         elif kind == RecordType.REJECTION:
             line = LoggedRejection(float(record["t"]), str(record["replica"]), str(record["reason"]))
             self.logged.append(line)
+            self.logging.add(line.replica)
             self.latest = max(self.latest, line.t)
         else:
             return
@@ -183,7 +187,8 @@ class Matching(JournalView):
             elif self._not_judged(self.clients[i], self.named):
                 self.settled.not_judged += 1
             else:
-                self.settled.unexplain(self.clients[i], early=self.clients[i].end >= cutoff)
+                self.settled.unexplain(self.clients[i], early=self.clients[i].end >= cutoff,
+                                       no_adapter=self._no_adapter(self.clients[i], ()))
         for j in sorted(gone_lines, key=lambda j: self.logged[j].t):
             if j in partner:
                 gone_clients.add(partner[j])
@@ -210,6 +215,8 @@ class Matching(JournalView):
                           client_rejections=settled.clients + len(self.clients),
                           logged=settled.lines + len(self.logged), matched=settled.matched + len(found),
                           unexplained=settled.unexplained + len(missed),
+                          no_adapter=settled.no_adapter + sum(1 for client in missed
+                                                              if self._no_adapter(client, named)),
                           unmatched_logged=settled.unmatched_logged + len(leftover),
                           examples={"unexplained": (settled.examples["unexplained"]
                                                     + [client.what for client in missed])[:EXAMPLES],
@@ -217,6 +224,11 @@ class Matching(JournalView):
                                                          + [_line(line) for line in leftover])[:EXAMPLES]},
                           settled_early=settled.early, not_judged=settled.not_judged + len(unjudged),
                           unobserved=[span.as_dict() for span in self.unobserved])
+
+    def _no_adapter(self, client: ClientRejection, replicas: Collection[str]) -> bool:
+        """Whether an unexplained rejection is "no adapter for this server": no line at all was read from its replica
+        (one of the target's `replicas`; behind a balancer, whose label no log has, only when no log gave any line)."""
+        return client.replica not in self.logging and (not self.logging or client.replica in replicas)
 
     def _not_judged(self, client: ClientRejection, replicas: Collection[str]) -> bool:
         return any(span.covers(client, replicas) for span in self.unobserved)
@@ -259,6 +271,8 @@ class Settled:
     lines: int = 0
     matched: int = 0
     unexplained: int = 0
+    no_adapter: int = 0
+    """Of `unexplained`: on a replica no rejection line was read from."""
     unmatched_logged: int = 0
     not_judged: int = 0
     """Unmatched client rejections in a span where their replica's log was unobserved."""
@@ -273,8 +287,9 @@ class Settled:
         if reason is not None and len(self.traced) < TRACED:
             self.traced.append(reason)
 
-    def unexplain(self, client: ClientRejection, *, early: bool) -> None:
+    def unexplain(self, client: ClientRejection, *, early: bool, no_adapter: bool = False) -> None:
         self.unexplained += 1
+        self.no_adapter += no_adapter
         self.early += early
         if len(self.examples["unexplained"]) < EXAMPLES:
             self.examples["unexplained"].append(client.what)

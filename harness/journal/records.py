@@ -453,6 +453,9 @@ class Reconciled(TypedDict):
     unexplained: int
     unmatched_logged: int
     examples: dict[str, list[str]]
+    no_adapter: NotRequired[int]
+    """Of `unexplained`: those on a replica whose log gave no line the run's reason adapter reads ("unexplained (no
+    adapter for this server)": `[target] log_adapter`), apart from a line the adapter should have read and did not."""
     not_judged: NotRequired[int]
     """Client rejections in a span where the log of their replica was unobserved (`LogsLost`): neither explained nor
     unexplained, since the line that would explain them could not be read."""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.config.logs import LogSource
+from harness.logs.adapters import Adapter
 from harness.logs.kubernetes import KubernetesSource
 from harness.logs.parse import LineParser, Rejection
 from harness.logs.readers import Reader, Readers
@@ -81,8 +82,10 @@ class Collector:
     """Follows a target's log sources (files on one poller, streams on their own threads) until stopped."""
 
     def __init__(self, on_rejection: OnRejection, *, since: float, on_line: OnLine | None = None,
-                 on_lost: OnLost | None = None) -> None:
+                 on_lost: OnLost | None = None, adapter: Adapter | None = None) -> None:
+        """`adapter`: how the target's replicas log a rejection (`harness.logs.adapters`); the Python SDK's if None."""
         self.since = since
+        self.adapter = adapter
         self._on_rejection = on_rejection
         self._on_line = on_line
         self._on_lost = on_lost
@@ -103,7 +106,7 @@ class Collector:
         cannot be opened (a command that cannot start, a folder given as a file)."""
         reading = source_for(source, since=self.since, label_lines=False)
         reading.open()
-        parser = _Parser(self._emitter(source.replica), source.replica, self._on_line)
+        parser = _Parser(self._emitter(source.replica), source.replica, self._on_line, self.adapter)
         self._replica[id(parser)] = source.replica
         self._readers.read(reading, parser)
 
@@ -170,8 +173,9 @@ def source_for(spec: LogSource, *, since: float, label_lines: bool = True) -> So
 class _Parser(LineParser):
     """The line parser, also showing every line to an `on_line` observer when there is one."""
 
-    def __init__(self, emit: Callable[[Rejection], None], label: str, on_line: OnLine | None) -> None:
-        super().__init__(emit, wall=time.time)
+    def __init__(self, emit: Callable[[Rejection], None], label: str, on_line: OnLine | None,
+                 adapter: Adapter | None = None) -> None:
+        super().__init__(emit, wall=time.time, adapter=adapter)
         self._label = label
         self._on_line = on_line
 

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from harness.logs.adapters import DETECT_LINES, PYTHON_SDK, Adapter, adapters, detected
 from harness.logs.stamps import line_time, record_time
 from harness.mrtr.reasons import (
     BIND_PRINCIPAL_RETURNED,
@@ -164,9 +165,21 @@ class LineParser:
     """Lines longer than `LINE_CAP`, parsed cut to it."""
 
     def __init__(self, on_rejection: OnRejection, *, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] | None = None) -> None:
+                 wall: Callable[[], float] | None = None, adapter: Adapter | None = None,
+                 detect: Callable[[str], None] | None = None) -> None:
         """`wall`: the clock a line is read by as it is written (a run's collector), against which a stamp
-        without a zone is read as local time or UTC (`harness.logs.stamps`); without it, local time."""
+        without a zone is read as local time or UTC (`harness.logs.stamps`); without it, local time.
+        `adapter`: the server implementation whose rejection lines these are (`harness.logs.adapters`); the
+        Python SDK's when not given. `detect` (without `adapter`): tell the implementation from the lines
+        themselves (the first line any built-in adapter reads decides), and say how, once, in one line to it."""
+        chosen = adapter or adapters()[PYTHON_SDK]
+        self.adapter = chosen
+        self._foreign = chosen if chosen.pattern is not None else None
+        self._say = detect if adapter is None else None
+        self._candidates = tuple(adapters().values()) if self._say is not None else ()
+        self._decided = False
+        self._seen = 0
+        self._hits = 0
         self._emit = on_rejection
         self._clock = clock
         self._wall = wall
@@ -182,16 +195,53 @@ class LineParser:
         if len(line) > LINE_CAP:
             line = line[:LINE_CAP]
             self.cut += 1
-        if not self._pending and MARK not in line and LEVEL not in line:
+        if self._say is not None:
+            self._detect(line)
+        foreign = self._foreign
+        if foreign is not None:
+            if foreign.mark not in line:
+                return
+        elif not self._pending and MARK not in line and LEVEL not in line:
             return
         with self._lock:
             try:
-                self._parse(line, replica, t)
+                if foreign is not None:
+                    self._parse_foreign(foreign, line, replica, t)
+                else:
+                    self._parse(line, replica, t)
             except Exception:  # noqa: BLE001 - one line, whatever it holds, never stops the stream: counted
                 self.bad += 1
             found, self._found = self._found, []
         for rejection in found:
             self._emit(rejection)
+
+    def _detect(self, line: str) -> None:
+        """Count `line` toward the format's detection; the first line an adapter reads decides which one reads on."""
+        self._seen += 1
+        if not self._decided:
+            for candidate in self._candidates:
+                if candidate.detects(line):
+                    self._decided = True
+                    self.adapter = candidate
+                    self._foreign = candidate if candidate.pattern is not None else None
+                    break
+        if not self._decided:
+            return
+        if self._seen <= DETECT_LINES and self.adapter.detects(line):
+            self._hits += 1
+        if self._seen >= DETECT_LINES:
+            self._said(detected(self.adapter.name, max(self._hits, 1), self._seen))
+
+    def _said(self, line: str) -> None:
+        """Say `line` once; the default format (the Python SDK's, as every log was read before adapters) silently."""
+        say, self._say = self._say, None
+        if say is not None and self.adapter.name != PYTHON_SDK:
+            say(line)
+
+    def said_format(self) -> None:
+        """Say how the lines were read if it was not said yet (a log shorter than the detection's lines)."""
+        if self._say is not None and self._decided:
+            self._said(detected(self.adapter.name, self._hits, min(self._seen, DETECT_LINES)))
 
     @property
     def waiting(self) -> bool:
@@ -200,6 +250,8 @@ class LineParser:
 
     def flush(self, older_than: float | None = None) -> None:
         """Finish unfinished rich records (all, or those waiting more than `older_than` seconds)."""
+        if older_than is None:
+            self.said_format()
         if not self._pending:
             return
         with self._lock:
@@ -236,6 +288,37 @@ class LineParser:
         if LEVEL in line and self._parse_rich_head(line, replica, t):
             return
         self._parse_plain(line, replica, t)
+
+    def _parse_foreign(self, adapter: Adapter, line: str, replica: str | None, t: float | None) -> None:
+        """A line of another server implementation, read by its adapter (plain, or a JSON record's message)."""
+        line = line.rstrip("\r\n")
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+        replica, line = self._strip_prefix(line, replica)
+        text, trace_id, given = line, None, t
+        stripped = line.lstrip()
+        if stripped.startswith("{"):
+            try:
+                record = json.loads(stripped)
+            except ValueError:
+                record = None
+            if isinstance(record, dict):
+                message = next((record[key] for key in MESSAGE_KEYS if isinstance(record.get(key), str)), None)
+                if message is None:
+                    return
+                text, replica = message, replica or _json_replica(record)
+                given, trace_id = _first(record_time(record, self._near(t)), t), _json_trace_id(record)
+        if _may_trace(text):
+            trace_id = trace_id or trace_id_in(text)
+            text = _without_trace_fields(text)
+        found = adapter.read(text, self._near(given))
+        if found is None:
+            return
+        if replica is None:
+            field = _REPLICA_FIELD.search(text)
+            replica = clean_label(found.replica) or (clean_label(field["replica"]) if field else None)
+        self._found.append(Rejection(replica, found.reason, found.method, _first(found.logged_at, given),
+                                     found.logged, trace_id))
 
     @staticmethod
     def _strip_prefix(line: str, replica: str | None) -> tuple[str | None, str]:

@@ -93,6 +93,9 @@ class ReconciliationRow(_Part):
     logged: int = Field(description="rejections the replicas logged")
     matched: int = Field(description="client rejections paired with a logged one")
     unexplained: int = Field(description="client rejections no logged line explains (fails the run)")
+    no_adapter: int = Field(default=0, description=(
+        "of `unexplained`: \"unexplained (no adapter for this server)\", on replicas whose log gave no line the run's "
+        "reason adapter reads (`[target] log_adapter`); absent in summaries from before it"))
     unmatched_logged: int = Field(description="logged rejections no client saw")
     from_redispatched_rounds: int = Field(description="client rejections from rounds the harness re-dispatched")
     settled_early: int = Field(description="rejections matched before the logs were read to the end")

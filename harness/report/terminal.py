@@ -102,6 +102,10 @@ def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
     logged = "" if result.logged is None else f", {result.logged} logged"
     lines.append(f"    {paint.mark(result.passed)} unexplained rejections == 0: {result.unexplained} unexplained "
                  f"of {result.client_rejections} client rejections{logged}")
+    if result.no_adapter:
+        lines.append(f"      {result.no_adapter} of them unexplained (no adapter for this server): their replicas' "
+                     "logs gave no line the run's reason adapter reads; set [target] log_adapter "
+                     "(docs/your-deployment.md)")
     if result.unexplained:
         lines += [f"        {_said(example)}" for example in result.examples.get("unexplained", [])]
     if result.from_redispatched_rounds:

@@ -63,6 +63,7 @@ from harness.journal.records import (
     RunStarted,
 )
 from harness.load.drivers import DistributedLoad, LocalLoad, WorkerLost
+from harness.logs.adapters import AdapterError, adapter_named
 from harness.logs.collector import Collector, LostSource, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
@@ -168,6 +169,11 @@ class Run:
     def execute(self) -> int:
         """The whole run. Until it returns, Ctrl-C and SIGTERM stop the load (results are still written);
         then the handlers the caller had are back."""
+        try:
+            self.adapter = adapter_named(self.scenario.target.log_adapter)  # refused before anything starts
+        except AdapterError as exc:
+            self.say(f"[target] log_adapter: {exc}")
+            return ExitCode.USAGE
         self.began = time.time()
         try:
             with ExitStack() as run_side:
@@ -210,7 +216,8 @@ class Run:
         target_side.callback(self.failures.step, target.stop)  # a target half started is stopped too
         target.start()
         self.run_metrics.preset(replicas=target.labels)
-        collector = self.collector = Collector(self._on_rejection, since=self.began, on_lost=self._on_logs_lost)
+        collector = self.collector = Collector(self._on_rejection, since=self.began, on_lost=self._on_logs_lost,
+                                               adapter=self.adapter)
         target_side.callback(self.failures.step, collector.stop)
         for source in target.log_sources():
             collector.follow(source)

@@ -19,16 +19,27 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from harness.config.durations import parse_duration
 from harness.config.replica_knobs import KNOBS, ReplicaKnob
 from harness.errors import ExitCode
+from harness.mrtr.reasons import REQUEST_STATE_LOGGER, parse_rejection
 from harness.shop.tracing import TraceIdFilter, start_tracing
 
 logger = logging.getLogger("harness.shop.replica")
+
+
+LogFormat = Literal["python", "typescript"]
+"""How a replica writes its rejection lines: as the Python SDK logs them (the SDK's own line, the default), or as
+the TypeScript SDK's server reports them (`--log-format typescript`), so a run reads a second implementation's
+format end to end (`harness.logs.adapters`)."""
+
+TYPESCRIPT_REASONS: Final = {"seal": "mac", "malformed": "malformed", "expired": "expired", "principal": "bind"}
+"""The reasons the TypeScript SDK's `createRequestStateCodec` gives for the ones it shares with the Python SDK;
+a reason it has no word for is written as the Python SDK spells it (a custom `verify` hook's message)."""
 
 
 class ReplicaSettings(BaseModel):
@@ -54,6 +65,7 @@ class ReplicaSettings(BaseModel):
     auth_server: str | None = None
     auth_audience: str = "mcp-shop"
     resource_url: str | None = None
+    log_format: LogFormat = "python"
 
     @model_validator(mode="after")
     def _one_binding(self) -> ReplicaSettings:
@@ -124,6 +136,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where this replica reaches the issuer for its keys and revocation feed "
                              "(default: the issuer URL)")
     parser.add_argument("--auth-audience", default="mcp-shop", help="the tokens' aud it accepts (default mcp-shop)")
+    parser.add_argument("--log-format", choices=("python", "typescript"), default="python",
+                        help="how rejection lines are written: as the Python SDK logs them (default), or as the "
+                             "TypeScript SDK's server reports them through onerror (`Error: requestState "
+                             "verification rejected tools/call: mac`)")
     parser.add_argument("--resource-url", default=None,
                         help="this replica's MCP URL as clients reach it, for the protected-resource metadata "
                              "(default http://HOST:PORT/mcp)")
@@ -172,7 +188,25 @@ class _UtcFormatter(logging.Formatter):
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
 
 
-def configure_logging(label: str) -> None:
+class _TypeScriptRejections(logging.Formatter):
+    """`--log-format typescript`: a rejection written as `@modelcontextprotocol/server` 2.x reports it through
+    `console.error(error)` in its onerror (the error's line, then a stack frame); every other record as before."""
+
+    def __init__(self, plain: logging.Formatter) -> None:
+        super().__init__()
+        self._plain = plain
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name == REQUEST_STATE_LOGGER:
+            parsed = parse_rejection(record.getMessage())
+            if parsed is not None:
+                method, reason = parsed
+                return (f"Error: requestState verification rejected {method}: {TYPESCRIPT_REASONS.get(reason, reason)}"
+                        "\n    at Server._verifyRequestState (mcp-shop.mjs:1:1)")
+        return self._plain.format(record)
+
+
+def configure_logging(label: str, log_format: LogFormat = "python") -> None:
     """One self-contained line per record on stderr: time, level, replica, trace id (inside a traced request),
     logger, message.
 
@@ -183,7 +217,8 @@ def configure_logging(label: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_ReplicaFilter(label))
     handler.addFilter(TraceIdFilter())
-    handler.setFormatter(_UtcFormatter("%(asctime)s %(levelname)s replica=%(replica)s%(trace)s %(name)s: %(message)s"))
+    plain = _UtcFormatter("%(asctime)s %(levelname)s replica=%(replica)s%(trace)s %(name)s: %(message)s")
+    handler.setFormatter(plain if log_format == "python" else _TypeScriptRejections(plain))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     for noisy in ("httpx", "mcp.server.streamable_http_manager", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -344,14 +379,14 @@ def serve(settings: ReplicaSettings, build: ServerBuilder) -> int:
     from harness.shop.sealing import KeyRingError
     from harness.shop.store import StoreSpecError, StoreUnavailable
 
-    configure_logging(settings.label)
+    configure_logging(settings.label, settings.log_format)
     stop_tracing = start_tracing(settings.label)  # here, in the replica's own process: after a zygote's fork
     try:
         app, codec, store = build_app(settings, build, on_stop=stop_tracing)
     except (KeyRingError, StoreSpecError, StoreUnavailable) as exc:
         print(f"mrtr-harness shop replica: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    configure_logging(settings.label)  # again: building MCPServer reconfigures the root logger
+    configure_logging(settings.label, settings.log_format)  # again: building MCPServer reconfigures the root logger
     logger.info("serving http://%s:%d/mcp name=%s ttl=%gs store=%s keyring=%s sealing-key=%s clock-offset=%gs",
                 settings.host, settings.port, settings.name, settings.ttl, store.kind,
                 settings.keyring.split(":", 1)[0], codec.fingerprints[0], settings.clock_offset)

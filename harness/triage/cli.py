@@ -34,8 +34,10 @@ Read a running deployment's logs and break every -32602 "Invalid or expired requ
 down by the reason the replica logged (the client never sees it), per replica, over the
 last window and the whole run, with the likely cause and the next step for each reason.
 
-Recognises the SDK's rejection line in plain logs, in the SDK's own rich console output
-(wrapped and padded) and in JSON logs; everything else is skipped. A line's replica is the
+Recognises the Python SDK's rejection line in plain logs, in the SDK's own rich console output
+(wrapped and padded) and in JSON logs, and other servers' by their reason adapter (--adapter
+typescript-sdk, or a user's adapter in TOML; without --adapter, told from the lines and said
+when it is not the Python SDK's); everything else is skipped. A line's replica is the
 one its source names (a container, a file given as PATH@LABEL), else its `kubectl --prefix`
 or `docker compose logs` prefix, else its own `replica=` or JSON replica/pod/host field,
 else the base name of its file (logs/r1.log, r1.log.1 and r1.log.2.gz are all r1).
@@ -52,6 +54,7 @@ examples:
   journalctl -f -o json -u shop | mrtr-harness triage --stdin
   mrtr-harness triage --docker-service replica1 replica2 replica3 --docker-project mrtr --metrics-port 9465
   mrtr-harness triage --once --json --file results/run/logs/r1.log > rejections.json
+  mrtr-harness triage --once --adapter typescript-sdk --file /var/log/mcp-ts/r1.log@r1
   mrtr-harness triage --once --since 2026-11-30T05:00Z --until 2026-11-30T06:00Z --file logs/r1.log*
 """
 
@@ -80,6 +83,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                               "replica1 replica2 replica3)")
     sources.add_argument("--docker-project", metavar="P",
                          help="with --docker-service: only this compose project (label com.docker.compose.project)")
+    triage.add_argument("--adapter", metavar="NAME|PATH",
+                        help="how the server logs a rejection: a built-in adapter (python-sdk, typescript-sdk) or "
+                             "the path of a user's adapter in TOML (docs/your-deployment.md); default: told from "
+                             "the lines themselves and said in one line")
     output = triage.add_argument_group("output")
     output.add_argument("--once", action="store_true",
                         help="read every source to its end, print a summary and exit (files from their start, "
@@ -121,10 +128,19 @@ class Options:
     until: float | None = None
     notices: list[str] = field(default_factory=list)
     """What the user should change though triage runs: a deprecated form."""
+    adapter: Any = None
+    """The reason adapter (`harness.logs.adapters.Adapter`) named by `--adapter`; None: detected."""
 
 
 def parse_options(args: argparse.Namespace) -> Options:
     options = Options(stdin=args.stdin, once=args.once, json=args.json, metrics_host=args.metrics_host)
+    if getattr(args, "adapter", None) is not None:
+        from harness.logs.adapters import AdapterError, adapter_named
+
+        try:
+            options.adapter = adapter_named(args.adapter)
+        except AdapterError as exc:
+            raise UsageError(f"--adapter: {exc}") from None
     for value in args.file:
         given = _file_argument(value)
         if given.old_form:
@@ -266,7 +282,7 @@ def run(options: Options) -> int:
                   f"{exc.strerror or exc}", file=sys.stderr)
             return ExitCode.USAGE
     counts = LiveCounts(options.window, by_line_time=options.once, since=options.since, until=options.until, **hooks)
-    session = Session(sources, counts)
+    session = Session(sources, counts, options.adapter)
     names = [source.name for source in sources]
     screen = None if options.once or options.json else display.Screen()
     session.start()
@@ -290,8 +306,8 @@ def run(options: Options) -> int:
             server.shutdown()
             server.server_close()
     snapshot = counts.snapshot()
-    for failure in session.failures:
-        print(f"{PROG}: {failure}", file=sys.stderr)
+    for line in [*session.formats, *session.failures]:
+        print(f"{PROG}: {line}", file=sys.stderr)
     code = _exit_code(snapshot, session.failures)
     if options.json:
         sys.stdout.write(display.render_json(snapshot, exit_code=code))
@@ -329,7 +345,7 @@ def read_once(options: Options) -> OnceRead:
     except SourceError as exc:
         return OnceRead(None, _source_error_code(exc), [*said, str(exc)])
     counts = LiveCounts(options.window, by_line_time=True, since=options.since, until=options.until)
-    session = Session(sources, counts)
+    session = Session(sources, counts, options.adapter)
     session.start()
     try:
         while not session.wait(TICK_SECONDS):
@@ -337,7 +353,7 @@ def read_once(options: Options) -> OnceRead:
     finally:
         session.stop()
     snapshot = counts.snapshot()
-    return OnceRead(snapshot, _exit_code(snapshot, session.failures), [*said, *session.failures])
+    return OnceRead(snapshot, _exit_code(snapshot, session.failures), [*said, *session.formats, *session.failures])
 
 
 def _open_all(sources: list[Any]) -> list[str]:

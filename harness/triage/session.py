@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from harness.logs.adapters import Adapter
 from harness.logs.parse import LineParser, Rejection
 from harness.logs.readers import Readers
 from harness.logs.sources import Source
@@ -24,9 +25,14 @@ JOIN_SECONDS = 3.0
 class Session:
     """Reads `sources` (opened) into `counts` until they end (read once) or `stop()` (followed)."""
 
-    def __init__(self, sources: Sequence[Source], counts: LiveCounts) -> None:
+    def __init__(self, sources: Sequence[Source], counts: LiveCounts, adapter: Adapter | None = None) -> None:
+        """`adapter`: the server implementation the logs are of; None: told from each source's own lines, and
+        said once per format in `formats`."""
         self.sources = list(sources)
         self.counts = counts
+        self.adapter = adapter
+        self.formats: list[str] = []
+        """How each source's lines were read, when told from them: one line each, the same line said once."""
         self._readers = Readers(settle=STALE_SECONDS)
         counts.declare(replica for source in self.sources for replica in source.replicas)
 
@@ -34,7 +40,13 @@ class Session:
         self.counts.count_lines_with(lambda: self._readers.lines)
         self.counts.count_sources_with(self.read_by_source)
         for source in self.sources:
-            self._readers.read(source, LineParser(self._counter(source.fallback_replica)))
+            parser = LineParser(self._counter(source.fallback_replica), adapter=self.adapter,
+                                detect=self._say_format if self.adapter is None else None)
+            self._readers.read(source, parser)
+
+    def _say_format(self, line: str) -> None:
+        if line not in self.formats:
+            self.formats.append(line)
 
     def _counter(self, fallback: str | None) -> Callable[[Rejection], None]:
         """Counts a source's rejections, under `fallback` where neither the source nor the line names a replica."""
