@@ -327,6 +327,8 @@ think = {{ dist = "constant", value = "3m" }}
 trials = 1
 trial_duration = "4s"
 actions = ["restart"]
+controls = 0
+expect = true
 max_steps = 1
 reruns = 1
 must_fail = 1
@@ -339,8 +341,8 @@ def test_a_hunt_of_replicas_in_containers_restarts_them_through_the_engine_and_k
                                                                                                  tmp_path):
     """A docker target hunts as it runs (about 40 s): seed 6's one trial restarts r2's container at 1.1 s, while the
     refunds whose states r2 sealed wait on their leads (the quote goes to r1, the refund's rounds to r2; per-process
-    keys: `unknown key`, which `[expect]` forbids); the shrink's one run drops the restart and holds; the minimal
-    schedule keeps it and names the same image; no container is left."""
+    keys: `unknown key`, which `[expect]` forbids, counted here); its one replay fails too; the shrink's one run
+    drops the restart and holds; the minimal schedule keeps it and names the same image; no container is left."""
     import json
     import sys
 
@@ -353,10 +355,11 @@ def test_a_hunt_of_replicas_in_containers_restarts_them_through_the_engine_and_k
     assert done.returncode == 1, done.stdout + done.stderr
     [folder] = list((tmp_path / "results").iterdir())
     records = [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
-    search, shrink = records[1], records[2]
+    search, replay, shrink = records[1], records[2], records[3]  # the find replayed once before the shrink
     assert search["outcome"] == "failed" and search["schedule"]["steps"] == [
         {"action": "restart", "at": 1.1, "replica": 2}]
     assert search["reasons"]["unknown key"] > 0
+    assert replay["purpose"] == "replay" and replay["outcome"] == "failed"
     assert shrink["purpose"] == "shrink" and shrink["schedule"]["steps"] == [] and shrink["outcome"] == "held"
     assert [step["action"] for step in records[-1]["shrink"]["minimal"]["steps"]] == ["restart"]
     minimal = parse_scenario((folder / "minimal.toml").read_text())

@@ -75,6 +75,10 @@ INIT_RUN = ("tests/test_init.py::test_a_scenario_from_two_sdk_example_servers_na
             "runs_over_both (init, validate and run on the SDK's example servers on free ports, in place of the "
             "guide's URLs)")
 
+FROM_TRIAGE = ("tests/test_hunt_from_triage.py::test_a_real_incidents_triage_steers_a_hunt_to_a_minimal_scenario_that_"
+               "reproduces_its_reason (an on-call scenario's replica logs triaged with --once --json, then hunted "
+               "from that file; on a shop whose keys fail a restart, in place of smoke.toml)")
+
 PLAN: dict[str, Plan] = {
     # README.md and docs/running.md
     "mrtr-harness run scenarios/smoke.toml": Plan(
@@ -145,6 +149,9 @@ PLAN: dict[str, Plan] = {
     # docs/on-call.md
     "mrtr-harness triage --file /var/log/mcp/r1.log@r1 --file /var/log/mcp/r2.log@r2": Plan(
         "not run", "your deployment's log files, followed live; followed files are run by tests/test_triage.py"),
+    "mrtr-harness triage --once --json --file logs/r1.log@r1 --file logs/r2.log@r2 > rejections.json": Plan(
+        "elsewhere", FROM_TRIAGE),
+    "mrtr-harness hunt scenarios/smoke.toml --from-triage rejections.json": Plan("elsewhere", FROM_TRIAGE),
     "mrtr-harness triage --kubernetes mrtr:app.kubernetes.io/name=mcp": Plan(
         "elsewhere", "tests/test_kubernetes_logs.py::test_triage_follows_the_pods_of_a_selector_as_they_are_replaced "
                      "(a kubectl on PATH that plays a cluster whose pods are replaced)"),

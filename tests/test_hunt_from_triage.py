@@ -209,7 +209,7 @@ def test_the_steered_scenario_draws_only_the_provoking_actions_and_a_logged_reas
     triage = tmp_path / "rejections.json"
     triage.write_text(_triage_json({"unknown key": {"r1": 41}, "seal": {"r2": 2}}))
     base, steering = _steered(_args(scenario, triage))
-    assert drawable_actions(base.scenario) == ["restart", "kill", "rolling-restart", "rotate-keys"]
+    assert drawable_actions(base.scenario) == ["restart", "kill", "rolling-restart"]  # no ring on ephemeral keys
     assert steering.unprovoked.keys() == {"seal"}
     hunt = base.scenario.hunt
     assert hunt is not None and hunt.expect  # the logged reasons are counted ...
@@ -302,7 +302,7 @@ def test_a_real_incidents_triage_steers_a_hunt_to_a_minimal_scenario_that_reprod
                     "--shrink-runs", "1", "--reproduce", "1", "--seed", "3", "--results", str(tmp_path / "hunts"),
                     timeout=540)
     assert done.returncode == 1, done.stderr
-    assert f"from triage: unknown key {counted} → restart, kill, rolling-restart, rotate-keys\n" in done.stderr
+    assert f"from triage: unknown key {counted} → restart, kill, rolling-restart\n" in done.stderr
     assert "left out: pause, set-ttl, rename, clock-skew, memory-records, network (it provokes no reason triage " \
         "counted)" in done.stderr
     [folder] = (tmp_path / "hunts").iterdir()
@@ -310,7 +310,7 @@ def test_a_real_incidents_triage_steers_a_hunt_to_a_minimal_scenario_that_reprod
     assert summary["stopped_by"] == "found" and summary["strategy"] == "random" and summary["seed"] == 3
     assert summary["failure"]["name"] == "rejections{reason='unknown key'}"
     assert summary["from_triage"]["counts"] == {"unknown key": counted}
-    assert summary["from_triage"]["actions"] == ["restart", "kill", "rolling-restart", "rotate-keys"]
+    assert summary["from_triage"]["actions"] == ["restart", "kill", "rolling-restart"]
     assert summary["rerun"] == f"mrtr-harness hunt {scenario} --seed 3 --strategy random --from-triage {triage}"
     assert summary["controls"] == {"trials": 1, "held": 1, "not_judged": 0, "failed": None}
     assert summary["minimal_file"] == "minimal.toml" and summary["reproduction"]["runs"] == 1

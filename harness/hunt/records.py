@@ -16,7 +16,7 @@ from dataclasses import asdict
 from enum import StrEnum
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from harness.hunt.model import Failure, FailureKind, TrialPurpose
+from harness.hunt.model import Failure, FailureKind, Schedule, TrialPurpose, step_table
 
 Outcome = Literal["failed", "held", "interrupted", "not judged", "error"]
 """A trial's outcome in a word (`harness.hunt.search.outcome`)."""
@@ -178,3 +178,8 @@ class EndRecord(TypedDict):
 
 HuntRecord = StartRecord | ControlRecord | CorpusRecord | CorpusSavedRecord | TrialRecord | ReproduceRecord | EndRecord
 """Any record of hunt.jsonl."""
+
+def schedule_data(schedule: Schedule) -> ScheduleData:
+    """A schedule as plain data: its steps as `[[chaos]]` tables, its duration and rate."""
+    return {"steps": [step_table(step) for step in schedule.steps], "duration": schedule.duration,
+            "arrival_rate": schedule.arrival_rate}

@@ -44,9 +44,9 @@ from harness.hunt import corpus, coverage
 from harness.hunt.draw import Space, trial_seed
 from harness.hunt.from_triage import Steering
 from harness.hunt.minimal import MinimalScenarioError, failing_seeds, minimal_scenario, reproduced_by, write_minimal
-from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, step_table, unshrunk_reason
+from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, unshrunk_reason
 from harness.hunt.page import coverage_line, write_page
-from harness.hunt.records import HuntRecord, HuntRecordType, Outcome, ScheduleData, TrialRecord, failure_data
+from harness.hunt.records import HuntRecord, HuntRecordType, Outcome, TrialRecord, failure_data, schedule_data
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
 from harness.hunt.signature import UNEXPLAINED
 from harness.hunt.strategy import Exhausted, Tried, strategy_for
@@ -89,10 +89,6 @@ class HuntJournal:
         self._file.close()
 
 
-def schedule_data(schedule: Schedule) -> ScheduleData:
-    """A schedule as plain data: its steps as `[[chaos]]` tables, its duration and rate."""
-    return {"steps": [step_table(step) for step in schedule.steps], "duration": schedule.duration,
-            "arrival_rate": schedule.arrival_rate}
 
 
 class Hunt:

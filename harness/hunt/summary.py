@@ -16,15 +16,39 @@ import json
 import shlex
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.atomic_files import write_atomically
 from harness.hunt import coverage
-from harness.hunt.records import failure_data
+from harness.hunt.records import failure_data, schedule_data
 
 if TYPE_CHECKING:
-    from harness.hunt.model import Trial
-    from harness.hunt.search import Hunt
+    from collections.abc import Callable
+
+    from harness.config.hunt import HuntSettings
+    from harness.hunt.from_triage import Steering
+    from harness.hunt.model import HuntResult, Trial
+    from harness.hunt.strategy import Strategy
+    from harness.hunt.trial import Base, Property
+
+
+class Hunt(Protocol):
+    """What hunt.json reads of a hunt (`harness.hunt.search.Hunt`), named here so this module imports none of it."""
+
+    result: HuntResult
+    folder: Path | None
+    base: Base
+    strategy: Strategy
+    seed: int
+    settings: HuntSettings
+    property: Property
+    found_in_corpus: str | None
+    minimal_file: Path | None
+    page_file: Path | None
+    steering: Steering | None
+    clock: Callable[[], float]
+
+    def coverage_line(self) -> str: ...
 
 VERSION = 1
 """hunt.json's format: raised when a key changes meaning or goes."""
@@ -92,8 +116,6 @@ def _rerun(hunt: Hunt) -> str:
 def _trial(trial: Trial | None) -> dict[str, Any] | None:
     """A trial in a few keys: which, its seed, its results folder (relative to the hunt's), its schedule, its
     failures."""
-    from harness.hunt.search import schedule_data  # which imports this module
-
     if trial is None:
         return None
     return {"trial": trial.index, "seed": trial.seed, "folder": trial.folder,

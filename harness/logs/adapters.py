@@ -19,8 +19,6 @@ is outside text like a log line: parsed as TOML only, and a pattern that could t
 from __future__ import annotations
 
 import re
-import re._constants as _sre_constants  # type: ignore[import-not-found]  # the standard library's own pattern
-import re._parser as _sre_parse  # type: ignore[import-not-found]  # parser (3.11+): a pattern read, never run, to judge it
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from harness._compat.sre import nonlinear_problem
 from harness.errors import UsageError
 from harness.logs.stamps import line_time
 from harness.mrtr.reasons import OTHER_REASON, normalise_reason
@@ -222,75 +221,20 @@ def _text(table: Mapping[str, Any], key: str, where: str, *, required: bool) -> 
     return value
 
 
-_UNBOUNDED: Final = _sre_constants.MAXREPEAT
-_REPEATS: Final = frozenset({_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT, _sre_constants.POSSESSIVE_REPEAT})
-_BACKREFERENCES: Final = frozenset({_sre_constants.GROUPREF, _sre_constants.GROUPREF_EXISTS})
-
-
 def linear_pattern(text: str, where: str) -> re.Pattern[str]:
     """`text` compiled, if it runs in time linear in a line's length by the project's rules; else AdapterError.
 
     Refused: a quantifier inside a quantified group (`(a+)+`, `(\\w*,)*`: backtracking that grows as a power of the
     line), a backreference (`(a)\\1`), and a pattern that starts with an unbounded run (`.*x`, `\\S+ x`: searched,
-    every start position rescans it)."""
+    every start position rescans it); the standard library's own parser reads it (`harness._compat.sre`)."""
     try:
-        parsed = _sre_parse.parse(text)
+        problem = nonlinear_problem(text)
         compiled = re.compile(text)
     except (re.error, RecursionError, OverflowError) as exc:
         raise AdapterError(f"{where}: not a pattern ({exc})") from None
-    problem = _nonlinear(list(parsed), inside_repeat=False)
-    if problem is None and _starts_with_run(list(parsed)):
-        problem = "it starts with an unbounded run (each position of a line would rescan it): start with a literal"
     if problem is not None:
         raise AdapterError(f"{where}: not linear: {problem}")
     return compiled
-
-
-def _nonlinear(items: list[tuple[Any, Any]], *, inside_repeat: bool) -> str | None:
-    for op, arg in items:
-        if op in _BACKREFERENCES:
-            return "a backreference"
-        if op in _REPEATS:
-            low, high, body = arg
-            if inside_repeat and high != low:
-                return "a nested quantifier"
-            found = _nonlinear(list(body), inside_repeat=inside_repeat or high == _UNBOUNDED or high > 1)
-            if found is not None:
-                return found
-        else:
-            for sub in _subpatterns(op, arg):
-                found = _nonlinear(sub, inside_repeat=inside_repeat)
-                if found is not None:
-                    return found
-    return None
-
-
-def _subpatterns(op: Any, arg: Any) -> list[list[tuple[Any, Any]]]:
-    """The sub-patterns of one parsed item: a group's body, a branch's alternatives, a lookaround's body."""
-    if op == _sre_constants.SUBPATTERN:
-        return [list(arg[-1])]
-    if op == _sre_constants.BRANCH:
-        return [list(branch) for branch in arg[1]]
-    if op in (_sre_constants.ASSERT, _sre_constants.ASSERT_NOT):
-        return [list(arg[1])]
-    if op == _sre_constants.ATOMIC_GROUP:
-        return [list(arg)]
-    return []
-
-
-def _starts_with_run(items: list[tuple[Any, Any]]) -> bool:
-    """Whether the pattern (or one of its leading alternatives) opens with an unbounded repeat."""
-    for op, arg in items:
-        if op == _sre_constants.AT:
-            continue  # an anchor (`^`, `\\b`) takes no characters: look at what follows it
-        if op in _REPEATS:
-            return bool(arg[1] == _UNBOUNDED) or _starts_with_run(list(arg[2]))
-        if op == _sre_constants.SUBPATTERN:
-            return _starts_with_run(list(arg[-1]))
-        if op == _sre_constants.BRANCH:
-            return any(_starts_with_run(list(branch)) for branch in arg[1])
-        return False
-    return False
 
 
 DETECT_LINES: Final = 50
