@@ -107,6 +107,8 @@ class RunFigures(JournalView):
     """Rounds the resource server refused for their token (401) or scope (403), by (flow, tool, round, outcome)."""
     auth_retries: Counter[str] = field(default_factory=Counter)
     """Per flow: rounds resent once after a 401 `invalid_token` renewed the lead's token."""
+    envelope_mutants: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Envelope mutants sent by fuzz flows, by class and answer (`harness.load.envelope.EnvelopeAnswer`)."""
     status: str | None = None
     windows: list[RunFigures] = field(default_factory=list, metadata=TRANSIENT)
     """The hypothesis windows fed from this fold: the live run's probes, not figures of its results (never saved)."""
@@ -214,6 +216,8 @@ class RunFigures(JournalView):
                 counts.add(rounds)
         if get("late"):
             self.late += 1
+        if get("envelope_mutation") is not None:
+            self.envelope_mutants[(str(get("envelope_mutation")), str(get("envelope_answer")))] += 1
         duration, think = get("duration"), get("think_time")
         if isinstance(duration, _NUMBER):
             sketch = self.flow_duration.get(flow)
@@ -511,6 +515,12 @@ def _client_errors_by_code(figures: RunFigures) -> Counter[tuple[str, ...]]:
 @computes("late_starts")
 def _late_starts(figures: RunFigures, selector: dict[str, str]) -> int:
     return figures.late
+
+
+@computes("envelope_mutants")
+def _envelope_mutants(figures: RunFigures, selector: dict[str, str]) -> int:
+    return sum(n for (mutation, answer), n in figures.envelope_mutants.items()
+               if _matches({"mutation": mutation, "answer": answer}, selector))
 
 
 @computes("chaos_failures")

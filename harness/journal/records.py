@@ -306,7 +306,10 @@ class FlowEnded(TypedDict):
     `mutant_round`, `mutant_length` (characters sent) and `mutant_detail` (how it was made);
     never the mutant itself. One that drew a class it found it could not send (cross-principal when
     every lead's token stands for the same principal) adds `mutation_skipped` (that class) and
-    `mutation_skipped_why`, and sends another class if it has one. `host`: the `[[hosts]]` entry its
+    `mutation_skipped_why`, and sends another class if it has one. One that drew an envelope class
+    (`harness.load.envelope`) adds `envelope_mutation`, `envelope_answer` (`as_required`, `otherwise` or
+    `no_answer`), `envelope_length` (bytes sent) and, when answered otherwise, `envelope_got` (what came).
+    `host`: the `[[hosts]]` entry its
     lead sits behind. `trace_id` (32 lowercase hex): the flow's OpenTelemetry trace, when its spans were
     exported (every flow with a failure, and the sampled share of the rest: docs/metrics.md).
     """
@@ -338,6 +341,10 @@ class FlowEnded(TypedDict):
     mutant_detail: NotRequired[str]
     mutation_skipped: NotRequired[str]
     mutation_skipped_why: NotRequired[str]
+    envelope_mutation: NotRequired[str]
+    envelope_answer: NotRequired[str]
+    envelope_length: NotRequired[int]
+    envelope_got: NotRequired[str]
     host: NotRequired[str]
     trace_id: NotRequired[str]
 
