@@ -13,7 +13,7 @@ from harness.config.mutations import EnvelopeMutation
 from harness.config.thresholds import parse_threshold
 from harness.folding.figures import RunFigures
 from harness.folding.fuzz import FuzzFold
-from harness.load.envelope import HUGE_ID, NULL_ID, EnvelopeAnswer, Got, judge, make_mutant, read_answer
+from harness.load.envelope import HUGE_ID, EnvelopeAnswer, judge, make_mutant, read_answer
 from harness.mrtr.transport import HttpAnswer
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}

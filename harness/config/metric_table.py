@@ -93,6 +93,7 @@ _DECLARED = (
     Metric("think_time", _DISTRIBUTION, seconds=True, exported=("mrtr_think_time_seconds",)),
     # The fuzzer's envelope mutants and output contracts (docs/fuzz.md).
     Metric("envelope_mutants", _COUNT, ("mutation", "answer")),
+    Metric("output_schema_mismatches", _COUNT, ("tool",)),
 )
 
 

@@ -281,6 +281,7 @@ class RoundDone(TypedDict):
     host: NotRequired[str]
     auth_retry: NotRequired[bool]
     state_bytes: NotRequired[int]
+    output_mismatch: NotRequired[str]
     trace_id: NotRequired[str]
     span_id: NotRequired[str]
     request_id: NotRequired[int]

@@ -25,7 +25,7 @@ from harness.config.flows import FuzzFlow
 from harness.config.mutations import EnvelopeMutation
 from harness.journal.records import FlowOutcome
 from harness.load.flow import Flow
-from harness.mrtr.transport import HttpAnswer
+from harness.mrtr.transport import HttpAnswer, RoundTransport
 from harness.mrtr.wire import ACCEPT, JSON_CONTENT_TYPE, MCP_METHOD_HEADER
 
 PARSE_ERROR: Final = -32700
@@ -211,6 +211,14 @@ _PARAMS: Final[dict[EnvelopeMutation, object]] = {
     EnvelopeMutation.PARAMS_NULL: None}
 
 
+def exchange(transport: RoundTransport, url: str, mutant: EnvelopeMutant, line: str = "") -> list[Got | None]:
+    """POST the mutant's copies at once (each in its own greenlet) and read each answer (None: none came)."""
+    senders = [gevent.spawn(transport.post, url, mutant.body, mutant.headers, None, line)
+               for _ in range(mutant.copies)]
+    gevent.joinall(senders)
+    return [read_answer(sender.value) if isinstance(sender.value, HttpAnswer) else None for sender in senders]
+
+
 def send_envelope(flow: Flow, spec: FuzzFlow, mutation: EnvelopeMutation) -> FlowOutcome:
     """Send `mutation`'s request (its copies at once) to a replica, judge the answers, and say so on the flow record.
 
@@ -221,16 +229,9 @@ def send_envelope(flow: Flow, spec: FuzzFlow, mutation: EnvelopeMutation) -> Flo
     meta = json.loads(client.envelope.meta_json)
     mutant = make_mutant(mutation, meta, 1_000_000_000 + flow.rng.randrange(1_000_000_000),
                          spec.envelope_body_limit, client.envelope.base_headers)
-    replica = client.router.pick(None)
     line = client.credentials.authorization(flow.lead) if client.credentials is not None else ""
-    senders = [gevent.spawn(client.transport.post, replica, mutant.body, mutant.headers, None, line)
-               for _ in range(mutant.copies)]
-    gevent.joinall(senders)
-    judged = []
-    for sender in senders:
-        answer = sender.value
-        got = read_answer(answer) if isinstance(answer, HttpAnswer) else None
-        judged.append((judge(mutation, got, mutant.sent_id), got))
+    answers = exchange(client.transport, client.router.pick(None), mutant, line)
+    judged = [(judge(mutation, got, mutant.sent_id), got) for got in answers]
     order = list(EnvelopeAnswer)
     verdict, got = max(judged, key=lambda item: order.index(item[0]))
     flow.facts.update(envelope_mutation=mutation.value, envelope_answer=verdict.value, envelope_length=len(mutant.body))

@@ -86,7 +86,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
             "<h2>Invariants</h2>", _invariants_table(verdict),
             "<h2>Reconciliation</h2>", _reconciliation_table(verdict),
             *_hypothesis_section(verdict),
-            *_fuzz_section(verdict),
+            *_fuzz_section(verdict), *_output_contracts_section(verdict),
             "<h2>Rejections by reason and replica</h2>", _rejections_table(figures),
             "<h2>Flows by outcome</h2>", _flows_table(figures),
             "<h2>Flows and failed rounds by host</h2>", _hosts_table(figures),
@@ -322,6 +322,15 @@ def _fuzz_section(verdict: RunVerdict) -> list[str]:
                   table(["", "mutation", *ENVELOPE_COLUMNS, "required", "answered instead", "the SDK's deviation"],
                         envelope, "no envelope mutant sent")]
     return shown if fuzz.rows or fuzz.skipped else shown[2:]
+
+
+def _output_contracts_section(verdict: RunVerdict) -> list[str]:
+    """The tools whose completed results broke the outputSchema they declared (only when one did)."""
+    if not verdict.output_contracts:
+        return []
+    rows = [[_mark(False), cell(tool), cell(row["mismatches"], True), cell(str(row["example"]))]
+            for tool, row in verdict.output_contracts.items()]
+    return ["<h2>Output contracts</h2>", table(["", "tool", "mismatches", "first"], rows, "")]
 
 
 def _top_errors_table(verdict: RunVerdict) -> str:

@@ -37,6 +37,7 @@ def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
     paint = _Paint(color)
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
              *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_fuzz(verdict, paint),
+             *_output_contracts(verdict, paint),
              *_top_errors(verdict, paint), *_expected_answers(verdict, paint), *_hosts(verdict, paint),
              *_status(verdict, paint)]
     return "\n".join(lines) + "\n"
@@ -169,6 +170,15 @@ def _fuzz(verdict: RunVerdict, paint: _Paint) -> list[str]:
     lines += [f"    {paint.mark(None)} {_said(mutation)}: not sent, {_said(why)}"
               for mutation, why in sorted(table.skipped.items())]
     return (lines if table.rows or table.skipped else []) + _envelope(table, paint)
+
+
+def _output_contracts(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    """The tools whose results broke their declared outputSchema, each with how many and the first way."""
+    if not verdict.output_contracts:
+        return []
+    return [*_heading("OUTPUT CONTRACTS", paint),
+            *(f"    {paint.mark(False)} {_said(tool)}: {row['mismatches']} result(s) broke its outputSchema, "
+              f"first {_said(str(row['example']))}" for tool, row in verdict.output_contracts.items())]
 
 
 def _envelope(table: FuzzTable, paint: _Paint) -> list[str]:
