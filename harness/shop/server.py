@@ -66,11 +66,12 @@ RELEASE_FORM: dict[str, Any] = {
 }
 
 LOOSE_OUTPUT_ENV = "MRTR_SHOP_LOOSE_OUTPUT"
-"""A test knob: set to 1 in a replica's environment, quote_refund says `needs_confirmation` as "yes"/"no".
+"""A test knob: set to 1 in a replica's environment, quote_refund says `needs_confirmation` as 1 or 0.
 
-The SDK checks a tool's own CallToolResult against its model in pydantic's lax mode, which takes "yes"
-for True, so the answer goes out; the outputSchema the tool declared says boolean, so a client that
-checks the contract (the harness's `output_schema_mismatches`) sees every quote break it."""
+The SDK checks a tool's own CallToolResult against its model in pydantic's lax mode, which takes 1 for
+True, so the answer goes out; the outputSchema the tool declared says boolean, so a client that checks
+the contract (the harness's `output_schema_mismatches`) sees every quote break it. A client that reads
+the flag for its truth (the shop's own flows) still reads it right, so nothing else in a run changes."""
 
 SESSION_PAYMENT_ROUNDS = 10
 """A 2025 session's URL-mode questions when the shop counts none: its client has no round cap of its own."""
@@ -203,9 +204,8 @@ def build_replica_server(*, name: str, store: Store, api_url: str, security: Req
 
 
 def _loosely(quote: Quote) -> CallToolResult:
-    """The quote with its flag said as "yes"/"no" (`LOOSE_OUTPUT_ENV`): a lax check passes it, the schema not."""
-    flag = "yes" if quote.needs_confirmation else "no"
-    structured = {**quote.model_dump(mode="json"), "needs_confirmation": flag}
+    """The quote with its flag said as 1 or 0 (`LOOSE_OUTPUT_ENV`): a lax check passes it, the schema does not."""
+    structured = {**quote.model_dump(mode="json"), "needs_confirmation": int(quote.needs_confirmation)}
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(structured))],
                           structured_content=structured)
 
