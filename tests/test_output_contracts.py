@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.folding.figures import RunFigures
-from harness.load.output_contracts import RETRY_AFTER, OutputContracts, _result, declared_schemas
+from harness.load.output_contracts import RETRY_AFTER, UNCHECKED, OutputContracts, _result, declared_schemas
 from harness.mrtr.transport import HttpAnswer
 
 QUOTE_SCHEMA = {"type": "object", "properties": {"quote_id": {"type": "string"},
@@ -44,7 +44,7 @@ def test_a_declared_schema_that_is_no_json_schema_counts_every_result():
     assert contracts.mismatch("t", result({})) == "its outputSchema is not a valid JSON Schema"
 
 
-def test_an_unreadable_tools_list_checks_nothing_and_is_read_again_later():
+def test_an_unreadable_tools_list_fails_closed_and_is_read_again_later():
     now = [0.0]
     reads: list[str] = []
 
@@ -54,8 +54,8 @@ def test_an_unreadable_tools_list_checks_nothing_and_is_read_again_later():
 
     contracts = OutputContracts(read, clock=lambda: now[0])
     bad = result({"quote_id": 1, "needs_confirmation": True})
-    assert contracts.mismatch("quote_refund", bad, "Authorization: x\r\n") is None
-    assert contracts.mismatch("quote_refund", bad) is None and len(reads) == 1
+    assert contracts.mismatch("quote_refund", bad, "Authorization: x\r\n") == UNCHECKED
+    assert contracts.mismatch("free_text", bad) == UNCHECKED and len(reads) == 1
     now[0] = RETRY_AFTER
     assert contracts.mismatch("quote_refund", bad) == "quote_id: fails type" and len(reads) == 2
     assert reads[0] == "Authorization: x\r\n"

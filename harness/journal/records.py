@@ -252,6 +252,9 @@ class RoundDone(TypedDict):
     once more, with the same state and answers. Absent on every other round.
     `state_bytes`: the length of the `requestState` the answer carried (an `input_required` round's, the
     state the next round echoes); absent when it carried none.
+    `output_mismatch`: a completed round whose result is not shown to conform to the `outputSchema` its tool
+    declared in tools/list (`harness.load.output_contracts`): where and which keyword failed, never the value, or
+    that tools/list could not be read (the count fails closed); absent when it conforms.
     With spans exported (docs/metrics.md), every round carries `span_id` (16 lowercase hex: its OpenTelemetry
     client span, whose `traceparent` the request carried), `request_id` (its JSON-RPC id) and `server` (the `host:port`
     it was sent to): the run's live fold builds the round's span from them. A failed round also carries its trace's

@@ -8,8 +8,10 @@ that names where and which keyword failed, never the value (a tool's output is t
 
 The schemas are foreign text: validated as JSON Schema first (one that is not counts every result
 of its tool as a mismatch, saying so), checked with `jsonschema` (a dependency of the MCP SDK),
-which resolves no remote `$ref`. When tools/list cannot be read, nothing is checked and the load
-process tries again after `RETRY_AFTER` seconds.
+which resolves no remote `$ref`. When tools/list cannot be read, a completed result cannot be shown
+to conform: it counts as a mismatch that says so (`UNCHECKED`), so a gate on the count fails closed
+rather than passing on nothing checked, and the load process reads tools/list again after
+`RETRY_AFTER` seconds.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ MAX_PAGES: Final = 20
 RETRY_AFTER: Final = 10.0
 DETAIL_LIMIT: Final = 200
 _NOT_VALID = "its outputSchema is not a valid JSON Schema"
+UNCHECKED: Final = "not checked: tools/list could not be read"
 
 Checker = Callable[[Any], str | None]
 
@@ -91,7 +94,9 @@ class OutputContracts:
         `line`: the `Authorization` field line tools/list goes with, when it must be read now.
         """
         checkers = self._load(line)
-        check = checkers.get(tool) if checkers is not None else None
+        if checkers is None:
+            return UNCHECKED
+        check = checkers.get(tool)
         return check(result) if check is not None else None
 
     def _load(self, line: str) -> dict[str, Checker] | None:

@@ -177,8 +177,8 @@ def _output_contracts(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if not verdict.output_contracts:
         return []
     return [*_heading("OUTPUT CONTRACTS", paint),
-            *(f"    {paint.mark(False)} {_said(tool)}: {row['mismatches']} result(s) broke its outputSchema, "
-              f"first {_said(str(row['example']))}" for tool, row in verdict.output_contracts.items())]
+            *(f"    {paint.mark(False)} {_said(tool)}: {row['mismatches']} result(s) not shown to conform to its "
+              f"outputSchema, first {_said(str(row['example']))}" for tool, row in verdict.output_contracts.items())]
 
 
 def _envelope(table: FuzzTable, paint: _Paint) -> list[str]:
