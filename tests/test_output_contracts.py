@@ -84,3 +84,25 @@ def test_any_tools_list_answer_reads_without_raising(status, content_type, body)
     page = _result(HttpAnswer(status, content_type, body))
     assert page is None or isinstance(page, dict)
     declared_schemas([page])
+
+
+def test_flows_that_need_the_schemas_while_they_are_read_wait_for_them_rather_than_count_unchecked():
+    import gevent
+    from gevent.event import Event
+
+    answered = Event()
+    reads: list[str] = []
+
+    def read(line: str) -> list[object] | None:
+        reads.append(line)
+        answered.wait(5)
+        return PAGES
+
+    contracts = OutputContracts(read)
+    bad = result({"quote_id": 1, "needs_confirmation": True})
+    first = gevent.spawn(contracts.mismatch, "quote_refund", bad)
+    second = gevent.spawn(contracts.mismatch, "quote_refund", bad)
+    gevent.sleep(0)
+    answered.set()
+    gevent.joinall([first, second], timeout=5)
+    assert [first.value, second.value] == ["quote_id: fails type"] * 2 and len(reads) == 1

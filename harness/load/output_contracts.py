@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from gevent.lock import BoundedSemaphore
+
 from harness.mrtr.transport import HttpAnswer, RoundTransport
 from harness.mrtr.wire import ACCEPT, JSON_CONTENT_TYPE, MCP_METHOD_HEADER
 
@@ -87,6 +89,7 @@ class OutputContracts:
         self._clock = clock
         self._checkers: dict[str, Checker] | None = None
         self._failed_at: float | None = None
+        self._reading = BoundedSemaphore()
 
     def mismatch(self, tool: str, result: Any, line: str = "") -> str | None:
         """How a completed round's result breaks its tool's declared outputSchema (None: it conforms, or none).
@@ -100,15 +103,20 @@ class OutputContracts:
         return check(result) if check is not None else None
 
     def _load(self, line: str) -> dict[str, Checker] | None:
+        """The checkers, read now if need be; the flows that need them meanwhile wait for the one read."""
         if self._checkers is not None:
             return self._checkers
-        if self._failed_at is not None and self._clock() - self._failed_at < RETRY_AFTER:
-            return None
-        self._failed_at = self._clock()  # also while reading: the other greenlets do not read it again meanwhile
-        pages = self._read_pages(line)
-        if pages is not None:
+        with self._reading:
+            if self._checkers is not None:
+                return self._checkers
+            if self._failed_at is not None and self._clock() - self._failed_at < RETRY_AFTER:
+                return None
+            pages = self._read_pages(line)
+            if pages is None:
+                self._failed_at = self._clock()
+                return None
             self._checkers = declared_schemas(pages)
-        return self._checkers
+            return self._checkers
 
 
 def read_tool_pages(transport: RoundTransport, url: str, meta_json: str, headers: Mapping[str, str],
