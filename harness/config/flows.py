@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from pydantic import BeforeValidator, Field, field_validator
 
 from harness.config.leads import LeadProfile
-from harness.config.mutations import DEFAULT_MUTATIONS, Mutation, skipped_mutations
+from harness.config.mutations import (
+    DEFAULT_MUTATIONS,
+    ENVELOPE_BODY_LIMIT,
+    EnvelopeMutation,
+    Mutation,
+    skipped_mutations,
+)
 from harness.config.strict import Strict
 from harness.vocabulary import PAYMENT_ROUNDS
 
@@ -257,6 +263,13 @@ class FuzzFlow(FlowKind):
     mutations: list[Mutation] = Field(default_factory=lambda: list(DEFAULT_MUTATIONS), min_length=1,
                                       description="the mutation classes to send, one per flow, picked at random "
                                                   "(seeded); default: all but expired")
+    envelope: list[EnvelopeMutation] = Field(
+        default_factory=list, description="JSON-RPC envelope mutants to send too, drawn with `mutations` (one per "
+                                          "flow): each must get the answer JSON-RPC 2.0 and MCP's streamable HTTP "
+                                          "require (docs/fuzz.md); default: none")
+    envelope_body_limit: int = Field(default=ENVELOPE_BODY_LIMIT, gt=0, le=64 * 1024 * 1024,
+                                     description="bytes the server takes in one body: oversize-body sends one more, "
+                                                 "which must get HTTP 413 (default: the SDK's 4 MiB)")
     swap_tool: str | None = Field(default=None, min_length=1,
                                   description="with `tool`: another tool whose first-round state swap-tool sends "
                                               "(the shop: record_return)")
@@ -265,11 +278,11 @@ class FuzzFlow(FlowKind):
                                     description="what the lead answers on the retry, as a `call` flow's `answers` "
                                                 "(the lead always answers: it never declines, cancels or abandons)")
 
-    @field_validator("mutations")
+    @field_validator("mutations", "envelope")
     @classmethod
-    def _each_once(cls, mutations: list[Mutation]) -> list[Mutation]:
+    def _each_once(cls, mutations: list[Any]) -> list[Any]:
         if len(set(mutations)) != len(mutations):
-            raise ValueError("mutations names a class twice")
+            raise ValueError("names a class twice")
         return mutations
 
     def skipped(self, principal: bool) -> dict[Mutation, str]:

@@ -50,3 +50,29 @@ def skipped_mutations(chosen: Sequence[Mutation], *, several_arguments: bool,
     if not other_tool and Mutation.SWAP_TOOL in chosen:
         skipped[Mutation.SWAP_TOOL] = "needs `swap_tool`, a tool whose state the flow can mint"
     return skipped
+
+
+class EnvelopeMutation(StrEnum):
+    """One way of sending the JSON-RPC envelope itself wrong (the `envelope` list of a `fuzz` flow).
+
+    What each must be answered with, by JSON-RPC 2.0 and MCP's streamable HTTP transport, is
+    `harness.load.envelope.REQUIRED`; none of them reaches a tool.
+    """
+
+    INVALID_JSON = "invalid-json"  # a body cut off mid-object: -32700
+    MISSING_ID = "missing-id"  # a tools/call without `id`: a notification, so 202 and no body
+    DUPLICATE_ID = "duplicate-id"  # two requests in flight with one id: each answered, with that id
+    OBJECT_ID = "object-id"  # `"id": {...}`: -32600
+    ARRAY_ID = "array-id"  # `"id": [...]`: -32600
+    FLOAT_ID = "float-id"  # `"id": 1.5`: MCP ids are strings or integers, so -32600
+    HUGE_ID = "huge-id"  # an integer past 2**64: answered, with that id
+    JSONRPC_1 = "jsonrpc-1.0"  # `"jsonrpc": "1.0"`: -32600
+    JSONRPC_MISSING = "jsonrpc-missing"  # no `jsonrpc`: -32600
+    PARAMS_ARRAY = "params-array"  # `params` by position: -32600 or -32602
+    PARAMS_STRING = "params-string"  # `params` a string: -32600
+    PARAMS_NULL = "params-null"  # `params` null: -32600
+    OVERSIZE_BODY = "oversize-body"  # a body one byte past `envelope_body_limit`: HTTP 413
+
+
+ENVELOPE_BODY_LIMIT: Final = 4 * 1024 * 1024
+"""The default `envelope_body_limit`: the SDK's own (`max_request_body_size` of its streamable HTTP manager)."""

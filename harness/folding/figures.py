@@ -107,6 +107,12 @@ class RunFigures(JournalView):
     """Rounds the resource server refused for their token (401) or scope (403), by (flow, tool, round, outcome)."""
     auth_retries: Counter[str] = field(default_factory=Counter)
     """Per flow: rounds resent once after a 401 `invalid_token` renewed the lead's token."""
+    envelope_mutants: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Envelope mutants sent by fuzz flows, by class and answer (`harness.load.envelope.EnvelopeAnswer`)."""
+    output_mismatches: Counter[str] = field(default_factory=Counter)
+    """Per tool: completed results that break its declared outputSchema (`harness.load.output_contracts`)."""
+    output_mismatch_examples: dict[str, str] = field(default_factory=dict)
+    """Per tool: the first such mismatch, as the round record said it (where, and which keyword)."""
     status: str | None = None
     windows: list[RunFigures] = field(default_factory=list, metadata=TRANSIENT)
     """The hypothesis windows fed from this fold: the live run's probes, not figures of its results (never saved)."""
@@ -173,6 +179,11 @@ class RunFigures(JournalView):
             self.auth_refusals[(flow, str(get("tool")), number, str(outcome))] += 1
         if get("auth_retry"):
             self.auth_retries[flow] += 1
+        mismatch = get("output_mismatch")
+        if mismatch is not None:
+            tool = str(get("tool"))
+            self.output_mismatches[tool] += 1
+            self.output_mismatch_examples.setdefault(tool, str(mismatch))
         crossed = get("crossed")
         if crossed is not None:
             self.continuations[flow] += 1
@@ -214,6 +225,8 @@ class RunFigures(JournalView):
                 counts.add(rounds)
         if get("late"):
             self.late += 1
+        if get("envelope_mutation") is not None:
+            self.envelope_mutants[(str(get("envelope_mutation")), str(get("envelope_answer")))] += 1
         duration, think = get("duration"), get("think_time")
         if isinstance(duration, _NUMBER):
             sketch = self.flow_duration.get(flow)
@@ -288,6 +301,11 @@ class RunFigures(JournalView):
         """The samples of a distribution metric that `selector` picks, merged into one sketch (or exact counts)."""
         values: Sketch | Counts = _computation(metric, Kind.DISTRIBUTION)(self, selector)
         return values
+
+    def output_contracts(self) -> dict[str, dict[str, Any]]:
+        """Per tool with a mismatch: how many of its results broke its declared outputSchema, and the first way."""
+        return {tool: {"mismatches": count, "example": self.output_mismatch_examples.get(tool, "")}
+                for tool, count in sorted(self.output_mismatches.items())}
 
     def breakdown(self, metric: str) -> Counter[tuple[str, ...]]:
         """An exactly gated count by its `gate_labels` values (compare's rows): every key seen, zeros included."""
@@ -511,6 +529,17 @@ def _client_errors_by_code(figures: RunFigures) -> Counter[tuple[str, ...]]:
 @computes("late_starts")
 def _late_starts(figures: RunFigures, selector: dict[str, str]) -> int:
     return figures.late
+
+
+@computes("envelope_mutants")
+def _envelope_mutants(figures: RunFigures, selector: dict[str, str]) -> int:
+    return sum(n for (mutation, answer), n in figures.envelope_mutants.items()
+               if _matches({"mutation": mutation, "answer": answer}, selector))
+
+
+@computes("output_schema_mismatches")
+def _output_schema_mismatches(figures: RunFigures, selector: dict[str, str]) -> int:
+    return sum(n for tool, n in figures.output_mismatches.items() if _matches({"tool": tool}, selector))
 
 
 @computes("chaos_failures")

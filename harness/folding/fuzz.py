@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.config.flows import FuzzFlow
-from harness.config.mutations import Mutation
+from harness.config.mutations import EnvelopeMutation, Mutation
 from harness.config.scenario import Scenario
 from harness.folding.reconcile import SLACK_AFTER, SLACK_BEFORE
 from harness.journal.records import RecordType
 from harness.journal.writer import JournalView
+from harness.load.envelope import REQUIRED, SDK_DEVIATIONS, EnvelopeAnswer
 from harness.load.mutations import EXPECTED_REASONS, FINDINGS, MutantAnswer
 from harness.mrtr.outcome import Outcome
 
@@ -39,6 +40,8 @@ _STAMP = 0.002
 """A log line's own time has millisecond resolution: a line stamped inside its round may read a little outside."""
 COLUMNS = ("sent", *(answer.value for answer in MutantAnswer))
 """The counts of a row, in the order every output shows them."""
+ENVELOPE_COLUMNS = ("sent", *(answer.value for answer in EnvelopeAnswer))
+"""The counts of an envelope row, in the order every output shows them."""
 
 
 @dataclass
@@ -66,18 +69,44 @@ class MutationRow:
                 "examples": list(self.findings)}
 
 
+@dataclass
+class EnvelopeRow:
+    """One envelope class: how many were sent, each answer's count, and what came instead of the required answer."""
+
+    mutation: str
+    counts: Counter[str] = field(default_factory=Counter)
+    got: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def required(self) -> str:
+        known = EnvelopeMutation._value2member_map_.get(self.mutation)
+        return REQUIRED[EnvelopeMutation(self.mutation)].text if known else ""
+
+    @property
+    def sdk_deviation(self) -> str:
+        """What the Python SDK's server is known to answer instead, when it deviates ("" when it does not)."""
+        known = EnvelopeMutation._value2member_map_.get(self.mutation)
+        return SDK_DEVIATIONS.get(EnvelopeMutation(self.mutation), "") if known else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**{column: self.counts[column] for column in ENVELOPE_COLUMNS}, "required": self.required,
+                "answered_instead": dict(sorted(self.got.items())), "sdk_deviation": self.sdk_deviation}
+
+
 @dataclass(frozen=True)
 class FuzzTable:
     """What the reports show: one row per class sent, and the chosen classes no flow could send, with why."""
 
     rows: list[MutationRow]
     skipped: dict[str, str]
+    envelope: list[EnvelopeRow] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.rows or self.skipped)
+        return bool(self.rows or self.skipped or self.envelope)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"by_mutation": {row.mutation: row.as_dict() for row in self.rows}, "skipped": dict(self.skipped)}
+        return {"by_mutation": {row.mutation: row.as_dict() for row in self.rows}, "skipped": dict(self.skipped),
+                "by_envelope": {row.mutation: row.as_dict() for row in self.envelope}}
 
 
 @dataclass
@@ -89,6 +118,7 @@ class FuzzFold(JournalView):
     logged: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     skipped_at_run: dict[str, Counter[str]] = field(default_factory=dict)
     """Classes flows drew and found they could not send, by why, with how many flows did."""
+    envelope: dict[str, EnvelopeRow] = field(default_factory=dict)
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -111,6 +141,12 @@ class FuzzFold(JournalView):
         if isinstance(record.get("mutation_skipped"), str):
             self.skipped_at_run.setdefault(record["mutation_skipped"], Counter())[
                 str(record.get("mutation_skipped_why"))] += 1
+        if isinstance(record.get("envelope_mutation"), str):
+            row = self.envelope.setdefault(record["envelope_mutation"], EnvelopeRow(record["envelope_mutation"]))
+            row.counts["sent"] += 1
+            row.counts[str(record.get("envelope_answer"))] += 1
+            if record.get("envelope_got") is not None:
+                row.got[str(record["envelope_got"])] += 1
         if record.get("mutation") is not None:
             self.mutants.append({key: record.get(key) for key in ("flow_id", "mutation", "mutant_answer",
                                                                   "mutant_round", "mutant_length", "mutant_detail")})
@@ -132,7 +168,10 @@ class FuzzFold(JournalView):
         for mutation, whys in self.skipped_at_run.items():
             skipped[mutation] = "; ".join(f"{why} ({count} flow{'s' * (count != 1)} drew it)"
                                           for why, count in sorted(whys.items()))
-        return FuzzTable(sorted(rows.values(), key=lambda row: order.get(row.mutation, len(order))), skipped)
+        envelope_order = {mutation.value: index for index, mutation in enumerate(EnvelopeMutation)}
+        return FuzzTable(sorted(rows.values(), key=lambda row: order.get(row.mutation, len(order))), skipped,
+                         sorted(self.envelope.values(),
+                                key=lambda row: envelope_order.get(row.mutation, len(envelope_order))))
 
     def _reasons(self, rows: dict[str, MutationRow]) -> None:
         """Pair each rejected mutant with a free logged line on its replica, in three passes (see the module)."""

@@ -252,6 +252,9 @@ class RoundDone(TypedDict):
     once more, with the same state and answers. Absent on every other round.
     `state_bytes`: the length of the `requestState` the answer carried (an `input_required` round's, the
     state the next round echoes); absent when it carried none.
+    `output_mismatch`: a completed round whose result is not shown to conform to the `outputSchema` its tool
+    declared in tools/list (`harness.load.output_contracts`): where and which keyword failed, never the value, or
+    that tools/list could not be read (the count fails closed); absent when it conforms.
     With spans exported (docs/metrics.md), every round carries `span_id` (16 lowercase hex: its OpenTelemetry
     client span, whose `traceparent` the request carried), `request_id` (its JSON-RPC id) and `server` (the `host:port`
     it was sent to): the run's live fold builds the round's span from them. A failed round also carries its trace's
@@ -281,6 +284,7 @@ class RoundDone(TypedDict):
     host: NotRequired[str]
     auth_retry: NotRequired[bool]
     state_bytes: NotRequired[int]
+    output_mismatch: NotRequired[str]
     trace_id: NotRequired[str]
     span_id: NotRequired[str]
     request_id: NotRequired[int]
@@ -306,7 +310,10 @@ class FlowEnded(TypedDict):
     `mutant_round`, `mutant_length` (characters sent) and `mutant_detail` (how it was made);
     never the mutant itself. One that drew a class it found it could not send (cross-principal when
     every lead's token stands for the same principal) adds `mutation_skipped` (that class) and
-    `mutation_skipped_why`, and sends another class if it has one. `host`: the `[[hosts]]` entry its
+    `mutation_skipped_why`, and sends another class if it has one. One that drew an envelope class
+    (`harness.load.envelope`) adds `envelope_mutation`, `envelope_answer` (`as_required`, `otherwise` or
+    `no_answer`), `envelope_length` (bytes sent) and, when answered otherwise, `envelope_got` (what came).
+    `host`: the `[[hosts]]` entry its
     lead sits behind. `trace_id` (32 lowercase hex): the flow's OpenTelemetry trace, when its spans were
     exported (every flow with a failure, and the sampled share of the rest: docs/metrics.md).
     """
@@ -338,6 +345,10 @@ class FlowEnded(TypedDict):
     mutant_detail: NotRequired[str]
     mutation_skipped: NotRequired[str]
     mutation_skipped_why: NotRequired[str]
+    envelope_mutation: NotRequired[str]
+    envelope_answer: NotRequired[str]
+    envelope_length: NotRequired[int]
+    envelope_got: NotRequired[str]
     host: NotRequired[str]
     trace_id: NotRequired[str]
 

@@ -27,6 +27,7 @@ from harness.journal.writer import Journal
 from harness.leads.answers import UnanswerableRequest
 from harness.leads.lead import Action, Lead
 from harness.load.mutations import StatePool
+from harness.load.output_contracts import OutputContracts, read_tool_pages
 from harness.load.seeding import stream
 from harness.logs.parse import clean_label
 from harness.metrics.registry import RunMetrics
@@ -83,7 +84,15 @@ class FlowEnv:
     """The run's sampling when spans are exported (`harness.telemetry.switch`): each flow then draws its trace ids
     and writes them into the journal, whose live fold builds and sends the spans; None when tracing is off."""
 
+    contracts: OutputContracts | None = None
+    """Each tool's declared outputSchema and the check of its results; by default read from the client's target."""
+
     def __post_init__(self) -> None:
+        if self.contracts is None:
+            client = self.client
+            self.contracts = OutputContracts(lambda line: read_tool_pages(
+                client.transport, client.router.pick(None), client.envelope.meta_json, client.envelope.base_headers,
+                line))
         self._profiles: dict[int, LeadProfile] = {}
         self._served_by: dict[str, str] = {}
         self._host_list = [host for host, _ in self.hosts.values()]
@@ -307,6 +316,12 @@ class Flow:
             done["auth_retry"] = True
         if record.request_state is not None:
             done["state_bytes"] = len(record.request_state)
+        if record.outcome is Outcome.COMPLETE and record.result is not None and env.contracts is not None:
+            credentials = env.client.credentials
+            line = credentials.authorization(self.lead) if credentials is not None and self.lead is not None else ""
+            mismatch = env.contracts.mismatch(tool, record.result, line)
+            if mismatch is not None:
+                done["output_mismatch"] = mismatch
         if record.outcome in AUTH_OUTCOMES:
             env.run_metrics.auth_refused(self.kind, tool, record.round, record.outcome.value)
         if self.trace is not None:

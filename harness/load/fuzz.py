@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness.config.flows import FuzzFlow
-from harness.config.mutations import Mutation
+from harness.config.mutations import EnvelopeMutation, Mutation
 from harness.journal.records import FlowOutcome
+from harness.load.envelope import send_envelope
 from harness.load.flow import Flow, outcome_of, result_of, steps_of
 from harness.load.mutations import Mutant, answer_of, mutate_token
 from harness.load.shop_flows import quote_order, shop_of
@@ -38,10 +39,15 @@ def fuzz(flow: Flow, spec: FuzzFlow, intended_at: float | None) -> Steps[FlowOut
     `[target.auth]` it goes with the token of a lead who is someone else (`LeadTokens.other_principal`);
     when no lead is, the flow draws another class and its record says which class it skipped and why
     (`mutation_skipped`, `mutation_skipped_why`), so the report does not count a hole that is not there.
+    A draw of one of the flow's `envelope` classes sends that broken envelope instead (`harness.load.envelope`).
     """
     target = flow.env.scenario.target
     runnable = spec.runnable(target.sends_principal)
-    mutation = flow.rng.choice(runnable)
+    choices: list[Mutation | EnvelopeMutation] = [*runnable, *spec.envelope]
+    drawn = flow.rng.choice(choices)
+    if isinstance(drawn, EnvelopeMutation):
+        return send_envelope(flow, spec, drawn)
+    mutation: Mutation = drawn
     other_lead: int | None = None
     if mutation is Mutation.CROSS_PRINCIPAL and flow.env.tokens is not None:
         other_lead = flow.env.tokens.other_principal(flow.lead)

@@ -121,7 +121,8 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
     read = live if live is not None else read_run(journal_paths)
     verdict = replace(decide(read.figures, thresholds, read.checks), top_errors=read.errors.top(),
                       expected_answers=read.errors.top_expected(),
-                      fuzz=read.fuzz.table(scenario), unreadable=read.unreadable, hosts=read.figures.hosts(),
+                      fuzz=read.fuzz.table(scenario), output_contracts=read.figures.output_contracts(),
+                      unreadable=read.unreadable, hosts=read.figures.hosts(),
                       judged=judged)
     forged = read.foreign_line()
     if forged is not None or (distrust_damage and read.unreadable):

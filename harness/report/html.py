@@ -16,9 +16,10 @@ from harness.atomic_files import write_atomically
 from harness.config.load import Load
 from harness.config.scenario import Scenario
 from harness.folding.figures import RunFigures
-from harness.folding.fuzz import COLUMNS
+from harness.folding.fuzz import COLUMNS, ENVELOPE_COLUMNS
 from harness.folding.top_errors import ErrorGroup
 from harness.foreign_text import html as escape  # foreign text: escaped, controls shown, capped
+from harness.load.envelope import EnvelopeAnswer
 from harness.load.mutations import FINDINGS
 from harness.report import svg
 from harness.report.series import (
@@ -85,7 +86,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
             "<h2>Invariants</h2>", _invariants_table(verdict),
             "<h2>Reconciliation</h2>", _reconciliation_table(verdict),
             *_hypothesis_section(verdict),
-            *_fuzz_section(verdict),
+            *_fuzz_section(verdict), *_output_contracts_section(verdict),
             "<h2>Rejections by reason and replica</h2>", _rejections_table(figures),
             "<h2>Flows by outcome</h2>", _flows_table(figures),
             "<h2>Flows and failed rounds by host</h2>", _hosts_table(figures),
@@ -310,8 +311,26 @@ def _fuzz_section(verdict: RunVerdict) -> list[str]:
              cell(", ".join(row.expected_reasons) or "-"), cell("; ".join(row.findings))] for row in fuzz.rows]
     rows += [[_mark(None, "skipped"), cell(mutation), *(cell("", True) for _ in COLUMNS), cell(why), cell(""),
               cell("")] for mutation, why in sorted(fuzz.skipped.items())]
-    return ["<h2>Fuzzed requestStates</h2>",
-            table(["", "mutation", *COLUMNS, "reasons logged", "expected", "findings"], rows, "no mutant sent")]
+    shown = ["<h2>Fuzzed requestStates</h2>",
+             table(["", "mutation", *COLUMNS, "reasons logged", "expected", "findings"], rows, "no mutant sent")]
+    if fuzz.envelope:
+        envelope = [[_mark(not (row.counts[EnvelopeAnswer.OTHERWISE] + row.counts[EnvelopeAnswer.NO_ANSWER])),
+                     cell(row.mutation), *(cell(row.counts[column], True) for column in ENVELOPE_COLUMNS),
+                     cell(row.required), cell(", ".join(f"{got} {count}" for got, count in sorted(row.got.items()))
+                                              or "-"), cell(row.sdk_deviation or "-")] for row in fuzz.envelope]
+        shown += ["<h2>Fuzzed JSON-RPC envelopes</h2>",
+                  table(["", "mutation", *ENVELOPE_COLUMNS, "required", "answered instead", "the SDK's deviation"],
+                        envelope, "no envelope mutant sent")]
+    return shown if fuzz.rows or fuzz.skipped else shown[2:]
+
+
+def _output_contracts_section(verdict: RunVerdict) -> list[str]:
+    """The tools whose completed results broke the outputSchema they declared (only when one did)."""
+    if not verdict.output_contracts:
+        return []
+    rows = [[_mark(False), cell(tool), cell(row["mismatches"], True), cell(str(row["example"]))]
+            for tool, row in verdict.output_contracts.items()]
+    return ["<h2>Output contracts</h2>", table(["", "tool", "mismatches", "first"], rows, "")]
 
 
 def _top_errors_table(verdict: RunVerdict) -> str:

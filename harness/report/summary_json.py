@@ -55,6 +55,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "top_errors": [group.as_dict() for group in verdict.top_errors],
         "expected_answers": [group.as_dict() for group in verdict.expected_answers],
         "fuzz": verdict.fuzz.as_dict() if verdict.fuzz else None,
+        "output_contracts": verdict.output_contracts,
         "journal": journal,
         "extra": extra,
     }

@@ -263,7 +263,11 @@ class Summary(_Part):
     chaos: list[ChaosRow] = Field(description="every chaos action")
     top_errors: list[ErrorGroup] = Field(description="what servers said most often when rounds failed")
     expected_answers: list[ErrorGroup] = Field(description="tool errors that answered a lead's decline or cancel")
-    fuzz: dict[str, Any] | None = Field(description="the fuzzer's table (`by_mutation`, `skipped`); null without one")
+    fuzz: dict[str, Any] | None = Field(description="the fuzzer's table (`by_mutation`, `skipped`, `by_envelope`); "
+                                                    "null without one")
+    output_contracts: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
+        "per tool whose completed results broke the `outputSchema` it declared in tools/list: `mismatches` (how "
+        "many) and `example` (the first: where, and which keyword); empty when every result conformed"))
     journal: JournalRead | None
     extra: dict[str, Any] = Field(description="`cpu` (harness and replica CPU per round), and what a caller adds")
     compare: Comparison | None = Field(default=None, description="present after `run --baseline DIR` only")

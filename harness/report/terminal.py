@@ -10,8 +10,9 @@ error's escape sequence shows as text and cannot erase or forge a line.
 from __future__ import annotations
 
 from harness import foreign_text
-from harness.folding.fuzz import COLUMNS
+from harness.folding.fuzz import COLUMNS, ENVELOPE_COLUMNS, FuzzTable
 from harness.folding.top_errors import ErrorGroup
+from harness.load.envelope import EnvelopeAnswer
 from harness.load.mutations import FINDINGS
 from harness.report.verdict import (
     RunStatus,
@@ -36,6 +37,7 @@ def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
     paint = _Paint(color)
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
              *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_fuzz(verdict, paint),
+             *_output_contracts(verdict, paint),
              *_top_errors(verdict, paint), *_expected_answers(verdict, paint), *_hosts(verdict, paint),
              *_status(verdict, paint)]
     return "\n".join(lines) + "\n"
@@ -167,6 +169,31 @@ def _fuzz(verdict: RunVerdict, paint: _Paint) -> list[str]:
                                                                                                   strict=True))]
     lines += [f"    {paint.mark(None)} {_said(mutation)}: not sent, {_said(why)}"
               for mutation, why in sorted(table.skipped.items())]
+    return (lines if table.rows or table.skipped else []) + _envelope(table, paint)
+
+
+def _output_contracts(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    """The tools whose results broke their declared outputSchema, each with how many and the first way."""
+    if not verdict.output_contracts:
+        return []
+    return [*_heading("OUTPUT CONTRACTS", paint),
+            *(f"    {paint.mark(False)} {_said(tool)}: {row['mismatches']} result(s) not shown to conform to its "
+              f"outputSchema, first {_said(str(row['example']))}" for tool, row in verdict.output_contracts.items())]
+
+
+def _envelope(table: FuzzTable, paint: _Paint) -> list[str]:
+    """The envelope mutants by class: a ✗ on a class any of whose mutants was answered otherwise or not at all."""
+    if not table.envelope:
+        return []
+    lines = [*_heading("FUZZ (ENVELOPE)", paint)]
+    width = max(len(row.mutation) for row in table.envelope)
+    for row in table.envelope:
+        counts = "  ".join(f"{column} {row.counts[column]}" for column in ENVELOPE_COLUMNS)
+        instead = ", ".join(f"{got} {count}" for got, count in sorted(row.got.items()))
+        known = f" (the SDK's known deviation: {row.sdk_deviation})" if row.sdk_deviation else ""
+        wrong = row.counts[EnvelopeAnswer.OTHERWISE] + row.counts[EnvelopeAnswer.NO_ANSWER]
+        lines.append(f"    {paint.mark(not wrong)} {_said(row.mutation).ljust(width)}  {counts}"
+                     + (f" — required {row.required}; got {_said(instead)}{known}" if instead else ""))
     return lines
 
 

@@ -67,6 +67,9 @@ class RunVerdict:
     fuzz: FuzzTable | None = None
     """The fuzzer's table (mutants sent and answered, by class): shown beside the decision; the decision
     reads its findings through the `no_mutant_accepted` invariant."""
+    output_contracts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per tool whose results broke the outputSchema it declared: how many, and the first way (`mismatches`,
+    `example`); shown beside the decision, which reads it through the `output_schema_mismatches` threshold."""
     unreadable: int = 0
     """Journal lines the verdict was decided without (not a record, or a record the figures could not take):
     above 0, the journal is damaged and `report` does not trust the verdict it rebuilt (exit 4 unless --lenient)."""

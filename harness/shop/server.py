@@ -28,8 +28,9 @@ hand-built tools check `ctx.protocol_version` and ask a 2025 session with
 from __future__ import annotations
 
 import json
+import os
 import secrets
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import httpx
 from mcp.server.auth.provider import TokenVerifier
@@ -40,11 +41,13 @@ from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CallToolResult,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitRequestURLParams,
     ElicitResult,
     InputRequiredResult,
+    TextContent,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
@@ -61,6 +64,14 @@ RELEASE_FORM: dict[str, Any] = {
     "properties": {"release": {"type": "boolean", "title": "Release"}},
     "required": ["release"],
 }
+
+LOOSE_OUTPUT_ENV = "MRTR_SHOP_LOOSE_OUTPUT"
+"""A test knob: set to 1 in a replica's environment, quote_refund says `needs_confirmation` as 1 or 0.
+
+The SDK checks a tool's own CallToolResult against its model in pydantic's lax mode, which takes 1 for
+True, so the answer goes out; the outputSchema the tool declared says boolean, so a client that checks
+the contract (the harness's `output_schema_mismatches`) sees every quote break it. A client that reads
+the flag for its truth (the shop's own flows) still reads it right, so nothing else in a run changes."""
 
 SESSION_PAYMENT_ROUNDS = 10
 """A 2025 session's URL-mode questions when the shop counts none: its client has no round cap of its own."""
@@ -192,7 +203,16 @@ def build_replica_server(*, name: str, store: Store, api_url: str, security: Req
                         auth=auth)
 
 
+def _loosely(quote: Quote) -> CallToolResult:
+    """The quote with its flag said as 1 or 0 (`LOOSE_OUTPUT_ENV`): a lax check passes it, the schema does not."""
+    structured = {**quote.model_dump(mode="json"), "needs_confirmation": int(quote.needs_confirmation)}
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(structured))],
+                          structured_content=structured)
+
+
 def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi, serve_2025: bool) -> None:
+    loose_output = os.environ.get(LOOSE_OUTPUT_ENV) == "1"
+
     @server.tool(description="Quote a whole refund of an order, by its order_id (e.g. O-1234).")
     async def quote_refund(order_id: str) -> Quote:
         status, body = await api.request("GET", f"/orders/{order_id}/refund-quote")
@@ -201,6 +221,8 @@ def _add_refund_tools(server: MCPServer, records: ShopRecords, api: ShopApi, ser
         quote = Quote(quote_id=f"Q-{secrets.token_hex(5)}", order_id=order_id, amount=body["amount"],
                       needs_confirmation=body["needs_confirmation"])
         records.save_quote(quote)
+        if loose_output:  # the SDK passes a CallToolResult through; the declared schema stays Quote's
+            return cast(Quote, _loosely(quote))
         return quote
 
     @server.tool(description="Issue the refund a quote describes. Above EUR 150.00 a support lead confirms it.")
