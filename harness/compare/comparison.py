@@ -29,6 +29,7 @@ from harness.compare.stats import UTest, mann_whitney_greater_counted
 from harness.config.compare import CompareSettings
 from harness.config.metric_table import METRICS, Gate, Metric, gated
 from harness.config.scenario import Scenario
+from harness.folding.health import Slope
 from harness.journal.records import EndStatus
 
 PERCENTILES = ("p50", "p95", "p99")
@@ -303,6 +304,35 @@ def _harness_cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[M
 def _replica_cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
     return _cpu(judge, "cpu.replica_per_round_ms", before.replica_per_round_ms, after.replica_per_round_ms,
                 judge.settings.cpu.replica_per_round_ms)
+
+
+@judges("replica_rss_growth")
+def _rss_growth(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    """The worst replica's memory slope (MB per minute): a regression when the current run's interval lies wholly
+    above the baseline's (its lower bound above the baseline's upper bound), so noise on a flat line never fails a
+    nightly; a current run without the figure fails when the baseline had it, a baseline without it is not judged."""
+    old, new = _worst_slope(before), _worst_slope(after)
+    if old is None:
+        return []
+    if new is None:
+        return [MetricResult("replica_rss_growth", old.per_minute, None, "MB/min", ComparisonOutcome.REGRESSION,
+                             note="the current run has no memory slope (too few health samples after the warm-up), "
+                                  "so it cannot be judged")]
+    verdict, note = ComparisonOutcome.PASS, ""
+    if new.low > old.high:
+        verdict = ComparisonOutcome.REGRESSION
+        note = (f"grows faster: {new.low:.3g} to {new.high:.3g} MB/min against the baseline's "
+                f"{old.low:.3g} to {old.high:.3g} (95% intervals apart)")
+    elif new.high < old.low:
+        verdict, note = ComparisonOutcome.IMPROVED, "grows slower (95% intervals apart)"
+    return [MetricResult("replica_rss_growth", round(old.per_minute, 3), round(new.per_minute, 3), "MB/min", verdict,
+                         note=note)]
+
+
+def _worst_slope(run: RunSamples) -> Slope | None:
+    """The replica whose memory grows fastest (replica labels need not match between runs)."""
+    fitted = run.figures.slopes("replica_rss_growth", {})
+    return max(fitted, key=lambda slope: slope.low) if fitted else None
 
 
 def _cpu(judge: _Judge, name: str, old: float | None, new: float | None, tolerance: float) -> list[MetricResult]:
