@@ -48,6 +48,8 @@ class HealthSeries:
     """One replica's samples: (t, rss MB, cpu seconds, open fds, threads), each figure None where not read."""
 
     points: list[tuple[float, float, float | None, int | None, int | None]] = field(default_factory=list)
+    source: str | None = None
+    """where the last sample was read (proc, docker-stats, prometheus)."""
 
     def add(self, point: tuple[float, float, float | None, int | None, int | None]) -> None:
         self.points.append(point)
@@ -68,9 +70,11 @@ class HealthFigures:
                 or isinstance(rss, bool) or not math.isfinite(rss) or not math.isfinite(t):
             return
         cpu, fds, threads = record.get("cpu_seconds"), record.get("open_fds"), record.get("threads")
-        self.replicas.setdefault(replica, HealthSeries()).add(
-            (float(t), float(rss), float(cpu) if isinstance(cpu, _NUMBER) else None,
-             fds if type(fds) is int else None, threads if type(threads) is int else None))
+        series = self.replicas.setdefault(replica, HealthSeries())
+        series.add((float(t), float(rss), float(cpu) if isinstance(cpu, _NUMBER) else None,
+                    fds if type(fds) is int else None, threads if type(threads) is int else None))
+        source = record.get("source")
+        series.source = source[:40] if isinstance(source, str) else None
 
     def rss_growth(self, replica: str, zero: float | None) -> Slope | None:
         """The replica's resident-memory slope after the warm-up (counted from `zero`, the load's start, else its
