@@ -24,6 +24,8 @@ class ReplicaOverride(Strict):
                                                        "(default: the target's name)")
     clock_offset: Duration | None = Field(default=None, description="how far its clock runs ahead (0 or more)")
     clock_behind: bool = Field(default=False, description="the clock_offset runs behind instead of ahead")
+    leak: float = Field(default=0.0, ge=0, allow_inf_nan=False, description=(
+        "MB a minute its memory grows while it serves: a planted leak, to see `replica_rss_growth` fail"))
     launch: Literal["cli", "module"] = Field(
         default="cli", description="how it is started: the harness command, or `python -m harness.shop.server` "
                                    "(the resolver's answer key then differs)")

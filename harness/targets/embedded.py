@@ -218,6 +218,7 @@ def replica_options(spec: TargetConfig) -> list[ReplicaOptions]:
         option.clock_offset = -offset if override.clock_behind else offset
         option.launch = override.launch
         option.auth = override.auth
+        option.leak = override.leak
         if override.store == "memory":
             option.store = "memory"
         if override.answers_store == "memory":

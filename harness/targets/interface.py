@@ -43,6 +43,8 @@ class ReplicaChange:
     """seconds its clock runs ahead (negative: behind)."""
     store: Literal["memory"] | None = None
     """quotes and once-only records in the replica's own memory."""
+    leak: float | None = None
+    """MB a minute its memory grows while it serves (a planted leak; no chaos action sets it)."""
 
     def changed(self) -> dict[str, float | str]:
         """The fields this change sets, by name."""
