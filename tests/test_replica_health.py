@@ -127,3 +127,38 @@ def test_a_long_run_keeps_a_bounded_series():
 def test_a_slope_takes_a_bound_and_no_aggregate(condition):
     with pytest.raises(ThresholdError, match="slope in MB per minute"):
         parse_threshold("replica_rss_growth", condition)
+
+
+EXTERNAL = ('name = "v"\nduration = "30s"\n[load]\narrival_rate = 2\n[[flows]]\nkind = "refund"\n'
+            '[target]\nkind = "external"\nurls = ["http://127.0.0.1:{mcp}/mcp", "http://127.0.0.1:{mcp}/mcp"]\n')
+
+
+def test_an_external_replica_s_health_is_scraped_from_its_metrics_url():
+    """A real metrics endpoint (prometheus_client's own server, with its process collector) read as a replica."""
+    from prometheus_client import start_http_server
+
+    from harness.config.scenario import parse_scenario
+    from harness.processes.children import free_port
+    from harness.targets.external import ExternalTarget
+
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    try:
+        port = server.server_address[1]
+        text = EXTERNAL.format(mcp=port) + f'health_urls = ["http://127.0.0.1:{port}/metrics", ' \
+                                           f'"http://127.0.0.1:{free_port()}/metrics"]\n'
+        health = ExternalTarget(parse_scenario(text)).replica_health()
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+    assert set(health) == {"r1"}  # nothing listens at r2's: no sample, not a zero
+    assert health["r1"].source == "prometheus" and health["r1"].rss_mb > 10
+
+
+def test_health_urls_name_one_url_per_replica_of_an_external_target():
+    from harness.config.scenario import parse_scenario
+    from harness.config.strict import ScenarioError
+
+    with pytest.raises(ScenarioError, match="one metrics URL per replica"):
+        parse_scenario(EXTERNAL.format(mcp=9) + 'health_urls = ["http://127.0.0.1:9/metrics"]\n')
