@@ -2,7 +2,7 @@
 
 Two real runs of the embedded shop: one healthy, one whose second replica keeps 300 MB a minute while it serves.
 The threshold `replica_rss_growth = "< 100"` passes the first and fails the second on that replica alone; the
-leaky run judged against the healthy one as its baseline (the nightly gate) regresses on the same metric; and
+leaky run compared with the healthy one as its baseline (the nightly gate) regresses on the same metric; and
 `report DIR` rebuilds the verdict from the journal alone.
 """
 
@@ -41,7 +41,7 @@ think = {{ dist = "constant", value = "10s" }}
 [expect]
 replica_rss_growth = "< 100"
 """
-LEAK = "\n[[target.replica]]\nreplica = 2\nleak = 300\n"
+LEAK = "\n[[target.overrides]]\nreplica = 2\nleak = 300\n"
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, name: str, replica: str, *args: str) -> Finished:
@@ -59,7 +59,7 @@ def healthy(tmp_path_factory):
 @pytest.fixture(scope="module")
 def leaky(tmp_path_factory, healthy):
     assert healthy.folder is not None, healthy.output
-    return _run(tmp_path_factory, "leaky", LEAK, "--baseline", str(healthy.folder))
+    return _run(tmp_path_factory, "leaky", LEAK)
 
 
 def _growth(finished: Finished) -> dict[str, dict[str, object]]:
@@ -90,9 +90,15 @@ def test_a_leaking_replica_fails_the_leak_gate_by_its_lower_bound(leaky):
     assert "Replica health" in page and "Resident memory by replica" in page
 
 
-def test_the_nightly_gate_regresses_on_the_leak(leaky):
-    folded = leaky.summary["compare"]
-    assert "replica_rss_growth" in folded["regressions"], folded
+def test_the_nightly_gate_regresses_on_the_leak(healthy, leaky, tmp_path):
+    """The leaky night judged against the healthy one (--force: the scenarios differ by the planted leak)."""
+    compared = subprocess.run([sys.executable, "-m", "harness", "compare", "--force", str(healthy.folder),
+                               str(leaky.folder), "--output", str(tmp_path)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+    assert compared.returncode == 1, compared.stdout + compared.stderr
+    rows = [row for row in json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))["metrics"]
+            if row["metric"] == "replica_rss_growth"]
+    assert [row["verdict"] for row in rows] == ["regression"], rows
 
 
 def test_report_rebuilds_the_leak_verdict_from_the_journal_alone(leaky):

@@ -26,7 +26,7 @@ class ReplicaKnob:
     help: str
     chaos: bool = True
     """Whether a chaos action turns it; False: a planted fault a scenario sets per replica at start
-    (`[[target.replica]]`), which no action restarts a replica with."""
+    (`[[target.overrides]]`), which no action restarts a replica with."""
 
     def argument(self, value: object) -> list[str]:
         """The replica command's arguments that set this knob to `value`."""
