@@ -162,3 +162,31 @@ def test_health_urls_name_one_url_per_replica_of_an_external_target():
 
     with pytest.raises(ScenarioError, match="one metrics URL per replica"):
         parse_scenario(EXTERNAL.format(mcp=9) + 'health_urls = ["http://127.0.0.1:9/metrics"]\n')
+
+
+def _night(mb_per_minute: float, noise: float) -> object:
+    from harness.compare.samples import RunSamples
+
+    return RunSamples.from_records(_journal(mb_per_minute, noise=noise))
+
+
+@pytest.mark.parametrize(("before", "after", "verdicts"), [
+    ((0.0, 0.05), (0.5, 0.05), ["pass"]),  # apart, significant, but well under a leak: no regression
+    ((0.0, 1.0), (50.0, 1.0), ["regression"]),
+    ((50.0, 1.0), (0.0, 1.0), ["improved"]),
+])
+def test_the_nightly_gate_fails_on_a_leak_not_on_noise(before, after, verdicts):
+    from harness.compare.comparison import JUDGES, _Judge
+    from harness.config.compare import CompareSettings
+
+    rows = JUDGES["replica_rss_growth"](_Judge(CompareSettings()), _night(*before), _night(*after))
+    assert [row.verdict.value for row in rows] == verdicts
+
+
+def test_the_nightly_gate_judges_only_nights_that_both_fitted_a_slope():
+    from harness.compare.comparison import JUDGES, _Judge
+    from harness.compare.samples import RunSamples
+    from harness.config.compare import CompareSettings
+
+    without = RunSamples.from_records([{"type": "run", "event": "load-started", "t": 1.0}])
+    assert JUDGES["replica_rss_growth"](_Judge(CompareSettings()), without, _night(50.0, 1.0)) == []

@@ -306,25 +306,26 @@ def _replica_cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[M
                 judge.settings.cpu.replica_per_round_ms)
 
 
+RSS_GROWTH_MARGIN = 1.0
+"""MB a minute the current night's interval must clear the baseline's by to regress: a healthy replica's slope
+moves by a fraction of that between nights, and a significant change smaller than it is no leak."""
+
+
 @judges("replica_rss_growth")
 def _rss_growth(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
-    """The worst replica's memory slope (MB per minute): a regression when the current run's interval lies wholly
-    above the baseline's (its lower bound above the baseline's upper bound), so noise on a flat line never fails a
-    nightly; a current run without the figure fails when the baseline had it, a baseline without it is not judged."""
+    """The fastest-growing replica's memory slope (MB per minute), only when both runs fitted one (like CPU per
+    round): a regression when the current run's 95% interval lies wholly above the baseline's, by more than
+    `RSS_GROWTH_MARGIN`, so noise on a flat line never fails a night."""
     old, new = _worst_slope(before), _worst_slope(after)
-    if old is None:
+    if old is None or new is None:
         return []
-    if new is None:
-        return [MetricResult("replica_rss_growth", old.per_minute, None, "MB/min", ComparisonOutcome.REGRESSION,
-                             note="the current run has no memory slope (too few health samples after the warm-up), "
-                                  "so it cannot be judged")]
     verdict, note = ComparisonOutcome.PASS, ""
-    if new.low > old.high:
+    if new.low > max(old.high, 0.0) + RSS_GROWTH_MARGIN:
         verdict = ComparisonOutcome.REGRESSION
-        note = (f"grows faster: {new.low:.3g} to {new.high:.3g} MB/min against the baseline's "
-                f"{old.low:.3g} to {old.high:.3g} (95% intervals apart)")
-    elif new.high < old.low:
-        verdict, note = ComparisonOutcome.IMPROVED, "grows slower (95% intervals apart)"
+        note = (f"memory grows faster: {new.low:.3g} to {new.high:.3g} MB/min against the baseline's "
+                f"{old.low:.3g} to {old.high:.3g} (95% intervals, more than {RSS_GROWTH_MARGIN:g} MB/min apart)")
+    elif old.low > max(new.high, 0.0) + RSS_GROWTH_MARGIN:
+        verdict, note = ComparisonOutcome.IMPROVED, "memory grows slower (95% intervals apart)"
     return [MetricResult("replica_rss_growth", round(old.per_minute, 3), round(new.per_minute, 3), "MB/min", verdict,
                          note=note)]
 
