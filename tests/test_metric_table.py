@@ -78,9 +78,10 @@ def test_thresholds_read_the_table():
 def test_each_metric_is_computed_as_its_kind_says():
     figures = RunFigures()
     for name, metric in THRESHOLD_METRICS.items():
-        lookups = {Kind.COUNT: figures.count, Kind.RATIO: figures.ratio, Kind.DISTRIBUTION: figures.distribution}
+        lookups = {Kind.COUNT: figures.count, Kind.RATIO: figures.ratio, Kind.DISTRIBUTION: figures.distribution,
+                   Kind.SLOPE: figures.slopes}
         value = lookups[metric.kind](name, {})
-        assert value.count == 0 if metric.kind is Kind.DISTRIBUTION else value in (0, None), name
+        assert value.count == 0 if metric.kind is Kind.DISTRIBUTION else value in (0, None, []), name
         for kind, lookup in lookups.items():
             if kind is not metric.kind:
                 with pytest.raises(KeyError):

@@ -33,9 +33,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "compare", help="compare a run with a baseline run: regressions in latency, rounds, completion, counts",
         description="Read two results folders' journals and compare, per flow, tool and round: round latency "
                     "p50/p95/p99, rounds per call, completion share, flows/s, rejections by reason, client "
-                    "errors, invariant violations, and CPU per round when both runs measured it. A sampled "
-                    "metric regresses when it is worse by more than its tolerance and a one-sided Mann-Whitney "
-                    "test finds the change real; counts compare exactly. Tolerances come from the current run's "
+                    "errors, invariant violations, CPU per round when both runs measured it, and the replicas' "
+                    "memory growth (replica_rss_growth) when both runs fitted it. A sampled metric regresses "
+                    "when it is worse by more than its tolerance and a one-sided Mann-Whitney test finds the "
+                    "change real; counts compare exactly. Tolerances come from the current run's "
                     "[compare] table, then --tolerance. Writes compare.json, compare-junit.xml and compare.html.",
         epilog=epilog("compare"))
     compare.add_argument("baseline", type=Path, help="the baseline run's results folder")

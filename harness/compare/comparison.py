@@ -29,6 +29,7 @@ from harness.compare.stats import UTest, mann_whitney_greater_counted
 from harness.config.compare import CompareSettings
 from harness.config.metric_table import METRICS, Gate, Metric, gated
 from harness.config.scenario import Scenario
+from harness.folding.health import Slope
 from harness.journal.records import EndStatus
 
 PERCENTILES = ("p50", "p95", "p99")
@@ -303,6 +304,36 @@ def _harness_cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[M
 def _replica_cpu(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
     return _cpu(judge, "cpu.replica_per_round_ms", before.replica_per_round_ms, after.replica_per_round_ms,
                 judge.settings.cpu.replica_per_round_ms)
+
+
+RSS_GROWTH_MARGIN = 1.0
+"""MB a minute the current night's interval must clear the baseline's by to regress: a healthy replica's slope
+moves by a fraction of that between nights, and a significant change smaller than it is no leak."""
+
+
+@judges("replica_rss_growth")
+def _rss_growth(judge: _Judge, before: RunSamples, after: RunSamples) -> list[MetricResult]:
+    """The fastest-growing replica's memory slope (MB per minute), only when both runs fitted one (like CPU per
+    round): a regression when the current run's 95% interval lies wholly above the baseline's, by more than
+    `RSS_GROWTH_MARGIN`, so noise on a flat line never fails a night."""
+    old, new = _worst_slope(before), _worst_slope(after)
+    if old is None or new is None:
+        return []
+    verdict, note = ComparisonOutcome.PASS, ""
+    if new.low > max(old.high, 0.0) + RSS_GROWTH_MARGIN:
+        verdict = ComparisonOutcome.REGRESSION
+        note = (f"memory grows faster: {new.low:.3g} to {new.high:.3g} MB/min against the baseline's "
+                f"{old.low:.3g} to {old.high:.3g} (95% intervals, more than {RSS_GROWTH_MARGIN:g} MB/min apart)")
+    elif old.low > max(new.high, 0.0) + RSS_GROWTH_MARGIN:
+        verdict, note = ComparisonOutcome.IMPROVED, "memory grows slower (95% intervals apart)"
+    return [MetricResult("replica_rss_growth", round(old.per_minute, 3), round(new.per_minute, 3), "MB/min", verdict,
+                         note=note)]
+
+
+def _worst_slope(run: RunSamples) -> Slope | None:
+    """The replica whose memory grows fastest (replica labels need not match between runs)."""
+    fitted = run.figures.slopes("replica_rss_growth", {})
+    return max(fitted, key=lambda slope: slope.low) if fitted else None
 
 
 def _cpu(judge: _Judge, name: str, old: float | None, new: float | None, tolerance: float) -> list[MetricResult]:

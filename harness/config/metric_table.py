@@ -26,6 +26,7 @@ class Kind(StrEnum):
     COUNT = "count"
     RATIO = "ratio"
     DISTRIBUTION = "distribution"
+    SLOPE = "slope"  # a fitted rate of growth with its confidence interval, judged by the interval's bound
     FIGURE = "figure"  # one figure per run that compare judges and no threshold names (flows per second, CPU)
 
 
@@ -60,7 +61,7 @@ class Metric:
         return self.kind is not Kind.FIGURE
 
 
-_COUNT, _RATIO, _DISTRIBUTION, _FIGURE = Kind.COUNT, Kind.RATIO, Kind.DISTRIBUTION, Kind.FIGURE
+_COUNT, _RATIO, _DISTRIBUTION, _FIGURE, _SLOPE = Kind.COUNT, Kind.RATIO, Kind.DISTRIBUTION, Kind.FIGURE, Kind.SLOPE
 
 _DECLARED = (
     # In compare's order: its gated metrics first, as its output lists them.
@@ -81,6 +82,7 @@ _DECLARED = (
     Metric("invariant_violations", _COUNT, ("invariant",), gate=Gate.EXACT, gate_labels=("invariant",),
            exported=("mrtr_invariant_violations_total",)),
     Metric("unexplained_rejections", _COUNT, gate=Gate.EXACT, exported=("mrtr_unexplained_rejections_total",)),
+    Metric("replica_rss_growth", _SLOPE, ("replica",), gate=Gate.SINGLE),
     # Thresholds only.
     Metric("flows_started", _COUNT, ("flow",), exported=("mrtr_flows_started_total",)),
     Metric("unmatched_logged_rejections", _COUNT, exported=("mrtr_unmatched_logged_rejections_total",)),

@@ -24,6 +24,9 @@ class ReplicaKnob:
     option: str
     default: str
     help: str
+    chaos: bool = True
+    """Whether a chaos action turns it; False: a planted fault a scenario sets per replica at start
+    (`[[target.overrides]]`), which no action restarts a replica with."""
 
     def argument(self, value: object) -> list[str]:
         """The replica command's arguments that set this knob to `value`."""
@@ -37,6 +40,9 @@ REPLICA_KNOBS: tuple[ReplicaKnob, ...] = (
     ReplicaKnob("name", "--name", "shop", "server name, which is also the state's audience"),
     ReplicaKnob("clock_offset", "--clock-offset", "0",
                 "seconds this replica's sealing clock runs ahead (negative: behind), e.g. 120 or -30"),
+    # A planted leak, to prove the replica_rss_growth gate fails (set at start only).
+    ReplicaKnob("leak", "--leak", "0", "MB a minute this replica's memory grows while it serves (a planted leak, "
+                "e.g. 50; default 0: none)", chaos=False),
 )
 """Every knob, in the order the replica's command line gives them."""
 

@@ -24,6 +24,8 @@ class ReplicaOverride(Strict):
                                                        "(default: the target's name)")
     clock_offset: Duration | None = Field(default=None, description="how far its clock runs ahead (0 or more)")
     clock_behind: bool = Field(default=False, description="the clock_offset runs behind instead of ahead")
+    leak: float = Field(default=0.0, ge=0, allow_inf_nan=False, description=(
+        "MB a minute its memory grows while it serves: a planted leak, to see `replica_rss_growth` fail"))
     launch: Literal["cli", "module"] = Field(
         default="cli", description="how it is started: the harness command, or `python -m harness.shop.server` "
                                    "(the resolver's answer key then differs)")
@@ -78,6 +80,11 @@ class TargetConfig(Strict):
                     "target need none")
     api: str | None = Field(default=None, description="external: the shop API's base URL, whose `GET /ledger` "
                                                       "the invariants read; none: ledger invariants unchecked")
+    health_urls: list[str] = Field(
+        default_factory=list, description="external (Kubernetes, any deployment): each replica's Prometheus metrics "
+        "URL, in `urls`' order, whose standard `process_*` metrics (resident memory, CPU, open descriptors, threads) "
+        "the run samples as the replica's health; none: no health for this target (an embedded or docker target is "
+        "read directly)")
     logs: list[str] = Field(default_factory=list, description="external: where the replicas log, each entry "
                             "`file:PATH[@LABEL]` (followed like tail -F; @LABEL names its replica, as `triage "
                             "--file PATH@LABEL` does), `command:COMMAND` (its output; its environment is the "
@@ -140,7 +147,7 @@ class TargetConfig(Strict):
         """How many replicas chaos can name: the URLs of an external target, else `replicas`."""
         return len(self.urls) if self.kind == "external" else self.replicas
 
-    @field_validator("urls")
+    @field_validator("urls", "health_urls")
     @classmethod
     def _urls_parse(cls, urls: list[str]) -> list[str]:
         for index, url in enumerate(urls):
@@ -171,6 +178,9 @@ class TargetConfig(Strict):
     def _fits_kind(self) -> TargetConfig:
         if self.kind == "external" and not self.urls:
             raise FieldProblem("an external target needs urls = [the replicas' or the balancer's MCP URLs]", "kind")
+        if self.health_urls and (self.kind != "external" or len(self.health_urls) != len(self.urls)):
+            raise FieldProblem("health_urls name one metrics URL per replica of an external target, in `urls`' "
+                               "order", "health_urls")
         if self.kind == "docker" and (self.image is None) == (self.compose_project is None):
             raise FieldProblem("a docker target needs either image = \"...\" (the harness starts the shop from it, "
                                "e.g. \"mrtr-harness/host-python:test\") or compose_project = \"...\" (a running "

@@ -28,6 +28,9 @@ from harness.vocabulary import LABEL_VALUES
 COUNTS = of_kind(Kind.COUNT)
 RATIOS = of_kind(Kind.RATIO)
 DISTRIBUTIONS = of_kind(Kind.DISTRIBUTION)
+SLOPES = of_kind(Kind.SLOPE)
+"""Growth rates fitted with a confidence interval (`replica_rss_growth`, MB per minute): `< 5` fails when the
+interval's lower bound is above 5, `> 5` when its upper bound is below 5 (`harness.folding.thresholds`)."""
 METRICS = {name: metric.labels for name, metric in THRESHOLD_METRICS.items()}
 """The metrics a threshold may name, with their labels: views of `harness.config.metric_table`, where each is
 declared."""
@@ -146,6 +149,9 @@ def _parse_condition(key: str, metric: str, text: str) -> Condition:
     if metric in RATIOS and aggregate:
         raise ThresholdError(key, f"{metric} is a ratio (0 to 1) and takes no {aggregate}; write "
                              "e.g. '>= 0.95'")
+    if metric in SLOPES and (aggregate or match["op"] in ("==", "!=")):
+        raise ThresholdError(key, f"{metric} is a slope in MB per minute, judged by its confidence interval: "
+                             "write a bound without an aggregate, e.g. '< 5'")
     _check_percentile(key, aggregate)
     try:
         value = parse_duration(match["value"].replace(" ", "")) if re.search(r"[a-z]", match["value"]) \
@@ -155,7 +161,8 @@ def _parse_condition(key: str, metric: str, text: str) -> Condition:
     if metric in RATIOS and not 0.0 <= value <= 1.0:
         raise ThresholdError(key, f"{metric} is a ratio from 0 to 1, so {text.strip()!r} could "
                              f"{'never' if _never(match['op'], value) else 'always'} pass; write e.g. '>= 0.95'")
-    return Condition("ratio" if metric in RATIOS else aggregate or "count", match["op"], value)
+    return Condition("ratio" if metric in RATIOS else "slope" if metric in SLOPES else aggregate or "count",
+                     match["op"], value)
 
 
 def _check_percentile(key: str, aggregate: str) -> None:

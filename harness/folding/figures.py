@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.config.metric_table import METRICS, Gate, Kind, gated
+from harness.folding.health import HealthFigures, Slope
 from harness.journal.distributions import Counts, Sketch, merged_counts, merged_sketch
 from harness.journal.plain import TRANSIENT
 from harness.journal.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
@@ -120,6 +121,8 @@ class RunFigures(JournalView):
     """Each network fault's window, in the order they started, with the rounds sent into it."""
     by_host: HostFigures = field(default_factory=lambda: HostFigures())
     """Finished flows, failed rounds and rounds per call again, by host (`[[hosts]]`)."""
+    health: HealthFigures = field(default_factory=HealthFigures)
+    """Each replica's resident memory, CPU, descriptors and threads over the run (`health` records)."""
 
     def __getstate__(self) -> dict[str, Any]:
         """Sent over the fold's pipe (`harness.run.live_fold`) without the hypothesis windows: the live run's probes."""
@@ -143,6 +146,8 @@ class RunFigures(JournalView):
                 self._fault(record)
         elif kind == RecordType.RUN:
             self._run_event(record)
+        elif kind == RecordType.HEALTH:
+            self.health.add(record)
 
     def add_start(self, record: Mapping[str, Any]) -> None:
         """`add` for a flow's `start` record (`harness.folding.read` routes each kind straight to its own)."""
@@ -306,6 +311,11 @@ class RunFigures(JournalView):
         """Per tool with a mismatch: how many of its results broke its declared outputSchema, and the first way."""
         return {tool: {"mismatches": count, "example": self.output_mismatch_examples.get(tool, "")}
                 for tool, count in sorted(self.output_mismatches.items())}
+
+    def slopes(self, metric: str, selector: dict[str, str]) -> list[Slope]:
+        """A slope metric's fit for each replica `selector` picks that has one (none fitted: an empty list)."""
+        fitted: list[Slope] = _computation(metric, Kind.SLOPE)(self, selector)
+        return fitted
 
     def breakdown(self, metric: str) -> Counter[tuple[str, ...]]:
         """An exactly gated count by its `gate_labels` values (compare's rows): every key seen, zeros included."""
@@ -606,6 +616,13 @@ def _flow_duration(figures: RunFigures, selector: dict[str, str]) -> Sketch:
 @computes("think_time")
 def _think_time(figures: RunFigures, selector: dict[str, str]) -> Sketch:
     return merged_sketch([figures.think_time] if _matches({}, selector) else [])
+
+
+@computes("replica_rss_growth")
+def _rss_growth(figures: RunFigures, selector: dict[str, str]) -> list[Slope]:
+    """Each picked replica's resident-memory slope after the warm-up, in MB per minute (`harness.folding.health`)."""
+    return [slope for replica in sorted(figures.health.replicas) if _matches({"replica": replica}, selector)
+            and (slope := figures.health.rss_growth(replica, figures.started)) is not None]
 
 
 def _uncomputed() -> list[str]:

@@ -12,7 +12,8 @@ import operator
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.config.thresholds import DISTRIBUTIONS, RATIOS, Condition, Threshold
+from harness.config.thresholds import DISTRIBUTIONS, RATIOS, SLOPES, Condition, Threshold
+from harness.folding.health import Slope
 from harness.journal.distributions import Distribution
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
@@ -29,6 +30,8 @@ class Figures(Protocol):
     def ratio(self, metric: str, selector: dict[str, str]) -> float | None: ...
 
     def distribution(self, metric: str, selector: dict[str, str]) -> Distribution: ...
+
+    def slopes(self, metric: str, selector: dict[str, str]) -> list[Slope]: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ def evaluate(thresholds: list[Threshold], figures: Figures) -> list[ThresholdRes
 def observe(threshold: Threshold, figures: Figures, condition: Condition) -> float | None:
     """The observed value for one condition; None when there is nothing to observe (e.g. no samples)."""
     selector = dict(threshold.selector)
+    if threshold.metric in SLOPES:
+        fitted = figures.slopes(threshold.metric, selector)
+        return max(slope.per_minute for slope in fitted) if fitted else None
     if threshold.metric in DISTRIBUTIONS:
         return _aggregate(figures.distribution(threshold.metric, selector), condition.aggregate)
     if threshold.metric in RATIOS:
@@ -67,6 +73,10 @@ def observe(threshold: Threshold, figures: Figures, condition: Condition) -> flo
 def _holds(threshold: Threshold, figures: Figures, condition: Condition, observed: float) -> bool:
     """The condition on the observed value; for a percentile, on every value of the band the exact one lies in."""
     compare, pct = _OPERATORS[condition.op], _percentile_of(condition.aggregate)
+    if threshold.metric in SLOPES:  # fails only when the whole interval lies beyond: a lower bound above "< N"
+        bound = "low" if condition.op in ("<", "<=") else "high"
+        return all(compare(getattr(slope, bound), condition.value)
+                   for slope in figures.slopes(threshold.metric, dict(threshold.selector)))
     if threshold.metric not in DISTRIBUTIONS or pct is None:
         return bool(compare(observed, condition.value))
     band = figures.distribution(threshold.metric, dict(threshold.selector)).band(pct)

@@ -35,6 +35,7 @@ class RecordType(StrEnum):
     HYPOTHESIS = "hypothesis"
     INVARIANT = "invariant"
     RECONCILIATION = "reconciliation"
+    HEALTH = "health"
 
 
 WORKER_RECORDS = frozenset({RecordType.START, RecordType.ROUND, RecordType.FLOW, RecordType.COMMAND})
@@ -477,16 +478,35 @@ class Reconciled(TypedDict):
     (`harness.folding.reconcile.HELD`): each may be one unexplained too many, never one too few."""
 
 
+class HealthSampled(TypedDict):
+    """One replica's health at `t`, sampled through its target every few seconds while the load runs.
+
+    `source` says where it was read: `proc` (the process on this machine), `docker-stats` (the container's stats
+    through the engine) or `prometheus` (its `process_*` metrics, scraped from `[target] health_urls`). A figure
+    the source does not give is absent; a replica that could not be read at a sample has no record then.
+    """
+
+    type: Literal[RecordType.HEALTH]
+    t: float
+    replica: str
+    rss_mb: float
+    source: str
+    cpu_seconds: NotRequired[float]
+    """CPU seconds the replica has used since it started (a restart starts again from 0)."""
+    open_fds: NotRequired[int]
+    threads: NotRequired[int]
+
+
 Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessErrorRecord | LogsLost | LogsRead
           | RunEnded | FlowStarted
           | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | CommandRan | RejectionLogged | HypothesisProbed
-          | InvariantChecked | Reconciled)
+          | InvariantChecked | Reconciled | HealthSampled)
 """Anything a writer may journal."""
 
 RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessErrorRecord, LogsLost,
                              LogsRead, RunEnded,
                              FlowStarted, RoundDone, FlowEnded, ChaosStarted, ChaosEnded, CommandRan, RejectionLogged,
-                             HypothesisProbed, InvariantChecked, Reconciled)
+                             HypothesisProbed, InvariantChecked, Reconciled, HealthSampled)
 """Every record type, in the order the schema documents them."""
 
 

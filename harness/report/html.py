@@ -29,6 +29,8 @@ from harness.report.series import (
     chaos_actions,
     flow_names,
     ordered_outcomes,
+    replica_health_series,
+    replica_rss_slopes,
     request_state_bytes,
     round_latency,
     rounds_histogram,
@@ -82,6 +84,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
     body = [_header(scenario, figures, verdict), _problems(verdict),
             "<h2>Over the run</h2>", *_time_plots(scenario, figures, timeline, actions),
             "<h2>Rounds per call</h2>", *_rounds_plots(figures),
+            *_health_section(figures, actions),
             "<h2>Thresholds</h2>", _thresholds_table(verdict),
             "<h2>Invariants</h2>", _invariants_table(verdict),
             "<h2>Reconciliation</h2>", _reconciliation_table(verdict),
@@ -183,6 +186,29 @@ def _time_plots(scenario: Scenario, figures: RunFigures, timeline: Timeline,
         plots.append(svg.line_chart(series, title=title, x_label=_X_LABEL, y_label=f"rejections per {per}",
                                     markers=markers, x_max=x_max, counts=True))
     return plots
+
+
+def _health_section(figures: RunFigures, actions: Sequence[ChaosAction]) -> list[str]:
+    """Each replica's resident memory, CPU, descriptors and threads over the run (its `health` records), and the
+    memory slope `replica_rss_growth` judges; nothing when the target gave no health."""
+    series = replica_health_series(figures)
+    if not series:
+        return []
+    markers = _markers(actions)
+    charts = [("rss_mb", "Resident memory by replica", "MB"), ("cpu_percent", "CPU by replica (% of one core)", "%"),
+              ("open_fds", "Open file descriptors by replica", "descriptors"), ("threads", "Threads by replica",
+                                                                                "threads")]
+    plots = [svg.line_chart([svg.Series(replica, figures_of[name]) for replica, figures_of in series.items()],
+                            title=title, x_label=_X_LABEL, y_label=unit, markers=markers,
+                            counts=name in ("open_fds", "threads"))
+             for name, title, unit in charts]
+    rows = [[cell(replica),
+             *([cell(f"{slope.per_minute:.3g}", True), cell(f"{slope.low:.3g} to {slope.high:.3g}", True),
+                cell(slope.samples, True), cell(f"{slope.warm_up:.0f} s", True)] if slope is not None
+               else [cell("no fit (too few samples after the warm-up)"), cell(""), cell(""), cell("")])]
+            for replica, slope in replica_rss_slopes(figures).items()]
+    return ["<h2>Replica health</h2>", *plots,
+            table(["replica", "memory growth (MB/min)", "95% interval", "samples fitted", "warm-up left out"], rows)]
 
 
 def _stages_plot(load: Load, timeline: Timeline, bins: Bins, markers: list[svg.Marker], x_max: float) -> str:

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.folding.figures import _NUMBER, FaultWindow, RoundKey, RunFigures
+from harness.folding.health import Slope
 from harness.folding.over_time import PERCENTILES, Bins, Timeline, ordered_outcomes
 from harness.journal.distributions import Counts, Distribution, merged_counts
 from harness.journal.distributions import nearest_rank as _nearest_rank
 from harness.journal.records import ChaosPhase
 
 __all__ = ["PERCENTILES", "Bins", "ChaosAction", "Timeline", "chaos_actions", "ordered_outcomes", "percentile",
-           "request_state_bytes", "round_latency", "rounds_per_call", "spread", "state_size_table"]
+           "replica_health_series", "replica_rss_slopes", "request_state_bytes", "round_latency", "rounds_per_call",
+           "spread", "state_size_table"]
 
 
 
@@ -157,6 +159,35 @@ def _action(start: dict[str, Any], end: dict[str, Any] | None, origin: float,
 
 def _since(t: Any, origin: float) -> float | None:
     return float(t) - origin if isinstance(t, _NUMBER) else None
+
+
+def replica_health_series(figures: RunFigures) -> dict[str, dict[str, list[tuple[float, float | None]]]]:
+    """Per replica, its health over run time (seconds from the load's start): `rss_mb`, `cpu_percent` (of one core,
+    between two samples; None across a restart, where its CPU seconds start again), `open_fds` and `threads`."""
+    table: dict[str, dict[str, list[tuple[float, float | None]]]] = {}
+    for replica, series in sorted(figures.health.replicas.items()):
+        origin = figures.started if figures.started is not None else series.points[0][0]
+        rows: dict[str, list[tuple[float, float | None]]] = {"rss_mb": [], "cpu_percent": [], "open_fds": [],
+                                                              "threads": []}
+        previous: tuple[float, float | None] | None = None
+        for t, rss, cpu, fds, threads in series.points:
+            x = max(0.0, t - origin)
+            rows["rss_mb"].append((x, rss))
+            rows["open_fds"].append((x, None if fds is None else float(fds)))
+            rows["threads"].append((x, None if threads is None else float(threads)))
+            if previous is not None and previous[1] is not None and cpu is not None and t > previous[0] \
+                    and cpu >= previous[1]:
+                rows["cpu_percent"].append((x, 100 * (cpu - previous[1]) / (t - previous[0])))
+            else:
+                rows["cpu_percent"].append((x, None))
+            previous = (t, cpu)
+        table[replica] = rows
+    return table
+
+
+def replica_rss_slopes(figures: RunFigures) -> dict[str, Slope | None]:
+    """Each sampled replica's resident-memory slope after the warm-up (None: too few samples to fit one)."""
+    return {replica: figures.health.rss_growth(replica, figures.started) for replica in sorted(figures.health.replicas)}
 
 
 def _round(value: float | None) -> float | None:

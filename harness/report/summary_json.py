@@ -57,8 +57,21 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "fuzz": verdict.fuzz.as_dict() if verdict.fuzz else None,
         "output_contracts": verdict.output_contracts,
         "journal": journal,
+        "replica_health": _replica_health(figures),
         "extra": extra,
     }
+
+
+def _replica_health(figures: RunFigures) -> dict[str, Any]:
+    """Per replica: its samples, first and last memory, last descriptors and threads, and the fitted slope."""
+    table: dict[str, Any] = {}
+    for replica, series in sorted(figures.health.replicas.items()):
+        slope = figures.health.rss_growth(replica, figures.started)
+        first, last = series.points[0], series.points[-1]
+        table[replica] = {"samples": len(series.points), "source": series.source, "rss_mb_first": round(first[1], 3),
+                          "rss_mb_last": round(last[1], 3), "open_fds_last": last[3], "threads_last": last[4],
+                          "rss_growth": slope.as_dict() if slope is not None else None}
+    return table
 
 
 def _crossed(figures: RunFigures) -> dict[str, Any]:

@@ -224,6 +224,29 @@ class Comparison(_Part):
     files: list[str] = Field(description="what the comparison wrote into the results folder")
 
 
+class RssGrowth(_Part):
+    """A replica's resident-memory slope, fitted by least squares after the warm-up (`replica_rss_growth`)."""
+
+    mb_per_minute: float
+    low: float = Field(description="the 95% interval's lower bound (MB/min): `replica_rss_growth = \"< N\"` fails "
+                                   "when it is at or above N")
+    high: float = Field(description="the 95% interval's upper bound (MB/min)")
+    samples: int = Field(description="health samples fitted (those after the warm-up)")
+    warm_up_seconds: float = Field(description="seconds of the load's start left out of the fit")
+
+
+class ReplicaHealthRow(_Part):
+    """One replica's health over the run, from its `health` records."""
+
+    samples: int = Field(description="health samples kept (thinned evenly past 1024)")
+    source: str | None = Field(default=None, description="where they were read: proc, docker-stats or prometheus")
+    rss_mb_first: float = Field(description="resident memory at the first sample (MB)")
+    rss_mb_last: float = Field(description="resident memory at the last sample (MB)")
+    open_fds_last: int | None = Field(description="open file descriptors at the last sample (null: not read)")
+    threads_last: int | None = Field(description="threads at the last sample (null: not read)")
+    rss_growth: RssGrowth | None = Field(description="null: too few samples after the warm-up to fit a slope")
+
+
 class Summary(_Part):
     """summary.json: a run's verdict, every check behind it and the figures, for machines and later comparison."""
 
@@ -269,6 +292,10 @@ class Summary(_Part):
         "per tool whose completed results broke the `outputSchema` it declared in tools/list: `mismatches` (how "
         "many) and `example` (the first: where, and which keyword); empty when every result conformed"))
     journal: JournalRead | None
+    replica_health: dict[str, ReplicaHealthRow] = Field(default_factory=dict, description=(
+        "per replica label: its resident memory, descriptors and threads over the run and the memory slope "
+        "`replica_rss_growth` judges; empty when the target gave no health (an external target without "
+        "`health_urls`), absent in summaries from before it"))
     extra: dict[str, Any] = Field(description="`cpu` (harness and replica CPU per round), and what a caller adds")
     compare: Comparison | None = Field(default=None, description="present after `run --baseline DIR` only")
 

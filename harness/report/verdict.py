@@ -266,7 +266,7 @@ def threshold_dict(verdict: ThresholdResult) -> dict[str, Any]:
 def condition_text(verdict: ThresholdResult) -> str:
     """The condition as written in a scenario: `p(95) < 250ms`, `>= 0.95`, `== 0`."""
     condition = verdict.condition
-    shown = "" if condition.aggregate in ("count", "ratio") and verdict.threshold.metric not in DISTRIBUTIONS \
+    shown = "" if condition.aggregate in ("count", "ratio", "slope") and verdict.threshold.metric not in DISTRIBUTIONS \
         else f"{condition.aggregate} "
     return f"{shown}{condition.op} {format_value(verdict, condition.value)}"
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.config.metric_table import METRICS
-from harness.config.thresholds import DISTRIBUTIONS, RATIOS
+from harness.config.thresholds import DISTRIBUTIONS, RATIOS, SLOPES
 
 SECONDS_METRICS = frozenset(name for name, metric in METRICS.items() if metric.seconds)
 """Distributions measured in seconds: shown as 250ms / 1.5s rather than 0.25 / 1.5."""
@@ -37,6 +37,8 @@ def format_number(metric: str, aggregate: str, value: float) -> str:
     """A threshold's value or observation in its metric's unit: a ratio, seconds, a rate or a count."""
     if metric in RATIOS:
         return format_ratio(value)
+    if metric in SLOPES:
+        return f"{value:.3g} MB/min"
     if metric in SECONDS_METRICS and aggregate != "count":
         return format_seconds(value)
     if aggregate == "rate":
@@ -74,7 +76,7 @@ def _condition(metric: str, aggregate: str, rest: list[str], written: str) -> st
         number = float(value)
     except ValueError:
         return written
-    shown = "" if aggregate in ("", "count", "ratio") and metric not in DISTRIBUTIONS else f"{aggregate} "
+    shown = "" if aggregate in ("", "count", "ratio", "slope") and metric not in DISTRIBUTIONS else f"{aggregate} "
     return f"{shown}{op} {format_number(metric, aggregate, number)}"
 
 

@@ -67,7 +67,7 @@ from harness.logs.adapters import AdapterError, adapter_named
 from harness.logs.collector import Collector, LostSource, RejectionEvent
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
-from harness.run import cpu
+from harness.run import cpu, health
 from harness.run.end_checks import check_invariants, reconcile
 from harness.run.failures import Failures, background, stop_greenlets
 from harness.run.hypothesis import EVERY as HYPOTHESIS_EVERY
@@ -281,6 +281,7 @@ class Run:
                                 load, chaos)
         scheduled = background(self._chaos_loop, chaos, failed=self.failures.record)
         greenlets = [scheduled, background(self._watch, target, failed=self.failures.record),
+                     background(health.sample_every, target, self.journal, gevent.sleep, failed=self.failures.record),
                      background(self.progress.follow, progress, gevent.sleep, failed=self.failures.record)]
         try:
             while self.stop.reason is None and not end.reached(scheduled.dead, chaos):
@@ -302,6 +303,8 @@ class Run:
             self.say(f"load stopped; waiting up to {format_duration(grace)} for {load.active} flows in flight")
         load.wait_in_flight(grace)
         self.cpu_end = self._cpu_snapshot(target)
+        with self.failures.recorded(Exception):
+            health.sample(target, self.journal)  # the series ends where the load did
 
     def _cpu_snapshot(self, target: Target) -> cpu.CpuSnapshot:
         """CPU so far, the harness's with its fold process's, and the rounds each replica served."""

@@ -27,6 +27,7 @@ from harness.config.durations import parse_duration
 from harness.config.replica_knobs import KNOBS, ReplicaKnob
 from harness.errors import ExitCode
 from harness.mrtr.reasons import REQUEST_STATE_LOGGER, parse_rejection
+from harness.shop.leak import leaking
 from harness.shop.tracing import TraceIdFilter, start_tracing
 
 logger = logging.getLogger("harness.shop.replica")
@@ -56,6 +57,8 @@ class ReplicaSettings(BaseModel):
                       description="server name, sealed into every state as its audience")
     replica_id: str | None = None
     clock_offset: float = 0.0
+    leak: float = Field(default=0.0, ge=0, description="MB a minute this replica keeps while it serves (a planted "
+                                                         "leak: `harness.shop.leak`)")
     principal_header: str | None = None
     allowed_hosts: list[str] = Field(default_factory=list)
     sse: bool = False
@@ -117,6 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _knob(parser, KNOBS["name"])
     parser.add_argument("--replica-id", help="label for this replica in logs and metrics (default replica-PORT)")
     _knob(parser, KNOBS["clock_offset"])
+    _knob(parser, KNOBS["leak"])
     parser.add_argument("--principal-header",
                         help="bind every state to the value of this request header (reproduces principal checks)")
     parser.add_argument("--allowed-host", action="append", default=[], dest="allowed_hosts",
@@ -153,7 +157,8 @@ def _knob(parser: argparse.ArgumentParser, knob: ReplicaKnob) -> None:
 def settings_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ReplicaSettings:
     """Validate the options; one clear error naming the option, then exit 2."""
     try:
-        values = vars(args) | {"ttl": parse_duration(args.ttl), "clock_offset": _signed_seconds(args.clock_offset)}
+        values = vars(args) | {"ttl": parse_duration(args.ttl), "clock_offset": _signed_seconds(args.clock_offset),
+                               "leak": _megabytes_a_minute(args.leak)}
         return ReplicaSettings(**values)
     except ValidationError as exc:
         error = exc.errors()[0]
@@ -163,6 +168,17 @@ def settings_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     except ValueError as exc:
         parser.error(str(exc))
     raise AssertionError("unreachable")
+
+
+def _megabytes_a_minute(text: str) -> float:
+    """--leak's value: MB a minute, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--leak: {text!r} is not a number of MB a minute (e.g. 50)") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"--leak: {text!r} is not a number of MB a minute, 0 or more (e.g. 50)")
+    return value
 
 
 def _signed_seconds(text: str) -> float:
@@ -269,7 +285,8 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder, *, on_stop: Calla
         from harness.shop.token_checks import gate_scopes
 
         gate_scopes(app, settings.resource)
-    return closing_at_shutdown(_naming_the_replica(app, settings.label), _all_of(store.close, on_stop)), codec, store
+    app = leaking(_naming_the_replica(app, settings.label), settings.leak)
+    return closing_at_shutdown(app, _all_of(store.close, on_stop)), codec, store
 
 
 def _all_of(*steps: Callable[[], None] | None) -> Callable[[], None]:

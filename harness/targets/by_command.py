@@ -24,6 +24,7 @@ from harness.config.chaos import COMMAND_NAMES, auth_commands, knob_commands
 from harness.config.logs import LogSource
 from harness.mrtr.keys import fingerprint
 from harness.targets.commands import ChaosCommands
+from harness.targets.health import ReplicaHealth
 from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, Target
 from harness.targets.ledger_check import LedgerCheck
 from harness.targets.rollback_debts import RollbackDebts
@@ -76,6 +77,9 @@ class CommandTarget:
 
     def cpu_seconds(self) -> dict[str, tuple[int, float]]:
         return self.inner.cpu_seconds()
+
+    def replica_health(self) -> dict[str, ReplicaHealth]:
+        return self.inner.replica_health()
 
     def target_pids(self) -> set[int]:
         return self.inner.target_pids()

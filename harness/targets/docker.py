@@ -51,6 +51,7 @@ from harness.config.scenario import Scenario
 from harness.mrtr.keys import new_key, read_ring, remove_rings, rewrite_ring_in_place, write_ring
 from harness.processes.children import alive, descendants, free_port, process_cpu_seconds
 from harness.targets.embedded import replica_options
+from harness.targets.health import ReplicaHealth, from_docker_stats, from_process
 from harness.targets.image import (
     HOST_PYTHON_IMAGE,
     RunSpec,
@@ -259,6 +260,19 @@ class DockerTarget(NoAuthServer, RingKeys, LedgerAtApi):
             cpu = process_cpu_seconds(pid) if pid is not None else None
             if pid is not None and cpu is not None:
                 seen[label] = (pid, cpu)
+        return seen
+
+    def replica_health(self) -> dict[str, ReplicaHealth]:
+        """Each replica's container: its first process from /proc when the engine runs on this host (all four
+        figures), else the container's stats through the engine (no descriptor count there)."""
+        seen: dict[str, ReplicaHealth] = {}
+        for replica in self.replicas:
+            health = from_process(_host_pid(replica.container))
+            if health is None:
+                with contextlib.suppress(Exception):  # a container gone or an engine that refuses: no sample now
+                    health = from_docker_stats(replica.container.stats(stream=False))
+            if health is not None:
+                seen[replica.label] = health
         return seen
 
     def target_pids(self) -> set[int]:

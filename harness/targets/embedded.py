@@ -24,6 +24,7 @@ from harness.config.scenario import Scenario
 from harness.config.target import TargetConfig
 from harness.processes.children import process_cpu_seconds
 from harness.targets.auth_admin import AuthAdminError, auth_server_spec
+from harness.targets.health import ReplicaHealth, from_process
 from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, RingKeys, TargetError
 from harness.targets.ledger_check import LedgerAtApi
 from harness.targets.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
@@ -90,6 +91,13 @@ class EmbeddedTarget(RingKeys, LedgerAtApi):
         processes = [*self.deployment.replicas, *([self.deployment.api] if self.deployment.api else [])]
         return {process.label: (process.pid, cpu) for process in processes
                 if process.pid is not None and (cpu := process_cpu_seconds(process.pid)) is not None}
+
+    def replica_health(self) -> dict[str, ReplicaHealth]:
+        """Each replica process now running, from /proc."""
+        if self.deployment is None:
+            return {}
+        return {replica.label: health for replica in self.deployment.replicas
+                if (health := from_process(replica.pid)) is not None}
 
     def target_pids(self) -> set[int]:
         """Every process of the target now running: replicas, API, the replicas' zygote, redis-server."""
@@ -210,6 +218,7 @@ def replica_options(spec: TargetConfig) -> list[ReplicaOptions]:
         option.clock_offset = -offset if override.clock_behind else offset
         option.launch = override.launch
         option.auth = override.auth
+        option.leak = override.leak
         if override.store == "memory":
             option.store = "memory"
         if override.answers_store == "memory":

@@ -17,6 +17,7 @@ from dataclasses import replace
 from harness.config.logs import LogSource, parse_log_location
 from harness.config.scenario import Scenario
 from harness.targets.commands import accepts
+from harness.targets.health import ReplicaHealth, scrape
 from harness.targets.interface import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
 from harness.targets.ledger_check import LedgerAtApi
 
@@ -26,6 +27,8 @@ class ExternalTarget(NoAuthServer, LedgerAtApi):
         spec = scenario.target
         self.urls = list(spec.urls)
         self.labels = [f"r{n + 1}" for n in range(len(self.urls))]
+        self.health_urls = list(spec.health_urls)
+        """Each replica's Prometheus metrics page (`process_*`), in `urls`' order: its health, scraped."""
         self.api_url = spec.api.rstrip("/") if spec.api else None
         self._logs = [replace(parse_log_location(entry, index), pass_env=tuple(spec.command_env))
                       for index, entry in enumerate(spec.logs)]  # a log command gets the commands' environment
@@ -49,6 +52,11 @@ class ExternalTarget(NoAuthServer, LedgerAtApi):
     def cpu_seconds(self) -> dict[str, tuple[int, float]]:
         """Nothing: an external deployment's processes are not ours to read (they may be on another machine)."""
         return {}
+
+    def replica_health(self) -> dict[str, ReplicaHealth]:
+        """Each replica's `process_*` metrics, scraped from `[target] health_urls` (none named: nothing)."""
+        return {label: health for label, url in zip(self.labels, self.health_urls, strict=False)
+                if (health := scrape(url)) is not None}
 
     def target_pids(self) -> set[int]:
         return set()

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 from harness.config.chaos import AUTH_ACTIONS
 from harness.config.logs import LogSource
 from harness.errors import TargetDown
+from harness.targets.health import ReplicaHealth
 from harness.targets.ledger_check import LedgerCheck
 
 __all__ = ["AuthChange", "ChaosUnsupported", "LogSource", "NoAuthServer", "ReplicaChange", "RingKeys", "Target",
@@ -42,6 +43,8 @@ class ReplicaChange:
     """seconds its clock runs ahead (negative: behind)."""
     store: Literal["memory"] | None = None
     """quotes and once-only records in the replica's own memory."""
+    leak: float | None = None
+    """MB a minute its memory grows while it serves (a planted leak; no chaos action sets it)."""
 
     def changed(self) -> dict[str, float | str]:
         """The fields this change sets, by name."""
@@ -95,6 +98,11 @@ class Target(Protocol):
     def cpu_seconds(self) -> dict[str, tuple[int, float]]:
         """(pid, CPU seconds so far) of each replica's process (by label) and the API's ("api"), where this
         machine can see them; {} for a target whose processes it cannot see."""
+        ...
+
+    def replica_health(self) -> dict[str, ReplicaHealth]:
+        """Each replica's resident memory, CPU, descriptors and threads now, by label (`harness.targets.health`);
+        a replica that cannot be read now is left out (the health sampler journals a gap, not a zero)."""
         ...
 
     def target_pids(self) -> set[int]:

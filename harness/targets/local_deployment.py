@@ -241,6 +241,8 @@ class ReplicaOptions:
     """text ("10m") or real seconds."""
     name: str | None = None
     clock_offset: float = 0.0
+    leak: float = 0.0
+    """MB a minute the replica's memory grows while it serves (`shop replica --leak`)."""
     principal_header: str | None = None
     launch: str = "cli"  # "cli": mrtr-harness shop replica; "module": python -m harness.shop.server
     sse: bool = False
@@ -256,7 +258,7 @@ def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *
     """The replica command's arguments (after `shop replica` or `-m harness.shop.server`): `options`, else the
     deployment's defaults `store`, `keyring`, `ttl` and `name`; with `auth_issuer`, a resource server trusting that
     issuer's tokens. Every backend starts its replicas with these."""
-    own = {"store": store, "ttl": ttl, "name": name, "clock_offset": 0.0}
+    own = {"store": store, "ttl": ttl, "name": name, "clock_offset": 0.0, "leak": 0.0}
     args = ["--port", str(port), "--api", api_url, "--replica-id", label, "--keyring", options.keyring or keyring]
     for knob in REPLICA_KNOBS:
         args += knob.argument(getattr(options, knob.name) or own[knob.name])
