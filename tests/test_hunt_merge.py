@@ -192,6 +192,17 @@ def test_a_planted_link_for_the_journal_is_refused_not_followed(tmp_path):
         read_share(tmp_path / "linked")
 
 
+@pytest.mark.parametrize("content", [b"[" * 100_000, b"\xff\xfe", b'{"type": "start"}', b"", b'{"type": "trial"}'])
+def test_a_damaged_or_hostile_journal_is_refused_in_one_line(tmp_path, content):
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    (folder / "hunt.jsonl").write_bytes(content)
+    with pytest.raises(MergeRefused) as refused:
+        read_share(folder)
+    said = str(refused.value)
+    assert "\n" not in said and ("is damaged" in said or "has no start record" in said), said
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.one_of(st.binary(max_size=80),
                                 st.builds(lambda record: json.dumps(record).encode(),

@@ -127,7 +127,8 @@ class Share:
 
     def searched(self) -> set[int]:
         """The search trials it ran, by their index within the search (1-based)."""
-        controls = int(self.start.bounds.get("controls", 0) or 0)
+        given = self.start.bounds.get("controls")
+        controls = given if isinstance(given, int) else 0
         return {row.index - controls for row in self.rows if row.purpose == "search"}
 
 
@@ -197,6 +198,15 @@ def read_share(folder: Path) -> Share:
     if not stat.S_ISREG(mode) or os.stat(journal).st_size > JOURNAL_LIMIT:
         raise MergeRefused(f"hunt merge: {shown}/hunt.jsonl is not a hunt's journal (not a file, or over "
                            f"{JOURNAL_LIMIT >> 20} MiB)")
+    try:
+        return _read_journal(journal, shown, folder)
+    except OSError as exc:
+        raise MergeRefused(foreign_text.line(f"hunt merge: {shown}/hunt.jsonl cannot be read: {exc.strerror}")) \
+            from None
+
+
+def _read_journal(journal: Path, shown: str, folder: Path) -> Share:
+    """The share a hunt.jsonl holds: its start, trial and end records, each line JSON validated into its keys."""
     start: _Start | None = None
     end: _End | None = None
     trials: list[dict[str, Any]] = []
@@ -213,8 +223,8 @@ def read_share(folder: Path) -> Share:
                     trials.append(data)
                 elif kind == "end":
                     end = _End.model_validate(data)
-            except (ValueError, ValidationError) as exc:
-                first = str(exc).splitlines()[0]
+            except (ValueError, ValidationError, RecursionError) as exc:
+                first = (str(exc).splitlines() or [type(exc).__name__])[0]
                 raise MergeRefused(foreign_text.line(f"hunt merge: {shown}/hunt.jsonl line {number} is damaged: "
                                                      f"{first}")) from None
     if start is None:
