@@ -205,16 +205,25 @@ class ChaosRunner:
 
     # --- actions: each written once, against the Target interface -------------------------
 
+    def _who(self, step: ChaosStep) -> list[int]:
+        """The replicas (0-based) the step acts on: the one or several it names, else its action's default."""
+        return step.acted_on(len(self.target.labels))
+
     @handles(ReplicaAction, uses=("restart",))
     def _restart(self, step: ReplicaAction, index: int) -> dict:
-        return {"ready_after": round(self.target.restart(index, kill=step.action == "kill"), 3)}
+        """One replica, or each of the several named in turn (each serving again before the next goes down)."""
+        ready = [round(self.target.restart(replica, kill=step.action == "kill"), 3) for replica in self._who(step)]
+        return {"ready_after": ready[0] if step.replicas is None else ready}
 
     @handles(PauseAction, uses=("pause", "resume"))
     def _pause(self, step: PauseAction, index: int) -> dict:
         """pause, wait, resume; a resume the run never reached is the rollback's (a paused replica stays paused)."""
-        self.target.pause(index)
+        who = self._who(step)
+        for replica in who:
+            self.target.pause(replica)
         self.sleep(step.duration)
-        self.target.resume(index)
+        for replica in who:
+            self.target.resume(replica)
         return {"paused_for": step.duration}
 
     @handles(RollingRestart, uses=("restart",))
@@ -262,23 +271,23 @@ class ChaosRunner:
     def _set_ttl(self, step: SetTtl, index: int) -> dict:
         """A TTL change is a config rollout: every replica in turn, or only the one named."""
         real = self.scenario.real(step.ttl)
-        who = [index] if step.replica is not None else list(range(len(self.target.labels)))
+        who = self._who(step)
         return {"ttl_real": real, "ready_after": _rounded(self.target.reconfigure(who, ReplicaChange(ttl=real)))}
 
     @handles(Rename, uses=("reconfigure",))
     def _rename(self, step: Rename, index: int) -> dict:
-        return {"name": step.name, "ready_after": _rounded(self.target.reconfigure([index],
+        return {"name": step.name, "ready_after": _rounded(self.target.reconfigure(self._who(step),
                                                                                    ReplicaChange(name=step.name)))}
 
     @handles(ClockSkew, uses=("reconfigure",))
     def _clock(self, step: ClockSkew, index: int) -> dict:
         offset = -step.offset if step.behind else step.offset
-        return {"offset": offset, "ready_after": _rounded(self.target.reconfigure([index],
+        return {"offset": offset, "ready_after": _rounded(self.target.reconfigure(self._who(step),
                                                                                   ReplicaChange(clock_offset=offset)))}
 
     @handles(MemoryRecords, uses=("reconfigure",))
     def _memory(self, step: MemoryRecords, index: int) -> dict:
-        return {"ready_after": _rounded(self.target.reconfigure([index], ReplicaChange(store="memory")))}
+        return {"ready_after": _rounded(self.target.reconfigure(self._who(step), ReplicaChange(store="memory")))}
 
     @handles(CommandAction)
     def _command(self, step: CommandAction, index: int) -> dict:
@@ -299,7 +308,7 @@ class ChaosRunner:
         """
         if self.proxies is None:
             raise ChaosUnsupported("no fault proxy runs in front of the replicas")
-        who = [index] if step.replica is not None else list(range(len(self.target.labels)))
+        who = self._who(step)
         faults = self.proxies.set_fault(step, who, self._draws(step))
         try:
             self.sleep(step.duration)

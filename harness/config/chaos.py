@@ -98,6 +98,8 @@ class ChaosAction(Strict):
     turns: ClassVar[str | None] = None
     """the replica knob (`harness.config.replica_knobs`) the action restarts replicas with a new value of; its
     command, when it has one, takes that value as its one placeholder."""
+    several: ClassVar[bool] = False
+    """the action can act on a set of replicas at once, named by `replicas` (a minority, all but one)."""
     cuts: ClassVar[frozenset[EdgeKind]] = frozenset()
     """the support edges (`EDGE_KINDS`) the action can cut, which lineage-driven search reads
     (`harness.hunt.strategies.lineage`); every action names at least one."""
@@ -139,18 +141,45 @@ class ChaosAction(Strict):
         return None
 
     def journal_target(self, labels: Sequence[str]) -> str:
-        """Whom the journal says the step acts on: `auth`, `all` (every replica) or a replica's label."""
-        return self.whom(self.replica, labels)
+        """Whom the journal says the step acts on: `auth`, `all` (every replica), a replica's label or several
+        joined by `+` (`r1+r3`)."""
+        return self.whom(self.named(), labels)
+
+    def named(self) -> int | tuple[int, ...] | None:
+        """The replica or replicas the step names (1-based): `replicas` as a tuple, else `replica` (None: none)."""
+        subset: list[int] | None = getattr(self, "replicas", None)
+        return tuple(subset) if subset else self.replica
+
+    def acted_on(self, count: int) -> list[int]:
+        """The replicas (0-based) a step acts on among `count`: those it names, else every one for an action on
+        all of them, else the first; none for the authorization server's."""
+        named = self.named()
+        if self.acts_on == "auth":
+            return []
+        if isinstance(named, tuple):
+            return [replica - 1 for replica in named]
+        if named is None and self.acts_on == "replicas":
+            return list(range(count))
+        return [(named or 1) - 1]
 
     @classmethod
-    def whom(cls, replica: int | None, labels: Sequence[str]) -> str:
-        """Whom a step of this action naming `replica` (1-based; None: none named) acts on: `auth`, `all` (every
-        replica) or a replica's label. The journal and the hunt's coverage both say it so."""
+    def whom(cls, replica: int | tuple[int, ...] | None, labels: Sequence[str]) -> str:
+        """Whom a step of this action naming `replica` (1-based; a tuple: several; None: none named) acts on:
+        `auth`, `all` (every replica), a replica's label or several joined by `+`. The journal and the hunt's
+        coverage both say it so."""
         if cls.acts_on == "auth":
             return "auth"
+        if isinstance(replica, tuple):
+            return "+".join(labels[index - 1] for index in replica)
         if cls.acts_on == "replicas" and replica is None:
             return "all"
         return labels[(replica or 1) - 1]
+
+
+def touches(whom: str, label: str) -> bool:
+    """Whether a step the journal says acts on `whom` (`all`, a label, several joined by `+`) acts on replica
+    `label`."""
+    return whom == "all" or label in whom.split("+")
 
 
 def _check_knob(model: type[ChaosAction]) -> None:
@@ -177,7 +206,30 @@ class _Chaos(ChaosAction):
                                 description="1-based; default: the first (set-ttl: every replica in turn)")
 
 
-class ReplicaAction(_Chaos):
+class _Several(_Chaos):
+    """An action that can act on several replicas at once: `replicas` names them (`replica` names one)."""
+
+    several: ClassVar[bool] = True
+    replicas: list[Annotated[int, Field(ge=1)]] | None = Field(
+        default=None, min_length=2, description="1-based, at least two, each once (e.g. [1, 3]: a minority, or all "
+                                                "but one); instead of `replica`")
+
+    @field_validator("replicas")
+    @classmethod
+    def _each_once(cls, replicas: list[int] | None) -> list[int] | None:
+        """Each replica once, in order: `[3, 1]` is `[1, 3]`."""
+        if replicas is not None and len(set(replicas)) != len(replicas):
+            raise ValueError(f"names a replica twice: {replicas}")
+        return sorted(replicas) if replicas is not None else None
+
+    @model_validator(mode="after")
+    def _one_way_to_name(self) -> _Several:
+        if self.replicas is not None and self.replica is not None:
+            raise ValueError("name one replica (`replica`) or several (`replicas`), not both")
+        return self
+
+
+class ReplicaAction(_Several):
     """restart: graceful stop and start; kill: kill -9 and start."""
 
     action: Literal["restart", "kill"]
@@ -188,7 +240,7 @@ class ReplicaAction(_Chaos):
     provokes: ClassVar[frozenset[str]] = frozenset({"unknown key"})  # a replica on per-process keys loses its own
 
 
-class PauseAction(_Chaos):
+class PauseAction(_Several):
     """Freeze a replica (SIGSTOP, or the engine's pause) for `duration`, then resume it."""
 
     action: Literal["pause"]
@@ -249,7 +301,7 @@ class RotateKeys(_Chaos):
                 f"replica ({{replica}}, {{index}} or {{url}})", "order")
 
 
-class SetTtl(_Chaos):
+class SetTtl(_Several):
     """Restart replicas with another TTL: only `replica` when given, else every one in turn."""
 
     action: Literal["set-ttl"]
@@ -263,7 +315,7 @@ class SetTtl(_Chaos):
     ttl: PositiveDuration = Field(description="the new requestState lifetime, modelled")
 
 
-class Rename(_Chaos):
+class Rename(_Several):
     """Restart a replica with another server name: states sealed for the old name fail `audience`."""
 
     action: Literal["rename"]
@@ -277,7 +329,7 @@ class Rename(_Chaos):
                                   "or digit (it reaches `rename`'s command as {name})")
 
 
-class ClockSkew(_Chaos):
+class ClockSkew(_Several):
     """Restart a replica with its clock off by `offset`."""
 
     action: Literal["clock-skew"]
@@ -291,7 +343,7 @@ class ClockSkew(_Chaos):
     behind: bool = Field(default=False, description="the clock runs behind instead of ahead")
 
 
-class MemoryRecords(_Chaos):
+class MemoryRecords(_Several):
     """Restart a replica with its quotes and once-only records in its own memory."""
 
     action: Literal["memory-records"]
@@ -342,7 +394,7 @@ _FAULT_ONLY_KEYS: frozenset[str] = frozenset().union(*FAULT_KEYS.values())
 """Every key that belongs to some fault: a network step holds only its own fault's."""
 
 
-class NetworkAction(_Chaos):
+class NetworkAction(_Several):
     """A network fault between the harness and a replica, for `duration`, done by the harness's own proxy.
 
     Every replica gets a proxy on 127.0.0.1 when the scenario has a network fault; the load

@@ -164,6 +164,10 @@ class Scenario(Strict):
             if step.replica is not None and step.replica > self.target.replica_count:
                 raise FieldProblem(f"{step.action} names replica {step.replica}, but there are "
                                    f"{self.target.replica_count}", "chaos", index, "replica")
+            beyond = [replica for replica in step.acted_on(0) if replica >= self.target.replica_count]
+            if beyond:
+                raise FieldProblem(f"{step.action} names replica {beyond[0] + 1} in `replicas`, but there are "
+                                   f"{self.target.replica_count}", "chaos", index, "replicas")
             self._by_command_fits(index, step)
         return self
 

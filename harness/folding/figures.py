@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.config.chaos import touches
 from harness.config.metric_table import METRICS, Gate, Kind, gated
 from harness.folding.health import HealthFigures, Slope
 from harness.journal.distributions import Counts, Sketch, merged_counts, merged_sketch
@@ -59,7 +60,7 @@ class FaultWindow:
         sent, replica = record.get("sent"), str(record.get("replica"))
         if not isinstance(sent, _NUMBER) or sent < self.start or (self.end is not None and sent > self.end):
             return
-        if self.target in ("all", replica):
+        if touches(self.target, replica):
             self.rounds[(replica, str(record.get("outcome")))] += 1
 
     def by_replica(self) -> dict[str, dict[str, int]]:

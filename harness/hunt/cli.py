@@ -7,6 +7,8 @@
     mrtr-harness hunt scenarios/smoke.toml --corpus hunt-corpus --corpus scenarios/on-call
     mrtr-harness hunt scenarios/smoke.toml --strategy cover --trials 40
     mrtr-harness hunt scenarios/smoke.toml --from-triage rejections.json
+    mrtr-harness hunt scenarios/smoke.toml --seed 7 --trial-range 1:10    # one machine's share
+    mrtr-harness hunt merge results/*-hunt-smoke                        # the shares as one hunt
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
 checked as `validate` checks the file. Imports stay inside the handler: Locust must patch
@@ -47,7 +49,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "it as drawn); hunt.jsonl journals every trial and the shrink. Bounds come from the scenario's "
                     "[hunt] table; these flags override it.",
         epilog=epilog("hunt"))
-    hunt.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml")
+    hunt.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. scenarios/smoke.toml; or the word "
+                                                  "`merge`, then the hunts' folders to merge (DIR...)")
+    hunt.add_argument("folders", type=Path, nargs="*", metavar="DIR",
+                      help="`hunt merge DIR...`: the folders of several hunts of one scenario, seed and strategy (each "
+                           "a --trial-range of the same search), merged into one hunt.json, hunt.jsonl and hunt.html "
+                           "in a new folder under --results")
     hunt.add_argument("--trials", type=int, help="the most trials the search runs ([hunt] trials, default 20)")
     hunt.add_argument("--controls", type=int, help="trials without chaos before the search ([hunt] controls, "
                                                    "default 2; 0: none)")
@@ -95,6 +102,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="steer the hunt by an incident's logged reasons: FILE is `mrtr-harness triage --once "
                            "--json` output; the hunt draws only the actions that can provoke the reasons it "
                            "counted, and a trial whose replicas log one of them fails (the logged reasons reproduced)")
+    hunt.add_argument("--trial-range", metavar="A:B",
+                      help="run only the search trials A to B (1-based, inclusive, within --trials) of the search, "
+                           "each drawn and seeded as the whole hunt would: one machine's share, e.g. a Kubernetes "
+                           "Indexed Job's pod; `hunt merge` joins the shares (random, swarm and cover only: lineage "
+                           "draws from what earlier trials showed)")
     hunt.add_argument("--results", type=Path, default=Path("results"),
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
@@ -126,7 +138,34 @@ def _whole(text: str, flag: str) -> int:
         raise UsageError(f"{flag}: {text.strip()!r} is not a replica's number (1, 2, ...)") from None
 
 
+def trial_range(text: str, trials: int, strategy: str, corpus: bool) -> tuple[int, int]:
+    """`--trial-range A:B` as (A, B): whole numbers, 1 <= A <= B <= `trials`, with a strategy whose schedules do not
+    depend on earlier trials' outcomes and no corpus (replayed once, not by every share); else UsageError (exit 2)."""
+    from harness.errors import UsageError
+
+    first, colon, last = text.partition(":")
+    if not colon or not first.strip().isdigit() or not last.strip().isdigit():
+        raise UsageError(f"--trial-range: {text!r} is not A:B (two whole numbers, e.g. 1:10)")
+    bounds = (int(first), int(last))
+    if not 1 <= bounds[0] <= bounds[1] <= trials:
+        raise UsageError(f"--trial-range {text}: want 1 <= A <= B <= {trials} (the search's trials, --trials)")
+    if strategy == "lineage":
+        raise UsageError("--trial-range: the lineage strategy draws each trial from what the earlier trials showed, "
+                         "so a share cannot draw its trials alone; use random, swarm or cover")
+    if corpus:
+        raise UsageError("--trial-range: --corpus is replayed before the search, once; run it in one hunt, not in "
+                         "every share")
+    return bounds
+
+
 def run_hunt(args: argparse.Namespace) -> int:
+    if args.scenario == Path("merge"):
+        return _merge(args)
+    if args.folders:
+        from harness.errors import UsageError
+
+        raise UsageError(f"hunt takes one scenario, not {len(args.folders) + 1} arguments (to merge hunts' folders: "
+                         "`hunt merge DIR...`)")
     import locust  # noqa: F401 - its import patches gevent, which must come before any socket or thread
 
     from harness.config.remote import say_remote
@@ -146,6 +185,9 @@ def run_hunt(args: argparse.Namespace) -> int:
                     base.text)
     hunt = Hunt(base, results_root=args.results, stream=sys.stderr, corpus_folders=args.corpus or ())
     hunt.steering = steering
+    if args.trial_range is not None:
+        hunt.trial_range = trial_range(args.trial_range, hunt.settings.trials, hunt.settings.strategy,
+                                       bool(args.corpus))
     say_remote(hunt.first_scenario(), args.allow_host, str(args.scenario))  # chaos off this machine: exit 2
     if base.scenario.target.auth is not None:
         from harness.auth.token_sources import check
@@ -185,6 +227,21 @@ def run_hunt(args: argparse.Namespace) -> int:
     if hunt.summary_file is not None:
         print(f"summary: {hunt.summary_file}")
     return code
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """`hunt merge DIR...`: several hunts' folders as one hunt (`harness.hunt.merge`); exit 1 when a trial failed in
+    any, 0 when none did; folders that are not shares of one search: exit 2, nothing written."""
+    from harness.hunt.merge import merge_hunts
+
+    if len(args.folders) < 1:
+        from harness.errors import UsageError
+
+        raise UsageError("hunt merge: name the hunts' folders to merge (hunt merge DIR...)")
+    merged = merge_hunts(args.folders, args.results)
+    for line in merged.lines():
+        print(line)
+    return merged.exit_code
 
 
 def _steered(args: argparse.Namespace) -> tuple[Base, Steering]:

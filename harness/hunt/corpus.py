@@ -155,8 +155,8 @@ def replayable(entries: Sequence[Entry], space: Space, fits: Callable[[Schedule]
     seen: set[str] = set()
     for entry in entries:
         outside = sorted({step.action for step in entry.schedule.steps if step.action not in space.actions})
-        replicas = sorted({step.replica for step in entry.schedule.steps
-                           if step.replica is not None and step.replica not in space.replicas})
+        replicas = sorted({replica for step in entry.schedule.steps for replica in _named(step)
+                           if replica not in space.replicas})
         digest = schedule_digest(entry.schedule)
         if outside:
             skipped.append(Skipped(entry.name, f"acts by {', '.join(outside)}, which this hunt does not draw"))
@@ -204,3 +204,9 @@ def save(folder: Path, text: str, scenario: str, failure: Failure, schedule: Sch
     if path.is_file() and not path.is_symlink():
         return path, False
     return write_atomically(path, text), True
+
+
+def _named(step: ChaosStep) -> tuple[int, ...]:
+    """The replicas (1-based) a step names: none, one or several."""
+    named = step.named()
+    return named if isinstance(named, tuple) else (named,) if named is not None else ()

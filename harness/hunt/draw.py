@@ -6,7 +6,9 @@ one of its choices (which rotation order, which network fault), a flag either, a
 its `ge`/`gt`/`le` bounds, or, unbounded, log-uniform around its default (a quarter to twice
 it); a step's window (`duration`, `interval`, `phase_gap`) never outlasts the trial; the new TTL
 of `set-ttl` is drawn below the target's own. `replica` is one the hunt allows (an action on
-every replica may also name none: all of them); an action on the authorization server names
+every replica may also name none: all of them); an action that can act on several at once
+(`several`) may also name `replicas`: a minority of two or more, or all but one, of those allowed
+(none with two replicas, where either is one); an action on the authorization server names
 none. A network step sets only its fault's own keys. A field the drawing cannot read raises
 TypeError: a new action whose field needs a rule here is caught by the tests, which draw every
 action over many seeds and validate each drawn scenario. The drawn table is validated into the
@@ -17,6 +19,7 @@ The same (seed, trial index) draws the same schedule in any process (`harness.lo
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -30,6 +33,8 @@ from harness.config.scenario import Scenario
 from harness.hunt.model import Schedule, chaos_step
 from harness.load.seeding import derive_seed, stream
 
+Named = int | tuple[int, ...] | None
+"""Whom a step names: one replica (1-based), several, or none (its action's default)."""
 Timing = Literal["early", "middle", "late"]
 TIMINGS: tuple[Timing, ...] = ("early", "middle", "late")
 """A step's `at` in the first, middle or last third of the trial: the coverage's timing buckets."""
@@ -38,7 +43,7 @@ LATEST = 0.8
 """Steps start within the first 80% of the trial, so each has time to act before the load stops."""
 SHORTEST = 0.1
 """The shortest duration drawn, real seconds."""
-_OWN = frozenset({"action", "at", "replica"})
+_OWN = frozenset({"action", "at", "replica", "replicas"})
 _FAULT_ONLY = frozenset().union(*FAULT_KEYS.values())
 
 
@@ -67,16 +72,26 @@ class Space:
                    replica_count=scenario.target.replica_count, duration=hunt.trial_duration,
                    max_steps=hunt.max_steps, ttl=scenario.target.ttl, name=scenario.target.name)
 
-    def replica_choices(self, action: str) -> list[int | None]:
+    def replica_choices(self, action: str) -> list[Named]:
         """The replicas a step of this action may name: none for the authorization server's, and none (every
-        replica) also for an action on all of them when every replica is allowed."""
-        acts_on = CHAOS_ACTIONS[action].acts_on
-        if acts_on == "auth":
+        replica) also for an action on all of them when every replica is allowed; then, for an action that can
+        act on several, each subset of the allowed replicas that is a minority of two or more, or all but one."""
+        model = CHAOS_ACTIONS[action]
+        if model.acts_on == "auth":
             return [None]
-        choices: list[int | None] = list(self.replicas)
-        if acts_on == "replicas" and len(self.replicas) == self.replica_count:
+        choices: list[Named] = list(self.replicas)
+        if model.acts_on == "replicas" and len(self.replicas) == self.replica_count:
             choices.append(None)
+        if model.several:
+            choices += [subset for size in subset_sizes(self.replica_count)
+                        for subset in itertools.combinations(self.replicas, size)]
         return choices
+
+
+def subset_sizes(count: int) -> list[int]:
+    """How many replicas a subset drawn among `count` names: a minority of two or more (fewer than half), and
+    all but one; none below three replicas (one of two is a single replica)."""
+    return sorted({size for size in range(2, count) if 2 * size < count} | ({count - 1} if count >= 3 else set()))
 
 
 def trial_seed(seed: int, index: int) -> int:
@@ -99,7 +114,9 @@ def draw_step(space: Space, rng: random.Random) -> ChaosStep:
     at = _tenths(rng.uniform(0.0, space.duration * LATEST))
     table: dict[str, Any] = {"action": action, "at": at}
     replica = rng.choice(space.replica_choices(action))
-    if replica is not None:
+    if isinstance(replica, tuple):
+        table["replicas"] = list(replica)
+    elif replica is not None:
         table["replica"] = replica
     left = max(space.duration - at, SHORTEST)
     fields = dict(model_facts(model))

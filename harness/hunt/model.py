@@ -173,7 +173,7 @@ def unshrunk_reason(stopped_by: str) -> str:
 
 
 _STEP = TypeAdapter(ChaosStep)
-_FIRST = ("action", "at", "replica", "fault")
+_FIRST = ("action", "at", "replica", "replicas", "fault")
 """The keys a step's table starts with, in the order the draw sets them; the action's own keys follow in the order
 its model declares them."""
 
@@ -198,6 +198,7 @@ def describe(schedule: Schedule) -> str:
     for step in schedule.steps:
         given = step_table(step)
         whom = f" r{given['replica']}" if given.get("replica") is not None else ""
+        whom = f" r{'+r'.join(map(str, given['replicas']))}" if given.get("replicas") else whom
         kind = next((f" {given[key]}" for key in ("fault", "order") if key in given), "")
         lasting = f" {given['duration']:g}s" if given.get("duration") is not None else ""
         parts.append(f"{step.action}{kind}{whom} @{step.at:g}s{lasting}")

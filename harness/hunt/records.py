@@ -71,6 +71,10 @@ class StartRecord(TypedDict):
     expect_counts: bool
     left_out: dict[str, str]
     most_runs: int
+    trial_range: NotRequired[list[int] | None]
+    """`--trial-range A:B`: the search trials this hunt ran of the whole search (1-based, inclusive); None: all."""
+    merged_from: NotRequired[list[str]]
+    """`hunt merge`: the hunts' folders (their names) this journal joins."""
 
 
 class ControlRecord(TypedDict):

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from harness import foreign_text
 from harness.atomic_files import PlantedLink, open_append
@@ -133,6 +133,11 @@ class Hunt:
         """hunt.json, once written (`harness.hunt.summary`)."""
         self.certificate: str | None = None
         """What the strategy certified when it had no schedule left to try (`Exhausted`); None: it never ran out."""
+        self.trial_range: tuple[int, int] | None = None
+        """`--trial-range A:B`: only the search trials A to B (1-based, inclusive) of the whole search run here, each
+        drawn and seeded as the whole hunt would (`harness.hunt.merge` joins the parts); None: every trial."""
+        self._skipped: list[Tried] = []
+        """The search trials before the range, drawn but never run: what the strategy is told came first."""
 
     def first_scenario(self) -> Scenario:
         """Trial 1's scenario, drawn and validated before anything starts: what `say_remote` is asked about."""
@@ -153,7 +158,8 @@ class Hunt:
                             "bounds": self.settings.model_dump(mode="json"),
                             "actions": list(self.space.actions), "replicas": list(self.space.replicas),
                             "property": self.result.property_line, "expect_counts": self.property.expect,
-                            "left_out": left_out, "most_runs": self.most_runs()})
+                            "left_out": left_out, "most_runs": self.most_runs(),
+                            "trial_range": list(self.trial_range) if self.trial_range is not None else None})
         self.say(f"hunt of {self.base.scenario.name} (seed {self.seed}, strategy {self.strategy.name}): "
                  f"{self.bound_line()}; {reuse_said(self.base.scenario)}; results in "
                  f"{self.folder}")
@@ -265,7 +271,9 @@ class Hunt:
         return None
 
     def _search(self) -> str:
-        for index in range(1, self.settings.trials + 1):
+        first, last = self.trial_range or (1, self.settings.trials)
+        self._skip_to(first)
+        for index in range(first, last + 1):
             if self.clock() - self.started >= self.settings.budget:
                 return "time"
             schedule = self._next_schedule()
@@ -284,10 +292,22 @@ class Hunt:
                 return "found"
         return "trials"
 
+    def _skip_to(self, first: int) -> None:
+        """Before a trial range that starts at `first`: draw the search trials before it without running them, so the
+        strategy (one whose schedules do not depend on trials' outcomes: `--trial-range` refuses the others) draws
+        trial `first` as the whole hunt would; and number the trials as the whole hunt does (its controls, then the
+        search), so each gets the seed it would have there."""
+        for _ in range(1, first):
+            schedule = self.strategy.next(tuple(self._skipped))
+            self._skipped.append(Tried(Trial(index=0, seed=0, schedule=schedule, purpose="search"),
+                                       cast(TrialRecord, {}), Path()))
+        if self.trial_range is not None:
+            self.index = self.settings.controls + first - 1
+
     def _next_schedule(self) -> Schedule | None:
         """The strategy's next schedule; None when it has none left to try, its certificate kept and said."""
         try:
-            return self.strategy.next(tuple(self.history))
+            return self.strategy.next((*self._skipped, *self.history))
         except Exhausted as exhausted:
             self.certificate = self.result.certificate = str(exhausted)
             self.say(f"certificate: {self.certificate}")

@@ -178,7 +178,8 @@ class ChaosRow(_Part):
     """One chaos action, from its start to its end."""
 
     action: str = Field(description="the action (docs/scenario.md lists them)")
-    target: str | None = Field(description="what it acted on: a replica, `all`, `auth`")
+    target: str | None = Field(description="what it acted on: a replica, several joined by + (`r1+r3`), `all`, "
+                                           "`auth`")
     start: float | None = Field(description="seconds into the run it started")
     end: float | None = Field(description="seconds into the run it ended; null: the run was cut off while it ran")
     ok: bool | None = Field(description="whether it did what it was asked")

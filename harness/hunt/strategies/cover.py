@@ -78,12 +78,13 @@ def _cell_of(step: ChaosStep, space: Space, labels: list[str]) -> Cell:
 
 
 def _step_in(cell: Cell, space: Space, labels: list[str], rng: random.Random) -> ChaosStep:
-    """A step drawn in the cell: from the cell's action and, when it names one replica, that replica, until its start
-    falls in the cell's third (at most `TRIES` draws; the last is kept if none does)."""
+    """A step drawn in the cell: from the cell's action and, when it names one replica or several, among those, until
+    its start falls in the cell's third (at most `TRIES` draws; the last is kept if none does)."""
     action, whom = cell[0].split()[0], cell[1]  # the variant starts with its action's name
-    named = [replica for replica in space.replica_choices(action) if replica is not None
-             and CHAOS_ACTIONS[action].whom(replica, labels) == whom]
-    narrowed = replace(space, actions=(action,), replicas=tuple(named) if named else space.replicas)
+    named = {member for replica in space.replica_choices(action) if replica is not None
+             and CHAOS_ACTIONS[action].whom(replica, labels) == whom
+             for member in (replica if isinstance(replica, tuple) else (replica,))}
+    narrowed = replace(space, actions=(action,), replicas=tuple(sorted(named)) if named else space.replicas)
     step = draw_step(narrowed, rng)
     for _ in range(TRIES - 1):
         if _cell_of(step, space, labels) == cell:

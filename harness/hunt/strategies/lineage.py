@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.config.chaos import CHAOS_ACTIONS, ChaosStep, EdgeKind
+from harness.config.chaos import CHAOS_ACTIONS, ChaosStep, EdgeKind, touches
 from harness.config.fields import model_facts
 from harness.hunt.draw import LATEST, SHORTEST, Space, draw_schedule, draw_step
 from harness.hunt.lineage import Edge, Shape, Support, TrialLineage, trial_lineage
@@ -77,7 +77,7 @@ def cuts(fault: Fault, shape: Shape, refuted: Refuted = frozenset()) -> bool:
     kinds: frozenset[EdgeKind] = CHAOS_ACTIONS[fault.action].cuts
     if fault.whom == "auth":
         return "token" in kinds  # every round carries the lead's token
-    if fault.whom not in ("all", shape.minter, shape.verifier):
+    if not (touches(fault.whom, shape.minter) or touches(fault.whom, shape.verifier)):
         return False
     if kinds & {"answer", "key", "age", "audience"}:
         return True  # every hand-over travels twice, is sealed with a key, for a name, and ages
@@ -191,7 +191,8 @@ class Lineage(Strategy):
             for window in read.chaos:
                 for support in read.supports:
                     found.update((Fault(window.action, window.whom), edge.shape()) for edge in support.edges
-                                 if window.whom in ("all", "auth", edge.minter, edge.verifier)
+                                 if window.whom == "auth" or touches(window.whom, edge.minter)
+                                 or touches(window.whom, edge.verifier)
                                  and edge.spans(window.start, window.end))
         return frozenset(found)
 
@@ -217,7 +218,7 @@ class Lineage(Strategy):
 
     def fault_set(self, schedule: Schedule) -> FaultSet:
         """The faults a schedule's steps are."""
-        return frozenset(Fault(step.action, CHAOS_ACTIONS[step.action].whom(step.replica, self.labels))
+        return frozenset(Fault(step.action, step.journal_target(self.labels))
                          for step in schedule.steps)
 
     def step(self, fault: Fault, edges: list[Edge], scale: float, rng: random.Random) -> ChaosStep:
@@ -244,11 +245,14 @@ class Lineage(Strategy):
         narrowed = replace(self.space, actions=(fault.action,))
         for _ in range(TRIES):
             step = draw_step(narrowed, rng)
-            if CHAOS_ACTIONS[step.action].whom(step.replica, self.labels) == fault.whom:
+            if step.journal_target(self.labels) == fault.whom:
                 return step
         table = step_table(step)
         table.pop("replica", None)
-        if named and named[0] is not None:
+        table.pop("replicas", None)
+        if named and isinstance(named[0], tuple):
+            table["replicas"] = list(named[0])
+        elif named and named[0] is not None:
             table["replica"] = named[0]
         return chaos_step(table)
 
