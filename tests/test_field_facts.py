@@ -63,4 +63,6 @@ def test_the_hunt_s_coverage_says_whom_a_step_acts_on_as_the_journal_does():
             name, whom, when = step_cell(step, labels, schedule.duration)
             assert (step.action, step.journal_target(labels)) == (name.split()[0], whom), step
             assert (name, whom, when) in cells
-    assert {whom for _, whom, _ in cells} == {"r1", "r2", "r3", "all", "auth"}
+    # each replica, every one, the authorization server, and of three replicas each pair (a minority of two or more,
+    # and all but one)
+    assert {whom for _, whom, _ in cells} == {"r1", "r2", "r3", "all", "auth", "r1+r2", "r1+r3", "r2+r3"}

@@ -79,6 +79,10 @@ FROM_TRIAGE = ("tests/test_hunt_from_triage.py::test_a_real_incidents_triage_ste
                "reproduces_its_reason (an on-call scenario's replica logs triaged with --once --json, then hunted "
                "from that file; on a shop whose keys fail a restart, in place of smoke.toml)")
 
+SHARES = ("tests/test_hunt_merge.py::test_two_shares_merged_count_the_trials_and_coverage_of_one_hunt_over_the_whole_"
+          "range (two --trial-range shares of one seed, merged, against one hunt over the whole range; a small "
+          "shop's scenario in place of smoke.toml)")
+
 PLAN: dict[str, Plan] = {
     # README.md and docs/running.md
     "mrtr-harness run scenarios/smoke.toml": Plan(
@@ -152,6 +156,15 @@ PLAN: dict[str, Plan] = {
     "mrtr-harness triage --once --json --file logs/r1.log@r1 --file logs/r2.log@r2 > rejections.json": Plan(
         "elsewhere", FROM_TRIAGE),
     "mrtr-harness hunt scenarios/smoke.toml --from-triage rejections.json": Plan("elsewhere", FROM_TRIAGE),
+    "mrtr-harness hunt scenarios/smoke.toml --seed 7 --trials 20 --trial-range 1:10 --results results/0": Plan(
+        "elsewhere", SHARES),
+    "mrtr-harness hunt scenarios/smoke.toml --seed 7 --trials 20 --trial-range 11:20 --results results/1": Plan(
+        "elsewhere", SHARES),
+    "mrtr-harness hunt merge results/0/*-hunt-smoke results/1/*-hunt-smoke": Plan("elsewhere", SHARES),
+    'mrtr-harness hunt merge "./${job#job.batch/}"/*/*-hunt-*': Plan(
+        "elsewhere", "tests/test_kubernetes_hunt.py::test_the_job_simulated_here_two_pods_shares_merge_into_one_hunt (each "
+                     "pod's command run as a process for its index, then merged; the guide's own lines are checked by "
+                     "test_the_guide_creates_the_job_copies_the_shares_out_and_merges_them)"),
     "mrtr-harness triage --kubernetes mrtr:app.kubernetes.io/name=mcp": Plan(
         "elsewhere", "tests/test_kubernetes_logs.py::test_triage_follows_the_pods_of_a_selector_as_they_are_replaced "
                      "(a kubectl on PATH that plays a cluster whose pods are replaced)"),

@@ -28,12 +28,13 @@ from harness.config.durations import parse_duration, parse_duration_text
 __all__ = ["HARSHER_WHEN_SHORTER", "VALIDATOR_KINDS", "WINDOWS", "FieldFacts", "FieldKind", "field_facts",
            "is_duration", "is_percentage", "model_facts", "validated_kind"]
 
-FieldKind = Literal["replica", "duration", "duration-or-count", "percentage", "literal", "flag", "text", "share",
-                    "count", "number", "other"]
-"""replica: the step's replica (1-based); duration: seconds, or text such as "90s" (`Duration`); duration-or-count:
-a count, or a duration written as text (a network fault's `after`); percentage: a fraction written "20%" (a
-`[compare]` tolerance); literal: one of a few words; flag: true or false; text: a string; share: a number from 0 up
-to 1 (a fault's `toxicity`, a revocation's `share`); count: a whole number; number: any other number."""
+FieldKind = Literal["replica", "replicas", "duration", "duration-or-count", "percentage", "literal", "flag", "text",
+                    "share", "count", "number", "other"]
+"""replica: the step's replica (1-based); replicas: the step's subset of them (two or more, 1-based); duration:
+seconds, or text such as "90s" (`Duration`); duration-or-count: a count, or a duration written as text (a network
+fault's `after`); percentage: a fraction written "20%" (a `[compare]` tolerance); literal: one of a few words; flag:
+true or false; text: a string; share: a number from 0 up to 1 (a fault's `toxicity`, a revocation's `share`); count:
+a whole number; number: any other number."""
 
 WINDOWS = frozenset({"duration", "interval", "phase_gap"})
 """Durations that are a chaos step's own window (how long it lasts, the wait between its parts): a drawn one ends
@@ -117,6 +118,8 @@ def field_facts(name: str, info: FieldInfo) -> FieldFacts:
 def _kind(name: str, held: Any, metadata: list[Any], lower: float | None, upper: float | None) -> FieldKind:
     if name == "replica":
         return "replica"
+    if name == "replicas":
+        return "replicas"
     validated = validated_kind(metadata)
     if validated is not None:
         return validated
