@@ -162,9 +162,9 @@ PLAN: dict[str, Plan] = {
         "elsewhere", SHARES),
     "mrtr-harness hunt merge results/0/*-hunt-smoke results/1/*-hunt-smoke": Plan("elsewhere", SHARES),
     'mrtr-harness hunt merge "./${job#job.batch/}"/*/*-hunt-*': Plan(
-        "elsewhere", "tests/test_kubernetes_hunt.py::test_the_job_simulated_here_two_pods_shares_merge_into_one_hunt (each "
-                     "pod's command run as a process for its index, then merged; the guide's own lines are checked by "
-                     "test_the_guide_creates_the_job_copies_the_shares_out_and_merges_them)"),
+        "elsewhere", "tests/test_kubernetes_hunt.py::test_the_job_simulated_here_two_pods_shares_merge_into_one_hunt "
+                     "(each pod's command run as a process for its index, then merged; the guide's own lines are "
+                     "checked by test_the_guide_creates_the_job_copies_the_shares_out_and_merges_them)"),
     "mrtr-harness triage --kubernetes mrtr:app.kubernetes.io/name=mcp": Plan(
         "elsewhere", "tests/test_kubernetes_logs.py::test_triage_follows_the_pods_of_a_selector_as_they_are_replaced "
                      "(a kubectl on PATH that plays a cluster whose pods are replaced)"),
