@@ -430,8 +430,9 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
     path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
                                "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
-                               "controls = 0\nexpect = true\nreruns = 2\nmust_fail = 2\n")
-    code, out, err, seen = _interrupted(path, tmp_path / "results", trials=4)  # the search's, 2 replays, a shrink's
+                               "controls = 0\nexpect = true\nreruns = 2\nmust_fail = 1\n")
+    # the search's chaos, its 2 replays' (one failing suffices: a busy machine may spare one), a shrink candidate's
+    code, out, err, seen = _interrupted(path, tmp_path / "results", trials=4)
     assert code == 130, out + err
     records = _journal(tmp_path / "results")
     search, shrinking, end = records[1], records[4], records[-1]
