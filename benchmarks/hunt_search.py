@@ -99,7 +99,7 @@ def figures(result: dict[str, Any], budget: int) -> dict[str, Any]:
                     None) if found else None
     return {"exit_code": result["exit_code"], "stopped_by": summary.get("stopped_by"),
             "controls": summary.get("controls"), "without_chaos": summary.get("without_chaos") is not None,
-            "found_at_trial": found_at, "censored_at": None if found_at else len(search) or budget,
+            "found_at_trial": found_at, "censored_at": None if found_at else len(search),
             "search_seconds": round(sum(float(trial.get("seconds") or 0) for trial in search[:found_at or None]), 1),
             "failure": summary.get("failure"), "shrink_runs": shrink.get("runs"),
             "steps_found": len(found["schedule"]["steps"]) if found else None,
