@@ -253,13 +253,15 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder, *, on_stop: Calla
     from starlette.responses import JSONResponse
 
     from harness.metrics.instrument import instrument
+    from harness.shop.planted import planted_guard
     from harness.shop.sealing import build_security
     from harness.shop.store import open_store
 
     bind = _header_principal(settings.principal_header) if settings.principal_header else None
     extra = {"bind_principal": bind} if bind else {}  # with auth on: the SDK's own binding, never overridden
+    guard = planted_guard(settings.keyring, settings.label)  # MRTR_SHOP_PLANTED: off unless set
     security, codec = build_security(settings.keyring, ttl=settings.ttl, audience=None,
-                                     clock_offset=settings.clock_offset, **extra)
+                                     clock_offset=settings.clock_offset, guard=guard, **extra)
     store = open_store(settings.store)
     answers = open_store(settings.answers_store) if settings.answers_store else store
     eras = {"serve_2025": True} if settings.serve_2025 else {}
@@ -285,8 +287,10 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder, *, on_stop: Calla
         from harness.shop.token_checks import gate_scopes
 
         gate_scopes(app, settings.resource)
+    stopped = guard.stopped if guard else None  # a clean stop: a planted fault tells a restart from a kill
+    closing = _all_of(store.close, stopped, on_stop)
     app = leaking(_naming_the_replica(app, settings.label), settings.leak)
-    return closing_at_shutdown(app, _all_of(store.close, on_stop)), codec, store
+    return closing_at_shutdown(app, closing), codec, store
 
 
 def _all_of(*steps: Callable[[], None] | None) -> Callable[[], None]:

@@ -33,6 +33,7 @@ from mcp.server.request_state import (
 )
 
 from harness.mrtr.keys import KeyRingError, fingerprint, new_key, parse_ring
+from harness.shop.planted import PlantedGuard
 
 __all__ = ["KeyRingError", "ReloadingCodec", "build_security", "fingerprint", "new_key", "parse_ring"]
 
@@ -100,9 +101,10 @@ class ReloadingCodec:
     a bad edit must not take a replica down mid-rotation.
     """
 
-    def __init__(self, source: KeyRingSource, *, clock_offset: float = 0.0) -> None:
+    def __init__(self, source: KeyRingSource, *, clock_offset: float = 0.0, guard: PlantedGuard | None = None) -> None:
         self._source = source
         self._clock_offset = clock_offset
+        self._guard = guard
         self._lock = threading.Lock()
         self._stamp = source.stamp()
         self._ring = _snapshot(source.read())
@@ -115,9 +117,14 @@ class ReloadingCodec:
     def seal(self, payload: bytes) -> str:
         if self._clock_offset:
             payload = _shift_claims(payload, self._clock_offset)
-        return self._current().codec.seal(payload)
+        token = self._current().codec.seal(payload)
+        if self._guard is not None:
+            self._guard.sealed(token)
+        return token
 
     def unseal(self, token: str) -> bytes:
+        if self._guard is not None and self._guard.refuses(token):
+            raise InvalidRequestState("unknown key")  # a planted fault (harness.shop.planted): keys forgotten
         payload = self._current().codec.unseal(token)
         if self._clock_offset:
             payload = _shift_claims(payload, -self._clock_offset)
@@ -163,8 +170,10 @@ def _shift_claims(payload: bytes, offset: float) -> bytes:
 
 
 def build_security(keyring: str, *, ttl: float, audience: str | None, clock_offset: float = 0.0,
-                   bind_principal=authenticated_principal) -> tuple[RequestStateSecurity, ReloadingCodec]:
-    """The replica's sealing policy; returns the codec too, so the replica can report fingerprints."""
-    codec = ReloadingCodec(KeyRingSource(keyring), clock_offset=clock_offset)
+                   bind_principal=authenticated_principal,
+                   guard: PlantedGuard | None = None) -> tuple[RequestStateSecurity, ReloadingCodec]:
+    """The replica's sealing policy; returns the codec too, so the replica can report fingerprints. `guard`: the
+    replica's planted faults (`harness.shop.planted`), none by default."""
+    codec = ReloadingCodec(KeyRingSource(keyring), clock_offset=clock_offset, guard=guard)
     security = RequestStateSecurity(codec=codec, ttl=ttl, audience=audience, bind_principal=bind_principal)
     return security, codec
