@@ -281,7 +281,8 @@ class Lineage(Strategy):
                         f"support of a {flow} flow, within these bounds: {why}")
         return (f"{'; '.join(said)}. The faults: {', '.join(map(str, self.faults()))}; the supports from "
                 f"{len(observed)} passing trials of {self.space.duration:g}s; an edge is cut as its action declares "
-                "it can cut (harness.config.chaos `cuts`)")
+                "it can cut (harness.config.chaos `cuts`), so a fault that model does not describe (a replica's "
+                "memory of its own restarts, say) is not ruled out")
 
 
 def _few(items: list[str], joint: str = ", ", most: int = 6) -> str:
