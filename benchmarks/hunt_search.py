@@ -41,7 +41,7 @@ from harness.config.scenario import Scenario
 from harness.hunt.draw import Space
 from harness.shop.planted import PLANTED, PLANTED_ENV
 
-ACTIONS = ("restart", "kill", "pause")
+ACTIONS = ("restart", "kill", "pause", "network")
 """What every hunt draws: the steps the planted faults need, which the healthy shop (a shared key ring) survives."""
 STRATEGIES = ("random", "swarm", "cover", "lineage")
 HEALTHY = "healthy"

@@ -43,11 +43,16 @@ class Cell:
     pause: float = 0.0
 
     def holds(self, step: ChaosStep) -> bool:
-        """Whether a drawn step is one (a pause of every replica counts on each)."""
-        replica = getattr(step, "replica", None)
-        if step.action != self.action or replica not in (self.replica, None):
+        """Whether a drawn step is one (a pause of every replica, or of a subset holding this one, counts on it)."""
+        if step.action != self.action or not self.on(getattr(step, "replica", None) or getattr(step, "replicas", None)):
             return False
         return self.pause <= 0 or float(getattr(step, "duration", 0.0)) >= self.pause - 1e-9
+
+    def on(self, named: object) -> bool:
+        """Whether a step naming `named` (a replica, a subset of them, or None: every one) acts on this cell's."""
+        if named is None:
+            return True
+        return self.replica in named if isinstance(named, tuple | list) else named == self.replica
 
 
 @dataclass(frozen=True)
@@ -113,7 +118,7 @@ def cell_chance(space: Space, cell: Cell) -> float:
     if cell.action not in space.actions:
         return 0.0
     choices = space.replica_choices(cell.action)
-    on_it = sum(1 for choice in choices if choice in (cell.replica, None))
+    on_it = sum(1 for choice in choices if cell.on(choice))
     chance = on_it / len(choices) / len(space.actions)
     return chance * (pause_at_least(space, cell.pause) if cell.pause > 0 else 1.0)
 
