@@ -330,9 +330,9 @@ actions = ["restart"]
 controls = 0
 expect = true
 max_steps = 1
-reruns = 1
+reruns = 3
 must_fail = 1
-shrink_runs = 1
+shrink_runs = 3
 reproduce = 1
 """
 
@@ -341,7 +341,7 @@ def test_a_hunt_of_replicas_in_containers_restarts_them_through_the_engine_and_k
                                                                                                  tmp_path):
     """A docker target hunts as it runs (about 40 s): seed 6's one trial restarts r2's container at 1.1 s, while the
     refunds whose states r2 sealed wait on their leads (the quote goes to r1, the refund's rounds to r2; per-process
-    keys: `unknown key`, which `[expect]` forbids, counted here); its one replay fails too; the shrink's one run
+    keys: `unknown key`, which `[expect]` forbids, counted here); a replay fails too; the shrink's candidate
     drops the restart and holds; the minimal schedule keeps it and names the same image; no container is left."""
     import json
     import sys
@@ -355,12 +355,17 @@ def test_a_hunt_of_replicas_in_containers_restarts_them_through_the_engine_and_k
     assert done.returncode == 1, done.stdout + done.stderr
     [folder] = list((tmp_path / "results").iterdir())
     records = [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
-    search, replay, shrink = records[1], records[2], records[3]  # the find replayed once before the shrink
+    trials = [record for record in records if record["type"] == "trial"]
+    search = trials[0]
     assert search["outcome"] == "failed" and search["schedule"]["steps"] == [
         {"action": "restart", "at": 1.1, "replica": 2}]
     assert search["reasons"]["unknown key"] > 0
-    assert replay["purpose"] == "replay" and replay["outcome"] == "failed"
-    assert shrink["purpose"] == "shrink" and shrink["schedule"]["steps"] == [] and shrink["outcome"] == "held"
+    # replayed three times with fresh seeds before the shrink: one failing the same way suffices (another seed's
+    # flows may have no state of r2's waiting when it restarts)
+    replays = [trial for trial in trials if trial["purpose"] == "replay"]
+    assert len(replays) == 3 and any(trial["outcome"] == "failed" for trial in replays)
+    shrink = next(trial for trial in trials if trial["purpose"] == "shrink")
+    assert shrink["schedule"]["steps"] == [] and shrink["outcome"] == "held"
     assert [step["action"] for step in records[-1]["shrink"]["minimal"]["steps"]] == ["restart"]
     minimal = parse_scenario((folder / "minimal.toml").read_text())
     assert minimal.target.kind == "docker" and minimal.target.image == HOST_PYTHON_IMAGE
