@@ -51,7 +51,7 @@ def harness_command(*args: str) -> list[str]:
 # --- /proc readers -----------------------------------------------------------------------------
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (field 3, the state, first), or None when gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
@@ -62,21 +62,24 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def alive(pid: int) -> bool:
     """Whether `pid` is a live process (a zombie left by a parent that does not reap counts as gone)."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return fields is not None and len(fields) > 0 and fields[0] != "Z"
 
 
 def parent_of(pid: int) -> int | None:
     """The parent PID of a live process, or None when it is gone."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return int(fields[1]) if fields else None
 
 
 def process_cpu_seconds(pid: int | None) -> float | None:
     """utime + stime of a process in seconds, or None when it is gone."""
-    fields = _stat_fields(pid) if pid is not None else None
-    if not fields:
-        return None
+    fields = stat_fields(pid) if pid is not None else None
+    return cpu_seconds_of(fields) if fields else None
+
+
+def cpu_seconds_of(fields: list[str]) -> float:
+    """utime + stime, in seconds, from a process's `stat_fields` (utime is field 14: index 11 after the name)."""
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

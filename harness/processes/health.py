@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from harness.processes.children import cpu_seconds_of, stat_fields
+
 
 @dataclass(frozen=True)
 class ProcessHealth:
@@ -24,15 +26,11 @@ class ProcessHealth:
 
 def process_health(pid: int) -> ProcessHealth | None:
     """The process's resident memory, CPU (utime + stime), descriptors and threads; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].decode("ascii").split()
-    except (OSError, IndexError, UnicodeDecodeError):
+    fields = stat_fields(pid)
+    if fields is None or len(fields) < 22 or fields[0] == "Z":
         return None
-    if len(fields) < 22 or fields[0] == "Z":
-        return None
-    # After the command name: state is field 3 (index 0), so utime (14) is 11, stime 12, threads (20) 17, rss (24) 21.
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    # After the command name: state is field 3 (index 0), so threads (20) is 17 and rss (24) 21.
+    cpu = cpu_seconds_of(fields)
     rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
     try:
         fds: int | None = len(os.listdir(f"/proc/{pid}/fd"))
