@@ -195,6 +195,12 @@ def residual_line(result: HuntResult) -> str | None:
             f"below {100 * bound:.1f}% ({100 * CONFIDENCE:g}% upper bound)")
 
 
+def coverage_rows(counted: Mapping[Cell, int]) -> list[dict[str, Any]]:
+    """The counted cells as the journal's `end` record and hunt.json hold them, one row each, in cell order."""
+    return [{"action": variant.split()[0], "variant": variant, "target": whom, "timing": when, "trials": count}
+            for (variant, whom, when), count in sorted(counted.items())]
+
+
 def residual_record(result: HuntResult) -> Residual:
     """The residual risk and health checks as plain data, for the hunt's journal's end record."""
     n = len(judged(result.trials))

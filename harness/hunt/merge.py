@@ -24,6 +24,7 @@ import json
 import os
 import re
 import stat
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from harness.errors import ExitCode, UsageError
 from harness.hunt import coverage
 from harness.hunt.model import Failure, FailureKind, HuntResult, Schedule, Trial, TrialPurpose, chaos_step
 from harness.hunt.page import coverage_line, render_page
+from harness.hunt.summary import VERSION, trial_data
 from harness.run.results_folder import results_folder
 
 JOURNAL_LIMIT = 64 * 1024 * 1024
@@ -343,23 +345,17 @@ def _write(merged: Merged) -> None:
     end = {"type": "end", "stopped_by": result.stopped_by, "trials": len(result.trials),
            "found": result.found.index if result.found is not None else None,
            "found_in": merged.found_in,
-           "coverage": [{"action": variant.split()[0], "variant": variant, "target": whom, "timing": when,
-                         "trials": count} for (variant, whom, when), count in sorted(result.coverage.items())],
+           "coverage": coverage.coverage_rows(result.coverage),
            **coverage.residual_record(result)}
     records.append(end)
     write_atomically(folder / "hunt.jsonl", "".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
     write_atomically(folder / "hunt.html", render_page(result, None))
-    counts: dict[str, int] = {}
-    for trial in result.trials:
-        counts[trial.purpose] = counts.get(trial.purpose, 0) + 1
-    summary = {"version": 1, "scenario": result.scenario, "strategy": result.strategy, "seed": result.seed,
+    summary = {"version": VERSION, "scenario": result.scenario, "strategy": result.strategy, "seed": result.seed,
                "merged_from": [share.name for share in shares], "trial_range": start["trial_range"],
-               "property": result.property_line, "trials": counts, "stopped_by": result.stopped_by,
-               "found": ({"trial": result.found.index, "seed": result.found.seed, "folder": result.found.folder,
-                          "failures": [str(failure) for failure in result.found.failures]}
-                         if result.found is not None else None),
+               "property": result.property_line, "trials": dict(Counter(trial.purpose for trial in result.trials)),
+               "stopped_by": result.stopped_by, "found": trial_data(result.found),
                "found_in": merged.found_in, "minimal_file": merged.minimal,
-               "without_chaos": result.control.folder if result.control is not None else None,
+               "without_chaos": trial_data(result.control),
                "coverage": "coverage: " + coverage_line(result, None),
                "coverage_cells": end["coverage"], **coverage.residual_record(result),
                "page": "hunt.html", "journal": "hunt.jsonl"}

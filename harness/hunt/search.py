@@ -608,9 +608,7 @@ class Hunt:
                                               if result.control is not None else None),
                             "found": result.found.index if result.found is not None else None,
                             "failure": failure_data(result.failure) if result.failure is not None else None,
-                            "coverage": [{"action": variant.split()[0], "variant": variant, "target": whom,
-                                          "timing": when, "trials": count}
-                                         for (variant, whom, when), count in sorted(result.coverage.items())],
+                            "coverage": coverage.coverage_rows(result.coverage),
                             **coverage.residual_record(result),
                             "shrink": self._shrink_record(), "minimal_file": _named(self.minimal_file, self.folder),
                             "page": _named(self.page_file, self.folder), "certificate": self.certificate,

@@ -79,7 +79,7 @@ def summary(hunt: Hunt, shrink: dict[str, Any] | None) -> dict[str, Any]:
                      "failed": result.control.index if result.control is not None else None},
         "trials": dict(Counter(trial.purpose for trial in result.trials)),
         "stopped_by": result.stopped_by,
-        "found": _trial(result.found),
+        "found": trial_data(result.found),
         "found_in_corpus": hunt.found_in_corpus,
         "failure": failure_data(result.failure) if result.failure is not None else None,
         "shrink": shrink,
@@ -90,7 +90,7 @@ def summary(hunt: Hunt, shrink: dict[str, Any] | None) -> dict[str, Any]:
         "coverage": hunt.coverage_line(),
         "certificate": result.certificate,
         **coverage.residual_record(result),
-        "without_chaos": _trial(result.control),
+        "without_chaos": trial_data(result.control),
         "from_triage": hunt.steering.as_data() if hunt.steering is not None else None,
         "page": _named(hunt.page_file, folder),
         "journal": "hunt.jsonl",
@@ -113,7 +113,7 @@ def _rerun(hunt: Hunt) -> str:
     return shlex.join(words)
 
 
-def _trial(trial: Trial | None) -> dict[str, Any] | None:
+def trial_data(trial: Trial | None) -> dict[str, Any] | None:
     """A trial in a few keys: which, its seed, its results folder (relative to the hunt's), its schedule, its
     failures."""
     if trial is None:
