@@ -212,9 +212,12 @@ def _check_auth(finished: Finished, sign: tuple[str, str] | None) -> None:
 
 
 def _refreshed_before_expiry(finished: Finished) -> None:
-    """The leads think past the tokens' 2 s lifetime, yet only the revoke's 401s are seen (one per principal):
-    the harness refreshes each token at half its life, and the refreshes are counted."""
-    assert finished.summary["auth"]["unauthorized"] <= 4, finished.summary["auth"]
+    """The leads think past the tokens' 2 s lifetime, yet every 401 is renewed and its round resent: the harness
+    refreshes each token at half its life, and the refreshes are counted. The revoke gives one 401 per principal;
+    a machine too busy to wake a refresh within the token's second half gives one more, renewed the same way, so
+    the count of 401s is not what the code guarantees."""
+    auth = finished.summary["auth"]
+    assert auth["unauthorized"] > 0 and auth["retried"] == auth["unauthorized"], auth
     assert finished.folder is not None
     refreshed = re.search(r'^mrtr_token_refreshes_total\{outcome="ok"\} (\S+)$',
                           (finished.folder / "metrics.prom").read_text(), re.MULTILINE)

@@ -52,7 +52,7 @@ replicas = 2
 {target}
 [load]
 arrival_rate = {rate}
-routing = "round-robin"
+routing = "{routing}"
 
 [[flows]]
 kind = "refund"
@@ -68,8 +68,8 @@ FAILURE = Failure("expectation", "rejections{reason='unknown key'}")
 
 
 def _shop(name: str = "entry", seed: int = 9, duration: str = "3s", rate: float = 3, target: str = "",
-          rest: str = "") -> str:
-    return SHOP.format(name=name, seed=seed, duration=duration, rate=rate, target=target, rest=rest)
+          rest: str = "", routing: str = "round-robin") -> str:
+    return SHOP.format(name=name, seed=seed, duration=duration, rate=rate, target=target, rest=rest, routing=routing)
 
 
 def _hunt_of(text: str) -> Any:
@@ -183,13 +183,12 @@ def test_a_kept_entry_s_name_is_letters_digits_and_dashes_whatever_the_names(nam
 
 @pytest.mark.timeout(300)
 def test_a_hunt_replays_its_corpus_first_with_the_entry_s_seed_and_finds_it_again(tmp_path):
-    """A shop with per-process keys behind round-robin (every run fails `[expect]`'s `unknown key == 0`), hunted
-    for restarts and kills with a corpus holding a restart entry of seed 41, a planted link, a broken file and a
-    network entry: trial 1 is the entry's replay, with its seed, and fails; no search trial runs; the shrink's
-    one run drops its step (the shop fails under load alone), so the minimal schedule, with no chaos, is not kept
-    (exit 1)."""
+    """A shop with per-process keys behind other-replica routing (every run fails `[expect]`'s `unknown key == 0`),
+    hunted for restarts and kills with a corpus holding a restart entry of seed 41, a planted link, a broken file and a
+    network entry: trial 1 is the entry's replay, with its seed, and fails; no search trial runs; the shrink's one run
+    drops its step (the shop fails under load alone), so the minimal schedule, with no chaos, is not kept (exit 1)."""
     hunted = tmp_path / "hunted.toml"
-    hunted.write_text(_shop(name="hunted", duration="10s", target='keyring = "ephemeral"\n',
+    hunted.write_text(_shop(name="hunted", duration="10s", target='keyring = "ephemeral"\n', routing="other-replica",
                             rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n"))
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -108,7 +108,7 @@ _ROUNDISH = st.fixed_dictionaries({
     "phase": st.sampled_from(["start", "end"]) | _JSON})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(_ROUNDISH | _JSON, max_size=20))
 def test_no_journal_content_makes_the_reader_raise(records: list[object]) -> None:
     for support in supports(records):
@@ -116,7 +116,7 @@ def test_no_journal_content_makes_the_reader_raise(records: list[object]) -> Non
     assert all(window.end >= window.start for window in read_lineage(records).chaos)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(_ROUNDISH, max_size=12), st.binary(max_size=64))
 def test_no_journal_file_makes_the_reader_raise(records: list[dict[str, object]],
                                                junk: bytes) -> None:

@@ -5,7 +5,7 @@ run the command, about 3 s each, and start nothing): the same seed draws the sam
 and every step drawn, for every action and over many seeds, builds a scenario the scenario
 model accepts. The hunts run the command as a user does, against the embedded shop (a trial
 of 3 s costs about 8 s: the shop starts and stops each time): one with a planted fault
-(per-process keys behind round-robin: a state minted on one replica is opened by another, so
+(per-process keys behind other-replica routing: a state minted on one replica is opened by another, so
 every schedule's trial fails its `[expect]`) finds a failing trial, shrinks it, hands over a
 minimal scenario that `validate` passes and `run --reproduce` reproduces, and exits 1 (end to
 end, about 70 s: 7 trials and a rerun); a healthy shop with 2 short trials exits 0 and says its
@@ -50,7 +50,7 @@ replicas = 2
 {target}
 [load]
 arrival_rate = 3
-routing = "round-robin"
+routing = "{routing}"
 
 [[flows]]
 kind = "refund"
@@ -69,9 +69,16 @@ client_secret_env = "HUNT_TEST_SECRET"
 """
 
 
-def _scenario_file(tmp_path: Path, name: str = "hunted", target: str = "", rest: str = "") -> Path:
+PLANTED = {"target": 'keyring = "ephemeral"\n', "routing": "other-replica"}
+"""The planted fault: per-process keys, and every round after the first sent to the other replica, so every flow's
+answer reaches a replica that cannot open its state (`unknown key`) whatever the machine's load. Round-robin crosses
+only as the flows happen to interleave: on a busy machine the flows run one after another and may never cross."""
+
+
+def _scenario_file(tmp_path: Path, name: str = "hunted", target: str = "", rest: str = "",
+                   routing: str = "round-robin") -> Path:
     path = tmp_path / f"{name}.toml"
-    path.write_text(SHOP.format(name=name, target=target, rest=rest))
+    path.write_text(SHOP.format(name=name, target=target, rest=rest, routing=routing))
     return path
 
 
@@ -245,14 +252,14 @@ def test_a_bad_flag_is_refused_as_the_table_would_be_with_exit_2_before_anything
 
 @pytest.mark.timeout(600)  # a hunt, a shrink and reruns: over 60 s alone, several times that on a busy CI
 def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scenario_that_reproduces(tmp_path):
-    """End to end (about 70 s): per-process keys behind round-robin, which `[expect]` forbids (`unknown key`), with
-    no control trial (it would fail without chaos: the next test) and `[expect]` counted (`expect = true`). The
-    search's first trial (two restarts) fails; the shrink (2 of 2 runs, at most 4 runs: each dropped step) drops its
-    chaos; the minimal schedule is rerun twice for its rate; minimal.toml passes `validate` and `run --reproduce`
-    reproduces it (exit 0); hunt.html names the failure; the hunt exits 1 and its journal holds every trial and the
-    shrink's outcome. The shrink's budget, not minimality, ends it: a shorter run is flaky, and 2 of 2 would decide
-    it only with more runs than this test spends."""
-    path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
+    """End to end (about 70 s): per-process keys behind other-replica routing (`PLANTED`), which `[expect]` forbids
+    (`unknown key`), with no control trial (it would fail without chaos: the next test) and `[expect]` counted (`expect
+    = true`). The search's first trial (two restarts) fails; the shrink (2 of 2 runs, at most 4 runs: each dropped step)
+    drops its chaos; the minimal schedule is rerun twice for its rate; minimal.toml passes `validate` and `run
+    --reproduce` reproduces it (exit 0); hunt.html names the failure; the hunt exits 1 and its journal holds every trial
+    and the shrink's outcome. The shrink's budget, not minimality, ends it: a shorter run is flaky, and 2 of 2 would
+    decide it only with more runs than this test spends."""
+    path = _scenario_file(tmp_path, **PLANTED,
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
                                "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
                                "reruns = 2\nmust_fail = 2\nshrink_runs = 4\nreproduce = 2\ncontrols = 0\n"
@@ -347,11 +354,11 @@ def test_a_healthy_shop_holds_two_controls_and_two_short_trials_exits_0_and_says
 
 @pytest.mark.timeout(300)
 def test_a_shop_that_fails_without_chaos_is_reported_so_and_neither_searched_nor_shrunk(tmp_path):
-    """Per-process keys behind round-robin break every multi-round flow under load alone (about 15 s): the first
-    control trial's steady state, judged over its whole run, fails; the hunt says "fails without chaos" (exit 1),
+    """Per-process keys behind other-replica routing break every multi-round flow under load alone (about 15 s): the
+    first control trial's steady state, judged over its whole run, fails; the hunt says "fails without chaos" (exit 1),
     journals a control record and ends there: no search trial, no shrink, no minimal.toml; the page has its own
     section."""
-    path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
+    path = _scenario_file(tmp_path, **PLANTED,
                           rest="[hypothesis]\ncompleted_ratio = \">= 0.9\"\n\n"
                                "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n")
     done = _hunt(str(path), "--results", str(tmp_path / "results"))
@@ -404,6 +411,7 @@ def test_an_external_target_says_which_actions_it_leaves_out_for_want_of_a_comma
     assert left["kill"].endswith("[target.commands] kill") and "network" not in left
 
 
+@pytest.mark.timeout(420)  # up to 240 s for the trial's chaos on a busy CI, 90 s to stop
 def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_path):
     """SIGINT once the trial's first pause started (its journal says so; about 10 s): the run's own machinery ends
     the trial (the replica resumed, the shop stopped), the hunt writes its end, exits 130, and no process it
@@ -423,11 +431,12 @@ def test_ctrl_c_during_a_trial_rolls_it_back_ends_the_journal_and_exits_130(tmp_
     assert _left_behind(seen) == [], "a process the hunt started outlived it"
 
 
+@pytest.mark.timeout(420)  # up to 240 s for four trials' chaos on a busy CI, 90 s to stop
 def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule_marked_and_exits_130(tmp_path):
     """SIGINT once the first shrink candidate's restart started (about 25 s): the candidate's run is stopped as
     `run` stops, the hunt writes minimal.toml (the found trial's schedule: no smaller one had failed yet), its header
     and the page saying the shrink was cut short, ends its journal and exits 130, leaving no process."""
-    path = _scenario_file(tmp_path, target='keyring = "ephemeral"\n',
+    path = _scenario_file(tmp_path, **PLANTED,
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
                                "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
                                "controls = 0\nexpect = true\nreruns = 2\nmust_fail = 1\n")
@@ -452,7 +461,8 @@ def test_ctrl_c_during_the_shrink_still_hands_over_the_smallest_failing_schedule
 
 
 def _interrupted(path: Path, results: Path, trials: int) -> tuple[int, str, str, dict[tuple[int, str], str]]:
-    """A hunt sent SIGINT once `trials` trials' chaos started (within 90 s): its exit code, stdout, stderr, and
+    """A hunt sent SIGINT once `trials` trials' chaos started (within 240 s: a busy CI runs a trial in 20 s): its
+    exit code, stdout, stderr, and
     every process seen below it while it ran, with its command line (sampled from /proc by parent PID until it
     exited: the zygote and the replicas it forks never name the results folder in their command line)."""
     out_file, err_file = results.parent / "hunt.out", results.parent / "hunt.err"
@@ -462,7 +472,7 @@ def _interrupted(path: Path, results: Path, trials: int) -> tuple[int, str, str,
                                    preexec_fn=sigint_default)
     seen: dict[tuple[int, str], str] = {}
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline and _chaos_started(results) < trials and process.poll() is None:
             seen |= _below(process.pid, seen)
             time.sleep(0.1)

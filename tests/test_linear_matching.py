@@ -48,7 +48,7 @@ def texts(*pieces: str, extra: str = " \t\n,;:.=-_\"'/@é٣ſİıK\u212aS0a9Z") 
     return st.lists(st.sampled_from([*pieces, *extra]), max_size=24).map("".join)
 
 
-SETTINGS = settings(max_examples=1500, deadline=None)
+SETTINGS = settings(max_examples=300, deadline=None)
 
 
 @SETTINGS
