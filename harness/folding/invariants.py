@@ -45,7 +45,9 @@ from harness.vocabulary import INVARIANTS as INVARIANTS
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
 REPLAY_COMPLETED = Mutation.REPLAY_COMPLETED.value
 
-JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted", "identical_calls_agree", "no_call_hung")
+RACE_INVARIANTS = ("identical_calls_agree", "no_call_hung")
+"""The race probes' invariants: checked only in a run where a race flow raced."""
+JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted", *RACE_INVARIANTS)
 """The invariants judged from the journal alone."""
 LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name not in JOURNAL_INVARIANTS)
 """The invariants that need the target's ledger: unchecked when the target declares none."""
