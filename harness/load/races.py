@@ -139,7 +139,7 @@ def race(flow: Flow, spec: RaceFlow, intended_at: float | None) -> Steps[FlowOut
     failed = next((call.exception for call in calls if call.ready() and call.exception is not None), None)
     if failed is not None:
         raise failed  # a bug, not a hang: the flow ends `error`, saying it
-    _journal(flow, probe, records, spec.slow_after, started)
+    _journal(flow, probe, records, replicas, spec.slow_after, started)
     done = [record for record in records if record is not None]
     for record in done:
         flow.call_done("issue_refund", 2, record.outcome)
@@ -160,13 +160,15 @@ def _replicas(flow: Flow, probe: str) -> tuple[str, str]:
     return one, flow.rng.choice([url for url in urls if url != one])
 
 
-def _journal(flow: Flow, probe: str, records: list[RoundRecord | None], slow_after: float, started: float) -> None:
+def _journal(flow: Flow, probe: str, records: list[RoundRecord | None], replicas: tuple[str, str], slow_after: float,
+             started: float) -> None:
     """The race on the flow's record: its probe, each call's answer, replica and watch, and whether they agree."""
     answers = [answer_of(record).value for record in records]
     facts: dict[str, Any] = {
         "race": probe, "race_at": round(started, 3), "race_answers": answers,
         "race_watch": [watch_of(record, slow_after).value for record in records],
-        "race_replicas": [flow.env.round_label(record) if record is not None else "?" for record in records],
+        "race_replicas": [flow.env.round_label(record) if record is not None else flow.env.replica_labels.get(url, url)
+                          for record, url in zip(records, replicas, strict=True)],
         "race_overlapped": _overlapped(records)}
     agreed = agrees(*answers)
     if agreed is not None:
