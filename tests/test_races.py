@@ -199,3 +199,4 @@ def test_once_only_records_in_memory_without_the_apis_guard_release_twice_and_a_
     assert races["during_rotation"]["exercised"] is False
     assert {"invariant no_double_release", "invariant identical_calls_agree", "invariant no_call_hung"} <= {
         problem.split(":")[0] for problem in summary["problems"]}
+    assert "released / released" in (finished.folder / "report.html").read_text().split("<h2>Race probes</h2>")[1]
