@@ -131,11 +131,13 @@ def race(flow: Flow, spec: RaceFlow, intended_at: float | None) -> Steps[FlowOut
              gevent.spawn_later(spec.retry_after if probe == "retry" else 0.0, flow.send, "issue_refund",
                                 arguments, replica=replicas[1], **sent)]
     started = time.time()
-    gevent.joinall(calls, timeout=spec.hung_after)
-    records = [call.value if call.successful() else None for call in calls]
-    for call in calls:
-        if not call.ready():
-            call.kill(block=False)  # hung: the watchdog stops waiting (its round is never journaled)
+    try:
+        gevent.joinall(calls, timeout=spec.hung_after)
+        records = [call.value if call.successful() else None for call in calls]
+    finally:
+        for call in calls:  # hung (or the flow stopped): nobody waits for it any more, and its round is never journaled
+            if not call.ready():
+                call.kill(block=False)
     failed = next((call.exception for call in calls if call.ready() and call.exception is not None), None)
     if failed is not None:
         raise failed  # a bug, not a hang: the flow ends `error`, saying it
