@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from harness.config.scenario import ScenarioError, parse_scenario
 from harness.folding.merging import merged
@@ -147,6 +149,34 @@ def test_races_fold_and_merge_as_one_pass_and_those_inside_a_rotation_are_counte
     assert whole.during_rotation(_rotation(200.0, 210.0))["exercised"] is False
     assert whole.during_rotation([])["why"] == "the scenario has no rotate-keys chaos step"
     assert RaceFigures().table([]) is None
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=12)
+RACE_KEYS = ("race", "race_at", "race_answers", "race_watch", "race_replicas", "race_overlapped", "race_agreed",
+             "flow_id")
+
+
+@settings(max_examples=200, deadline=None)
+@given(outcome=st.sampled_from(list(Outcome)), result=st.none() | st.dictionaries(
+    st.sampled_from(["structuredContent", "content", "isError"]), JSON, max_size=3))
+def test_any_answer_a_server_sends_reads_as_one_of_the_words(outcome, result):
+    assert answer_of(_round(outcome, result)) in set(RaceAnswer)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(st.fixed_dictionaries({}, optional=dict.fromkeys(RACE_KEYS, JSON)), min_size=1, max_size=4),
+       chaos=st.lists(st.fixed_dictionaries({"action": st.sampled_from(["rotate-keys", "pause"]),
+                                             "phase": st.sampled_from(["start", "end"]), "t": st.floats() | JSON}),
+                      max_size=4))
+@example(records=[{}], chaos=[{"action": "rotate-keys", "phase": "start", "t": float("nan")}])
+def test_any_race_record_folds_and_tables_without_breaking(records, chaos):
+    figures = RaceFigures()
+    for record in records:
+        figures.add({**record, "race": record.get("race", "twin")})
+    table = figures.table(chaos)
+    assert table is not None and table["raced"] == len(records)
 
 
 @pytest.mark.parametrize(("keys", "message"), [

@@ -119,7 +119,8 @@ def _windows(chaos: Iterable[Mapping[str, Any]], action: str) -> list[tuple[int,
     windows: list[tuple[int, int]] = []
     open_at: list[float] = []
     for row in chaos:
-        if row.get("action") != action or not isinstance(row.get("t"), int | float):
+        t = row.get("t")
+        if row.get("action") != action or not isinstance(t, int | float) or not math.isfinite(t):
             continue
         if row.get("phase") == "start":
             open_at.append(float(row["t"]))
