@@ -15,6 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from harness.config.cautions import cautions
 from harness.config.scenario import ScenarioError, parse_scenario
 from harness.folding.merging import merged
 from harness.folding.races import RaceFigures
@@ -158,14 +159,14 @@ RACE_KEYS = ("race", "race_at", "race_answers", "race_watch", "race_replicas", "
              "flow_id")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(outcome=st.sampled_from(list(Outcome)), result=st.none() | st.dictionaries(
     st.sampled_from(["structuredContent", "content", "isError"]), JSON, max_size=3))
 def test_any_answer_a_server_sends_reads_as_one_of_the_words(outcome, result):
     assert answer_of(_round(outcome, result)) in set(RaceAnswer)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(records=st.lists(st.fixed_dictionaries({}, optional=dict.fromkeys(RACE_KEYS, JSON)), min_size=1, max_size=4),
        chaos=st.lists(st.fixed_dictionaries({"action": st.sampled_from(["rotate-keys", "pause"]),
                                              "phase": st.sampled_from(["start", "end"]), "t": st.floats() | JSON}),
@@ -186,6 +187,16 @@ def test_any_race_record_folds_and_tables_without_breaking(records, chaos):
 def test_a_race_flow_with_watchdogs_or_probes_that_make_no_sense_is_refused(keys, message):
     with pytest.raises(ScenarioError, match=message):
         parse_scenario(RACE.format(name="bad", target="", flow=keys, think="6s", chaos=""))
+
+
+def test_a_twin_probe_against_one_replica_is_said_before_the_run():
+    one = parse_scenario(RACE.format(name="one", target="", flow="", think="6s", chaos="").replace(
+        "replicas = 2", "replicas = 1"))
+    assert any("twin probe" in caution for caution in cautions(one))
+    retry_only = parse_scenario(RACE.format(name="one", target="", flow='probes = ["retry"]', think="6s", chaos="")
+                                .replace("replicas = 2", "replicas = 1"))
+    assert cautions(retry_only) == []
+    assert cautions(parse_scenario(RACE.format(name="two", target="", flow="", think="6s", chaos=""))) == []
 
 
 # --- real runs against the embedded shop ------------------------------------------------------------------
