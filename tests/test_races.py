@@ -39,7 +39,7 @@ replicas = 2
 
 [load]
 arrival_rate = 8
-timeout = "2s"
+timeout = "{timeout}"
 
 [[flows]]
 kind = "race"
@@ -50,6 +50,12 @@ think = {{ dist = "constant", value = "{think}" }}
 
 {chaos}
 """
+
+def scenario(name: str = "race", *, target: str = "", flow: str = "", think: str = "6s", timeout: str = "30s",
+             chaos: str = "") -> str:
+    """A race scenario's text: two replicas, eight flows a second for 4 s, leads thinking `think` (modelled)."""
+    return RACE.format(name=name, target=target, flow=flow, think=think, timeout=timeout, chaos=chaos)
+
 
 ROTATION = """
 [[chaos]]  # one TTL of the old key's retirement: 1 s (real)
@@ -186,27 +192,24 @@ def test_any_race_record_folds_and_tables_without_breaking(records, chaos):
 ])
 def test_a_race_flow_with_watchdogs_or_probes_that_make_no_sense_is_refused(keys, message):
     with pytest.raises(ScenarioError, match=message):
-        parse_scenario(RACE.format(name="bad", target="", flow=keys, think="6s", chaos=""))
+        parse_scenario(scenario("bad", flow=keys))
 
 
 def test_a_twin_probe_against_one_replica_is_said_before_the_run():
-    one = parse_scenario(RACE.format(name="one", target="", flow="", think="6s", chaos="").replace(
-        "replicas = 2", "replicas = 1"))
+    one = parse_scenario(scenario("one").replace("replicas = 2", "replicas = 1"))
     assert any("twin probe" in caution for caution in cautions(one))
-    retry_only = parse_scenario(RACE.format(name="one", target="", flow='probes = ["retry"]', think="6s", chaos="")
-                                .replace("replicas = 2", "replicas = 1"))
+    retry_only = parse_scenario(scenario("one", flow='probes = ["retry"]').replace("replicas = 2", "replicas = 1"))
     assert cautions(retry_only) == []
-    assert cautions(parse_scenario(RACE.format(name="two", target="", flow="", think="6s", chaos=""))) == []
+    assert cautions(parse_scenario(scenario("two"))) == []
 
 
 # --- real runs against the embedded shop ------------------------------------------------------------------
 
 
 def test_a_healthy_shop_releases_each_raced_refund_once_and_agrees_also_while_its_keys_rotate(tmp_path: Path):
-    scenario = tmp_path / "race.toml"
-    scenario.write_text(RACE.format(name="race", target='ttl = "60s"', flow="", think="6s",
-                                    chaos=ROTATION))
-    finished = run_harness(scenario, tmp_path / "results", timeout=120)
+    path = tmp_path / "race.toml"
+    path.write_text(scenario(target='ttl = "60s"', chaos=ROTATION))
+    finished = run_harness(path, tmp_path / "results", timeout=120)
     assert finished.code == 0, finished.output
     summary = finished.summary
     races = summary["races"]
@@ -223,12 +226,12 @@ def test_a_healthy_shop_releases_each_raced_refund_once_and_agrees_also_while_it
 
 def test_once_only_records_in_memory_without_the_apis_guard_release_twice_and_a_silent_replica_hangs_calls(
         tmp_path: Path):
-    scenario = tmp_path / "broken.toml"
+    path = tmp_path / "broken.toml"
     # Twins only, their leads thinking 1 s (real): the flows of the first second race before r2 falls silent,
-    # those of the next one inside its silence.
-    scenario.write_text(RACE.format(name="race-broken", target=BROKEN, think="60s", chaos=SILENT_REPLICA,
-                                    flow='probes = ["twin"]\nslow_after = "0.2s"\nhung_after = "0.5s"'))
-    finished = run_harness(scenario, tmp_path / "results", timeout=120)
+    # those of the next one inside its silence; rounds sent to r2 before a race time out after 2 s.
+    path.write_text(scenario("race-broken", target=BROKEN, think="60s", timeout="2s", chaos=SILENT_REPLICA,
+                             flow='probes = ["twin"]\nslow_after = "0.2s"\nhung_after = "0.5s"'))
+    finished = run_harness(path, tmp_path / "results", timeout=120)
     assert finished.code == 1, finished.output
     summary = finished.summary
     invariants, races = summary["invariants"], summary["races"]
