@@ -1,4 +1,4 @@
-"""`[[flows]]`: what each flow does (the shop's presets and race probes, any tool's `call`, the fuzzer), and the kinds.
+"""`[[flows]]`: what each flow does (shop presets, races, any tool's `call`, the fuzzer), and the registry of kinds.
 
 A flow kind is declared once, in two halves that share its model:
 
