@@ -14,7 +14,7 @@ import enum
 from typing import Final, Literal, get_args
 
 __all__ = ["AUTH_OUTCOMES", "HANDSHAKE_REVISIONS", "INVARIANTS", "LABEL_VALUES", "MODERN_REVISION", "OTHER_REASON",
-           "REASONS", "TOLERANCE_KEYS", "FlowOutcome", "Outcome", "ProtocolRevision"]
+           "REASONS", "TOLERANCE_KEYS", "WATCH_STATES", "FlowOutcome", "Outcome", "ProtocolRevision"]
 
 
 # --- what a round, and a call, came to --------------------------------------------------------
@@ -126,6 +126,8 @@ INVARIANTS: Final[tuple[str, ...]] = (
     "declined_refund_still_held",
     "unasked_refund_still_held",
     "no_mutant_accepted",
+    "identical_calls_agree",
+    "no_call_hung",
 )
 """The invariants a run is judged by (`harness.folding.invariants` checks them)."""
 
@@ -174,10 +176,14 @@ TOLERANCE_KEYS: Final[tuple[str, ...]] = (
 """The keys `--tolerance` takes: the dotted leaves of the `[compare]` table (`harness.config.compare`), said
 here so the command line's help needs no scenario model."""
 
+WATCH_STATES: Final[tuple[str, ...]] = ("ok", "slow", "hung")
+"""The race probes' watchdog's classes of a call (`harness.load.races.Watch`; the `watchdog_calls` metric's `state`)."""
+
 LABEL_VALUES: Final[dict[str, tuple[str, ...]]] = {
     "outcome": tuple(outcome.value for outcome in FlowOutcome),
     "reason": (*REASONS, OTHER_REASON),
     "invariant": INVARIANTS,
+    "state": WATCH_STATES,
 }
 """The values a metric label can have in any run, for the labels whose values the harness fixes: a threshold
 selecting any other value would judge nothing."""

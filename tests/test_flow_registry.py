@@ -50,7 +50,8 @@ def restored() -> Iterator[None]:
 def test_every_kind_has_one_set_of_steps():
     assert unmatched() == []
     assert set(FLOW_STEPS) == set(FLOW_KINDS.values())
-    assert list(FLOW_KINDS) == ["refund", "return", "payout", "replay", "tamper", "change-args", "call", "fuzz"]
+    assert list(FLOW_KINDS) == ["refund", "return", "payout", "replay", "tamper", "change-args", "call", "fuzz",
+                               "race"]
 
 
 def test_a_kind_declared_without_steps_is_named(restored):
@@ -110,10 +111,11 @@ def test_each_kind_says_what_the_rest_reads_of_it():
             assert all(each >= 1 for each in rounds.calls) and rounds.sent >= 0, name
         assert isinstance(flow.needs_shop_orders(), bool) and flow.label(), name
     on_the_shop = {name for name in FLOW_KINDS if entry(name).needs_shop_orders()}
-    assert on_the_shop == {"refund", "return", "payout", "replay", "tamper", "change-args", "fuzz"}
+    assert on_the_shop == {"refund", "return", "payout", "replay", "tamper", "change-args", "fuzz", "race"}
     assert not TypeAdapter(FlowSpec).validate_python({"kind": "fuzz", "tool": "echo"}).needs_shop_orders()
     assert {name for name in FLOW_KINDS if entry(name).breaks_target} == {"fuzz"}
-    assert {name for name in FLOW_KINDS if entry(name).settles_refunds} == {"refund", "replay", "tamper", "change-args"}
+    assert {name for name in FLOW_KINDS if entry(name).settles_refunds} == {"refund", "replay", "tamper", "change-args",
+                                                                             "race"}
 
 
 def test_a_kinds_rule_across_the_scenario_is_kept_at_validate():

@@ -1,4 +1,4 @@
-"""`[[flows]]`: what each flow does (the shop's presets, any tool's `call`, the fuzzer), and the registry of kinds.
+"""`[[flows]]`: what each flow does (shop presets, races, any tool's `call`, the fuzzer), and the registry of kinds.
 
 A flow kind is declared once, in two halves that share its model:
 
@@ -26,8 +26,9 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from harness.config.durations import Duration, PositiveDuration
 from harness.config.leads import LeadProfile
 from harness.config.mutations import (
     DEFAULT_MUTATIONS,
@@ -36,7 +37,7 @@ from harness.config.mutations import (
     Mutation,
     skipped_mutations,
 )
-from harness.config.strict import Strict
+from harness.config.strict import FieldProblem, Strict
 from harness.vocabulary import PAYMENT_ROUNDS
 
 if TYPE_CHECKING:
@@ -324,6 +325,65 @@ class FuzzFlow(FlowKind):
             return None
         return ("none of these mutations can be sent: " + "; ".join(
             f"{mutation.value}: {why}" for mutation, why in self.skipped(principal).items()), "mutations")
+
+
+RaceProbe = Literal["twin", "retry"]
+"""A race flow's probes: `twin`, the same sealed state answered twice at once on two replicas; `retry`, the same
+answer sent again to the same replica while the first is still in flight (a host retrying its original)."""
+
+RACE_PROBES: tuple[RaceProbe, ...] = typing.get_args(RaceProbe)
+
+
+class RaceFlow(FlowKind):
+    """A held refund's one answer sent twice at once: at most one release, identical calls agree, none hangs.
+
+    The first round of `issue_refund` asks; the lead says yes once, and that same answer with the same sealed
+    `requestState` goes out twice, racing (the `probes`). Each of the two calls is watched: `ok`, `slow` past
+    `slow_after`, `hung` past `hung_after` (or timed out); a hung call fails the run (`no_call_hung`), and two
+    answers that tell different stories fail `identical_calls_agree` (docs/running.md, "Race probes").
+    """
+
+    kind: Literal["race"]
+    settles_refunds: ClassVar[bool] = True
+    probes: list[RaceProbe] = Field(default_factory=lambda: list(RACE_PROBES), min_length=1,
+                                    description="the races to run, one per flow, picked at random (seeded): twin "
+                                                "(two replicas at once), retry (the same replica again while the "
+                                                "first is in flight); default: both")
+    retry_after: Duration = Field(default=0.002, ge=0, le=1,
+                                  description="retry: how long after the original its copy is sent, real (at most "
+                                              "1s: it must still be in flight)")
+    slow_after: PositiveDuration = Field(default=2.0, description="the watchdog: a raced call answered later than "
+                                                                  "this is slow, real")
+    hung_after: PositiveDuration = Field(default=10.0, description="the watchdog: a raced call not answered by then "
+                                                                   "is hung (and stopped), real; so is one that "
+                                                                   "timed out ([load] timeout)")
+
+    @field_validator("probes")
+    @classmethod
+    def _each_probe_once(cls, probes: list[str]) -> list[str]:
+        if len(set(probes)) != len(probes):
+            raise ValueError("names a probe twice")
+        return probes
+
+    def rounds(self, target: TargetConfig) -> Rounds:
+        """A quote call, then issue_refund's rounds sent by hand: the question, and the answer twice."""
+        return Rounds((1,), 3)
+
+    def needs_shop_orders(self) -> bool:
+        """It races the answer to one of the shop's held refunds."""
+        return True
+
+    def lead_profile(self, profile: LeadProfile) -> LeadProfile:
+        """The answer raced must act: the lead always accepts, and releases."""
+        return profile.model_copy(update={"decline": 0.0, "cancel": 0.0, "abandon": 0.0,
+                                          "overrides": {**profile.overrides, "release": True}})
+
+    @model_validator(mode="after")
+    def _hung_after_slow(self) -> RaceFlow:
+        if self.hung_after <= self.slow_after:
+            raise FieldProblem(f"must be longer than slow_after ({self.slow_after:g}s): a hung call is a slow one "
+                               "that never ended", "hung_after")
+        return self
 
 
 if TYPE_CHECKING:

@@ -96,6 +96,8 @@ _DECLARED = (
     # The fuzzer's envelope mutants and output contracts (docs/fuzz.md).
     Metric("envelope_mutants", _COUNT, ("mutation", "answer")),
     Metric("output_schema_mismatches", _COUNT, ("tool",)),
+    # The race probes' watchdog: each raced call ok, slow or hung (docs/running.md, "Race probes").
+    Metric("watchdog_calls", _COUNT, ("probe", "state")),
 )
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from harness.config.chaos import touches
 from harness.config.metric_table import METRICS, Gate, Kind, gated
 from harness.folding.health import HealthFigures, Slope
+from harness.folding.races import RaceFigures
 from harness.journal.distributions import Counts, Sketch, merged_counts, merged_sketch
 from harness.journal.plain import TRANSIENT
 from harness.journal.records import FlowOutcome, RecordType, RunEvent, advance_time_zero
@@ -124,6 +125,8 @@ class RunFigures(JournalView):
     """Finished flows, failed rounds and rounds per call again, by host (`[[hosts]]`)."""
     health: HealthFigures = field(default_factory=HealthFigures)
     """Each replica's resident memory, CPU, descriptors and threads over the run (`health` records)."""
+    races: RaceFigures = field(default_factory=RaceFigures)
+    """The race probes: each `race` flow's race, its answers and its calls' watchdog (`harness.folding.races`)."""
 
     def __getstate__(self) -> dict[str, Any]:
         """Sent over the fold's pipe (`harness.run.live_fold`) without the hypothesis windows: the live run's probes."""
@@ -231,6 +234,8 @@ class RunFigures(JournalView):
                 counts.add(rounds)
         if get("late"):
             self.late += 1
+        if get("race") is not None:
+            self.races.add(record)
         if get("envelope_mutation") is not None:
             self.envelope_mutants[(str(get("envelope_mutation")), str(get("envelope_answer")))] += 1
         duration, think = get("duration"), get("think_time")
@@ -546,6 +551,12 @@ def _late_starts(figures: RunFigures, selector: dict[str, str]) -> int:
 def _envelope_mutants(figures: RunFigures, selector: dict[str, str]) -> int:
     return sum(n for (mutation, answer), n in figures.envelope_mutants.items()
                if _matches({"mutation": mutation, "answer": answer}, selector))
+
+
+@computes("watchdog_calls")
+def _watchdog_calls(figures: RunFigures, selector: dict[str, str]) -> int:
+    return sum(n for (probe, state), n in figures.races.watch.items()
+               if _matches({"probe": probe, "state": state}, selector))
 
 
 @computes("output_schema_mismatches")

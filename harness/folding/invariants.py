@@ -23,6 +23,11 @@ docs/figures.md gives the figure.
 `no_mutant_accepted` judges the fuzzer: every mutated requestState a `fuzz` flow sent
 must have been refused, never run, never answered with a 5xx, never left to hang; and
 with a ledger, no mutant may have released its flow's refund.
+
+`identical_calls_agree` and `no_call_hung` judge the race probes (`race` flows, `harness.load.races`): the two
+identical answers a flow raced must tell one story (one released, the other refused as already answered; or
+the same refusal twice), and no raced call may be left hanging past its watchdog. Both are unchecked in a run
+with no race. At most one release per refund under a race is `no_double_release`'s, from the ledger.
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ from harness.vocabulary import INVARIANTS as INVARIANTS
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
 REPLAY_COMPLETED = Mutation.REPLAY_COMPLETED.value
 
-JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted")
+RACE_INVARIANTS = ("identical_calls_agree", "no_call_hung")
+"""The race probes' invariants: checked only in a run where a race flow raced."""
+JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted", *RACE_INVARIANTS)
 """The invariants judged from the journal alone."""
 LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name not in JOURNAL_INVARIANTS)
 """The invariants that need the target's ledger: unchecked when the target declares none."""
@@ -94,6 +101,9 @@ class FlowChecks:
     """Starts seen per flow id not yet ended: a flow's entry goes when its outcome comes."""
     one_outcome: InvariantResult = field(default_factory=lambda: InvariantResult("one_outcome_per_flow"))
     mutants: InvariantResult = field(default_factory=lambda: InvariantResult("no_mutant_accepted"))
+    agreed: InvariantResult = field(default_factory=lambda: InvariantResult("identical_calls_agree", checked=False))
+    hung: InvariantResult = field(default_factory=lambda: InvariantResult("no_call_hung", checked=False))
+    """The race probes' invariants: checked once a race flow has raced."""
     quotes: dict[str, int] = field(default_factory=dict)
     """Each quote this run's flows created: _HELD if a flow held its refund, _ACCEPTED if a lead accepted it."""
     settled: list[tuple[str, str, str]] = field(default_factory=list)
@@ -119,6 +129,8 @@ class FlowChecks:
         if flow.get("mutant_answer") in MUTANT_FINDINGS:
             self.mutants.violate(f"{flow.get('mutation')}: {flow['flow_id']} {flow['mutant_answer']} "
                                  f"({flow.get('mutant_detail')}, {flow.get('mutant_length')} characters)")
+        if flow.get("race") is not None:
+            self._raced(flow)
         quote = flow.get("quote_id")
         if not quote:
             return
@@ -137,6 +149,17 @@ class FlowChecks:
         if flow.get("mutant_answer") is not None and flow.get("mutation") != REPLAY_COMPLETED:
             self.mutated.append((str(flow.get("mutation")), flow["flow_id"], quote))
 
+    def _raced(self, flow: Mapping[str, Any]) -> None:
+        """A race flow's two calls: do their answers agree, and did either hang?"""
+        self.agreed.checked = self.hung.checked = True
+        answers, watch = flow.get("race_answers"), flow.get("race_watch")
+        where = f"{flow['flow_id']} {flow.get('race')} on {_listed(flow.get('race_replicas'))}"
+        if flow.get("race_agreed") is False:
+            self.agreed.violate(f"{where}: {_listed(answers)} ({flow.get('refund_id') or flow.get('quote_id')})")
+        hung = [index for index, state in enumerate(watch if isinstance(watch, list) else []) if state == "hung"]
+        for index in hung:
+            self.hung.violate(f"{where}: call {index + 1} hung")
+
     def results(self, ledger: list[dict[str, Any]] | None, *, ledger_error: str | None = None) -> list[InvariantResult]:
         """Every invariant's result, judged on this run's flows and the ledger rows of the quotes they created.
 
@@ -149,6 +172,7 @@ class FlowChecks:
         for flow_id, started in self.in_flight.items():
             one_outcome.violate(f"{flow_id}: started {started} times, ended 0 times")
         results["no_mutant_accepted"] = _copy(self.mutants)
+        results["identical_calls_agree"], results["no_call_hung"] = _copy(self.agreed), _copy(self.hung)
         if ledger is None:
             for name in LEDGER_INVARIANTS:
                 results[name].checked = False
@@ -201,6 +225,11 @@ def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Mappi
 
 def _copy(result: InvariantResult) -> InvariantResult:
     return InvariantResult(result.name, result.violations, list(result.examples), result.checked)
+
+
+def _listed(values: Any) -> str:
+    """A record's list of two (answers, replicas) as `a / b`."""
+    return " / ".join(str(value) for value in values) if isinstance(values, list) else "?"
 
 
 def _refund(row: dict[str, Any]) -> str:

@@ -314,6 +314,10 @@ class FlowEnded(TypedDict):
     `mutation_skipped_why`, and sends another class if it has one. One that drew an envelope class
     (`harness.load.envelope`) adds `envelope_mutation`, `envelope_answer` (`as_required`, `otherwise` or
     `no_answer`), `envelope_length` (bytes sent) and, when answered otherwise, `envelope_got` (what came).
+    A `race` flow that raced its answer adds `race` (the probe: `twin` or `retry`), `race_at` (when the two
+    calls went out), and for the two calls in order `race_answers` (`harness.load.races.RaceAnswer`),
+    `race_watch` (`ok`, `slow` or `hung`) and `race_replicas`; `race_overlapped` (both were on the wire at
+    once) and, when both got an answer, `race_agreed` (they tell one story: docs/running.md, "Race probes").
     `host`: the `[[hosts]]` entry its
     lead sits behind. `trace_id` (32 lowercase hex): the flow's OpenTelemetry trace, when its spans were
     exported (every flow with a failure, and the sampled share of the rest: docs/metrics.md).
@@ -350,6 +354,13 @@ class FlowEnded(TypedDict):
     envelope_answer: NotRequired[str]
     envelope_length: NotRequired[int]
     envelope_got: NotRequired[str]
+    race: NotRequired[str]
+    race_at: NotRequired[float]
+    race_answers: NotRequired[list[str]]
+    race_watch: NotRequired[list[str]]
+    race_replicas: NotRequired[list[str]]
+    race_overlapped: NotRequired[bool]
+    race_agreed: NotRequired[bool]
     host: NotRequired[str]
     trace_id: NotRequired[str]
 

@@ -2,8 +2,8 @@
 
 A flow kind is its model (`harness.config.flows`, registered in `FLOW_KINDS`) and its steps
 (registered with `@steps_of` in `FLOW_STEPS`, in a module of this package that this one imports:
-the call flow's in `flow`, the shop's in `shop_flows`, the fuzzer's in `fuzz`). Importing this
-module refuses a kind declared without steps, or steps of a model that is no kind.
+the call flow's in `flow`, the shop's in `shop_flows`, the fuzzer's in `fuzz`, the race probes' in `races`).
+Importing this module refuses a kind declared without steps, or steps of a model that is no kind.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import gevent
 from harness.config.flows import FLOW_KINDS, FlowSpec
 from harness.config.think import RandomStream
 from harness.journal.records import FlowOutcome, FlowStarted, RecordType
-from harness.load import fuzz, shop_flows  # noqa: F401 - imported for their steps, which register themselves
+from harness.load import fuzz, races, shop_flows  # noqa: F401 - imported for their steps, which register themselves
 from harness.load.flow import FLOW_STEPS, Flow, FlowEnv, FlowFailed, finish
 from harness.mrtr.client import Steps, drive
 from harness.vocabulary import MODERN_REVISION

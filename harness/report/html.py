@@ -89,7 +89,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
             "<h2>Invariants</h2>", _invariants_table(verdict),
             "<h2>Reconciliation</h2>", _reconciliation_table(verdict),
             *_hypothesis_section(verdict),
-            *_fuzz_section(verdict), *_output_contracts_section(verdict),
+            *_fuzz_section(verdict), *_output_contracts_section(verdict), *_races_section(figures),
             "<h2>Rejections by reason and replica</h2>", _rejections_table(figures),
             "<h2>Flows by outcome</h2>", _flows_table(figures),
             "<h2>Flows and failed rounds by host</h2>", _hosts_table(figures),
@@ -357,6 +357,24 @@ def _output_contracts_section(verdict: RunVerdict) -> list[str]:
     rows = [[_mark(False), cell(tool), cell(row["mismatches"], True), cell(str(row["example"]))]
             for tool, row in verdict.output_contracts.items()]
     return ["<h2>Output contracts</h2>", table(["", "tool", "mismatches", "first"], rows, "")]
+
+
+def _races_section(figures: RunFigures) -> list[str]:
+    """The race probes, one row per probe: races, how their answers agreed, the watchdog (only when a race ran)."""
+    races = figures.races.table(figures.chaos)
+    if races is None:
+        return []
+    rows = [[_mark(not row["disagreed"] and not row["watchdog"]["hung"]), cell(probe), cell(row["raced"], True),
+             cell(row["agreed"], True), cell(row["disagreed"], True), cell(row["not_judged"], True),
+             cell(row["two_replicas"], True), cell(row["watchdog"]["ok"], True), cell(row["watchdog"]["slow"], True),
+             cell(row["watchdog"]["hung"], True)] for probe, row in races["by_probe"].items()]
+    rotation = races["during_rotation"]
+    said = (f"During a key rotation: {rotation['raced']} races, {rotation['disagreed']} disagreed."
+            if rotation["exercised"] else f"During a key rotation: not exercised ({rotation['why']}).")
+    examples = "".join(f"<li>{escape(example)}</li>" for example in races["examples"])
+    return ["<h2>Race probes</h2>",
+            table(["", "probe", "raced", "agreed", "disagreed", "not judged", "two replicas", "ok", "slow", "hung"],
+                  rows, ""), f"<p>{escape(said)}</p>", *([f"<ul>{examples}</ul>"] if examples else [])]
 
 
 def _top_errors_table(verdict: RunVerdict) -> str:

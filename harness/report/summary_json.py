@@ -56,6 +56,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "expected_answers": [group.as_dict() for group in verdict.expected_answers],
         "fuzz": verdict.fuzz.as_dict() if verdict.fuzz else None,
         "output_contracts": verdict.output_contracts,
+        "races": figures.races.table(figures.chaos),
         "journal": journal,
         "replica_health": _replica_health(figures),
         "extra": extra,

@@ -248,6 +248,50 @@ class ReplicaHealthRow(_Part):
     rss_growth: RssGrowth | None = Field(description="null: too few samples after the warm-up to fit a slope")
 
 
+class Watchdog(_Part):
+    """The race probes' watchdog: raced calls by class (`watchdog_calls`)."""
+
+    ok: int = Field(description="answered within the flow's `slow_after`")
+    slow: int = Field(description="answered, later than `slow_after`")
+    hung: int = Field(description="not answered by `hung_after` (then stopped), or timed out: fails `no_call_hung`")
+
+
+class RaceProbeRow(_Part):
+    """One race probe's races (`twin`: two replicas at once; `retry`: the same replica while the first is in flight)."""
+
+    raced: int = Field(description="races run")
+    agreed: int = Field(description="races whose two answers told one story (one released, one refused as already "
+                                    "answered; or the same refusal twice)")
+    disagreed: int = Field(description="races whose answers did not: each fails `identical_calls_agree`")
+    not_judged: int = Field(description="races where a call got no answer from the server (the watchdog counts it)")
+    overlapped: int = Field(description="races whose two calls were on the wire at once")
+    two_replicas: int = Field(description="races whose two calls two different replicas answered")
+    answers: dict[str, int] = Field(description="races by their answers in the order sent, `released / "
+                                                "already_answered` (docs/running.md, Race probes, lists the words)")
+    watchdog: Watchdog
+
+
+class DuringRotation(_Part):
+    """The races that began while a `rotate-keys` chaos step ran (to the whole second)."""
+
+    exercised: bool = Field(description="false: no race fell inside a rotation step, or the scenario has none")
+    raced: int = Field(description="races that began inside a rotate-keys step")
+    disagreed: int = Field(description="of those, races whose answers disagreed")
+    steps: int | None = Field(default=None, description="rotate-keys steps the run had (absent: none)")
+    why: str | None = Field(default=None, description="why it was not exercised (absent when it was)")
+
+
+class Races(_Part):
+    """The race probes (`race` flows): identical answers sent at once, each call watched (docs/running.md)."""
+
+    raced: int = Field(description="races run, over every probe")
+    disagreed: int = Field(description="races whose answers disagreed (`identical_calls_agree`'s violations)")
+    by_probe: dict[str, RaceProbeRow] = Field(description="per probe: `twin`, `retry`")
+    examples: list[str] = Field(description="the first disagreements: flow, probe, replicas and the two answers")
+    during_rotation: DuringRotation
+    watchdog: Watchdog
+
+
 class Summary(_Part):
     """summary.json: a run's verdict, every check behind it and the figures, for machines and later comparison."""
 
@@ -292,6 +336,10 @@ class Summary(_Part):
     output_contracts: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
         "per tool whose completed results broke the `outputSchema` it declared in tools/list: `mismatches` (how "
         "many) and `example` (the first: where, and which keyword); empty when every result conformed"))
+    races: Races | None = Field(default=None, description=(
+        "the race probes' table: races by probe and how their answers agreed, the races during a key rotation, "
+        "and the watchdog's classes of the raced calls; null without a race flow, absent in summaries from "
+        "before it"))
     journal: JournalRead | None
     replica_health: dict[str, ReplicaHealthRow] = Field(default_factory=dict, description=(
         "per replica label: its resident memory, descriptors and threads over the run and the memory slope "
