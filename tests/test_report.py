@@ -580,10 +580,15 @@ def test_top_errors_carry_a_few_example_trace_ids_in_the_summary_and_beside_each
             code="tool_error", error="order O-1 has no item 'box'")
         put(writer, "run", t=T0 + 13, event="end", status="completed", reason=None)
 
-    write_results(folder, scenario, [journal], [], save=True)
+    verdict = write_results(folder, scenario, [journal], [], save=True)
     summary = valid_summary(folder / "summary.json")  # trace_ids is in the schema
     by_tool = {group["tool"]: group for group in summary["top_errors"]}
     latest = [traces[4], traces[3], traces[2]]
+    terminal = render_thresholds(verdict).split("TOP ERRORS", 1)[1].splitlines()
+    assert "trace (latest)" in terminal[2]  # the terminal's table: the newest id of each, "-" for an untraced one
+    rejected = next(line for line in terminal if "Invalid or expired requestState" in line)
+    assert traces[4] in rejected and traces[3] not in rejected
+    assert " - " in next(line for line in terminal if "has no item" in line)
     assert by_tool["issue_refund"]["count"] == 8 and by_tool["issue_refund"]["trace_ids"] == latest
     assert by_tool["record_return"]["trace_ids"] == []
     page = (folder / "report.html").read_text()

@@ -210,11 +210,15 @@ def _expected_answers(verdict: RunVerdict, paint: _Paint) -> list[str]:
 
 
 def _error_rows(title: str, groups: list[ErrorGroup], paint: _Paint) -> list[str]:
+    """One aligned row per error group; with a trace column (each group's newest trace id, to paste into a tracing
+    backend) when any of its rounds was traced."""
     if not groups:
         return []
-    header = ("count", "flow", "tool", "round", "first", "last", "message")
+    traced = any(group.trace_ids for group in groups)
+    header = ("count", "flow", "tool", "round", "first", "last", *(("trace (latest)",) if traced else ()), "message")
     rows = [(str(group.count), _said(group.flow, 60), _said(group.tool, 60), str(group.round), _at(group.first),
-             _at(group.last), _said(group.message)) for group in groups]
+             _at(group.last), *((_said(group.trace_ids[0], 32) if group.trace_ids else "-",) if traced else ()),
+             _said(group.message)) for group in groups]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
     numeric = {0, 3, 4, 5}
 
