@@ -183,6 +183,20 @@ def test_a_failed_threshold_exits_1_and_is_named_in_the_summary_junit_and_termin
     assert "round_duration{flow='return'}" in table and "status failed, exit code 1" in table
 
 
+@pytest.mark.parametrize(("table", "code"), [(PASSING, 0), (FAILING_LATENCY, 1)])
+def test_the_three_line_gate_docs_summary_md_shows_passes_a_passed_run_and_names_a_failed_runs_problems(
+        tmp_path: Path, scenario: Scenario, table: dict, code: int) -> None:
+    block = re.search(r"## A gate in three lines\n.*?```python\n(.*?)```", (ROOT / "docs" / "summary.md").read_text(),
+                      re.S)
+    assert block is not None and block[1].count("\n") == 3
+    (tmp_path / "gate.py").write_text(block[1])
+    _, summary = results(tmp_path, scenario, table)
+    done = subprocess.run([sys.executable, str(tmp_path / "gate.py"), str(tmp_path / "results" / "summary.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == code
+    assert done.stderr.splitlines() == summary["problems"] and (code == 0) == (summary["problems"] == [])
+
+
 def test_an_invariant_violation_fails_the_run_even_when_every_threshold_passes(tmp_path: Path,
                                                                                scenario: Scenario) -> None:
     verdict, summary = results(tmp_path, scenario, PASSING, violations=2)
