@@ -83,6 +83,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                               "replica1 replica2 replica3)")
     sources.add_argument("--docker-project", metavar="P",
                          help="with --docker-service: only this compose project (label com.docker.compose.project)")
+    triage.add_argument("bare", nargs="*", help=argparse.SUPPRESS)  # a log named without --file: hinted, not taken
     triage.add_argument("--adapter", metavar="NAME|PATH",
                         help="how the server logs a rejection: a built-in adapter (python-sdk, typescript-sdk) or "
                              "the path of a user's adapter in TOML (docs/your-deployment.md); default: told from "
@@ -133,6 +134,10 @@ class Options:
 
 
 def parse_options(args: argparse.Namespace) -> Options:
+    bare = getattr(args, "bare", None)
+    if bare:
+        raise UsageError(f"{bare[0]!r} is not an option: name a log with --file, e.g. mrtr-harness triage --once "
+                         f"--file {shlex.join(bare)} (--once: read it to its end and exit)")
     options = Options(stdin=args.stdin, once=args.once, json=args.json, metrics_host=args.metrics_host)
     if getattr(args, "adapter", None) is not None:
         from harness.logs.adapters import AdapterError, adapter_named
