@@ -115,6 +115,8 @@ class RunChecks(JournalView):
     end_status: str | None = None
     end_reason: str | None = None
     target_error: str | None = None
+    load_started: bool = False
+    """Whether the load began (a `run load-started` record): a target error before it means nothing was measured."""
     harness_error: str | None = None
     """The first `run error`: the harness's own failure (exit 4)."""
     cpu: dict[str, Any] | None = None
@@ -149,6 +151,8 @@ class RunChecks(JournalView):
         if event == RunEvent.START:
             self.run_id = self.run_id or record.get("run_id")
             self.judged = self.judged or record.get("judged")
+        elif event == RunEvent.LOAD_STARTED:
+            self.load_started = True
         elif event == RunEvent.ERROR:
             self.harness_error = self.harness_error or str(record.get("error"))
         elif event == RunEvent.LOGS:

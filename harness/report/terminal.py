@@ -35,6 +35,10 @@ def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
     """The whole closing table: thresholds, invariants, reconciliation, hypothesis, chaos, fuzz, top errors, the
     status."""
     paint = _Paint(color)
+    if not verdict.reached:  # nothing was measured: the status line's one cause, not a table of empty checks
+        return "\n".join([*_heading("NOT JUDGED", paint), "    - the target failed before any load was sent: no "
+                                                             "threshold, invariant or reconciliation was judged",
+                          *_status(verdict, paint)]) + "\n"
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
              *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_fuzz(verdict, paint),
              *_output_contracts(verdict, paint),
