@@ -439,7 +439,8 @@ def test_an_invariant_the_target_could_not_check_is_skipped_not_passed(tmp_path:
     assert verdict.status is RunStatus.COMPLETED and verdict.exit_code == 0
     case = next(c for c in _testcases(tmp_path)["nightly-refunds.invariants"] if c.get("name") == "no payout twice")
     assert case.find("skipped") is not None
-    assert "- no payout twice: not checked" in render_thresholds(verdict)
+    assert "- 1 ledger invariant (the shop's refunds) not checked: the target declares no ledger" in render_thresholds(
+        verdict)
 
 
 def test_a_flow_the_harness_lost_track_of_is_its_own_error_not_the_target_s(tmp_path: Path, scenario: Scenario) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from harness import foreign_text
 from harness.folding.fuzz import COLUMNS, ENVELOPE_COLUMNS, FuzzTable
+from harness.folding.invariants import MUTANT_INVARIANT
 from harness.folding.top_errors import ErrorGroup
 from harness.load.envelope import EnvelopeAnswer
 from harness.load.mutations import FINDINGS
@@ -88,15 +89,18 @@ def _invariants(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if not verdict.invariants:
         return [*_heading("INVARIANTS", paint), "    (none checked)"]
     lines = _heading("INVARIANTS", paint)
+    unchecked = [name for name, result in verdict.invariants.items() if not result.checked and result.passed]
     for name, result in sorted(verdict.invariants.items()):
-        if not result.checked and result.passed:
-            lines.append(f"    {paint.mark(None)} {_said(name)}: not checked")
-            continue
+        if name in unchecked or (name == MUTANT_INVARIANT and result.passed and not verdict.fuzz):
+            continue  # what does not apply here: a ledger the target lacks, mutants no flow sent
         line = (f"    {paint.mark(result.passed)} {_said(name)}: {result.violations} "
                 f"violation{'s' * (result.violations != 1)}")
         if not result.passed and result.examples:
             line += f" — {_said(describe_detail(result.examples, _DETAIL_LIMIT))}"
         lines.append(line)
+    if unchecked:
+        lines.append(f"    {paint.mark(None)} {len(unchecked)} ledger invariant{'s' * (len(unchecked) != 1)} (the "
+                     "shop's refunds) not checked: the target declares no ledger")
     return lines
 
 
