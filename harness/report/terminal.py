@@ -9,6 +9,8 @@ error's escape sequence shows as text and cannot erase or forge a line.
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness import foreign_text
 from harness.folding.fuzz import COLUMNS, ENVELOPE_COLUMNS, FuzzTable
 from harness.folding.invariants import MUTANT_INVARIANT
@@ -127,7 +129,19 @@ def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if result.unmatched_logged is not None:
         lines.append(f"    {paint.mark(None) if result.unmatched_logged else paint.mark(True)} unmatched logged "
                      f"rejections: {result.unmatched_logged} (logged lines no client rejection of this run explains)")
-    return lines
+    return [*lines, *_unasked(result.unasked, paint)]
+
+
+def _unasked(part: dict[str, Any] | None, paint: _Paint) -> list[str]:
+    """-32021, explained the same way: informational (counted by host), so never a ✗."""
+    if not part:
+        return []
+    line = (f"    {paint.mark(None if part['unexplained'] else True)} -32021 (the client cannot answer input "
+            f"requests): {part['matched']} of {part['client']} explained by a replica's line, {part['logged']} logged")
+    if part["unexplained"]:
+        line += ("; the rest unexplained: the run's reason adapter reads no -32021 line (the Python and TypeScript "
+                 "SDKs log none; a user's adapter's [unasked] reads a server's own)")
+    return [line]
 
 
 def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:

@@ -53,6 +53,8 @@ class Session:
         add = self.counts.add
 
         def count(rejection: Rejection) -> None:
+            if rejection.unasked:  # a -32021 line (an adapter's [unasked]): no refused requestState, not counted here
+                return
             add(rejection.replica or fallback, rejection.reason, rejection.logged_at, rejection.logged,
                 rejection.trace_id)
 
