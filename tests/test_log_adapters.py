@@ -191,6 +191,10 @@ def test_the_documented_adapter_loads_and_reads_the_line_it_was_written_for(tmp_
     path.write_text(block[1])
     found = load_adapter(path).read("30/11/2026 05:12:57 [api-2] RequestState refused (tools/call): bad signature")
     assert found is not None and (found.reason, found.replica, found.method) == ("seal", "api-2", "tools/call")
+    unasked = load_adapter(path).read_unasked("30/11/2026 05:12:58 [api-2] Input request refused (tools/call): "
+                                              "client lacks elicitation.url")
+    assert unasked is not None and (unasked.logged, unasked.replica, unasked.method) == (
+        "elicitation.url", "api-2", "tools/call")
 
 
 def test_every_built_in_adapters_pattern_passes_the_rules_a_users_must():
