@@ -178,3 +178,16 @@ def test_a_32021_the_clients_saw_is_explained_by_the_line_its_replica_logged_for
     # the -32602s (a round sent to the replica whose key did not seal it) are their own lines, none a -32021 one
     assert {record["reason"] for record in finished.journal() if record["type"] == "rejection"} <= {"unknown key"}
     assert summary["reconciliation"]["unexplained"] == 0 and finished.code == 0, finished.output
+
+    # triage of the same logs by the same adapter counts the -32021s apart, by replica, as the clients saw them
+    seen: dict[str, int] = {}
+    for record in finished.journal():
+        if record["type"] == "round" and record.get("outcome") == "missing_capability":
+            seen[record["replica"]] = seen.get(record["replica"], 0) + 1
+    triaged = subprocess.run([sys.executable, "-m", "harness", "triage", "--once", "--json", "--adapter",
+                              str(tmp_path / "shop-ts.toml"),
+                              *(f"--file={replicas.log(name)}@{name}" for name in ("r1", "r2"))],
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+    counted = json.loads(triaged.stdout)
+    assert counted["unasked_by_replica"] == seen, triaged.stderr
+    assert set(counted["by_reason_and_replica"]) <= {"unknown key"}
