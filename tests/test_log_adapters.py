@@ -248,3 +248,19 @@ def test_a_bad_unasked_table_is_refused_in_one_line(tmp_path, table, says):
     with pytest.raises(AdapterError) as refused:
         load_adapter(_adapter_file(tmp_path, r"x(?P<reason>\w{1,9})", table))
     assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=20), st.integers(), st.lists(st.text(max_size=5), max_size=3),
+                 st.dictionaries(st.sampled_from(["mark", "pattern", "level"]),
+                                 st.one_of(st.text(max_size=30), st.integers(), st.booleans()), max_size=3)))
+def test_any_unasked_table_is_an_adapter_or_refused_in_one_line_never_raised(unasked):
+    from harness.logs.adapters import adapter_from_table
+
+    table = {"name": "a", "mark": "x", "pattern": r"x(?P<reason>\w{1,9})", "unasked": unasked}
+    try:
+        adapter = adapter_from_table(table, "a.toml")
+    except AdapterError as refused:
+        assert "\n" not in str(refused)
+    else:
+        assert (adapter.unasked is None) == (unasked is None)

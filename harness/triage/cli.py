@@ -37,7 +37,8 @@ last window and the whole run, with the likely cause and the next step for each 
 Recognises the Python SDK's rejection line in plain logs, in the SDK's own rich console output
 (wrapped and padded) and in JSON logs, and other servers' by their reason adapter (--adapter
 typescript-sdk, or a user's adapter in TOML; without --adapter, told from the lines and said
-when it is not the Python SDK's); everything else is skipped. A line's replica is the
+when it is not the Python SDK's), and a user's adapter's [unasked] line, a -32021 refusal
+(counted apart: neither SDK logs one); everything else is skipped. A line's replica is the
 one its source names (a container, a file given as PATH@LABEL), else its `kubectl --prefix`
 or `docker compose logs` prefix, else its own `replica=` or JSON replica/pod/host field,
 else the base name of its file (logs/r1.log, r1.log.1 and r1.log.2.gz are all r1).
