@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,14 @@ def test_flat_noise_over_two_weeks_passes(flat):
     rows = by_metric(flat[-1])
     assert {row["verdict"] for row in rows.values()} <= {"pass", "not significant"}
     assert rows[SLOW_REFUND_P95]["p_value"] > 0.01
+    # the table gives the line the drift is measured on, and says so: drift is no reading of night 1 against the last
+    header, row = (line.split() for line in done.stdout.splitlines()
+                   if line.startswith(("metric ", f"{SLOW_REFUND_P95} ")))
+    assert header[:5] == ["metric", "night", "1", "last", "night"] and "fitted" in header
+    fitted = re.search(r"(\d+(?:\.\d+)?)ms → (\d+(?:\.\d+)?)ms", " ".join(row))
+    drift = rows[SLOW_REFUND_P95]["drift"]
+    assert fitted is not None and float(fitted[2]) / float(fitted[1]) - 1 == pytest.approx(drift, abs=0.01)
+    assert "not last minus first" in done.stdout
 
 
 def test_the_page_has_one_plot_per_gated_metric(creep):

@@ -105,6 +105,12 @@ def test_a_forms_only_host_gets_32021_where_the_shop_asks_in_url_mode(tmp_path):
     assert samples[("desktop", "-32021")] == 0  # pre-set: the panel shows a flat zero, not "no data"
     assert samples[("desktop", "rounds_exceeded")] == 0
     assert samples[("desktop", "completed")] == hosts["desktop"]["by_outcome"]["completed"]
+    # reconciliation explains -32021 apart from -32602: the shop's replicas (the Python SDK's server, which logs no
+    # line when it refuses with -32021) gave no line, so each is unexplained, and the run passes all the same
+    unasked = finished.summary["reconciliation"]["unasked"]
+    assert unasked["client"] == hosts["kiosk"]["errors_by_code"]["-32021"]
+    assert (unasked["logged"], unasked["matched"], unasked["unexplained"]) == (0, 0, unasked["client"])
+    assert finished.summary["reconciliation"]["passed"] is True
 
 
 BLACK_HOLE = """\

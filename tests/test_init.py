@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 
 from harness.config.cautions import cautions
 from harness.config.scenario import load_scenario
+from harness.folding.invariants import LEDGER_INVARIANTS
 from tests.harness_run import ROOT, run_harness
 from tests.servers import Running, free_port, start_server
 
@@ -76,6 +77,13 @@ def test_a_scenario_from_two_sdk_example_servers_names_every_tool_validates_and_
     assert set(flows) == {"greet_user", "name_shrimp"} and all(set(by) == {"completed"} for by in flows.values())
     served = {record["replica"] for record in finished.journal() if record["type"] == "round"}
     assert served == {"r1", "r2"}
+    # the closing table shows what applies to this server: no refund invariant named, one line for the lot
+    shown = subprocess.run([sys.executable, "-m", "harness", "report", str(finished.folder)], capture_output=True,
+                           text=True, timeout=120, cwd=ROOT)
+    invariants = shown.stdout.split("INVARIANTS", 1)[1].split("█", 1)[0].split()
+    assert "one_outcome_per_flow:" in invariants and f"{len(LEDGER_INVARIANTS)} ledger invariants (the shop's " \
+           "refunds) not checked: the target declares no ledger" in " ".join(invariants)
+    assert not {"no_double_release:", "unasked_refund_still_held:", "no_mutant_accepted:"} & set(invariants)
 
 
 def test_a_scenario_from_the_shops_replica_names_its_tools_and_validates(deploy, tmp_path: Path) -> None:

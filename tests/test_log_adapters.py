@@ -132,6 +132,7 @@ def test_an_unknown_adapter_name_says_the_known_ones():
 
 
 LINE_PIECES = st.sampled_from(["requestState verification rejected ", "requestState rejected on ", "tools/call",
+                               "input request refused on ", "refused on ",
                                ": ", "mac", "bind", "{", "}", '"msg":', '"time":', "2026-11-30T05:12:57Z", "\x1b[31m",
                                "[pod/a/b] ", "replica=", "trace_id=", "é", "\n", " ", "RequestState refused ",
                                "(", ")", "99/99/9999 99:99:99", "[", "]"])
@@ -143,11 +144,13 @@ def test_no_line_makes_an_adapter_raise(tmp_path_factory, lines):
     user = load_adapter(_adapter_file(
         tmp_path_factory.mktemp("a"),
         r"^(?P<time>[\d/: ]{19}) \[(?P<replica>[^\]]{1,40})\] RequestState refused \((?P<method>[^)]{1,40})\): "
-        r"(?P<reason>[\w ]{1,60})", 'time_format = "%d/%m/%Y %H:%M:%S"\n'))
+        r"(?P<reason>[\w ]{1,60})", 'time_format = "%d/%m/%Y %H:%M:%S"\n[unasked]\nmark = "refused on "\n'
+        "pattern = '''refused on (?P<method>[^:]{1,40}): (?P<capability>\\w{1,40})'''\n"))
     for adapter in [*adapters().values(), user]:
         parser = LineParser(lambda rejection: None, adapter=adapter)
         for line in lines:
             adapter.read(line)
+            adapter.read_unasked(line)
             adapter.detects(line)
             parser.feed(line)
         parser.flush()
@@ -188,9 +191,76 @@ def test_the_documented_adapter_loads_and_reads_the_line_it_was_written_for(tmp_
     path.write_text(block[1])
     found = load_adapter(path).read("30/11/2026 05:12:57 [api-2] RequestState refused (tools/call): bad signature")
     assert found is not None and (found.reason, found.replica, found.method) == ("seal", "api-2", "tools/call")
+    unasked = load_adapter(path).read_unasked("30/11/2026 05:12:58 [api-2] Input request refused (tools/call): "
+                                              "client lacks elicitation.url")
+    assert unasked is not None and (unasked.logged, unasked.replica, unasked.method) == (
+        "elicitation.url", "api-2", "tools/call")
 
 
 def test_every_built_in_adapters_pattern_passes_the_rules_a_users_must():
     for adapter in adapters().values():
         if adapter.pattern is not None:
             assert linear_pattern(adapter.pattern.pattern, adapter.name).pattern == adapter.pattern.pattern
+
+
+# --- -32021: the line a server logs when the client cannot answer its input requests ----------------------------
+
+UNASKED_ADAPTER = """name = "shop-ts"
+mark = "requestState verification rejected "
+pattern = '''requestState verification rejected (?P<method>[\\w/]{1,64}): (?P<reason>[^\\r\\n]{1,200})'''
+reasons = { mac = "seal", malformed = "malformed", expired = "expired", bind = "principal" }
+
+[unasked]
+mark = "input request refused on "
+pattern = '''input request refused on (?P<method>\\S{1,40}): the client did not declare (?P<capability>[\\w-]{1,9})'''
+"""
+
+
+def test_a_users_adapter_reads_a_32021_line_apart_from_a_32602_one(tmp_path):
+    path = tmp_path / "shop-ts.toml"
+    path.write_text(UNASKED_ADAPTER)
+    found, _ = _read(["2026-11-30T05:12:57Z replica=r2 input request refused on tools/call: the client did not "
+                      "declare url-mode", "Error: requestState verification rejected tools/call: mac"],
+                     adapter=load_adapter(path))
+    assert [(r.code, r.reason, r.logged, r.replica, r.unasked) for r in found] == [
+        ("-32021", "missing_capability", "url-mode", "ts1", True), ("-32602", "seal", "", "ts1", False)]
+    assert found[0].logged_at == pytest.approx(1796015577.0)
+
+
+def test_neither_sdk_logs_a_32021_line_so_the_built_in_adapters_read_none_and_say_why():
+    """The TypeScript SDK's real output for a -32021 (tests/servers/typescript_sdk/unasked.mjs): the answer on the
+    wire, and no line on stderr; the Python SDK's is read in tests/test_hosts.py (a real run's reconciliation)."""
+    wire = (Path(__file__).parent / "servers" / "typescript_sdk" / "unasked.log").read_text().splitlines()
+    assert len(wire) == 1 and '"code\\":-32021' in wire[0]
+    for adapter in adapters().values():
+        assert adapter.unasked is None and "-32021" in adapter.unasked_note
+        assert all(adapter.read_unasked(line) is None for line in wire)
+
+
+@pytest.mark.parametrize(("table", "says"), [
+    ('[unasked]\nmark = "x"\npattern = "x(?P<capability>a+)+"\n', "not linear"),
+    ('[unasked]\nmark = "x"\npattern = "x (?P<capability>\\\\w{1,9})"\n', "has no (?P<method>...) group"),
+    ('[unasked]\nmark = "x"\npattern = "x (?P<method>\\\\w{1,9}) (?P<reason>\\\\w)"\n', "group 'reason' is not"),
+    ('[unasked]\nmark = "x"\npattern = "x (?P<method>\\\\w{1,9})"\nlevel = "WARN"\n', "unknown key unasked.level"),
+    ('unasked = "x"\n', "unasked must be a table"),
+])
+def test_a_bad_unasked_table_is_refused_in_one_line(tmp_path, table, says):
+    with pytest.raises(AdapterError) as refused:
+        load_adapter(_adapter_file(tmp_path, r"x(?P<reason>\w{1,9})", table))
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=20), st.integers(), st.lists(st.text(max_size=5), max_size=3),
+                 st.dictionaries(st.sampled_from(["mark", "pattern", "level"]),
+                                 st.one_of(st.text(max_size=30), st.integers(), st.booleans()), max_size=3)))
+def test_any_unasked_table_is_an_adapter_or_refused_in_one_line_never_raised(unasked):
+    from harness.logs.adapters import adapter_from_table
+
+    table = {"name": "a", "mark": "x", "pattern": r"x(?P<reason>\w{1,9})", "unasked": unasked}
+    try:
+        adapter = adapter_from_table(table, "a.toml")
+    except AdapterError as refused:
+        assert "\n" not in str(refused)
+    else:
+        assert (adapter.unasked is None) == (unasked is None)

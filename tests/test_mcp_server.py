@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -66,6 +67,29 @@ def run_async(fn: Callable[[], Awaitable[None]], seconds: float = 120) -> None:
             await fn()
 
     anyio.run(bounded)
+
+
+def test_the_printed_registration_starts_the_server_from_anywhere_without_the_venv_on_path(tmp_path: Path) -> None:
+    """What an editor does with `mcp --config`'s entry: start its command, from its own folder, with a PATH that
+    does not hold the venv the harness is installed in (a client does not activate it)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    done = subprocess.run([sys.executable, "-m", "harness", "mcp", "--config", "--workspace", "workspace",
+                           "--results", "runs"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(done.stdout)["mcpServers"]["mrtr-harness"]
+    assert Path(entry["command"]).is_absolute() and entry["cwd"] == str(workspace)
+    assert entry["args"][entry["args"].index("--results") + 1] == str(tmp_path / "runs")
+    server = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=entry["cwd"],
+                                   env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+    async def session() -> None:
+        with (tmp_path / "server.err").open("w") as errlog:
+            async with Client(stdio_client(server, errlog=errlog), mode=PROTOCOL) as client:
+                assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+
+    run_async(session)
 
 
 def test_the_server_lists_its_tools_validates_refuses_an_unbounded_run_and_triages(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.folding.figures import RunFigures
-from harness.folding.reconcile import Matching, TracedReason
+from harness.folding.reconcile import Matching, TracedReason, UnaskedMatching
 from harness.report import render_thresholds
 from harness.report.verdict import RunChecks, decide
 
@@ -146,3 +146,32 @@ def test_a_rejection_on_a_replica_whose_log_gave_no_line_is_unexplained_for_want
     assert (result["unexplained"], result["no_adapter"]) == (2, 1)
     assert reconcile([rejected_round(T0, "r1")])["no_adapter"] == 1
     assert reconcile([rejected_round(T0, "lb"), logged(T0 - 60, "r1")], replicas=("r1", "r2"))["no_adapter"] == 0
+
+
+def test_a_32021_is_matched_to_the_line_its_replica_logged_for_it_and_never_to_a_32602_line() -> None:
+    """-32021 (the client cannot answer input requests) has a matching of its own: its rounds against the `unasked`
+    lines, apart from -32602's rejections; it is shown in the reconciliation, never part of its verdict."""
+    unasked_round = {**rejected_round(T0 + 1, "r1", "w0-07"), "outcome": "missing_capability"}
+    unasked_line = {"type": "unasked", "t": T0 + 0.99, "replica": "r1", "method": "tools/call", "capability": "url"}
+    records = [unasked_round, unasked_line, {**unasked_round, "t": T0 + 20, "flow_id": "w0-08"},
+               rejected_round(T0 + 30, "r2"), logged(T0 + 29.99, "r2")]
+    assert UnaskedMatching.from_records(records).counts(("r1", "r2")) == {
+        "client": 2, "logged": 1, "matched": 1, "unexplained": 1, "not_judged": 0,
+        "examples": [f"w0-08 round 2 on r1 at {unasked_example_clock(T0 + 20)}"]}
+    plain = reconcile(records)  # -32602's own matching takes none of them
+    assert (plain["client_rejections"], plain["logged"], plain["matched"]) == (1, 1, 1)
+    assert UnaskedMatching.from_records([rejected_round(T0, "r1"), logged(T0, "r1")]).counts(("r1",)) is None
+
+    checks = RunChecks()
+    checks.add({"type": "reconciliation", "t": T0 + 40, "client_rejections": 1, "logged": 1, "matched": 1,
+                "unexplained": 0, "unmatched_logged": 0, "examples": {},
+                "unasked": UnaskedMatching.from_records(records).counts(("r1", "r2"))})
+    assert checks.reconciliation is not None and checks.reconciliation.passed
+    shown = render_thresholds(decide(RunFigures(), [], checks))
+    assert "-32021 (the client cannot answer input requests): 1 of 2 explained by a replica's line, 1 logged" in shown
+
+
+def unasked_example_clock(t: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3] + "Z"

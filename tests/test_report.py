@@ -183,6 +183,20 @@ def test_a_failed_threshold_exits_1_and_is_named_in_the_summary_junit_and_termin
     assert "round_duration{flow='return'}" in table and "status failed, exit code 1" in table
 
 
+@pytest.mark.parametrize(("table", "code"), [(PASSING, 0), (FAILING_LATENCY, 1)])
+def test_the_three_line_gate_docs_summary_md_shows_passes_a_passed_run_and_names_a_failed_runs_problems(
+        tmp_path: Path, scenario: Scenario, table: dict, code: int) -> None:
+    block = re.search(r"## A gate in three lines\n.*?```python\n(.*?)```", (ROOT / "docs" / "summary.md").read_text(),
+                      re.S)
+    assert block is not None and block[1].count("\n") == 3
+    (tmp_path / "gate.py").write_text(block[1])
+    _, summary = results(tmp_path, scenario, table)
+    done = subprocess.run([sys.executable, str(tmp_path / "gate.py"), str(tmp_path / "results" / "summary.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == code
+    assert done.stderr.splitlines() == summary["problems"] and (code == 0) == (summary["problems"] == [])
+
+
 def test_an_invariant_violation_fails_the_run_even_when_every_threshold_passes(tmp_path: Path,
                                                                                scenario: Scenario) -> None:
     verdict, summary = results(tmp_path, scenario, PASSING, violations=2)
@@ -425,7 +439,8 @@ def test_an_invariant_the_target_could_not_check_is_skipped_not_passed(tmp_path:
     assert verdict.status is RunStatus.COMPLETED and verdict.exit_code == 0
     case = next(c for c in _testcases(tmp_path)["nightly-refunds.invariants"] if c.get("name") == "no payout twice")
     assert case.find("skipped") is not None
-    assert "- no payout twice: not checked" in render_thresholds(verdict)
+    assert "- 1 ledger invariant (the shop's refunds) not checked: the target declares no ledger" in render_thresholds(
+        verdict)
 
 
 def test_a_flow_the_harness_lost_track_of_is_its_own_error_not_the_target_s(tmp_path: Path, scenario: Scenario) -> None:
@@ -580,10 +595,15 @@ def test_top_errors_carry_a_few_example_trace_ids_in_the_summary_and_beside_each
             code="tool_error", error="order O-1 has no item 'box'")
         put(writer, "run", t=T0 + 13, event="end", status="completed", reason=None)
 
-    write_results(folder, scenario, [journal], [], save=True)
+    verdict = write_results(folder, scenario, [journal], [], save=True)
     summary = valid_summary(folder / "summary.json")  # trace_ids is in the schema
     by_tool = {group["tool"]: group for group in summary["top_errors"]}
     latest = [traces[4], traces[3], traces[2]]
+    terminal = render_thresholds(verdict).split("TOP ERRORS", 1)[1].splitlines()
+    assert "trace (latest)" in terminal[2]  # the terminal's table: the newest id of each, "-" for an untraced one
+    rejected = next(line for line in terminal if "Invalid or expired requestState" in line)
+    assert traces[4] in rejected and traces[3] not in rejected
+    assert " - " in next(line for line in terminal if "has no item" in line)
     assert by_tool["issue_refund"]["count"] == 8 and by_tool["issue_refund"]["trace_ids"] == latest
     assert by_tool["record_return"]["trace_ids"] == []
     page = (folder / "report.html").read_text()

@@ -367,6 +367,14 @@ def test_a_target_that_cannot_be_reached_exits_3(tmp_path):
     finished = run_harness(scenario, tmp_path / "results")
     assert finished.code == 3, finished.output
     assert finished.summary["status"] == "aborted"
+    # one cause, not a threshold "no samples" and an invariant "not checked" for each thing it prevented
+    (problem,) = finished.summary["problems"]
+    assert problem.startswith("target error: cannot reach http://127.0.0.1:9/mcp")
+    shown = subprocess.run([sys.executable, "-m", "harness", "report", str(finished.folder)], capture_output=True,
+                           text=True, cwd=ROOT, timeout=60)
+    assert shown.returncode == 3, shown.stderr
+    assert "no samples" not in shown.stdout and "not checked" not in shown.stdout and "THRESHOLDS" not in shown.stdout
+    assert "no threshold, invariant or reconciliation was judged" in shown.stdout and "target error" in shown.stdout
 
 
 RESTORES_HANDLERS = """

@@ -358,3 +358,29 @@ def test_a_value_that_does_not_fit_a_pattern_is_not_echoed():
         parse_scenario(text)
     assert "client_secret_env: must be an environment variable's name" in str(refused.value)
     assert "s3cr+t/Value9" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["run", "scenarios/smoke.toml", "--duration", "10x"],
+     "mrtr-harness run: --duration 10x: duration: not a duration: '10x'"),
+    (["hunt", "scenarios/smoke.toml", "--budget", "1s"],  # the file has no [hunt]: the default trial no longer fits
+     "mrtr-harness hunt: --budget 1s: hunt.trial_duration: a trial of 10s does not fit in the budget of 1s"),
+    (["hunt", "scenarios/smoke.toml", "--trial-duration", "5x"],
+     "mrtr-harness hunt: --trial-duration 5x: hunt.trial_duration: not a duration: '5x'"),
+])
+def test_a_flags_bad_value_is_blamed_on_the_flag_not_on_a_line_of_the_file(argv, said):
+    done = subprocess.run([sys.executable, "-m", "harness", *argv], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.strip().startswith(said) and "smoke.toml" not in done.stderr, done.stderr
+
+
+def test_a_flag_leaves_the_files_own_errors_on_their_lines(tmp_path):
+    from harness.config.scenario import parse_scenario
+    from harness.config.strict import ScenarioError
+
+    text = BASE.replace('grace = "5s"', 'grace = "soon"', 1)
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario(text, "s.toml", {"duration": "1m"})
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if row.startswith("grace"))
+    assert str(refused.value).startswith(f"s.toml:{line}: grace: not a duration")

@@ -594,6 +594,12 @@ def test_bad_options_exit_2_with_one_clear_error(capsys, args, message):
     assert message in capsys.readouterr().err
 
 
+def test_a_log_named_without_file_gets_the_command_that_reads_it(capsys):
+    assert main(["triage", "logs/r1 today.log"]) == 2
+    (said,) = capsys.readouterr().err.strip().splitlines()
+    assert "name a log with --file, e.g. mrtr-harness triage --once --file 'logs/r1 today.log'" in said
+
+
 def test_a_source_that_cannot_be_opened_exits_3(tmp_path, capsys):
     assert main(["triage", "--once", "--file", str(tmp_path / "missing.log")]) == 3
     assert "no such file" in capsys.readouterr().err

@@ -7,7 +7,11 @@ command runs, so `--help`, `validate`, `report` and `compare` load none of it.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 from harness.errors import UsageError
 from harness.exit_codes import epilog
@@ -31,7 +35,9 @@ beyond the embedded shop: ..."), naming each command as the scenario writes it; 
 but a yes refuses the run with nothing started, and a yes passes the remote hosts as
 --allow-host. Every path a tool is given (scenario, results folder, log) must be inside the
 workspace (--workspace, default the folder the server starts in) or --results. Register it
-with a client as the command `mrtr-harness mcp` (docs/running.md).
+with a client as the command `mrtr-harness mcp` (docs/running.md); --config prints that
+registration with absolute paths (the command in this installation's venv, the results
+folder and the workspace), as a client that starts it without your shell's PATH needs.
 """
 
 
@@ -48,20 +54,40 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     mcp.add_argument("--workspace", type=Path, default=Path(), metavar="DIR",
                      help="the folder every path a tool is given must be inside, symbolic links followed (beside "
                           "--results; default: the folder the server starts in)")
+    mcp.add_argument("--config", action="store_true",
+                     help="print the client's registration of this server as JSON (mcpServers), every path "
+                          "absolute (the command as this installation runs it, --results, --workspace as cwd), "
+                          "and exit: a client starts the command without your shell's PATH or an activated venv")
     mcp.set_defaults(handler=serve)
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Serve until the client closes standard input."""
+    """Serve until the client closes standard input (or, with --config, print the client's registration)."""
     from harness.config.durations import parse_duration_option
 
     max_duration = parse_duration_option("--max-duration", args.max_duration)
     if max_duration <= 0:
         raise UsageError("--max-duration must be more than 0, e.g. 10m")
+    if not args.workspace.is_dir():
+        raise UsageError(f"--workspace {args.workspace}: not a folder")
+    if getattr(args, "config", False):
+        print(json.dumps(client_config(args.results, args.max_duration, args.workspace), indent=2))
+        return 0
     from harness.assistant.plan import ServerSettings
     from harness.assistant.server import serve_stdio
 
-    if not args.workspace.is_dir():
-        raise UsageError(f"--workspace {args.workspace}: not a folder")
     serve_stdio(ServerSettings(results=args.results, max_duration=max_duration, workspace=args.workspace))
     return 0
+
+
+def client_config(results: Path, max_duration: str, workspace: Path) -> dict[str, Any]:
+    """The `mcpServers` entry a client (Claude Desktop, Cursor; VS Code names the table `servers`) starts this server
+    with: the console script beside this interpreter (a venv's bin/, never resolved out of it), or the interpreter
+    with `-m harness`, and the folders made absolute, as a client started from anywhere needs them."""
+    interpreter = Path(os.path.abspath(sys.executable))
+    script = interpreter.parent / "mrtr-harness"
+    command, head = (str(script), []) if script.is_file() else (str(interpreter), ["-m", "harness"])
+    return {"mcpServers": {"mrtr-harness": {
+        "command": command,
+        "args": [*head, "mcp", "--results", os.path.abspath(results), "--max-duration", max_duration],
+        "cwd": os.path.abspath(workspace)}}}

@@ -19,7 +19,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
@@ -526,6 +526,19 @@ def _journal_type(hint: Any) -> str:
 # --- docs/summary.md ------------------------------------------------------------------------------
 
 
+SUMMARY_GATE: Final = (
+    "## A gate in three lines", "",
+    "Two keys are enough for a CI step of its own: `passed` (the exit code was 0) and `problems` (one line per "
+    "thing that failed). This script exits 0 on a passed run, else 1 with each problem on standard error "
+    "(`python3 gate.py results/<run>/summary.json`):", "",
+    "```python",
+    "import json, sys",
+    "summary = json.load(open(sys.argv[1], encoding=\"utf-8\"))",
+    "sys.exit(0 if summary[\"passed\"] else \"\\n\".join(summary[\"problems\"]) or \"failed\")",
+    "```")
+"""The smallest gate on a summary: docs/summary.md shows it, and a test runs it on a passed and a failed run."""
+
+
 def summary_reference() -> str:
     """Every key of summary.json, part by part, from the JSON Schema `harness.report.summary_schema` generates
     (so the reference and docs/summary.schema.json cannot disagree)."""
@@ -535,7 +548,8 @@ def summary_reference() -> str:
              f"This is layout `schema` {summary_schema.SCHEMA_VERSION}. Its JSON Schema (draft 2020-12, `$id` "
              f"`{summary_schema.SCHEMA_ID}`) is [summary.schema.json](summary.schema.json): any draft 2020-12 "
              "validator checks a summary against it (the tests use the `jsonschema` package). A key marked "
-             "\"sometimes\" may be absent; \"or null\" means the key is there with `null`.", ""]
+             "\"sometimes\" may be absent; \"or null\" means the key is there with `null`.", "",
+             *SUMMARY_GATE, ""]
     parts = [("summary.json (the top level)", schema), *sorted(schema.get("$defs", {}).items())]
     for title, part in parts:
         lines += [f"## {title}", "", part.get("description", ""), ""]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -16,16 +17,20 @@ from harness.config.think import ThinkTime
 from harness.config.worded_errors import elsewhere_at, fields_at, worded
 
 
-def explain(exc: ValidationError, text: str, source: str, model: type[BaseModel]) -> str:
+def explain(exc: ValidationError, text: str, source: str, model: type[BaseModel],
+            given: Mapping[str, Any] | None = None) -> str:
     """Every error, one a line, as `file:line: field: message` in plain words (`harness.config.worded_errors`).
 
     A value that fits none of a plain union's types (a threshold is text or a list of text)
-    is one line, its alternatives joined: "must be text (in quotes) or a list".
+    is one line, its alternatives joined: "must be text (in quotes) or a list". `given`: the values the command
+    line set (dotted keys, as a flag names its key: `hunt.trial_duration` is `--trial-duration`); an error in one of
+    them, or in a key of its table the file does not write (a default it no longer fits), is blamed on the flag
+    (`--duration 10x: duration: ...`), not on a line of the file that never held the value.
     """
     said: list[tuple[str, list[str]]] = []
     unions: dict[str, list[str]] = {}
     for error in exc.errors(include_url=False):
-        where, message, alternative = _explain_one(error, text, source, model)
+        where, message, alternative = _explain_one(error, text, source, model, given or {})
         if alternative and where in unions:
             unions[where].append(message.removeprefix("must be "))
             continue
@@ -39,7 +44,8 @@ _TYPE_LABEL = re.compile(r"^(?:str|int|float|bool|list\[.*\]|dict\[.*\])$")
 """How pydantic names a member of a plain union (`str | list[str]`) in an error's location: no key of the file."""
 
 
-def _explain_one(error: Any, text: str, source: str, model: type[BaseModel]) -> tuple[str, str, bool]:
+def _explain_one(error: Any, text: str, source: str, model: type[BaseModel],
+                 given: Mapping[str, Any]) -> tuple[str, str, bool]:
     """(`file:line: field`, the message, whether it is one alternative of a plain union)."""
     problem = (error.get("ctx") or {}).get("error")
     loc = [*error["loc"], *(problem.where if isinstance(problem, FieldProblem) else ())]
@@ -50,11 +56,43 @@ def _explain_one(error: Any, text: str, source: str, model: type[BaseModel]) -> 
     field = _dotted(location) or "(top level)"
     line = _find_line(text, location)
     where = f"{source}:{line}" if line else source
+    flags = _flags_behind(field, given, in_file=_written(text, location))
+    if flags:
+        where = ", ".join(flags)
     fields, elsewhere = [], None
     if error["type"] == "extra_forbidden":
         fields = fields_at(model, list(error["loc"][:-1]), _UNION_TAGS)
         elsewhere = elsewhere_at(model, list(error["loc"][:-1]), _UNION_TAGS, str(error["loc"][-1]))
     return f"{where}: {field}", worded(error, fields, elsewhere), alternative
+
+
+def _flags_behind(field: str, given: Mapping[str, Any], *, in_file: bool) -> list[str]:
+    """The flags (as typed: `--budget 1s`) an error at `field` is theirs: a flag that set `field` (or a table above
+    it); else, when the file does not write `field`, the flags that set a key of the same table (a default no longer
+    fits the value the flag gave: a small `--budget` against the default `trial_duration`)."""
+    own = [dotted for dotted in given if field == dotted or field.startswith(f"{dotted}.")]
+    if not own and not in_file:
+        table = field.rpartition(".")[0]
+        own = [dotted for dotted in given if table and dotted.rpartition(".")[0] == table]
+    return [_flag(dotted, given[dotted]) for dotted in own]
+
+
+def _flag(dotted: str, value: Any) -> str:
+    """A dotted key and its value as the command line gave them: `hunt.trial_duration` 10x is `--trial-duration 10x`."""
+    flag = "--" + dotted.rpartition(".")[2].replace("_", "-")
+    if value is True:
+        return flag
+    shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return f"{flag} {shown}"
+
+
+def _written(text: str, location: list[Any]) -> bool:
+    """Whether the file itself writes the key at `location` (its own line, not only its table's header)."""
+    keys = [part for part in location if isinstance(part, str)]
+    if not keys:
+        return False
+    leaf = _key_pattern(keys[-1])
+    return any(re.match(rf"^\s*(?:[\w\"'.-]+\s*\.\s*)?{leaf}\s*[=.]", line) for line in text.splitlines())
 
 
 def _union_tags(*unions: Any) -> frozenset[str]:

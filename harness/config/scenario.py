@@ -259,7 +259,7 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides: dict[str, A
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(explain(exc, text, source, Scenario)) from None
+        raise ScenarioError(explain(exc, text, source, Scenario, overrides)) from None
 
 
 def scenario_from_json(text: str | bytes, source: str) -> Scenario:

@@ -43,6 +43,9 @@ class Reconciliation:
     no_adapter: int = 0
     """Of `unexplained`: on replicas whose log gave no line the run's reason adapter reads ("unexplained (no adapter
     for this server)"); unexplained all the same for the verdict."""
+    unasked: dict[str, Any] | None = None
+    """The -32021 refusals the clients saw, matched to the lines replicas logged for them (`client`, `logged`,
+    `matched`, `unexplained`, `not_judged`, `examples`); informational, never part of `passed`. None: no -32021."""
 
     @property
     def passed(self) -> bool:
@@ -59,7 +62,8 @@ class Reconciliation:
                 "unmatched_logged": self.unmatched_logged,
                 "from_redispatched_rounds": self.from_redispatched_rounds, "settled_early": self.settled_early,
                 "not_judged": self.not_judged, "unobserved": self.unobserved, "judged": self.judged,
-                "examples": self.examples, "passed": self.passed}
+                "examples": self.examples, "passed": self.passed,
+                **({"unasked": self.unasked} if self.unasked is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,8 @@ class RunChecks(JournalView):
     end_status: str | None = None
     end_reason: str | None = None
     target_error: str | None = None
+    load_started: bool = False
+    """Whether the load began (a `run load-started` record): a target error before it means nothing was measured."""
     harness_error: str | None = None
     """The first `run error`: the harness's own failure (exit 4)."""
     cpu: dict[str, Any] | None = None
@@ -140,7 +146,8 @@ class RunChecks(JournalView):
                                                  settled_early=int(record.get("settled_early") or 0),
                                                  not_judged=int(record.get("not_judged") or 0),
                                                  unobserved=_unobserved(record.get("unobserved")),
-                                                 no_adapter=int(record.get("no_adapter") or 0))
+                                                 no_adapter=int(record.get("no_adapter") or 0),
+                                                 unasked=_unasked(record.get("unasked")))
         elif kind == RecordType.RUN:
             self._run_event(record)
 
@@ -149,6 +156,8 @@ class RunChecks(JournalView):
         if event == RunEvent.START:
             self.run_id = self.run_id or record.get("run_id")
             self.judged = self.judged or record.get("judged")
+        elif event == RunEvent.LOAD_STARTED:
+            self.load_started = True
         elif event == RunEvent.ERROR:
             self.harness_error = self.harness_error or str(record.get("error"))
         elif event == RunEvent.LOGS:
@@ -176,6 +185,16 @@ class RunChecks(JournalView):
         return cls(invariants={name: InvariantResult(name, count) for name, count in figures.violations.items()},
                    reconciliation=Reconciliation(figures.client_rejections, None, figures.unexplained),
                    ended=figures.status is not None, end_status=figures.status)
+
+
+def _unasked(part: Any) -> dict[str, Any] | None:
+    """A reconciliation record's `unasked` part, its counts as whole numbers and its examples as text (the journal is
+    input); None when absent or not a table."""
+    if not isinstance(part, Mapping):
+        return None
+    counts = {key: int(part.get(key) or 0) for key in ("client", "logged", "matched", "unexplained", "not_judged")}
+    examples = part.get("examples")
+    return {**counts, "examples": [str(item) for item in examples] if isinstance(examples, list) else []}
 
 
 def _int_or_none(value: Any) -> int | None:

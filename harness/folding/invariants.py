@@ -45,9 +45,11 @@ from harness.vocabulary import INVARIANTS as INVARIANTS
 MUTANT_FINDINGS = frozenset(answer.value for answer in FINDINGS)
 REPLAY_COMPLETED = Mutation.REPLAY_COMPLETED.value
 
+MUTANT_INVARIANT = "no_mutant_accepted"
+"""The fuzzer's invariant: it applies to a run whose flows sent mutants."""
 RACE_INVARIANTS = ("identical_calls_agree", "no_call_hung")
 """The race probes' invariants: checked only in a run where a race flow raced."""
-JOURNAL_INVARIANTS = ("one_outcome_per_flow", "no_mutant_accepted", *RACE_INVARIANTS)
+JOURNAL_INVARIANTS = ("one_outcome_per_flow", MUTANT_INVARIANT, *RACE_INVARIANTS)
 """The invariants judged from the journal alone."""
 LEDGER_INVARIANTS = tuple(name for name in INVARIANTS if name not in JOURNAL_INVARIANTS)
 """The invariants that need the target's ledger: unchecked when the target declares none."""
@@ -100,7 +102,7 @@ class FlowChecks:
     in_flight: dict[str, int] = field(default_factory=dict)
     """Starts seen per flow id not yet ended: a flow's entry goes when its outcome comes."""
     one_outcome: InvariantResult = field(default_factory=lambda: InvariantResult("one_outcome_per_flow"))
-    mutants: InvariantResult = field(default_factory=lambda: InvariantResult("no_mutant_accepted"))
+    mutants: InvariantResult = field(default_factory=lambda: InvariantResult(MUTANT_INVARIANT))
     agreed: InvariantResult = field(default_factory=lambda: InvariantResult("identical_calls_agree", checked=False))
     hung: InvariantResult = field(default_factory=lambda: InvariantResult("no_call_hung", checked=False))
     """The race probes' invariants: checked once a race flow has raced."""
@@ -171,7 +173,7 @@ class FlowChecks:
         one_outcome = results["one_outcome_per_flow"] = _copy(self.one_outcome)
         for flow_id, started in self.in_flight.items():
             one_outcome.violate(f"{flow_id}: started {started} times, ended 0 times")
-        results["no_mutant_accepted"] = _copy(self.mutants)
+        results[MUTANT_INVARIANT] = _copy(self.mutants)
         results["identical_calls_agree"], results["no_call_hung"] = _copy(self.agreed), _copy(self.hung)
         if ledger is None:
             for name in LEDGER_INVARIANTS:
@@ -192,7 +194,7 @@ class FlowChecks:
         for mutation, flow_id, quote in self.mutated:
             if quote in released:
                 row = released[quote]
-                results["no_mutant_accepted"].violate(f"{mutation}: {flow_id} left {row['refund_id']} {row['status']}")
+                results[MUTANT_INVARIANT].violate(f"{mutation}: {flow_id} left {row['refund_id']} {row['status']}")
         self._settled_match_ledger(results, {row["quote_id"]: row for row in ours})
         return list(results.values())
 

@@ -142,6 +142,11 @@ class Matching(JournalView):
     """The replicas a rejection line was read from: on any other, an unexplained rejection is "no adapter for this
     server" (its log has no line the run's reason adapter reads, `harness.logs.adapters`)."""
 
+    REFUSED = Outcome.INVALID_STATE
+    """The round outcome this matching explains."""
+    LINE = RecordType.REJECTION
+    """The record of the line that explains it."""
+
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
         if kind == RecordType.RUN:
@@ -149,7 +154,7 @@ class Matching(JournalView):
             if record.get("event") == RunEvent.LOGS_LOST and isinstance(t, int | float) and not isinstance(t, bool):
                 self.unobserved.append(Unobserved(float(t), str(record.get("replica")), str(record.get("why") or "")))
             return
-        if kind == RecordType.ROUND and record.get("outcome") == Outcome.INVALID_STATE:
+        if kind == RecordType.ROUND and record.get("outcome") == self.REFUSED:
             end = float(record["t"])
             latency = float(record.get("latency") or 0.0)
             self.clients.append(ClientRejection(end - latency - SLACK_BEFORE, end + SLACK_AFTER,
@@ -158,8 +163,9 @@ class Matching(JournalView):
                                                 f"{record.get('replica')} at {_clock(end)}", _span_of(record)))
             self.named.add(str(record.get("replica")))
             self.latest = max(self.latest, end)
-        elif kind == RecordType.REJECTION:
-            line = LoggedRejection(float(record["t"]), str(record["replica"]), str(record["reason"]))
+        elif kind == self.LINE:
+            line = LoggedRejection(float(record["t"]), str(record["replica"]),
+                                   str(record.get("reason") or record.get("capability") or self.REFUSED))
             self.logged.append(line)
             self.logging.add(line.replica)
             self.latest = max(self.latest, line.t)
@@ -261,6 +267,24 @@ class Matching(JournalView):
     def _match(self, clients: list[int], lines: list[int], found: dict[int, int]) -> None:
         for a, b in match([self.clients[i] for i in clients], [self.logged[j] for j in lines]):
             found[clients[a]] = lines[b]
+
+
+@dataclass
+class UnaskedMatching(Matching):
+    """The same matching for -32021: each refusal a client saw (a round `missing_capability`: the client did not
+    declare a capability the call needs) paired with a line a replica logged for it (an `unasked` record)."""
+
+    REFUSED = Outcome.MISSING_CAPABILITY
+    LINE = RecordType.UNASKED
+
+    def counts(self, replicas: Collection[str]) -> dict[str, Any] | None:
+        """The `unasked` part of the reconciliation record; None when no client saw a -32021 and no line logged one."""
+        done = self.reconcile(replicas)
+        if not done["client_rejections"] and not done["logged"]:
+            return None
+        return {"client": done["client_rejections"], "logged": done["logged"], "matched": done["matched"],
+                "unexplained": done["unexplained"], "not_judged": done.get("not_judged", 0),
+                "examples": done["examples"]["unexplained"]}
 
 
 @dataclass

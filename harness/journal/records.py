@@ -32,6 +32,7 @@ class RecordType(StrEnum):
     CHAOS = "chaos"
     COMMAND = "command"
     REJECTION = "rejection"
+    UNASKED = "unasked"
     HYPOTHESIS = "hypothesis"
     INVARIANT = "invariant"
     RECONCILIATION = "reconciliation"
@@ -432,6 +433,18 @@ class RejectionLogged(TypedDict):
     trace_id: NotRequired[str]
 
 
+class UnaskedLogged(TypedDict):
+    """A replica logged that it refused a call with -32021: the client did not declare a capability the call needs
+    (it cannot answer the server's input requests). Read by a reason adapter's `[unasked]` line
+    (`harness.logs.adapters`); `capability`: the one the line names, when it does."""
+
+    type: Literal[RecordType.UNASKED]
+    t: float
+    replica: str
+    method: str
+    capability: NotRequired[str]
+
+
 class HypothesisProbed(TypedDict):
     """The steady-state hypothesis probed `before`, `during` or `after` the chaos.
 
@@ -487,6 +500,10 @@ class Reconciled(TypedDict):
     settled_early: NotRequired[int]
     """Unmatched items counted before their partner could have come, because the matching held its bound
     (`harness.folding.reconcile.HELD`): each may be one unexplained too many, never one too few."""
+    unasked: NotRequired[dict[str, Any]]
+    """The -32021 refusals the clients saw, matched the same way to the lines a replica logged for them (`unasked`
+    records): `client`, `logged`, `matched`, `unexplained`; informational (a host that cannot answer input requests
+    is the host's to fix, counted by host), never a failure."""
 
 
 class HealthSampled(TypedDict):
@@ -510,14 +527,14 @@ class HealthSampled(TypedDict):
 
 Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessErrorRecord | LogsLost | LogsRead
           | RunEnded | FlowStarted
-          | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | CommandRan | RejectionLogged | HypothesisProbed
-          | InvariantChecked | Reconciled | HealthSampled)
+          | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | CommandRan | RejectionLogged | UnaskedLogged
+          | HypothesisProbed | InvariantChecked | Reconciled | HealthSampled)
 """Anything a writer may journal."""
 
 RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessErrorRecord, LogsLost,
                              LogsRead, RunEnded,
                              FlowStarted, RoundDone, FlowEnded, ChaosStarted, ChaosEnded, CommandRan, RejectionLogged,
-                             HypothesisProbed, InvariantChecked, Reconciled, HealthSampled)
+                             UnaskedLogged, HypothesisProbed, InvariantChecked, Reconciled, HealthSampled)
 """Every record type, in the order the schema documents them."""
 
 

@@ -7,6 +7,15 @@ that reads the method and the reason (and, when the line has them, the replica a
 the reasons it logs to the harness's vocabulary (`harness.vocabulary.REASONS`). A logged reason the map lacks is
 read by `harness.mrtr.reasons.normalise_reason` (a reason spelled as ours is ours), else counted as `other`.
 
+An adapter may also read the line a server logs when it refuses a call with -32021 (the client did not declare a
+capability the call needs: it cannot answer input requests), its `unasked` pattern (a method, and the capability
+when the line names it): such a line is no -32602 rejection, and reconciliation explains a client's -32021 with it.
+Neither SDK logs one: the Python SDK (`mcp` 2.3.0) raises its -32021 as an `MCPError` (`mcp.server.mcpserver.resolve`
+`_require_capability`), which the dispatcher answers without a log line, and the TypeScript SDK 2.4.0 sends a
+handler's `MissingRequiredClientCapabilityError` to the wire without calling `onerror` (tried:
+tests/servers/typescript_sdk/unasked.log). So the built-in adapters declare none (`unasked_note` says why), and a
+server that logs one is read by a user's adapter's `[unasked]` table.
+
 Built in: `python-sdk` (the `mcp.server.request_state` WARNING, read by `harness.logs.parse`'s own parser in every
 shape a replica prints it: plain, rich's columns, JSON) and `typescript-sdk` (`@modelcontextprotocol/server` 2.x,
 whose `requestState.verify` seam reports `requestState verification rejected <method>: <reason>` through the
@@ -30,13 +39,17 @@ from harness._compat.sre import nonlinear_problem
 from harness.errors import UsageError
 from harness.logs.stamps import line_time
 from harness.mrtr.reasons import OTHER_REASON, normalise_reason
-from harness.vocabulary import REASONS
+from harness.vocabulary import REASONS, Outcome
 
 PYTHON_SDK: Final = "python-sdk"
 """The default adapter: the Python SDK's line, read by `harness.logs.parse.LineParser`'s own parser."""
 
 GROUPS: Final = ("method", "reason", "replica", "time")
 """The named groups an adapter's pattern may have: `reason` it must have; the rest when the line carries them."""
+UNASKED_GROUPS: Final = ("method", "capability", "replica", "time")
+"""The named groups an `[unasked]` pattern may have (the -32021 line): `method` it must have."""
+UNASKED: Final = Outcome.MISSING_CAPABILITY.value
+"""The reason a -32021 line is read as: the round outcome it explains."""
 
 ADAPTER_FILE_MAX: Final = 64 * 1024
 """Bytes of a user's adapter file that are read: it holds a few patterns, never more."""
@@ -72,6 +85,13 @@ class Adapter:
     time_format: str | None = None
     """`strptime` format of the `time` group; None: the stamps `harness.logs.stamps` reads (ISO 8601, ...)."""
     summary: str = ""
+    unasked_mark: str = ""
+    """A literal every -32021 line holds (with `unasked`)."""
+    unasked: re.Pattern[str] | None = None
+    """The line the server logs when it refuses a call with -32021 (`UNASKED_GROUPS`); None: it logs none."""
+    unasked_note: str = ""
+    """Why there is no `unasked` pattern (what the implementation logs for -32021), said where a -32021 goes
+    unexplained."""
 
     def read(self, line: str, near: float | None = None) -> Found | None:
         """The rejection `line` holds, or None. Never raises on any text (a property test holds it to that)."""
@@ -88,6 +108,22 @@ class Adapter:
         return Found(method=(groups.get("method") or "").strip() or "?", reason=reason,
                      logged=logged if reason == OTHER_REASON else "", replica=groups.get("replica") or None,
                      logged_at=self._time(groups.get("time"), line, near))
+
+    def read_unasked(self, line: str, near: float | None = None) -> Found | None:
+        """The -32021 refusal `line` logs (reason `UNASKED`, the capability it names kept in `logged`), or None."""
+        if self.unasked is None or self.unasked_mark not in line:
+            return None
+        match = self.unasked.search(line)
+        if match is None:
+            return None
+        groups = match.groupdict()
+        return Found(method=(groups.get("method") or "").strip() or "?", reason=UNASKED,
+                     logged=(groups.get("capability") or "").strip(), replica=groups.get("replica") or None,
+                     logged_at=self._time(groups.get("time"), line, near))
+
+    def marks(self, line: str) -> bool:
+        """Whether `line` holds a mark of this adapter's lines: the cheap test before any pattern runs."""
+        return self.mark in line or bool(self.unasked_mark and self.unasked_mark in line)
 
     def detects(self, line: str) -> bool:
         """Whether `line` is one of this implementation's rejections (how `triage` tells a log's format)."""
@@ -149,7 +185,8 @@ PYTHON_SDK_HEAD: Final = "requestState rejected on "
 
 register(Adapter(
     name=PYTHON_SDK, mark="requestState", pattern=None,
-    summary="the Python SDK (`mcp`): `requestState rejected on <method>: <reason>` on mcp.server.request_state"))
+    summary="the Python SDK (`mcp`): `requestState rejected on <method>: <reason>` on mcp.server.request_state",
+    unasked_note="the Python SDK logs no line when it refuses with -32021"))
 
 TYPESCRIPT_HEAD: Final = "requestState verification rejected "
 """What `@modelcontextprotocol/server`'s seam reports through `onerror` (`Server._verifyRequestState`)."""
@@ -160,7 +197,8 @@ register(Adapter(
     reasons={"mac": "seal", "malformed": "malformed", "expired": "expired", "bind": "principal"},
     summary="the TypeScript SDK (`@modelcontextprotocol/server` 2.x): `requestState verification rejected "
             "<method>: <reason>` through the server's onerror (createRequestStateCodec: malformed, mac, expired, "
-            "bind)"))
+            "bind)",
+    unasked_note="the TypeScript SDK reports no -32021 through onerror"))
 
 
 # --- a user's adapter, from TOML ------------------------------------------------------------------
@@ -186,10 +224,10 @@ def load_adapter(path: Path) -> Adapter:
 
 def adapter_from_table(table: Mapping[str, Any], where: str) -> Adapter:
     """An adapter from its TOML table; `where` names it in the error."""
-    unknown = sorted(set(table) - {"name", "mark", "pattern", "reasons", "time_format", "summary"})
+    unknown = sorted(set(table) - {"name", "mark", "pattern", "reasons", "time_format", "summary", "unasked"})
     if unknown:
         raise AdapterError(f"{where}: unknown key {unknown[0]!r} (an adapter has name, mark, pattern, reasons, "
-                           "time_format, summary)")
+                           "time_format, summary, unasked)")
     name = _text(table, "name", where, required=True)
     mark = _text(table, "mark", where, required=True)
     pattern_text = _text(table, "pattern", where, required=True)
@@ -208,8 +246,32 @@ def adapter_from_table(table: Mapping[str, Any], where: str) -> Adapter:
         if reason not in known:
             raise AdapterError(f"{where}: reasons.{logged} = {reason!r} is not a reason (one of {', '.join(known)})")
     time_format = _text(table, "time_format", where, required=False)
+    unasked_mark, unasked = _unasked(table.get("unasked"), where)
     return Adapter(name=name, mark=mark, pattern=pattern, reasons=dict(reasons), time_format=time_format,
-                   summary=_text(table, "summary", where, required=False) or f"a user's adapter ({where})")
+                   summary=_text(table, "summary", where, required=False) or f"a user's adapter ({where})",
+                   unasked_mark=unasked_mark, unasked=unasked,
+                   unasked_note="" if unasked is not None else f"{name} has no [unasked] line for -32021")
+
+
+def _unasked(table: Any, where: str) -> tuple[str, re.Pattern[str] | None]:
+    """The `[unasked]` table (the -32021 line): its mark and its linear pattern, which must read the method."""
+    if table is None:
+        return "", None
+    if not isinstance(table, dict):
+        raise AdapterError(f"{where}: unasked must be a table with mark and pattern")
+    unknown = sorted(set(table) - {"mark", "pattern"})
+    if unknown:
+        raise AdapterError(f"{where}: unknown key unasked.{unknown[0]} (it has mark and pattern)")
+    mark = _text(table, "mark", f"{where}: unasked", required=True)
+    text = _text(table, "pattern", f"{where}: unasked", required=True)
+    assert mark is not None and text is not None
+    pattern = linear_pattern(text, f"{where}: unasked.pattern")
+    if "method" not in pattern.groupindex:
+        raise AdapterError(f"{where}: unasked.pattern has no (?P<method>...) group")
+    extra = sorted(set(pattern.groupindex) - set(UNASKED_GROUPS))
+    if extra:
+        raise AdapterError(f"{where}: unasked.pattern group {extra[0]!r} is not one of {', '.join(UNASKED_GROUPS)}")
+    return mark, pattern
 
 
 def _text(table: Mapping[str, Any], key: str, where: str, *, required: bool) -> str | None:

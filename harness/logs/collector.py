@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from harness.config.logs import LogSource
 from harness.logs.adapters import Adapter
 from harness.logs.kubernetes import KubernetesSource
-from harness.logs.parse import LineParser, Rejection
+from harness.logs.parse import INVALID_PARAMS, LineParser, Rejection
 from harness.logs.readers import Reader, Readers
 from harness.logs.sources import CommandSource, ContainerSource, FileSource, Source
 
@@ -46,6 +46,9 @@ class RejectionEvent:
     method: str
     trace_id: str | None = None
     """The trace id of the request refused, when the line carries one."""
+    code: str = INVALID_PARAMS
+    """-32602 (a refused `requestState`) or -32021 (`reason` then `UNASKED`, the capability in `capability`)."""
+    capability: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +142,8 @@ class Collector:
                 return
             t = logged_at if logged_at is not None else time.time()
             self._on_rejection(RejectionEvent(t, rejection.replica or replica, rejection.reason, rejection.method,
-                                              rejection.trace_id))
+                                              rejection.trace_id, rejection.code,
+                                              rejection.logged if rejection.unasked else ""))
 
         return emit
 

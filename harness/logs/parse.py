@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from harness.logs.adapters import DETECT_LINES, PYTHON_SDK, Adapter, adapters, detected
 from harness.logs.stamps import line_time, record_time
+from harness.mrtr import outcome
 from harness.mrtr.reasons import (
     BIND_PRINCIPAL_RETURNED,
     OTHER_REASON,
@@ -46,6 +47,10 @@ from harness.mrtr.reasons import (
     rejection_parts,
 )
 from harness.secrets import fold_case
+
+INVALID_PARAMS: Final = str(outcome.INVALID_PARAMS)
+MISSING_CAPABILITY: Final = str(outcome.MISSING_REQUIRED_CLIENT_CAPABILITY)
+"""The codes of the refusals a line may log, as the journal's round records spell them."""
 
 MARK: Final = "requestState"
 LEVEL: Final = "WARNING"
@@ -121,6 +126,14 @@ class Rejection:
     a rich record folds it, so there its spaces may be gone."""
     trace_id: str | None = None
     """The trace id (32 lowercase hex) of the request it refused, when the line carries one."""
+    code: str = INVALID_PARAMS
+    """The JSON-RPC code of the refusal the line logs: -32602 (a `requestState`), or -32021 (`UNASKED`: the client
+    did not declare a capability the call needs; `reason` is then `UNASKED`, `logged` the capability named)."""
+
+    @property
+    def unasked(self) -> bool:
+        """Whether the line logs a -32021, not a refused `requestState`."""
+        return self.code == MISSING_CAPABILITY
 
 
 OnRejection = Callable[[Rejection], None]
@@ -199,7 +212,7 @@ class LineParser:
             self._detect(line)
         foreign = self._foreign
         if foreign is not None:
-            if foreign.mark not in line:
+            if not foreign.marks(line):
                 return
         elif not self._pending and MARK not in line and LEVEL not in line:
             return
@@ -311,14 +324,17 @@ class LineParser:
         if _may_trace(text):
             trace_id = trace_id or trace_id_in(text)
             text = _without_trace_fields(text)
+        code = INVALID_PARAMS
         found = adapter.read(text, self._near(given))
+        if found is None:
+            found, code = adapter.read_unasked(text, self._near(given)), MISSING_CAPABILITY
         if found is None:
             return
         if replica is None:
             field = _REPLICA_FIELD.search(text)
             replica = clean_label(found.replica) or (clean_label(field["replica"]) if field else None)
         self._found.append(Rejection(replica, found.reason, found.method, _first(found.logged_at, given),
-                                     found.logged, trace_id))
+                                     found.logged, trace_id, code))
 
     @staticmethod
     def _strip_prefix(line: str, replica: str | None) -> tuple[str | None, str]:

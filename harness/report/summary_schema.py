@@ -106,6 +106,21 @@ class ReconciliationRow(_Part):
         "nor unexplained; above 0 the run cannot pass (status aborted, exit 3); absent in summaries from before it"))
     unobserved: list[UnobservedRow] = Field(default_factory=list, description="each log source lost during the run")
     judged: bool = Field(default=True, description="not_judged is 0")
+    unasked: UnaskedRow | None = Field(default=None, description=(
+        "the -32021 refusals (the client did not declare a capability the call needs), matched the same way to the "
+        "lines replicas logged for them; present when a client saw one or a replica logged one"))
+
+
+class UnaskedRow(_Part):
+    """The -32021 refusals the clients saw, each matched to a line a replica logged for it (a reason adapter's
+    `[unasked]` line). Informational: a host that cannot answer input requests is counted by host, never a failure."""
+
+    client: int = Field(description="-32021 answers the clients saw")
+    logged: int = Field(description="-32021 refusals the replicas logged")
+    matched: int = Field(description="client refusals paired with a logged line")
+    unexplained: int = Field(description="client refusals no logged line explains (the server may log none)")
+    not_judged: int = Field(description="client refusals where their replica's log was unobserved")
+    examples: list[str] = Field(description="a few unexplained ones")
 
 
 class HypothesisRow(_Part):

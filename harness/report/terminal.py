@@ -9,8 +9,11 @@ error's escape sequence shows as text and cannot erase or forge a line.
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness import foreign_text
 from harness.folding.fuzz import COLUMNS, ENVELOPE_COLUMNS, FuzzTable
+from harness.folding.invariants import MUTANT_INVARIANT
 from harness.folding.top_errors import ErrorGroup
 from harness.load.envelope import EnvelopeAnswer
 from harness.load.mutations import FINDINGS
@@ -35,6 +38,10 @@ def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
     """The whole closing table: thresholds, invariants, reconciliation, hypothesis, chaos, fuzz, top errors, the
     status."""
     paint = _Paint(color)
+    if not verdict.reached:  # nothing was measured: the status line's one cause, not a table of empty checks
+        return "\n".join([*_heading("NOT JUDGED", paint), "    - the target failed before any load was sent: no "
+                                                             "threshold, invariant or reconciliation was judged",
+                          *_status(verdict, paint)]) + "\n"
     lines = [*_thresholds(verdict, paint), *_invariants(verdict, paint), *_reconciliation(verdict, paint),
              *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_fuzz(verdict, paint),
              *_output_contracts(verdict, paint),
@@ -84,15 +91,18 @@ def _invariants(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if not verdict.invariants:
         return [*_heading("INVARIANTS", paint), "    (none checked)"]
     lines = _heading("INVARIANTS", paint)
+    unchecked = [name for name, result in verdict.invariants.items() if not result.checked and result.passed]
     for name, result in sorted(verdict.invariants.items()):
-        if not result.checked and result.passed:
-            lines.append(f"    {paint.mark(None)} {_said(name)}: not checked")
-            continue
+        if name in unchecked or (name == MUTANT_INVARIANT and result.passed and not verdict.fuzz):
+            continue  # what does not apply here: a ledger the target lacks, mutants no flow sent
         line = (f"    {paint.mark(result.passed)} {_said(name)}: {result.violations} "
                 f"violation{'s' * (result.violations != 1)}")
         if not result.passed and result.examples:
             line += f" — {_said(describe_detail(result.examples, _DETAIL_LIMIT))}"
         lines.append(line)
+    if unchecked:
+        lines.append(f"    {paint.mark(None)} {len(unchecked)} ledger invariant{'s' * (len(unchecked) != 1)} (the "
+                     "shop's refunds) not checked: the target declares no ledger")
     return lines
 
 
@@ -119,7 +129,19 @@ def _reconciliation(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if result.unmatched_logged is not None:
         lines.append(f"    {paint.mark(None) if result.unmatched_logged else paint.mark(True)} unmatched logged "
                      f"rejections: {result.unmatched_logged} (logged lines no client rejection of this run explains)")
-    return lines
+    return [*lines, *_unasked(result.unasked, paint)]
+
+
+def _unasked(part: dict[str, Any] | None, paint: _Paint) -> list[str]:
+    """-32021, explained the same way: informational (counted by host), so never a ✗."""
+    if not part:
+        return []
+    line = (f"    {paint.mark(None if part['unexplained'] else True)} -32021 (the client cannot answer input "
+            f"requests): {part['matched']} of {part['client']} explained by a replica's line, {part['logged']} logged")
+    if part["unexplained"]:
+        line += ("; the rest unexplained: the run's reason adapter reads no -32021 line (the Python and TypeScript "
+                 "SDKs log none; a user's adapter's [unasked] reads a server's own)")
+    return [line]
 
 
 def _hypothesis(verdict: RunVerdict, paint: _Paint) -> list[str]:
@@ -210,11 +232,15 @@ def _expected_answers(verdict: RunVerdict, paint: _Paint) -> list[str]:
 
 
 def _error_rows(title: str, groups: list[ErrorGroup], paint: _Paint) -> list[str]:
+    """One aligned row per error group; with a trace column (each group's newest trace id, to paste into a tracing
+    backend) when any of its rounds was traced."""
     if not groups:
         return []
-    header = ("count", "flow", "tool", "round", "first", "last", "message")
+    traced = any(group.trace_ids for group in groups)
+    header = ("count", "flow", "tool", "round", "first", "last", *(("trace (latest)",) if traced else ()), "message")
     rows = [(str(group.count), _said(group.flow, 60), _said(group.tool, 60), str(group.round), _at(group.first),
-             _at(group.last), _said(group.message)) for group in groups]
+             _at(group.last), *((_said(group.trace_ids[0], 32) if group.trace_ids else "-",) if traced else ()),
+             _said(group.message)) for group in groups]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
     numeric = {0, 3, 4, 5}
 

@@ -70,6 +70,9 @@ class RunVerdict:
     output_contracts: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per tool whose results broke the outputSchema it declared: how many, and the first way (`mismatches`,
     `example`); shown beside the decision, which reads it through the `output_schema_mismatches` threshold."""
+    reached: bool = True
+    """False when the target failed before the load began: nothing was measured, so the reason is the one problem
+    and the terminal shows no table of empty checks."""
     unreadable: int = 0
     """Journal lines the verdict was decided without (not a record, or a record the figures could not take):
     above 0, the journal is damaged and `report` does not trust the verdict it rebuilt (exit 4 unless --lenient)."""
@@ -127,9 +130,12 @@ def decide(figures: RunFigures, thresholds: list[Threshold], checks: RunChecks |
     if exit_code is None:
         unobserved = reason is not None and reason == not_judged_reason(checks, verdicts)  # a log source lost
         exit_code = ExitCode.TARGET if checks.target_error or unobserved else ExitCode.FAILED
+    reached = not (checks.target_error and not checks.load_started)
+    if not reached:  # the one cause: every threshold lacks samples and every check is empty because of it
+        failures, deviations = [], []
     return RunVerdict(status=status, exit_code=exit_code, thresholds=verdicts, invariants=dict(checks.invariants),
                       reconciliation=_with_redispatched(checks.reconciliation, figures),
-                      hypothesis=list(checks.hypothesis),
+                      hypothesis=list(checks.hypothesis), reached=reached,
                       problems=[*([reason] if reason else []), *failures, *deviations], reason=reason,
                       run_id=checks.run_id, started=figures.started, duration=figures.duration,
                       chaos=chaos_actions(figures.chaos, figures.started, figures.faults),

@@ -61,10 +61,12 @@ from harness.journal.records import (
     RunEnded,
     RunEvent,
     RunStarted,
+    UnaskedLogged,
 )
 from harness.load.drivers import DistributedLoad, LocalLoad, WorkerLost
 from harness.logs.adapters import AdapterError, adapter_named
 from harness.logs.collector import Collector, LostSource, RejectionEvent
+from harness.logs.parse import MISSING_CAPABILITY
 from harness.metrics.exporter import MetricsExporter
 from harness.metrics.registry import RunMetrics
 from harness.run import cpu, health
@@ -385,6 +387,12 @@ class Run:
                 self.say(f"aborted: {self.stop.reason}")
 
     def _on_rejection(self, event: RejectionEvent) -> None:
+        if event.code == MISSING_CAPABILITY:  # a -32021 line: no refused requestState, and no rejection metric
+            unasked = UnaskedLogged(type=RecordType.UNASKED, t=event.t, replica=event.replica, method=event.method)
+            if event.capability:
+                unasked["capability"] = event.capability
+            self.journal.write(unasked)
+            return
         record = RejectionLogged(type=RecordType.REJECTION, t=event.t, replica=event.replica, reason=event.reason,
                                  method=event.method)
         if event.trace_id is not None:

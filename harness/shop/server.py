@@ -28,9 +28,10 @@ hand-built tools check `ctx.protocol_version` and ask a 2025 session with
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Final, Literal, cast
 
 import httpx
 from mcp.server.auth.provider import TokenVerifier
@@ -111,6 +112,11 @@ class Inspection(BaseModel):
     note: str | None = Field(default=None, max_length=200, description="Anything the refund should say")
 
 
+logger = logging.getLogger("harness.shop.server")
+UNASKED_LINE: Final = "input request refused on %s: the client did not declare %s-mode elicitation"
+"""The line a replica logs when it refuses a call with -32021 (its own words: the SDK logs none for it)."""
+
+
 def require_elicitation(ctx: Context, mode: Literal["form", "url"]) -> None:
     """Refuse with -32021 unless the client declared it can show this kind of question.
 
@@ -122,7 +128,8 @@ def require_elicitation(ctx: Context, mode: Literal["form", "url"]) -> None:
     declared = elicitation is not None and (
         (elicitation.url is not None) if mode == "url" else (elicitation.form is not None or elicitation.url is None)
     )
-    if not declared:
+    if not declared:  # the shop's own line (the SDK logs none for -32021): what a reason adapter's [unasked] reads
+        logger.warning(UNASKED_LINE, "tools/call", mode)
         raise MCPError(code=MISSING_REQUIRED_CLIENT_CAPABILITY,
                        message=f"Client did not declare {mode}-mode elicitation, which this tool needs to ask",
                        data={"requiredCapabilities": {"elicitation": {mode: {}}}})

@@ -37,7 +37,8 @@ last window and the whole run, with the likely cause and the next step for each 
 Recognises the Python SDK's rejection line in plain logs, in the SDK's own rich console output
 (wrapped and padded) and in JSON logs, and other servers' by their reason adapter (--adapter
 typescript-sdk, or a user's adapter in TOML; without --adapter, told from the lines and said
-when it is not the Python SDK's); everything else is skipped. A line's replica is the
+when it is not the Python SDK's), and a user's adapter's [unasked] line, a -32021 refusal
+(counted apart: neither SDK logs one); everything else is skipped. A line's replica is the
 one its source names (a container, a file given as PATH@LABEL), else its `kubectl --prefix`
 or `docker compose logs` prefix, else its own `replica=` or JSON replica/pod/host field,
 else the base name of its file (logs/r1.log, r1.log.1 and r1.log.2.gz are all r1).
@@ -83,6 +84,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                               "replica1 replica2 replica3)")
     sources.add_argument("--docker-project", metavar="P",
                          help="with --docker-service: only this compose project (label com.docker.compose.project)")
+    triage.add_argument("bare", nargs="*", help=argparse.SUPPRESS)  # a log named without --file: hinted, not taken
     triage.add_argument("--adapter", metavar="NAME|PATH",
                         help="how the server logs a rejection: a built-in adapter (python-sdk, typescript-sdk) or "
                              "the path of a user's adapter in TOML (docs/your-deployment.md); default: told from "
@@ -133,6 +135,10 @@ class Options:
 
 
 def parse_options(args: argparse.Namespace) -> Options:
+    bare = getattr(args, "bare", None)
+    if bare:
+        raise UsageError(f"{bare[0]!r} is not an option: name a log with --file, e.g. mrtr-harness triage --once "
+                         f"--file {shlex.join(bare)} (--once: read it to its end and exit)")
     options = Options(stdin=args.stdin, once=args.once, json=args.json, metrics_host=args.metrics_host)
     if getattr(args, "adapter", None) is not None:
         from harness.logs.adapters import AdapterError, adapter_named

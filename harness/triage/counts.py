@@ -75,6 +75,8 @@ class Snapshot:
     """Whether `since`/`until` bounded what counted."""
     sources: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per source: `lines` read, `bad` lines its parser could not read (skipped), `cut` lines longer than the cap."""
+    unasked: dict[str, int] = field(default_factory=dict)
+    """replica -> the -32021 refusals it logged (a reason adapter's `[unasked]` line): no -32602, counted apart."""
 
     @property
     def bad_lines(self) -> int:
@@ -142,6 +144,7 @@ class LiveCounts:
         self._traces: dict[str, deque[str]] = {}
         self._undated = 0
         self._outside = 0
+        self._unasked: dict[str, int] = {}
         self._line_counters: list[Callable[[], int]] = []
         self._source_counters: list[Callable[[], dict[str, dict[str, int]]]] = []
 
@@ -190,6 +193,13 @@ class LiveCounts:
         if self._on_count is not None:
             self._on_count(replica, reason)
 
+    def add_unasked(self, replica: str | None) -> None:
+        """Count one -32021 refusal a replica logged (apart from the -32602 rejections)."""
+        with self._lock:
+            replica = replica or UNKNOWN_REPLICA
+            self._know(replica)
+            self._unasked[replica] = self._unasked.get(replica, 0) + 1
+
     def _note_other(self, logged: str) -> None:
         text = logged[:OTHER_TEXT_CHARS]
         if text in self._other or len(self._other) < OTHER_TEXTS_KEPT:
@@ -236,13 +246,14 @@ class LiveCounts:
             seen = (dict(self._first), dict(self._last), dict(self._other), self._undated, self._outside)
             traces = {reason: list(reversed(kept)) for reason, kept in self._traces.items()}
             window_end = float(self._latest + 1) if self.by_line_time and self._latest is not None else None
+            unasked = dict(sorted(self._unasked.items()))
         lines = sum(counter() for counter in self._line_counters)
         sources = {name: read for counter in self._source_counters for name, read in counter().items()}
         return Snapshot(elapsed=elapsed, window=self.window, lines=lines, replicas=replicas, total=total,
                         sources=sources, recent=recent, first_seen=seen[0], last_seen=seen[1], other_texts=seen[2],
                         trace_ids=traces,
                         undated=seen[3], outside=seen[4], window_end=window_end,
-                        bounded=self.since is not None or self.until is not None)
+                        bounded=self.since is not None or self.until is not None, unasked=unasked)
 
 
 def _drop_before(buckets: dict[int, int], oldest: float) -> None:

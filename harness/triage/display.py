@@ -72,7 +72,7 @@ def render_summary(snapshot: Snapshot, *, sources: list[str], width: int | None 
              f"from {', '.join(sources)}"]
     if not snapshot.rejections:
         lines.append("no requestState rejection logged" + (" between --since and --until" if snapshot.bounded else ""))
-        lines += _left_out(snapshot)
+        lines += [*_unasked(snapshot), *_left_out(snapshot)]
         return _shown(lines)
     total = snapshot.by_reason()
     lines += ["", f"{'-32602 by logged reason':<{REASON_WIDTH}} {'count':>9} {'share':>7}  "
@@ -81,7 +81,7 @@ def render_summary(snapshot: Snapshot, *, sources: list[str], width: int | None 
         lines.append(f"{_reason_cell(reason)} {total[reason]:>9,} {total[reason] / snapshot.rejections:>7.1%}  "
                      f"{_stamp(snapshot.first_seen.get(reason)):<19}  {_stamp(snapshot.last_seen.get(reason)):<19}")
     lines.append(f"{'all':<{REASON_WIDTH}} {snapshot.rejections:>9,}")
-    lines += _left_out(snapshot)
+    lines += [*_unasked(snapshot), *_left_out(snapshot)]
     lines += ["", *_replica_matrix(snapshot, "by replica", recent=False), ""]
     lines += _advice(snapshot, width)
     return _shown(lines)
@@ -102,6 +102,15 @@ def _stamp(seconds: float | None) -> str:
 
 def _iso(seconds: float | None) -> str | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+
+
+def _unasked(snapshot: Snapshot) -> list[str]:
+    """The -32021 refusals the replicas logged (a reason adapter's [unasked] line), apart from the -32602s."""
+    if not snapshot.unasked:
+        return []
+    by_replica = ", ".join(f"{replica} {count:,}" for replica, count in snapshot.unasked.items())
+    return [f"-32021 (the client cannot answer input requests) logged {sum(snapshot.unasked.values()):,} time(s): "
+            f"{by_replica}"]
 
 
 def _left_out(snapshot: Snapshot) -> list[str]:
@@ -208,6 +217,7 @@ def as_json(snapshot: Snapshot, *, exit_code: int) -> dict[str, Any]:
             "by_reason_and_replica": {reason: dict(sorted(replicas.items()))
                                       for reason, replicas in snapshot.recent.items()},
         },
+        "unasked_by_replica": dict(snapshot.unasked),
         "tampering_or_client_bug": snapshot.tampering_or_client_bug(),
         "advice": {reason: {"cause": advice_for(reason).cause, "next_step": advice_for(reason).next_step,
                             "where": subset_hint(reason, snapshot.replicas_with(reason), known),

@@ -50,9 +50,13 @@ class Session:
 
     def _counter(self, fallback: str | None) -> Callable[[Rejection], None]:
         """Counts a source's rejections, under `fallback` where neither the source nor the line names a replica."""
-        add = self.counts.add
+        counts = self.counts
+        add = counts.add
 
         def count(rejection: Rejection) -> None:
+            if rejection.unasked:  # a -32021 line (an adapter's [unasked]): no refused requestState, counted apart
+                counts.add_unasked(rejection.replica or fallback)
+                return
             add(rejection.replica or fallback, rejection.reason, rejection.logged_at, rejection.logged,
                 rejection.trace_id)
 

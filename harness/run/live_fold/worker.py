@@ -45,7 +45,7 @@ from harness.folding.figures import RunFigures
 from harness.folding.flow_traces import FlowTelemetry, fold_telemetry
 from harness.folding.invariants import FlowChecks
 from harness.folding.read import JournalRead
-from harness.folding.reconcile import Matching
+from harness.folding.reconcile import Matching, UnaskedMatching
 from harness.folding.snapshot import write_snapshot
 from harness.journal.records import RecordType
 from harness.journal.segments import PartReader
@@ -79,6 +79,8 @@ _FLOW_CHECKED = frozenset({RecordType.START, RecordType.FLOW})
 """The records `FlowChecks` reads."""
 _MATCHED = frozenset({RecordType.ROUND, RecordType.REJECTION, RecordType.RUN})
 """The records reconciliation's `Matching` reads."""
+_UNASKED_MATCHED = frozenset({RecordType.ROUND, RecordType.UNASKED, RecordType.RUN})
+"""The records the -32021 matching (`UnaskedMatching`) reads."""
 _READ_CHUNK = 1 << 20
 FOLD_EVERY = 1.0
 """Seconds the journal's growth gathers before the fold reads it (a request has it read at once): the fold works
@@ -97,6 +99,7 @@ class LiveFold:
         self.read = JournalRead()
         self.flow_checks = FlowChecks()
         self.matching = Matching()
+        self.unasked = UnaskedMatching()
         self.windows: dict[str, RunFigures] = {}
         self.folded: dict[str, int] = {}
         """Bytes of each part folded so far: the sizes a snapshot is saved with."""
@@ -182,6 +185,8 @@ class LiveFold:
                 self.flow_checks.add(record)
             if kind in _MATCHED:
                 self.matching.add(record)
+            if kind in _UNASKED_MATCHED:
+                self.unasked.add(record)
             route = self._telemetry_routes.get(kind)
             if route is not None:
                 route(record)
@@ -211,7 +216,11 @@ class LiveFold:
             case SoFar():
                 return self.read.figures, self.read.timeline
             case Reconcile(replicas):
-                return self.matching.reconcile(replicas)
+                reconciled = self.matching.reconcile(replicas)
+                unasked = self.unasked.counts(replicas)
+                if unasked is not None:
+                    reconciled["unasked"] = unasked
+                return reconciled
             case TracedReasons(replicas):
                 return self.matching.traced_reasons(replicas)
             case Invariants(ledger, ledger_error):
