@@ -265,7 +265,7 @@ def test_a_hand_over_that_spanned_a_fault_in_a_flow_that_completed_refutes_that_
     assert "It rests on the cuts each action declares (harness.config.chaos `cuts`) and those these trials " \
            "observed" in str(certified.value)
     assert "A replica's memory of its own lives was probed by 2 pairs of life-ending faults in a row on one " \
-           "replica (restart r1 then restart, restart r2 then restart), each run once" in str(certified.value)
+           "replica (restart r1 then restart r1, restart r2 then restart r2), each run once" in str(certified.value)
 
 
 def a_cut_hand_over(folder: Path, minter: str, verifier: str, at: float,
@@ -401,3 +401,14 @@ def test_a_lineage_hunt_of_a_healthy_shop_runs_the_cutting_sets_then_stops_with_
     assert [record["purpose"] for record in trials][0] == "control" and len(trials) >= 2
     with pytest.raises(Exhausted):
         lineage.next(history)
+    evidence = lineage.evidence(history)
+    spared = sorted({fault.whom for fault, _ in evidence.refuted if fault.action == "restart"} & {"r1", "r2"})
+    probes = [lineage.sequence(tried.trial.schedule) for tried in history if len(tried.trial.schedule.steps) == 2
+              and tried.trial.purpose == "search"]
+    assert sorted(probe[0].whom for probe in probes if probe[0] == probe[1]) == spared, \
+        "each replica a restart was seen sparing had its two lives in a row probed, once"
+    assert end["certificate"].endswith(
+        "not ruled out" if spared else "was not probed: it is not ruled out")
+    if spared:
+        assert f"probed by {len(spared)} pair{'s' * (len(spared) > 1)} of life-ending faults in a row" in \
+            end["certificate"]

@@ -418,7 +418,7 @@ def _lives_said(lives: dict[Lives, bool]) -> str:
     if not lives:
         return ("A replica's memory of its own lives (a fault that acts only after a restart and a kill of it, "
                 "say) was not probed: it is not ruled out")
-    pairs = [f"{first} then {second.action}" for first, second in lives]
+    pairs = [f"{first} then {second}" for first, second in lives]
     unjudged = sum(1 for held in lives.values() if not held)
     return (f"A replica's memory of its own lives was probed by {len(lives)} pair{'s' * (len(lives) != 1)} of "
             f"life-ending faults in a row on one replica ({_few(pairs)}), each run once"
