@@ -4,6 +4,7 @@ written by the harness's own Journal writer; and no journal content makes the re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -25,6 +26,7 @@ from harness.hunt.strategies.lineage import Fault, Lineage, cutting_sets
 from harness.hunt.strategy import Exhausted, Tried
 from harness.hunt.trial import Base
 from harness.journal.writer import Journal
+from harness.shop.planted import PLANTED_ENV
 from tests.harness_run import ROOT
 
 T0 = 1_760_000_000.0
@@ -412,3 +414,62 @@ def test_a_lineage_hunt_of_a_healthy_shop_runs_the_cutting_sets_then_stops_with_
     if spared:
         assert f"probed by {len(spared)} pair{'s' * (len(spared) > 1)} of life-ending faults in a row" in \
             end["certificate"]
+
+
+PLANTED = """\
+name = "planted"
+seed = 5
+duration = "10s"
+time_scale = 60
+
+[target]
+replicas = 2
+keyring = "file"
+
+[load]
+arrival_rate = 3
+routing = "round-robin"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = { dist = "constant", value = "30s" }
+
+[expect]
+"rejections{reason='unknown key'}" = "== 0"
+
+[hunt]
+trial_duration = "3s"
+trials = 12
+controls = 1
+expect = true
+actions = ["restart", "kill"]
+strategy = "lineage"
+reruns = 1
+must_fail = 1
+shrink_runs = 1
+reproduce = 0
+"""
+
+
+def test_a_lineage_hunt_finds_a_replica_that_forgets_its_keys_after_a_restart_then_a_kill(tmp_path: Path) -> None:
+    """A latent fault outside the declared cuts (`restart-then-kill-r2`, planted through the environment: r2 forgets
+    its keys in a life after a restart and then a kill of it), on two replicas with restarts and kills (a control and
+    up to a dozen 3 s trials, about a minute): once a restart or kill is seen sparing a replica's hand-overs, lineage
+    probes that replica's lives in pairs, and the pair `restart r2` then `kill r2` breaks it. Before it learned, the
+    declared cuts alone certified such a shop without finding it."""
+    path = tmp_path / "planted.toml"
+    path.write_text(PLANTED)
+    env = {**os.environ, PLANTED_ENV: "restart-then-kill-r2"}
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(path), "--seed", "3", "--results",
+                           str(tmp_path / "results")], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [folder] = list((tmp_path / "results").iterdir())
+    summary = json.loads((folder / "hunt.json").read_text())
+    assert summary["stopped_by"] == "found"
+    assert summary["failure"]["name"] == "rejections{reason='unknown key'}" and summary["failure"]["replicas"] == ["r2"]
+    steps = summary["found"]["schedule"]["steps"]
+    assert [(step["action"], step.get("replica")) for step in steps] == [("restart", 2), ("kill", 2)]
+    assert steps[1]["at"] - steps[0]["at"] >= 1.0 - 1e-9
