@@ -311,6 +311,20 @@ def test_a_fault_seen_cutting_a_hand_over_cuts_its_shape_though_another_outlived
         evidence.cut).sets
 
 
+def test_of_the_smallest_untried_sets_the_one_seen_cutting_the_most_supports_goes_first(tmp_path: Path) -> None:
+    """A restart of r2 was seen refusing an r1->r2 hand-over (in a trial that ran both restarts): of the two single
+    restarts left, each declared to cut r1->r2, r2's goes first, whatever the seed."""
+    space = replace(SPACE, actions=("restart",), max_steps=2)
+    both = Schedule(tuple(chaos_step({"action": "restart", "at": at, "replica": replica})
+                          for replica, at in ((1, 3.5), (2, 2.0))), 6.0)
+    for seed in range(1, 9):
+        lineage = Lineage(space, seed, ["r1", "r2"])
+        history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0)), Schedule((), 6.0), "control"),
+                   tried(2, a_cut_hand_over(tmp_path / "s1", "r1", "r2", 1.8, ("restart", "r2", 2.0, 2.5)), both)]
+        (step,) = lineage.next(history).steps
+        assert step.replica == 2, f"seed {seed}"
+
+
 def test_a_replica_whose_hand_overs_outlived_a_restart_or_kill_is_probed_by_two_of_its_lives_in_a_row(
         tmp_path: Path) -> None:
     """The declared cut of a kill (what the process held) did not happen on r2: before any other set, the pairs of

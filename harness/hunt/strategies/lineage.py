@@ -12,8 +12,9 @@ in flight; every round on the lead's token).
 
 Each search trial runs the smallest set of at most `max_steps` faults not run yet that cuts every
 known support of some class, and is minimal (no fault in it idle: without any one of them, some
-support stands). Each fault is timed on the edges it cuts, as the trial before saw them: it
-starts at their median hand-over (a restart between the mint and the verification, a network
+support stands); of those, one whose faults were seen cutting the most supports (`seen_cutting`).
+Each fault is timed on the edges it cuts, as the trial before saw them: it starts at their median
+hand-over (a restart between the mint and the verification, a network
 fault with the verification in its window), and a new TTL is set below their median age. Its
 other parameters are drawn from the seed, as the random draw draws them. If the flows survive,
 the trial's journal adds the supports that kept them alive (a round re-dispatched to another
@@ -97,6 +98,12 @@ class Evidence:
     def acted(self) -> frozenset[Fault]:
         """The faults seen acting on a hand-over in flight, cutting it or not."""
         return frozenset(fault for fault, _ in self.cut | self.spared)
+
+
+def seen_cutting(faults: FaultSet, supports: frozenset[frozenset[Shape]], observed: Observed) -> int:
+    """How many of the supports the faults were seen cutting (a hand-over of one of its shapes failed while one of
+    them ran): among the smallest untried sets, those whose observed effects cover the most supports go first."""
+    return sum(1 for support in supports if any((fault, shape) in observed for fault in faults for shape in support))
 
 
 def ends_a_life(action: str) -> bool:
@@ -219,7 +226,12 @@ class Lineage(Strategy):
                 return draw_schedule(self.space, self.seed, index)  # too many to enumerate: no certificate
             raise Exhausted(self.certificate(searches, observed, tried, self.lives_run(history, evidence, observed)))
         fewest = min(size for size, _, _ in untried)
-        _, flow, chosen = rng.choice(sorted(item for item in untried if item[0] == fewest))
+        smallest = [item for item in untried if item[0] == fewest]
+        covers = {item: seen_cutting(item[2], next(flow_search.supports for flow_search in searches
+                                                   if flow_search.flow == item[1]), evidence.cut)
+                  for item in smallest}
+        most = max(covers.values())
+        _, flow, chosen = rng.choice(sorted(item for item in smallest if covers[item] == most))
         edges = self.latest_edges(observed, flow)
         scale = observed[-1][1]
         steps = [self.step(fault, [edge for edge in edges if cuts(fault, edge.shape(), evidence.refuted,
