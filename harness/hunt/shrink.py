@@ -33,9 +33,9 @@ without a run.
 "Still failing" means the same failure: the same `Failure` kind and name (the same invariant
 violated, unexplained rejections again, the same `[expect]` key failed) and a signature that
 agrees (`Failure.same_as`: unexplained rejections on a replica the found ones were seen on, an
-invariant broken in a shape the found one was, a rejection key counting a reason the found one
-did), among the failures of the candidate's run; any other failure alone counts as passing
-(`fails_the_same`).
+invariant broken in a shape the found one was, on a replica it was observed on, a rejection key
+counting a reason the found one did), among the failures of the candidate's run; any other failure
+alone counts as passing (`fails_the_same`).
 The target is not deterministic, so a candidate counts as failing when it fails in at least k
 of n runs (`KOfN`, by default 2 of 3), stopping early once k failures are seen or k can no
 longer be reached; given the found schedule's rate (its replays), also by a sequential test
