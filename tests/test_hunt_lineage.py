@@ -441,7 +441,7 @@ replicas = 2
 keyring = "file"
 
 [load]
-arrival_rate = 3
+arrival_rate = 6
 routing = "round-robin"
 
 [[flows]]
@@ -455,7 +455,7 @@ think = { dist = "constant", value = "30s" }
 "rejections{reason='unknown key'}" = "== 0"
 
 [hunt]
-trial_duration = "3s"
+trial_duration = "4s"
 trials = 12
 controls = 1
 expect = true
@@ -471,7 +471,8 @@ reproduce = 0
 def test_a_lineage_hunt_finds_a_replica_that_forgets_its_keys_after_a_restart_then_a_kill(tmp_path: Path) -> None:
     """A latent fault outside the declared cuts (`restart-then-kill-r2`, planted through the environment: r2 forgets
     its keys in a life after a restart and then a kill of it), on two replicas with restarts and kills (a control and
-    up to a dozen 3 s trials, about a minute): once a restart or kill is seen sparing a replica's hand-overs, lineage
+    up to a dozen 4 s trials, one to two minutes; 6 flows a second, so that states still cross to r2
+    after its kill): once a restart or kill is seen sparing a replica's hand-overs, lineage
     probes that replica's lives in pairs, and the pair `restart r2` then `kill r2` breaks it. Before it learned, the
     declared cuts alone certified such a shop without finding it."""
     path = tmp_path / "planted.toml"
