@@ -4,6 +4,7 @@ written by the harness's own Journal writer; and no journal content makes the re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -25,6 +26,7 @@ from harness.hunt.strategies.lineage import Fault, Lineage, cutting_sets
 from harness.hunt.strategy import Exhausted, Tried
 from harness.hunt.trial import Base
 from harness.journal.writer import Journal
+from harness.shop.planted import PLANTED_ENV
 from tests.harness_run import ROOT
 
 T0 = 1_760_000_000.0
@@ -72,7 +74,7 @@ def test_each_completed_flow_has_its_hand_overs_with_who_minted_verified_and_whe
     found = {support.flow_id: support for support in trial_supports(write_trial(tmp_path / "trial"))}
     assert set(found) == {"f1", "f2", "f3"}, "a rejected flow is no support: its outcome was not kept alive"
     (crossing,) = found["f1"].edges
-    assert crossing == Edge("issue_refund", 2, "r1", "r2", 1.05, 3.0, 3.05)
+    assert crossing == Edge("issue_refund", 2, "r1", "r2", 1.05, 3.0, 3.05, outcome="complete")
     assert crossing.crossed and abs(crossing.age - 1.95) < 1e-9
     assert abs(crossing.ttl_used(10.0) - 0.195) < 1e-9 and crossing.ttl_used(1.5) > 1, "past a TTL of 1.5s: expired"
     lost, resent = found["f2"].edges
@@ -86,6 +88,8 @@ def test_each_completed_flow_has_its_hand_overs_with_who_minted_verified_and_whe
                                                        Window("revoke", "auth", 4.0, 8.1)), \
         "an action that never ended lasts to the journal's end"
     assert crossing.spans(2.0, 2.5) and not found["f2"].edges[0].spans(2.0, 2.5)
+    assert [(edge.minter, edge.verifier, edge.outcome) for edge in trial_lineage(tmp_path / "trial").cut] == [
+        ("r2", "r2", "answer_lost"), ("r1", "r2", "invalid_state")], "every failed hand-over, completed flow or not"
 
 
 def test_a_missing_or_binary_journal_has_no_supports(tmp_path: Path) -> None:
@@ -211,6 +215,9 @@ def test_each_trial_runs_an_untried_cutting_set_timed_on_its_edges_and_then_cert
         "bounds: its 2 observed supports, over the hand-overs r1->r2, r2->r1, are all cut only by restart r1 or "
         f"restart r2, each run, and refund flows completed; but restart r{second.replica} ran only in trials not "
         "judged, which prove nothing. The faults: restart r1, restart r2; the supports from 2 passing trials of 6s")
+    assert str(certified.value).endswith(
+        "A replica's memory of its own lives (a fault that acts only after a restart and a kill of it, say) was not "
+        "probed: it is not ruled out"), "no restart was seen spared: nothing says its declared cut failed"
 
 
 def test_a_support_that_kept_the_flows_alive_under_a_fault_narrows_the_next_set(tmp_path: Path) -> None:
@@ -239,16 +246,112 @@ def test_a_hand_over_that_spanned_a_fault_in_a_flow_that_completed_refutes_that_
     spanned = hand_overs(tmp_path / "s1b", ("r1", "r2", 1.8), chaos=(("restart", whom, 2.0, 2.5),))
     history.append(tried(2, spanned, first))
     assert lineage.refuted(history) == {(Fault("restart", whom), Shape("r1", "r2"))}
+    lives = lineage.next(history)
+    assert [(again.action, again.replica) for again in lives.steps] == [("restart", step.replica)] * 2, \
+        "the declared cut did not happen: first, two lives of that replica in a row"
+    assert lives.steps[1].at - lives.steps[0].at >= 1.0 - 1e-9
+    history.append(tried(3, hand_overs(tmp_path / "s1c", ("r1", "r2", 1.0)), lives))
     (other,) = lineage.next(history).steps
     assert other.replica != step.replica
-    history.append(tried(3, hand_overs(tmp_path / "s2", ("r1", "r2", 1.8), chaos=(("restart", f"r{other.replica}",
+    history.append(tried(4, hand_overs(tmp_path / "s2", ("r1", "r2", 1.8), chaos=(("restart", f"r{other.replica}",
                                                                                  2.0, 2.5),)),
                          Schedule((other,), 6.0)))
+    lives = lineage.next(history)
+    assert [again.replica for again in lives.steps] == [other.replica] * 2, "that replica's lives in turn"
+    history.append(tried(5, hand_overs(tmp_path / "s3", ("r1", "r2", 1.0)), lives))
     with pytest.raises(Exhausted) as certified:
         lineage.next(history)
     assert "its 1 observed support, over the hand-overs r1->r2, are all cut by no such combination; 2 times a " \
            "hand-over of one of these shapes spanned a fault on its replicas and its flow completed" in \
            str(certified.value)
+    assert "It rests on the cuts each action declares (harness.config.chaos `cuts`) and those these trials " \
+           "observed" in str(certified.value)
+    assert "A replica's memory of its own lives was probed by 2 pairs of life-ending faults in a row on one " \
+           "replica (restart r1 then restart r1, restart r2 then restart r2), each run once" in str(certified.value)
+
+
+def a_cut_hand_over(folder: Path, minter: str, verifier: str, at: float,
+                    chaos: tuple[str, str, float, float]) -> Path:
+    """A trial's journal: one refund whose state, handed from `minter` to `verifier`, was refused while a fault ran
+    (action, whom, from, to), and one that crossed the same way later and completed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    action, whom, start, end = chaos
+    with Journal(folder / "journal.jsonl") as journal:
+        put(journal, "run", t=T0, event="load-started")
+        put(journal, "chaos", t=T0 + start, action=action, phase="start", target=whom, detail={})
+        put(journal, "chaos", t=T0 + end, action=action, phase="end", target=whom, ok=True, error=None,
+            seconds=end - start, detail={})
+        round_of(journal, "cut", 1, minter, at, "input_required")
+        round_of(journal, "cut", 2, verifier, at + 1.0, "invalid_state")
+        put(journal, "flow", t=T0 + at + 1.1, flow_id="cut", flow="refund", outcome="rejected", rounds=2)
+        round_of(journal, "later", 1, minter, end + 1.0, "input_required")
+        round_of(journal, "later", 2, verifier, end + 2.0, "complete")
+        put(journal, "flow", t=T0 + end + 2.1, flow_id="later", flow="refund", outcome="completed", rounds=2)
+    return folder
+
+
+def test_a_fault_seen_cutting_a_hand_over_cuts_its_shape_though_another_outlived_it(tmp_path: Path) -> None:
+    """Observed, not only declared: a restart of r2 that one r1->r2 hand-over outlived, and that refused another one
+    in a later trial, is taken to cut r1->r2 again (and the certificate counts what it saw)."""
+    space = replace(SPACE, actions=("restart",), max_steps=1)
+    lineage = Lineage(space, 5, ["r1", "r2"])
+    restart = chaos_step({"action": "restart", "at": 2.0, "replica": 2})
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0)), Schedule((), 6.0), "control"),
+               tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), chaos=(("restart", "r2", 2.0, 2.5),)),
+                     Schedule((restart,), 6.0))]
+    assert lineage.refuted(history) == {(Fault("restart", "r2"), Shape("r1", "r2"))}, "outlived: spared"
+    history.append(tried(3, a_cut_hand_over(tmp_path / "s2", "r1", "r2", 1.8, ("restart", "r2", 2.0, 2.5)),
+                         Schedule((chaos_step({"action": "restart", "at": 2.1, "replica": 2}),), 6.0)))
+    evidence = lineage.evidence(history)
+    assert evidence.cut == {(Fault("restart", "r2"), Shape("r1", "r2"))}
+    assert lineage.refuted(history) == frozenset(), "seen cutting it once: not refuted by the one it spared"
+    assert Fault("restart", "r2") in evidence.acted()
+    assert frozenset({Fault("restart", "r2")}) in cutting_sets(
+        "refund", frozenset({frozenset({Shape("r1", "r2")})}), lineage.faults(), 1, evidence.refuted,
+        evidence.cut).sets
+
+
+def test_of_the_smallest_untried_sets_the_one_seen_cutting_the_most_supports_goes_first(tmp_path: Path) -> None:
+    """A restart of r2 was seen refusing an r1->r2 hand-over (in a trial that ran both restarts): of the two single
+    restarts left, each declared to cut r1->r2, r2's goes first, whatever the seed."""
+    space = replace(SPACE, actions=("restart",), max_steps=2)
+    both = Schedule(tuple(chaos_step({"action": "restart", "at": at, "replica": replica})
+                          for replica, at in ((1, 3.5), (2, 2.0))), 6.0)
+    for seed in range(1, 9):
+        lineage = Lineage(space, seed, ["r1", "r2"])
+        history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0)), Schedule((), 6.0), "control"),
+                   tried(2, a_cut_hand_over(tmp_path / "s1", "r1", "r2", 1.8, ("restart", "r2", 2.0, 2.5)), both)]
+        (step,) = lineage.next(history).steps
+        assert step.replica == 2, f"seed {seed}"
+
+
+def test_a_replica_whose_hand_overs_outlived_a_restart_or_kill_is_probed_by_two_of_its_lives_in_a_row(
+        tmp_path: Path) -> None:
+    """The declared cut of a kill (what the process held) did not happen on r2: before any other set, the pairs of
+    life-ending faults on r2 in a row (kill, restart; network ends no life), a second at least 1 s after the first;
+    once each ran, the declared search goes on; the certificate says how far a replica's lives were probed."""
+    space = Space(actions=("restart", "kill", "network"), replicas=(1, 2, 3), replica_count=3, duration=6.0,
+                  max_steps=2, ttl=600.0, name="shop")
+    labels = ["r1", "r2", "r3"]
+    lineage = Lineage(space, 9, labels)
+    kill = chaos_step({"action": "kill", "at": 2.0, "replica": 2})
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0), ("r2", "r3", 1.5), ("r3", "r1", 2.0)),
+                     Schedule((), 6.0), "control"),
+               tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), ("r3", "r1", 1.8),
+                                   chaos=(("kill", "r2", 2.0, 2.6),)), Schedule((kill,), 6.0))]
+    probes = []
+    for index in range(3, 7):
+        probe = lineage.next(history)
+        assert [step.replica for step in probe.steps] == [2, 2], "r2's lives, the only replica the kill spared"
+        assert probe.steps[1].at - probe.steps[0].at >= 1.0 - 1e-9
+        probes.append(tuple(step.action for step in probe.steps))
+        history.append(tried(index, hand_overs(tmp_path / f"s{index}", ("r1", "r2", 1.0)), probe))
+    assert sorted(probes) == [("kill", "kill"), ("kill", "restart"), ("restart", "kill"), ("restart", "restart")]
+    after = lineage.next(history)
+    assert lineage.sequence(after) not in {(Fault(first, "r2"), Fault(second, "r2")) for first, second in probes}, \
+        "every pair on r2 ran: the declared cutting sets again"
+    assert lineage.lives_run(history, lineage.evidence(history), lineage.observed(history)) == {
+        (Fault(first, "r2"), Fault(second, "r2")): True for first, second in probes}
 
 
 # --- one real hunt ----------------------------------------------------------------------------------------------------
@@ -314,3 +417,74 @@ def test_a_lineage_hunt_of_a_healthy_shop_runs_the_cutting_sets_then_stops_with_
     assert [record["purpose"] for record in trials][0] == "control" and len(trials) >= 2
     with pytest.raises(Exhausted):
         lineage.next(history)
+    evidence = lineage.evidence(history)
+    spared = sorted({fault.whom for fault, _ in evidence.refuted if fault.action == "restart"} & {"r1", "r2"})
+    probes = [lineage.sequence(tried.trial.schedule) for tried in history if len(tried.trial.schedule.steps) == 2
+              and tried.trial.purpose == "search"]
+    assert sorted(probe[0].whom for probe in probes if probe[0] == probe[1]) == spared, \
+        "each replica a restart was seen sparing had its two lives in a row probed, once"
+    assert end["certificate"].endswith(
+        "not ruled out" if spared else "was not probed: it is not ruled out")
+    if spared:
+        assert f"probed by {len(spared)} pair{'s' * (len(spared) > 1)} of life-ending faults in a row" in \
+            end["certificate"]
+
+
+PLANTED = """\
+name = "planted"
+seed = 5
+duration = "10s"
+time_scale = 60
+
+[target]
+replicas = 2
+keyring = "file"
+
+[load]
+arrival_rate = 6
+routing = "round-robin"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"
+
+[leads]
+think = { dist = "constant", value = "30s" }
+
+[expect]
+"rejections{reason='unknown key'}" = "== 0"
+
+[hunt]
+trial_duration = "4s"
+trials = 12
+controls = 1
+expect = true
+actions = ["restart", "kill"]
+strategy = "lineage"
+reruns = 1
+must_fail = 1
+shrink_runs = 1
+reproduce = 0
+"""
+
+
+def test_a_lineage_hunt_finds_a_replica_that_forgets_its_keys_after_a_restart_then_a_kill(tmp_path: Path) -> None:
+    """A latent fault outside the declared cuts (`restart-then-kill-r2`, planted through the environment: r2 forgets
+    its keys in a life after a restart and then a kill of it), on two replicas with restarts and kills (a control and
+    up to a dozen 4 s trials, one to two minutes; 6 flows a second, so that states still cross to r2
+    after its kill): once a restart or kill is seen sparing a replica's hand-overs, lineage
+    probes that replica's lives in pairs, and the pair `restart r2` then `kill r2` breaks it. Before it learned, the
+    declared cuts alone certified such a shop without finding it."""
+    path = tmp_path / "planted.toml"
+    path.write_text(PLANTED)
+    env = {**os.environ, PLANTED_ENV: "restart-then-kill-r2"}
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(path), "--seed", "3", "--results",
+                           str(tmp_path / "results")], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [folder] = list((tmp_path / "results").iterdir())
+    summary = json.loads((folder / "hunt.json").read_text())
+    assert summary["stopped_by"] == "found"
+    assert summary["failure"]["name"] == "rejections{reason='unknown key'}" and summary["failure"]["replicas"] == ["r2"]
+    steps = summary["found"]["schedule"]["steps"]
+    assert [(step["action"], step.get("replica")) for step in steps] == [("restart", 2), ("kill", 2)]
+    assert steps[1]["at"] - steps[0]["at"] >= 1.0 - 1e-9

@@ -164,6 +164,30 @@ def test_literals_go_towards_the_mildest_that_still_fails_and_what_did_not_matte
                          "step 2 (network): fault truncate -> reset"]
 
 
+def test_a_subset_of_replicas_shrinks_to_one_replica_first_and_the_ones_dropped_are_said() -> None:
+    """A restart of r2+r4 and a kill of r1+r3+r4 where only a bounce of r4 and a kill of r3 with another replica
+    break it: each subset tries every single replica first, then the smaller subsets; r2 did not matter, nor r1 or r4
+    of the kill (any two of its replicas with r3), and the shrink says so."""
+    steps = _steps({"action": "restart", "at": "1s", "replicas": [2, 4]},
+                   {"action": "kill", "at": "2s", "replicas": [1, 3, 4]})
+
+    def property_(schedule: Schedule) -> bool:
+        named = [(step.action, step.named()) for step in schedule.steps]
+        return ("restart", 4) in named and any(action == "kill" and isinstance(whom, tuple) and 3 in whom
+                                               for action, whom in named)
+
+    result = shrink(Schedule(steps, duration=6.0), FAILURE, property_)
+    restart, kill = result.schedule.steps
+    assert (restart.replica, restart.replicas) == (4, None), "r4 alone, as `replica`"
+    assert kill.action == "kill" and kill.replicas == [1, 3], "no single replica failed: the smallest subset that did"
+    tried = [step.what for step in result.path if "replicas" in step.what]
+    assert tried[:2] == ["step 1 (restart): replicas r2+r4 -> r2", "step 1 (restart): replicas r2+r4 -> r4"]
+    assert tried[2:6] == [f"step 2 (kill): replicas r1+r3+r4 -> {kept}" for kept in
+                          ("r1", "r3", "r4", "r1+r3")], "single replicas, then pairs, in order"
+    assert "restart replicas: r2 did not matter (r4 alone fails as r2+r4 did)" in result.irrelevant
+    assert "kill replicas: r4 did not matter (r1+r3 fails as r1+r3+r4 did)" in result.irrelevant
+
+
 def test_an_optional_window_shrinks_like_any_other_and_a_harsher_when_shorter_key_stays() -> None:
     """token-expiry's `duration` may be left out (until the run ends), so its type is `PositiveDuration | None`: the
     draw drew it as a duration, and the shrink, reading the same field facts, shortens it too (it once did not)."""

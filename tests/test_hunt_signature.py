@@ -17,10 +17,11 @@ from harness.config.scenario import parse_scenario
 from harness.config.thresholds import Judged, parse_thresholds
 from harness.folding.checks import RunChecks
 from harness.folding.figures import RunFigures
+from harness.folding.invariants import FlowChecks
 from harness.folding.reconcile import Matching
 from harness.hunt.model import Failure
 from harness.hunt.shrink import same_failure
-from harness.hunt.signature import SHAPE_LIMIT, replica_of, shape
+from harness.hunt.signature import SHAPE_LIMIT, invariant_failure, observed_on, replica_of, shape
 from harness.hunt.trial import judge
 from harness.report.summary_json import summary
 from harness.report.verdict import decide
@@ -94,6 +95,35 @@ def test_an_invariant_is_the_same_failure_only_in_the_same_shape(tmp_path):
     assert not same_failure(lost, doubled)  # a flow lost is not a flow run twice
 
 
+def released_twice_on(*replicas: str, flow: str = "w0-000001", quote: str = "q-1") -> list[dict]:
+    """The invariant records a run journals for a refund whose rounds went to these replicas, accepted once and
+    released twice by the ledger, as the run's own checks (`FlowChecks`) make them from its journal records."""
+    checks = FlowChecks()
+    checks.add({"type": "start", "t": T0, "flow_id": flow, "flow": "refund"})
+    for number, replica in enumerate(replicas, 1):
+        checks.add({"type": "round", "t": T0 + number, "flow_id": flow, "round": number, "replica": replica})
+    checks.add({"type": "flow", "t": T0 + 9, "flow_id": flow, "flow": "refund", "outcome": "completed",
+                "quote_id": quote, "held": True, "answers": ["accept"]})
+    ledger = [{"refund_id": "R-00007", "order_id": "O-1", "quote_id": quote, "amount_cents": 20_000,
+               "status": "requested", "released": 2, "paid": 0, "release_conflicts": 0, "payout_conflicts": 0}]
+    return [{"type": "invariant", "t": T0 + 15, "invariant": result.name, "violations": result.violations,
+             "checked": result.checked, "detail": result.examples or None}
+            for result in checks.results(ledger) if result.violations]
+
+
+def test_an_invariant_carries_the_replica_its_break_was_observed_on(tmp_path):
+    """Where it broke is part of it: a double release whose flow's last round was on r2 is not the same failure as one
+    last seen on r1, though its kind, name and shape agree; one with no replica said matches either."""
+    on_r2 = judge(trial(tmp_path, "a", released_twice_on("r1", "r2"))).failures
+    assert [str(failure) for failure in on_r2] == ["invariant no_double_release (released N times) on r2"]
+    again = judge(trial(tmp_path, "b", released_twice_on("r2", "r2", flow="w1-000042", quote="q-9"))).failures
+    assert same_failure(on_r2[0], again)
+    on_r1 = judge(trial(tmp_path, "c", released_twice_on("r2", "r1"))).failures
+    assert not same_failure(on_r2[0], on_r1), "kind, name and shape alone would call these the same"
+    unsaid = judge(trial(tmp_path, "d", [double_release("RF-0003", "q-8f2a", 2)])).failures
+    assert unsaid[0].replicas == () and same_failure(unsaid[0], on_r1)
+
+
 def test_a_rejection_key_carries_the_reasons_it_counted_and_where_they_were_logged(tmp_path):
     expired = trial(tmp_path, "a", [rejected_round(T0 + 9, "r2"), logged(T0 + 9, "r2", "expired")])
     unknown = trial(tmp_path, "b", [rejected_round(T0 + 9, "r2"), logged(T0 + 9, "r2", "unknown key")])
@@ -113,6 +143,14 @@ def test_any_unexplained_example_gives_a_short_label_or_none(text):
 def test_any_invariant_example_has_a_one_line_shape_within_its_limit(text):
     said = shape(text)
     assert len(said) <= SHAPE_LIMIT and "\n" not in said and "\r" not in said and said == said.strip()
+
+
+@given(st.text(max_size=2000))
+def test_any_invariant_example_gives_a_short_replica_or_none_and_a_failure(text):
+    replica = observed_on(text)
+    assert replica is None or (0 < len(replica) <= 64 and "\n" not in replica)
+    failure = invariant_failure("no_double_release", [text, f"{text} (last round on r3)", None, 7])
+    assert "r3" in failure.replicas and all(len(said) <= SHAPE_LIMIT for said in failure.detail)
 
 
 def test_a_failure_is_the_same_when_a_part_is_unsaid_on_either_side():

@@ -14,11 +14,14 @@ doing. A target that declares a ledger which then cannot be read fails `ledger_r
 an unread ledger proves nothing, so it must never pass as "not checked".
 
 The journal side is folded as records come (`FlowChecks`): `one_outcome_per_flow` holds
-only the flows in flight (a start adds one, its end removes it), the mutant check counts
-as it goes, and what the ledger checks keep is one entry per quote a refund flow created
-(two flag bits) plus, for refund flows that held a refund and settled, and for mutants,
-a (flow id, outcome or mutation, quote id) tuple: nothing for a flow without a quote.
-docs/figures.md gives the figure.
+only the flows in flight (a start adds one, its end removes it) and the replica of each one's
+latest round, the mutant check counts as it goes, and what the ledger checks keep is one entry
+per quote a refund flow created (two flag bits) plus, for refund flows that held a refund and
+settled, and for mutants, a (flow id, outcome or mutation, quote id) tuple (a settled one also
+its last round's replica): nothing for a flow without a quote. docs/figures.md gives the figure.
+An example names where its break was observed when a round of its flow was seen: `(last round
+on r2)`, the replica that answered the flow's last round, which the hunt's failure signature
+reads (`harness.hunt.signature`).
 
 `no_mutant_accepted` judges the fuzzer: every mutated requestState a `fuzz` flow sent
 must have been refused, never run, never answered with a 5xx, never left to hang; and
@@ -106,19 +109,31 @@ class FlowChecks:
     agreed: InvariantResult = field(default_factory=lambda: InvariantResult("identical_calls_agree", checked=False))
     hung: InvariantResult = field(default_factory=lambda: InvariantResult("no_call_hung", checked=False))
     """The race probes' invariants: checked once a race flow has raced."""
+    last_round_on: dict[str, str] = field(default_factory=dict)
+    """The replica that answered the latest round of each flow in flight (gone when its outcome comes): where a break
+    of that flow was observed, which its example says (`LAST_ROUND_ON`)."""
     quotes: dict[str, int] = field(default_factory=dict)
     """Each quote this run's flows created: _HELD if a flow held its refund, _ACCEPTED if a lead accepted it."""
-    settled: list[tuple[str, str, str]] = field(default_factory=list)
-    """(flow id, outcome, quote id) of refund flows that held a refund and then completed or said no."""
+    settled: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    """(flow id, outcome, quote id, the replica of its last round) of refund flows that held a refund and then
+    completed or said no."""
     mutated: list[tuple[str, str, str]] = field(default_factory=list)
     """(mutation, flow id, quote id) of mutated flows that had a quote (replays aside)."""
 
     def add(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
-        if kind == RecordType.START:
+        if kind == RecordType.ROUND:
+            self.round(record)
+        elif kind == RecordType.START:
             self.start(record)
         elif kind == RecordType.FLOW:
             self.end(record)
+
+    def round(self, record: Mapping[str, Any]) -> None:
+        """A round of a flow in flight: its replica is where that flow was last seen."""
+        flow_id, replica = record.get("flow_id"), record.get("replica")
+        if flow_id in self.in_flight and isinstance(replica, str):
+            self.last_round_on[flow_id] = replica
 
     def start(self, record: Mapping[str, Any]) -> None:
         flow_id = record["flow_id"]
@@ -126,8 +141,9 @@ class FlowChecks:
 
     def end(self, flow: Mapping[str, Any]) -> None:
         started = self.in_flight.pop(flow["flow_id"], 0)
+        replica = self.last_round_on.pop(flow["flow_id"], None)
         if started != 1:
-            self.one_outcome.violate(f"{flow['flow_id']}: started {started} times, ended 1 times")
+            self.one_outcome.violate(f"{flow['flow_id']}: started {started} times, ended 1 times{_on(replica)}")
         if flow.get("mutant_answer") in MUTANT_FINDINGS:
             self.mutants.violate(f"{flow.get('mutation')}: {flow['flow_id']} {flow['mutant_answer']} "
                                  f"({flow.get('mutant_detail')}, {flow.get('mutant_length')} characters)")
@@ -145,9 +161,9 @@ class FlowChecks:
         outcome = flow["outcome"]
         if flow.get("flow") in _REFUND_FLOWS and flow.get("held") and \
                 (outcome == "completed" or outcome in _NOT_ANSWERED_YES):
-            self.settled.append((flow["flow_id"], outcome, quote))
+            self.settled.append((flow["flow_id"], outcome, quote, replica))
         elif flow.get("flow") in _REFUND_FLOWS and flow.get("held") and not flow.get("answers"):
-            self.settled.append((flow["flow_id"], _UNASKED, quote))  # -32021, -32603: nobody was asked
+            self.settled.append((flow["flow_id"], _UNASKED, quote, replica))  # -32021, -32603: nobody was asked
         if flow.get("mutant_answer") is not None and flow.get("mutation") != REPLAY_COMPLETED:
             self.mutated.append((str(flow.get("mutation")), flow["flow_id"], quote))
 
@@ -172,7 +188,8 @@ class FlowChecks:
         results = {name: InvariantResult(name) for name in INVARIANTS}
         one_outcome = results["one_outcome_per_flow"] = _copy(self.one_outcome)
         for flow_id, started in self.in_flight.items():
-            one_outcome.violate(f"{flow_id}: started {started} times, ended 0 times")
+            one_outcome.violate(f"{flow_id}: started {started} times, ended 0 times"
+                                f"{_on(self.last_round_on.get(flow_id))}")
         results[MUTANT_INVARIANT] = _copy(self.mutants)
         results["identical_calls_agree"], results["no_call_hung"] = _copy(self.agreed), _copy(self.hung)
         if ledger is None:
@@ -183,13 +200,15 @@ class FlowChecks:
                 results["ledger_readable"].violate(f"the target's ledger could not be read: {ledger_error}")
             return list(results.values())
         ours = [row for row in ledger if row.get("quote_id") in self.quotes]
+        seen_on = {quote: replica for _, _, quote, replica in self.settled if replica is not None}
         for row in ours:
+            on = _on(seen_on.get(row["quote_id"]))
             if row["released"] > 1:
-                results["no_double_release"].violate(_refund(row) + f" released {row['released']} times")
+                results["no_double_release"].violate(_refund(row) + f" released {row['released']} times{on}")
             if row["paid"] > 1:
-                results["no_double_payout"].violate(_refund(row) + f" paid {row['paid']} times")
+                results["no_double_payout"].violate(_refund(row) + f" paid {row['paid']} times{on}")
             if self.quotes[row["quote_id"]] == _HELD and row["released"]:
-                results["no_release_without_accept"].violate(_refund(row) + " released with no accepted answer")
+                results["no_release_without_accept"].violate(_refund(row) + f" released with no accepted answer{on}")
         released = {row["quote_id"]: row for row in ours if row["released"]}
         for mutation, flow_id, quote in self.mutated:
             if quote in released:
@@ -199,19 +218,20 @@ class FlowChecks:
         return list(results.values())
 
     def _settled_match_ledger(self, results: dict[str, InvariantResult], by_quote: dict[str, dict]) -> None:
-        for flow_id, outcome, quote in self.settled:
+        for flow_id, outcome, quote, replica in self.settled:
             row = by_quote.get(quote)
             if row is None:
                 continue
+            on = _on(replica)
             if outcome == "completed" and row["status"] not in _RELEASED:
                 results["confirmed_refund_released"].violate(
-                    f"{flow_id}: completed, but {row['refund_id']} is {row['status']}")
+                    f"{flow_id}: completed, but {row['refund_id']} is {row['status']}{on}")
             if outcome in _NOT_ANSWERED_YES and row["status"] != "needs_confirmation":
                 results["declined_refund_still_held"].violate(
-                    f"{flow_id}: {outcome}, but {row['refund_id']} is {row['status']}")
+                    f"{flow_id}: {outcome}, but {row['refund_id']} is {row['status']}{on}")
             if outcome == _UNASKED and row["status"] != "needs_confirmation":
                 results["unasked_refund_still_held"].violate(
-                    f"{flow_id}: its lead was never asked, but {row['refund_id']} is {row['status']}")
+                    f"{flow_id}: its lead was never asked, but {row['refund_id']} is {row['status']}{on}")
 
 
 def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Mapping[str, Any]],
@@ -223,6 +243,15 @@ def check_invariants(ledger: list[dict[str, Any]] | None, starts: Iterable[Mappi
     for flow in flows:
         checks.end(flow)
     return checks.results(ledger, ledger_error=ledger_error)
+
+
+LAST_ROUND_ON = " (last round on {replica})"
+"""How an example says where its break was observed: the replica that answered the flow's last round (for a refund,
+the flow that settled it); absent when no round of it was seen (`harness.hunt.signature` reads it back)."""
+
+
+def _on(replica: str | None) -> str:
+    return LAST_ROUND_ON.format(replica=replica) if replica else ""
 
 
 def _copy(result: InvariantResult) -> InvariantResult:

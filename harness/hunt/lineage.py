@@ -29,6 +29,10 @@ from harness.vocabulary import FlowOutcome, Outcome
 
 RESENT = {Outcome.ANSWER_LOST.value: "answer-lost", Outcome.UNAUTHORIZED.value: "auth"}
 """A round whose outcome was one of these is sent again with the same state (`harness.mrtr.client`): why."""
+CUT_OUTCOMES = frozenset(outcome.value for outcome in Outcome
+                         if outcome.is_failure and outcome not in (Outcome.TOOL_ERROR, Outcome.ROUNDS_EXCEEDED))
+"""A verifying round that came to one of these did not get its hand-over through: the state was refused, or the
+round or its answer was lost (a tool that ran and said no, or a server that kept asking, did get it through)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,13 @@ class Edge:
     """The replica the verifying round was routed to, when it could not be reached (a balancer's re-dispatch)."""
     resent: str | None = None
     """The verifying round resends the round before it: `answer-lost` or `auth`; None: a first send."""
+    outcome: str | None = None
+    """The verifying round's outcome (`harness.vocabulary.Outcome`); None: not said."""
+
+    @property
+    def cut(self) -> bool:
+        """The hand-over failed: its verifying round's state was refused or its answer never came (`CUT_OUTCOMES`)."""
+        return self.outcome in CUT_OUTCOMES
 
     @property
     def crossed(self) -> bool:
@@ -127,6 +138,9 @@ class TrialLineage:
 
     supports: tuple[Support, ...] = ()
     chaos: tuple[Window, ...] = ()
+    cut: tuple[Edge, ...] = ()
+    """Every hand-over whose verifying round failed (`Edge.cut`), in any flow, completed or not: what a fault that ran
+    across it is seen to have cut (`harness.hunt.strategies.lineage` learns from it)."""
 
 
 @dataclass
@@ -153,6 +167,7 @@ def lineage(records: Iterable[Any]) -> TrialLineage:
     found: list[Support] = []
     started: dict[tuple[str, str], float] = {}
     windows: list[Window] = []
+    cut: list[Edge] = []
     last: float | None = None
     for record in records:
         if not isinstance(record, Mapping):
@@ -161,7 +176,9 @@ def lineage(records: Iterable[Any]) -> TrialLineage:
         if kind == RecordType.RUN and record.get("event") == RunEvent.LOAD_STARTED and zero is None:
             zero = at
         elif kind == RecordType.ROUND:
-            _round(record, zero or 0.0, calls, edges)
+            edge = _round(record, zero or 0.0, calls, edges)
+            if edge is not None and edge.cut:
+                cut.append(edge)
         elif kind == RecordType.CHAOS and at is not None:
             _chaos(record, round(at - (zero or 0.0), 3), started, windows)
         elif kind == RecordType.FLOW:
@@ -177,7 +194,7 @@ def lineage(records: Iterable[Any]) -> TrialLineage:
             last = at if last is None else max(last, at)
     end = round((last or 0.0) - (zero or 0.0), 3)
     windows.extend(Window(action, whom, start, max(end, start)) for (action, whom), start in started.items())
-    return TrialLineage(tuple(found), tuple(windows))
+    return TrialLineage(tuple(found), tuple(windows), tuple(cut))
 
 
 def _chaos(record: Mapping[str, Any], at: float, started: dict[tuple[str, str], float], windows: list[Window]) -> None:
@@ -192,27 +209,30 @@ def _chaos(record: Mapping[str, Any], at: float, started: dict[tuple[str, str], 
         windows.append(Window(action, whom, start, max(at, start)))
 
 
-def _round(record: Mapping[str, Any], zero: float, calls: dict[str, _Call], edges: dict[str, list[Edge]]) -> None:
-    """One round into its flow's call: an edge when it carried a state, and the state it minted, if any."""
+def _round(record: Mapping[str, Any], zero: float, calls: dict[str, _Call],
+           edges: dict[str, list[Edge]]) -> Edge | None:
+    """One round into its flow's call: an edge when it carried a state (returned), and the state it minted, if any."""
     flow_id, tool, number, replica = (record.get(key) for key in ("flow_id", "tool", "round", "replica"))
     received, sent = _number(record.get("t")), _number(record.get("sent"))
     if not (isinstance(flow_id, str) and isinstance(tool, str) and isinstance(replica, str)
             and isinstance(number, int) and not isinstance(number, bool) and received is not None
             and sent is not None):
-        return
+        return None
     call = calls.get(flow_id)
     if call is None or call.tool != tool or number == 1:
         call = calls[flow_id] = _Call(tool)
+    outcome = record.get("outcome")
+    edge = None
     if call.minter is not None:
         moved = record.get("redispatched_from")
-        edges.setdefault(flow_id, []).append(Edge(
-            tool, number, call.minter, replica, round(call.minted, 3), round(sent - zero, 3),
-            round(max(received, sent) - zero, 3), moved if isinstance(moved, str) else None,
-            RESENT.get(call.previous or "")))
-    outcome = record.get("outcome")
+        edge = Edge(tool, number, call.minter, replica, round(call.minted, 3), round(sent - zero, 3),
+                    round(max(received, sent) - zero, 3), moved if isinstance(moved, str) else None,
+                    RESENT.get(call.previous or ""), outcome if isinstance(outcome, str) else None)
+        edges.setdefault(flow_id, []).append(edge)
     call.previous = outcome if isinstance(outcome, str) else None
     if outcome == Outcome.INPUT_REQUIRED:
         call.minter, call.minted = replica, received - zero
+    return edge
 
 
 def _number(value: Any) -> float | None:

@@ -57,8 +57,9 @@ class Failure:
     name: str
     """The invariant's name, -32602 (unexplained rejections), or the `[expect]` key."""
     replicas: tuple[str, ...] = ()
-    """Where it showed: the replicas the clients saw unexplained rejections on, or that logged the reasons a
-    rejection key counted; empty: not said."""
+    """Where it showed: the replicas the clients saw unexplained rejections on, that logged the reasons a
+    rejection key counted, or where an invariant's breaks were observed (their flows' last rounds); empty: not
+    said."""
     reasons: tuple[str, ...] = ()
     """The logged reasons an `[expect]` key on rejections counted, when the key names none; empty: not said."""
     detail: tuple[str, ...] = ()

@@ -15,7 +15,8 @@ that still fail. Passes (`PASSES`), repeated until none makes progress (or the b
    shorter, except the keys where shorter is harsher (`ttl`, `lifetime`) and a count that also
    takes a duration (a network fault's `after`); a share in 0-1 (`toxicity`, `share`) towards
    1, the fault on every exchange; a replica towards 1, and a step on every replica onto replica 1 alone
-   (fewer replicas);
+   (fewer replicas); a step on a subset of replicas (`replicas = [1, 3]`) onto fewer of them, each single
+   replica first, then each smaller subset (the replicas it dropped did not matter);
 5. a lower arrival rate.
 
 A key of the result that its simplest or mildest value failed the same way with did not matter,
@@ -32,9 +33,9 @@ without a run.
 "Still failing" means the same failure: the same `Failure` kind and name (the same invariant
 violated, unexplained rejections again, the same `[expect]` key failed) and a signature that
 agrees (`Failure.same_as`: unexplained rejections on a replica the found ones were seen on, an
-invariant broken in a shape the found one was, a rejection key counting a reason the found one
-did), among the failures of the candidate's run; any other failure alone counts as passing
-(`fails_the_same`).
+invariant broken in a shape the found one was, on a replica it was observed on, a rejection key
+counting a reason the found one did), among the failures of the candidate's run; any other failure
+alone counts as passing (`fails_the_same`).
 The target is not deterministic, so a candidate counts as failing when it fails in at least k
 of n runs (`KOfN`, by default 2 of 3), stopping early once k failures are seen or k can no
 longer be reached; given the found schedule's rate (its replays), also by a sequential test
@@ -45,6 +46,7 @@ distinct candidate is run once per shrink (the answer is cached). Every candidat
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -227,13 +229,30 @@ class _Simplest:
     was: Any
 
     def holds_in(self, schedule: Schedule) -> bool:
+        if self.key == "replicas":
+            return any(step.action == self.action and _subset(step) == self.value for step in schedule.steps)
         return any(step.action == self.action and getattr(step, self.key, None) == self.value
                    for step in schedule.steps)
 
     def __str__(self) -> str:
         if self.key == "action":
             return f"{self.was}: a {self.value} fails as the {self.was} did"
+        if self.key == "replicas":
+            dropped = [replica for replica in self.was if replica not in self.value]
+            return (f"{self.action} replicas: {_replicas(dropped)} did not matter ({_replicas(self.value)}"
+                    f"{' alone' * (len(self.value) == 1)} fails as {_replicas(self.was)} did)")
         return f"{self.action} {self.key}: {_said(self.value)} fails as {_said(self.was)} did"
+
+
+def _subset(step: ChaosStep) -> tuple[int, ...]:
+    """The replicas a step names, as a tuple (one, several, or none)."""
+    named = step.named()
+    return named if isinstance(named, tuple) else (named,) if named is not None else ()
+
+
+def _replicas(replicas: Iterable[int]) -> str:
+    """Replicas as the hunt labels them: `r1+r3`."""
+    return "+".join(f"r{replica}" for replica in replicas)
 
 
 def _said(value: Any) -> str:
@@ -429,6 +448,9 @@ def _simpler_key(shrinker: _Shrinker, index: int, facts: FieldFacts) -> None:
         return replace(shrinker.best, steps=tuple(steps)), what
 
     simplest: Any = None
+    if facts.kind == "replicas":
+        _fewer_replicas(shrinker, index)
+        return
     if facts.kind == "replica":
         every = CHAOS_ACTIONS[action].acts_on == "replicas"
         simplest = 1 if _simpler_replica(shrinker, current_value, candidate_with, every=every) else None
@@ -457,6 +479,28 @@ def _simpler_replica(shrinker: _Shrinker, current: Any,
             if shrinker.attempt(*candidate_with(lower, str(lower))):
                 return lower == 1
     return False
+
+
+def _fewer_replicas(shrinker: _Shrinker, index: int) -> None:
+    """A step on a subset of replicas onto fewer of them: each single replica (as `replica`), then each smaller
+    subset, smallest first; the first that fails the same way is kept, and the replicas it dropped did not matter."""
+    step = shrinker.best.steps[index]
+    was = getattr(step, "replicas", None)
+    if not was or len(was) < 2:
+        return
+    table = {name: value for name, value in step_table(step).items() if name not in ("replica", "replicas")}
+    for size in range(1, len(was)):
+        for kept in itertools.combinations(was, size):
+            try:
+                changed = chaos_step({**table, **({"replica": kept[0]} if size == 1 else {"replicas": list(kept)})})
+            except ValidationError:
+                continue
+            candidate = replace(shrinker.best, steps=(*shrinker.best.steps[:index], changed,
+                                                      *shrinker.best.steps[index + 1:]))
+            if shrinker.attempt(candidate, f"step {index + 1} ({step.action}): replicas {_replicas(was)} -> "
+                                           f"{_replicas(kept)}"):
+                shrinker.simplest.append(_Simplest(step.action, "replicas", kept, tuple(was)))
+                return
 
 
 def _bisect(shrinker: _Shrinker, current: float, simplest: float, resolution: float,

@@ -9,7 +9,9 @@ summary.json says of it:
   examples, `<flow> round <n> on <replica> at <clock>`; they have no logged reason, that is what
   makes them unexplained);
 * an invariant: the shape of each break its examples show, ids and counts above one left out
-  (`released N times`, `started 1 times, ended 0 times`, `completed, but is expired`);
+  (`released N times`, `started 1 times, ended 0 times`, `completed, but is expired`), and the
+  replicas where the breaks were observed, when the examples say (`(last round on r2)`: the replica
+  that answered the flow's last round, `harness.folding.invariants.LAST_ROUND_ON`);
 * an `[expect]` key on rejections: the reasons the replicas logged that it counted (a key that names a
   reason counts that one) and the replicas that logged them.
 
@@ -26,6 +28,7 @@ from collections.abc import Iterable, Mapping
 
 from harness import foreign_text
 from harness.config.thresholds import ThresholdError, parse_threshold
+from harness.folding.invariants import LAST_ROUND_ON
 from harness.hunt.model import Failure
 
 UNEXPLAINED = "-32602"
@@ -37,6 +40,7 @@ _MOST = 5
 """Entries of one part at most (a summary keeps 5 examples of each kind)."""
 _LABEL = 64
 _WHERE = re.compile(r" round \d+ on (\S{1,64}) at \S+\Z")
+_OBSERVED_ON = re.compile(r"(?:\A|\s)" + re.escape(LAST_ROUND_ON.split("{")[0].lstrip()) + r"([^\s()]{1,64})\)\Z")
 _ID = re.compile(r"(?=\S*\d)(?=\S*[A-Za-z_-])\S+")
 """A token holding a digit and a letter, `-` or `_`: a flow, quote or refund id, different in every run."""
 _WRAPPED_ID = re.compile(r"\([^()]*\d[^()]*\)")
@@ -62,8 +66,21 @@ def replica_of(example: object) -> str | None:
 
 
 def invariant_failure(name: str, examples: Iterable[object]) -> Failure:
-    """An invariant broken, with the shape of each break its examples show."""
-    return Failure("invariant", name, detail=_sorted(shape(example) for example in examples))
+    """An invariant broken, with the shape of each break its examples show and the replicas they were observed on,
+    when they say."""
+    said = list(examples)
+    return Failure("invariant", name, replicas=_sorted(observed_on(example) for example in said),
+                   detail=_sorted(shape(_OBSERVED_ON.sub("", example) if isinstance(example, str) else example)
+                                  for example in said))
+
+
+def observed_on(example: object) -> str | None:
+    """The replica an invariant's example says its break was observed on (`... (last round on r2)`); None when it
+    says none."""
+    if not isinstance(example, str):
+        return None
+    match = _OBSERVED_ON.search(example[-200:])
+    return foreign_text.line(match[1], _LABEL) if match is not None else None
 
 
 def shape(example: object) -> str:

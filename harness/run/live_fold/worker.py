@@ -75,7 +75,7 @@ from harness.run.live_fold.protocol import (
     WindowFigures,
 )
 
-_FLOW_CHECKED = frozenset({RecordType.START, RecordType.FLOW})
+_FLOW_CHECKED = frozenset({RecordType.START, RecordType.ROUND, RecordType.FLOW})
 """The records `FlowChecks` reads."""
 _MATCHED = frozenset({RecordType.ROUND, RecordType.REJECTION, RecordType.RUN})
 """The records reconciliation's `Matching` reads."""
