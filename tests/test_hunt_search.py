@@ -210,7 +210,7 @@ def test_a_threshold_on_one_action_is_refused_in_a_hunted_scenario(tmp_path):
 
 def test_a_hunt_against_a_remote_host_not_allowed_is_refused_with_exit_2(tmp_path):
     path = tmp_path / "remote.toml"
-    path.write_text(SHOP.format(name="remote", target='kind = "external"\nurls = ["http://staging.example:8000/mcp"]\n'
+    path.write_text(SHOP.format(name="remote", routing="round-robin", target='kind = "external"\nurls = ["http://staging.example:8000/mcp"]\n'
                                 "[target.commands]\nrestart = [\"true\"]\n", rest="").replace("replicas = 2\n", ""))
     done = _hunt(str(path), "--results", str(tmp_path / "results"))
     assert done.returncode == 2 and "chaos against remote host staging.example: refused" in done.stderr, done.stderr
@@ -402,7 +402,7 @@ def test_an_external_target_says_which_actions_it_leaves_out_for_want_of_a_comma
     from harness.hunt.search import Hunt
 
     path = tmp_path / "outside.toml"
-    path.write_text(SHOP.format(name="outside", target='kind = "external"\nurls = ["http://127.0.0.1:9/mcp"]\n',
+    path.write_text(SHOP.format(name="outside", routing="round-robin", target='kind = "external"\nurls = ["http://127.0.0.1:9/mcp"]\n',
                                 rest="").replace("replicas = 2\n", ""))
     hunt = Hunt(Base.read(path), stream=io.StringIO())
     assert hunt.space.actions == ("network",)

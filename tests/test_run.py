@@ -170,7 +170,8 @@ def test_nightly_passes(tmp_path):
     windows = re.findall(r"✓ steady state (before|during|after) chaos \(flows that ended (\d+\.\d)s–(\d+\.\d)s\)",
                          finished.output)
     assert {phase for phase, _, _ in windows} >= {"during", "after"}, finished.output
-    assert all(start == "5.0" for phase, start, _ in windows if phase == "during")  # the chaos starts at 5s
+    # the chaos starts at 5 s, or as soon after as a busy machine wakes it: never before
+    assert all(float(start) >= 5.0 for phase, start, _ in windows if phase == "during"), finished.output
     assert all(float(start) <= float(end) for _, start, end in windows)
     page = report_text(finished.folder / "report.html")
     assert re.search(r"rolling-restart all [\d.]+ [\d.]+ serving again after [\d.]+m?s, [\d.]+m?s, [\d.]+m?s", page)

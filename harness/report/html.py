@@ -44,7 +44,7 @@ from harness.report.verdict import (
     format_seconds,
     observed_text,
 )
-from harness.report.wording import describe_chaos, describe_fault_rounds, window_text
+from harness.report.wording import describe_chaos, describe_fault_rounds, format_slope, window_text
 
 _X_LABEL = "seconds since the run start"
 _STATUS_COLOURS = {RunStatus.COMPLETED: "#1a7f37", RunStatus.DEVIATED: "#9a6700"}
@@ -203,7 +203,8 @@ def _health_section(figures: RunFigures, actions: Sequence[ChaosAction]) -> list
                             counts=name in ("open_fds", "threads"))
              for name, title, unit in charts]
     rows = [[cell(replica),
-             *([cell(f"{slope.per_minute:.3g}", True), cell(f"{slope.low:.3g} to {slope.high:.3g}", True),
+             *([cell(format_slope(slope.per_minute), True),
+                cell(f"{format_slope(slope.low)} to {format_slope(slope.high)}", True),
                 cell(slope.samples, True), cell(f"{slope.warm_up:.0f} s", True)] if slope is not None
                else [cell("no fit (too few samples after the warm-up)"), cell(""), cell(""), cell("")])]
             for replica, slope in replica_rss_slopes(figures).items()]

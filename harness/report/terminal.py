@@ -13,7 +13,7 @@ from typing import Any
 
 from harness import foreign_text
 from harness.folding.fuzz import COLUMNS, ENVELOPE_COLUMNS, FuzzTable
-from harness.folding.invariants import MUTANT_INVARIANT
+from harness.folding.invariants import LEDGER_INVARIANTS, MUTANT_INVARIANT
 from harness.folding.top_errors import ErrorGroup
 from harness.load.envelope import EnvelopeAnswer
 from harness.load.mutations import FINDINGS
@@ -91,10 +91,11 @@ def _invariants(verdict: RunVerdict, paint: _Paint) -> list[str]:
     if not verdict.invariants:
         return [*_heading("INVARIANTS", paint), "    (none checked)"]
     lines = _heading("INVARIANTS", paint)
-    unchecked = [name for name, result in verdict.invariants.items() if not result.checked and result.passed]
+    idle = {name for name, result in verdict.invariants.items() if not result.checked and result.passed}
+    unchecked = [name for name in idle if name in LEDGER_INVARIANTS]
     for name, result in sorted(verdict.invariants.items()):
-        if name in unchecked or (name == MUTANT_INVARIANT and result.passed and not verdict.fuzz):
-            continue  # what does not apply here: a ledger the target lacks, mutants no flow sent
+        if name in idle or (name == MUTANT_INVARIANT and result.passed and not verdict.fuzz):
+            continue  # what does not apply here: a ledger the target lacks, mutants no flow sent, races none ran
         line = (f"    {paint.mark(result.passed)} {_said(name)}: {result.violations} "
                 f"violation{'s' * (result.violations != 1)}")
         if not result.passed and result.examples:

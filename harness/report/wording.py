@@ -33,12 +33,18 @@ def format_ratio(value: float) -> str:
     return f"{value:.3f}"
 
 
+def format_slope(per_minute: float) -> str:
+    """Memory growth in MB a minute, to the hundredth (10 KB a minute): a leak gate's scale, and no digits beyond
+    what the fit can tell."""
+    return f"{per_minute:.2f}"
+
+
 def format_number(metric: str, aggregate: str, value: float) -> str:
     """A threshold's value or observation in its metric's unit: a ratio, seconds, a rate or a count."""
     if metric in RATIOS:
         return format_ratio(value)
     if metric in SLOPES:
-        return f"{value:.3g} MB/min"
+        return f"{format_slope(value)} MB/min"
     if metric in SECONDS_METRICS and aggregate != "count":
         return format_seconds(value)
     if aggregate == "rate":
