@@ -58,6 +58,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "output_contracts": verdict.output_contracts,
         "journal": journal,
         "replica_health": _replica_health(figures),
+        "cold_start_seconds": figures.cold_starts(),
         "extra": extra,
     }
 
