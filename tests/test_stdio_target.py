@@ -1,0 +1,115 @@
+"""The stdio target: the shop's replicas started as the harness's children, driven over their pipes by the SDK's client.
+
+A real run, as a user runs it: refund flows through MRTR rounds over stdio, a replica SIGKILLed mid-run and
+started again, each process's cold start (spawn to first answer) in summary.json and the closing table, and
+afterwards no process of the run left, looked up by the PIDs the journal names. What a stdio target cannot do is
+refused by `validate`, exit 2, in one line saying why.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.processes.children import alive
+from tests.harness_run import ROOT, run_harness
+
+SCENARIO = """
+name = "stdio-refunds"
+seed = 11
+duration = "10s"
+time_scale = 60
+
+[target]
+kind = "stdio"
+replicas = 2
+
+[load]
+model = "open"
+arrival_rate = 2
+routing = "round-robin"
+
+[[flows]]
+kind = "refund"
+amount = "above-limit"     # every refund asks the lead: a second round over the pipe
+
+[leads]
+think = { dist = "constant", value = "12s" }   # 0.2 s real
+decline = 0.0
+cancel = 0.0
+abandon = 0.0
+
+[[chaos]]
+action = "kill"
+at = "3s"
+replica = 1
+
+[expect]
+completed_ratio = "== 1"
+cold_start = "count == 3"
+"""
+
+
+def _command_lines_naming(text: str) -> list[str]:
+    """Every live process whose command line names `text` (the run's results folder: its API, its servers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in line and alive(int(entry.name)):
+                found.append(f"{entry.name}: {line[:160]}")
+    return found
+
+
+def test_refunds_over_stdio_complete_through_a_kill_with_every_cold_start_reported_and_nothing_left(tmp_path):
+    scenario = tmp_path / "stdio.toml"
+    scenario.write_text(SCENARIO)
+    results = tmp_path / "results"
+    finished = run_harness(scenario, results)
+    assert finished.code == 0, finished.output
+    summary = finished.summary
+    flows = summary["flows"]
+    assert flows["total"] > 0 and flows["by_outcome"] == {"completed": flows["total"]}, flows
+    assert all(row["passed"] for row in summary["invariants"].values()), summary["invariants"]
+    kill = [row for row in summary["chaos"] if row["action"] == "kill"]
+    assert len(kill) == 1 and kill[0]["ok"], summary["chaos"]
+    cold = summary["cold_start_seconds"]
+    assert sorted(cold) == ["r1", "r2"] and cold["r1"]["count"] == 2 and cold["r2"]["count"] == 1, cold
+    assert all(row["p50"] > 0 for row in cold.values()), cold
+    assert "COLD START (spawn to first answer)" in finished.output and "r1: 2 process(es)" in finished.output
+
+    journal = finished.journal()
+    starts = [record for record in journal if record["type"] == "cold_start"]
+    restarted = max(record["t"] for record in starts if record["replica"] == "r1")
+    served_after = [record for record in journal if record["type"] == "round" and record["replica"] == "r1"
+                    and record["sent"] > restarted and record["outcome"] in ("complete", "input_required")]
+    assert served_after, "the restarted r1 served no round"
+    asked = [record for record in journal if record["type"] == "round" and record["outcome"] == "input_required"]
+    assert asked, "no round asked the lead: the MRTR round trip was not exercised"
+
+    pids = {record["pid"] for record in starts}
+    assert len(pids) == 3 and not [pid for pid in pids if alive(pid)], pids
+    assert not _command_lines_naming(str(results)), _command_lines_naming(str(results))
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ('[[chaos]]\naction = "rotate-keys"\nat = "3s"\n', "rotate-keys cannot act on a stdio target"),
+    ('[[chaos]]\naction = "kill"\nat = "3s"\nreplica = 1\n', "each process lives one flow"),
+])
+def test_what_a_stdio_target_cannot_do_is_refused_at_validate(tmp_path, change, said):
+    text = SCENARIO.split("[[chaos]]")[0] + change
+    if "rotate-keys" not in change:
+        text = text.replace("replicas = 2", 'stdio_processes = "per-client"')
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text(text)
+    checked = subprocess.run([sys.executable, "-m", "harness", "validate", str(scenario)], capture_output=True,
+                             text=True, timeout=60, cwd=ROOT)
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert said in checked.stderr, checked.stderr
+    assert len(checked.stderr.strip().splitlines()) == 1, checked.stderr
