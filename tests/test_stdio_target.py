@@ -113,3 +113,16 @@ def test_what_a_stdio_target_cannot_do_is_refused_at_validate(tmp_path, change, 
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert said in checked.stderr, checked.stderr
     assert len(checked.stderr.strip().splitlines()) == 1, checked.stderr
+
+
+def test_an_assistant_is_asked_before_a_stdio_target_runs_a_command_and_not_for_the_shop():
+    """In process: `mrtr-harness mcp` asks before a run executes anything beyond the embedded shop; a stdio target's
+    own command is such a thing, the shop over stdio is not."""
+    from harness.assistant.plan import beyond_the_shop
+    from harness.config.scenario import parse_scenario
+
+    base = SCENARIO.split("[[chaos]]")[0]
+    assert beyond_the_shop(parse_scenario(base)) == []
+    own = base.replace("replicas = 2", 'stdio_processes = "per-client"\nstdio_command = ["node", "server.mjs"]')
+    assert beyond_the_shop(parse_scenario(own)) == ['run the stdio server command ["node", "server.mjs"] '
+                                                    '(once per flow)']

@@ -251,7 +251,8 @@ class Run:
                                    run_id=self.folder.name)
         run_side.callback(exporter.close)
         run_side.callback(exporter.linger, self.options.metrics_linger, gevent.sleep, self.say)
-        exporter.start(target.urls, target.labels)
+        stdio = _stdio_of(target) is not None  # a stdio server has no /metrics for Prometheus to scrape
+        exporter.start([] if stdio else target.urls, [] if stdio else target.labels)
 
     def _start_proxies(self, target: Target, target_side: ExitStack) -> None:
         """A fault proxy in front of each replica, in this process's own loop: the load talks to them."""
