@@ -2,20 +2,24 @@
 
 A real run, as a user runs it: refund flows through MRTR rounds over stdio, a replica SIGKILLed mid-run and
 started again, each process's cold start (spawn to first answer) in summary.json and the closing table, and
-afterwards no process of the run left, looked up by the PIDs the journal names. What a stdio target cannot do is
-refused by `validate`, exit 2, in one line saying why.
+afterwards no process of the run left, looked up by the PIDs the journal names, nor after the harness itself is
+SIGKILLed. What a stdio target cannot do is refused by `validate`, exit 2, in one line saying why.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from harness.processes.children import alive
+from harness.processes.children import alive, descendants
 from tests.harness_run import ROOT, run_harness
+from tests.services import sigint_default
+
+GONE_WITHIN = 5.0
 
 SCENARIO = """
 name = "stdio-refunds"
@@ -96,6 +100,44 @@ def test_refunds_over_stdio_complete_through_a_kill_with_every_cold_start_report
     pids = {record["pid"] for record in starts}
     assert len(pids) == 3 and not [pid for pid in pids if alive(pid)], pids
     assert not _command_lines_naming(str(results)), _command_lines_naming(str(results))
+
+
+def test_a_run_killed_with_sigkill_leaves_no_stdio_server_behind(tmp_path):
+    """The servers are the harness's children on its lifeline: a SIGKILLed harness, which can stop nothing, takes
+    them with it (the kernel does), the shop's API too."""
+    scenario = tmp_path / "stdio.toml"
+    scenario.write_text(SCENARIO.split("[[chaos]]")[0].replace('duration = "10s"', 'duration = "60s"'))
+    output = tmp_path / "output.txt"
+    with open(output, "wb") as sink:
+        harness = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results",
+                                    str(tmp_path / "results")], stdout=sink, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, cwd=ROOT, preexec_fn=sigint_default)
+    try:
+        deadline = time.monotonic() + 120
+        while "target up" not in output.read_text(errors="replace"):
+            assert harness.poll() is None and time.monotonic() < deadline, output.read_text(errors="replace")
+            time.sleep(0.2)
+        seen = descendants(harness.pid)
+        servers = [pid for pid in seen if b"--transport\0stdio" in _cmdline(pid)]
+        assert len(servers) == 2, seen
+        harness.kill()
+        harness.wait(10)
+        deadline = time.monotonic() + GONE_WITHIN
+        while any(alive(pid) for pid in seen) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        survivors = {pid: _cmdline(pid)[:120] for pid in seen if alive(pid)}
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait(10)
+    assert not survivors, survivors
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 @pytest.mark.parametrize(("change", "said"), [
