@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.processes.children import alive, descendants
+from harness.processes.children import alive, descendants, stat_fields
 from tests.harness_run import ROOT, run_harness
 from tests.services import sigint_default
 
@@ -104,9 +104,11 @@ def test_refunds_over_stdio_complete_through_a_kill_with_every_cold_start_report
 
 def test_a_run_killed_with_sigkill_leaves_no_stdio_server_behind(tmp_path):
     """The servers are the harness's children on its lifeline: a SIGKILLed harness, which can stop nothing, takes
-    them with it (the kernel does), the shop's API too."""
+    them with it (the kernel does), the shop's API too. One is paused then: a stdio server would leave on its own
+    once its stdin closes, but a stopped one reads nothing, and only the lifeline's SIGKILL ends it."""
     scenario = tmp_path / "stdio.toml"
-    scenario.write_text(SCENARIO.split("[[chaos]]")[0].replace('duration = "10s"', 'duration = "60s"'))
+    scenario.write_text(SCENARIO.split("[[chaos]]")[0].replace('duration = "10s"', 'duration = "60s"')
+                        + '[[chaos]]\naction = "pause"\nat = "1s"\nduration = "50s"\nreplica = 1\n')
     output = tmp_path / "output.txt"
     with open(output, "wb") as sink:
         harness = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--results",
@@ -120,6 +122,9 @@ def test_a_run_killed_with_sigkill_leaves_no_stdio_server_behind(tmp_path):
         seen = descendants(harness.pid)
         servers = [pid for pid in seen if b"--transport\0stdio" in _cmdline(pid)]
         assert len(servers) == 2, seen
+        while not any((stat_fields(pid) or ["?"])[0] == "T" for pid in servers):  # the pause has begun
+            assert harness.poll() is None and time.monotonic() < deadline, output.read_text(errors="replace")
+            time.sleep(0.1)
         harness.kill()
         harness.wait(10)
         deadline = time.monotonic() + GONE_WITHIN
