@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import gevent
 import mcp_types
 from mcp import Client, MCPError
 from mcp.shared.message import SessionMessage
@@ -66,6 +67,8 @@ MAX_LINE = 16 * 1024 * 1024
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
 """The SDK's codes for a session that ended and a request past its timeout (`mcp_types`)."""
+READY_TIMEOUT = 60.0
+"""Seconds a new process gets to give its first answer (a cold start on a loaded machine takes seconds)."""
 STOP_GRACE = 2.0
 """Seconds a server gets to exit after its stdin closes (the SDK's own grace), then SIGKILL by its PID."""
 
@@ -90,7 +93,10 @@ class StdioServer:
     """One server process: its PID, its SDK session over its pipes, and its cold start."""
 
     def __init__(self, label: str, command: Sequence[str], log_path: Path, loop: LegacyLoop, *,
-                 env: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
+                 env: Mapping[str, str] | None = None, timeout: float = 30.0,
+                 ready_timeout: float = READY_TIMEOUT) -> None:
+        """`timeout`: seconds each round may wait for its answer (`[load] timeout`); `ready_timeout`: for the
+        first answer."""
         self.label = label
         self.url = stdio_url(label)
         self.command = list(command)
@@ -98,6 +104,7 @@ class StdioServer:
         self.loop = loop
         self.env = dict(env) if env is not None else None
         self.timeout = timeout
+        self.ready_timeout = ready_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.client: Client | None = None
         self.tools: list[dict[str, Any]] = []
@@ -120,7 +127,7 @@ class StdioServer:
     def start(self) -> ColdStart:
         """Spawn the process, open the SDK's session on its pipes and wait for its first answer (`tools/list`).
 
-        Raises `OSError` when it cannot be spawned, `RuntimeError` when it does not answer within the timeout
+        Raises `OSError` when it cannot be spawned, `RuntimeError` when it does not answer within `ready_timeout`
         (the process is stopped then)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open_append(self.log_path, binary=True)
@@ -162,7 +169,7 @@ class StdioServer:
             async with pipe_transport(reader, writer, closed) as streams, \
                     Client(_Streams(streams), mode=PROTOCOL, elicitation_callback=_asked_in_rounds,
                            read_timeout_seconds=self.timeout, cache=None) as client:
-                with anyio.fail_after(self.timeout):
+                with anyio.fail_after(self.ready_timeout):
                     listed = await client.session.list_tools()
                 if not ready.done():
                     ready.set_result([tool.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -340,6 +347,8 @@ class StdioServers:
         self.replicas: list[StdioServer] = []
         self.clients: dict[int, StdioServer] = {}
         """Per-client mode: each lead's process, while its flow runs."""
+        self.ending: list[StdioServer] = []
+        """Per-client processes whose flows ended, being stopped (each stop is asked again at the target's)."""
         self.cold_starts: list[ColdStart] = []
         self.on_cold_start = on_cold_start
 
@@ -394,17 +403,19 @@ class StdioServers:
     def flow_ended(self, flow: Any) -> None:
         """Per-client mode: a flow ended (`FlowEnv.on_flow_end`), so its lead's process is stopped."""
         server = self.clients.pop(flow.lead, None) if self.per_client else None
-        if server is not None:
-            server.stop()
+        if server is not None:  # stopped beside the flows, never holding up the one that ended (or the run's table)
+            self.ending.append(server)
+            gevent.spawn(server.stop)
 
     def all(self) -> list[StdioServer]:
         return [*self.replicas, *self.clients.values()]
 
     def stop(self) -> None:
         """Every process stopped by its PID: its stdin closed, SIGKILL after the grace."""
-        for server in self.all():
+        for server in [*self.all(), *self.ending]:
             server.stop()
         self.clients.clear()
+        self.ending.clear()
 
 
 class StdioClient:

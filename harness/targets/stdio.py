@@ -49,7 +49,7 @@ class StdioTarget(NoAuthServer, LedgerAtApi):
         self.api_url: str | None = None
         self.paused: set[int] = set()
         self.servers = StdioServers(self._command, workdir / "logs", labels=self.labels, per_client=self.per_client,
-                                    timeout=max(scenario.load.timeout, 30.0))
+                                    timeout=scenario.load.timeout)
 
     def on_cold_start(self, hook: Callable[[ColdStart], None]) -> None:
         """`hook` sees each process's cold start as it happens (the run journals it)."""
