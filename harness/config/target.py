@@ -126,7 +126,8 @@ class TargetConfig(Strict):
                     "script and read it there as \"$1\", never in the script's text. Their environment: the "
                     "allow-list, `command_env` and `MRTR_RUN_ID`")
     command_env: list[Annotated[str, Field(pattern=ENV_NAME)]] = Field(
-        default_factory=list, description="external, docker: the environment variables the commands are given "
+        default_factory=list, description="external, docker, stdio: the environment variables the commands (and a "
+                                          "stdio_command) are given "
                                           "beside the allow-list (PATH, HOME, LANG, ...: docs/your-deployment.md) "
                                           "and MRTR_RUN_ID, e.g. [\"AWS_PROFILE\"]; no other reaches them")
     release_guard: bool = Field(
@@ -145,7 +146,8 @@ class TargetConfig(Strict):
 
     stdio_command: list[str] = Field(
         default_factory=list, description="stdio: the server's command, an argv list (no shell), started once per "
-        "process with its log on stderr; empty: the shop (`mrtr-harness shop replica --transport stdio`, with its "
+        "process with its log on stderr, its environment the allow-list and `command_env` (as a command's); empty: "
+        "the shop (`mrtr-harness shop replica --transport stdio`, with its "
         "API, whose ledger the invariants read)")
     stdio_processes: Literal["per-replica", "per-client"] = Field(
         default="per-replica", description="stdio: per-replica starts `replicas` processes with the target, every "
@@ -188,12 +190,14 @@ class TargetConfig(Strict):
                                          "started it",
                      "auth": "OAuth is HTTP's: a stdio server takes its credentials from its environment",
                      "commands": "the harness does a stdio target's chaos itself, on the processes it started",
-                     "command_env": "a stdio target runs no [target.commands]",
                      "overrides": "replica overrides start the shop's HTTP replicas differently",
                      "serve_2025": "the SDK's client speaks 2026-07-28 over stdio"}
         for name, why in http_only.items():
             if getattr(self, name):
                 raise FieldProblem(f"{name} does not apply to a stdio target: {why}", name)
+        if self.command_env and not self.stdio_command:
+            raise FieldProblem("command_env names what a stdio_command is given: the shop over stdio needs none",
+                               "command_env")
         if self.stdio_command and self.payment_rounds is not None:
             raise FieldProblem("payment_rounds starts the shop differently: with your own stdio_command, give your "
                                "server its options there", "payment_rounds")

@@ -143,11 +143,14 @@ class StdioServer:
         reader, writer = os.fdopen(from_child, "rb", buffering=0), os.fdopen(to_child, "wb", buffering=0)
         try:
             first = self.loop.run(lambda: self._open(reader, writer))
-        except BaseException as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the process gave no first answer
+            code = self.process.poll()
             self.stop()
-            if isinstance(exc, (MCPError, TimeoutError, OSError, ValueError)):
-                raise RuntimeError(f"{self.label} ({self.command[0]}) gave no first answer: {_said(exc)}; "
-                                   f"see {self.log_path}") from None
+            exited = f"exited with code {code}" if code is not None else _said(_first_mcp_error(exc) or exc)
+            raise RuntimeError(f"{self.label} ({self.command[0]}) gave no first answer: {exited}; "
+                               f"see {self.log_path}") from None
+        except BaseException:
+            self.stop()
             raise
         self.tools = first
         self.cold_start = ColdStart(self.label, self.process.pid, time.monotonic() - spawned, time.time())

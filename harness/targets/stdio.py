@@ -24,6 +24,7 @@ from harness.config.scenario import Scenario
 from harness.config.target import STDIO_CLIENT_LABEL
 from harness.mrtr.stdio import ColdStart, StdioServer, StdioServers, stdio_url
 from harness.processes.children import harness_command, process_cpu_seconds
+from harness.secrets import command_env
 from harness.targets.health import ReplicaHealth, from_process
 from harness.targets.interface import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
 from harness.targets.ledger_check import LedgerAtApi
@@ -48,8 +49,11 @@ class StdioTarget(NoAuthServer, LedgerAtApi):
         self.deployment: LocalDeployment | None = None
         self.api_url: str | None = None
         self.paused: set[int] = set()
+        # the shop gets the harness's environment, as the embedded one does; another server the allow-list and
+        # `command_env` only, as a command the harness runs for the target: never a secret it was not given
+        env = None if self.shop else command_env(spec.command_env)
         self.servers = StdioServers(self._command, workdir / "logs", labels=self.labels, per_client=self.per_client,
-                                    timeout=scenario.load.timeout)
+                                    timeout=scenario.load.timeout, env=env)
 
     def on_cold_start(self, hook: Callable[[ColdStart], None]) -> None:
         """`hook` sees each process's cold start as it happens (the run journals it)."""
