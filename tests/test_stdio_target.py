@@ -87,6 +87,7 @@ def test_refunds_over_stdio_complete_through_a_kill_with_every_cold_start_report
     assert sorted(cold) == ["r1", "r2"] and cold["r1"]["count"] == 2 and cold["r2"]["count"] == 1, cold
     assert all(row["p50"] > 0 for row in cold.values()), cold
     assert "COLD START (spawn to first answer)" in finished.output and "r1: 2 process(es)" in finished.output
+    assert "Cold start (spawn to first answer)" in (finished.folder / "report.html").read_text()
 
     journal = finished.journal()
     starts = [record for record in journal if record["type"] == "cold_start"]
@@ -136,6 +137,15 @@ def test_a_run_killed_with_sigkill_leaves_no_stdio_server_behind(tmp_path):
             harness.kill()
             harness.wait(10)
     assert not survivors, survivors
+
+
+def test_a_server_that_gives_no_first_answer_is_the_targets_failure_exit_3(tmp_path):
+    head = SCENARIO.split("[[flows]]")[0].replace("replicas = 2", 'replicas = 1\nstdio_command = ["false"]')
+    scenario = tmp_path / "own.toml"
+    scenario.write_text(head + '[[flows]]\nkind = "call"\ntool = "echo"\narguments = [{}]\n')
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 3, finished.output
+    assert "r1 (false) gave no first answer: exited with code 1" in finished.output, finished.output
 
 
 def _cmdline(pid: int) -> bytes:
