@@ -183,3 +183,14 @@ def test_an_assistant_is_asked_before_a_stdio_target_runs_a_command_and_not_for_
     own = base.replace("replicas = 2", 'stdio_processes = "per-client"\nstdio_command = ["node", "server.mjs"]')
     assert beyond_the_shop(parse_scenario(own)) == ['run the stdio server command ["node", "server.mjs"] '
                                                     '(once per flow)']
+
+
+def test_a_hunt_of_a_stdio_target_draws_only_what_its_processes_can_suffer():
+    """In process: the hunt's search draws from the chaos a stdio target can do, and none per client."""
+    from harness.config.hunt import drawable_actions
+    from harness.config.scenario import parse_scenario
+
+    base = SCENARIO.split("[[chaos]]")[0]
+    assert sorted(drawable_actions(parse_scenario(base))) == ["kill", "pause", "restart", "rolling-restart"]
+    per_client = base.replace("replicas = 2", 'stdio_processes = "per-client"')
+    assert drawable_actions(parse_scenario(per_client)) == []

@@ -111,7 +111,8 @@ class ReplicaSettings(BaseModel):
 def parse_args(argv: Sequence[str] | None) -> ReplicaSettings:
     parser = argparse.ArgumentParser(prog="mrtr-harness shop replica",
                                      description="Run one shop MCP replica (Streamable HTTP: stateless 2026-07-28; "
-                                                 "2025-era clients get a session).")
+                                                 "2025-era clients get a session; or --transport stdio: one client "
+                                                 "over standard input and output).")
     add_arguments(parser)
     return settings_from(parser, parser.parse_args(argv))
 
