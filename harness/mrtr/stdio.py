@@ -57,7 +57,7 @@ from harness.mrtr.client import (
 from harness.mrtr.legacy import LegacyLoop
 from harness.mrtr.outcome import Outcome, outcome_for_error_code
 from harness.mrtr.routing import Router
-from harness.processes.children import alive, start_child
+from harness.processes.children import start_child
 
 __all__ = ["ColdStart", "StdioClient", "StdioServer", "StdioServers", "stdio_url"]
 
@@ -137,6 +137,12 @@ class StdioServer:
         try:
             self.process = start_child(self.command, stdin=child_in, stdout=child_out, stderr=self._log,
                                        env=self.env)
+        except OSError:
+            for descriptor in (from_child, to_child):
+                os.close(descriptor)
+            self._log.close()
+            self._log = None
+            raise
         finally:
             os.close(child_in)
             os.close(child_out)
@@ -198,8 +204,9 @@ class StdioServer:
         try:
             result = await client.session.call_tool(
                 tool, dict(arguments), read_timeout_seconds=self.timeout,
-                input_responses=_responses(responses), request_state=state, allow_input_required=True)
-        except (MCPError, Exception) as exc:  # noqa: BLE001 - the round's outcome, not the flow's crash
+                input_responses=dict(responses) if responses is not None else None, request_state=state,
+                allow_input_required=True)
+        except Exception as exc:  # noqa: BLE001 - the round's outcome, not the flow's crash
             return _first_mcp_error(exc) or exc
         return result
 
@@ -231,10 +238,6 @@ class StdioServer:
             self._log.close()
             self._log = None
 
-    def gone(self) -> bool:
-        """Whether nothing of it runs any more (its PID is no live process)."""
-        return self.process is None or (self.process.poll() is not None and not alive(self.process.pid))
-
 
 async def _close(closed: asyncio.Event, done: asyncio.Future[None] | None) -> None:
     closed.set()
@@ -247,10 +250,6 @@ async def _asked_in_rounds(context: Any, params: Any) -> Any:
     """Declares elicitation (form and URL) on every request; never called: questions come as input requests,
     which the rounds hand to the lead themselves."""
     return mcp_types.ErrorData(code=-32601, message="questions are answered in the next round")
-
-
-def _responses(responses: Mapping[str, Any] | None) -> Any:
-    return None if responses is None else {key: value for key, value in responses.items()}
 
 
 class _Streams:

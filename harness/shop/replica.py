@@ -87,8 +87,7 @@ class ReplicaSettings(BaseModel):
         if self.transport == "stdio" and (self.auth_issuer or self.principal_header or self.sse or self.serve_2025
                                           or self.leak):
             raise ValueError("--transport stdio takes no --auth-issuer, --principal-header, --sse, --serve-2025 or "
-                             "--leak: "
-                             "they are HTTP's (a stdio server's one client is the process that started it)")
+                             "--leak: they are HTTP's (a stdio server's one client is the process that started it)")
         return self
 
     @property
