@@ -194,3 +194,52 @@ def test_a_hunt_of_a_stdio_target_draws_only_what_its_processes_can_suffer():
     assert sorted(drawable_actions(parse_scenario(base))) == ["kill", "pause", "restart", "rolling-restart"]
     per_client = base.replace("replicas = 2", 'stdio_processes = "per-client"')
     assert drawable_actions(parse_scenario(per_client)) == []
+
+
+ECHO_SERVER = """
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("echo")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    return text
+
+
+app.run("stdio")
+"""
+
+ONE_PROCESS_TWO_TARGETS = """
+from gevent import monkey
+
+monkey.patch_all()  # as a load process is
+import sys
+from pathlib import Path
+
+from harness.mrtr.client import drive
+from harness.mrtr.routing import Router
+from harness.mrtr.stdio import StdioClient, StdioServers
+
+folder = Path(sys.argv[1])
+for trial in range(2):  # a hunt's trials, one after another in one process
+    servers = StdioServers(lambda label: [sys.executable, str(folder / "echo.py")], folder / f"logs{trial}",
+                           labels=["r1"], per_client=False)
+    servers.start()
+    client = StdioClient(servers, Router([servers.replicas[0].url]))
+    result = drive(client.call_steps("echo", {"text": "hi"}, lambda record: None), lambda seconds: None)
+    servers.stop()
+    print(trial, result.outcome.value, result.result["structuredContent"], flush=True)
+"""
+
+
+def test_stdio_targets_one_after_another_in_one_process_share_its_event_loop(tmp_path):
+    """A hunt runs its trials' targets in one process; asyncio runs one loop per thread, so the second target's
+    servers must use the loop the first one started, not a loop of their own (any MCP server will do here)."""
+    (tmp_path / "echo.py").write_text(ECHO_SERVER)
+    script = tmp_path / "two.py"
+    script.write_text(ONE_PROCESS_TWO_TARGETS)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["0 complete {'result': 'hi'}", "1 complete {'result': 'hi'}"], done.stdout

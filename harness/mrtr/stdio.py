@@ -16,7 +16,7 @@ Every round is a `RoundRecord`, so the journal, the verdict and the reports are 
 The cold start of a process is the time from its spawn to its first answer (`tools/list`, whose tools the
 output contracts read): what a host that starts the server on demand waits before the first call.
 
-Every coroutine runs on the load process's one asyncio loop (`harness.mrtr.legacy.LegacyLoop`, on a greenlet),
+Every coroutine runs on the process's one asyncio loop (`harness.mrtr.legacy.process_loop`, on a greenlet),
 whose selector is gevent's; a process is spawned from the calling greenlet, on the main thread.
 """
 
@@ -54,7 +54,7 @@ from harness.mrtr.client import (
     RoundHook,
     RoundRecord,
 )
-from harness.mrtr.legacy import LegacyLoop
+from harness.mrtr.legacy import LegacyLoop, process_loop
 from harness.mrtr.outcome import Outcome, outcome_for_error_code
 from harness.mrtr.routing import Router
 from harness.processes.children import start_child
@@ -345,7 +345,7 @@ class StdioServers:
         self.per_client = per_client
         self.env = env
         self.timeout = timeout
-        self.loop = LegacyLoop()
+        self.loop = process_loop()
         self.replicas: list[StdioServer] = []
         self.clients: dict[int, StdioServer] = {}
         """Per-client mode: each lead's process, while its flow runs."""
