@@ -247,3 +247,68 @@ def test_stdio_targets_one_after_another_in_one_process_share_its_event_loop(tmp
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == ["0 complete {'result': 'hi'}", "1 complete {'result': 'hi'}"], done.stdout
+
+
+
+SLOW_SERVER = """
+import sys
+import time
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("slow")
+
+
+@app.tool()
+def slow(text: str) -> str:
+    Path(sys.argv[1]).write_text("called")  # the call reached the server: the test kills it now
+    time.sleep(30)
+    return text
+
+
+app.run("stdio")
+"""
+
+KILLED_MID_ROUND = """
+from gevent import monkey
+
+monkey.patch_all()  # as a load process is
+import signal
+import sys
+import time
+from pathlib import Path
+
+import gevent
+
+from harness.mrtr.client import drive
+from harness.mrtr.routing import Router
+from harness.mrtr.stdio import StdioClient, StdioServers
+
+folder = Path(sys.argv[1])
+marker = folder / "called"
+servers = StdioServers(lambda label: [sys.executable, str(folder / "slow.py"), str(marker)], folder / "logs",
+                       labels=["r1"], per_client=False)
+servers.start()
+client = StdioClient(servers, Router([servers.replicas[0].url]))
+call = gevent.spawn(drive, client.call_steps("slow", {"text": "hi"}, lambda record: None), gevent.sleep)
+deadline = time.monotonic() + 30
+while not marker.exists() and time.monotonic() < deadline:
+    gevent.sleep(0.05)
+servers.replicas[0].signal(signal.SIGKILL)
+result = call.get(timeout=30)
+servers.stop()
+print(result.outcome.value, result.last.error_code, flush=True)
+"""
+
+
+def test_a_round_on_the_pipe_of_a_killed_server_is_judged_answer_lost(tmp_path):
+    """The server had the request and died before it answered: it may have acted on it, which is what HTTP calls a
+    lost answer (`answer_lost`), not a timeout or a bad reply, and the call ends at once, not at its timeout."""
+    (tmp_path / "slow.py").write_text(SLOW_SERVER)
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_MID_ROUND)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["answer_lost None"], done.stdout + done.stderr
