@@ -57,9 +57,11 @@ class TargetConfig(Strict):
         default="embedded", description="embedded: the harness starts the shop; external: replicas at `urls`; "
                                         "docker: containers through the Docker engine; stdio: the harness starts "
                                         "each server as its child and speaks MCP over its stdin and stdout")
-    replicas: int = Field(default=3, ge=1, le=32, description="how many MCP replicas (embedded, docker)")
+    replicas: int = Field(default=3, ge=1, le=32, description="how many MCP replicas (embedded, docker; stdio: its "
+                                                                 "processes, per replica)")
     store: Literal["sqlite", "redis", "memory"] = Field(
-        default="sqlite", description="where the shop keeps quotes, refunds and once-only records (embedded); "
+        default="sqlite", description="where the shop keeps quotes, refunds and once-only records (embedded, and "
+                                      "the shop over stdio); "
                                       "redis needs redis-server")
     keyring: Literal["file", "ephemeral"] = Field(
         default="file", description="sealing keys: a ring file per replica, re-read on change, or per-process "
