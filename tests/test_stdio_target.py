@@ -24,7 +24,7 @@ GONE_WITHIN = 5.0
 SCENARIO = """
 name = "stdio-refunds"
 seed = 11
-duration = "10s"
+duration = "8s"
 time_scale = 60
 
 [target]
@@ -112,7 +112,7 @@ def test_a_run_killed_with_sigkill_leaves_no_stdio_server_behind(tmp_path):
     them with it (the kernel does), the shop's API too. One is paused then: a stdio server would leave on its own
     once its stdin closes, but a stopped one reads nothing, and only the lifeline's SIGKILL ends it."""
     scenario = tmp_path / "stdio.toml"
-    scenario.write_text(SCENARIO.split("[[chaos]]")[0].replace('duration = "10s"', 'duration = "60s"')
+    scenario.write_text(SCENARIO.split("[[chaos]]")[0].replace('duration = "8s"', 'duration = "60s"')
                         + '[[chaos]]\naction = "pause"\nat = "1s"\nduration = "50s"\nreplica = 1\n')
     output = tmp_path / "output.txt"
     with open(output, "wb") as sink:
@@ -214,42 +214,6 @@ def echo(text: str) -> str:
 app.run("stdio")
 """
 
-ONE_PROCESS_TWO_TARGETS = """
-from gevent import monkey
-
-monkey.patch_all()  # as a load process is
-import sys
-from pathlib import Path
-
-from harness.mrtr.client import drive
-from harness.mrtr.routing import Router
-from harness.mrtr.stdio import StdioClient, StdioServers
-
-folder = Path(sys.argv[1])
-for trial in range(2):  # a hunt's trials, one after another in one process
-    servers = StdioServers(lambda label: [sys.executable, str(folder / "echo.py")], folder / f"logs{trial}",
-                           labels=["r1"], per_client=False)
-    servers.start()
-    client = StdioClient(servers, Router([servers.replicas[0].url]))
-    result = drive(client.call_steps("echo", {"text": "hi"}, lambda record: None), lambda seconds: None)
-    servers.stop()
-    print(trial, result.outcome.value, result.result["structuredContent"], flush=True)
-"""
-
-
-def test_stdio_targets_one_after_another_in_one_process_share_its_event_loop(tmp_path):
-    """A hunt runs its trials' targets in one process; asyncio runs one loop per thread, so the second target's
-    servers must use the loop the first one started, not a loop of their own (any MCP server will do here)."""
-    (tmp_path / "echo.py").write_text(ECHO_SERVER)
-    script = tmp_path / "two.py"
-    script.write_text(ONE_PROCESS_TWO_TARGETS)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines() == ["0 complete {'result': 'hi'}", "1 complete {'result': 'hi'}"], done.stdout
-
-
-
 SLOW_SERVER = """
 import sys
 import time
@@ -312,3 +276,59 @@ def test_a_round_on_the_pipe_of_a_killed_server_is_judged_answer_lost(tmp_path):
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == ["answer_lost None"], done.stdout + done.stderr
+
+
+PER_REPLICA_THEN_PER_CLIENT = """
+from gevent import monkey
+
+monkey.patch_all()  # as a load process is
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gevent
+
+from harness.mrtr.client import drive
+from harness.mrtr.routing import Router
+from harness.mrtr.stdio import StdioClient, StdioServers
+from harness.processes.children import alive
+
+folder = Path(sys.argv[1])
+echo = lambda label: [sys.executable, str(folder / "echo.py")]
+replicas = StdioServers(echo, folder / "replicas", labels=["r1"], per_client=False)
+replicas.start()
+result = drive(StdioClient(replicas, Router([replicas.replicas[0].url])).call_steps(
+    "echo", {"text": "hi"}, lambda record: None), gevent.sleep)
+replicas.stop()
+print(result.outcome.value, result.result["structuredContent"], flush=True)
+
+servers = StdioServers(echo, folder / "clients", labels=["client"], per_client=True)  # a second target, one process
+servers.start()  # per client: nothing yet
+client = StdioClient(servers, Router(["stdio://client"]))
+for lead in (1, 2, 1):  # lead 1's second call reuses its process
+    drive(client.call_steps("echo", {"text": "hi"}, lambda record: None, lead=lead), gevent.sleep)
+pids = {lead: server.pid for lead, server in servers.clients.items()}
+print(sorted(pids), len(set(pids.values())), len(servers.cold_starts), flush=True)
+servers.flow_ended(SimpleNamespace(lead=1))  # lead 1's flow ended: its process is stopped beside the flows
+deadline = time.monotonic() + 10
+while alive(pids[1]) and time.monotonic() < deadline:
+    gevent.sleep(0.05)
+print(alive(pids[1]), alive(pids[2]), flush=True)
+servers.stop()
+print([alive(pid) for pid in pids.values()], flush=True)
+"""
+
+
+def test_per_replica_then_per_client_servers_in_one_process_on_its_one_event_loop(tmp_path):
+    """Two stdio targets one after the other in one process (a hunt's trials): asyncio runs one loop per thread, so
+    the second's servers use the loop the first started. Per client, a lead's process starts at its first call, is
+    reused by its next, and stops when its flow ends, the other lead's still running (any MCP server will do)."""
+    (tmp_path / "echo.py").write_text(ECHO_SERVER)
+    script = tmp_path / "servers.py"
+    script.write_text(PER_REPLICA_THEN_PER_CLIENT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["complete {'result': 'hi'}", "[1, 2] 2 2", "False True", "[False, False]"], \
+        done.stdout + done.stderr
