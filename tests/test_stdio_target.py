@@ -143,13 +143,16 @@ def test_a_run_killed_with_sigkill_leaves_no_stdio_server_behind(tmp_path):
     assert not survivors, survivors
 
 
-def test_a_server_that_gives_no_first_answer_is_the_targets_failure_exit_3(tmp_path):
-    head = SCENARIO.split("[[flows]]")[0].replace("replicas = 2", 'replicas = 1\nstdio_command = ["false"]')
+@pytest.mark.parametrize("processes", ["per-replica", "per-client"])
+def test_a_server_that_gives_no_first_answer_is_the_targets_failure_exit_3(tmp_path, processes):
+    head = SCENARIO.split("[[flows]]")[0].replace(
+        "replicas = 2", f'replicas = 1\nstdio_processes = "{processes}"\nstdio_command = ["false"]')
     scenario = tmp_path / "own.toml"
     scenario.write_text(head + '[[flows]]\nkind = "call"\ntool = "echo"\narguments = [{}]\n')
     finished = run_harness(scenario, tmp_path / "results")
     assert finished.code == 3, finished.output
-    assert "r1 (false) gave no first answer: exited with code 1" in finished.output, finished.output
+    label = "r1" if processes == "per-replica" else "client"
+    assert f"{label} (false) gave no first answer: exited with code 1" in finished.output, finished.output
 
 
 def _cmdline(pid: int) -> bytes:
@@ -304,7 +307,7 @@ replicas.stop()
 print(result.outcome.value, result.result["structuredContent"], flush=True)
 
 servers = StdioServers(echo, folder / "clients", labels=["client"], per_client=True)  # a second target, one process
-servers.start()  # per client: nothing yet
+servers.start()  # per client: one process, started and stopped (the command serves)
 client = StdioClient(servers, Router(["stdio://client"]))
 for lead in (1, 2, 1):  # lead 1's second call reuses its process
     drive(client.call_steps("echo", {"text": "hi"}, lambda record: None, lead=lead), gevent.sleep)
@@ -330,5 +333,5 @@ def test_per_replica_then_per_client_servers_in_one_process_on_its_one_event_loo
     done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=60,
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines() == ["complete {'result': 'hi'}", "[1, 2] 2 2", "False True", "[False, False]"], \
+    assert done.stdout.splitlines() == ["complete {'result': 'hi'}", "[1, 2] 2 3", "False True", "[False, False]"], \
         done.stdout + done.stderr

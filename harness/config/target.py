@@ -155,7 +155,7 @@ class TargetConfig(Strict):
         default="per-replica", description="stdio: per-replica starts `replicas` processes with the target, every "
         "flow's rounds shared among them (a host that keeps its servers running; chaos acts on them); per-client "
         "starts one for each flow at its first call and stops it at its end (a host that starts a server per "
-        "task: every flow pays a cold start; no chaos)")
+        "task: every flow pays a cold start; no chaos), and one at the start to prove the command serves")
 
     @field_validator("commands")
     @classmethod

@@ -353,6 +353,8 @@ class StdioServers:
         """Per-client processes whose flows ended, being stopped (each stop is asked again at the target's)."""
         self.cold_starts: list[ColdStart] = []
         self.on_cold_start = on_cold_start
+        self.failure: str | None = None
+        """Why the latest per-client process could not be started, for the round that needed it."""
 
     def server(self, label: str) -> StdioServer:
         """A new server, not started: its log is `log_folder/LABEL.log` (per-client processes share one)."""
@@ -368,10 +370,14 @@ class StdioServers:
         return server
 
     def start(self) -> None:
-        """Per replica: every replica's process, started in turn (each its own cold start). Per client: nothing."""
+        """Per replica: every replica's process, started in turn (each its own cold start). Per client: one process
+        started and stopped, so a command that cannot serve fails the target's start, not every flow (its cold
+        start counts as any other's)."""
         if not self.per_client:
             for label in self.labels:
                 self.replicas.append(self.started(self.server(label)))
+            return
+        self.started(self.server(self.labels[0])).stop()
 
     def restart(self, index: int, *, kill: bool) -> float:
         """Replica `index` stopped (SIGKILL, or its stdin closed) and started again; seconds to its first answer."""
@@ -393,7 +399,8 @@ class StdioServers:
                 server = self.clients[key] = self.server(self.labels[0])
                 try:
                     self.started(server)
-                except RuntimeError:
+                except (RuntimeError, OSError) as exc:  # the round says why, and the flow ends on it
+                    self.failure = str(exc)
                     return None
             return server
         by_url = {server.url: server for server in self.replicas}
@@ -481,7 +488,7 @@ class StdioClient:
                              sent_responses=responses is not None, sent_state=state is not None,
                              redispatched_from=url if server is not None and server.url != url else None)
         if server is None:
-            record.error_message = "no stdio server process is connected"
+            record.error_message = self.servers.failure or "no stdio server process is connected"
             return record
         answer = self.servers.loop.run(lambda: server.call(tool, arguments, responses, state))
         record.received_at = self._clock()

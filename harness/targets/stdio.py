@@ -4,7 +4,8 @@ By default the server is the shop (`mrtr-harness shop replica --transport stdio`
 127.0.0.1, whose ledger the invariants read) and its store, started as the embedded target starts them;
 `[target] stdio_command` starts any other stdio server instead (no ledger then). Processes come one per
 replica, started with the target (`stdio_processes = "per-replica"`), or one per simulated client, started at
-its flow's first call and stopped at its end (`"per-client"`, all counted under the label `client`); each
+its flow's first call and stopped at its end (`"per-client"`, all counted under the label `client`, and one
+started and stopped with the target, so a command that cannot serve fails the start, exit 3); each
 process's cold start (spawn to first answer) is journaled (`cold_start`). Their stderr is their log, read for
 rejections as any replica's.
 
@@ -60,7 +61,8 @@ class StdioTarget(NoAuthServer, LedgerAtApi):
         self.servers.on_cold_start = hook
 
     def start(self) -> None:
-        """The shop's API (the shop only), then every replica's process, each waited for to its first answer."""
+        """The shop's API (the shop only), then every replica's process, each waited for to its first answer (per
+        client: one, started and stopped, to prove the command serves)."""
         try:
             if self.shop:
                 self._start_api()
@@ -105,10 +107,6 @@ class StdioTarget(NoAuthServer, LedgerAtApi):
     def log_sources(self) -> list[LogSource]:
         """Each label's stderr, as a file (per-client processes append to one)."""
         return [LogSource("file", str(self.workdir / "logs" / f"{label}.log"), label) for label in self.labels]
-
-    def processes(self) -> list[StdioServer]:
-        """Every server process now started (replicas, and per-client ones while their flows run)."""
-        return self.servers.all()
 
     def cpu_seconds(self) -> dict[str, tuple[int, float]]:
         """Each replica's process and the API's, from /proc (per-client processes come and go: not counted)."""
