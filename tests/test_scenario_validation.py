@@ -104,7 +104,8 @@ BROKEN = {
     "unknown-flow-kind": (('kind = "refund"', 'kind = "refnud"'), 16,
                           "flows[1]: kind = 'refnud' is not one of: refund, return, payout"),
     "unknown-target-kind": (('kind = "embedded"', 'kind = "kubernetes"'), 6,
-                            "target.kind: must be one of 'embedded', 'external' or 'docker', not 'kubernetes'"),
+                            "target.kind: must be one of 'embedded', 'external', 'docker' or 'stdio', not "
+                            "'kubernetes'"),
     "unknown-model": (('model = "open"', 'model = "burst"'), 11, "load.model: must be one of 'open' or 'closed'"),
     "unknown-routing": (('ramp = "5s"', 'ramp = "5s"\nrouting = "sticky"'), 14,
                         "load.routing: must be 'round-robin', 'random', 'other-replica' or 'same-replica'"),

@@ -140,6 +140,9 @@ def beyond_the_shop(scenario: Scenario) -> list[str]:
                      if target.image is not None else
                      f"Docker: the running compose project {_quoted(target.compose_project)}"
                      + (f" (service {_quoted(target.compose_service)})" if target.compose_service else ""))
+    elif target.kind == "stdio" and target.stdio_command:
+        times = "once per flow" if target.stdio_processes == "per-client" else f"{target.replicas} processes"
+        found.append(f"run the stdio server command {_quoted(target.stdio_command)} ({times})")
     found += [f"run [target.commands] {name} = {_quoted(argv)}" for name, argv in target.commands.items()]
     for number, step in enumerate(scenario.chaos, 1):
         if isinstance(step, CommandAction):

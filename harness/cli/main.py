@@ -322,6 +322,9 @@ def _run(args: argparse.Namespace) -> int:
     if save_every <= 0:
         raise UsageError("--save-figures-every must be more than 0, e.g. 60s")
     spread = load_processes.options(args)
+    if scenario.target.kind == "stdio" and (spread["workers"] or spread["remote_workers"]):
+        raise UsageError("a stdio target's servers are children of the process that drives them: its load runs in "
+                         "this process (no --workers or --master)")
     if args.prometheus_targets is not None and args.metrics_port is None:
         raise UsageError("--prometheus-targets needs --metrics-port")
     problem = compare_cli.check_baseline_options(args, scenario)

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from harness.config.chaos import AUTH_ACTIONS, CHAOS_ACTIONS, NetworkAction
 from harness.config.durations import PositiveDuration
 from harness.config.strict import FieldProblem, Strict
+from harness.config.target import STDIO_CHAOS
 from harness.config.thresholds import parse_thresholds
 from harness.config.worded_errors import did_you_mean
 
@@ -174,6 +175,8 @@ def action_problem(name: str, scenario: HuntedScenario) -> str | None:
         if target.kind == "embedded" and (target.auth.kind != "client-credentials" or target.auth.token_url):
             return "it acts on the shop's own authorization server, which runs only with [target.auth] kind = " \
                    "\"client-credentials\" and no token_url"
+    if target.kind == "stdio" and (target.stdio_processes == "per-client" or name not in STDIO_CHAOS):
+        return "a stdio target's chaos is its processes' (restart, kill, rolling-restart, pause), per replica only"
     if name == "rotate-keys" and target.kind == "embedded" and target.keyring == "ephemeral":
         return "the shop's replicas keep ephemeral keys (keyring = \"ephemeral\"): there is no ring to rotate"
     if CHAOS_ACTIONS[name] is NetworkAction and any(not url.startswith("http://") for url in target.urls):

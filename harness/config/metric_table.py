@@ -93,6 +93,7 @@ _DECLARED = (
     Metric("crossed_replica_share", _RATIO, ("flow",)),
     Metric("flow_duration", _DISTRIBUTION, ("flow",), seconds=True, exported=("mrtr_flow_duration_seconds",)),
     Metric("think_time", _DISTRIBUTION, seconds=True, exported=("mrtr_think_time_seconds",)),
+    Metric("cold_start", _DISTRIBUTION, ("replica",), seconds=True),
     # The fuzzer's envelope mutants and output contracts (docs/fuzz.md).
     Metric("envelope_mutants", _COUNT, ("mutation", "answer")),
     Metric("output_schema_mismatches", _COUNT, ("tool",)),

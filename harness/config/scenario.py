@@ -27,7 +27,7 @@ from harness.config.leads import LeadProfile
 from harness.config.lines import explain
 from harness.config.load import Load
 from harness.config.strict import FieldProblem, ScenarioError, Strict
-from harness.config.target import TargetConfig
+from harness.config.target import STDIO_CHAOS, STDIO_CLIENT_LABEL, STDIO_FLOWS, TargetConfig
 from harness.config.thresholds import Judged, ThresholdError, parse_threshold, parse_thresholds
 from harness.config.worded_errors import did_you_mean
 from harness.errors import UsageError
@@ -106,9 +106,12 @@ class Scenario(Strict):
         known: dict[str, list[str]] = {"flow": sorted({flow.label() for flow in self.flows}),
                                        "action": sorted({step.action for step in self.chaos}),
                                        "host": sorted(host.name for host in self.host_list)}
-        if self.target.kind == "embedded" or (self.target.kind == "external" and len(self.target.urls) > 1) or (
-                self.target.kind == "docker" and self.target.compose_project is None):  # a compose's are its own
+        kind = self.target.kind
+        if kind in ("embedded", "stdio") or (kind == "external" and len(self.target.urls) > 1) or (
+                kind == "docker" and self.target.compose_project is None):  # a compose's are its own
             known["replica"] = [f"r{n}" for n in range(1, self.target.replica_count + 1)]
+        if self.target.kind == "stdio" and self.target.stdio_processes == "per-client":
+            known["replica"] = [STDIO_CLIENT_LABEL]
         for table in ("expect", "reproduces", "hypothesis"):
             for threshold in parse_thresholds(getattr(self, table) or {}):
                 for label, value in threshold.selector:
@@ -169,6 +172,32 @@ class Scenario(Strict):
                 raise FieldProblem(f"{step.action} names replica {beyond[0] + 1} in `replicas`, but there are "
                                    f"{self.target.replica_count}", "chaos", index, "replicas")
             self._by_command_fits(index, step)
+        return self
+
+    @model_validator(mode="after")
+    def _stdio_fits(self) -> Scenario:
+        """What a stdio target cannot do is refused here, in one line saying why: chaos beyond its processes,
+        flows that send hand-built rounds on HTTP's wire, and hosts (the SDK's client is the one host)."""
+        target = self.target
+        if target.kind != "stdio":
+            return self
+        for index, step in enumerate(self.chaos):
+            if target.stdio_processes == "per-client":
+                raise FieldProblem(f"{step.action} on stdio_processes = \"per-client\": each process lives one "
+                                   f"flow, so no replica stays to act on (use \"per-replica\")", "chaos", index,
+                                   "action")
+            if step.action not in STDIO_CHAOS:
+                raise FieldProblem(f"{step.action} cannot act on a stdio target: it can {', '.join(STDIO_CHAOS)} its "
+                                   f"processes, by their PID (there is no HTTP, key ring or authorization server "
+                                   f"of the harness's to break)", "chaos", index, "action")
+        for index, flow in enumerate(self.flows):
+            if flow.kind not in STDIO_FLOWS:
+                raise FieldProblem(f"a {flow.kind} flow sends hand-built rounds on HTTP's wire; over stdio the SDK's "
+                                   f"client sends every round (flows: {', '.join(STDIO_FLOWS)})", "flows", index,
+                                   "kind")
+        if self.hosts:
+            raise FieldProblem("[[hosts]] do not apply to a stdio target: the MCP SDK's client is its one host "
+                               "(2026-07-28, form and URL elicitation)", "hosts")
         return self
 
     @model_validator(mode="after")

@@ -39,15 +39,29 @@ class ReplicaOverride(Strict):
                                                  "there")
 
 
-class TargetConfig(Strict):
-    """The deployment under test: embedded (the harness starts the shop), external, or docker."""
+STDIO_CHAOS = ("restart", "kill", "rolling-restart", "pause")
+"""The chaos a stdio target can do: its processes are the harness's children, stopped, killed (SIGKILL) and paused
+(SIGSTOP, SIGCONT) by their PID. Everything else acts on HTTP, a key ring or an authorization server it has not."""
 
-    kind: Literal["embedded", "external", "docker"] = Field(
+STDIO_FLOWS = ("refund", "return", "payout", "call")
+"""The flow kinds a stdio target runs: each of their rounds is a `tools/call` the SDK's client sends."""
+
+STDIO_CLIENT_LABEL = "client"
+"""The replica label every per-client stdio process is counted under (they come and go with their flows)."""
+
+
+class TargetConfig(Strict):
+    """The deployment under test: embedded (the harness starts the shop), external, docker, or stdio."""
+
+    kind: Literal["embedded", "external", "docker", "stdio"] = Field(
         default="embedded", description="embedded: the harness starts the shop; external: replicas at `urls`; "
-                                        "docker: containers through the Docker engine")
-    replicas: int = Field(default=3, ge=1, le=32, description="how many MCP replicas (embedded, docker)")
+                                        "docker: containers through the Docker engine; stdio: the harness starts "
+                                        "each server as its child and speaks MCP over its stdin and stdout")
+    replicas: int = Field(default=3, ge=1, le=32, description="how many MCP replicas (embedded, docker; stdio: its "
+                                                                 "processes, per replica)")
     store: Literal["sqlite", "redis", "memory"] = Field(
-        default="sqlite", description="where the shop keeps quotes, refunds and once-only records (embedded); "
+        default="sqlite", description="where the shop keeps quotes, refunds and once-only records (embedded, and "
+                                      "the shop over stdio); "
                                       "redis needs redis-server")
     keyring: Literal["file", "ephemeral"] = Field(
         default="file", description="sealing keys: a ring file per replica, re-read on change, or per-process "
@@ -114,7 +128,8 @@ class TargetConfig(Strict):
                     "script and read it there as \"$1\", never in the script's text. Their environment: the "
                     "allow-list, `command_env` and `MRTR_RUN_ID`")
     command_env: list[Annotated[str, Field(pattern=ENV_NAME)]] = Field(
-        default_factory=list, description="external, docker: the environment variables the commands are given "
+        default_factory=list, description="external, docker, stdio: the environment variables the commands (and a "
+                                          "stdio_command) are given "
                                           "beside the allow-list (PATH, HOME, LANG, ...: docs/your-deployment.md) "
                                           "and MRTR_RUN_ID, e.g. [\"AWS_PROFILE\"]; no other reaches them")
     release_guard: bool = Field(
@@ -131,6 +146,17 @@ class TargetConfig(Strict):
                                        "\"Not paid\" (0: it asks until the client's cap; default: the shop's, "
                                        f"{PAYMENT_ROUNDS})")
 
+    stdio_command: list[str] = Field(
+        default_factory=list, description="stdio: the server's command, an argv list (no shell), started once per "
+        "process with its log on stderr, its environment the allow-list and `command_env` (as a command's); empty: "
+        "the shop (`mrtr-harness shop replica --transport stdio`, with its "
+        "API, whose ledger the invariants read)")
+    stdio_processes: Literal["per-replica", "per-client"] = Field(
+        default="per-replica", description="stdio: per-replica starts `replicas` processes with the target, every "
+        "flow's rounds shared among them (a host that keeps its servers running; chaos acts on them); per-client "
+        "starts one for each flow at its first call and stops it at its end (a host that starts a server per "
+        "task: every flow pays a cold start; no chaos), and one at the start to prove the command serves")
+
     @field_validator("commands")
     @classmethod
     def _known_commands(cls, commands: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -144,8 +170,39 @@ class TargetConfig(Strict):
 
     @property
     def replica_count(self) -> int:
-        """How many replicas chaos can name: the URLs of an external target, else `replicas`."""
+        """How many replicas chaos can name: the URLs of an external target, one for per-client stdio processes
+        (they share the label `client`), else `replicas`."""
+        if self.kind == "stdio" and self.stdio_processes == "per-client":
+            return 1
         return len(self.urls) if self.kind == "external" else self.replicas
+
+    def _stdio_fits(self) -> None:
+        """What only a stdio target takes, and what a stdio target cannot take (HTTP's, commands', the shop's HTTP
+        knobs), each refused in one line saying why."""
+        if self.kind != "stdio":
+            for name, unset in (("stdio_command", []), ("stdio_processes", "per-replica")):
+                if getattr(self, name) != unset:
+                    raise FieldProblem(f"{name} applies to kind = \"stdio\"", name)
+            return
+        http_only = {"urls": "a stdio server has no URL: the harness starts it (stdio_command)",
+                     "health_urls": "the harness reads a stdio server's health from /proc itself",
+                     "api": "the shop's API is started with the shop; another server's ledger is not read",
+                     "logs": "a stdio server logs on its stderr, which the harness keeps and reads",
+                     "principal_header": "a stdio request has no headers: its one client is the process that "
+                                         "started it",
+                     "auth": "OAuth is HTTP's: a stdio server takes its credentials from its environment",
+                     "commands": "the harness does a stdio target's chaos itself, on the processes it started",
+                     "overrides": "replica overrides start the shop's HTTP replicas differently",
+                     "serve_2025": "the SDK's client speaks 2026-07-28 over stdio"}
+        for name, why in http_only.items():
+            if getattr(self, name):
+                raise FieldProblem(f"{name} does not apply to a stdio target: {why}", name)
+        if self.command_env and not self.stdio_command:
+            raise FieldProblem("command_env names what a stdio_command is given: the shop over stdio needs none",
+                               "command_env")
+        if self.stdio_command and self.payment_rounds is not None:
+            raise FieldProblem("payment_rounds starts the shop differently: with your own stdio_command, give your "
+                               "server its options there", "payment_rounds")
 
     @field_validator("urls", "health_urls")
     @classmethod
@@ -203,6 +260,7 @@ class TargetConfig(Strict):
             raise FieldProblem("an embedded shop runs its own authorization server, which issues client-credentials "
                                "tokens its replicas verify: use kind = \"client-credentials\" without token_url "
                                "(the token endpoint is discovered)", "auth", "kind")
+        self._stdio_fits()
         for override in self.overrides:
             if override.replica > self.replicas:
                 raise FieldProblem(f"overrides names replica {override.replica}, but there are {self.replicas}",

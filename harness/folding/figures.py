@@ -127,6 +127,8 @@ class RunFigures(JournalView):
     """Each replica's resident memory, CPU, descriptors and threads over the run (`health` records)."""
     races: RaceFigures = field(default_factory=RaceFigures)
     """The race probes: each `race` flow's race, its answers and its calls' watchdog (`harness.folding.races`)."""
+    cold_start: dict[str, Sketch] = field(default_factory=dict)
+    """Per replica label: its processes' cold starts, spawn to first answer, in seconds (`cold_start` records)."""
 
     def __getstate__(self) -> dict[str, Any]:
         """Sent over the fold's pipe (`harness.run.live_fold`) without the hypothesis windows: the live run's probes."""
@@ -152,6 +154,10 @@ class RunFigures(JournalView):
             self._run_event(record)
         elif kind == RecordType.HEALTH:
             self.health.add(record)
+        elif kind == RecordType.COLD_START:
+            seconds = record.get("seconds")
+            if isinstance(seconds, _NUMBER) and not isinstance(seconds, bool) and 0 <= seconds < float("inf"):
+                self.cold_start.setdefault(str(record.get("replica")), Sketch()).add(float(seconds))
 
     def add_start(self, record: Mapping[str, Any]) -> None:
         """`add` for a flow's `start` record (`harness.folding.read` routes each kind straight to its own)."""
@@ -317,6 +323,14 @@ class RunFigures(JournalView):
         """Per tool with a mismatch: how many of its results broke its declared outputSchema, and the first way."""
         return {tool: {"mismatches": count, "example": self.output_mismatch_examples.get(tool, "")}
                 for tool, count in sorted(self.output_mismatches.items())}
+
+    def cold_starts(self) -> dict[str, dict[str, float | int | None]]:
+        """Per replica label with a `cold_start` record: how many processes, and their spawn-to-first-answer seconds
+        (p50, p95, p99, max), as every report shows them."""
+        return {replica: {"count": sketch.count,
+                          **{f"p{pct}": _rounded(sketch.percentile(pct)) for pct in (50, 95, 99)},
+                          "max": _rounded(sketch.maximum)}
+                for replica, sketch in sorted(self.cold_start.items())}
 
     def slopes(self, metric: str, selector: dict[str, str]) -> list[Slope]:
         """A slope metric's fit for each replica `selector` picks that has one (none fitted: an empty list)."""
@@ -628,6 +642,17 @@ def _flow_duration(figures: RunFigures, selector: dict[str, str]) -> Sketch:
 @computes("think_time")
 def _think_time(figures: RunFigures, selector: dict[str, str]) -> Sketch:
     return merged_sketch([figures.think_time] if _matches({}, selector) else [])
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return round(seconds, 4) if seconds is not None else None
+
+
+@computes("cold_start")
+def _cold_start(figures: RunFigures, selector: dict[str, str]) -> Sketch:
+    """The cold starts of the picked replicas' processes (spawn to first answer), in seconds."""
+    return merged_sketch([sketch for replica, sketch in figures.cold_start.items()
+                          if _matches({"replica": replica}, selector)])
 
 
 @computes("replica_rss_growth")

@@ -37,6 +37,7 @@ class RecordType(StrEnum):
     INVARIANT = "invariant"
     RECONCILIATION = "reconciliation"
     HEALTH = "health"
+    COLD_START = "cold_start"
 
 
 WORKER_RECORDS = frozenset({RecordType.START, RecordType.ROUND, RecordType.FLOW, RecordType.COMMAND})
@@ -525,16 +526,28 @@ class HealthSampled(TypedDict):
     threads: NotRequired[int]
 
 
+class ColdStarted(TypedDict):
+    """One server process's cold start: from its spawn to its first answer (a stdio target's `tools/list`), in
+    seconds. One per process the target started: each replica at the start, each restart, each per-client one."""
+
+    type: Literal[RecordType.COLD_START]
+    t: float
+    """When it answered first."""
+    replica: str
+    pid: int
+    seconds: float
+
+
 Record = (RunStarted | LoadStarted | LoadExtended | LoadStopped | CpuUsed | HarnessErrorRecord | LogsLost | LogsRead
           | RunEnded | FlowStarted
           | RoundDone | FlowEnded | ChaosStarted | ChaosEnded | CommandRan | RejectionLogged | UnaskedLogged
-          | HypothesisProbed | InvariantChecked | Reconciled | HealthSampled)
+          | HypothesisProbed | InvariantChecked | Reconciled | HealthSampled | ColdStarted)
 """Anything a writer may journal."""
 
 RECORDS: tuple[type, ...] = (RunStarted, LoadStarted, LoadExtended, LoadStopped, CpuUsed, HarnessErrorRecord, LogsLost,
                              LogsRead, RunEnded,
                              FlowStarted, RoundDone, FlowEnded, ChaosStarted, ChaosEnded, CommandRan, RejectionLogged,
-                             UnaskedLogged, HypothesisProbed, InvariantChecked, Reconciled, HealthSampled)
+                             UnaskedLogged, HypothesisProbed, InvariantChecked, Reconciled, HealthSampled, ColdStarted)
 """Every record type, in the order the schema documents them."""
 
 

@@ -21,6 +21,7 @@ from harness.config.scenario import Scenario
 from harness.journal.writer import Journal
 from harness.leads.lead import capabilities
 from harness.load.flow import FlowEnv, HostClient, RequestHook, url_labels
+from harness.load.output_contracts import OutputContracts
 from harness.load.seeding import stream
 from harness.metrics.registry import RunMetrics
 from harness.mrtr.client import MrtrClient
@@ -35,14 +36,16 @@ if TYPE_CHECKING:
     from harness.config.auth import TargetAuth
     from harness.load.shop_orders import ShopOrders
     from harness.mrtr.legacy import LegacyLoop
+    from harness.mrtr.stdio import StdioServers
 
 
 def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str], journal: Journal,
                    run_metrics: RunMetrics, *, worker: int = 0, fire_request: RequestHook | None = None,
-                   auth_url: str | None = None) -> FlowEnv:
+                   auth_url: str | None = None, stdio: StdioServers | None = None) -> FlowEnv:
     """Everything the flows of one load process share (worker 0 is the local runner). `auth_url`: the target's own
     URL, whose protected-resource metadata names it (the load's `urls` may be fault proxies in front of it).
-    With spans exported, its flows draw trace ids and journal them; the run's live fold exports the spans."""
+    With spans exported, its flows draw trace ids and journal them; the run's live fold exports the spans.
+    `stdio`: a stdio target's processes, whose rounds the SDK's client sends over their pipes (`harness.mrtr.stdio`)."""
     router = Router(list(urls), scenario.load.routing, rng=stream(scenario.seed, "worker", worker, "router"))
     transport = Transport(read_timeout=scenario.load.timeout, reuse_connections=len(urls) > 1)
     target = scenario.target
@@ -63,6 +66,13 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
                                                  timeout=scenario.load.timeout, transport=transport, headers=principal,
                                                  retry_lost_answers=scenario.load.retry_lost_answers,
                                                  credentials=tokens))
+    contracts: OutputContracts | None = None
+    if stdio is not None:
+        from harness.mrtr.stdio import StdioClient  # the SDK's client, only for a stdio target
+
+        over_pipes = StdioClient(stdio, router)
+        hosts = {host.name: (host, over_pipes) for host in scenario.host_list}
+        contracts = OutputContracts(over_pipes.read_tools)
     modern = [client for host, client in hosts.values() if isinstance(client, MrtrClient)]
     client = modern[0] if modern else MrtrClient(router, capabilities=capabilities(scenario.leads),
                                                  timeout=scenario.load.timeout, transport=transport,
@@ -70,7 +80,8 @@ def build_flow_env(scenario: Scenario, urls: Sequence[str], labels: Sequence[str
     return FlowEnv(scenario, client, journal, run_metrics, _shop_orders(scenario),
                    url_labels(list(urls), list(labels)), fire_request=fire_request, sleep=Timers(SLACK).sleep,
                    hosts=hosts, tokens=tokens,
-                   sampling=Sampling(scenario.seed) if switch.tracing_on() else None)
+                   sampling=Sampling(scenario.seed) if switch.tracing_on() else None,
+                   contracts=contracts, on_flow_end=stdio.flow_ended if stdio is not None else None)
 
 
 def _lead_tokens(auth: TargetAuth, url: str, run_metrics: RunMetrics) -> LeadTokens:

@@ -86,6 +86,8 @@ class FlowEnv:
 
     contracts: OutputContracts | None = None
     """Each tool's declared outputSchema and the check of its results; by default read from the client's target."""
+    on_flow_end: Callable[[Flow], None] | None = None
+    """Sees every flow as its one `flow` record is written (a stdio target's per-client process then stops)."""
 
     def __post_init__(self) -> None:
         if self.contracts is None:
@@ -460,3 +462,5 @@ def finish(env: FlowEnv, flow: Flow, outcome: FlowOutcome, *, by_run: bool = Fal
     env.journal.write(record)
     env.run_metrics.flow_finished(flow.kind, outcome.value, duration)
     env.run_metrics.host_flow_finished(flow.host.name, outcome.value)
+    if env.on_flow_end is not None:
+        env.on_flow_end(flow)

@@ -49,7 +49,7 @@ from harness.mrtr.outcome import Outcome, outcome_for_error_code
 from harness.mrtr.routing import Router
 from harness.mrtr.wire import AUTH_STATUSES, auth_reply
 
-__all__ = ["LegacyClient", "LegacyLoop"]
+__all__ = ["LegacyClient", "LegacyLoop", "process_loop"]
 
 T = TypeVar("T")
 
@@ -58,6 +58,18 @@ _ANSWERED = frozenset({Outcome.COMPLETE, Outcome.TOOL_ERROR})
 
 QUESTION_KEY = "elicitation"
 """The key a 2025 question is handed to the lead under (a 2025 request has no input-request key of its own)."""
+
+
+_PROCESS_LOOP: LegacyLoop | None = None
+
+
+def process_loop() -> LegacyLoop:
+    """The process's one `LegacyLoop`, for users that come and go in one process (a hunt's trials, a benchmark's
+    windows): asyncio runs one loop per OS thread, and every greenlet of a process shares its thread."""
+    global _PROCESS_LOOP
+    if _PROCESS_LOOP is None:
+        _PROCESS_LOOP = LegacyLoop()
+    return _PROCESS_LOOP
 
 
 class LegacyLoop:

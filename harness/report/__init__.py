@@ -123,6 +123,7 @@ def write_results(folder: Path, scenario: Scenario, journal_paths: Sequence[Path
                       expected_answers=read.errors.top_expected(),
                       fuzz=read.fuzz.table(scenario), output_contracts=read.figures.output_contracts(),
                       unreadable=read.unreadable, hosts=read.figures.hosts(),
+                      cold_start=read.figures.cold_starts(),
                       judged=judged)
     forged = read.foreign_line()
     if forged is not None or (distrust_damage and read.unreadable):

@@ -84,7 +84,7 @@ def render_html(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, ti
     body = [_header(scenario, figures, verdict), _problems(verdict),
             "<h2>Over the run</h2>", *_time_plots(scenario, figures, timeline, actions),
             "<h2>Rounds per call</h2>", *_rounds_plots(figures),
-            *_health_section(figures, actions),
+            *_health_section(figures, actions), *_cold_start_section(verdict),
             "<h2>Thresholds</h2>", _thresholds_table(verdict),
             "<h2>Invariants</h2>", _invariants_table(verdict),
             "<h2>Reconciliation</h2>", _reconciliation_table(verdict),
@@ -349,6 +349,16 @@ def _fuzz_section(verdict: RunVerdict) -> list[str]:
                   table(["", "mutation", *ENVELOPE_COLUMNS, "required", "answered instead", "the SDK's deviation"],
                         envelope, "no envelope mutant sent")]
     return shown if fuzz.rows or fuzz.skipped else shown[2:]
+
+
+def _cold_start_section(verdict: RunVerdict) -> list[str]:
+    """Each replica label's server processes, spawn to first answer (a stdio target's; none: no section)."""
+    if not verdict.cold_start:
+        return []
+    rows = [[cell(replica), cell(row["count"], True), *(cell(_seconds(row[key]), True) for key in ("p50", "p95",
+                                                                                                   "max"))]
+            for replica, row in verdict.cold_start.items()]
+    return ["<h2>Cold start (spawn to first answer)</h2>", table(["replica", "processes", "p50", "p95", "max"], rows)]
 
 
 def _output_contracts_section(verdict: RunVerdict) -> list[str]:

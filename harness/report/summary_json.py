@@ -59,6 +59,7 @@ def summary(scenario: Scenario, figures: RunFigures, verdict: RunVerdict, extra:
         "races": figures.races.table(figures.chaos),
         "journal": journal,
         "replica_health": _replica_health(figures),
+        "cold_start_seconds": figures.cold_starts(),
         "extra": extra,
     }
 

@@ -360,6 +360,11 @@ class Summary(_Part):
         "per replica label: its resident memory, descriptors and threads over the run and the memory slope "
         "`replica_rss_growth` judges; empty when the target gave no health (an external target without "
         "`health_urls`), absent in summaries from before it"))
+    cold_start_seconds: dict[str, Spread] = Field(default_factory=dict, description=(
+        "per replica label: its server processes' cold starts, from spawn to first answer, in seconds (`count` "
+        "processes, `max` the slowest; the `cold_start` metric); a stdio target's (per-client processes under "
+        "`client`), empty for a target whose processes the harness does not start over stdio, absent in "
+        "summaries from before it"))
     extra: dict[str, Any] = Field(description="`cpu` (harness and replica CPU per round), and what a caller adds")
     compare: Comparison | None = Field(default=None, description="present after `run --baseline DIR` only")
 

@@ -46,6 +46,7 @@ def render_thresholds(verdict: RunVerdict, *, color: bool = False) -> str:
              *_hypothesis(verdict, paint), *_chaos(verdict, paint), *_fuzz(verdict, paint),
              *_output_contracts(verdict, paint),
              *_top_errors(verdict, paint), *_expected_answers(verdict, paint), *_hosts(verdict, paint),
+             *_cold_start(verdict, paint),
              *_status(verdict, paint)]
     return "\n".join(lines) + "\n"
 
@@ -269,6 +270,19 @@ def _hosts(verdict: RunVerdict, paint: _Paint) -> list[str]:
         return "    " + "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]])
 
     return [*_heading("HOSTS", paint), line(header), *(line(row) for row in rows)]
+
+
+def _cold_start(verdict: RunVerdict, paint: _Paint) -> list[str]:
+    """Each replica label's cold starts (spawn to first answer), when the target's processes had any (stdio)."""
+    if not verdict.cold_start:
+        return []
+    return [*_heading("COLD START (spawn to first answer)", paint),
+            *(f"    {_said(replica, 60)}: {row['count']} process(es), p50 {_seconds(row['p50'])}, "
+              f"p95 {_seconds(row['p95'])}, max {_seconds(row['max'])}" for replica, row in verdict.cold_start.items())]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
 
 
 def _at(seconds: float | None) -> str:

@@ -81,6 +81,9 @@ class RunVerdict:
     verdict is not trusted (exit 4, --lenient or not)."""
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Flows by outcome and failed rounds by code, per host (`RunFigures.hosts`): shown beside the decision."""
+    cold_start: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per replica label: its processes' cold starts (`RunFigures.cold_starts`), a stdio target's: beside the
+    decision, which reads them through the `cold_start` threshold."""
     judged: Judged = Judged.EXPECT
     """Which table the thresholds are: [expect] (the healthy outcome) or, `run --reproduce`, [reproduces]."""
     log_sources: list[dict[str, Any]] = field(default_factory=list)

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from locust.env import Environment
@@ -32,6 +33,9 @@ from harness.load.plan import LoadPlan
 from harness.metrics.registry import RunMetrics
 from harness.run.options import RunOptions
 
+if TYPE_CHECKING:
+    from harness.mrtr.stdio import StdioServers
+
 logger = logging.getLogger(__name__)
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -40,8 +44,9 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 def load_driver(env: Environment, scenario: Scenario, options: RunOptions, *, urls: Sequence[str],
                 target_urls: Sequence[str], labels: Sequence[str], journal: Journal, run_metrics: RunMetrics,
                 folder: Path, grown: Callable[[str, int], None],
-                say: Callable[[str], None]) -> LocalLoad | DistributedLoad:
-    """The load for `scenario`, sending rounds to `urls` (one per replica, proxies or the target's own)."""
+                say: Callable[[str], None], stdio: StdioServers | None = None) -> LocalLoad | DistributedLoad:
+    """The load for `scenario`, sending rounds to `urls` (one per replica, proxies or the target's own); with
+    `stdio`, a stdio target's processes, whose pipes the rounds go over (in this process only)."""
     auth_url = next(iter(target_urls), None)  # discovery asks the target itself, never a fault proxy before it
     if options.workers or options.remote_workers:
         warn_unreachable_replicas(options, target_urls)
@@ -50,7 +55,7 @@ def load_driver(env: Environment, scenario: Scenario, options: RunOptions, *, ur
                                bind_host=options.master_bind_host, bind_port=options.master_bind_port,
                                wait=options.workers_wait, say=say, auth_url=auth_url)
     flow_env = build_flow_env(scenario, list(urls), list(labels), journal, run_metrics,
-                              fire_request=env.events.request.fire, auth_url=auth_url)
+                              fire_request=env.events.request.fire, auth_url=auth_url, stdio=stdio)
     return LocalLoad(env, LoadPlan(scenario, flow_env), time.time())
 
 

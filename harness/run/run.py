@@ -31,6 +31,7 @@ Import it only after Locust's gevent patching (the CLI imports `locust` first).
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from contextlib import ExitStack
 from dataclasses import asdict
@@ -51,6 +52,7 @@ from harness.config.scenario import Scenario
 from harness.errors import ExitCode, TargetDown
 from harness.folding.invariants import INVARIANTS
 from harness.journal.records import (
+    ColdStarted,
     EndStatus,
     LoadStarted,
     LoadStopped,
@@ -89,6 +91,8 @@ from harness.targets.ledger_check import NewDoubles
 from harness.telemetry import switch
 
 if TYPE_CHECKING:
+    from harness.mrtr.stdio import ColdStart
+    from harness.targets.stdio import StdioTarget
     from harness.telemetry.registry_metrics import RegistryExport
     from harness.telemetry.run_span import RunSpans
 
@@ -214,6 +218,9 @@ class Run:
 
     def _bring_up(self, run_side: ExitStack, target_side: ExitStack) -> Target:
         target = self.target = build_target(self.scenario, self.folder / "target")
+        stdio = _stdio_of(target)
+        if stdio is not None:
+            stdio.on_cold_start(self._journal_cold_start)
         self.say(f"starting the {self.scenario.target.kind} target ...")
         target_side.callback(self.failures.step, target.stop)  # a target half started is stopped too
         target.start()
@@ -234,6 +241,11 @@ class Run:
             self._start_proxies(target, target_side)
         return target
 
+    def _journal_cold_start(self, cold: ColdStart) -> None:
+        """A server process's cold start, journaled as it happens (a stdio target's; its figure: `cold_start`)."""
+        self.journal.write(ColdStarted(type=RecordType.COLD_START, t=cold.at, replica=cold.label, pid=cold.pid,
+                                       seconds=round(cold.seconds, 6)))
+
     def _serve_metrics(self, port: int, target: Target, run_side: ExitStack) -> None:
         """`/metrics`, serving the final counts for `--metrics-linger` after the results."""
         exporter = MetricsExporter(self.run_metrics.registry, port=port,
@@ -241,7 +253,8 @@ class Run:
                                    run_id=self.folder.name)
         run_side.callback(exporter.close)
         run_side.callback(exporter.linger, self.options.metrics_linger, gevent.sleep, self.say)
-        exporter.start(target.urls, target.labels)
+        stdio = _stdio_of(target) is not None  # a stdio server has no /metrics for Prometheus to scrape
+        exporter.start([] if stdio else target.urls, [] if stdio else target.labels)
 
     def _start_proxies(self, target: Target, target_side: ExitStack) -> None:
         """A fault proxy in front of each replica, in this process's own loop: the load talks to them."""
@@ -258,7 +271,8 @@ class Run:
         load = self.load = load_driver(env, self.scenario, self.options, target_urls=target.urls,
                                        urls=self.proxies.urls if self.proxies is not None else target.urls,
                                        labels=target.labels, journal=self.journal, run_metrics=self.run_metrics,
-                                       folder=self.folder, grown=self.fold.grown, say=self.say)
+                                       folder=self.folder, grown=self.fold.grown, say=self.say,
+                                       stdio=stdio.servers if (stdio := _stdio_of(target)) is not None else None)
         _collect_from_now_on()
         self.cpu_start = self._cpu_snapshot(target)
         load.start()
@@ -468,3 +482,13 @@ class Run:
     def say(self, message: str) -> None:
         self.progress.say(message)
 
+
+
+def _stdio_of(target: Target) -> StdioTarget | None:
+    """The target as a stdio target, when it is one: its module (and the SDK's client) is imported only when the
+    factory built one, so another run does not load it."""
+    if "harness.targets.stdio" not in sys.modules:
+        return None
+    from harness.targets.stdio import StdioTarget
+
+    return target if isinstance(target, StdioTarget) else None

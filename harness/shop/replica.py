@@ -33,6 +33,10 @@ from harness.shop.tracing import TraceIdFilter, start_tracing
 logger = logging.getLogger("harness.shop.replica")
 
 
+Transport = Literal["http", "stdio"]
+"""How a replica is reached: Streamable HTTP on `--port` (the default), or its standard input and output (`--transport
+stdio`: one client, the process that started it; the harness's stdio target, `harness.targets.stdio`)."""
+
 LogFormat = Literal["python", "typescript"]
 """How a replica writes its rejection lines: as the Python SDK logs them (the SDK's own line, the default), or as
 the TypeScript SDK's server reports them (`--log-format typescript`), so a run reads a second implementation's
@@ -47,7 +51,8 @@ class ReplicaSettings(BaseModel):
     """Everything that makes one replica differ from another, validated once at start."""
 
     host: str = "127.0.0.1"
-    port: int = Field(ge=1, le=65535)
+    port: int | None = Field(default=None, ge=1, le=65535)
+    transport: Transport = "http"
     api: str = Field(description="base URL of the shop's API")
     store: str = KNOBS["store"].default
     answers_store: str | None = None
@@ -77,6 +82,12 @@ class ReplicaSettings(BaseModel):
                              "(with auth on, states are bound to the token's client, issuer and subject)")
         if self.auth_issuer is None and (self.resource_url or self.auth_server):
             raise ValueError("--resource-url and --auth-server need --auth-issuer")
+        if self.transport == "http" and self.port is None:
+            raise ValueError("--port is needed to serve over HTTP (or give --transport stdio)")
+        if self.transport == "stdio" and (self.auth_issuer or self.principal_header or self.sse or self.serve_2025
+                                          or self.leak):
+            raise ValueError("--transport stdio takes no --auth-issuer, --principal-header, --sse, --serve-2025 or "
+                             "--leak: they are HTTP's (a stdio server's one client is the process that started it)")
         return self
 
     @property
@@ -93,13 +104,14 @@ class ReplicaSettings(BaseModel):
 
     @property
     def label(self) -> str:
-        return self.replica_id or f"replica-{self.port}"
+        return self.replica_id or (f"replica-{self.port}" if self.port is not None else f"replica-{os.getpid()}")
 
 
 def parse_args(argv: Sequence[str] | None) -> ReplicaSettings:
     parser = argparse.ArgumentParser(prog="mrtr-harness shop replica",
                                      description="Run one shop MCP replica (Streamable HTTP: stateless 2026-07-28; "
-                                                 "2025-era clients get a session).")
+                                                 "2025-era clients get a session; or --transport stdio: one client "
+                                                 "over standard input and output).")
     add_arguments(parser)
     return settings_from(parser, parser.parse_args(argv))
 
@@ -107,7 +119,10 @@ def parse_args(argv: Sequence[str] | None) -> ReplicaSettings:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The replica's options, shared by `shop replica` and `python -m harness.shop.server`."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, required=True, help="port to listen on")
+    parser.add_argument("--port", type=int, default=None, help="port to listen on (needed over HTTP)")
+    parser.add_argument("--transport", choices=("http", "stdio"), default="http",
+                        help="http (default): Streamable HTTP on --port, with /healthz and /metrics; stdio: one "
+                             "client over standard input and output (the process that started it), logs on stderr")
     parser.add_argument("--api", required=True, help="base URL of the shop's API, e.g. http://127.0.0.1:8100")
     _knob(parser, KNOBS["store"])
     parser.add_argument("--answers-store", default=None,
@@ -248,9 +263,36 @@ payment_rounds when set; for a resource server, token_verifier and auth)."""
 def build_app(settings: ReplicaSettings, build: ServerBuilder, *, on_stop: Callable[[], None] | None = None) -> Any:
     """The replica's ASGI app: the MCP server `build` makes, at /mcp, with /metrics and /healthz."""
     from mcp.server.transport_security import TransportSecuritySettings
-    from prometheus_client import CollectorRegistry
     from starlette.requests import Request
     from starlette.responses import JSONResponse
+
+    server, codec, store, registry, closing = build_server(settings, build, on_stop=on_stop)
+
+    @server.custom_route("/healthz", methods=["GET"], include_in_schema=False)
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "replica": settings.label, "name": settings.name, "pid": os.getpid(),
+                             "ttl": settings.ttl, "store": store.kind, "keys": list(codec.fingerprints),
+                             "clock_offset": settings.clock_offset})
+
+    # 2026-07-28 requests are stateless whatever this says (the SDK routes them by their header); a 2025 client
+    # gets a session, so the server knows what it declared. It is asked on its call's stream, which only SSE mode
+    # has (in JSON mode the SDK gives a session no back-channel): serving 2025 means answering in SSE mode.
+    app = server.streamable_http_app(stateless_http=False, json_response=not (settings.sse or settings.serve_2025),
+                                     transport_security=_transport_security(settings, TransportSecuritySettings),
+                                     host=settings.host)
+    if settings.auth_issuer is not None:
+        from harness.shop.token_checks import gate_scopes
+
+        gate_scopes(app, settings.resource)
+    app = leaking(_naming_the_replica(app, settings.label), settings.leak)
+    return closing_at_shutdown(app, closing), codec, store
+
+
+def build_server(settings: ReplicaSettings, build: ServerBuilder, *,
+                 on_stop: Callable[[], None] | None = None) -> tuple[Any, Any, Any, Any, Callable[[], None]]:
+    """The replica's MCP server as `build` makes it, whatever it is served over: (server, codec, store, its
+    metrics registry, what closes it when it stops)."""
+    from prometheus_client import CollectorRegistry
 
     from harness.metrics.instrument import instrument
     from harness.shop.planted import planted_guard
@@ -270,27 +312,8 @@ def build_app(settings: ReplicaSettings, build: ServerBuilder, *, on_stop: Calla
                    **eras, **rounds, **_resource_server(settings))
     registry = CollectorRegistry()
     instrument(server, registry=registry)
-
-    @server.custom_route("/healthz", methods=["GET"], include_in_schema=False)
-    async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "replica": settings.label, "name": settings.name, "pid": os.getpid(),
-                             "ttl": settings.ttl, "store": store.kind, "keys": list(codec.fingerprints),
-                             "clock_offset": settings.clock_offset})
-
-    # 2026-07-28 requests are stateless whatever this says (the SDK routes them by their header); a 2025 client
-    # gets a session, so the server knows what it declared. It is asked on its call's stream, which only SSE mode
-    # has (in JSON mode the SDK gives a session no back-channel): serving 2025 means answering in SSE mode.
-    app = server.streamable_http_app(stateless_http=False, json_response=not (settings.sse or settings.serve_2025),
-                                     transport_security=_transport_security(settings, TransportSecuritySettings),
-                                     host=settings.host)
-    if settings.auth_issuer is not None:
-        from harness.shop.token_checks import gate_scopes
-
-        gate_scopes(app, settings.resource)
     stopped = guard.stopped if guard else None  # a clean stop: a planted fault tells a restart from a kill
-    closing = _all_of(store.close, stopped, on_stop)
-    app = leaking(_naming_the_replica(app, settings.label), settings.leak)
-    return closing_at_shutdown(app, closing), codec, store
+    return server, codec, store, registry, _all_of(store.close, stopped, on_stop)
 
 
 def _all_of(*steps: Callable[[], None] | None) -> Callable[[], None]:
@@ -402,6 +425,8 @@ def serve(settings: ReplicaSettings, build: ServerBuilder) -> int:
 
     configure_logging(settings.label, settings.log_format)
     stop_tracing = start_tracing(settings.label)  # here, in the replica's own process: after a zygote's fork
+    if settings.transport == "stdio":
+        return serve_stdio(settings, build, stop_tracing)
     try:
         app, codec, store = build_app(settings, build, on_stop=stop_tracing)
     except (KeyRingError, StoreSpecError, StoreUnavailable) as exc:
@@ -411,7 +436,36 @@ def serve(settings: ReplicaSettings, build: ServerBuilder) -> int:
     logger.info("serving http://%s:%d/mcp name=%s ttl=%gs store=%s keyring=%s sealing-key=%s clock-offset=%gs",
                 settings.host, settings.port, settings.name, settings.ttl, store.kind,
                 settings.keyring.split(":", 1)[0], codec.fingerprints[0], settings.clock_offset)
+    assert settings.port is not None  # over HTTP: the settings said so
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             lifespan="on")
     uvicorn.Server(config).run()
+    return 0
+
+
+def serve_stdio(settings: ReplicaSettings, build: ServerBuilder, on_stop: Callable[[], None] | None) -> int:
+    """Serve the same MCP server over standard input and output (the SDK's stdio transport) until stdin closes.
+
+    The protocol owns stdout; every log line goes to stderr, as over HTTP. Nothing of HTTP's applies: no
+    /healthz (its first answer is its readiness), no /metrics, no `X-Served-By` (its one client knows whom it
+    started). The leak knob grows its memory per request, as over HTTP.
+    """
+    import anyio
+
+    from harness.shop.sealing import KeyRingError
+    from harness.shop.store import StoreSpecError, StoreUnavailable
+
+    try:
+        server, codec, store, _registry, closing = build_server(settings, build, on_stop=on_stop)
+    except (KeyRingError, StoreSpecError, StoreUnavailable) as exc:
+        print(f"mrtr-harness shop replica: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    configure_logging(settings.label, settings.log_format)  # again: building MCPServer reconfigures the root logger
+    logger.info("serving stdio pid=%d name=%s ttl=%gs store=%s keyring=%s sealing-key=%s clock-offset=%gs",
+                os.getpid(), settings.name, settings.ttl, store.kind, settings.keyring.split(":", 1)[0],
+                codec.fingerprints[0], settings.clock_offset)
+    try:
+        anyio.run(server.run_stdio_async)
+    finally:
+        closing()
     return 0

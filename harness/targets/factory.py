@@ -18,6 +18,10 @@ def build_target(scenario: Scenario, workdir: Path) -> Target:
         from harness.targets.embedded import EmbeddedTarget
 
         return EmbeddedTarget(scenario, workdir)
+    if scenario.target.kind == "stdio":
+        from harness.targets.stdio import StdioTarget
+
+        return StdioTarget(scenario, workdir)
     if scenario.target.kind == "external":
         from harness.targets.external import ExternalTarget
 

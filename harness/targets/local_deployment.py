@@ -253,13 +253,14 @@ class ReplicaOptions:
     auth: bool = True  # False: started without the deployment's authorization server (a rollout that missed it)
 
 
-def replica_args(label: str, port: int, api_url: str, options: ReplicaOptions, *, store: str, keyring: str,
+def replica_args(label: str, port: int | None, api_url: str, options: ReplicaOptions, *, store: str, keyring: str,
                  ttl: str, name: str, auth_issuer: str | None = None, auth_audience: str | None = None) -> list[str]:
     """The replica command's arguments (after `shop replica` or `-m harness.shop.server`): `options`, else the
     deployment's defaults `store`, `keyring`, `ttl` and `name`; with `auth_issuer`, a resource server trusting that
-    issuer's tokens. Every backend starts its replicas with these."""
+    issuer's tokens. Every backend starts its replicas with these (`port` None: a stdio replica, which has none)."""
     own = {"store": store, "ttl": ttl, "name": name, "clock_offset": 0.0, "leak": 0.0}
-    args = ["--port", str(port), "--api", api_url, "--replica-id", label, "--keyring", options.keyring or keyring]
+    args = [*(["--port", str(port)] if port is not None else []), "--api", api_url, "--replica-id", label,
+            "--keyring", options.keyring or keyring]
     for knob in REPLICA_KNOBS:
         args += knob.argument(getattr(options, knob.name) or own[knob.name])
     if auth_issuer is not None and options.auth:
