@@ -68,7 +68,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -424,17 +424,18 @@ def fast_smoke(path: Path, rate: int, seconds: int) -> None:
     path.write_text(fast)
 
 
-def whole_run(code: Path, work: Path, rate: int, seconds: int, skip: float, tail: float) -> dict[str, Any]:
+def whole_run(code: Path, work: Path, rate: int, seconds: int, skip: float, tail: float,
+              env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`mrtr-harness run` on the fast smoke scenario, its process and each replica sampled from `/proc`.
 
     The window is the load's middle (`skip` seconds after the load started to `tail` seconds
     before it stops: no ramp, no wind-down); rounds are the journal's round records inside it,
     each served by one replica, so the replicas' CPU per round is their CPU summed over the
-    rounds they served together.
+    rounds they served together. `env`: variables for the run (and the replicas it starts) beside this one's.
     """
     scenario = work / "fast.toml"
     fast_smoke(scenario, rate, seconds)
-    child = ChildRun(scenario, work / f"results-{time.monotonic_ns()}", code=code).start()
+    child = ChildRun(scenario, work / f"results-{time.monotonic_ns()}", code=code, env=env or {}).start()
     child.watch(lambda run: run.event("load-started") is not None, every=0.2, timeout=180)
     started = child.event("load-started")
     if started is None:
@@ -459,7 +460,9 @@ def whole_run(code: Path, work: Path, rate: int, seconds: int, skip: float, tail
     wall = closed - opened
     spent = {name: interpolate(taken, closed, "cpu") - interpolate(taken, opened, "cpu")
              for name, taken in samples.items() if len(taken) >= 2}
-    rounds = sum(1 for record in child.records if record.get("type") == "round" and opened <= record["t"] < closed)
+    in_window = [record for record in child.records if record.get("type") == "round" and opened <= record["t"] < closed]
+    rounds = len(in_window)
+    completed = sum(1 for record in in_window if record.get("outcome") == Outcome.COMPLETE.value)
     flows = sum(1 for record in child.records if record.get("type") == "start" and opened <= record["t"] < closed)
     busy = [value for at, value in machine if opened <= at <= closed]
     replica_cpu = sum(spent.get(name, 0.0) for name in replicas)
@@ -469,7 +472,8 @@ def whole_run(code: Path, work: Path, rate: int, seconds: int, skip: float, tail
     return {
         "exit_code": exit_code, "stderr_tail": stderr.strip().splitlines()[-2:],
         "results": str(child.folder.relative_to(work)) if child.folder else None,
-        "window_s": round(wall, 1), "rounds": rounds, "flows_started": flows,
+        "window_s": round(wall, 1), "rounds": rounds, "completed_rounds": completed, "flows_started": flows,
+        "output_mismatches": sum(1 for record in child.records if "output_mismatch" in record),
         "harness_cpu_s": round(spent["harness"], 3), "replicas_cpu_s": round(replica_cpu, 3),
         "api_cpu_s": round(spent.get("api", 0.0), 3), "replicas_sampled": len(replicas),
         "harness_ms_per_round": round(harness_ms, 3) if harness_ms else None,

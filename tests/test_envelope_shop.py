@@ -17,7 +17,7 @@ from harness.load.envelope import SDK_DEVIATIONS, EnvelopeAnswer, exchange, judg
 from harness.load.output_contracts import OutputContracts, declared_schemas, read_tool_pages
 from harness.mrtr.transport import Transport
 from harness.mrtr.wire import Envelope
-from harness.shop.server import LOOSE_OUTPUT_ENV
+from harness.shop.server import LOOSE_OUTPUT_ENV, NO_OUTPUT_SCHEMA_ENV
 from tests.harness_run import run_harness, valid_summary
 
 LIMIT = 4 * 1024 * 1024
@@ -144,3 +144,54 @@ def test_a_run_counts_envelope_mutants_by_class_and_fails_on_a_broken_output_con
     assert summary["problems"] == [next(line for line in summary["problems"] if "output_schema_mismatches" in line)]
     page = (finished.folder / "report.html").read_text()
     assert "<h2>Fuzzed JSON-RPC envelopes</h2>" in page and "<h2>Output contracts</h2>" in page
+
+
+SCHEMALESS_RUN = """
+name = "schemaless"
+seed = 5
+duration = "4s"
+time_scale = 60
+grace = "5s"
+
+[target]
+kind = "embedded"
+replicas = 1
+store = "sqlite"
+
+[load]
+arrival_rate = 4
+
+[[flows]]
+kind = "refund"
+
+[leads]
+think = { dist = "constant", value = "10s" }
+
+[expect]
+output_schema_mismatches = "== 0"
+"""
+
+
+def test_the_no_output_schema_knob_declares_no_schema_and_a_run_then_checks_nothing(deploy, tmp_path):
+    knobs = {NO_OUTPUT_SCHEMA_ENV: "1", LOOSE_OUTPUT_ENV: "1"}  # loose quotes: a check, had there been one, fails
+    os.environ.update(knobs)
+    try:
+        url = deploy(replicas=1).replica_urls[0]
+    finally:
+        for name in knobs:
+            del os.environ[name]
+    envelope = Envelope({}, ("t", "1"))
+    pages = read_tool_pages(Transport(read_timeout=30), url, envelope.meta_json, envelope.base_headers)
+    assert pages is not None
+    tools = [tool for page in pages if isinstance(page, dict) for tool in page["tools"]]
+    assert "quote_refund" in {tool["name"] for tool in tools}
+    assert [tool["name"] for tool in tools if "outputSchema" in tool] == []
+    assert quote(url)["structuredContent"]["needs_confirmation"] in (0, 1)  # the result itself unchanged
+    scenario = tmp_path / "schemaless.toml"
+    scenario.write_text(SCHEMALESS_RUN)
+    finished = run_harness(scenario, tmp_path / "results", timeout=180, env=knobs)
+    assert finished.code == 0, finished.output
+    summary = valid_summary(finished.folder / "summary.json")
+    assert summary["output_contracts"] == {}
+    assert [row["passed"] for row in summary["thresholds"] if row["metric"] == "output_schema_mismatches"] == [True]
+    assert summary["flows"]["by_outcome"].get("completed", 0) > 0, summary["flows"]

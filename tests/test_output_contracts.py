@@ -6,10 +6,21 @@ import json
 
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 
 from harness.folding.figures import RunFigures
-from harness.load.output_contracts import RETRY_AFTER, UNCHECKED, OutputContracts, _result, declared_schemas
+from harness.load.output_contracts import (
+    RETRY_AFTER,
+    UNCHECKED,
+    OutputContracts,
+    _result,
+    checker_for,
+    declared_schemas,
+    mismatch_of,
+    surely_conforms,
+)
 from harness.mrtr.transport import HttpAnswer
+from harness.shop.server import Inspection, Quote, RefundView
 
 QUOTE_SCHEMA = {"type": "object", "properties": {"quote_id": {"type": "string"},
                                                  "needs_confirmation": {"type": "boolean"}},
@@ -106,3 +117,49 @@ def test_flows_that_need_the_schemas_while_they_are_read_wait_for_them_rather_th
     answered.set()
     gevent.joinall([first, second], timeout=5)
     assert [first.value, second.value] == ["quote_id: fails type"] * 2 and len(reads) == 1
+
+
+TYPES = ["string", "boolean", "null", "integer", "number", "object", "array"]
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                       max_size=3), max_leaves=6)
+NAMES = st.sampled_from(["a", "b", "c", "type", "required"])
+FIELDS = st.fixed_dictionaries({"type": st.sampled_from(TYPES) | st.lists(st.sampled_from(TYPES), min_size=1,
+                                                                          max_size=3, unique=True)},
+                                optional={"title": st.text(max_size=3), "description": st.text(max_size=3),
+                                          "default": JSON_VALUES, "minLength": st.integers(0, 3)})
+SCHEMAS = st.fixed_dictionaries({"type": st.sampled_from(["object", "object", "string"]),
+                                 "properties": st.dictionaries(NAMES, FIELDS, max_size=4)},
+                                optional={"required": st.lists(NAMES, max_size=3, unique=True),
+                                          "additionalProperties": st.booleans(), "title": st.text(max_size=3),
+                                          "$schema": st.just("http://json-schema.org/draft-04/schema#")})
+VALUES = st.dictionaries(NAMES, JSON_VALUES, max_size=4) | JSON_VALUES
+
+
+@given(SCHEMAS, VALUES)
+def test_the_quick_check_of_a_flat_schema_never_changes_what_jsonschema_says(schema, value):
+    from jsonschema import validators
+    from jsonschema.exceptions import SchemaError
+
+    cls = validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except SchemaError:  # draft 4 takes no empty `required`: no check, quick or not, reads such a schema
+        assert checker_for(schema)(result(value)) == "its outputSchema is not a valid JSON Schema"
+        return
+    validator = cls(schema)
+    sure = surely_conforms(schema)
+    if sure is not None and sure(value):
+        assert validator.is_valid(value)
+    assert checker_for(schema)(result(value)) == mismatch_of(validator, value)
+
+
+def test_a_typed_tools_flat_return_model_takes_the_quick_check_and_a_nested_one_jsonschema():
+    def quote() -> Quote: ...
+    def refund() -> RefundView: ...
+    def inspection() -> Inspection: ...  # an optional note: anyOf, which only jsonschema reads
+
+    assert surely_conforms(func_metadata(quote).output_schema) is not None
+    assert surely_conforms(func_metadata(refund).output_schema) is not None
+    assert surely_conforms(func_metadata(inspection).output_schema) is None
+    assert surely_conforms(QUOTE_SCHEMA)({"quote_id": "Q-1", "needs_confirmation": 1}) is False

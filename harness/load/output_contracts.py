@@ -8,7 +8,10 @@ that names where and which keyword failed, never the value (a tool's output is t
 
 The schemas are foreign text: validated as JSON Schema first (one that is not counts every result
 of its tool as a mismatch, saying so), checked with `jsonschema` (a dependency of the MCP SDK),
-which resolves no remote `$ref`. When tools/list cannot be read, a completed result cannot be shown
+which resolves no remote `$ref`. A flat object schema of primitive fields (what a typed tool's return
+model usually gives, the shop's among them) is first checked by `surely_conforms`, a few µs against
+jsonschema's 25-30 (benchmarks/README.md): only a value it is sure of passes there, and jsonschema
+judges every other. When tools/list cannot be read, a completed result cannot be shown
 to conform: it counts as a mismatch that says so (`UNCHECKED`), so a gate on the count fails closed
 rather than passing on nothing checked, and the load process reads tools/list again after
 `RETRY_AFTER` seconds.
@@ -44,6 +47,47 @@ def mismatch_of(validator: Any, structured: Any) -> str | None:
     return f"{path}: fails {error.validator}"[:DETAIL_LIMIT]
 
 
+_FLAT_KEYWORDS: Final = frozenset({"type", "properties", "required", "additionalProperties", "title", "description"})
+_FIELD_KEYWORDS: Final = frozenset({"type", "title", "description", "default"})
+_SURE_TYPES: Final[dict[str, Callable[[Any], bool]]] = {
+    "string": lambda value: isinstance(value, str),
+    "boolean": lambda value: isinstance(value, bool),
+    "null": lambda value: value is None,
+    "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),  # 1.0: left to jsonschema
+    "number": lambda value: isinstance(value, int | float) and not isinstance(value, bool),
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, list),
+}
+"""Each JSON Schema type as every draft reads a JSON value of it (a value in doubt is not sure)."""
+
+
+def surely_conforms(schema: Mapping[str, Any]) -> Callable[[Any], bool] | None:
+    """A quick check of a flat object schema whose fields each name their type: True only when a value surely
+    conforms (False: jsonschema must judge it). None when the schema says more than such a check can read.
+
+    jsonschema walks the schema anew on every call (a few µs per field); this reads it once.
+    """
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if not schema.keys() <= _FLAT_KEYWORDS or schema.get("type") != "object" or not isinstance(properties, Mapping) \
+            or not isinstance(required, list) or not isinstance(extra, bool):
+        return None
+    fields: dict[str, tuple[Callable[[Any], bool], ...]] = {}
+    for name, field in properties.items():
+        kinds = field.get("type") if isinstance(field, Mapping) and field.keys() <= _FIELD_KEYWORDS else None
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        if not isinstance(kinds, list) or not kinds or not all(kind in _SURE_TYPES for kind in kinds):
+            return None
+        fields[name] = tuple(_SURE_TYPES[kind] for kind in kinds)
+    needed = tuple(required)
+
+    def sure(value: Any) -> bool:
+        return isinstance(value, dict) and all(name in value for name in needed) \
+            and (extra or value.keys() <= fields.keys()) \
+            and all(any(is_kind(value[name]) for is_kind in kinds) for name, kinds in fields.items() if name in value)
+    return sure
+
+
 def checker_for(schema: object) -> Checker:
     """A check of one tool's results against its declared schema (the schema itself is checked first)."""
     from jsonschema import validators
@@ -57,12 +101,15 @@ def checker_for(schema: object) -> Checker:
     except (SchemaError, TypeError, ValueError, RecursionError):
         return lambda _: _NOT_VALID
     validator = cls(schema)
+    sure = surely_conforms(schema)
 
     def check(result: Any) -> str | None:
         if not isinstance(result, Mapping) or result.get("isError"):
             return None
         if "structuredContent" not in result:
             return "no structuredContent, though the tool declared an outputSchema"
+        if sure is not None and sure(result["structuredContent"]):
+            return None
         try:
             return mismatch_of(validator, result["structuredContent"])
         except RecursionError:

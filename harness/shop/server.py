@@ -49,6 +49,7 @@ from mcp_types import (
     ElicitResult,
     InputRequiredResult,
     TextContent,
+    Tool,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
@@ -73,6 +74,13 @@ The SDK checks a tool's own CallToolResult against its model in pydantic's lax m
 True, so the answer goes out; the outputSchema the tool declared says boolean, so a client that checks
 the contract (the harness's `output_schema_mismatches`) sees every quote break it. A client that reads
 the flag for its truth (the shop's own flows) still reads it right, so nothing else in a run changes."""
+
+NO_OUTPUT_SCHEMA_ENV = "MRTR_SHOP_NO_OUTPUT_SCHEMA"
+"""A benchmark knob: set to 1 in a replica's environment, tools/list declares no tool's outputSchema.
+
+The results stay as they are (`structuredContent` included, the flows read it), so a run does the same
+work less the harness's output contracts, which check nothing a tool did not declare
+(`benchmarks/output_contracts.py` measures what the checks cost that way)."""
 
 SESSION_PAYMENT_ROUNDS = 10
 """A 2025 session's URL-mode questions when the shop counts none: its client has no round cap of its own."""
@@ -192,12 +200,20 @@ def build_server(*, name: str, store: Store, api: ShopApi, security: RequestStat
     it cannot read (-32603). `payment_rounds`: pay_refund's URL-mode round count, 0 for none.
     With `token_verifier` and `auth` it is an OAuth resource server (`harness.shop.token_checks`).
     """
-    server = MCPServer(name, request_state_security=security, token_verifier=token_verifier, auth=auth)
+    kind = SchemalessServer if os.environ.get(NO_OUTPUT_SCHEMA_ENV) == "1" else MCPServer
+    server = kind(name, request_state_security=security, token_verifier=token_verifier, auth=auth)
     records = ShopRecords(store, answers)
     _add_refund_tools(server, records, api, serve_2025)
     _add_return_tool(server, api)
     _add_payout_tool(server, api, serve_2025, payment_rounds)
     return server
+
+
+class SchemalessServer(MCPServer):
+    """The shop's server declaring no outputSchema in tools/list (`NO_OUTPUT_SCHEMA_ENV`); its results unchanged."""
+
+    async def list_tools(self) -> list[Tool]:
+        return [tool.model_copy(update={"output_schema": None}) for tool in await super().list_tools()]
 
 
 def build_replica_server(*, name: str, store: Store, api_url: str, security: RequestStateSecurity,
