@@ -36,13 +36,14 @@ SNAPSHOT = "figures.json"
 _END = 256
 """Bytes before each saved size kept with the snapshot, to know the journal is the one it was saved from."""
 KIND = "mrtr-harness figures"
-FORMAT = 14
+FORMAT = 15
 """Raised whenever the folded figures change shape (2: network faults' windows; 3: the journal's unreadable and
 torn lines counted; 4: `RunFigures.by_host`; 5: the rounds refused for their OAuth token or scope, and
 those resent; 6: JSON instead of a pickle; 7: an invariant's examples as a list of lines; 8: the table the
 run judged; 9: the request states' sizes; 10: each top error's example trace ids; 11: a sketch's sum in whole
 nanoseconds; 12: the foreign records of workers' parts; 13: the replicas' health series; 14: whether the load
-began, and -32021's reconciliation), so an older snapshot is refolded."""
+began, and -32021's reconciliation; 15: the race probes, stdio cold starts, and the replica of an invariant's
+flow), so an older snapshot is refolded."""
 MAX_BYTES = 64 << 20
 """A larger snapshot is not read (the fold's figures do not grow with the run: a real one is a small share of it)."""
 V = TypeVar("V", bound=JournalView)
