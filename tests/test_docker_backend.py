@@ -300,7 +300,7 @@ name = "hunted"
 seed = 20
 duration = "9s"
 time_scale = 60
-grace = "3s"
+grace = "10s"
 
 [target]
 kind = "docker"
@@ -318,7 +318,7 @@ kind = "refund"
 amount = "above-limit"
 
 [leads]
-think = {{ dist = "constant", value = "3m" }}
+think = {{ dist = "constant", value = "8m" }}
 
 [expect]
 "rejections{{reason='unknown key'}}" = "== 0"
@@ -339,12 +339,13 @@ reproduce = 0
 
 def test_a_hunt_of_replicas_in_containers_restarts_them_through_the_engine_and_keeps_the_restart(engine, no_leftovers,
                                                                                                  tmp_path):
-    """A docker target hunts as it runs (about 60 s): seed 20's one trial restarts the replica's container at 2 s,
-    while the refunds whose states it sealed since the load began wait on their leads (3 s each; per-process keys:
-    `unknown key`, which `[expect]` forbids, counted here); a replay fails too; the shrink's candidate drops the
-    restart and holds (both its runs); the minimal schedule keeps it and names the same image (its rate not
-    measured: `reproduce = 0`); no container is left. One replica, so every state waits on the one restarted: with
-    two, a flow's quote and refund take turns, and a run whose refunds all went to the replica not restarted held."""
+    """A docker target hunts as it runs (about 60 s): seed 20's one trial restarts the replica's container at 2 s, while
+    the refunds whose states it sealed since the load began wait on their leads (8 s each, longer than a busy engine's
+    restart: a lead who answers while the container is down gets a connection error, not `unknown key`; per-process
+    keys: `unknown key`, which `[expect]` forbids, counted here); a replay fails too; the shrink's candidate drops the
+    restart and holds (both its runs); the minimal schedule keeps it and names the same image (its rate not measured:
+    `reproduce = 0`); no container is left. One replica, so every state waits on the one restarted: with two, a flow's
+    quote and refund take turns, and a run whose refunds all went to the replica not restarted held."""
     import json
     import sys
 
