@@ -37,7 +37,7 @@ import gevent
 from harness.config.flows import RaceFlow
 from harness.journal.records import FlowOutcome
 from harness.load.flow import Flow, outcome_of, steps_of
-from harness.load.shop_flows import quote_order
+from harness.load.shop_flows import HeldQuestion, held_refund_answered
 from harness.mrtr.client import CallResult, RoundRecord, Steps
 from harness.mrtr.outcome import Outcome
 
@@ -115,15 +115,10 @@ def watch_of(record: RoundRecord | None, slow_after: float) -> Watch:
 @steps_of(RaceFlow)
 def race(flow: Flow, spec: RaceFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     """A held refund whose one answer is sent twice, racing (the module docstring)."""
-    quote_id = yield from quote_order(flow, True, intended_at)
-    arguments = {"quote_id": quote_id}
-    first = flow.send("issue_refund", arguments)
-    if first.outcome is not Outcome.INPUT_REQUIRED:
-        flow.call_done("issue_refund", 1, first.outcome)
-        return outcome_of(CallResult.of([first]), flow)
-    answers = yield from flow.respond(first)
-    if answers is None:
-        return FlowOutcome.ABANDONED
+    held = yield from held_refund_answered(flow, intended_at)
+    if not isinstance(held, HeldQuestion):
+        return held
+    arguments, first, answers = held.arguments, held.first, held.answers
     probe = flow.rng.choice(spec.probes)
     replicas = _replicas(flow, probe)
     sent = {"input_responses": answers, "request_state": first.request_state or "", "round_number": 2}

@@ -6,12 +6,16 @@ and picks from its orders (`ShopOrders`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from harness.config.flows import AdversarialFlow, PayoutFlow, RefundFlow, ReturnFlow
 from harness.journal.records import FlowOutcome
 from harness.leads.lead import Action
 from harness.load.flow import ANSWERED, Flow, outcome_of, result_of, steps_of, text_of
 from harness.load.shop_orders import ShopOrders
-from harness.mrtr.client import CallResult, Steps
+from harness.mrtr.client import CallResult, RoundRecord, Steps
 from harness.mrtr.outcome import Outcome
 
 
@@ -27,6 +31,29 @@ def quote_order(flow: Flow, held: bool | None, intended_at: float | None) -> Ste
     quote = result_of((yield from flow.call("quote_refund", {"order_id": order_id}, intended_at=intended_at)), flow)
     flow.facts.update(order_id=order_id, quote_id=quote["quote_id"], held=quote["needs_confirmation"])
     return str(quote["quote_id"])
+
+
+@dataclass(frozen=True)
+class HeldQuestion:
+    """A held refund's first round and its lead's answer: what a flow that sends that answer again needs."""
+
+    arguments: dict[str, str]
+    first: RoundRecord
+    answers: Mapping[str, Any]
+
+
+def held_refund_answered(flow: Flow, intended_at: float | None) -> Steps[HeldQuestion | FlowOutcome]:
+    """Quote a held refund, ask for it and let the lead answer, without sending the answer; or the flow's outcome
+    when the refund was not asked (its first round's outcome) or the lead walked away."""
+    arguments = {"quote_id": (yield from quote_order(flow, True, intended_at))}
+    first = flow.send("issue_refund", arguments)
+    if first.outcome is not Outcome.INPUT_REQUIRED:
+        flow.call_done("issue_refund", 1, first.outcome)
+        return outcome_of(CallResult.of([first]), flow)
+    answers = yield from flow.respond(first)
+    if answers is None:
+        return FlowOutcome.ABANDONED
+    return HeldQuestion(arguments, first, answers)
 
 
 @steps_of(RefundFlow)
@@ -64,15 +91,10 @@ def payout(flow: Flow, spec: PayoutFlow, intended_at: float | None) -> Steps[Flo
 @steps_of(AdversarialFlow)
 def adversarial(flow: Flow, spec: AdversarialFlow, intended_at: float | None) -> Steps[FlowOutcome]:
     """A held refund whose retry is replayed, tampered with, or sent with other arguments."""
-    quote_id = yield from quote_order(flow, True, intended_at)
-    arguments = {"quote_id": quote_id}
-    first = flow.send("issue_refund", arguments)
-    if first.outcome is not Outcome.INPUT_REQUIRED:
-        flow.call_done("issue_refund", 1, first.outcome)
-        return outcome_of(CallResult.of([first]), flow)
-    answers = yield from flow.respond(first)
-    if answers is None:
-        return FlowOutcome.ABANDONED
+    held = yield from held_refund_answered(flow, intended_at)
+    if not isinstance(held, HeldQuestion):
+        return held
+    arguments, first, answers = held.arguments, held.first, held.answers
     state = first.request_state or ""
     if spec.kind == "tamper":
         position = flow.rng.randrange(40, max(41, len(state) - 4))  # inside the ciphertext, not the key id
