@@ -145,7 +145,9 @@ def test_a_hunt_killed_with_sigkill_in_its_second_trial_leaves_no_process_behind
             process.kill()
             process.wait()
     forked = [line for line in seen.values() if line.endswith("-m harness.targets.zygote ")]
-    assert len(forked) == 5, seen  # a replica forked keeps its zygote's command line: one zygote, 2 replicas a trial
+    # a replica forked keeps its zygote's command line: the zygote and the second trial's 2 replicas were alive when
+    # its chaos started (the first trial's may end between two looks at /proc on a busy machine)
+    assert len(forked) >= 3, seen
     assert _left_behind(seen) == [], "a process the hunt started outlived its SIGKILL"
 
 

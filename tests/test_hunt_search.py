@@ -253,15 +253,17 @@ def test_a_bad_flag_is_refused_as_the_table_would_be_with_exit_2_before_anything
 @pytest.mark.timeout(600)  # a hunt, a shrink and reruns: over 60 s alone, several times that on a busy CI
 def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scenario_that_reproduces(tmp_path):
     """End to end (about 70 s): per-process keys behind other-replica routing (`PLANTED`), which `[expect]` forbids
-    (`unknown key`), with no control trial (it would fail without chaos: the next test) and `[expect]` counted (`expect
-    = true`). The search's first trial (two restarts) fails; the shrink (2 of 2 runs, at most 4 runs: each dropped step)
-    drops its chaos; the minimal schedule is rerun twice for its rate; minimal.toml passes `validate` and `run
-    --reproduce` reproduces it (exit 0); hunt.html names the failure; the hunt exits 1 and its journal holds every trial
-    and the shrink's outcome. The shrink's budget, not minimality, ends it: a shorter run is flaky, and 2 of 2 would
-    decide it only with more runs than this test spends."""
+    (`unknown key`), with no control trial (it would fail without chaos: the next test) and `[expect]` counted
+    (`expect = true`). The search's first trial (two pauses) fails; pauses, not restarts: a paused replica keeps the
+    rounds sent to it, so every run crosses replicas however busy the machine (two slow restarts can leave one
+    replica up through a whole trial, and then nothing crosses). The shrink (2 of 2 runs, at most 4 runs: each
+    dropped step) drops its chaos; the minimal schedule is rerun twice for its rate; minimal.toml passes `validate`
+    and `run --reproduce` reproduces it (exit 0); hunt.html names the failure; the hunt exits 1 and its journal
+    holds every trial and the shrink's outcome. The shrink's budget, not minimality, ends it: a shorter run is
+    flaky, and 2 of 2 would decide it only with more runs than this test spends."""
     path = _scenario_file(tmp_path, **PLANTED,
                           rest="[expect]\n\"rejections{reason='unknown key'}\" = \"== 0\"\n\n"
-                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"restart\"]\n"
+                               "[hunt]\ntrials = 3\ntrial_duration = \"3s\"\nactions = [\"pause\"]\n"
                                "reruns = 2\nmust_fail = 2\nshrink_runs = 4\nreproduce = 2\ncontrols = 0\n"
                                "expect = true\n")
     done = _hunt(str(path), "--results", str(tmp_path / "results"))
@@ -275,7 +277,7 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
     records = _journal(tmp_path / "results")
     start, search, end = records[0], records[1], records[-1]
     trials = records[1:-1]
-    assert start["type"] == "start" and start["actions"] == ["restart"] and start["seed"] == 5
+    assert start["type"] == "start" and start["actions"] == ["pause"] and start["seed"] == 5
     assert search["purpose"] == "search" and search["outcome"] == "failed" and search["exit_code"] == 1
     assert {"kind": "expectation", "name": "rejections{reason='unknown key'}", "replicas": ["r1", "r2"],
             "reasons": [], "detail": []} in search["failures"]
@@ -284,7 +286,7 @@ def test_a_hunt_finds_the_planted_fault_shrinks_it_and_hands_over_a_minimal_scen
     assert end["type"] == "end" and end["stopped_by"] == "found" and end["found"] == 1
     shrunk = end["shrink"]
     assert shrunk["stopped_by"] == "runs" and shrunk["runs"] == 4 and len(search["schedule"]["steps"]) == 2
-    assert [step["what"] for step in shrunk["path"]] == ["dropped step 1 (restart)"] * 2
+    assert [step["what"] for step in shrunk["path"]] == ["dropped step 1 (pause)"] * 2
     assert shrunk["minimal"]["steps"] == [] and shrunk["minimal"]["duration"] == 3.0  # it fails with no chaos at all
     assert shrunk["reproduction"] == {"failed": 2, "runs": 2}
     assert end["minimal_file"] == "minimal.toml" and end["page"] == "hunt.html"

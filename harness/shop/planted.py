@@ -130,6 +130,7 @@ class PlantedGuard:
                 and _Record.read(self.folder / "planted-r2.json").gap >= PARTNER_PAUSE)
 
     def _heartbeat(self) -> None:
+        """Note the longest gap between beats (a pause); ends when the record's folder is gone (its run is over)."""
         last = time.monotonic()
         while True:
             time.sleep(_HEARTBEAT)
@@ -138,7 +139,10 @@ class PlantedGuard:
             if gap >= _NOTICED and gap > self._record.gap:
                 with self._lock:
                     self._record.gap = gap
-                    self._record.write(self._path)
+                    try:
+                        self._record.write(self._path)
+                    except FileNotFoundError:
+                        return
 
 
 def planted_guard(keyring: str, label: str, environ: Mapping[str, str] | None = None) -> PlantedGuard | None:
