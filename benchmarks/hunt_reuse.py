@@ -1,12 +1,15 @@
-"""Trials per minute of a hunt of a healthy shop with `[hunt] reuse` (the default) and with `--no-reuse`.
+"""Trials per minute of a hunt of a healthy shop with `[hunt] reuse` (the default), with `--no-reuse`, and as
+`--shares` hunts at once on this machine (each a `--trial-range` of the same search, then `hunt merge`).
 
 The same scenario as `benchmarks.hunt_trials`'s pace (the `ephemeral-keys` catalogue scenario with
 its key ring shared: 3 replicas; restarts, kills and pauses drawn, which it survives), the same seed
 and the same number of trials of the same length, no control trials: `python -m harness hunt` in a
-child process, timed from outside, its trials read back from `hunt.jsonl`. The two hunts alternate,
-`--rounds` times each (off first), so a load that drifts on a shared machine falls on both.
+child process, timed from outside, its trials read back from `hunt.jsonl`. The settings alternate,
+`--rounds` times each (off, on, then the shares), so a load that drifts on a shared machine falls on all.
+The shares' wall time runs from starting the first share to the end of `hunt merge`, whose folder is the
+one hunt a user reads; each share forks its replicas from its own zygote (reuse on).
 
-    python -m benchmarks.hunt_reuse [--trials 6] [--trial-duration 3s] [--rounds 1]
+    python -m benchmarks.hunt_reuse [--trials 6] [--trial-duration 3s] [--rounds 1] [--shares 2]
 
 Prints, per setting, the wall seconds, the trials' median and trials per minute (of the whole
 hunt's wall time, its start and end included, as `hunt_trials` counts them), and the ratio; writes
@@ -51,6 +54,33 @@ def one_hunt(scenario: Path, results: Path, reuse: bool) -> dict[str, Any]:
             "outcomes": sorted({trial["outcome"] for trial in trials})}
 
 
+def shared_hunt(scenario: Path, results: Path, trials: int, shares: int) -> dict[str, Any]:
+    """The search's trials split into `shares` contiguous `--trial-range`s, run at once (reuse on), then merged:
+    the wall seconds from the first start to the merge's end, and each trial's seconds from the merged journal."""
+    spans = [(trials * index // shares + 1, trials * (index + 1) // shares) for index in range(shares)]
+    folders = [results / f"share-{index}" for index in range(len(spans))]
+    started = time.monotonic()
+    running = [subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(scenario), "--results", str(folder),
+                                 "--reuse", "--trial-range", f"{first}:{last}"], cwd=REPO_ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for folder, (first, last) in zip(folders, spans, strict=True)]
+    for process in running:
+        _, err = process.communicate(timeout=3600)
+        if process.returncode != 0:
+            raise SystemExit(f"a share did not hold ({process.returncode}): {err[-1500:]}")
+    merged = results / "merged"
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", "merge",
+                           *[str(next(folder.iterdir())) for folder in folders], "--results", str(merged)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"the merge failed ({done.returncode}): {done.stderr[-1500:]}")
+    records = [json.loads(line) for line in (next(merged.iterdir()) / "hunt.jsonl").read_text().splitlines()]
+    trials_run = [record for record in records if record["type"] == "trial"]
+    return {"wall_seconds": round(seconds, 2), "trial_seconds": [trial["seconds"] for trial in trials_run],
+            "outcomes": sorted({trial["outcome"] for trial in trials_run}), "shares": shares}
+
+
 def summed(hunts: list[dict[str, Any]]) -> dict[str, Any]:
     """Every hunt of one setting together: trials, wall seconds, the median trial and trials per minute."""
     trials = [seconds for hunt in hunts for seconds in hunt["trial_seconds"]]
@@ -66,12 +96,15 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=6, help="trials of each hunt (default 6)")
     parser.add_argument("--trial-duration", default="3s", help="each trial's load (default 3s)")
     parser.add_argument("--rounds", type=int, default=1, help="hunts of each setting, alternating (default 1)")
+    parser.add_argument("--shares", type=int, default=2,
+                        help="hunts at once for the shared setting (default 2; 0 or 1: not run)")
     args = parser.parse_args()
     started = datetime.now(UTC)
     load_before = load_average()
     bounds = {"trials": args.trials, "controls": 0, "trial_duration": args.trial_duration, "budget": "4h",
               "actions": list(PACE_ACTIONS)}
     runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+    shared: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="hunt-reuse-") as folder:
         scenario = Path(folder) / "hunt-reuse.toml"
         scenario.write_text(document(tomllib.loads(hunted("ephemeral-keys", bounds, keyring="file"))))
@@ -80,10 +113,17 @@ def main() -> int:
                 print(f"round {round_ + 1}: a hunt of {args.trials} trials, reuse {'on' if reuse else 'off'} ...",
                       flush=True)
                 runs[reuse].append(one_hunt(scenario, Path(folder) / ("reuse" if reuse else "fresh"), reuse))
+            if args.shares > 1:
+                print(f"round {round_ + 1}: the same {args.trials} trials as {args.shares} shares at once, merged ...",
+                      flush=True)
+                shared.append(shared_hunt(scenario, Path(folder) / f"shared-{round_}", args.trials, args.shares))
     off, on = summed(runs[False]), summed(runs[True])
     figures = {"reuse_off": off, "reuse_on": on,
                "ratio_trials_per_minute": round(on["trials_per_minute"] / off["trials_per_minute"], 2),
-               "hunts": {"off": runs[False], "on": runs[True]}}
+               "hunts": {"off": runs[False], "on": runs[True], "shared": shared}}
+    if shared:
+        figures["shared"] = summed(shared)
+        figures["ratio_shared_to_off"] = round(figures["shared"]["trials_per_minute"] / off["trials_per_minute"], 2)
     result = {"date": started.isoformat(timespec="seconds"), "args": vars(args), "machine": machine_facts(),
               "load_before": load_before, "load_after": load_average(), "figures": figures}
     print(json.dumps({key: value for key, value in figures.items() if key != "hunts"}, indent=2))
