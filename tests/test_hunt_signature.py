@@ -159,3 +159,15 @@ def test_a_failure_is_the_same_when_a_part_is_unsaid_on_either_side():
     assert Failure("unexplained", "-32602", replicas=("r1", "r2")).same_as(Failure("unexplained", "-32602",
                                                                                     replicas=("r2",)))
     assert not bare.same_as(Failure("expectation", "-32602"))
+
+
+def test_a_steady_state_broken_during_or_after_the_chaos_is_one_failure_but_not_one_broken_without_chaos():
+    """A busy machine ends a broken flow after the chaos where a quiet one ended it during: the replay of a trial that
+    failed during the chaos, failing after it on the same condition, reproduced it. Another condition, or a failure
+    with no chaos at all (a control's), is another failure."""
+    during = Failure("hypothesis", "during: completed_ratio ratio >= 0.95")
+    assert during.same_as(Failure("hypothesis", "after: completed_ratio ratio >= 0.95"))
+    assert not during.same_as(Failure("hypothesis", "after: round_duration p(95) < 1s"))
+    assert not during.same_as(Failure("hypothesis", "no chaos: completed_ratio ratio >= 0.95"))
+    assert not during.same_as(Failure("expectation", "during: completed_ratio ratio >= 0.95"))
+    assert str(during) == "hypothesis during: completed_ratio ratio >= 0.95"  # the window is still said

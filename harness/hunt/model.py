@@ -44,6 +44,10 @@ class Schedule:
     """The open model's flows per second; None: the scenario's own load."""
 
 
+SINCE_THE_CHAOS = ("during", "after")
+"""The steady-state windows from the chaos's start on (`harness.run.hypothesis` probes them)."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """What broke: its kind and name, and its signature as far as the trial's summary says it
@@ -51,7 +55,9 @@ class Failure:
 
     "The same failure" (`same_as`), which the replay, the shrink and the reruns count: the same kind and name, and
     for each part of the signature both failures state, at least one entry in common (each part is a sample: a
-    summary keeps a few examples)."""
+    summary keeps a few examples). A steady state that failed during the chaos and one that failed after it, of
+    the same condition, are the same failure: both say it broke once the chaos began, and which window a broken
+    flow ends in is the machine's timing (a busy machine ends it after)."""
 
     kind: FailureKind
     name: str
@@ -67,10 +73,17 @@ class Failure:
 
     def same_as(self, other: Failure) -> bool:
         """Whether `other` is this failure again (see the class)."""
-        return (self.kind, self.name) == (other.kind, other.name) and all(
+        return (self.kind, self._compared_name()) == (other.kind, other._compared_name()) and all(
             not ours or not theirs or bool(set(ours) & set(theirs))
             for ours, theirs in ((self.replicas, other.replicas), (self.reasons, other.reasons),
                                  (self.detail, other.detail)))
+
+    def _compared_name(self) -> str:
+        """The name `same_as` compares: a steady state's window during or after the chaos as one."""
+        window, _, condition = self.name.partition(": ")
+        if self.kind == "hypothesis" and window in SINCE_THE_CHAOS:
+            return f"since the chaos: {condition}"
+        return self.name
 
     def __str__(self) -> str:
         said = f"{self.kind} {self.name}"

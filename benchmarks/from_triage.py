@@ -1,0 +1,133 @@
+"""From an incident's logs to a scenario that reproduces it: `hunt --from-triage` on each on-call cause, timed.
+
+For each on-call catalogue scenario (`scenarios/on-call/`, or those `--causes` names), as on-call
+would meet it: the incident is the scenario run as it stands (`run --reproduce`, exit 0: its
+replicas logged the failure); `triage --once --json` over its replicas' logs is the triage
+output; the deployment is the same scenario without its chaos and its verdict tables
+(`[[chaos]]`, `[reproduces]`, `[expect]`: what on-call knows is the deployment, not the chaos);
+then one real `mrtr-harness hunt` of that deployment `--from-triage` the triage output, in a
+child process, timed from outside. Read back from its hunt.json: whether it found a failure
+that is one of the triaged reasons, failed without chaos (the deployment alone logs them), or
+found nothing; its wall seconds; the handed-over file's reproduction rate.
+
+    python -m benchmarks.from_triage [--causes ephemeral-keys ...] [--trials 20] [--reproduce 10]
+        [--shrink-runs 60]
+
+Prints a line per cause and the median hunt minutes of the causes reproduced; writes the raw JSON
+to `results/benchmarks/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cpu import load_average, machine_facts
+from benchmarks.runs import REPO_ROOT, write_figures
+from harness.hunt.toml_file import document
+
+ON_CALL = REPO_ROOT / "scenarios" / "on-call"
+LEFT_OUT = ("chaos", "reproduces", "expect", "hunt")
+"""What the hunted deployment drops from the incident's scenario: the chaos is what the hunt must find."""
+
+
+def _harness(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def incident(cause: str, work: Path) -> Path | None:
+    """Run the cause's scenario as it stands and triage its replicas' logs: the triage file, or None when the run
+    did not reproduce its failure (then there is no incident to start from)."""
+    ran = _harness("run", "--reproduce", str(ON_CALL / f"{cause}.toml"), "--results", str(work / "incident"),
+                   timeout=900)
+    if ran.returncode != 0:
+        return None
+    logs = sorted((work / "incident").glob("*/target/logs/*.log"))
+    triaged = _harness("triage", "--once", "--json", "--file", *map(str, logs), timeout=300)
+    if triaged.returncode not in (0, 1) or not triaged.stdout.strip():
+        return None
+    path = work / "triage.json"
+    path.write_text(triaged.stdout, encoding="utf-8")
+    return path
+
+
+def deployment(cause: str, work: Path) -> Path:
+    """The cause's scenario without its chaos and verdict tables, written as TOML."""
+    data = tomllib.loads((ON_CALL / f"{cause}.toml").read_text(encoding="utf-8"))
+    path = work / f"{cause}-deployment.toml"
+    path.write_text(document({key: value for key, value in data.items() if key not in LEFT_OUT}), encoding="utf-8")
+    return path
+
+
+def hunted(cause: str, work: Path, triage: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One hunt of the deployment steered by the triage file: its outcome, wall seconds and reproduction rate."""
+    counted = set(json.loads(triage.read_text(encoding="utf-8")).get("by_reason", {}))
+    flags = ["--trials", str(args.trials)]
+    for flag, value in (("--reproduce", args.reproduce), ("--shrink-runs", args.shrink_runs)):
+        if value is not None:
+            flags += [flag, str(value)]
+    results = work / "hunt"
+    started = time.monotonic()
+    done = _harness("hunt", str(deployment(cause, work)), "--from-triage", str(triage), *flags, "--results",
+                    str(results), timeout=4 * 3600)
+    seconds = time.monotonic() - started
+    summaries = list(results.glob("*/hunt.json"))
+    if done.returncode not in (0, 1) or len(summaries) != 1:
+        return {"outcome": "error", "exit_code": done.returncode, "seconds": round(seconds, 1),
+                "error": done.stderr[-1500:]}
+    summary = json.loads(summaries[0].read_text(encoding="utf-8"))
+    failure = (summary.get("failure") or {}).get("name", "")
+    reasons = sorted(reason for reason in counted if f"reason='{reason}'" in failure)
+    if summary.get("without_chaos") is not None:
+        outcome = "fails without chaos"
+    elif summary.get("stopped_by") == "found":
+        outcome = "reproduced" if reasons else "found another failure"
+    else:
+        outcome = "not found"
+    return {"outcome": outcome, "exit_code": done.returncode, "seconds": round(seconds, 1), "failure": failure,
+            "triaged": sorted(counted), "reasons": reasons, "reproduction": summary.get("reproduction"),
+            "stopped_by": summary.get("stopped_by"), "from_triage": summary.get("from_triage")}
+
+
+def main() -> int:
+    causes = sorted(path.stem for path in ON_CALL.glob("*.toml"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--causes", nargs="+", choices=causes, default=causes, help="default: every on-call cause")
+    parser.add_argument("--trials", type=int, default=20, help="search trials each hunt may run (default 20)")
+    parser.add_argument("--reproduce", type=int, help="reruns of the handed-over file (default: the hunt's)")
+    parser.add_argument("--shrink-runs", type=int, help="the shrink's budget of runs (default: the hunt's)")
+    args = parser.parse_args()
+    started = datetime.now(UTC)
+    load_before = load_average()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="from-triage-") as scratch:
+        for cause in args.causes:
+            work = Path(scratch) / cause
+            work.mkdir()
+            triage = incident(cause, work)
+            row = {"cause": cause, **(hunted(cause, work, triage, args) if triage is not None
+                                      else {"outcome": "no incident"})}
+            rows.append(row)
+            print(json.dumps({key: row.get(key) for key in ("cause", "outcome", "seconds", "failure", "reproduction")}),
+                  flush=True)
+    reproduced = [row["seconds"] for row in rows if row["outcome"] == "reproduced"]
+    median = round(statistics.median(reproduced) / 60, 2) if reproduced else None
+    print(f"reproduced {len(reproduced)} of {len(rows)} causes; median hunt minutes of those: {median}")
+    write_figures("from_triage", {"date": started.isoformat(timespec="seconds"), "args": vars(args),
+                                  "machine": machine_facts(), "load_before": load_before,
+                                  "load_after": load_average(), "median_minutes": median, "causes": rows}, started)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
