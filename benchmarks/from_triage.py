@@ -7,8 +7,10 @@ output; the deployment is the same scenario without its chaos and its verdict ta
 (`[[chaos]]`, `[reproduces]`, `[expect]`: what on-call knows is the deployment, not the chaos);
 then one real `mrtr-harness hunt` of that deployment `--from-triage` the triage output, in a
 child process, timed from outside. Read back from its hunt.json: whether it found a failure
-that is one of the triaged reasons, failed without chaos (the deployment alone logs them), or
-found nothing; its wall seconds; the handed-over file's reproduction rate.
+that is one of the triaged reasons (an incident whose replicas logged no rejection, a double
+release, has nothing to steer by: said, no hunt), failed without chaos (its control trial failed: the
+deployment alone logs them, which the hunt says instead of searching), or found nothing; its
+wall seconds; the handed-over file's reproduction rate.
 
     python -m benchmarks.from_triage [--causes ephemeral-keys ...] [--trials 20] [--reproduce 10]
         [--shrink-runs 60]
@@ -71,7 +73,10 @@ def deployment(cause: str, work: Path) -> Path:
 
 def hunted(cause: str, work: Path, triage: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One hunt of the deployment steered by the triage file: its outcome, wall seconds and reproduction rate."""
-    counted = set(json.loads(triage.read_text(encoding="utf-8")).get("by_reason", {}))
+    by_reason = json.loads(triage.read_text(encoding="utf-8")).get("by_reason", {})
+    counted = {reason for reason, count in by_reason.items() if isinstance(count, int) and count > 0}
+    if not counted:  # the incident is not a logged rejection (a double release): nothing to steer a hunt by
+        return {"outcome": "no rejection logged", "triaged": []}
     flags = ["--trials", str(args.trials)]
     for flag, value in (("--reproduce", args.reproduce), ("--shrink-runs", args.shrink_runs)):
         if value is not None:
@@ -86,10 +91,12 @@ def hunted(cause: str, work: Path, triage: Path, args: argparse.Namespace) -> di
         return {"outcome": "error", "exit_code": done.returncode, "seconds": round(seconds, 1),
                 "error": done.stderr[-1500:]}
     summary = json.loads(summaries[0].read_text(encoding="utf-8"))
-    failure = (summary.get("failure") or {}).get("name", "")
+    control = summary.get("without_chaos")
+    failures = control["failures"] if control is not None else [summary.get("failure") or {}]
+    failure = "; ".join(str(failed.get("name", "")) for failed in failures)
     reasons = sorted(reason for reason in counted if f"reason='{reason}'" in failure)
-    if summary.get("without_chaos") is not None:
-        outcome = "fails without chaos"
+    if control is not None:
+        outcome = "fails without chaos" + ("" if reasons else " (another failure)")
     elif summary.get("stopped_by") == "found":
         outcome = "reproduced" if reasons else "found another failure"
     else:
