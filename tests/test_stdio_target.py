@@ -17,7 +17,7 @@ import pytest
 
 from harness.processes.children import alive, descendants, stat_fields
 from tests.harness_run import ROOT, run_harness
-from tests.services import sigint_default
+from tests.services import require_binary, sigint_default
 
 GONE_WITHIN = 5.0
 
@@ -105,6 +105,19 @@ def test_refunds_over_stdio_complete_through_a_kill_with_every_cold_start_report
     pids = {record["pid"] for record in starts}
     assert len(pids) == 3 and not [pid for pid in pids if alive(pid)], pids
     assert not _command_lines_naming(str(results)), _command_lines_naming(str(results))
+
+
+def test_the_shop_over_stdio_on_a_redis_store_serves_its_refunds(tmp_path):
+    """`store = "redis"`: the shop's API and its stdio replicas share a Redis the target started (its port is known
+    only once it runs; they were once handed port 0, and the API exited before it was ready: exit 3)."""
+    require_binary("redis-server")
+    scenario = tmp_path / "stdio-redis.toml"
+    scenario.write_text(SCENARIO.split("[[chaos]]")[0].replace("replicas = 2\n", "replicas = 2\nstore = \"redis\"\n")
+                        + '[expect]\ncompleted_ratio = ">= 0.8"\n')
+    finished = run_harness(scenario, tmp_path / "results")
+    assert finished.code == 0, finished.output
+    assert finished.summary["flows"]["by_outcome"].get("completed", 0) > 0, finished.summary["flows"]
+    assert all(row["passed"] for row in finished.summary["invariants"].values())
 
 
 def test_a_run_killed_with_sigkill_leaves_no_stdio_server_behind(tmp_path):

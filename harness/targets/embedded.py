@@ -27,7 +27,7 @@ from harness.targets.auth_admin import AuthAdminError, auth_server_spec
 from harness.targets.health import ReplicaHealth, from_process
 from harness.targets.interface import AuthChange, ChaosUnsupported, ReplicaChange, RingKeys, TargetError
 from harness.targets.ledger_check import LedgerAtApi
-from harness.targets.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions
+from harness.targets.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions, shop_store, stop_shop
 from harness.targets.redis_process import RedisProcess
 
 
@@ -51,7 +51,7 @@ class EmbeddedTarget(RingKeys, LedgerAtApi):
         spec = self.scenario.target
         auth = auth_server_spec(spec)  # a missing secret variable: exit 2, before anything starts
         try:
-            store = self._shared_store()
+            store = shop_store(self.redis, self.workdir)
             self.deployment = LocalDeployment(self.workdir, replicas=spec.replicas, store=store,
                                               ttl=f"{self.scenario.real(spec.ttl)}", name=spec.name,
                                               keyring="ephemeral" if spec.keyring == "ephemeral" else None,
@@ -66,19 +66,9 @@ class EmbeddedTarget(RingKeys, LedgerAtApi):
         self.api_url = self.deployment.api.base_url if self.deployment.api else None
         self.original_rings = [self._ring_or_empty(index) for index in range(spec.replicas)]
 
-    def _shared_store(self) -> str:
-        if self.redis is not None:
-            self.redis.start()
-            return self.redis.url
-        return f"sqlite:{self.workdir / 'shop.db'}"
-
     def stop(self) -> None:
         """Stop every process, by PID, and delete the ring files (no key stays in the results folder)."""
-        if self.deployment is not None:
-            self.deployment.stop()
-            self.deployment.remove_rings()
-        if self.redis is not None:
-            self.redis.stop()
+        stop_shop(self.deployment, self.redis)
 
     def log_sources(self) -> list[LogSource]:
         assert self.deployment is not None

@@ -27,6 +27,7 @@ from harness.config.replica_knobs import REPLICA_KNOBS
 from harness.mrtr.keys import fingerprint, new_key, read_ring, remove_rings, write_ring
 from harness.processes.children import alive, free_port, harness_command, start_child
 from harness.targets.auth_admin import AuthServerSpec, admin_call, auth_server_args
+from harness.targets.redis_process import RedisProcess
 from harness.targets.zygote import Zygote, ZygoteError, borrowed_zygote
 
 READY_TIMEOUT = 60.0
@@ -433,3 +434,22 @@ class LocalDeployment:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def shop_store(redis: RedisProcess | None, workdir: Path) -> str:
+    """The store a local shop's API and replicas share: its Redis, started (its port is known only then), else a
+    SQLite file in `workdir`."""
+    if redis is not None:
+        redis.start()
+        return redis.url
+    return f"sqlite:{workdir / 'shop.db'}"
+
+
+def stop_shop(deployment: LocalDeployment | None, redis: RedisProcess | None) -> None:
+    """Stop a local shop's processes by PID and delete its ring files (no key stays in a results folder), then its
+    Redis."""
+    if deployment is not None:
+        deployment.stop()
+        deployment.remove_rings()
+    if redis is not None:
+        redis.stop()

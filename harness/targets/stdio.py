@@ -29,7 +29,14 @@ from harness.secrets import command_env
 from harness.targets.health import ReplicaHealth, from_process
 from harness.targets.interface import ChaosUnsupported, NoAuthServer, ReplicaChange, TargetError
 from harness.targets.ledger_check import LedgerAtApi
-from harness.targets.local_deployment import DeploymentError, LocalDeployment, ReplicaOptions, replica_args
+from harness.targets.local_deployment import (
+    DeploymentError,
+    LocalDeployment,
+    ReplicaOptions,
+    replica_args,
+    shop_store,
+    stop_shop,
+)
 from harness.targets.redis_process import RedisProcess
 
 _NO_RING = "a stdio target's key ring is the harness's to read, not to rotate: rotate-keys is refused for it"
@@ -73,9 +80,7 @@ class StdioTarget(NoAuthServer, LedgerAtApi):
 
     def _start_api(self) -> None:
         spec = self.scenario.target
-        store = self.redis.url if self.redis is not None else f"sqlite:{self.workdir / 'shop.db'}"
-        if self.redis is not None:
-            self.redis.start()
+        store = shop_store(self.redis, self.workdir)
         self.deployment = LocalDeployment(self.workdir, replicas=0, store=store,
                                           ttl=f"{self.scenario.real(spec.ttl)}", name=spec.name,
                                           keyring="ephemeral" if spec.keyring == "ephemeral" else None,
@@ -98,11 +103,7 @@ class StdioTarget(NoAuthServer, LedgerAtApi):
     def stop(self) -> None:
         """Every process stopped by its PID (stdin closed, SIGKILL after a grace), then the API; no ring is left."""
         self.servers.stop()
-        if self.deployment is not None:
-            self.deployment.stop()
-            self.deployment.remove_rings()
-        if self.redis is not None:
-            self.redis.stop()
+        stop_shop(self.deployment, self.redis)
 
     def log_sources(self) -> list[LogSource]:
         """Each label's stderr, as a file (per-client processes append to one)."""
