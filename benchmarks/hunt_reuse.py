@@ -48,8 +48,13 @@ def one_hunt(scenario: Path, results: Path, reuse: bool) -> dict[str, Any]:
     if done.returncode != 0:
         raise SystemExit(f"the hunt (reuse {reuse}) did not hold ({done.returncode}): {done.stderr[-1500:]}")
     [folder] = set(results.iterdir()) - before
-    trials = [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
-    trials = [record for record in trials if record["type"] == "trial"]
+    return timed(folder, seconds)
+
+
+def timed(folder: Path, seconds: float) -> dict[str, Any]:
+    """A hunt's wall seconds, and each trial's seconds and the outcomes, as its journal has them."""
+    records = [json.loads(line) for line in (folder / "hunt.jsonl").read_text().splitlines()]
+    trials = [record for record in records if record["type"] == "trial"]
     return {"wall_seconds": round(seconds, 2), "trial_seconds": [trial["seconds"] for trial in trials],
             "outcomes": sorted({trial["outcome"] for trial in trials})}
 
@@ -75,10 +80,7 @@ def shared_hunt(scenario: Path, results: Path, trials: int, shares: int) -> dict
     seconds = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"the merge failed ({done.returncode}): {done.stderr[-1500:]}")
-    records = [json.loads(line) for line in (next(merged.iterdir()) / "hunt.jsonl").read_text().splitlines()]
-    trials_run = [record for record in records if record["type"] == "trial"]
-    return {"wall_seconds": round(seconds, 2), "trial_seconds": [trial["seconds"] for trial in trials_run],
-            "outcomes": sorted({trial["outcome"] for trial in trials_run}), "shares": shares}
+    return {**timed(next(merged.iterdir()), seconds), "shares": shares}
 
 
 def summed(hunts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -110,10 +110,14 @@ def figures(result: dict[str, Any], budget: int) -> dict[str, Any]:
             "search_trials": len(search), "hunt_seconds": result["seconds"]}
 
 
+def median_trials(values: list[int | None], budget: int) -> int:
+    """The median trials to the find, a censored hunt (None) counted one past the budget."""
+    return statistics.median_low(sorted(value if value is not None else budget + 1 for value in values))
+
+
 def median_or_censored(values: list[int | None], budget: int) -> str:
-    """The median trials to the find, a censored hunt counted at the budget (`>` when the median is censored)."""
-    counted = sorted(value if value is not None else budget + 1 for value in values)
-    middle = statistics.median_low(counted)
+    """The median trials to the find, said (`>` the budget when the median is censored)."""
+    middle = median_trials(values, budget)
     return f">{budget}" if middle > budget else str(middle)
 
 
@@ -135,8 +139,7 @@ def verdict(fault: str, strategy: str, found: list[int | None], budget: int, rat
     floor = random_median_floor(rates[fault])
     if floor is None:
         return said + "; random never draws its schedule at this trial length"
-    counted = sorted(value if value is not None else budget + 1 for value in found)
-    within = statistics.median_low(counted) <= floor / 5
+    within = median_trials(found, budget) <= floor / 5
     return said + (f"; random's median is at least {floor} (exact, from its rate): "
                    f"{'within' if within else 'not within'} a fifth of it ({floor / 5:.1f})")
 

@@ -57,8 +57,8 @@ def replicas(tmp_path) -> Iterator[Replicas]:
         started.stop()
 
 
-def test_a_shop_logging_as_the_typescript_sdk_is_explained_by_its_adapter_and_unexplained_for_want_of_one(
-        replicas: Replicas, tmp_path):
+def _typescript_shop(replicas: Replicas) -> tuple[str, list[str]]:
+    """The shop's API and two replicas logging as the TypeScript SDK does, up and answering: their URLs."""
     folder = replicas.folder
     api = replicas.start("api", "harness", "shop", "api", "--store", f"sqlite:{folder / 'shop.db'}")
     urls = [replicas.start(name, "harness", "shop", "replica", "--api", api.removesuffix("/mcp"),
@@ -66,6 +66,12 @@ def test_a_shop_logging_as_the_typescript_sdk_is_explained_by_its_adapter_and_un
                            "--log-format", "typescript")
             for name in ("r1", "r2")]
     replicas.wait_ready()
+    return api, urls
+
+
+def test_a_shop_logging_as_the_typescript_sdk_is_explained_by_its_adapter_and_unexplained_for_want_of_one(
+        replicas: Replicas, tmp_path):
+    api, urls = _typescript_shop(replicas)
     logs = [f"file:{replicas.log(name)}@{name}" for name in ("r1", "r2")]
     summaries = {}
     for adapter in ('log_adapter = "typescript-sdk"', ""):
@@ -154,13 +160,7 @@ pattern = '''input request refused on (?P<method>\\S{1,40}): the client did not 
 def test_a_32021_the_clients_saw_is_explained_by_the_line_its_replica_logged_for_it(replicas: Replicas, tmp_path):
     """The shop's replicas log their own line when they refuse with -32021 (a forms-only host asked in URL mode);
     a user's adapter's [unasked] reads it, and reconciliation pairs each -32021 with its replica's line."""
-    folder = replicas.folder
-    api = replicas.start("api", "harness", "shop", "api", "--store", f"sqlite:{folder / 'shop.db'}")
-    urls = [replicas.start(name, "harness", "shop", "replica", "--api", api.removesuffix("/mcp"),
-                           "--store", f"sqlite:{folder / 'shop.db'}", "--replica-id", name,
-                           "--log-format", "typescript")
-            for name in ("r1", "r2")]
-    replicas.wait_ready()
+    api, urls = _typescript_shop(replicas)
     (tmp_path / "shop-ts.toml").write_text(SHOP_ADAPTER)
     scenario = tmp_path / "run.toml"
     scenario.write_text(UNASKED_SCENARIO.format(
