@@ -281,6 +281,9 @@ listener = inspect.getsource(MasterRunner.client_listener)
 found["listener"] = ["self.server.recv_from_client()" in listener, "self.handle_message(client_id, msg)" in listener]
 found["reset"] = "self.server = rpc.Server(" in inspect.getsource(MasterRunner.reset_connection)
 found["missing"] = [STATE_MISSING, hasattr(again.clients, "get")]
+handling = inspect.getsource(MasterRunner.handle_message)
+found["liveness"] = ["WorkerNode(client_id, heartbeat_liveness=HEARTBEAT_LIVENESS)" in handling,
+                     "c.heartbeat = HEARTBEAT_LIVENESS" in handling]
 own = WorkerRunner.__dict__.get("_send_stats")
 found["send_stats"] = None if own is None else list(inspect.signature(own).parameters)
 found["web_reads_argv"] = "argument_parser.ui_extra_args_dict()" in inspect.getsource(web)
@@ -315,6 +318,11 @@ def test_a_locust_master_reads_every_frame_through_its_server_and_hands_it_to_ha
 
 def test_a_locust_master_marks_a_worker_whose_heartbeats_stopped_missing(locust_edges):
     assert locust_edges["missing"] == ["missing", True]  # what `missing_workers` reads
+
+
+def test_a_locust_master_reads_how_long_to_wait_for_heartbeats_from_its_module_each_time(locust_edges):
+    """`wait_for_heartbeats` sets the module's constant: a worker's hello and each heartbeat read it then."""
+    assert locust_edges["liveness"] == [True, True]
 
 
 def test_a_locust_worker_sends_its_stats_report_when_asked_with_no_arguments(locust_edges):

@@ -21,6 +21,9 @@
   also after Locust's `reset_connection()` makes a new socket.
 - A master's workers, `MasterRunner.clients` (a dict by node id of nodes with a `state`): a node whose
   heartbeats stopped is `"missing"` (`locust.runners.STATE_MISSING`), one that quit is no longer there.
+- How long a master waits for a heartbeat, `locust.runners.HEARTBEAT_LIVENESS` (heartbeat intervals of one
+  second, read each time a worker says hello or sends a heartbeat): there is no option for it, and its 3 marks a
+  worker missing when its process is starved of the CPU for three seconds on a busy machine.
 
 Nothing here imports Locust when it is imported: the runner is given.
 """
@@ -34,7 +37,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["PAGE_SCRIPT", "clear_command_line_for_web_ui", "gate_master", "guard_master_listener",
-           "missing_workers", "page_with_script", "release_master_port", "send_stats_now"]
+           "missing_workers", "page_with_script", "release_master_port", "send_stats_now", "wait_for_heartbeats"]
 
 PAGE_SCRIPT = """<script>
 (() => {
@@ -102,6 +105,13 @@ def guard_master_listener(runner: Any, on_garbage: Callable[[], None]) -> None:
 
     guard(runner.server)
     runner.reset_connection = reset_connection
+
+
+def wait_for_heartbeats(seconds: int) -> None:
+    """A Locust master made after this marks a worker missing only when it has sent no heartbeat for `seconds`."""
+    import locust.runners
+
+    locust.runners.HEARTBEAT_LIVENESS = seconds
 
 
 def missing_workers(runner: Any, nodes: Iterable[str]) -> list[str]:

@@ -687,6 +687,7 @@ def run_worker(master_host: str, master_port: int, spool_root: Path | None = Non
         print(f"mrtr-harness worker: {text}", file=sys.stderr, flush=True)
 
     secret = cluster_secret(throwaway=False)  # MissingSecret (exit 2) before anything connects
+    _import_setup_modules()
     env = Environment(events=Events())
     try:
         runner = env.create_worker_runner(master_host, master_port)
@@ -701,6 +702,16 @@ def run_worker(master_host: str, master_port: int, spool_root: Path | None = Non
     finally:
         shipped = session.close()
     return 0 if shipped else 1
+
+
+def _import_setup_modules() -> None:
+    """Import what a setup builds with before connecting: importing it takes seconds of CPU on a busy machine, and
+    done while handling the setup it would hold up the worker's heartbeats."""
+    import harness.config.scenario
+    import harness.load.client_stack
+    import harness.load.plan
+    import harness.load.users
+    import harness.metrics.registry  # noqa: F401 - imported for their cost, used by `_on_setup`
 
 
 def _version() -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
-from harness._compat.locust import missing_workers, release_master_port
+from harness._compat.locust import missing_workers, release_master_port, wait_for_heartbeats
 from harness.config.scenario import Scenario
 from harness.load import DEFAULT_MASTER_PORT
 from harness.load.distributed import (
@@ -31,6 +31,9 @@ from harness.processes.children import free_port
 from harness.targets.interface import TargetError
 
 WORKERS_READY_TIMEOUT = 60.0
+WORKER_SILENCE_LIMIT = 10
+"""Seconds without a heartbeat before a worker counts as lost (Locust's own 3 loses workers that are only
+starved of the CPU on a busy machine); a local worker whose process exits is lost at once, whatever this says."""
 FINISH_TIMEOUT = 30.0
 
 
@@ -111,6 +114,7 @@ class DistributedLoad:
         env.user_classes = user_classes(None, time.time(), distributed=True, scenario=scenario)
         env.events.worker_report.add_listener(self._on_report)
         self.port = bind_port or (free_port() if not remote else DEFAULT_MASTER_PORT)
+        wait_for_heartbeats(WORKER_SILENCE_LIMIT)
         self.runner = env.create_master_runner(bind_host, self.port)
         self.parts = JournalParts(folder, on_grown, before_append)
         secret = cluster_secret(throwaway=not remote)

@@ -35,11 +35,13 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
                in_flight: dict[str, Flow] | None = None, lead: int = 0) -> Steps[FlowOutcome]:
     """One flow to its end, as steps (it yields each wait), journaling exactly one outcome for it.
 
-    While it runs it is in `in_flight` (the load plan's table), so a run that stops with
-    flows still waiting on their leads journals their ends itself, in bulk (`interrupt`),
-    instead of waiting for each flow to be stopped; a flow whose end is already journaled
-    writes nothing more when it is stopped (its greenlet killed mid-round, or its parked
-    steps closed).
+    The flow starts here, when it is made: its start is journaled and it is in `in_flight`
+    (the load plan's table) before its steps first run on a greenlet of their own. So a
+    load that stops between the two still counts it in flight and gives it the grace
+    period, and a run that stops with flows waiting on their leads journals their ends
+    itself, in bulk (`interrupt`), instead of waiting for each flow to be stopped; a flow
+    whose end is already journaled writes nothing more when it is stopped (its greenlet
+    killed mid-round, or its parked steps closed).
     """
     flow = Flow(env, spec, flow_id, rng, late=late, lead=lead)
     started = FlowStarted(type=RecordType.START, t=flow.started, flow_id=flow_id, flow=flow.kind,
@@ -52,6 +54,12 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
     env.run_metrics.flow_started(flow.kind)
     if in_flight is not None:
         in_flight[flow_id] = flow
+    return _to_the_end(env, flow, spec, scheduled, in_flight)
+
+
+def _to_the_end(env: FlowEnv, flow: Flow, spec: FlowSpec, scheduled: float | None,
+                in_flight: dict[str, Flow] | None) -> Steps[FlowOutcome]:
+    """A started flow's steps, then its one outcome journaled (unless the run journaled it first)."""
     outcome = FlowOutcome.INTERRUPTED
     try:
         outcome = yield from FLOW_STEPS[type(spec)](flow, spec, scheduled)
@@ -65,7 +73,7 @@ def flow_steps(env: FlowEnv, spec: FlowSpec, flow_id: str, rng: RandomStream,
         outcome = FlowOutcome.ERROR
     finally:
         if in_flight is not None:
-            in_flight.pop(flow_id, None)
+            in_flight.pop(flow.flow_id, None)
         if not flow.ended:
             finish(env, flow, outcome)
     return outcome
