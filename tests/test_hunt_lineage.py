@@ -216,8 +216,9 @@ def test_each_trial_runs_an_untried_cutting_set_timed_on_its_edges_and_then_cert
         f"restart r2, each run, and refund flows completed; but restart r{second.replica} ran only in trials not "
         "judged, which prove nothing. The faults: restart r1, restart r2; the supports from 2 passing trials of 6s")
     assert str(certified.value).endswith(
-        "A replica's memory of its own lives (a fault that acts only after a restart and a kill of it, say) was not "
-        "probed: it is not ruled out"), "no restart was seen spared: nothing says its declared cut failed"
+        "What a replica's process remembers of what was done to it (a fault that acts only after a restart and a "
+        "kill of it, say) was not probed: it is not ruled out"), \
+        "no restart was seen spared: nothing says its declared cut failed"
 
 
 def test_a_support_that_kept_the_flows_alive_under_a_fault_narrows_the_next_set(tmp_path: Path) -> None:
@@ -246,28 +247,28 @@ def test_a_hand_over_that_spanned_a_fault_in_a_flow_that_completed_refutes_that_
     spanned = hand_overs(tmp_path / "s1b", ("r1", "r2", 1.8), chaos=(("restart", whom, 2.0, 2.5),))
     history.append(tried(2, spanned, first))
     assert lineage.refuted(history) == {(Fault("restart", whom), Shape("r1", "r2"))}
-    lives = lineage.next(history)
-    assert [(again.action, again.replica) for again in lives.steps] == [("restart", step.replica)] * 2, \
-        "the declared cut did not happen: first, two lives of that replica in a row"
-    assert lives.steps[1].at - lives.steps[0].at >= 1.0 - 1e-9
-    history.append(tried(3, hand_overs(tmp_path / "s1c", ("r1", "r2", 1.0)), lives))
-    (other,) = lineage.next(history).steps
-    assert other.replica != step.replica
-    history.append(tried(4, hand_overs(tmp_path / "s2", ("r1", "r2", 1.8), chaos=(("restart", f"r{other.replica}",
-                                                                                 2.0, 2.5),)),
-                         Schedule((other,), 6.0)))
-    lives = lineage.next(history)
-    assert [again.replica for again in lives.steps] == [other.replica] * 2, "that replica's lives in turn"
-    history.append(tried(5, hand_overs(tmp_path / "s3", ("r1", "r2", 1.0)), lives))
+    probed = []
+    for index in (3, 4):
+        lives = lineage.next(history)
+        (replica,) = {again.replica for again in lives.steps}
+        assert [again.action for again in lives.steps] == ["restart"] * 2, \
+            "the declared cut did not happen: first, two lives of a replica in a row"
+        assert lives.steps[1].at - lives.steps[0].at >= 1.0 - 1e-9
+        probed.append(replica)
+        history.append(tried(index, hand_overs(tmp_path / f"s{index}", ("r1", "r2", 1.0)), lives))
+    assert sorted(probed) == [1, 2], "the replicas run one server: each one's lives probed, one at a time (two " \
+                                     "replicas: a restart cannot name both)"
     with pytest.raises(Exhausted) as certified:
-        lineage.next(history)
-    assert "its 1 observed support, over the hand-overs r1->r2, are all cut by no such combination; 2 times a " \
-           "hand-over of one of these shapes spanned a fault on its replicas and its flow completed" in \
-           str(certified.value)
+        lineage.next(history)  # the probe of the other replica's lives ran its one cutting set, twice over
+    other = 3 - step.replica
+    assert f"its 1 observed support, over the hand-overs r1->r2, are all cut only by restart r{other}, each run, and " \
+           "refund flows completed; 1 times a hand-over of one of these shapes spanned a fault on its replicas and " \
+           "its flow completed" in str(certified.value)
     assert "It rests on the cuts each action declares (harness.config.chaos `cuts`) and those these trials " \
            "observed" in str(certified.value)
-    assert "A replica's memory of its own lives was probed by 2 pairs of life-ending faults in a row on one " \
-           "replica (restart r1 then restart r1, restart r2 then restart r2), each run once" in str(certified.value)
+    assert "What a replica's process remembers of what was done to it was probed by 2 probes (restart r1 then " \
+           "restart r1, restart r2 then restart r2), each run once, once a fault on a replica's process was seen " \
+           "sparing its hand-overs: three or more faults in a row" in str(certified.value)
 
 
 def a_cut_hand_over(folder: Path, minter: str, verifier: str, at: float,
@@ -327,9 +328,11 @@ def test_of_the_smallest_untried_sets_the_one_seen_cutting_the_most_supports_goe
 
 def test_a_replica_whose_hand_overs_outlived_a_restart_or_kill_is_probed_by_two_of_its_lives_in_a_row(
         tmp_path: Path) -> None:
-    """The declared cut of a kill (what the process held) did not happen on r2: before any other set, the pairs of
-    life-ending faults on r2 in a row (kill, restart; network ends no life), a second at least 1 s after the first;
-    once each ran, the declared search goes on; the certificate says how far a replica's lives were probed."""
+    """The declared cut of a kill (what the process held) did not happen on r2. The replicas run one server, so before
+    any other set every replica's process is probed, in groups a kill can name that hold each pair of replicas (three
+    replicas: r1+r2, r1+r3, r2+r3) in turn: the harsher pairs of life-ending faults first (kill then kill, kill then
+    restart, restart then kill, restart then restart; network ends no life), a second at least 1 s after the first; once
+    each ran, the declared search goes on; the certificate says how far the processes were probed."""
     space = Space(actions=("restart", "kill", "network"), replicas=(1, 2, 3), replica_count=3, duration=6.0,
                   max_steps=2, ttl=600.0, name="shop")
     labels = ["r1", "r2", "r3"]
@@ -340,18 +343,47 @@ def test_a_replica_whose_hand_overs_outlived_a_restart_or_kill_is_probed_by_two_
                tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), ("r3", "r1", 1.8),
                                    chaos=(("kill", "r2", 2.0, 2.6),)), Schedule((kill,), 6.0))]
     probes = []
-    for index in range(3, 7):
+    for index in range(3, 15):
         probe = lineage.next(history)
-        assert [step.replica for step in probe.steps] == [2, 2], "r2's lives, the only replica the kill spared"
+        assert len(probe.steps) == 2 and probe.steps[0].replicas == probe.steps[1].replicas, probe
         assert probe.steps[1].at - probe.steps[0].at >= 1.0 - 1e-9
-        probes.append(tuple(step.action for step in probe.steps))
+        probes.append(tuple((step.action, tuple(step.replicas or ())) for step in probe.steps))
         history.append(tried(index, hand_overs(tmp_path / f"s{index}", ("r1", "r2", 1.0)), probe))
-    assert sorted(probes) == [("kill", "kill"), ("kill", "restart"), ("restart", "kill"), ("restart", "restart")]
+    groups = [group for (_, group), _ in probes]
+    assert sorted(groups[:3]) == [(1, 2), (1, 3), (2, 3)], \
+        "each group in turn"
+    assert sorted(set(groups)) == [(1, 2), (1, 3), (2, 3)] and all(groups.count(group) == 4 for group in set(groups))
+    for group in set(groups):
+        assert [(first, second) for (first, where), (second, _) in probes if where == group] == [
+            ("kill", "kill"), ("kill", "restart"), ("restart", "kill"), ("restart", "restart")], "harsher first"
     after = lineage.next(history)
-    assert lineage.sequence(after) not in {(Fault(first, "r2"), Fault(second, "r2")) for first, second in probes}, \
-        "every pair on r2 ran: the declared cutting sets again"
-    assert lineage.lives_run(history, lineage.evidence(history), lineage.observed(history)) == {
-        (Fault(first, "r2"), Fault(second, "r2")): True for first, second in probes}
+    assert lineage.sequence(after) not in {lineage.sequence(run.trial.schedule) for run in history[2:]}, \
+        "every probe ran: the declared cutting sets again"
+    ran = lineage.probes_run(history, lineage.evidence(history), lineage.observed(history))
+    assert len(ran) == 12 and all(ran.values())
+
+
+def test_a_freeze_is_probed_alone_at_its_longest_and_after_a_life_ends(tmp_path: Path) -> None:
+    """With pauses allowed, each group's probes start with a pause at its longest (from the start, to the trial's
+    end: the longest a draw gives, within the trial), and a pair ending with a pause gives it what is left."""
+    space = Space(actions=("kill", "pause"), replicas=(1, 2, 3), replica_count=3, duration=4.0, max_steps=2,
+                  ttl=600.0, name="shop")
+    lineage = Lineage(space, 2, ["r1", "r2", "r3"])
+    kill = chaos_step({"action": "kill", "at": 2.0, "replica": 1})
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0)), Schedule((), 4.0), "control"),
+               tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), chaos=(("kill", "r1", 2.0, 2.6),)),
+                     Schedule((kill,), 4.0))]
+    seen = []
+    for index in range(3, 12):
+        probe = lineage.next(history)
+        seen.append(probe)
+        history.append(tried(index, hand_overs(tmp_path / f"s{index}", ("r1", "r2", 1.0)), probe))
+    alone = [probe for probe in seen if len(probe.steps) == 1]
+    assert len(alone) == 3 and {tuple(probe.steps[0].replicas or ()) for probe in alone} == {(1, 2), (1, 3), (2, 3)}
+    assert all(probe.steps[0].action == "pause" and probe.steps[0].at == 0.0 and probe.steps[0].duration == 4.0
+               for probe in alone), "from the start to the trial's end: the longest a pause is drawn (10 s) cut there"
+    after = [probe for probe in seen if [step.action for step in probe.steps] == ["kill", "pause"]]
+    assert after and all(probe.steps[1].duration == round(4.0 - probe.steps[1].at, 1) for probe in after)
 
 
 # --- one real hunt ----------------------------------------------------------------------------------------------------
@@ -421,13 +453,15 @@ def test_a_lineage_hunt_of_a_healthy_shop_runs_the_cutting_sets_then_stops_with_
     spared = sorted({fault.whom for fault, _ in evidence.refuted if fault.action == "restart"} & {"r1", "r2"})
     probes = [lineage.sequence(tried.trial.schedule) for tried in history if len(tried.trial.schedule.steps) == 2
               and tried.trial.purpose == "search"]
-    assert sorted(probe[0].whom for probe in probes if probe[0] == probe[1]) == spared, \
-        "each replica a restart was seen sparing had its two lives in a row probed, once"
+    lives = [probe[0].whom for probe in probes if probe[0] == probe[1]]
+    assert sorted(lives) == (["r1", "r2"] if spared else []), \
+        "once a restart was seen sparing a replica, every replica (one server) had two lives in a row probed, once"
     assert end["certificate"].endswith(
         "not ruled out" if spared else "was not probed: it is not ruled out")
     if spared:
-        assert f"probed by {len(spared)} pair{'s' * (len(spared) > 1)} of life-ending faults in a row" in \
-            end["certificate"]
+        said = ", ".join(f"restart {whom} then restart {whom}" for whom in lives)
+        assert f"What a replica's process remembers of what was done to it was probed by 2 probes ({said}), each " \
+               "run once" in end["certificate"]
 
 
 PLANTED = """\
@@ -486,5 +520,7 @@ def test_a_lineage_hunt_finds_a_replica_that_forgets_its_keys_after_a_restart_th
     assert summary["stopped_by"] == "found"
     assert summary["failure"]["name"] == "rejections{reason='unknown key'}" and summary["failure"]["replicas"] == ["r2"]
     steps = summary["found"]["schedule"]["steps"]
-    assert [(step["action"], step.get("replica")) for step in steps] == [("restart", 2), ("kill", 2)]
+    assert [step["action"] for step in steps] == ["restart", "kill"]
+    assert all(step.get("replica") in (2, None) and "replicas" not in step for step in steps), \
+        "on r2, or on every replica at once (both spared: probed together)"
     assert steps[1]["at"] - steps[0]["at"] >= 1.0 - 1e-9

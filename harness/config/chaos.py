@@ -103,6 +103,9 @@ class ChaosAction(Strict):
     cuts: ClassVar[frozenset[EdgeKind]] = frozenset()
     """the support edges (`EDGE_KINDS`) the action can cut, which lineage-driven search reads
     (`harness.hunt.strategies.lineage`); every action names at least one."""
+    freezes: ClassVar[bool] = False
+    """the action freezes a replica's process for its window and lets it go on: what lineage's probes of a process's
+    memory give at its longest (`harness.hunt.strategies.lineage`)."""
     provokes: ClassVar[frozenset[str]] = _NONE
     """the rejection reasons (`harness.vocabulary.REASONS`) the action can make replicas log, as a production log
     names them: what `hunt --from-triage` steers toward (`harness.hunt.from_triage`)."""
@@ -247,6 +250,7 @@ class PauseAction(_Several):
     commands: ClassVar[Mapping[str, frozenset[str]]] = {"pause": _NONE, "resume": _NONE}
     needs: ClassVar[tuple[str, ...] | None] = ("pause", "resume")
     undone: ClassVar[str] = "resumed at its end; one the run cut short is resumed by the rollback"
+    freezes: ClassVar[bool] = True
     # cuts: rounds in flight time out; states age while it is frozen
     cuts: ClassVar[frozenset[EdgeKind]] = frozenset({"answer", "age"})
     provokes: ClassVar[frozenset[str]] = frozenset({"expired"})  # a frozen replica's states age while leads wait

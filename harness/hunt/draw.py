@@ -183,6 +183,14 @@ def _draw_duration(field: FieldFacts, space: Space, left: float, rng: random.Ran
     return max(_tenths(value), SHORTEST if field.lower_strict or default != 0 else 0.0)
 
 
+def window_at_longest(field: FieldFacts, left: float) -> float:
+    """The longest a step's window (`FieldFacts.window`) is drawn, within `left` seconds of the trial: what lineage's
+    probes give a freeze (`_draw_duration`'s upper bound)."""
+    default = field.default
+    high = left if not isinstance(default, int | float) else 1.0 if default == 0 else default * 2
+    return max(_tenths(min(high, left)), SHORTEST)
+
+
 def _log_uniform(rng: random.Random, low: float, high: float) -> float:
     low, high = max(low, 1e-6), max(high, low)
     return math.exp(rng.uniform(math.log(low), math.log(high)))

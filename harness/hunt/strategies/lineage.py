@@ -23,10 +23,13 @@ while a fault ran on its minter or verifier, in a flow that completed, shows tha
 cut hand-overs of its shape (`refuted`), and no later set counts on it, unless a hand-over of that
 shape failed while the fault ran on its replicas (`Evidence.cut`): observed cuts count before
 declared ones. Where a life-ending fault (`ends_a_life`) spared a replica's hand-overs, its declared
-cut did not happen there: before any other set, that replica's memory of its own lives is probed
-by each ordered pair of life-ending faults on it (`Lives`: a restart then a kill of r2), one per
-trial. Trial 1 of a hunt with no passing trial yet (no controls) is one random draw, as is any
-trial with no completed flow seen so far.
+cut did not happen there, and what is left to ask is what the process remembers of what was done
+to it, which no hand-over shows: before any other set, a `Probe` per trial asks it, on every
+replica so spared at once where the actions can name them together (group testing: the shrink
+then finds the replica), else on each in turn: a freeze at its longest (`freezes`), then each
+ordered pair of those faults (a restart then a kill; a kill then a freeze at its longest). Trial 1
+of a hunt with no passing trial yet (no controls) is one random draw, as is any trial with no
+completed flow seen so far.
 
 When no such set and no such pair is left, the strategy raises `Exhausted` with a certificate: no
 untried combination of at most `max_steps` of these faults cuts every observed support of the flow
@@ -36,6 +39,7 @@ lives were probed. What it claims and what it does not is said in docs/hunt.md.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import statistics
@@ -46,9 +50,10 @@ from typing import Any
 
 from harness.config.chaos import CHAOS_ACTIONS, ChaosStep, EdgeKind, touches
 from harness.config.fields import model_facts
-from harness.hunt.draw import LATEST, SHORTEST, Space, draw_schedule, draw_step
+from harness.hunt.draw import LATEST, SHORTEST, Space, draw_schedule, draw_step, window_at_longest
 from harness.hunt.lineage import Edge, Shape, Support, TrialLineage, Window, trial_lineage
 from harness.hunt.model import Schedule, chaos_step, step_table
+from harness.hunt.shrink import MILDER
 from harness.hunt.strategy import Exhausted, Strategy, Tried, searched
 from harness.load.seeding import stream
 
@@ -75,10 +80,11 @@ Refuted = frozenset[tuple[Fault, Shape]]
 """Faults that did not cut hand-overs of a shape: one of that shape spanned the fault and its flow completed."""
 Observed = frozenset[tuple[Fault, Shape]]
 """Faults seen cutting hand-overs of a shape: one of that shape spanned the fault and its verifying round failed."""
-Lives = tuple[Fault, Fault]
-"""Two faults that each end a life of the same replica, in this order: a probe of the replica's memory of its lives."""
+Probe = tuple[Fault, ...]
+"""Faults on the same replicas' processes, in this order (one or two): a probe of what a process remembers of what was
+done to it (its lives, its freezes), which no hand-over shows. A freeze in a probe is at its longest."""
 GAP = 1.0
-"""Seconds between the two steps of a `Lives` probe: the second acts on the life the first began."""
+"""Seconds between the two steps of a `Probe`: the second acts on the life (or the thaw) the first began."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,22 @@ def ends_a_life(action: str) -> bool:
     in memory (`record`), and acts on replicas."""
     model = CHAOS_ACTIONS[action]
     return "record" in model.cuts and model.acts_on != "auth" and action != "command"
+
+
+def freezes(action: str) -> bool:
+    """Whether the action freezes a replica's process for a window and lets it go on (its model says so)."""
+    return CHAOS_ACTIONS[action].freezes
+
+
+def on_the_process(action: str) -> bool:
+    """Whether the action acts on a replica's process itself: ends its life or freezes it."""
+    return ends_a_life(action) or freezes(action)
+
+
+def _harshness(action: str) -> tuple[bool, int, str]:
+    """The order probes take process actions in, harsher first: life-ending ones before freezes, and among them one
+    the shrink would make milder (a kill, milder as a restart) first."""
+    return freezes(action), -len(MILDER.get((action, "action"), ())), action
 
 
 def cuts(fault: Fault, shape: Shape, refuted: Refuted = frozenset(), observed: Observed = frozenset()) -> bool:
@@ -185,7 +207,7 @@ def cutting_sets(flow: str, supports: frozenset[frozenset[Shape]], faults: Seque
 class Lineage(Strategy):
     """Each trial the smallest untried fault set that cuts every support seen so far of a flow class, by the cuts
     declared and those observed; first, where a life-ending fault was seen to spare a replica's hand-overs, the
-    untried pairs of life-ending faults on that replica (`Lives`)."""
+    untried probes of the memory of those replicas' processes (`Probe`)."""
 
     name = "lineage"
 
@@ -213,9 +235,9 @@ class Lineage(Strategy):
                 tried[faults] = tried.get(faults, False) or run.record.get("outcome") == "held"
         evidence = self.evidence(history)
         rng = stream(self.seed, "hunt", "lineage", index)
-        lives = self.untried_lives(history, evidence, observed)
-        if lives:
-            return self.lives_schedule(lives[0], observed, rng)
+        probes = self.untried_probes(history, evidence, observed)
+        if probes:
+            return self.probe_schedule(probes[0], observed, rng)
         searches = [cutting_sets(flow, frozenset(support.shapes() for support in flows), self.faults(),
                                  self.space.max_steps, evidence.refuted, evidence.cut)
                     for flow, flows in sorted(by_flow.items())]
@@ -224,7 +246,7 @@ class Lineage(Strategy):
         if not untried:
             if any(not flow_search.complete for flow_search in searches):
                 return draw_schedule(self.space, self.seed, index)  # too many to enumerate: no certificate
-            raise Exhausted(self.certificate(searches, observed, tried, self.lives_run(history, evidence, observed)))
+            raise Exhausted(self.certificate(searches, observed, tried, self.probes_run(history, evidence, observed)))
         fewest = min(size for size, _, _ in untried)
         smallest = [item for item in untried if item[0] == fewest]
         covers = {item: seen_cutting(item[2], next(flow_search.supports for flow_search in searches
@@ -266,65 +288,104 @@ class Lineage(Strategy):
         flow that completed, and that no trial saw it cut: that fault, as it ran, did not cut that shape."""
         return self.evidence(history).refuted
 
-    def all_lives(self, evidence: Evidence, observed: list[tuple[list[Support], float]]) -> list[Lives]:
-        """Every pair of life-ending faults on one replica worth a trial: the replica's hand-overs outlived a
-        life-ending fault on it (the declared cut did not happen), so what is left to ask is whether its memory of
-        its lives does; replicas whose hand-overs most observed supports went through first, then by name."""
-        if self.space.max_steps < 2:
+    def all_probes(self, evidence: Evidence, observed: list[tuple[list[Support], float]]) -> list[Probe]:
+        """Every probe worth a trial, once a fault on a replica's process (`on_the_process`) spared a hand-over of it:
+        its declared cut did not happen there, and the replicas run the same server, so every allowed replica is
+        probed, in the fewest groups every process action can name together that hold each pair of replicas (group
+        testing: the shrink then finds the replica), the groups whose hand-overs most observed supports went through
+        first. Per group a freeze at its longest alone, then each ordered pair (within the bound on steps) led by a
+        life-ending fault, the harsher first (`_harshness`): a kill then a kill, then a restart, then a freeze."""
+        actions = sorted((action for action in self.space.actions if on_the_process(action)), key=_harshness)
+        if not actions or not any(on_the_process(fault.action) for fault, _ in evidence.refuted):
             return []
-        allowed = set(self.faults())
-        probed = {label for fault, shape in evidence.refuted if ends_a_life(fault.action)
-                  for label in (shape.minter, shape.verifier) if touches(fault.whom, label)}
         through = {label: sum(1 for supports, _ in observed for support in supports
                               if any(label in (edge.minter, edge.verifier) for edge in support.edges))
-                   for label in probed}
-        actions = sorted(action for action in self.space.actions if ends_a_life(action))
-        return [(Fault(first, label), Fault(second, label))
-                for label in sorted(probed, key=lambda label: (-through[label], label))
-                for first in actions for second in actions
-                if {Fault(first, label), Fault(second, label)} <= allowed]
+                   for label in self.labels}
+        allowed = set(self.faults())
+        probes: list[Probe] = []
+        for group in sorted(self.groups(actions), key=lambda group: (-sum(through[label] for label in group),
+                                                                     sorted(group))):
+            whom = {action: self.naming(action, group) for action in actions}
+            singles = [(Fault(action, whom[action]),) for action in actions if freezes(action)]
+            pairs = [(Fault(first, whom[first]), Fault(second, whom[second])) for first in actions
+                     for second in actions if ends_a_life(first)] if self.space.max_steps >= 2 else []
+            probes += [probe for probe in [*singles, *pairs] if set(probe) <= allowed]
+        return probes
 
-    def lives_run(self, history: Sequence[Tried], evidence: Evidence,
-                  observed: list[tuple[list[Support], float]]) -> dict[Lives, bool]:
-        """The pairs of `all_lives` a search trial ran, its steps in that order, and whether a trial of it held
+    def groups(self, actions: Sequence[str]) -> list[frozenset[str]]:
+        """The fewest sets of allowed replicas, each one every action can name, that hold each pair of them together
+        (greedy); a replica no such set holds with another is a group of its own."""
+        replicas = [self.labels[index - 1] for index in self.space.replicas]
+        candidates = {frozenset(label for label in self.labels if touches(whom, label))
+                      for choice in self.space.replica_choices(actions[0])
+                      if (whom := CHAOS_ACTIONS[actions[0]].whom(choice, self.labels)) not in ("auth",)}
+        candidates = {group for group in candidates if group and all(self.naming(action, group) for action in actions)}
+        apart = {frozenset(pair) for pair in itertools.combinations(replicas, 2)}
+        chosen: list[frozenset[str]] = []
+        while apart:
+            best = max(sorted(candidates, key=sorted), key=lambda group: sum(pair <= group for pair in apart))
+            if not any(pair <= best for pair in apart):
+                break
+            chosen.append(best)
+            apart = {pair for pair in apart if not pair <= best}
+        held = set().union(*chosen) if chosen else set()
+        return chosen + [frozenset({label}) for label in replicas if label not in held
+                         and all(self.naming(action, frozenset({label})) for action in actions)]
+
+    def naming(self, action: str, labels: frozenset[str]) -> str:
+        """Whom a step of `action` acts on when it names exactly these replicas ("" when none of its choices does)."""
+        for choice in self.space.replica_choices(action):
+            whom = CHAOS_ACTIONS[action].whom(choice, self.labels)
+            if frozenset(label for label in self.labels if touches(whom, label)) == labels:
+                return whom
+        return ""
+
+    def probes_run(self, history: Sequence[Tried], evidence: Evidence,
+                   observed: list[tuple[list[Support], float]]) -> dict[Probe, bool]:
+        """The probes of `all_probes` a search trial ran, its steps in that order, and whether a trial of it held
         (False: every one was not judged)."""
         ran: dict[tuple[Fault, ...], bool] = {}
         for run in history:
             if run.trial.purpose == "search":
                 sequence = self.sequence(run.trial.schedule)
                 ran[sequence] = ran.get(sequence, False) or run.record.get("outcome") == "held"
-        return {lives: ran[lives] for lives in self.all_lives(evidence, observed) if lives in ran}
+        return {probe: ran[probe] for probe in self.all_probes(evidence, observed) if probe in ran}
 
-    def untried_lives(self, history: Sequence[Tried], evidence: Evidence,
-                      observed: list[tuple[list[Support], float]]) -> list[Lives]:
-        """The pairs of `all_lives` not run yet, those on the replica with the fewest run first (each replica's
-        memory probed in turn), then in `all_lives`' order."""
-        ran = self.lives_run(history, evidence, observed)
-        per_replica = {lives[0].whom: sum(1 for done in ran if done[0].whom == lives[0].whom) for lives in ran}
-        left = [lives for lives in self.all_lives(evidence, observed) if lives not in ran]
-        order = {lives: number for number, lives in enumerate(left)}
-        return sorted(left, key=lambda lives: (per_replica.get(lives[0].whom, 0), order[lives]))
+    def untried_probes(self, history: Sequence[Tried], evidence: Evidence,
+                       observed: list[tuple[list[Support], float]]) -> list[Probe]:
+        """The probes of `all_probes` not run yet, those on the target with the fewest run first (each replica's
+        memory probed in turn), then in `all_probes`' order."""
+        ran = self.probes_run(history, evidence, observed)
+        per_target = {probe[0].whom: sum(1 for done in ran if done[0].whom == probe[0].whom) for probe in ran}
+        left = [probe for probe in self.all_probes(evidence, observed) if probe not in ran]
+        order = {probe: number for number, probe in enumerate(left)}
+        return sorted(left, key=lambda probe: (per_target.get(probe[0].whom, 0), order[probe]))
 
     def sequence(self, schedule: Schedule) -> tuple[Fault, ...]:
         """A schedule's faults in the order its steps start."""
         return tuple(Fault(step.action, step.journal_target(self.labels))
                      for step in sorted(schedule.steps, key=lambda step: step.at))
 
-    def lives_schedule(self, lives: Lives, observed: list[tuple[list[Support], float]],
+    def probe_schedule(self, probe: Probe, observed: list[tuple[list[Support], float]],
                        rng: random.Random) -> Schedule:
-        """The pair as two steps on its replica: the first at the first quarter of the hand-overs through it (in the
-        passing trials, latest first), with states minted before it and verified after; the second `GAP` later, so
-        that most of the trial's hand-overs meet the life it begins; both within the trial."""
-        label = lives[0].whom
-        edges = [edge for supports, _ in reversed(observed) for support in supports for edge in support.edges
-                 if label in (edge.minter, edge.verifier)]
-        middles = sorted((edge.minted + edge.verified) / 2 for edge in edges) or [self.space.duration / 3]
+        """The probe as steps, within the trial. A freeze alone starts at once, at its longest. A pair starts at the
+        first quarter of the hand-overs through its replicas (in the passing trials, latest first), with states minted
+        before it and verified after; the second step `GAP` later (after the first freeze's end, when the first
+        freezes), so that most of the trial's hand-overs meet the life it begins; a freeze at its longest still."""
         latest = self.space.duration * LATEST
-        first = min(middles[len(middles) // 4], max(latest - GAP, 0.0))
-        second = min(first + GAP, latest)
         scale = observed[-1][1]
-        steps = (self.step(lives[0], [], scale, rng, at=first), self.step(lives[1], [], scale, rng, at=second))
-        return Schedule(steps=steps, duration=self.space.duration)
+        if len(probe) == 1:
+            return Schedule(steps=(self.step(probe[0], [], scale, rng, at=0.0, longest=True),),
+                            duration=self.space.duration)
+        edges = [edge for supports, _ in reversed(observed) for support in supports for edge in support.edges
+                 if any(touches(probe[0].whom, label) for label in (edge.minter, edge.verifier))]
+        middles = sorted((edge.minted + edge.verified) / 2 for edge in edges) or [self.space.duration / 3]
+        first_at = min(middles[len(middles) // 4], max(latest - GAP, 0.0))
+        first = self.step(probe[0], [], scale, rng, at=first_at, longest=True,
+                          until=latest - 0.1 if freezes(probe[0].action) else None)
+        ends = first.at + (_window(first) if freezes(probe[0].action) else 0.0)
+        second = self.step(probe[1], [], scale, rng, at=min(max(first.at + GAP, ends + 0.1), latest), longest=True)
+        return Schedule(steps=(first, second), duration=self.space.duration)
 
     def _passing(self, history: Sequence[Tried]) -> list[tuple[TrialLineage, float]]:
         """The lineage (and time scale) of every trial so far that held, oldest first."""
@@ -352,13 +413,19 @@ class Lineage(Strategy):
                          for step in schedule.steps)
 
     def step(self, fault: Fault, edges: list[Edge], scale: float, rng: random.Random,
-             at: float | None = None) -> ChaosStep:
+             at: float | None = None, longest: bool = False, until: float | None = None) -> ChaosStep:
         """The fault as a step: drawn on whom it names, then timed on the edges it cuts (started at their median
-        hand-over, or `at`, its window within the trial; a new TTL below their median age)."""
+        hand-over, or `at`, its window within the trial; a new TTL below their median age). `longest`: its windows
+        as long as the draw makes them, within the trial (or ending by `until`)."""
         step = self._drawn(fault, rng)
         table: dict[str, Any] = step_table(step)
         if at is not None:
             table["at"] = round(min(max(at, 0.0), self.space.duration * LATEST), 1)
+        if longest:
+            end = self.space.duration if until is None else max(until, table["at"] + SHORTEST)
+            for name, facts in model_facts(type(step)).items():
+                if facts.window:
+                    table[name] = window_at_longest(facts, end - table["at"])
         if edges:
             middle = statistics.median((edge.minted + edge.verified) / 2 for edge in edges)
             if at is None:
@@ -391,10 +458,10 @@ class Lineage(Strategy):
         return chaos_step(table)
 
     def certificate(self, searches: list[Search], observed: list[tuple[list[Support], float]],
-                    tried: dict[FaultSet, bool], lives: dict[Lives, bool]) -> str:
+                    tried: dict[FaultSet, bool], probes: dict[Probe, bool]) -> str:
         """What the search covered, as a proof sketch: per flow class, the hand-overs seen and the cutting sets run;
-        what it rests on (the declared cuts and the observed ones) and how far a replica's memory of its lives was
-        probed."""
+        what it rests on (the declared cuts and the observed ones) and how far the memory of a replica's process
+        was probed."""
         said = []
         for flow_search in searches:
             flow = flow_search.flow
@@ -422,21 +489,34 @@ class Lineage(Strategy):
                 f"{len(observed)} passing trials of {self.space.duration:g}s. It rests on the cuts each action "
                 "declares (harness.config.chaos `cuts`) and those these trials observed (a fault seen cutting a "
                 "hand-over, or a hand-over seen outliving one), no more: a fault neither describes is not ruled out. "
-                + _lives_said(lives))
+                + _probes_said(probes))
 
 
-def _lives_said(lives: dict[Lives, bool]) -> str:
-    """How far the certificate probed a replica's memory of its own lives, in a sentence."""
-    if not lives:
-        return ("A replica's memory of its own lives (a fault that acts only after a restart and a kill of it, "
-                "say) was not probed: it is not ruled out")
-    pairs = [f"{first} then {second}" for first, second in lives]
-    unjudged = sum(1 for held in lives.values() if not held)
-    return (f"A replica's memory of its own lives was probed by {len(lives)} pair{'s' * (len(lives) != 1)} of "
-            f"life-ending faults in a row on one replica ({_few(pairs)}), each run once"
+def _probes_said(probes: dict[Probe, bool]) -> str:
+    """How far the certificate probed the memory of a replica's process, in a sentence."""
+    if not probes:
+        return ("What a replica's process remembers of what was done to it (a fault that acts only after a restart "
+                "and a kill of it, say) was not probed: it is not ruled out")
+    said = [" then ".join(map(str, probe)) + (" at its longest" if len(probe) == 1 else "") for probe in probes]
+    unjudged = sum(1 for held in probes.values() if not held)
+    together = any(not _one_replica(fault.whom) for probe in probes for fault in probe)
+    return (f"What a replica's process remembers of what was done to it was probed by {len(probes)} "
+            f"probe{'s' * (len(probes) != 1)} ({_few(said)}), each run once"
             + (f" ({unjudged} only in trials not judged, which prove nothing)" if unjudged else "")
-            + ", and only on replicas whose hand-overs outlived such a fault: three or more in a row, or faults on "
-            "other replicas between, are not ruled out")
+            + ", once a fault on a replica's process was seen sparing its hand-overs"
+            + (", on several replicas at once (a fault that needs them treated apart is not ruled out)"
+               if together else "")
+            + ": three or more faults in a row, or a freeze before a life-ending fault, are not ruled out")
+
+
+def _window(step: ChaosStep) -> float:
+    """How long the step's window lasts (its longest window field; 0 with none)."""
+    return max((float(getattr(step, name)) for name, facts in model_facts(type(step)).items()
+                if facts.window and isinstance(getattr(step, name), int | float)), default=0.0)
+
+
+def _one_replica(whom: str) -> bool:
+    return whom != "all" and "+" not in whom
 
 
 def _across(window: Window, edge: Edge) -> bool:
