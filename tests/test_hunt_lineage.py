@@ -329,10 +329,10 @@ def test_of_the_smallest_untried_sets_the_one_seen_cutting_the_most_supports_goe
 def test_a_replica_whose_hand_overs_outlived_a_restart_or_kill_is_probed_by_two_of_its_lives_in_a_row(
         tmp_path: Path) -> None:
     """The declared cut of a kill (what the process held) did not happen on r2. The replicas run one server, so before
-    any other set every replica's process is probed, in groups a kill can name that hold each pair of replicas (three
-    replicas: r1+r2, r1+r3, r2+r3) in turn: the harsher pairs of life-ending faults first (kill then kill, kill then
-    restart, restart then kill, restart then restart; network ends no life), a second at least 1 s after the first; once
-    each ran, the declared search goes on; the certificate says how far the processes were probed."""
+    any other set every replica's process is probed, in the fewest groups a kill can name that hold every replica
+    (three replicas: r1+r2, r1+r3), each in turn: the harsher pairs of life-ending faults first (kill then kill, kill
+    then restart, restart then kill, restart then restart; network ends no life), a second at least 1 s after the
+    first; once each ran, the declared search goes on; the certificate says how far the processes were probed."""
     space = Space(actions=("restart", "kill", "network"), replicas=(1, 2, 3), replica_count=3, duration=6.0,
                   max_steps=2, ttl=600.0, name="shop")
     labels = ["r1", "r2", "r3"]
@@ -343,29 +343,29 @@ def test_a_replica_whose_hand_overs_outlived_a_restart_or_kill_is_probed_by_two_
                tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), ("r3", "r1", 1.8),
                                    chaos=(("kill", "r2", 2.0, 2.6),)), Schedule((kill,), 6.0))]
     probes = []
-    for index in range(3, 15):
+    for index in range(3, 11):
         probe = lineage.next(history)
         assert len(probe.steps) == 2 and probe.steps[0].replicas == probe.steps[1].replicas, probe
         assert probe.steps[1].at - probe.steps[0].at >= 1.0 - 1e-9
         probes.append(tuple((step.action, tuple(step.replicas or ())) for step in probe.steps))
         history.append(tried(index, hand_overs(tmp_path / f"s{index}", ("r1", "r2", 1.0)), probe))
+    assert [(first, second) for (first, _), (second, _) in probes] == [
+        ("kill", "kill")] * 2 + [("kill", "restart")] * 2 + [("restart", "kill")] * 2 + [("restart", "restart")] * 2, \
+        "harsher first, each group in turn"
     groups = [group for (_, group), _ in probes]
-    assert sorted(groups[:3]) == [(1, 2), (1, 3), (2, 3)], \
-        "each group in turn"
-    assert sorted(set(groups)) == [(1, 2), (1, 3), (2, 3)] and all(groups.count(group) == 4 for group in set(groups))
-    for group in set(groups):
-        assert [(first, second) for (first, where), (second, _) in probes if where == group] == [
-            ("kill", "kill"), ("kill", "restart"), ("restart", "kill"), ("restart", "restart")], "harsher first"
+    assert sorted(set(groups)) == [(1, 2), (1, 3)] and all(groups.count(group) == 4 for group in set(groups)), \
+        "two groups hold every replica"
     after = lineage.next(history)
     assert lineage.sequence(after) not in {lineage.sequence(run.trial.schedule) for run in history[2:]}, \
         "every probe ran: the declared cutting sets again"
     ran = lineage.probes_run(history, lineage.evidence(history), lineage.observed(history))
-    assert len(ran) == 12 and all(ran.values())
+    assert len(ran) == 8 and all(ran.values())
 
 
 def test_a_freeze_is_probed_alone_at_its_longest_and_after_a_life_ends(tmp_path: Path) -> None:
-    """With pauses allowed, each group's probes start with a pause at its longest (from the start, to the trial's
-    end: the longest a draw gives, within the trial), and a pair ending with a pause gives it what is left."""
+    """With pauses allowed: first, in the groups that hold every replica, a pause at its longest alone (from the start
+    to the trial's end: the longest a draw gives, cut there) and the pairs of kills; then, in the groups that hold
+    each pair of replicas together, a kill then, 1 s later, a pause at its longest (what is left of the trial)."""
     space = Space(actions=("kill", "pause"), replicas=(1, 2, 3), replica_count=3, duration=4.0, max_steps=2,
                   ttl=600.0, name="shop")
     lineage = Lineage(space, 2, ["r1", "r2", "r3"])
@@ -374,16 +374,18 @@ def test_a_freeze_is_probed_alone_at_its_longest_and_after_a_life_ends(tmp_path:
                tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), chaos=(("kill", "r1", 2.0, 2.6),)),
                      Schedule((kill,), 4.0))]
     seen = []
-    for index in range(3, 12):
+    for index in range(3, 10):
         probe = lineage.next(history)
         seen.append(probe)
         history.append(tried(index, hand_overs(tmp_path / f"s{index}", ("r1", "r2", 1.0)), probe))
-    alone = [probe for probe in seen if len(probe.steps) == 1]
-    assert len(alone) == 3 and {tuple(probe.steps[0].replicas or ()) for probe in alone} == {(1, 2), (1, 3), (2, 3)}
-    assert all(probe.steps[0].action == "pause" and probe.steps[0].at == 0.0 and probe.steps[0].duration == 4.0
-               for probe in alone), "from the start to the trial's end: the longest a pause is drawn (10 s) cut there"
-    after = [probe for probe in seen if [step.action for step in probe.steps] == ["kill", "pause"]]
-    assert after and all(probe.steps[1].duration == round(4.0 - probe.steps[1].at, 1) for probe in after)
+    kinds = [tuple(step.action for step in probe.steps) for probe in seen]
+    assert kinds == [("pause",)] * 2 + [("kill", "kill")] * 2 + [("kill", "pause")] * 3
+    assert all(probe.steps[0].at == 0.0 and probe.steps[0].duration == 4.0 for probe in seen[:2]), \
+        "from the start to the trial's end: the longest a pause is drawn (10 s), cut there"
+    peers = [tuple(probe.steps[0].replicas or ()) for probe in seen[4:]]
+    assert sorted(peers) == [(1, 2), (1, 3), (2, 3)], "each pair of replicas together once"
+    assert all(probe.steps[0].at == 0.0 and probe.steps[1].at == 1.0 and probe.steps[1].duration == 3.0
+               for probe in seen[4:])
 
 
 # --- one real hunt ----------------------------------------------------------------------------------------------------

@@ -289,45 +289,53 @@ class Lineage(Strategy):
         return self.evidence(history).refuted
 
     def all_probes(self, evidence: Evidence, observed: list[tuple[list[Support], float]]) -> list[Probe]:
-        """Every probe worth a trial, once a fault on a replica's process (`on_the_process`) spared a hand-over of it:
-        its declared cut did not happen there, and the replicas run the same server, so every allowed replica is
-        probed, in the fewest groups every process action can name together that hold each pair of replicas (group
-        testing: the shrink then finds the replica), the groups whose hand-overs most observed supports went through
-        first. Per group a freeze at its longest alone, then each ordered pair (within the bound on steps) led by a
-        life-ending fault, the harsher first (`_harshness`): a kill then a kill, then a restart, then a freeze."""
+        """Every probe worth a trial, in the order they run, once a fault on a replica's process (`on_the_process`)
+        spared a hand-over of it: its declared cut did not happen there, and the replicas run the same server, so
+        every allowed replica is probed, in groups every process action can name at once (group testing: the shrink
+        then finds the replica), each group in turn, those whose hand-overs most observed supports went through
+        first. First what a process remembers of its own history, in the fewest groups that hold every replica: a
+        freeze at its longest alone, then each ordered pair of life-ending faults, the harsher first (`_harshness`:
+        a kill then a kill, then a restart; then a restart then each). Then what it remembers of a peer's, in the
+        fewest groups that hold each pair of replicas together: a life-ending fault then a freeze at its longest."""
         actions = sorted((action for action in self.space.actions if on_the_process(action)), key=_harshness)
         if not actions or not any(on_the_process(fault.action) for fault, _ in evidence.refuted):
             return []
         through = {label: sum(1 for supports, _ in observed for support in supports
                               if any(label in (edge.minter, edge.verifier) for edge in support.edges))
                    for label in self.labels}
-        allowed = set(self.faults())
+        lives = [action for action in actions if ends_a_life(action)]
+        frozen = [action for action in actions if freezes(action)]
+        two = self.space.max_steps >= 2
+        own: list[list[tuple[str, ...]]] = [[(action,) for action in frozen]]
+        own += [[(first, second) for first in lives for second in lives]] * two
+        peers: list[list[tuple[str, ...]]] = [[(first, second) for first in lives for second in frozen]] * two
         probes: list[Probe] = []
-        for group in sorted(self.groups(actions), key=lambda group: (-sum(through[label] for label in group),
-                                                                     sorted(group))):
-            whom = {action: self.naming(action, group) for action in actions}
-            singles = [(Fault(action, whom[action]),) for action in actions if freezes(action)]
-            pairs = [(Fault(first, whom[first]), Fault(second, whom[second])) for first in actions
-                     for second in actions if ends_a_life(first)] if self.space.max_steps >= 2 else []
-            probes += [probe for probe in [*singles, *pairs] if set(probe) <= allowed]
-        return probes
+        for kinds, together in [(kind, False) for kind in own] + [(kind, True) for kind in peers]:
+            groups = sorted(self.groups(actions, together),
+                            key=lambda group: (-sum(through[label] for label in group), sorted(group)))
+            probes += [tuple(Fault(action, self.naming(action, group)) for action in kind)
+                       for kind in kinds for group in groups]
+        allowed = set(self.faults())
+        return [probe for probe in dict.fromkeys(probes) if set(probe) <= allowed]
 
-    def groups(self, actions: Sequence[str]) -> list[frozenset[str]]:
-        """The fewest sets of allowed replicas, each one every action can name, that hold each pair of them together
-        (greedy); a replica no such set holds with another is a group of its own."""
+    def groups(self, actions: Sequence[str], together: bool) -> list[frozenset[str]]:
+        """The fewest sets of allowed replicas, each one every action can name, that hold every replica (`together`:
+        each pair of them together), greedily; a replica no such set holds is a group of its own."""
         replicas = [self.labels[index - 1] for index in self.space.replicas]
-        candidates = {frozenset(label for label in self.labels if touches(whom, label))
-                      for choice in self.space.replica_choices(actions[0])
-                      if (whom := CHAOS_ACTIONS[actions[0]].whom(choice, self.labels)) not in ("auth",)}
+        candidates = {frozenset(label for label in self.labels
+                                if touches(CHAOS_ACTIONS[actions[0]].whom(choice, self.labels), label))
+                      for choice in self.space.replica_choices(actions[0])}
         candidates = {group for group in candidates if group and all(self.naming(action, group) for action in actions)}
-        apart = {frozenset(pair) for pair in itertools.combinations(replicas, 2)}
+        apart = {frozenset(pair) for pair in itertools.combinations(replicas, 2)} if together else {
+            frozenset({label}) for label in replicas}
         chosen: list[frozenset[str]] = []
         while apart:
-            best = max(sorted(candidates, key=sorted), key=lambda group: sum(pair <= group for pair in apart))
-            if not any(pair <= best for pair in apart):
+            best = max(sorted(candidates, key=sorted), key=lambda group: (sum(part <= group for part in apart),
+                                                                          len(group)))
+            if not any(part <= best for part in apart):
                 break
             chosen.append(best)
-            apart = {pair for pair in apart if not pair <= best}
+            apart = {part for part in apart if not part <= best}
         held = set().union(*chosen) if chosen else set()
         return chosen + [frozenset({label}) for label in replicas if label not in held
                          and all(self.naming(action, frozenset({label})) for action in actions)]
@@ -353,13 +361,9 @@ class Lineage(Strategy):
 
     def untried_probes(self, history: Sequence[Tried], evidence: Evidence,
                        observed: list[tuple[list[Support], float]]) -> list[Probe]:
-        """The probes of `all_probes` not run yet, those on the target with the fewest run first (each replica's
-        memory probed in turn), then in `all_probes`' order."""
+        """The probes of `all_probes` not run yet, in its order."""
         ran = self.probes_run(history, evidence, observed)
-        per_target = {probe[0].whom: sum(1 for done in ran if done[0].whom == probe[0].whom) for probe in ran}
-        left = [probe for probe in self.all_probes(evidence, observed) if probe not in ran]
-        order = {probe: number for number, probe in enumerate(left)}
-        return sorted(left, key=lambda probe: (per_target.get(probe[0].whom, 0), order[probe]))
+        return [probe for probe in self.all_probes(evidence, observed) if probe not in ran]
 
     def sequence(self, schedule: Schedule) -> tuple[Fault, ...]:
         """A schedule's faults in the order its steps start."""
@@ -368,24 +372,24 @@ class Lineage(Strategy):
 
     def probe_schedule(self, probe: Probe, observed: list[tuple[list[Support], float]],
                        rng: random.Random) -> Schedule:
-        """The probe as steps, within the trial. A freeze alone starts at once, at its longest. A pair starts at the
-        first quarter of the hand-overs through its replicas (in the passing trials, latest first), with states minted
-        before it and verified after; the second step `GAP` later (after the first freeze's end, when the first
-        freezes), so that most of the trial's hand-overs meet the life it begins; a freeze at its longest still."""
+        """The probe as steps, within the trial, a freeze at its longest. One that ends in a freeze starts at once, so
+        the freeze has the most of the trial (a pair's freeze `GAP` after the fault before it). A pair of life-ending
+        faults starts at the first quarter of the hand-overs through its replicas (in the passing trials, latest
+        first), with states minted before it and verified after, its second step `GAP` later, so that most of the
+        trial's hand-overs meet the life it begins."""
         latest = self.space.duration * LATEST
         scale = observed[-1][1]
-        if len(probe) == 1:
-            return Schedule(steps=(self.step(probe[0], [], scale, rng, at=0.0, longest=True),),
-                            duration=self.space.duration)
-        edges = [edge for supports, _ in reversed(observed) for support in supports for edge in support.edges
-                 if any(touches(probe[0].whom, label) for label in (edge.minter, edge.verifier))]
-        middles = sorted((edge.minted + edge.verified) / 2 for edge in edges) or [self.space.duration / 3]
-        first_at = min(middles[len(middles) // 4], max(latest - GAP, 0.0))
-        first = self.step(probe[0], [], scale, rng, at=first_at, longest=True,
-                          until=latest - 0.1 if freezes(probe[0].action) else None)
-        ends = first.at + (_window(first) if freezes(probe[0].action) else 0.0)
-        second = self.step(probe[1], [], scale, rng, at=min(max(first.at + GAP, ends + 0.1), latest), longest=True)
-        return Schedule(steps=(first, second), duration=self.space.duration)
+        if freezes(probe[-1].action):
+            first_at = 0.0
+        else:
+            edges = [edge for supports, _ in reversed(observed) for support in supports for edge in support.edges
+                     if any(touches(probe[0].whom, label) for label in (edge.minter, edge.verifier))]
+            middles = sorted((edge.minted + edge.verified) / 2 for edge in edges) or [self.space.duration / 3]
+            first_at = min(middles[len(middles) // 4], max(latest - GAP, 0.0))
+        steps = [self.step(probe[0], [], scale, rng, at=first_at, longest=True)]
+        for fault in probe[1:]:
+            steps.append(self.step(fault, [], scale, rng, at=min(steps[-1].at + GAP, latest), longest=True))
+        return Schedule(steps=tuple(steps), duration=self.space.duration)
 
     def _passing(self, history: Sequence[Tried]) -> list[tuple[TrialLineage, float]]:
         """The lineage (and time scale) of every trial so far that held, oldest first."""
@@ -413,19 +417,18 @@ class Lineage(Strategy):
                          for step in schedule.steps)
 
     def step(self, fault: Fault, edges: list[Edge], scale: float, rng: random.Random,
-             at: float | None = None, longest: bool = False, until: float | None = None) -> ChaosStep:
+             at: float | None = None, longest: bool = False) -> ChaosStep:
         """The fault as a step: drawn on whom it names, then timed on the edges it cuts (started at their median
         hand-over, or `at`, its window within the trial; a new TTL below their median age). `longest`: its windows
-        as long as the draw makes them, within the trial (or ending by `until`)."""
+        as long as the draw makes them, within the trial."""
         step = self._drawn(fault, rng)
         table: dict[str, Any] = step_table(step)
         if at is not None:
             table["at"] = round(min(max(at, 0.0), self.space.duration * LATEST), 1)
         if longest:
-            end = self.space.duration if until is None else max(until, table["at"] + SHORTEST)
             for name, facts in model_facts(type(step)).items():
                 if facts.window:
-                    table[name] = window_at_longest(facts, end - table["at"])
+                    table[name] = window_at_longest(facts, self.space.duration - table["at"])
         if edges:
             middle = statistics.median((edge.minted + edge.verified) / 2 for edge in edges)
             if at is None:
@@ -507,12 +510,6 @@ def _probes_said(probes: dict[Probe, bool]) -> str:
             + (", on several replicas at once (a fault that needs them treated apart is not ruled out)"
                if together else "")
             + ": three or more faults in a row, or a freeze before a life-ending fault, are not ruled out")
-
-
-def _window(step: ChaosStep) -> float:
-    """How long the step's window lasts (its longest window field; 0 with none)."""
-    return max((float(getattr(step, name)) for name, facts in model_facts(type(step)).items()
-                if facts.window and isinstance(getattr(step, name), int | float)), default=0.0)
 
 
 def _one_replica(whom: str) -> bool:
