@@ -388,6 +388,22 @@ def test_a_freeze_is_probed_alone_at_its_longest_and_after_a_life_ends(tmp_path:
                for probe in seen[4:])
 
 
+def test_the_probes_use_the_process_actions_that_change_nothing_else_whatever_else_is_allowed(tmp_path: Path) -> None:
+    """Every action allowed: the probes still come, with restarts, kills and pauses only (a new TTL or store is another
+    question; a rolling restart cannot act on a group), and a restart into in-memory records seen sparing a replica
+    starts them too."""
+    space = Space(actions=tuple(sorted(CHAOS_ACTIONS)), replicas=(1, 2, 3), replica_count=3, duration=6.0,
+                  max_steps=2, ttl=600.0, name="shop")
+    lineage = Lineage(space, 4, ["r1", "r2", "r3"])
+    store = chaos_step({"action": "memory-records", "at": 2.0, "replica": 2})
+    history = [tried(1, hand_overs(tmp_path / "c1", ("r1", "r2", 1.0)), Schedule((), 6.0), "control"),
+               tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), chaos=(("memory-records", "r2", 2.0, 2.6),)),
+                     Schedule((store,), 6.0))]
+    probes = lineage.all_probes(lineage.evidence(history), lineage.observed(history))
+    assert {fault.action for probe in probes for fault in probe} == {"kill", "pause", "restart"}
+    assert len(probes) == 2 + 8 + 6
+
+
 # --- one real hunt ----------------------------------------------------------------------------------------------------
 
 HUNTED = """\

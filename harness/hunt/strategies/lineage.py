@@ -129,6 +129,13 @@ def on_the_process(action: str) -> bool:
     return ends_a_life(action) or freezes(action)
 
 
+def probes_with(action: str) -> bool:
+    """Whether probes of a process's memory use the action: it acts on the process, on a group of replicas at once
+    (`several`), and changes nothing else (no replica knob it turns: a new TTL or name would be another question)."""
+    model = CHAOS_ACTIONS[action]
+    return on_the_process(action) and model.several and model.turns is None
+
+
 def _harshness(action: str) -> tuple[bool, int, str]:
     """The order probes take process actions in, harsher first: life-ending ones before freezes, and among them one
     the shrink would make milder (a kill, milder as a restart) first."""
@@ -297,7 +304,7 @@ class Lineage(Strategy):
         freeze at its longest alone, then each ordered pair of life-ending faults, the harsher first (`_harshness`:
         a kill then a kill, then a restart; then a restart then each). Then what it remembers of a peer's, in the
         fewest groups that hold each pair of replicas together: a life-ending fault then a freeze at its longest."""
-        actions = sorted((action for action in self.space.actions if on_the_process(action)), key=_harshness)
+        actions = sorted((action for action in self.space.actions if probes_with(action)), key=_harshness)
         if not actions or not any(on_the_process(fault.action) for fault, _ in evidence.refuted):
             return []
         through = {label: sum(1 for supports, _ in observed for support in supports
