@@ -12,7 +12,7 @@ back from the hunt's hunt.json and hunt.jsonl: the search trials and seconds to 
 `--healthy` adds hunts of the shop with no planted fault: false finds, and the trials to
 lineage's certificate.
 
-    python -m benchmarks.hunt_search [--seeds 10] [--trials 60] [--faults kill-twice-r3 ...]
+    python -m benchmarks.hunt_search [--seeds 10] [--first-seed 1] [--trials 60] [--faults kill-twice-r3 ...]
         [--strategies random lineage] [--healthy] [--trial-duration 4s] [--reproduce 10]
 
 Prints the figures and writes the raw JSON to `results/benchmarks/`.
@@ -147,9 +147,12 @@ def verdict(fault: str, strategy: str, found: list[int | None], budget: int, rat
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=10, help="hunt seeds 1..N per fault and strategy (default 10)")
+    parser.add_argument("--first-seed", type=int, default=1,
+                        help="start at this seed instead (the rest of 1..N, after a run cut short; default 1)")
     parser.add_argument("--trials", type=int, default=60, help="search trials each hunt may run (default 60)")
     parser.add_argument("--trial-duration", default="4s", help="each trial's load (default 4s)")
-    parser.add_argument("--faults", nargs="+", choices=sorted(PLANTED), default=sorted(PLANTED))
+    parser.add_argument("--faults", nargs="*", choices=sorted(PLANTED), default=sorted(PLANTED),
+                        help="the planted faults to hunt (none: only --healthy)")
     parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
     parser.add_argument("--healthy", action="store_true", help="also hunt the shop with no planted fault")
     parser.add_argument("--reproduce", type=int, help="reruns of the handed-over file (default: the hunt's)")
@@ -175,7 +178,7 @@ def main() -> int:
         print(f"hunts under {work}", flush=True)
         for fault in targets:
             for strategy in args.strategies:
-                for seed in range(1, args.seeds + 1):
+                for seed in range(args.first_seed, args.seeds + 1):
                     scenario = work / f"{fault}-{strategy}-{seed}.toml"
                     scenario.write_text(scenario_text(args, strategy, seed), encoding="utf-8")
                     result = hunt(scenario, work / f"{fault}-{strategy}-{seed}", None if fault == HEALTHY else fault)
