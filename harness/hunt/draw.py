@@ -172,23 +172,26 @@ def _draw_duration(field: FieldFacts, space: Space, left: float, rng: random.Ran
     default = field.default
     if field.name == "ttl":
         return _tenths(_log_uniform(rng, space.ttl / 10, space.ttl))
-    if not isinstance(default, int | float):
-        value = _log_uniform(rng, 0.5, left)
-    elif default == 0:
-        value = rng.uniform(0.0, 1.0)
-    else:
-        value = _log_uniform(rng, default / 4, default * 2)
+    low, high = _drawn_between(field, left)
+    value = rng.uniform(low, high) if default == 0 else _log_uniform(rng, low, high)
     if field.window:
         value = min(value, left)
     return max(_tenths(value), SHORTEST if field.lower_strict or default != 0 else 0.0)
 
 
+def _drawn_between(field: FieldFacts, left: float) -> tuple[float, float]:
+    """The range a duration other than a TTL is drawn in: up to what is left of the trial with no default; 0 to 1 s
+    for a default of 0 (uniform); else a quarter to twice its default (log-uniform)."""
+    default = field.default
+    if not isinstance(default, int | float):
+        return 0.5, left
+    return (0.0, 1.0) if default == 0 else (default / 4, default * 2)
+
+
 def window_at_longest(field: FieldFacts, left: float) -> float:
     """The longest a step's window (`FieldFacts.window`) is drawn, within `left` seconds of the trial: what lineage's
-    probes give a freeze (`_draw_duration`'s upper bound)."""
-    default = field.default
-    high = left if not isinstance(default, int | float) else 1.0 if default == 0 else default * 2
-    return max(_tenths(min(high, left)), SHORTEST)
+    probes give a freeze."""
+    return max(_tenths(min(_drawn_between(field, left)[1], left)), SHORTEST)
 
 
 def _log_uniform(rng: random.Random, low: float, high: float) -> float:

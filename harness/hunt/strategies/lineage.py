@@ -22,19 +22,20 @@ replica, an answer lost and resent), and the next set must cut those too; a hand
 while a fault ran on its minter or verifier, in a flow that completed, shows that fault does not
 cut hand-overs of its shape (`refuted`), and no later set counts on it, unless a hand-over of that
 shape failed while the fault ran on its replicas (`Evidence.cut`): observed cuts count before
-declared ones. Where a life-ending fault (`ends_a_life`) spared a replica's hand-overs, its declared
-cut did not happen there, and what is left to ask is what the process remembers of what was done
-to it, which no hand-over shows: before any other set, a `Probe` per trial asks it, on every
-replica so spared at once where the actions can name them together (group testing: the shrink
-then finds the replica), else on each in turn: a freeze at its longest (`freezes`), then each
-ordered pair of those faults (a restart then a kill; a kill then a freeze at its longest). Trial 1
-of a hunt with no passing trial yet (no controls) is one random draw, as is any trial with no
-completed flow seen so far.
+declared ones. Where a fault on a replica's process (`on_the_process`: it ends its life or
+freezes it) spared a replica's hand-overs, its declared cut did not happen there, and what is left
+to ask is what the process remembers of what was done to it, which no hand-over shows: before any
+other set, a `Probe` per trial asks it of every allowed replica (they run one server), in groups a
+step names at once (group testing: the shrink then finds the replica) (`all_probes`): a freeze at
+its longest alone and each ordered pair of life-ending faults, in groups holding every replica;
+then a life-ending fault and a freeze at its longest, in groups holding each pair of replicas.
+Trial 1 of a hunt with no passing trial yet (no controls) is one random draw, as is any trial with
+no completed flow seen so far.
 
-When no such set and no such pair is left, the strategy raises `Exhausted` with a certificate: no
+When no such set and no such probe is left, the strategy raises `Exhausted` with a certificate: no
 untried combination of at most `max_steps` of these faults cuts every observed support of the flow
-class, within these bounds, by the declared cuts and the observed ones, with how far a replica's
-lives were probed. What it claims and what it does not is said in docs/hunt.md.
+class, within these bounds, by the declared cuts and the observed ones, with how far the replicas'
+processes were probed. What it claims and what it does not is said in docs/hunt.md.
 """
 
 from __future__ import annotations
@@ -329,8 +330,7 @@ class Lineage(Strategy):
         """The fewest sets of allowed replicas, each one every action can name, that hold every replica (`together`:
         each pair of them together), greedily; a replica no such set holds is a group of its own."""
         replicas = [self.labels[index - 1] for index in self.space.replicas]
-        candidates = {frozenset(label for label in self.labels
-                                if touches(CHAOS_ACTIONS[actions[0]].whom(choice, self.labels), label))
+        candidates = {self.touched(CHAOS_ACTIONS[actions[0]].whom(choice, self.labels))
                       for choice in self.space.replica_choices(actions[0])}
         candidates = {group for group in candidates if group and all(self.naming(action, group) for action in actions)}
         apart = {frozenset(pair) for pair in itertools.combinations(replicas, 2)} if together else {
@@ -351,26 +351,35 @@ class Lineage(Strategy):
         """Whom a step of `action` acts on when it names exactly these replicas ("" when none of its choices does)."""
         for choice in self.space.replica_choices(action):
             whom = CHAOS_ACTIONS[action].whom(choice, self.labels)
-            if frozenset(label for label in self.labels if touches(whom, label)) == labels:
+            if self.touched(whom) == labels:
                 return whom
         return ""
+
+    def touched(self, whom: str) -> frozenset[str]:
+        """The replicas a step acting on `whom` acts on."""
+        return frozenset(label for label in self.labels if touches(whom, label))
 
     def probes_run(self, history: Sequence[Tried], evidence: Evidence,
                    observed: list[tuple[list[Support], float]]) -> dict[Probe, bool]:
         """The probes of `all_probes` a search trial ran, its steps in that order, and whether a trial of it held
         (False: every one was not judged)."""
-        ran: dict[tuple[Fault, ...], bool] = {}
-        for run in history:
-            if run.trial.purpose == "search":
-                sequence = self.sequence(run.trial.schedule)
-                ran[sequence] = ran.get(sequence, False) or run.record.get("outcome") == "held"
+        ran = self.sequences_run(history)
         return {probe: ran[probe] for probe in self.all_probes(evidence, observed) if probe in ran}
 
     def untried_probes(self, history: Sequence[Tried], evidence: Evidence,
                        observed: list[tuple[list[Support], float]]) -> list[Probe]:
         """The probes of `all_probes` not run yet, in its order."""
-        ran = self.probes_run(history, evidence, observed)
+        ran = self.sequences_run(history)
         return [probe for probe in self.all_probes(evidence, observed) if probe not in ran]
+
+    def sequences_run(self, history: Sequence[Tried]) -> dict[tuple[Fault, ...], bool]:
+        """Each search trial's faults in the order its steps start, and whether a trial of them held."""
+        ran: dict[tuple[Fault, ...], bool] = {}
+        for run in history:
+            if run.trial.purpose == "search":
+                sequence = self.sequence(run.trial.schedule)
+                ran[sequence] = ran.get(sequence, False) or run.record.get("outcome") == "held"
+        return ran
 
     def sequence(self, schedule: Schedule) -> tuple[Fault, ...]:
         """A schedule's faults in the order its steps start."""
