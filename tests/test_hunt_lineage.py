@@ -362,6 +362,22 @@ def test_a_replica_whose_hand_overs_outlived_a_restart_or_kill_is_probed_by_two_
     assert len(ran) == 8 and all(ran.values())
 
 
+def test_a_pair_of_lives_begins_the_life_it_asks_about_by_half_the_trial_though_the_hand_overs_come_late(
+        tmp_path: Path) -> None:
+    """A replica's memory acts in the life the pair's second step begins: half the trial's load at least must meet
+    that life, even when the hand-overs come late (at their quarter, the old placement left 1.2 s of a 6 s trial)."""
+    space = Space(actions=("restart", "kill"), replicas=(1, 2), replica_count=2, duration=6.0, max_steps=2,
+                  ttl=600.0, name="shop")
+    lineage = Lineage(space, 4, ["r1", "r2"])
+    kill = chaos_step({"action": "kill", "at": 4.4, "replica": 2})
+    late = (("r1", "r2", 4.0), ("r2", "r1", 4.2), ("r1", "r2", 4.5))
+    history = [tried(1, hand_overs(tmp_path / "c1", *late), Schedule((), 6.0), "control"),
+               tried(2, hand_overs(tmp_path / "s1", *late, chaos=(("kill", "r2", 4.4, 4.9),)), Schedule((kill,), 6.0))]
+    probe = lineage.next(history)
+    assert [step.action for step in probe.steps] == ["kill", "kill"], probe
+    assert probe.steps[1].at <= space.duration / 2 and probe.steps[1].at - probe.steps[0].at >= 1.0 - 1e-9, probe
+
+
 def test_a_freeze_is_probed_alone_at_its_longest_and_after_a_life_ends(tmp_path: Path) -> None:
     """With pauses allowed: first, in the groups that hold every replica, a pause at its longest alone (from the start
     to the trial's end: the longest a draw gives, cut there) and the pairs of kills; then, in the groups that hold

@@ -391,8 +391,9 @@ class Lineage(Strategy):
         """The probe as steps, within the trial, a freeze at its longest. One that ends in a freeze starts at once, so
         the freeze has the most of the trial (a pair's freeze `GAP` after the fault before it). A pair of life-ending
         faults starts at the first quarter of the hand-overs through its replicas (in the passing trials, latest
-        first), with states minted before it and verified after, its second step `GAP` later, so that most of the
-        trial's hand-overs meet the life it begins."""
+        first), with states minted before it and verified after, but no later than half the trial less `GAP`: its
+        second step, `GAP` later, begins the life the probe asks about, and at least half the trial's load must meet
+        that life (a pair at the hand-overs' quarter of a short trial left under a second of load after it)."""
         latest = self.space.duration * LATEST
         scale = observed[-1][1]
         if freezes(probe[-1].action):
@@ -401,7 +402,7 @@ class Lineage(Strategy):
             edges = [edge for supports, _ in reversed(observed) for support in supports for edge in support.edges
                      if any(touches(probe[0].whom, label) for label in (edge.minter, edge.verifier))]
             middles = sorted((edge.minted + edge.verified) / 2 for edge in edges) or [self.space.duration / 3]
-            first_at = min(middles[len(middles) // 4], max(latest - GAP, 0.0))
+            first_at = min(middles[len(middles) // 4], max(self.space.duration / 2 - GAP, 0.0))
         steps = [self.step(probe[0], [], scale, rng, at=first_at, longest=True)]
         for fault in probe[1:]:
             steps.append(self.step(fault, [], scale, rng, at=min(steps[-1].at + GAP, latest), longest=True))
