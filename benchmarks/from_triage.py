@@ -15,6 +15,8 @@ wall seconds; the handed-over file's reproduction rate.
     python -m benchmarks.from_triage [--causes ephemeral-keys ...] [--trials 20] [--reproduce 10]
         [--shrink-runs 60]
 
+The auth causes' runs get `MCP_CLIENT_SECRET` from the caller, or a random one of the script's own.
+
 Prints a line per cause and the median hunt minutes of the causes reproduced; writes the raw JSON
 to `results/benchmarks/`.
 """
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -42,9 +46,16 @@ LEFT_OUT = ("chaos", "reproduces", "expect", "hunt")
 """What the hunted deployment drops from the incident's scenario: the chaos is what the hunt must find."""
 
 
+SECRET_ENV = "MCP_CLIENT_SECRET"
+"""The auth causes' scenarios name this variable for the client secret; the embedded shop's authorization server
+takes whatever it holds, so a run of the benchmark's own sets one when the caller has none (never in a file)."""
+_SECRET = secrets.token_urlsafe(24)
+
+
 def _harness(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, SECRET_ENV: os.environ.get(SECRET_ENV) or _SECRET}
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def incident(cause: str, work: Path) -> Path | None:
@@ -130,9 +141,15 @@ def main() -> int:
     reproduced = [row["seconds"] for row in rows if row["outcome"] == "reproduced"]
     median = round(statistics.median(reproduced) / 60, 2) if reproduced else None
     print(f"reproduced {len(reproduced)} of {len(rows)} causes; median hunt minutes of those: {median}")
+    alone = [row["seconds"] for row in rows if row["outcome"] == "fails without chaos"]
+    either = reproduced + alone
+    median_either = round(statistics.median(either) / 60, 2) if either else None
+    print(f"the deployment alone logged the triaged reasons for {len(alone)} more (its control trial); median hunt "
+          f"minutes over all {len(either)}: {median_either}")
     write_figures("from_triage", {"date": started.isoformat(timespec="seconds"), "args": vars(args),
                                   "machine": machine_facts(), "load_before": load_before,
-                                  "load_after": load_average(), "median_minutes": median, "causes": rows}, started)
+                                  "load_after": load_average(), "median_minutes": median,
+                                  "median_minutes_with_controls": median_either, "causes": rows}, started)
     return 0
 
 

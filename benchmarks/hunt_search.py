@@ -13,7 +13,7 @@ back from the hunt's hunt.json and hunt.jsonl: the search trials and seconds to 
 lineage's certificate.
 
     python -m benchmarks.hunt_search [--seeds 10] [--first-seed 1] [--trials 60] [--faults kill-twice-r3 ...]
-        [--strategies random lineage] [--healthy] [--trial-duration 4s] [--reproduce 10]
+        [--strategies random lineage] [--healthy] [--trial-duration 4s] [--reproduce 10] [--keep DIR]
 
 Prints the figures and writes the raw JSON to `results/benchmarks/`.
 """
@@ -21,6 +21,7 @@ Prints the figures and writes the raw JSON to `results/benchmarks/`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -158,6 +159,8 @@ def main() -> int:
     parser.add_argument("--reproduce", type=int, help="reruns of the handed-over file (default: the hunt's)")
     parser.add_argument("--shrink-runs", type=int, help="the shrink's budget of runs (default: the hunt's)")
     parser.add_argument("--rates-only", action="store_true", help="print the exact trigger rates and stop")
+    parser.add_argument("--keep", type=Path, help="keep each hunt's folder under this one (default: a temporary "
+                                                  "folder, removed at the end)")
     args = parser.parse_args()
     rates = exact_rates(args)
     for fault, rate in rates.items():
@@ -173,8 +176,12 @@ def main() -> int:
     started = datetime.now(UTC)
     rows: list[dict[str, Any]] = []
     targets = [*args.faults, *([HEALTHY] if args.healthy else [])]
-    with tempfile.TemporaryDirectory(prefix="hunt-search-") as scratch:
-        work = Path(scratch)
+    with contextlib.ExitStack() as stack:
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(prefix="hunt-search-", dir=args.keep))
+        else:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hunt-search-")))
         print(f"hunts under {work}", flush=True)
         for fault in targets:
             for strategy in args.strategies:
@@ -194,7 +201,9 @@ def main() -> int:
     for (fault, strategy), found in summary.items():
         print(verdict(fault, strategy, found, args.trials, rates))
     write_figures("hunt_search", {"started": started.isoformat(), "machine": machine_facts(),
-                                  "load_average": load_average(), "arguments": vars(args),
+                                  "load_average": load_average(),
+                                  "arguments": {key: str(value) if isinstance(value, Path) else value
+                                                for key, value in vars(args).items()},
                                   "exact_rates": rates, "hunts": rows,
                                   "random_median_floor": {fault: random_median_floor(rate)
                                                           for fault, rate in rates.items()}})
