@@ -161,6 +161,10 @@ PLAN: dict[str, Plan] = {
     "mrtr-harness hunt scenarios/smoke.toml --seed 7 --trials 20 --trial-range 11:20 --results results/1": Plan(
         "elsewhere", SHARES),
     "mrtr-harness hunt merge results/0/*-hunt-smoke results/1/*-hunt-smoke": Plan("elsewhere", SHARES),
+    "mrtr-harness hunt scenarios/smoke.toml --trials 30 --shares 3": Plan(
+        "elsewhere", "tests/test_hunt_shares.py::test_a_find_in_one_share_stops_the_other_and_the_merged_hunt_names_it "
+                     "(two shares of 16 trials of a shop with a planted fault, in place of three of smoke.toml's 30: "
+                     "a find in one stops the other, and the merge names it)"),
     'mrtr-harness hunt merge "./${job#job.batch/}"/*/*-hunt-*': Plan(
         "elsewhere", "tests/test_kubernetes_hunt.py::test_the_job_simulated_here_two_pods_shares_merge_into_one_hunt "
                      "(each pod's command run as a process for its index, then merged; the guide's own lines are "

@@ -8,6 +8,7 @@
     mrtr-harness hunt scenarios/smoke.toml --strategy cover --trials 40
     mrtr-harness hunt scenarios/smoke.toml --from-triage rejections.json
     mrtr-harness hunt scenarios/smoke.toml --seed 7 --trial-range 1:10    # one machine's share
+    mrtr-harness hunt scenarios/smoke.toml --shares 2                   # two trials at a time, merged
     mrtr-harness hunt merge results/*-hunt-smoke                        # the shares as one hunt
 
 Every bound is a `[hunt]` key (docs/scenario.md); a flag wins over the file, and both are
@@ -107,6 +108,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "each drawn and seeded as the whole hunt would: one machine's share, e.g. a Kubernetes "
                            "Indexed Job's pod; `hunt merge` joins the shares (random, swarm and cover only: lineage "
                            "draws from what earlier trials showed)")
+    hunt.add_argument("--shares", type=int, metavar="N",
+                      help="run the search as N shares at once on this machine (each a --trial-range of it, in its "
+                           "own process), stop the others at the first failure, then merge them into one hunt: a "
+                           "trial mostly waits, so N trials at once finish nearly as fast as one (random, swarm and "
+                           "cover only; not with --corpus)")
     hunt.add_argument("--results", type=Path, default=Path("results"),
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
@@ -185,6 +191,10 @@ def run_hunt(args: argparse.Namespace) -> int:
                     base.text)
     hunt = Hunt(base, results_root=args.results, stream=sys.stderr, corpus_folders=args.corpus or ())
     hunt.steering = steering
+    if args.shares is not None:
+        from harness.hunt.shares import check_shares
+
+        check_shares(args.shares, hunt.settings.trials, hunt.settings.strategy, bool(args.corpus), args.trial_range)
     if args.trial_range is not None:
         hunt.trial_range = trial_range(args.trial_range, hunt.settings.trials, hunt.settings.strategy,
                                        bool(args.corpus))
@@ -193,6 +203,10 @@ def run_hunt(args: argparse.Namespace) -> int:
         from harness.auth.token_sources import check
 
         check(base.scenario.target)  # a secret's variable unset (not embedded), a token file with no token: exit 2
+    if args.shares is not None:
+        from harness.hunt.shares import run_shares
+
+        return run_shares(args, hunt.settings.trials, base.scenario.name)
     result = hunt.run()
     folder = hunt.folder
     assert folder is not None

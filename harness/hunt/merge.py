@@ -236,9 +236,10 @@ def _read_journal(journal: Path, shown: str, folder: Path) -> Share:
 
 def _name_apart(shares: list[Share], folders: Sequence[Path]) -> None:
     """Each share named by its folder's path below the folders' common parent (`0/<utc>-hunt-shop` when each pod
-    wrote under its own index), its folder's name when that is unique."""
+    wrote under its own index, `<utc>-hunt-shop` when they are side by side): the trials' folders the merged journal
+    names are then found from that parent."""
     paths = [folder.resolve() for folder in folders]
-    if len({path.name for path in paths}) == len(paths) or len(paths) < 2:
+    if len({path.parent for path in paths}) == 1 or len(paths) < 2:
         return
     parent = Path(os.path.commonpath(paths))
     for share, path in zip(shares, paths, strict=True):

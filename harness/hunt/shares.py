@@ -1,0 +1,258 @@
+"""`hunt --shares N`: one search run as N shares at once on this machine, then merged into one hunt.
+
+A trial mostly waits (think times, the grace for flows in flight, the logs' settle), so two or three
+trials at once on two cores run nearly as fast as one each, and the search's trials a minute rise
+nearly in step (the figures are in benchmarks/README.md). Each share is a child `hunt --trial-range
+A:B` of the same search (contiguous spans; the draws and seeds are the whole hunt's), started with
+the lifeline so none outlives this process, its folder under `<results>/<utc>-hunt-<name>-shares/`.
+Its lines are relayed prefixed `[share K]`. Once a share's journal records a failed trial (a search
+trial or a control), the others are stopped by SIGTERM, which a hunt reads as Ctrl-C (a trial under
+way rolls its chaos back); the finder replays, shrinks and hands over as a lone hunt does. Then the
+shares are merged (`harness.hunt.merge`) into one hunt.json, hunt.jsonl and page, in a folder beside
+the shares' (`<utc>-hunt-<name>-merged`), from which the trials' folders it names are found.
+
+Only strategies whose draws do not depend on earlier trials can share (random, swarm, cover); a
+corpus is replayed once, so it is refused with shares. Ctrl-C or SIGTERM stops every share: exit 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from harness import foreign_text
+from harness.errors import ExitCode, UsageError
+from harness.processes.children import harness_command, kill_session, start_child
+from harness.run.results_folder import results_folder
+
+POLL = 0.5
+"""How often (s) the shares' journals are read for a failed trial."""
+STOP_GRACE = 120.0
+"""How long (s) a stopped share may take to roll its trial back and write its folder before it is killed."""
+_PASSED_ON = {"trials": "--trials", "controls": "--controls", "budget": "--budget",
+              "trial_duration": "--trial-duration", "strategy": "--strategy", "max_steps": "--max-steps",
+              "seed": "--seed", "reruns": "--reruns", "must_fail": "--must-fail", "shrink_budget": "--shrink-budget",
+              "shrink_runs": "--shrink-runs", "reproduce": "--reproduce",
+              "reproduce_at_least": "--reproduce-at-least", "actions": "--actions", "replicas": "--replicas",
+              "from_triage": "--from-triage"}
+"""The hunt's flags a share is given as given here (each by its argparse dest)."""
+
+
+def spans(trials: int, shares: int) -> list[tuple[int, int]]:
+    """The search's trials 1..`trials` as `shares` contiguous ranges, as even as whole trials allow."""
+    return [(trials * index // shares + 1, trials * (index + 1) // shares) for index in range(shares)]
+
+
+def check_shares(shares: int, trials: int, strategy: str, corpus: bool, trial_range: str | None) -> None:
+    """UsageError (exit 2, nothing started) for shares the search cannot be split into."""
+    if shares < 2:
+        raise UsageError(f"--shares {shares}: want 2 or more (one hunt is the default)")
+    if shares > trials:
+        raise UsageError(f"--shares {shares}: more shares than the search's {trials} trials (--trials)")
+    if strategy == "lineage":
+        raise UsageError("--shares: the lineage strategy draws each trial from what the earlier trials showed, so "
+                         "its trials cannot run at once; use random, swarm or cover")
+    if corpus:
+        raise UsageError("--shares: --corpus is replayed before the search, once; run it in one hunt")
+    if trial_range is not None:
+        raise UsageError("--shares with --trial-range: a share is not split again; give one or the other")
+
+
+def share_arguments(args: argparse.Namespace) -> list[str]:
+    """The flags each share is started with: the search's own, as given to this hunt."""
+    given: list[str] = []
+    for dest, flag in _PASSED_ON.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            given += [flag, str(value)]
+    for dest, flag in (("expect", "expect"), ("reuse", "reuse")):
+        value = getattr(args, dest, None)
+        if value is not None:
+            given.append(f"--{flag}" if value else f"--no-{flag}")
+    for host in getattr(args, "allow_host", None) or ():
+        given += ["--allow-host", host]
+    return given
+
+
+@dataclass
+class Share:
+    """One share: its span, folder and child process, and what its journal has shown."""
+
+    number: int
+    span: tuple[int, int]
+    results: Path
+    process: subprocess.Popen[str] | None = None
+    failed: bool = False
+    stopped: bool = False
+    relay: threading.Thread | None = None
+    said: list[str] = field(default_factory=list)
+
+    def journal(self) -> Path | None:
+        """The share's hunt.jsonl, once its hunt has made its folder."""
+        found = sorted(self.results.glob("*-hunt-*/hunt.jsonl"))
+        return found[0] if len(found) == 1 else None
+
+    def folder(self) -> Path | None:
+        journal = self.journal()
+        return journal.parent if journal is not None else None
+
+
+def journal_has_failure(path: Path) -> bool:
+    """Whether a share's hunt.jsonl records a trial that failed (any line that is not such a record is passed over:
+    the file is being written)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("type") == "trial" and record.get("failures"):
+            return True
+    return False
+
+
+class SharedHunt:
+    """The shares of one search, run at once (see the module)."""
+
+    def __init__(self, scenario: Path, arguments: Sequence[str], trials: int, shares: int, results_root: Path,
+                 name: str, stream: IO[str]) -> None:
+        self.scenario, self.arguments, self.stream = scenario, list(arguments), stream
+        self.root = results_folder(results_root, f"hunt-{name}-shares")
+        self.shares = [Share(number, span, self.root / f"share-{number}")
+                       for number, span in enumerate(spans(trials, shares), 1)]
+        self._lock = threading.Lock()
+
+    def say(self, line: str) -> None:
+        with self._lock:
+            print(foreign_text.line(line), file=self.stream, flush=True)
+
+    def run(self) -> int:
+        """Start every share, stop the others at the first failure, wait, merge: the merged hunt's exit code (4 when a
+        share failed as a harness, 130 when interrupted)."""
+        self.say(f"hunt: {len(self.shares)} shares at once, trials "
+                 + ", ".join(f"{a}-{b}" for a, b in (share.span for share in self.shares))
+                 + f"; their folders under {self.root}")
+        try:
+            with _sigterm_interrupts():
+                for share in self.shares:
+                    self._start(share)
+                self._watch()
+        except KeyboardInterrupt:
+            self._stop(self.shares, "interrupted")
+            self.say(f"hunt: interrupted; the shares' folders are under {self.root}")
+            return int(ExitCode.INTERRUPTED)
+        finally:
+            self._reap()
+        return self._merge()
+
+    def _start(self, share: Share) -> None:
+        share.results.mkdir(parents=True)
+        argv = harness_command("hunt", str(self.scenario), *self.arguments, "--trial-range",
+                               f"{share.span[0]}:{share.span[1]}", "--results", str(share.results))
+        share.process = start_child(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    encoding="utf-8", errors="replace")
+        share.relay = threading.Thread(target=self._relay, args=(share,), name=f"share-{share.number}", daemon=True)
+        share.relay.start()
+
+    def _relay(self, share: Share) -> None:
+        assert share.process is not None and share.process.stdout is not None
+        for line in share.process.stdout:
+            share.said.append(line.rstrip("\n"))
+            self.say(f"[share {share.number}] {line.rstrip()}")
+
+    def _watch(self) -> None:
+        """Wait for every share; at the first failed trial in any, stop the others."""
+        stopped = False
+        while any(share.process is not None and share.process.poll() is None for share in self.shares):
+            if not stopped:
+                finder = next((share for share in self.shares if self._failed(share)), None)
+                if finder is not None:
+                    others = [share for share in self.shares if share is not finder]
+                    self._stop(others, f"share {finder.number} found a failure")
+                    stopped = True
+            time.sleep(POLL)
+
+    def _failed(self, share: Share) -> bool:
+        journal = share.journal()
+        share.failed = share.failed or (journal is not None and journal_has_failure(journal))
+        return share.failed
+
+    def _stop(self, shares: Sequence[Share], why: str) -> None:
+        running = [share for share in shares if share.process is not None and share.process.poll() is None]
+        if running:
+            self.say(f"hunt: {why}: stopping share {', '.join(str(share.number) for share in running)}")
+        for share in running:
+            assert share.process is not None
+            share.stopped = True
+            share.process.send_signal(signal.SIGTERM)
+
+    def _reap(self) -> None:
+        """Wait for every share (a stopped one gets `STOP_GRACE` to write its folder, then is killed)."""
+        deadline = time.monotonic() + STOP_GRACE
+        for share in self.shares:
+            if share.process is None:
+                continue
+            try:
+                share.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                kill_session(share.process)
+            if share.relay is not None:
+                share.relay.join(timeout=5)
+
+    def _merge(self) -> int:
+        from harness.hunt.merge import MergeRefused, merge_hunts
+
+        kept: list[Path] = []
+        for share in self.shares:
+            assert share.process is not None
+            code, folder = share.process.returncode, share.folder()
+            if share.stopped and folder is None:  # stopped before its hunt began: it ran no trial
+                self.say(f"hunt: share {share.number} was stopped before its first trial: left out of the merge")
+                continue
+            if code not in (ExitCode.PASSED, ExitCode.FAILED, ExitCode.INTERRUPTED) or folder is None:
+                self.say(f"hunt: share {share.number} ended with exit {code}"
+                         + ("" if folder is not None else " and no hunt folder")
+                         + f": nothing merged; its lines are above, its folder under {share.results}")
+                return int(code if code in (ExitCode.USAGE, ExitCode.TARGET) else ExitCode.HARNESS)
+            kept.append(folder)
+        try:
+            merged = merge_hunts(kept, self.root)  # beside the shares, whose trials' folders it names from there
+        except MergeRefused as refused:
+            self.say(f"hunt: the shares could not be merged: {refused}")
+            return int(ExitCode.HARNESS)
+        for line in merged.lines():
+            print(line, flush=True)
+        return merged.exit_code
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM to this process stops the shares as Ctrl-C does."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_shares(args: argparse.Namespace, trials: int, name: str) -> int:
+    """`hunt SCENARIO --shares N`, checked by the caller (`check_shares`)."""
+    return SharedHunt(args.scenario, share_arguments(args), trials, args.shares, args.results, name,
+                      sys.stderr).run()
