@@ -1,13 +1,14 @@
-"""Trials per minute of a hunt of a healthy shop with `[hunt] reuse` (the default), with `--no-reuse`, and as
-`--shares` hunts at once on this machine (each a `--trial-range` of the same search, then `hunt merge`).
+"""Trials per minute of a hunt of a healthy shop with `[hunt] reuse` (the default), with `--no-reuse`, and with
+`hunt --shares N` (N shares of the same search at once on this machine, merged).
 
 The same scenario as `benchmarks.hunt_trials`'s pace (the `ephemeral-keys` catalogue scenario with
 its key ring shared: 3 replicas; restarts, kills and pauses drawn, which it survives), the same seed
 and the same number of trials of the same length, no control trials: `python -m harness hunt` in a
 child process, timed from outside, its trials read back from `hunt.jsonl`. The settings alternate,
 `--rounds` times each (off, on, then the shares), so a load that drifts on a shared machine falls on all.
-The shares' wall time runs from starting the first share to the end of `hunt merge`, whose folder is the
-one hunt a user reads; each share forks its replicas from its own zygote (reuse on).
+The shared setting is one `hunt --shares N` command, timed from outside like the others: its shares'
+start to the end of their merge, whose folder is the one hunt a user reads; each share forks its
+replicas from its own zygote (reuse on).
 
     python -m benchmarks.hunt_reuse [--trials 6] [--trial-duration 3s] [--rounds 1] [--shares 2]
 
@@ -59,28 +60,19 @@ def timed(folder: Path, seconds: float) -> dict[str, Any]:
             "outcomes": sorted({trial["outcome"] for trial in trials})}
 
 
-def shared_hunt(scenario: Path, results: Path, trials: int, shares: int) -> dict[str, Any]:
-    """The search's trials split into `shares` contiguous `--trial-range`s, run at once (reuse on), then merged:
-    the wall seconds from the first start to the merge's end, and each trial's seconds from the merged journal."""
-    spans = [(trials * index // shares + 1, trials * (index + 1) // shares) for index in range(shares)]
-    folders = [results / f"share-{index}" for index in range(len(spans))]
+def shared_hunt(scenario: Path, results: Path, shares: int) -> dict[str, Any]:
+    """The same search as one `hunt --shares N` (reuse on): the wall seconds of that one command, the shares' start
+    to the merge's end, and each trial's seconds from the merged journal."""
+    results.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    running = [subprocess.Popen([sys.executable, "-m", "harness", "hunt", str(scenario), "--results", str(folder),
-                                 "--reuse", "--trial-range", f"{first}:{last}"], cwd=REPO_ROOT,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-               for folder, (first, last) in zip(folders, spans, strict=True)]
-    for process in running:
-        _, err = process.communicate(timeout=3600)
-        if process.returncode != 0:
-            raise SystemExit(f"a share did not hold ({process.returncode}): {err[-1500:]}")
-    merged = results / "merged"
-    done = subprocess.run([sys.executable, "-m", "harness", "hunt", "merge",
-                           *[str(next(folder.iterdir())) for folder in folders], "--results", str(merged)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(scenario), "--results", str(results),
+                           "--reuse", "--shares", str(shares)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=3600)
     seconds = time.monotonic() - started
     if done.returncode != 0:
-        raise SystemExit(f"the merge failed ({done.returncode}): {done.stderr[-1500:]}")
-    return {**timed(next(merged.iterdir()), seconds), "shares": shares}
+        raise SystemExit(f"the shared hunt did not hold ({done.returncode}): {done.stderr[-1500:]}")
+    [merged] = results.glob("*-shares/*-merged")
+    return {**timed(merged, seconds), "shares": shares}
 
 
 def summed(hunts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -118,7 +110,7 @@ def main() -> int:
             if args.shares > 1:
                 print(f"round {round_ + 1}: the same {args.trials} trials as {args.shares} shares at once, merged ...",
                       flush=True)
-                shared.append(shared_hunt(scenario, Path(folder) / f"shared-{round_}", args.trials, args.shares))
+                shared.append(shared_hunt(scenario, Path(folder) / f"shared-{round_}", args.shares))
     off, on = summed(runs[False]), summed(runs[True])
     figures = {"reuse_off": off, "reuse_on": on,
                "ratio_trials_per_minute": round(on["trials_per_minute"] / off["trials_per_minute"], 2),
