@@ -115,7 +115,8 @@ TABLE: dict[str, tuple[tuple[ExitCode, str], ...]] = {
                           "found, shrunk and journaled, minimal.toml and hunt.html hand it over; or a control trial "
                           "failed it with no chaos at all (\"fails without chaos\": nothing searched)"),
         (ExitCode.USAGE, "bad scenario, [hunt] bounds or flags, or chaos against a host not allowed: nothing was "
-                         "started"),
+                         "started; or --from-triage counted only reasons no drawable action provokes and the control "
+                         "trials did not log them either (\"nothing to draw\": nothing searched)"),
         (ExitCode.TARGET, "a trial's target could not be started or reached"),
         (ExitCode.HARNESS, "a trial was the harness's own failure (never the target's), or the minimal scenario "
                            "would not validate, or a symbolic link was planted where the hunt's page or minimal "

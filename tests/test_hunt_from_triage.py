@@ -4,7 +4,9 @@ The reader is fed real `triage --json` output (the triage's own rendering of its
 untrusted input, anything at all (a Hypothesis property: it returns bounded, vocabulary-only counts or refuses
 with a usage error, nothing else). The registry test holds every action's `provokes` to the reasons vocabulary,
 and every reason chaos can cause to at least one action. The steering tests build the hunt's scenario as the
-command does, and start no process; the command's refusal runs it (about 3 s) and starts nothing.
+command does, and start no process; the command's refusal runs it (about 3 s) and starts nothing. Reasons no
+drawable action provokes: the control trials alone run, and say whether the deployment logs them as it stands
+(one 3 s control each).
 """
 
 from __future__ import annotations
@@ -236,20 +238,62 @@ def test_with_expect_the_scenarios_own_expect_is_kept_beside_the_logged_reasons(
     assert base.scenario.expect == {"rejections": "== 0", "rejections{reason='expired'}": "== 0"}
 
 
-def test_a_hunt_steered_to_no_action_is_refused_with_exit_2_before_anything_starts(tmp_path):
+def test_a_hunt_steered_to_no_action_and_no_control_is_refused_with_exit_2_before_anything_starts(tmp_path):
     scenario = tmp_path / "hunted.toml"
     scenario.write_text(SHOP)
     triage = tmp_path / "rejections.json"
     triage.write_text(_triage_json({"seal": {"r1": 2}, "unknown key": {"r2": 1}}))
     done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(scenario), "--from-triage", str(triage),
-                           "--actions", "network", "--results", str(tmp_path / "results")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+                           "--actions", "network", "--controls", "0", "--results", str(tmp_path / "results")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert ("from triage: seal 2, unknown key 1: no action this hunt may draw can provoke a reason triage counted"
             in done.stderr)
     assert "only restart, kill, rolling-restart, rotate-keys provoke unknown key" in done.stderr
     assert "no chaos action provokes seal" in done.stderr
+    assert "with no control trial nothing would show the deployment logging them without chaos" in done.stderr
     assert not (tmp_path / "results").exists()
+
+
+def _controls_only(tmp_path: Path, counted: dict[str, dict[str, int]]) -> tuple[subprocess.CompletedProcess[str],
+                                                                                dict[str, object]]:
+    """A hunt of SHOP (per-process keys, round-robin: it logs `unknown key` with no chaos at all) steered by a triage
+    file no drawable action (network only) can provoke: one control trial of 3 s, then its hunt.json."""
+    scenario = tmp_path / "hunted.toml"
+    scenario.write_text(SHOP)
+    triage = tmp_path / "rejections.json"
+    triage.write_text(_triage_json(counted))
+    done = subprocess.run([sys.executable, "-m", "harness", "hunt", str(scenario), "--from-triage", str(triage),
+                           "--actions", "network", "--controls", "1", "--trial-duration", "3s", "--results",
+                           str(tmp_path / "results")], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    [summary] = list((tmp_path / "results").glob("*/hunt.json"))
+    return done, json.loads(summary.read_text())
+
+
+@pytest.mark.timeout(300)
+def test_reasons_no_action_provokes_are_reproduced_by_the_controls_when_the_deployment_logs_them_as_it_stands(
+        tmp_path):
+    """On-call's triage counted `unknown key`; the hunt may draw only network faults, which cannot provoke it. The
+    controls run with it counted, and the deployment logs it without chaos: "fails without chaos", exit 1, the
+    reproduction being the deployment itself."""
+    done, summary = _controls_only(tmp_path, {"unknown key": {"r2": 7}})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "from triage: so only the control trials run, with unknown key counted" in done.stderr
+    assert "fails without chaos: control trial 1 failed (expectation rejections{reason='unknown key'}" in done.stdout
+    assert summary["stopped_by"] == "fails without chaos" and summary["trials"] == {"control": 1}, summary
+
+
+@pytest.mark.timeout(300)
+def test_reasons_no_action_provokes_and_the_controls_do_not_log_end_in_one_line_exit_2_after_the_controls(tmp_path):
+    """The same deployment, triage counted `seal` (a changed token: no chaos provokes it) and it logs none: the
+    control holds, nothing is searched, and the refusal says so (exit 2), not "nothing broke"."""
+    done, summary = _controls_only(tmp_path, {"seal": {"r1": 2}})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert ("seal 2: no action this hunt may draw can provoke a reason triage counted, so no search could reproduce "
+            "it (no chaos action provokes seal") in done.stdout
+    assert "; 1 control trial without chaos held, so the deployment alone does not log them either" in done.stdout
+    assert "nothing broke" not in done.stdout + done.stderr
+    assert summary["stopped_by"] == "nothing to draw" and summary["trials"] == {"control": 1}, summary
 
 
 # --- a real incident, triaged, then hunted -----------------------------------------------------------

@@ -176,7 +176,7 @@ def run_hunt(args: argparse.Namespace) -> int:
 
     from harness.config.remote import say_remote
     from harness.hunt.model import unshrunk_reason
-    from harness.hunt.search import EXIT_CODES, Hunt
+    from harness.hunt.search import EXIT_CODES, NOTHING_TO_DRAW, Hunt
     from harness.hunt.trial import Base
 
     steering = None
@@ -231,6 +231,8 @@ def run_hunt(args: argparse.Namespace) -> int:
         controls = sum(trial.purpose == "control" for trial in result.trials)
         print(f"nothing broke in {searched} trials after {controls} without chaos (stopped by {result.stopped_by}); "
               f"{hunt.coverage_line()}")
+    elif result.stopped_by == NOTHING_TO_DRAW and steering is not None:
+        print(steering.nothing_to_draw(len(result.trials)))
     else:
         print(f"hunt stopped ({result.stopped_by}) after {len(result.trials)} trials; {hunt.coverage_line()}")
     _say_strength(result)
@@ -275,8 +277,9 @@ def _steered(args: argparse.Namespace) -> tuple[Base, Steering]:
     given = overrides(args)
     base = Base.read(args.scenario, given)
     steering = steer(triaged, drawable_actions(base.scenario), str(args.from_triage))
-    if not steering.actions:
-        raise UsageError(steering.nothing_to_draw())
+    if steering.controls_only and not (base.scenario.hunt or HuntSettings()).controls:
+        raise UsageError(f"{steering.nothing_to_draw()}; and with no control trial nothing would show the deployment "
+                         "logging them without chaos")
     counted = (base.scenario.hunt or HuntSettings()).expect
     base = Base.read(args.scenario, steered_overrides(steering, given, base.scenario.expect if counted else None))
     return replace(base, text=document(base.data)), steering

@@ -90,10 +90,18 @@ class Steering:
         """`from triage: unknown key 41, expired 3 → restart, kill, rotate-keys, set-ttl`."""
         return f"from triage: {self.counted()} → {', '.join(self.actions) or 'no action'}"
 
-    def nothing_to_draw(self) -> str:
-        """Why a hunt steered to no action cannot start."""
+    @property
+    def controls_only(self) -> bool:
+        """No drawable action provokes a counted reason: only the control trials can show the deployment logging them
+        as it stands (a client's changed arguments, a replica's clock, per-process keys: its own settings)."""
+        return not self.actions
+
+    def nothing_to_draw(self, controls_held: int | None = None) -> str:
+        """Why a hunt steered to no action searches nothing (after `controls_held` control trials that held)."""
+        held = (f"; {controls_held} control trial{'s' if controls_held != 1 else ''} without chaos held, so the "
+                "deployment alone does not log them either" if controls_held is not None else "")
         return (f"from triage: {self.counted()}: no action this hunt may draw can provoke a reason triage counted, "
-                f"so nothing could reproduce it ({'; '.join(self.unprovoked.values())})")
+                f"so no search could reproduce it ({'; '.join(self.unprovoked.values())}){held}")
 
     def lines(self) -> list[str]:
         """What the hunt says before its first trial: where it is steered, what the property gains, what no action
@@ -103,6 +111,9 @@ class Steering:
             lines.append(f"from triage: the property gains the logged reasons reproduced: a trial whose replicas "
                          f"log {' or '.join(self.provoked)} fails")
         lines += [f"from triage: {why}" for why in self.unprovoked.values()]
+        if self.controls_only:
+            lines.append(f"from triage: so only the control trials run, with {' or '.join(self.triaged.counts)} "
+                         "counted: a deployment that logs them without chaos reproduces them as it stands")
         if self.triaged.ignored:
             lines.append(f"from triage: ignored, no reason the SDK logs: {', '.join(self.triaged.ignored)}")
         return lines
@@ -195,8 +206,10 @@ def steer(triaged: Triaged, drawable: Sequence[str], source: str = "") -> Steeri
 
 def expect_table(steering: Steering) -> dict[str, str]:
     """The thresholds that make "the logged reasons reproduced" part of the property: each provoked reason's
-    rejections must stay 0, so a trial that provokes one fails, and minimal.toml's `[reproduces]` says `> 0`."""
-    return {f"rejections{{reason='{reason}'}}": "== 0" for reason in steering.provoked}
+    rejections must stay 0, so a trial that provokes one fails, and minimal.toml's `[reproduces]` says `> 0`. With
+    no action to draw, every counted reason: the controls judge the deployment as it stands."""
+    reasons = steering.triaged.counts if steering.controls_only else steering.provoked
+    return {f"rejections{{reason='{reason}'}}": "== 0" for reason in reasons}
 
 
 def steered_overrides(steering: Steering, overrides: Mapping[str, Any], own_expect: Mapping[str, Any] | None,
@@ -204,4 +217,5 @@ def steered_overrides(steering: Steering, overrides: Mapping[str, Any], own_expe
     """The hunt's overrides with the steering applied: the actions narrowed, `[expect]` the logged reasons (beside the
     scenario's own only when `--expect` counts it) and counted."""
     expect = {**(own_expect or {}), **expect_table(steering)}
-    return {**overrides, "hunt.actions": list(steering.actions), "hunt.expect": True, "expect": expect}
+    narrowed = {} if steering.controls_only else {"hunt.actions": list(steering.actions)}  # no search runs
+    return {**overrides, **narrowed, "hunt.expect": True, "expect": expect}

@@ -157,7 +157,8 @@ class HuntResult:
     """How often each (action, replica, timing) was tried in the search."""
     stopped_by: str = ""
     """Why the search ended: "found", "trials", "time", "interrupted", "fails without chaos" (a control trial
-    failed: nothing was searched), or "certified" (the strategy had no schedule left: `certificate` says what)."""
+    failed: nothing was searched), "certified" (the strategy had no schedule left: `certificate` says what), or
+    "nothing to draw" (`--from-triage` steered to no action and the controls held)."""
     control: Trial | None = None
     """The control trial (no chaos) that failed the property; None: every control held, or none ran."""
     property_line: str = ""

@@ -67,7 +67,11 @@ from harness.secrets import scrub
 WITHOUT_CHAOS = "fails without chaos"
 """What stopped a hunt whose control trial (no chaos) failed: the deployment fails under load alone, so chaos
 proves nothing about it; nothing is searched or shrunk."""
+NOTHING_TO_DRAW = "nothing to draw"
+"""What stops a `--from-triage` hunt whose reasons no drawable action provokes once its controls held: no search
+could reproduce them (exit 2, as the same refusal before any trial)."""
 EXIT_CODES: dict[str, ExitCode] = {"found": ExitCode.FAILED, WITHOUT_CHAOS: ExitCode.FAILED,
+                                   NOTHING_TO_DRAW: ExitCode.USAGE,
                                    "trials": ExitCode.PASSED, "time": ExitCode.PASSED, "certified": ExitCode.PASSED,
                                    "interrupted": ExitCode.INTERRUPTED, "harness error": ExitCode.HARNESS,
                                    "target error": ExitCode.TARGET}
@@ -271,6 +275,9 @@ class Hunt:
         return None
 
     def _search(self) -> str:
+        if self.steering is not None and self.steering.controls_only:
+            self.say(self.steering.nothing_to_draw(sum(trial.purpose == "control" for trial in self.result.trials)))
+            return NOTHING_TO_DRAW
         first, last = self.trial_range or (1, self.settings.trials)
         self._skip_to(first)
         for index in range(first, last + 1):
