@@ -110,6 +110,9 @@ def hunted(cause: str, work: Path, triage: Path, args: argparse.Namespace) -> di
         outcome = "fails without chaos" + ("" if reasons else " (another failure)")
     elif summary.get("stopped_by") == "found":
         outcome = "reproduced" if reasons else "found another failure"
+        replay = (summary.get("shrink") or {}).get("replay") or {}
+        if reasons and (summary.get("shrink") or {}).get("stopped_by") == "flaky":  # its own schedule did not hold
+            outcome = f"found once, flaky (replayed {replay.get('failed')} of {replay.get('runs')})"
     else:
         outcome = "not found"
     return {"outcome": outcome, "exit_code": done.returncode, "seconds": round(seconds, 1), "failure": failure,
