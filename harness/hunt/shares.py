@@ -136,8 +136,10 @@ class SharedHunt:
         self._lock = threading.Lock()
 
     def say(self, line: str) -> None:
+        """One line on the terminal, whole: a share's own lines are the harness's (a certificate runs long), made
+        safe again here all the same."""
         with self._lock:
-            print(foreign_text.line(line), file=self.stream, flush=True)
+            print(foreign_text.line(line, foreign_text.BLOCK_LIMIT), file=self.stream, flush=True)
 
     def run(self) -> int:
         """Start every share, stop the others at the first failure, wait, merge: the merged hunt's exit code (4 when a
