@@ -115,9 +115,28 @@ def hunted(cause: str, work: Path, triage: Path, args: argparse.Namespace) -> di
             outcome = f"found once, flaky (replayed {replay.get('failed')} of {replay.get('runs')})"
     else:
         outcome = "not found"
-    return {"outcome": outcome, "exit_code": done.returncode, "seconds": round(seconds, 1), "failure": failure,
+    return {"outcome": outcome, "exit_code": done.returncode, "seconds": round(seconds, 1),
+            **milestones(summaries[0].parent / "hunt.jsonl"), "failure": failure,
             "triaged": sorted(counted), "reasons": reasons, "reproduction": summary.get("reproduction"),
             "stopped_by": summary.get("stopped_by"), "from_triage": summary.get("from_triage")}
+
+
+def milestones(journal: Path) -> dict[str, float | None]:
+    """The hunt's trial seconds summed up to its find (the found search trial or failed control), and up to the end
+    of the find's replay: when the hunt held a schedule that fails, and one whose failure it had seen again; the
+    shrink and the reproduction runs come after."""
+    records = [json.loads(line) for line in journal.read_text(encoding="utf-8").splitlines()]
+    spent, found, replayed = 0.0, None, None
+    for record in records:
+        if record.get("type") != "trial":
+            continue
+        spent += float(record.get("seconds") or 0)
+        if found is None and record.get("failures") and record.get("purpose") in ("search", "control"):
+            found = spent
+        if record.get("purpose") == "replay":
+            replayed = spent
+    return {"seconds_to_find": round(found, 1) if found is not None else None,
+            "seconds_to_replayed": round(replayed, 1) if replayed is not None else None}
 
 
 def main() -> int:
@@ -139,7 +158,8 @@ def main() -> int:
             row = {"cause": cause, **(hunted(cause, work, triage, args) if triage is not None
                                       else {"outcome": "no incident"})}
             rows.append(row)
-            print(json.dumps({key: row.get(key) for key in ("cause", "outcome", "seconds", "failure", "reproduction")}),
+            print(json.dumps({key: row.get(key) for key in ("cause", "outcome", "seconds", "seconds_to_find",
+                                                            "seconds_to_replayed", "failure", "reproduction")}),
                   flush=True)
     reproduced = [row["seconds"] for row in rows if row["outcome"] == "reproduced"]
     median = round(statistics.median(reproduced) / 60, 2) if reproduced else None
