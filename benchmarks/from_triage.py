@@ -8,9 +8,10 @@ output; the deployment is the same scenario without its chaos and its verdict ta
 then one real `mrtr-harness hunt` of that deployment `--from-triage` the triage output, in a
 child process, timed from outside. Read back from its hunt.json: whether it found a failure
 that is one of the triaged reasons (an incident whose replicas logged no rejection, a double
-release, has nothing to steer by: said, no hunt), failed without chaos (its control trial failed: the
-deployment alone logs them, which the hunt says instead of searching), or found nothing; its
-wall seconds; the handed-over file's reproduction rate.
+release, has nothing to steer by: said, no hunt), found one whose replay did not hold (flaky, not
+a reproduction), failed without chaos (its control trial failed: the deployment alone logs them,
+which the hunt says instead of searching), or found nothing; its wall seconds, and the trials'
+seconds up to its find and up to its replay; the handed-over file's reproduction rate.
 
     python -m benchmarks.from_triage [--causes ephemeral-keys ...] [--trials 20] [--reproduce 10]
         [--shrink-runs 60]
