@@ -24,10 +24,8 @@ Import this module only after Locust's gevent patching (the command imports `loc
 from __future__ import annotations
 
 import json
-import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -61,6 +59,7 @@ from harness.hunt.trial import (
     shared_shop_parts,
     trial_scenario,
 )
+from harness.processes.children import sigterm_as_ctrl_c
 from harness.run.results_folder import results_folder
 from harness.secrets import scrub
 
@@ -173,7 +172,7 @@ class Hunt:
             self.say(f"left out: {', '.join(actions)} ({why})")
         with shared_shop_parts(self.base.scenario, self.folder):
             try:
-                with _sigterm_interrupts():
+                with sigterm_as_ctrl_c():  # between trials; a trial under way has the run's own handlers
                     self.result.stopped_by = self._controls() or self._replay_corpus() or self._search()
                     if self.result.found is not None and self._replayed():
                         self._shrink()
@@ -747,15 +746,3 @@ def outcome(trial: Trial, status: str) -> Outcome:
     return "held" if trial.exit_code in (ExitCode.PASSED, ExitCode.FAILED) else "not judged"
 
 
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM between trials stops the hunt as Ctrl-C does (a trial under way has the run's own handlers)."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -24,15 +24,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from harness import foreign_text
 from harness.errors import ExitCode, UsageError
-from harness.processes.children import harness_command, kill_session, start_child
+from harness.processes.children import harness_command, kill_session, sigterm_as_ctrl_c, start_child
 from harness.run.results_folder import results_folder
 
 POLL = 0.5
@@ -148,7 +147,7 @@ class SharedHunt:
                  + ", ".join(f"{a}-{b}" for a, b in (share.span for share in self.shares))
                  + f"; their folders under {self.root}")
         try:
-            with _sigterm_interrupts():
+            with sigterm_as_ctrl_c():
                 for share in self.shares:
                     self._start(share)
                 self._watch()
@@ -240,18 +239,6 @@ class SharedHunt:
         return merged.exit_code
 
 
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM to this process stops the shares as Ctrl-C does."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def run_shares(args: argparse.Namespace, trials: int, name: str) -> int:
