@@ -232,7 +232,7 @@ def run_hunt(args: argparse.Namespace) -> int:
         print(f"nothing broke in {searched} trials after {controls} without chaos (stopped by {result.stopped_by}); "
               f"{hunt.coverage_line()}")
     elif result.stopped_by == NOTHING_TO_DRAW and steering is not None:
-        print(steering.nothing_to_draw(len(result.trials)))
+        print(steering.nothing_to_draw(hunt.controls_held()))
     else:
         print(f"hunt stopped ({result.stopped_by}) after {len(result.trials)} trials; {hunt.coverage_line()}")
     _say_strength(result)

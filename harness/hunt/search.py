@@ -273,9 +273,14 @@ class Hunt:
                      "break without chaos (its shrink would say so)")
         return None
 
+    def controls_held(self) -> int:
+        """The control trials so far that were judged and held."""
+        return sum(trial.purpose == "control" and not trial.failures and trial.unjudged is None
+                   for trial in self.result.trials)
+
     def _search(self) -> str:
         if self.steering is not None and self.steering.controls_only:
-            self.say(self.steering.nothing_to_draw(sum(trial.purpose == "control" for trial in self.result.trials)))
+            self.say(self.steering.nothing_to_draw(self.controls_held()))
             return NOTHING_TO_DRAW
         first, last = self.trial_range or (1, self.settings.trials)
         self._skip_to(first)
