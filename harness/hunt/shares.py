@@ -220,8 +220,11 @@ class SharedHunt:
         for share in self.shares:
             assert share.process is not None
             code, folder = share.process.returncode, share.folder()
-            if share.stopped and folder is None:  # stopped before its hunt began: it ran no trial
-                self.say(f"hunt: share {share.number} was stopped before its first trial: left out of the merge")
+            if share.stopped and (folder is None or code not in (ExitCode.INTERRUPTED, ExitCode.PASSED,
+                                                                 ExitCode.FAILED)):
+                # stopped before its hunt could catch the signal (starting up): what it ran is not whole
+                self.say(f"hunt: share {share.number} was stopped while it started (exit {code}): left out of the "
+                         "merge")
                 continue
             if code not in (ExitCode.PASSED, ExitCode.FAILED, ExitCode.INTERRUPTED) or folder is None:
                 self.say(f"hunt: share {share.number} ended with exit {code}"
@@ -237,8 +240,6 @@ class SharedHunt:
         for line in merged.lines():
             print(line, flush=True)
         return merged.exit_code
-
-
 
 
 def run_shares(args: argparse.Namespace, trials: int, name: str) -> int:
