@@ -119,13 +119,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     hunt.set_defaults(handler=run_hunt)
 
 
+BOUND_FLAGS = ("trials", "controls", "expect", "reuse", "budget", "trial_duration", "strategy", "max_steps", "seed",
+               "reruns", "must_fail", "shrink_budget", "shrink_runs", "reproduce", "reproduce_at_least")
+"""The flags that are `[hunt]` keys as they stand: each flag's dest is its key's name, its flag the name with
+dashes (`expect` and `reuse` also take `--no-`)."""
+
+
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The flags given, as dotted `[hunt]` keys the scenario model validates with the file."""
     found: dict[str, Any] = {}
-    keys = ("trials", "controls", "expect", "reuse", "budget", "trial_duration", "strategy", "max_steps", "seed",
-            "reruns", "must_fail", "shrink_budget", "shrink_runs", "reproduce",
-            "reproduce_at_least")  # each flag's dest is its key's name
-    for key in keys:
+    for key in BOUND_FLAGS:
         if getattr(args, key) is not None:
             found[f"hunt.{key}"] = getattr(args, key)
     if args.actions is not None:

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -38,13 +38,8 @@ POLL = 0.5
 """How often (s) the shares' journals are read for a failed trial."""
 STOP_GRACE = 120.0
 """How long (s) a stopped share may take to roll its trial back and write its folder before it is killed."""
-_PASSED_ON = {"trials": "--trials", "controls": "--controls", "budget": "--budget",
-              "trial_duration": "--trial-duration", "strategy": "--strategy", "max_steps": "--max-steps",
-              "seed": "--seed", "reruns": "--reruns", "must_fail": "--must-fail", "shrink_budget": "--shrink-budget",
-              "shrink_runs": "--shrink-runs", "reproduce": "--reproduce",
-              "reproduce_at_least": "--reproduce-at-least", "actions": "--actions", "replicas": "--replicas",
-              "from_triage": "--from-triage"}
-"""The hunt's flags a share is given as given here (each by its argparse dest)."""
+_PASSED_AS_GIVEN = ("actions", "replicas", "from_triage")
+"""The hunt's flags, beside its `[hunt]` bound flags, a share is given as they were given here."""
 
 
 def spans(trials: int, shares: int) -> list[tuple[int, int]]:
@@ -69,15 +64,15 @@ def check_shares(shares: int, trials: int, strategy: str, corpus: bool, trial_ra
 
 def share_arguments(args: argparse.Namespace) -> list[str]:
     """The flags each share is started with: the search's own, as given to this hunt."""
+    from harness.hunt.cli import BOUND_FLAGS
+
     given: list[str] = []
-    for dest, flag in _PASSED_ON.items():
-        value = getattr(args, dest, None)
-        if value is not None:
+    for dest in (*BOUND_FLAGS, *_PASSED_AS_GIVEN):
+        value, flag = getattr(args, dest, None), "--" + dest.replace("_", "-")
+        if isinstance(value, bool):  # --expect / --no-expect, --reuse / --no-reuse
+            given.append(flag if value else f"--no-{dest}")
+        elif value is not None:
             given += [flag, str(value)]
-    for dest, flag in (("expect", "expect"), ("reuse", "reuse")):
-        value = getattr(args, dest, None)
-        if value is not None:
-            given.append(f"--{flag}" if value else f"--no-{flag}")
     for host in getattr(args, "allow_host", None) or ():
         given += ["--allow-host", host]
     return given
@@ -94,7 +89,6 @@ class Share:
     failed: bool = False
     stopped: bool = False
     relay: threading.Thread | None = None
-    said: list[str] = field(default_factory=list)
 
     def journal(self) -> Path | None:
         """The share's hunt.jsonl, once its hunt has made its folder."""
@@ -171,7 +165,6 @@ class SharedHunt:
     def _relay(self, share: Share) -> None:
         assert share.process is not None and share.process.stdout is not None
         for line in share.process.stdout:
-            share.said.append(line.rstrip("\n"))
             self.say(f"[share {share.number}] {line.rstrip()}")
 
     def _watch(self) -> None:
