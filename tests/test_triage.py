@@ -439,6 +439,27 @@ def test_a_file_rotated_while_followed_is_counted_on_both_sides(replica_logs, tm
     assert code == 1
 
 
+def test_sigterm_ends_a_live_triage_as_ctrl_c_does_with_its_summary(replica_logs, tmp_path):
+    """What systemd, Kubernetes and `timeout` send: the counts so far are printed and judged, not lost. The line is
+    counted only once the follow loop runs, which is where SIGTERM is caught."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    port = free_port()
+    process = live_triage("--file", f"{log}@app", "--metrics-port", str(port))
+    try:
+        wait_for(lambda: metric(port, "app", "expired") == 0, "the reasons at 0", process)
+        log.write_text(replica_logs["r1"].read_text())  # expired
+        wait_for(lambda: metric(port, "app", "expired") == 1, "the expired line", process)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=WAIT_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    assert json.loads(out)["by_reason_and_replica"] == {"expired": {"app": 1}}
+
+
 @pytest.fixture()
 def docker_client():
     """A client on an engine: the one that answers, or a private dockerd this test starts and stops."""

@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -154,8 +155,12 @@ def kill_session(process: subprocess.Popen[Any]) -> None:
 
 @contextlib.contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
-    """Within the block, SIGTERM (what CI runners and Kubernetes send to cancel) raises KeyboardInterrupt, so it stops
-    the work as Ctrl-C does; the handler before is put back after. Main thread only (signal handlers live there)."""
+    """Within the block, SIGTERM (what CI runners, systemd and Kubernetes send to cancel) raises KeyboardInterrupt, so
+    it stops the work as Ctrl-C does; the handler before is put back after. Off the main thread (where signal
+    handlers cannot be set) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

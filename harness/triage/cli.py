@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,6 +261,7 @@ def main(args: argparse.Namespace) -> int:
 def run(options: Options) -> int:
     """Open every source, read them into one count while showing it, and return the exit code."""
     from harness.logs.sources import SourceError
+    from harness.processes.children import sigterm_as_ctrl_c
     from harness.triage import display
     from harness.triage.counts import LiveCounts
     from harness.triage.session import Session
@@ -292,21 +291,20 @@ def run(options: Options) -> int:
     names = [source.name for source in sources]
     screen = None if options.once or options.json else display.Screen()
     session.start()
-    restore = _stop_on_sigterm()
     try:
-        interval = options.interval or (1.0 if screen is None or screen.terminal else 10.0)
-        shown = time.monotonic()
-        if screen is not None:
-            screen.show(display.render_live(counts.snapshot(), sources=names))
-        while not session.wait(min(interval, TICK_SECONDS)):
-            session.tick()
-            if screen is not None and time.monotonic() - shown >= interval:
-                shown = time.monotonic()
+        with sigterm_as_ctrl_c():  # SIGTERM (systemd, kubernetes, `timeout`) ends triage like Ctrl-C: with the summary
+            interval = options.interval or (1.0 if screen is None or screen.terminal else 10.0)
+            shown = time.monotonic()
+            if screen is not None:
                 screen.show(display.render_live(counts.snapshot(), sources=names))
+            while not session.wait(min(interval, TICK_SECONDS)):
+                session.tick()
+                if screen is not None and time.monotonic() - shown >= interval:
+                    shown = time.monotonic()
+                    screen.show(display.render_live(counts.snapshot(), sources=names))
     except KeyboardInterrupt:
         pass
     finally:
-        restore()
         session.stop()
         if server is not None:
             server.shutdown()
@@ -390,18 +388,6 @@ def _exit_code(snapshot: Snapshot, failures: list[str]) -> int:
     """1 for a reason that means tampering or a client bug, else 3 when a source failed, else 0."""
     return ExitCode.FAILED if snapshot.tampering_or_client_bug() else \
         ExitCode.TARGET if failures else ExitCode.PASSED
-
-
-def _stop_on_sigterm() -> Any:
-    """SIGTERM (systemd, kubernetes, `timeout`) ends triage like Ctrl-C: with the summary. Returns the undo."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def _drop_duplicate_files(options: Options) -> list[str]:
