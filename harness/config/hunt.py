@@ -52,6 +52,11 @@ StrategyName = Literal["random", "swarm", "cover", "lineage"]
 (which says what it does), named here so that `validate` refuses any other; the two must agree (checked when the
 strategies are imported)."""
 
+BOUND_FLAGS = ("trials", "controls", "expect", "reuse", "budget", "trial_duration", "strategy", "max_steps", "seed",
+               "reruns", "must_fail", "shrink_budget", "shrink_runs", "reproduce", "reproduce_at_least")
+"""The flags that are `[hunt]` keys as they stand: each flag's dest is its key's name, its flag the name with
+dashes (`expect` and `reuse` also take `--no-`)."""
+
 NEVER_DRAWN = frozenset({"command"})
 """Actions a hunt never draws: `command` runs an argv only its user can write."""
 

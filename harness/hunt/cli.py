@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.config.hunt import BOUND_FLAGS
 from harness.config.remote import add_allow_host
 from harness.exit_codes import epilog
 
@@ -117,12 +118,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="folder under which <utc>-hunt-<scenario>/ is made (default results/)")
     add_allow_host(hunt)
     hunt.set_defaults(handler=run_hunt)
-
-
-BOUND_FLAGS = ("trials", "controls", "expect", "reuse", "budget", "trial_duration", "strategy", "max_steps", "seed",
-               "reruns", "must_fail", "shrink_budget", "shrink_runs", "reproduce", "reproduce_at_least")
-"""The flags that are `[hunt]` keys as they stand: each flag's dest is its key's name, its flag the name with
-dashes (`expect` and `reuse` also take `--no-`)."""
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:

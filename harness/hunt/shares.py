@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from harness import foreign_text
+from harness.config.hunt import BOUND_FLAGS
 from harness.errors import ExitCode, UsageError
 from harness.processes.children import harness_command, kill_session, sigterm_as_ctrl_c, start_child
 from harness.run.results_folder import results_folder
@@ -64,8 +65,6 @@ def check_shares(shares: int, trials: int, strategy: str, corpus: bool, trial_ra
 
 def share_arguments(args: argparse.Namespace) -> list[str]:
     """The flags each share is started with: the search's own, as given to this hunt."""
-    from harness.hunt.cli import BOUND_FLAGS
-
     given: list[str] = []
     for dest in (*BOUND_FLAGS, *_PASSED_AS_GIVEN):
         value, flag = getattr(args, dest, None), "--" + dest.replace("_", "-")
