@@ -117,24 +117,26 @@ def hunted(cause: str, work: Path, triage: Path, args: argparse.Namespace) -> di
     else:
         outcome = "not found"
     return {"outcome": outcome, "exit_code": done.returncode, "seconds": round(seconds, 1),
-            **milestones(summaries[0].parent / "hunt.jsonl"), "failure": failure,
+            **milestones(summaries[0].parent / "hunt.jsonl", ((control or summary.get("found")) or {}).get("trial")),
+            "set_aside_as_flaky": len(summary.get("flaky") or []), "failure": failure,
             "triaged": sorted(counted), "reasons": reasons, "reproduction": summary.get("reproduction"),
             "stopped_by": summary.get("stopped_by"), "from_triage": summary.get("from_triage")}
 
 
-def milestones(journal: Path) -> dict[str, float | None]:
-    """The hunt's trial seconds summed up to its find (the found search trial or failed control), and up to the end
-    of the find's replay: when the hunt held a schedule that fails, and one whose failure it had seen again; the
-    shrink and the reproduction runs come after."""
+def milestones(journal: Path, found_index: int | None) -> dict[str, float | None]:
+    """The hunt's trial seconds summed up to its find (`found_index`: the search trial found or the failed control),
+    and up to the end of that find's replay: when the hunt held a schedule that fails, and one whose failure it had
+    seen again (finds set aside as flaky before it are counted in its time); the shrink and the reproduction runs
+    come after."""
     records = [json.loads(line) for line in journal.read_text(encoding="utf-8").splitlines()]
     spent, found, replayed = 0.0, None, None
     for record in records:
         if record.get("type") != "trial":
             continue
         spent += float(record.get("seconds") or 0)
-        if found is None and record.get("failures") and record.get("purpose") in ("search", "control"):
+        if found is None and record.get("index") == found_index and record.get("purpose") in ("search", "control"):
             found = spent
-        if record.get("purpose") == "replay":
+        if found is not None and record.get("purpose") == "replay":
             replayed = spent
     return {"seconds_to_find": round(found, 1) if found is not None else None,
             "seconds_to_replayed": round(replayed, 1) if replayed is not None else None}

@@ -92,18 +92,23 @@ def _journal(hunt: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (hunt.folder / "hunt.jsonl").read_text().splitlines()]
 
 
-def test_a_fluke_is_replayed_not_shrunk_and_handed_over_as_flaky(tmp_path):
+def test_a_fluke_is_replayed_not_shrunk_and_handed_over_as_flaky_when_nothing_else_breaks(tmp_path):
     """The search's first trial fails once; its schedule's 3 replays (fresh seeds) fail once: 1 of 3, under the 2 the
-    shrink needs. The hunt spends nothing on a shrink or reruns, says "flaky: reproduced 1 of 3", journals it as
-    the shrink's outcome, and hands over the schedule as found, its header saying so."""
+    shrink needs. The hunt spends nothing on a shrink or reruns, says "flaky: reproduced 1 of 3", sets it aside and
+    searches on; its two other trials hold, so the fluke is handed over as found, its header saying so, and the
+    journal's shrink outcome is "flaky"."""
     hunt, said = _hunt(tmp_path, lambda schedule, purpose, index: index in (1, 3))
 
     result = hunt.run()
 
-    assert [trial.purpose for trial in result.trials] == ["search", "replay", "replay", "replay"]
-    assert [trial.seed for trial in result.trials[1:]] == [1002, 1003, 1004]  # a fresh seed each
+    assert [trial.purpose for trial in result.trials] == ["search", "replay", "replay", "replay", "search", "search"]
+    assert [trial.seed for trial in result.trials[1:4]] == [1002, 1003, 1004]  # a fresh seed each
     assert result.stopped_by == "found" and result.replay == (1, 3) and result.shrink_stopped_by == "flaky"
+    assert result.found is not None and result.found.index == 1
     assert "flaky: reproduced 1 of 3" in said.getvalue()
+    assert "the first flaky find, trial 1, is handed over as found" in said.getvalue()
+    flaky = [record for record in _journal(hunt) if record["type"] == "flaky"]
+    assert [(record["trial"], record["replay"]) for record in flaky] == [(1, {"failed": 1, "runs": 3})]
     end = _journal(hunt)[-1]
     assert end["shrink"]["stopped_by"] == "flaky" and end["shrink"]["replay"] == {"failed": 1, "runs": 3}
     assert end["shrink"]["path"] == [] and end["shrink"]["reproduction"] is None
@@ -151,3 +156,24 @@ def test_the_minimal_scenario_carries_a_seed_its_schedule_failed_with_and_its_ra
            "--reproduce`" in header
     assert [seed for _, seed in hunt.files] == [handed.seed] * 2
     assert all(parse_scenario(ran) == handed for ran, _ in hunt.files)  # the file as handed over, header aside
+
+
+def test_a_fluke_is_set_aside_and_the_search_goes_on_to_a_failure_that_replays(tmp_path):
+    """Trial 1 fails once and its replays do not (0 of 3): set aside. The search goes on; its second trial fails and
+    fails again in every run after, so that one is replayed, shrunk and handed over, and the fluke is listed beside
+    it: in the journal, hunt.json, the terminal and the page."""
+    hunt, said = _hunt(tmp_path, lambda schedule, purpose, index: index == 1 or index >= 5)
+
+    result = hunt.run()
+
+    purposes = [trial.purpose for trial in result.trials]
+    assert purposes[:8] == ["search", "replay", "replay", "replay", "search", "replay", "replay", "replay"]
+    assert "shrink" in purposes
+    assert result.found is not None and result.found.index == 5 and result.replay == (3, 3)
+    assert result.shrink_stopped_by != "flaky"
+    assert [(flaky.trial.index, flaky.replay) for flaky in result.flaky] == [(1, (0, 3))]
+    summary = json.loads((hunt.folder / "hunt.json").read_text())
+    assert summary["found"]["trial"] == 5
+    assert [(row["trial"], row["replay"]) for row in summary["flaky"]] == [(1, {"failed": 0, "runs": 3})]
+    assert "set aside as flaky; the search goes on from trial 2" in said.getvalue()
+    assert "set aside as flaky: trial 1" in (hunt.folder / "hunt.html").read_text()

@@ -149,6 +149,29 @@ def test_merge_names_the_lowest_failed_trial_sums_coverage_and_bounds_over_every
     assert "no double release" in (merged.folder / "hunt.html").read_text()
 
 
+def test_merge_passes_over_a_find_its_share_set_aside_as_flaky_for_one_that_stood(tmp_path):
+    """Share 0's trial 1 failed and was set aside as flaky (its replays failed 0 of 3); share 1's trial 4 failed and
+    stood: the merged hunt names trial 4, as one hunt searching on past the fluke would, and lists trial 1 beside it.
+    With trial 4 gone, the fluke is the find, marked flaky."""
+    flaky = {"type": "flaky", "trial": 1, "failure": {"kind": "invariant", "name": "no double release"},
+             "replay": {"failed": 0, "runs": 3}}
+    first = _share(tmp_path / "0" / "hunt-spread", [_start(), _trial_record(1, failed=True), flaky,
+                                                    _trial_record(2), _end(2)])
+    second = _share(tmp_path / "1" / "hunt-spread", [_start(trial_range=[3, 4]), _trial_record(3),
+                                                     _trial_record(4, failed=True), _end(1)])
+    merged = merge_hunts([first, second], tmp_path / "merged")
+    summary = json.loads((merged.folder / "hunt.json").read_text())
+    assert summary["found"]["trial"] == 4 and merged.found_in == "1/hunt-spread"
+    assert summary["flaky"] == [{"trial": 1, "folder": "0/hunt-spread/trials/t1", "replay": {"failed": 0, "runs": 3}}]
+    assert any("set aside as flaky: trial 1" in line for line in merged.lines())
+
+    alone = _share(tmp_path / "2" / "hunt-spread", [_start(trial_range=[3, 4]), _trial_record(3), _trial_record(4),
+                                                    _end(1)])
+    merged = merge_hunts([first, alone], tmp_path / "merged")
+    assert merged.result.found is not None and merged.result.found.index == 1
+    assert merged.result.shrink_stopped_by == "flaky" and merged.result.replay == (0, 3) and merged.exit_code == 1
+
+
 def test_merge_of_healthy_shares_gives_the_residual_risk_of_all_their_trials(tmp_path):
     first = _share(tmp_path / "a", [_start(), _trial_record(1), _trial_record(2), _end()])
     second = _share(tmp_path / "b", [_start(trial_range=[3, 4]), _trial_record(3), _trial_record(4), _end()])

@@ -65,11 +65,25 @@ def test_every_flag_the_hunt_was_given_reaches_each_share_as_given(tmp_path: Pat
     assert again.shares is None and again.results == Path("results"), "each share gets its own span and folder"
 
 
-def test_a_journal_being_written_shows_a_failure_only_once_a_failed_trial_is_in_it(tmp_path: Path) -> None:
+def test_a_journal_being_written_shows_a_failure_only_once_a_find_replays_or_a_control_fails(tmp_path: Path) -> None:
+    """A share's find stops the others once it stands (`must_fail` of its replays failed the same way), not at the
+    failed search trial: a find set aside as flaky leaves the other shares searching, as one hunt searches on."""
     journal = tmp_path / "hunt.jsonl"
-    journal.write_text('{"type": "start"}\n{"type": "trial", "failures": []}\n{"type": "tri')
+    start = '{"type": "start", "bounds": {"must_fail": 2}}\n'
+    failed = '"failures": [{"kind": "invariant"}]'
+    journal.write_text(start + '{"type": "trial", "purpose": "search", "failures": []}\n{"type": "tri')
     assert not journal_has_failure(journal)
-    journal.write_text('\x00\xff not json\n[1, 2]\n{"type": "trial", "failures": [{"kind": "invariant"}]}\n')
+    search = f'{{"type": "trial", "purpose": "search", {failed}}}\n'
+    replay_failed = f'{{"type": "trial", "purpose": "replay", {failed}}}\n'
+    replay_held = '{"type": "trial", "purpose": "replay", "failures": []}\n'
+    journal.write_text(start + search + replay_failed + replay_held + replay_held)
+    assert not journal_has_failure(journal), "1 of 3 replays: flaky"
+    journal.write_text(start + search + replay_failed + replay_held + replay_held + '{"type": "flaky"}\n' + search
+                       + replay_failed)
+    assert not journal_has_failure(journal), "the fluke's failed replay does not count toward the next find"
+    journal.write_text(start + '\x00\xff not json\n[1, 2]\n' + search + replay_failed + replay_failed)
+    assert journal_has_failure(journal)
+    journal.write_text(start + f'{{"type": "trial", "purpose": "control", {failed}}}\n')
     assert journal_has_failure(journal)
     assert not journal_has_failure(tmp_path / "none.jsonl")
 

@@ -219,6 +219,7 @@ def run_hunt(args: argparse.Namespace) -> int:
         if result.shrink_stopped_by == "flaky" and result.replay is not None:
             print(f"flaky: reproduced {result.replay[0]} of {result.replay[1]} (replays of trial "
                   f"{result.found.index}'s schedule, fresh seeds): not shrunk")
+        _say_flaky(result)
         if hunt.minimal_file is not None:
             how = _cut_short(result.shrink_stopped_by) if result.shrunk else \
                 f"; {unshrunk_reason(result.shrink_stopped_by)}"
@@ -281,6 +282,14 @@ def _steered(args: argparse.Namespace) -> tuple[Base, Steering]:
     counted = (base.scenario.hunt or HuntSettings()).expect
     base = Base.read(args.scenario, steered_overrides(steering, given, base.scenario.expect if counted else None))
     return replace(base, text=document(base.data)), steering
+
+
+def _say_flaky(result: HuntResult) -> None:
+    """Each find set aside as flaky while the search went on, a line each (the page says them too)."""
+    from harness.hunt.page import flaky_lines
+
+    for line in flaky_lines(result):
+        print(line)
 
 
 def _say_strength(result: HuntResult) -> None:

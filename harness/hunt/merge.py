@@ -36,8 +36,17 @@ from harness import foreign_text
 from harness.atomic_files import refuse_link, write_atomically
 from harness.errors import ExitCode, UsageError
 from harness.hunt import coverage
-from harness.hunt.model import Failure, FailureKind, HuntResult, Schedule, Trial, TrialPurpose, chaos_step
-from harness.hunt.page import coverage_line, render_page
+from harness.hunt.model import (
+    Failure,
+    FailureKind,
+    FlakyFind,
+    HuntResult,
+    Schedule,
+    Trial,
+    TrialPurpose,
+    chaos_step,
+)
+from harness.hunt.page import coverage_line, flaky_lines, render_page
 from harness.hunt.summary import VERSION, trial_data
 from harness.run.results_folder import results_folder
 
@@ -109,6 +118,18 @@ class _Cell(BaseModel):
     trials: int = Field(ge=0)
 
 
+class _Replay(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    failed: int = Field(ge=0)
+    runs: int = Field(ge=0)
+
+
+class _Flaky(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    trial: int
+    replay: _Replay
+
+
 class _End(BaseModel):
     model_config = ConfigDict(extra="ignore")
     stopped_by: str
@@ -126,6 +147,8 @@ class Share:
     """Its trial records, as written (validated as `_TrialRow`)."""
     rows: list[_TrialRow]
     end: _End | None
+    flaky: list[_Flaky] = field(default_factory=list)
+    """Its finds set aside as flaky (their `flaky` records): the search went on past them."""
 
     def searched(self) -> set[int]:
         """The search trials it ran, by their index within the search (1-based)."""
@@ -165,7 +188,7 @@ class Merged:
         else:
             said.append(foreign_text.line(f"nothing broke in {searched} trials; coverage: "
                                           f"{coverage_line(result, None)}"))
-        said += [foreign_text.line(line) for line in self.notes]
+        said += [foreign_text.line(line) for line in (*flaky_lines(result), *self.notes)]
         residual = coverage.residual_line(result)
         if residual:
             said.append(residual)
@@ -213,6 +236,7 @@ def _read_journal(journal: Path, shown: str, folder: Path) -> Share:
     end: _End | None = None
     trials: list[dict[str, Any]] = []
     rows: list[_TrialRow] = []
+    flaky: list[_Flaky] = []
     with open(journal, "rb") as file:
         for number, line in enumerate(file, 1):
             try:
@@ -223,6 +247,8 @@ def _read_journal(journal: Path, shown: str, folder: Path) -> Share:
                 elif kind == "trial":
                     rows.append(_TrialRow.model_validate(data))
                     trials.append(data)
+                elif kind == "flaky":
+                    flaky.append(_Flaky.model_validate(data))
                 elif kind == "end":
                     end = _End.model_validate(data)
             except (ValueError, ValidationError, RecursionError) as exc:
@@ -231,7 +257,7 @@ def _read_journal(journal: Path, shown: str, folder: Path) -> Share:
                                                      f"{first}")) from None
     if start is None:
         raise MergeRefused(f"hunt merge: {shown}/hunt.jsonl has no start record: not a hunt's journal")
-    return Share(name=folder.resolve().name, start=start, trials=trials, rows=rows, end=end)
+    return Share(name=folder.resolve().name, start=start, trials=trials, rows=rows, end=end, flaky=flaky)
 
 
 def _name_apart(shares: list[Share], folders: Sequence[Path]) -> None:
@@ -303,8 +329,9 @@ def _result(shares: list[Share]) -> HuntResult:
 
 
 def _found(merged: Merged) -> None:
-    """The merged outcome: a failed control in any share, else the lowest search trial that failed, and what stopped
-    it ("found", "fails without chaos", else each share's own reason when one did not end by its trials or time)."""
+    """The merged outcome: a failed control in any share, else the lowest search trial that failed and was not set
+    aside as flaky (the lowest flaky one when every find was), and what stopped it ("found", "fails without chaos",
+    else each share's own reason when one did not end by its trials or time)."""
     result = merged.result
     controls = [trial for trial in result.trials if trial.purpose == "control" and trial.failures]
     failed = [trial for trial in result.trials if trial.purpose == "search" and trial.failures]
@@ -312,8 +339,17 @@ def _found(merged: Merged) -> None:
         result.control, result.stopped_by = controls[0], "fails without chaos"
         merged.found_in = _share_of(controls[0], merged.shares).name
         return
+    replays = {(share.name, flaky.trial): (flaky.replay.failed, flaky.replay.runs)
+               for share in merged.shares for flaky in share.flaky}
+    set_aside = {trial.index: replays[key] for trial in failed
+                 if (key := (_share_of(trial, merged.shares).name, trial.index)) in replays}
+    result.flaky = [FlakyFind(trial, trial.failures[0], set_aside[trial.index]) for trial in failed
+                    if trial.index in set_aside]
+    failed = [trial for trial in failed if trial.index not in set_aside] or failed
     if failed:
         result.found = min(failed, key=lambda trial: trial.index)
+        if result.found.index in set_aside:
+            result.replay, result.shrink_stopped_by = set_aside[result.found.index], "flaky"
         result.failure, result.stopped_by = result.found.failures[0], "found"
         share = _share_of(result.found, merged.shares)
         merged.found_in = share.name
@@ -356,6 +392,8 @@ def _write(merged: Merged) -> None:
                "property": result.property_line, "trials": dict(Counter(trial.purpose for trial in result.trials)),
                "stopped_by": result.stopped_by, "found": trial_data(result.found),
                "found_in": merged.found_in, "minimal_file": merged.minimal,
+               "flaky": [{"trial": flaky.trial.index, "folder": flaky.trial.folder,
+                          "replay": {"failed": flaky.replay[0], "runs": flaky.replay[1]}} for flaky in result.flaky],
                "without_chaos": trial_data(result.control),
                "coverage": "coverage: " + coverage_line(result, None),
                "coverage_cells": end["coverage"], **coverage.residual_record(result),

@@ -126,6 +126,16 @@ class ShrinkStep:
     """It failed the same way in at least k of n runs, so the shrink went on from it."""
 
 
+@dataclass(frozen=True)
+class FlakyFind:
+    """A search's find whose replays failed the same way too rarely to shrink: set aside while the search went on."""
+
+    trial: Trial
+    failure: Failure
+    replay: tuple[int, int]
+    """(failed the same way, runs) of its replays."""
+
+
 @dataclass
 class HuntResult:
     """Everything a hunt found: its trials, the failure, the shrink path and the minimal schedule."""
@@ -150,6 +160,9 @@ class HuntResult:
     minimal: Schedule | None = None
     minimal_seed: int | None = None
     """The seed the minimal scenario carries: one its schedule failed with (None: the first of them)."""
+    flaky: list[FlakyFind] = field(default_factory=list)
+    """Finds set aside as flaky while the search went on, in the order found. When nothing else broke, the first is
+    `found` again (handed over as found, `shrink_stopped_by` "flaky") and stays listed here."""
     reproduction: tuple[int, int] | None = None
     """The minimal scenario's runs, exactly as handed over (its text, its seed, judged as `run --reproduce` judges
     it): (reproduced, runs)."""

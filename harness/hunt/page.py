@@ -58,6 +58,8 @@ def render_page(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
     if result.found is not None:
         body += ["<h2>The failing trial</h2>", _trial_facts(result.found), _schedule_table(result.found.schedule),
                  _failures(result.found), _reasons_table(result.found.reasons)]
+    if flaky_lines(result):
+        body += ["<h2>Set aside as flaky</h2>", *(f"<p>{escape(line)}</p>" for line in flaky_lines(result))]
     if result.minimal is not None:
         body += ["<h2>The minimal schedule</h2>", f"<p>{escape(_reproduction_line(result))}</p>",
                  _schedule_table(result.minimal)]
@@ -104,6 +106,13 @@ def coverage_line(result: HuntResult, cells: Sequence[Cell] | None = None) -> st
     return (f"{_trials(result)}: {_count(len(actions), 'action')} ({', '.join(sorted(actions))}) on "
             f"{_count(len(replicas), 'replica')} at {_count(len(timings), 'timing')}, "
             f"{_count(len(keys), 'combination')} tried {_count(sum(result.coverage.values()), 'time')}")
+
+
+def flaky_lines(result: HuntResult) -> list[str]:
+    """Each find set aside as flaky, other than the one handed over, in one line: the page's and the terminal's."""
+    return [f"set aside as flaky: trial {flaky.trial.index}, {failure_in_words(flaky.failure)}; it failed the same "
+            f"way in {flaky.replay[0]} of {flaky.replay[1]} replays, and the search went on"
+            for flaky in result.flaky if flaky.trial is not result.found]
 
 
 def strength_lines(result: HuntResult) -> list[str]:

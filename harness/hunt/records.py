@@ -1,7 +1,8 @@
 """hunt.jsonl's record types: the one contract between a hunt and whatever reads its journal back.
 
 A hunt writes one JSON object per line (`harness.hunt.search.HuntJournal`): a `start` record, a
-`control` record after the control trials, one `trial` record per trial, an `end` record. Each
+`control` record after the control trials, one `trial` record per trial, a `flaky` record for each find set
+aside as flaky, an `end` record. Each
 is defined here, once, as a `TypedDict` with a constant for its `type`, as a run's records are
 (`harness.journal.records`): the search builds them (so a type checker holds it to the schema),
 and a strategy reads the trials so far as these records (`harness.hunt.strategy.Tried`), so a
@@ -30,6 +31,7 @@ class HuntRecordType(StrEnum):
     CORPUS = "corpus"
     CORPUS_SAVED = "corpus-saved"
     TRIAL = "trial"
+    FLAKY = "flaky"
     END = "end"
 
 
@@ -108,6 +110,17 @@ class CorpusSavedRecord(TypedDict):
     new: bool
 
 
+class FlakyRecord(TypedDict):
+    """A search's find set aside: its replays failed the same way too rarely to shrink it, and the search went on."""
+
+    type: Literal[HuntRecordType.FLAKY]
+    t: NotRequired[float]
+    trial: int
+    failure: FailureData
+    replay: dict[str, int]
+    """`failed` the same way of `runs` replays."""
+
+
 class ReproduceRecord(TypedDict):
     """A run of the handed-over minimal scenario's own text, for its rate: judged as the file says it reproduces
     (`judged`: the table, `expect` or `reproduces`); `outcome` "reproduced", "not reproduced" or why not judged."""
@@ -180,7 +193,8 @@ class EndRecord(TypedDict):
     seconds: float
 
 
-HuntRecord = StartRecord | ControlRecord | CorpusRecord | CorpusSavedRecord | TrialRecord | ReproduceRecord | EndRecord
+HuntRecord = (StartRecord | ControlRecord | CorpusRecord | CorpusSavedRecord | TrialRecord | FlakyRecord
+              | ReproduceRecord | EndRecord)
 """Any record of hunt.jsonl."""
 
 def schedule_data(schedule: Schedule) -> ScheduleData:

@@ -42,7 +42,16 @@ from harness.hunt import corpus, coverage
 from harness.hunt.draw import Space, trial_seed
 from harness.hunt.from_triage import Steering
 from harness.hunt.minimal import MinimalScenarioError, failing_seeds, minimal_scenario, reproduced_by, write_minimal
-from harness.hunt.model import Failure, HuntResult, Schedule, Trial, TrialPurpose, describe, unshrunk_reason
+from harness.hunt.model import (
+    Failure,
+    FlakyFind,
+    HuntResult,
+    Schedule,
+    Trial,
+    TrialPurpose,
+    describe,
+    unshrunk_reason,
+)
 from harness.hunt.page import coverage_line, write_page
 from harness.hunt.records import HuntRecord, HuntRecordType, Outcome, TrialRecord, failure_data, schedule_data
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
@@ -174,7 +183,7 @@ class Hunt:
             try:
                 with sigterm_as_ctrl_c():  # between trials; a trial under way has the run's own handlers
                     self.result.stopped_by = self._controls() or self._replay_corpus() or self._search()
-                    if self.result.found is not None and self._replayed():
+                    if self.result.found is not None and self._replayed_or_searched_on():
                         self._shrink()
             except KeyboardInterrupt:
                 self.result.stopped_by = "interrupted"
@@ -278,12 +287,17 @@ class Hunt:
         return sum(trial.purpose == "control" and not trial.failures and trial.unjudged is None
                    for trial in self.result.trials)
 
-    def _search(self) -> str:
+    def _search(self, after: int = 0) -> str:
+        """Search trials from the first of the range (or from the one after `after`, a search going on past a find set
+        aside as flaky) until one fails or the bounds end; what stopped it."""
         if self.steering is not None and self.steering.controls_only:
             self.say(self.steering.nothing_to_draw(self.controls_held()))
             return NOTHING_TO_DRAW
         first, last = self.trial_range or (1, self.settings.trials)
-        self._skip_to(first)
+        if after:
+            first = after + 1
+        else:
+            self._skip_to(first)
         for index in range(first, last + 1):
             if self.clock() - self.started >= self.settings.budget:
                 return "time"
@@ -379,12 +393,39 @@ class Hunt:
         assert self.folder is not None
         coverage.count(self.result.coverage, trial, self.folder / trial.folder, self.labels)
 
+    def _replayed_or_searched_on(self) -> bool:
+        """Replay the find (`_replayed`); a flaky one is set aside (journaled, said) and the search goes on within its
+        bounds, since one fluke says little about what else breaks and on-call wants the failure that reproduces. True:
+        a find replayed and is the one to shrink. False: none did, and the first flaky find is handed over as found."""
+        while not self._replayed():
+            result = self.result
+            assert result.found is not None and result.failure is not None and result.replay is not None
+            result.flaky.append(FlakyFind(result.found, result.failure, result.replay))
+            assert self.journal is not None
+            self.journal.write({"type": HuntRecordType.FLAKY, "trial": result.found.index,
+                                "failure": failure_data(result.failure),
+                                "replay": {"failed": result.replay[0], "runs": result.replay[1]}})
+            result.found = result.failure = result.replay = result.minimal = None
+            result.shrink_stopped_by, self.found_in_corpus = "", None
+            self.say(f"set aside as flaky; the search goes on from trial {self.searched + 1} within its bounds")
+            stopped = self._search(after=self.searched)
+            if result.found is None:
+                first = result.flaky[0]
+                result.found, result.failure, result.replay = first.trial, first.failure, first.replay
+                result.minimal, result.shrink_stopped_by = first.trial.schedule, "flaky"
+                result.stopped_by = "found" if stopped in ("trials", "time", "certified", NOTHING_TO_DRAW) else stopped
+                self.say(f"nothing else broke ({stopped}): the first flaky find, trial {first.trial.index}, is handed "
+                         "over as found, not shrunk")
+                return False
+            result.stopped_by = stopped
+        return True
+
     def _replayed(self) -> bool:
         """Replay the found schedule `reruns` times before shrinking it (each run a fresh seed, derived from the hunt's
         seed and the trial's index as every trial's is): the shrink starts only when `must_fail` of them fail the
         same way, the test each smaller candidate must pass too. Fewer: the find is a fluke at that rate, which the
-        shrink would spend its budget on and hand over as "minimal"; the found schedule is handed over as it was
-        found, marked "flaky: reproduced k of n" (`shrink_stopped_by` "flaky", `replay` the counts)."""
+        shrink would spend its budget on and hand over as "minimal": said as "flaky: reproduced k of n", with
+        `replay` the counts (`_replayed_or_searched_on` sets it aside)."""
         found, failure = self.result.found, self.result.failure
         assert found is not None and failure is not None
         runs, wanted = self.settings.reruns, self.settings.must_fail
@@ -400,8 +441,7 @@ class Hunt:
         if failed >= wanted:
             return True
         self.result.shrink_stopped_by = "flaky"
-        self.say(f"flaky: reproduced {failed} of {ran} (under {wanted}); not shrunk: the found schedule is handed over "
-                 "as found")
+        self.say(f"flaky: reproduced {failed} of {ran} (under {wanted}); not shrunk")
         return False
 
     def _shrink(self) -> None:

@@ -100,19 +100,32 @@ class Share:
 
 
 def journal_has_failure(path: Path) -> bool:
-    """Whether a share's hunt.jsonl records a trial that failed (any line that is not such a record is passed over:
-    the file is being written)."""
+    """Whether a share's hunt.jsonl records a failure that stands: a control trial that failed, or a find whose
+    replays failed the same way in `must_fail` of them (a find set aside as flaky does not stop the other shares: the
+    search goes on past it, as one hunt's would). Any line that is not such a record is passed over: the file is
+    being written."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
+    must_fail, replayed = 1, 0
     for line in text.splitlines():
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and record.get("type") == "trial" and record.get("failures"):
-            return True
+        if not isinstance(record, dict):
+            continue
+        kind, purpose = record.get("type"), record.get("purpose")
+        if kind == "start" and isinstance(record.get("bounds"), dict):
+            given = record["bounds"].get("must_fail")
+            must_fail = given if isinstance(given, int) and given > 0 else 1
+        elif kind == "flaky":
+            replayed = 0
+        elif kind == "trial" and record.get("failures") and purpose in ("control", "replay"):
+            replayed += purpose == "replay"
+            if purpose == "control" or replayed >= must_fail:
+                return True
     return False
 
 

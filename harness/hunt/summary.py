@@ -82,6 +82,8 @@ def summary(hunt: Hunt, shrink: dict[str, Any] | None) -> dict[str, Any]:
         "found": trial_data(result.found),
         "found_in_corpus": hunt.found_in_corpus,
         "failure": failure_data(result.failure) if result.failure is not None else None,
+        "flaky": [{"trial": flaky.trial.index, "folder": flaky.trial.folder, "failure": failure_data(flaky.failure),
+                   "replay": {"failed": flaky.replay[0], "runs": flaky.replay[1]}} for flaky in result.flaky],
         "shrink": shrink,
         "minimal_file": _named(hunt.minimal_file, folder),
         "minimal_seed": result.minimal_seed,
