@@ -1,8 +1,9 @@
 """The search's power, measured: how soon each strategy finds each planted latent fault, and what it hands over.
 
-Four planted faults (`harness.shop.planted`, turned on through `MRTR_SHOP_PLANTED`, which no
+Five planted faults (`harness.shop.planted`, turned on through `MRTR_SHOP_PLANTED`, which no
 scenario can set) each hold with no chaos and take hold only after a specific schedule of
-restarts, kills and pauses; `benchmarks.planted_rates` gives the exact per-trial chance that the
+restarts, kills and pauses (the fifth, `pause-then-kill-r2`, planted after lineage's probes were
+written, as a holdout); `benchmarks.planted_rates` gives the exact per-trial chance that the
 `random` strategy's drawer draws it (printed first, no runs; each must be at most 1%). Then, per
 fault, strategy and seed 1..N, one real `mrtr-harness hunt` in a child process, with the same
 scenario (the `ephemeral-keys` catalogue scenario with its key ring shared, so the healthy shop

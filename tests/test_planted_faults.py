@@ -9,10 +9,13 @@ test: the two-fault knob holds a run with no chaos and breaks a run with its two
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,7 +27,7 @@ from benchmarks.planted_rates import TRIGGERS, Cell, Trigger, schedule_triggers,
 from harness.config.scenario import Scenario
 from harness.hunt.draw import Space, draw_schedule
 from harness.hunt.toml_file import document
-from harness.shop.planted import PLANTED, PLANTED_ENV, PlantedGuard, planted_guard, planted_names
+from harness.shop.planted import PARTNER_PAUSE, PLANTED, PLANTED_ENV, PlantedGuard, planted_guard, planted_names
 from tests.harness_run import ROOT
 
 ARGS = SimpleNamespace(trials=60, trial_duration="4s", reproduce=None, shrink_runs=None)
@@ -87,6 +90,63 @@ def test_the_two_fault_knob_needs_both(tmp_path: Path) -> None:
     assert first.refuses("state") is False  # killed once, but r2 never paused
     (tmp_path / "planted-r2.json").write_text('{"lives": [null], "gap": 2.05}', encoding="utf-8")
     assert first.refuses("state") is True
+
+
+@pytest.mark.parametrize(("lives", "paused", "holds"), [
+    ([False], [0], True),  # paused, then killed in the same life
+    ([False, False], [1], True),  # killed, then paused in the next life and killed again
+    ([False, True], [1], False),  # killed, then paused in the next life, which ended in a restart
+    ([True], [0], False),  # paused, then restarted: no kill
+    ([False], [], False),  # killed, never paused long
+])
+def test_the_holdout_takes_hold_only_after_a_pause_then_a_kill(tmp_path: Path, lives: list[bool], paused: list[int],
+                                                               holds: bool) -> None:
+    (tmp_path / "planted-r2.json").write_text(json.dumps({"lives": lives, "gap": 2.5 if paused else 0.0,
+                                                          "paused": paused}), encoding="utf-8")
+    guard = PlantedGuard(frozenset({"pause-then-kill-r2"}), "r2", tmp_path)
+    assert guard.refuses("sealed-elsewhere") is holds
+
+
+_LIFE = """\
+import sys, time
+from pathlib import Path
+from harness.shop.planted import PlantedGuard
+guard = PlantedGuard(frozenset({"pause-then-kill-r2"}), "r2", Path(sys.argv[1]))
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def _paused_life(folder: Path, *, kill_while_paused: bool) -> list[int]:
+    """A real replica life of r2 (its own process, its heartbeat running), stopped with SIGSTOP for longer than the
+    holdout's gap; then killed while still stopped, or resumed until its record notes the pause and killed. Returns
+    the lives its record says a long pause was noticed in."""
+    child = subprocess.Popen([sys.executable, "-c", _LIFE, str(folder)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(PARTNER_PAUSE + 0.3)  # the gap the heartbeat sees is at least this long
+        if not kill_while_paused:
+            os.kill(child.pid, signal.SIGCONT)
+            deadline = time.monotonic() + 10
+            while not json.loads((folder / "planted-r2.json").read_text())["paused"]:
+                assert time.monotonic() < deadline, "the resumed life never noted its pause"
+                time.sleep(0.05)
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+    return json.loads((folder / "planted-r2.json").read_text())["paused"]
+
+
+def test_a_life_notes_a_long_pause_once_resumed_and_one_killed_while_paused_never_does(tmp_path: Path) -> None:
+    """The holdout needs the pause to have ended before the kill: a life killed while stopped never notices its gap,
+    so the next life holds; a life resumed notes it, so the life after its kill forgets its keys."""
+    (tmp_path / "frozen").mkdir()
+    assert _paused_life(tmp_path / "frozen", kill_while_paused=True) == []
+    assert PlantedGuard(frozenset({"pause-then-kill-r2"}), "r2", tmp_path / "frozen").refuses("state") is False
+    (tmp_path / "resumed").mkdir()
+    assert _paused_life(tmp_path / "resumed", kill_while_paused=False) == [0]
+    assert PlantedGuard(frozenset({"pause-then-kill-r2"}), "r2", tmp_path / "resumed").refuses("state") is True
 
 
 def test_each_random_trigger_rate_is_at_most_one_percent() -> None:

@@ -14,7 +14,10 @@ whether that life ended cleanly (a restart) or not (a kill), and the longest pau
 - `kill-twice-r3`: r3, in a life after two kills of it;
 - `restart-then-kill-r2`: r2, in a life after a restart of it and then a kill of it;
 - `kill-r1-with-pause-r2`: r1, in a life after a kill of it, once r2 has been paused for at
-  least 1.9 s (two faults, on two replicas, together).
+  least 1.9 s (two faults, on two replicas, together);
+- `pause-then-kill-r2`: r2, in a life after a kill of it that came once a pause of it for at least
+  1.9 s had ended (a freeze, then a life's end, in that order: planted after lineage's probes were
+  written, to measure them on a schedule they were not shaped for).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["PLANTED", "PLANTED_ENV", "PlantedGuard", "planted_guard", "planted_names"]
@@ -48,6 +51,8 @@ PLANTED: dict[str, str] = {
     "kill-twice-r3": "r3 forgets its keys in a life after two kills of it",
     "restart-then-kill-r2": "r2 forgets its keys in a life after a restart and then a kill of it",
     "kill-r1-with-pause-r2": "r1, after a kill of it, forgets its keys once r2 has been paused for 1.9 s or more",
+    "pause-then-kill-r2": "r2 forgets its keys in a life after a kill that came once a pause of it for 1.9 s or more "
+                          "had ended",
 }
 """Every planted fault by name, with what it does."""
 
@@ -64,22 +69,25 @@ def planted_names(environ: Mapping[str, str] | None = None) -> frozenset[str]:
 
 @dataclass
 class _Record:
-    """One replica's record beside its ring: each life's end (True: clean, None: still running) and its longest gap."""
+    """One replica's record beside its ring: each life's end (True: clean, None: still running), its longest gap, and
+    the lives (by index) in which it noticed a gap of `PARTNER_PAUSE` or more."""
 
     lives: list[bool | None]
     gap: float
+    paused: list[int] = field(default_factory=list)
 
     @classmethod
     def read(cls, path: Path) -> _Record:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls([life if isinstance(life, bool) else None for life in data["lives"]], float(data["gap"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            return cls([life if isinstance(life, bool) else None for life in data["lives"]], float(data["gap"]),
+                       [int(life) for life in data.get("paused", [])])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return cls([], 0.0)
 
     def write(self, path: Path) -> None:
         spare = path.with_suffix(".tmp")
-        spare.write_text(json.dumps({"lives": self.lives, "gap": self.gap}), encoding="utf-8")
+        spare.write_text(json.dumps({"lives": self.lives, "gap": self.gap, "paused": self.paused}), encoding="utf-8")
         spare.replace(path)
 
 
@@ -91,7 +99,7 @@ class PlantedGuard:
         self._path = folder / f"planted-{label}.json"
         record = _Record.read(self._path)
         self._before = [life is True for life in record.lives]  # a life still marked running ended in a kill
-        self._record = _Record([*self._before, None], record.gap)
+        self._record = _Record([*self._before, None], record.gap, record.paused)
         self._record.write(self._path)
         self._lock = threading.Lock()
         self._held_since: float | None = None
@@ -126,6 +134,9 @@ class PlantedGuard:
         if ("restart-then-kill-r2" in self.names and self.label == "r2" and restarts
                 and any(kill > restarts[0] for kill in kills)):
             return True
+        if ("pause-then-kill-r2" in self.names and self.label == "r2" and self._record.paused
+                and any(kill >= self._record.paused[0] for kill in kills)):
+            return True
         return ("kill-r1-with-pause-r2" in self.names and self.label == "r1" and bool(kills)
                 and _Record.read(self.folder / "planted-r2.json").gap >= PARTNER_PAUSE)
 
@@ -136,9 +147,13 @@ class PlantedGuard:
             time.sleep(_HEARTBEAT)
             now = time.monotonic()
             gap, last = now - last, now
-            if gap >= _NOTICED and gap > self._record.gap:
+            life = len(self._before)
+            long_here = gap >= PARTNER_PAUSE and life not in self._record.paused
+            if gap >= _NOTICED and (gap > self._record.gap or long_here):
                 with self._lock:
-                    self._record.gap = gap
+                    self._record.gap = max(gap, self._record.gap)
+                    if long_here:
+                        self._record.paused.append(life)
                     try:
                         self._record.write(self._path)
                     except FileNotFoundError:
