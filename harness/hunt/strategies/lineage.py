@@ -86,6 +86,9 @@ Probe = tuple[Fault, ...]
 done to it (its lives, its freezes), which no hand-over shows. A freeze in a probe is at its longest."""
 GAP = 1.0
 """Seconds between the two steps of a `Probe`: the second acts on the life (or the thaw) the first began."""
+THAW = 0.2
+"""Seconds between the end of a probe's first freeze and its second step: the process runs again and notices the gap
+(a step taken while it is still frozen would meet a process that never saw its freeze end)."""
 
 
 @dataclass(frozen=True)
@@ -317,8 +320,11 @@ class Lineage(Strategy):
         own: list[list[tuple[str, ...]]] = [[(action,) for action in frozen]]
         own += [[(first, second) for first in lives for second in lives]] * two
         peers: list[list[tuple[str, ...]]] = [[(first, second) for first in lives for second in frozen]] * two
+        peers += [[(first, second) for first in frozen for second in lives]] * two
+        last: list[list[tuple[str, ...]]] = [[(first, second) for first in frozen for second in frozen]] * two
         probes: list[Probe] = []
-        for kinds, together in [(kind, False) for kind in own] + [(kind, True) for kind in peers]:
+        for kinds, together in ([(kind, False) for kind in own] + [(kind, True) for kind in peers]
+                                + [(kind, False) for kind in last]):
             groups = sorted(self.groups(actions, together),
                             key=lambda group: (-sum(through[label] for label in group), sorted(group)))
             probes += [tuple(Fault(action, self.naming(action, group)) for action in kind)
@@ -362,9 +368,10 @@ class Lineage(Strategy):
     def probes_run(self, history: Sequence[Tried], evidence: Evidence,
                    observed: list[tuple[list[Support], float]]) -> dict[Probe, bool]:
         """The probes of `all_probes` a search trial ran, its steps in that order, and whether a trial of it held
-        (False: every one was not judged)."""
-        ran = self.sequences_run(history)
-        return {probe: ran[probe] for probe in self.all_probes(evidence, observed) if probe in ran}
+        (False: every one was not judged), in the order they ran (the order `all_probes` gives its groups follows what
+        the trials showed, so it can change after they ran)."""
+        probes = set(self.all_probes(evidence, observed))
+        return {sequence: held for sequence, held in self.sequences_run(history).items() if sequence in probes}
 
     def untried_probes(self, history: Sequence[Tried], evidence: Evidence,
                        observed: list[tuple[list[Support], float]]) -> list[Probe]:
@@ -388,14 +395,21 @@ class Lineage(Strategy):
 
     def probe_schedule(self, probe: Probe, observed: list[tuple[list[Support], float]],
                        rng: random.Random) -> Schedule:
-        """The probe as steps, within the trial, a freeze at its longest. One that ends in a freeze starts at once, so
-        the freeze has the most of the trial (a pair's freeze `GAP` after the fault before it). A pair of life-ending
-        faults starts at the first quarter of the hand-overs through its replicas (in the passing trials, latest
-        first), with states minted before it and verified after, but no later than half the trial less `GAP`: its
-        second step, `GAP` later, begins the life the probe asks about, and at least half the trial's load must meet
-        that life (a pair at the hand-overs' quarter of a short trial left under a second of load after it)."""
+        """The probe as steps, within the trial. One that starts with a freeze and goes on: the freeze from the start
+        until `THAW` before half the trial, its second step at half the trial (the freeze and what comes after it
+        share the trial). One that ends in a freeze starts at once, so the freeze has the most of the trial (a pair's
+        freeze `GAP` after the fault before it, at its longest). A pair of life-ending faults starts at the first
+        quarter of the hand-overs through its replicas (in the passing trials, latest first), with states minted
+        before it and verified after, but no later than half the trial less `GAP`: its second step, `GAP` later,
+        begins the life the probe asks about, and at least half the trial's load must meet that life (a pair at the
+        hand-overs' quarter of a short trial left under a second of load after it)."""
         latest = self.space.duration * LATEST
         scale = observed[-1][1]
+        if len(probe) > 1 and freezes(probe[0].action):
+            second_at = max(self.space.duration / 2, SHORTEST + THAW)
+            return Schedule(steps=(self.step(probe[0], [], scale, rng, at=0.0, window=second_at - THAW),
+                                   self.step(probe[1], [], scale, rng, at=second_at, longest=True)),
+                            duration=self.space.duration)
         if freezes(probe[-1].action):
             first_at = 0.0
         else:
@@ -434,18 +448,19 @@ class Lineage(Strategy):
                          for step in schedule.steps)
 
     def step(self, fault: Fault, edges: list[Edge], scale: float, rng: random.Random,
-             at: float | None = None, longest: bool = False) -> ChaosStep:
+             at: float | None = None, longest: bool = False, window: float | None = None) -> ChaosStep:
         """The fault as a step: drawn on whom it names, then timed on the edges it cuts (started at their median
         hand-over, or `at`, its window within the trial; a new TTL below their median age). `longest`: its windows
-        as long as the draw makes them, within the trial."""
+        as long as the draw makes them, within the trial; `window`: that long."""
         step = self._drawn(fault, rng)
         table: dict[str, Any] = step_table(step)
         if at is not None:
             table["at"] = round(min(max(at, 0.0), self.space.duration * LATEST), 1)
-        if longest:
-            for name, facts in model_facts(type(step)).items():
-                if facts.window:
-                    table[name] = window_at_longest(facts, self.space.duration - table["at"])
+        for name, facts in model_facts(type(step)).items():
+            if facts.window and window is not None:
+                table[name] = round(max(window, SHORTEST), 1)
+            elif facts.window and longest:
+                table[name] = window_at_longest(facts, self.space.duration - table["at"])
         if edges:
             middle = statistics.median((edge.minted + edge.verified) / 2 for edge in edges)
             if at is None:
@@ -526,7 +541,7 @@ def _probes_said(probes: dict[Probe, bool]) -> str:
             + ", once a fault on a replica's process was seen sparing its hand-overs"
             + (", on several replicas at once (a fault that needs them treated apart is not ruled out)"
                if together else "")
-            + ": three or more faults in a row, or a freeze before a life-ending fault, are not ruled out")
+            + ": three or more faults in a row are not ruled out")
 
 
 def _one_replica(whom: str) -> bool:
