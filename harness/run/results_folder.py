@@ -11,12 +11,16 @@ from pathlib import Path
 
 
 def results_folder(root: Path, name: str) -> Path:
-    """`<root>/<utc>-<name>`, made fresh (with a suffix when two start in the same second)."""
+    """`<root>/<utc>-<name>`, made fresh (with a suffix when two start in the same second). The name is claimed by
+    making the folder, never checked first: two processes that start at once under one root each get their own."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    folder = root / f"{stamp}-{name}"
+    root.mkdir(parents=True, exist_ok=True)
     suffix = 1
-    while folder.exists():
-        suffix += 1
-        folder = root / f"{stamp}-{name}-{suffix}"
-    folder.mkdir(parents=True)
-    return folder
+    while True:
+        folder = root / (f"{stamp}-{name}" if suffix == 1 else f"{stamp}-{name}-{suffix}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            suffix += 1
+            continue
+        return folder
