@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import orjson
 
 from harness.atomic_files import write_atomically
+from harness.capped_read import TooLarge, read_capped
 from harness.journal.plain import NotPlain, from_plain, to_plain
 from harness.journal.segments import PartReader, part_exists, part_size
 from harness.journal.writer import JournalDamage, JournalView, read_journal_from
@@ -103,12 +104,11 @@ def read_snapshot(folder: Path, parts: Sequence[Path], kind: type[V], damage: Jo
 def _load(path: Path, parts: Sequence[Path], kind: type[V]) -> tuple[dict[str, int], V]:
     """(the saved sizes, the fold) of a snapshot that is of this format and of this journal; else `NotASnapshot`."""
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_BYTES + 1)
+        data = read_capped(path, MAX_BYTES)
     except OSError as exc:
         raise NotASnapshot(f"unreadable: {exc.strerror}") from None
-    if len(data) > MAX_BYTES:
-        raise NotASnapshot(f"larger than {MAX_BYTES >> 20} MiB")
+    except TooLarge:
+        raise NotASnapshot(f"larger than {MAX_BYTES >> 20} MiB") from None
     try:
         state = orjson.loads(data)
     except orjson.JSONDecodeError:

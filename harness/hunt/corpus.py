@@ -27,13 +27,13 @@ import hashlib
 import json
 import os
 import re
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import foreign_text
 from harness.atomic_files import write_atomically
+from harness.capped_read import NotPlain, TooLarge, read_capped
 from harness.config.chaos import ChaosStep
 from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import MrtrHarnessError
@@ -132,18 +132,14 @@ def _read_plain_file(path: Path) -> bytes:
     """At most `ENTRY_BYTES` of a plain file, opened without following a link (a planted link is refused) and
     without blocking on a pipe; `_Refused` says why not."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_capped(path, ENTRY_BYTES, plain_only=True)
+    except NotPlain as exc:
+        why = f"{exc} (a corpus entry must be a file in its folder)" if "link" in str(exc) else str(exc)
+        raise _Refused(why) from None
+    except TooLarge:
+        raise _Refused(f"larger than {ENTRY_BYTES // 1024} KiB: not a scenario") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _Refused("a symbolic link: not followed (a corpus entry must be a file in its folder)") from None
         raise _Refused(f"cannot be read: {exc.strerror}") from None
-    with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise _Refused("not a plain file")
-        raw = file.read(ENTRY_BYTES + 1)
-    if len(raw) > ENTRY_BYTES:
-        raise _Refused(f"larger than {ENTRY_BYTES // 1024} KiB: not a scenario")
-    return raw
 
 
 def replayable(entries: Sequence[Entry], space: Space, fits: Callable[[Schedule], bool]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import foreign_text
+from harness.capped_read import TooLarge, read_capped
 from harness.config.chaos import CHAOS_ACTIONS
 from harness.errors import UsageError
 from harness.vocabulary import OTHER_REASON, REASONS
@@ -129,12 +130,12 @@ class Steering:
 def read_triage(path: Path) -> Triaged:
     """A triage file's counts; TriageFileError when it cannot be read as triage's JSON."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(MOST_BYTES + 1)
+        raw = read_capped(path, MOST_BYTES)
     except OSError as exc:
         raise TriageFileError(f"--from-triage {path}: cannot read it: {exc.strerror or exc}") from None
-    if len(raw) > MOST_BYTES:
-        raise TriageFileError(f"--from-triage {path}: larger than {MOST_BYTES >> 20} MiB: not `triage --json` output")
+    except TooLarge:
+        raise TriageFileError(f"--from-triage {path}: larger than {MOST_BYTES >> 20} MiB: not `triage --json` "
+                              "output") from None
     return parse_triage(raw, str(path))
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from harness._compat.sre import nonlinear_problem
+from harness.capped_read import TooLarge, read_capped
 from harness.errors import UsageError
 from harness.logs.stamps import line_time
 from harness.mrtr.reasons import OTHER_REASON, normalise_reason
@@ -209,12 +210,11 @@ def load_adapter(path: Path) -> Adapter:
 
     Untrusted: read as TOML only, bounded in size, every pattern checked to run in linear time."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(ADAPTER_FILE_MAX + 1)
+        raw = read_capped(path, ADAPTER_FILE_MAX)
     except OSError as exc:
         raise AdapterError(f"{path}: cannot read the adapter ({exc.strerror or exc})") from None
-    if len(raw) > ADAPTER_FILE_MAX:
-        raise AdapterError(f"{path}: an adapter file is at most {ADAPTER_FILE_MAX} bytes")
+    except TooLarge:
+        raise AdapterError(f"{path}: an adapter file is at most {ADAPTER_FILE_MAX} bytes") from None
     try:
         table = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
