@@ -177,3 +177,21 @@ def test_a_fluke_is_set_aside_and_the_search_goes_on_to_a_failure_that_replays(t
     assert [(row["trial"], row["replay"]) for row in summary["flaky"]] == [(1, {"failed": 0, "runs": 3})]
     assert "set aside as flaky; the search goes on from trial 2" in said.getvalue()
     assert "set aside as flaky: trial 1" in (hunt.folder / "hunt.html").read_text()
+
+
+def test_ctrl_c_while_the_search_goes_on_past_a_fluke_still_hands_the_fluke_over(tmp_path):
+    """Ctrl-C in the trial after the one set aside: the hunt ends interrupted, and what it saw break (the fluke) is
+    still handed over as found, flaky, not lost with the search that was cut short."""
+    def fails(schedule: Schedule, purpose: TrialPurpose, index: int) -> bool:
+        if index == 5:
+            raise KeyboardInterrupt
+        return index == 1
+
+    hunt, said = _hunt(tmp_path, fails)
+
+    result = hunt.run()
+
+    assert result.stopped_by == "interrupted"
+    assert result.found is not None and result.found.index == 1 and result.shrink_stopped_by == "flaky"
+    assert (hunt.folder / "minimal.toml").is_file()
+    assert json.loads((hunt.folder / "hunt.json").read_text())["found"]["trial"] == 1

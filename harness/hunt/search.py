@@ -408,17 +408,24 @@ class Hunt:
             result.found = result.failure = result.replay = result.minimal = None
             result.shrink_stopped_by, self.found_in_corpus = "", None
             self.say(f"set aside as flaky; the search goes on from trial {self.searched + 1} within its bounds")
-            stopped = self._search(after=self.searched)
-            if result.found is None:
-                first = result.flaky[0]
-                result.found, result.failure, result.replay = first.trial, first.failure, first.replay
-                result.minimal, result.shrink_stopped_by = first.trial.schedule, "flaky"
+            try:
+                stopped = self._search(after=self.searched)
+            finally:  # cut short (Ctrl-C, SIGTERM, an error) or ended with nothing: the first flaky find is the find
+                if result.found is None:
+                    self._first_flaky_as_found()
+            if result.flaky and result.found is result.flaky[0].trial:
                 result.stopped_by = "found" if stopped in ("trials", "time", "certified", NOTHING_TO_DRAW) else stopped
-                self.say(f"nothing else broke ({stopped}): the first flaky find, trial {first.trial.index}, is handed "
-                         "over as found, not shrunk")
+                self.say(f"nothing else broke ({stopped}): the first flaky find, trial {result.found.index}, is "
+                         "handed over as found, not shrunk")
                 return False
             result.stopped_by = stopped
         return True
+
+    def _first_flaky_as_found(self) -> None:
+        """The first find set aside as flaky, back as the hunt's find: handed over as found, not shrunk."""
+        result, first = self.result, self.result.flaky[0]
+        result.found, result.failure, result.replay = first.trial, first.failure, first.replay
+        result.minimal, result.shrink_stopped_by = first.trial.schedule, "flaky"
 
     def _replayed(self) -> bool:
         """Replay the found schedule `reruns` times before shrinking it (each run a fresh seed, derived from the hunt's
