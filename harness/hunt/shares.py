@@ -5,9 +5,10 @@ trials at once on two cores run nearly as fast as one each, and the search's tri
 nearly in step (the figures are in benchmarks/README.md). Each share is a child `hunt --trial-range
 A:B` of the same search (contiguous spans; the draws and seeds are the whole hunt's), started with
 the lifeline so none outlives this process, its folder under `<results>/<utc>-hunt-<name>-shares/`.
-Its lines are relayed prefixed `[share K]`. Once a share's journal records a failed trial (a search
-trial or a control), the others are stopped by SIGTERM, which a hunt reads as Ctrl-C (a trial under
-way rolls its chaos back); the finder replays, shrinks and hands over as a lone hunt does. Then the
+Its lines are relayed prefixed `[share K]`. Once a share's journal records a failure that stands (a
+find that replayed, or a failed control; a find set aside as flaky does not count), the others are
+stopped by SIGTERM, which a hunt reads as Ctrl-C (a trial under way rolls its chaos back); the finder
+shrinks and hands over as a lone hunt does. Then the
 shares are merged (`harness.hunt.merge`) into one hunt.json, hunt.jsonl and page, in a folder beside
 the shares' (`<utc>-hunt-<name>-merged`), from which the trials' folders it names are found.
 
@@ -32,11 +33,12 @@ from typing import IO
 from harness import foreign_text
 from harness.config.hunt import BOUND_FLAGS
 from harness.errors import ExitCode, UsageError
+from harness.hunt.records import HuntRecordType
 from harness.processes.children import harness_command, kill_session, sigterm_as_ctrl_c, start_child
 from harness.run.results_folder import results_folder
 
 POLL = 0.5
-"""How often (s) the shares' journals are read for a failed trial."""
+"""How often (s) the shares' journals are read for a failure that stands."""
 STOP_GRACE = 120.0
 """How long (s) a stopped share may take to roll its trial back and write its folder before it is killed."""
 _PASSED_AS_GIVEN = ("actions", "replicas", "from_triage")
@@ -117,12 +119,12 @@ def journal_has_failure(path: Path) -> bool:
         if not isinstance(record, dict):
             continue
         kind, purpose = record.get("type"), record.get("purpose")
-        if kind == "start" and isinstance(record.get("bounds"), dict):
+        if kind == HuntRecordType.START and isinstance(record.get("bounds"), dict):
             given = record["bounds"].get("must_fail")
             must_fail = given if isinstance(given, int) and given > 0 else 1
-        elif kind == "flaky":
+        elif kind == HuntRecordType.FLAKY:
             replayed = 0
-        elif kind == "trial" and record.get("failures") and purpose in ("control", "replay"):
+        elif kind == HuntRecordType.TRIAL and record.get("failures") and purpose in ("control", "replay"):
             replayed += purpose == "replay"
             if purpose == "control" or replayed >= must_fail:
                 return True
@@ -180,7 +182,7 @@ class SharedHunt:
             self.say(f"[share {share.number}] {line.rstrip()}")
 
     def _watch(self) -> None:
-        """Wait for every share; at the first failed trial in any, stop the others."""
+        """Wait for every share; at the first failure that stands in any, stop the others."""
         stopped = False
         while any(share.process is not None and share.process.poll() is None for share in self.shares):
             if not stopped:

@@ -28,7 +28,8 @@ to ask is what the process remembers of what was done to it, which no hand-over 
 other set, a `Probe` per trial asks it of every allowed replica (they run one server), in groups a
 step names at once (group testing: the shrink then finds the replica) (`all_probes`): a freeze at
 its longest alone and each ordered pair of life-ending faults, in groups holding every replica;
-then a life-ending fault and a freeze at its longest, in groups holding each pair of replicas.
+then a life-ending fault and a freeze at its longest, and a freeze and then a life-ending fault, in
+groups holding each pair of replicas; last, two freezes in a row, in groups holding every replica.
 Trial 1 of a hunt with no passing trial yet (no controls) is one random draw, as is any trial with
 no completed flow seen so far.
 
@@ -307,7 +308,8 @@ class Lineage(Strategy):
         first. First what a process remembers of its own history, in the fewest groups that hold every replica: a
         freeze at its longest alone, then each ordered pair of life-ending faults, the harsher first (`_harshness`:
         a kill then a kill, then a restart; then a restart then each). Then what it remembers of a peer's, in the
-        fewest groups that hold each pair of replicas together: a life-ending fault then a freeze at its longest."""
+        fewest groups that hold each pair of replicas together: a life-ending fault then a freeze at its longest,
+        then a freeze then a life-ending fault. Last, in the groups that hold every replica, two freezes in a row."""
         actions = sorted((action for action in self.space.actions if probes_with(action)), key=_harshness)
         if not actions or not any(on_the_process(fault.action) for fault, _ in evidence.refuted):
             return []
