@@ -47,6 +47,7 @@ from harness.hunt.model import (
     chaos_step,
 )
 from harness.hunt.page import coverage_line, flaky_lines, render_page
+from harness.hunt.records import runs_data
 from harness.hunt.summary import VERSION, trial_data
 from harness.run.results_folder import results_folder
 
@@ -339,10 +340,10 @@ def _found(merged: Merged) -> None:
         result.control, result.stopped_by = controls[0], "fails without chaos"
         merged.found_in = _share_of(controls[0], merged.shares).name
         return
-    replays = {(share.name, flaky.trial): (flaky.replay.failed, flaky.replay.runs)
+    # a search trial's index is the whole search's, run in one share only (`_same_search`), so it names the find
+    replays = {flaky.trial: (flaky.replay.failed, flaky.replay.runs)
                for share in merged.shares for flaky in share.flaky}
-    set_aside = {trial.index: replays[key] for trial in failed
-                 if (key := (_share_of(trial, merged.shares).name, trial.index)) in replays}
+    set_aside = {trial.index: replays[trial.index] for trial in failed if trial.index in replays}
     result.flaky = [FlakyFind(trial, trial.failures[0], set_aside[trial.index]) for trial in failed
                     if trial.index in set_aside]
     failed = [trial for trial in failed if trial.index not in set_aside] or failed
@@ -393,7 +394,7 @@ def _write(merged: Merged) -> None:
                "stopped_by": result.stopped_by, "found": trial_data(result.found),
                "found_in": merged.found_in, "minimal_file": merged.minimal,
                "flaky": [{"trial": flaky.trial.index, "folder": flaky.trial.folder,
-                          "replay": {"failed": flaky.replay[0], "runs": flaky.replay[1]}} for flaky in result.flaky],
+                          "replay": runs_data(flaky.replay)} for flaky in result.flaky],
                "without_chaos": trial_data(result.control),
                "coverage": "coverage: " + coverage_line(result, None),
                "coverage_cells": end["coverage"], **coverage.residual_record(result),

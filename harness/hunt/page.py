@@ -58,8 +58,8 @@ def render_page(result: HuntResult, cells: Sequence[Cell] | None = None) -> str:
     if result.found is not None:
         body += ["<h2>The failing trial</h2>", _trial_facts(result.found), _schedule_table(result.found.schedule),
                  _failures(result.found), _reasons_table(result.found.reasons)]
-    if flaky_lines(result):
-        body += ["<h2>Set aside as flaky</h2>", *(f"<p>{escape(line)}</p>" for line in flaky_lines(result))]
+    if flaky := flaky_lines(result):
+        body += ["<h2>Set aside as flaky</h2>", *(f"<p>{escape(line)}</p>" for line in flaky)]
     if result.minimal is not None:
         body += ["<h2>The minimal schedule</h2>", f"<p>{escape(_reproduction_line(result))}</p>",
                  _schedule_table(result.minimal)]

@@ -50,6 +50,11 @@ class FailureData(TypedDict):
     name: str
 
 
+def runs_data(counts: tuple[int, int]) -> dict[str, int]:
+    """Runs that failed the same way, of those run (a replay's, a reproduction's), as the records hold them."""
+    return {"failed": counts[0], "runs": counts[1]}
+
+
 def failure_data(failure: Failure) -> FailureData:
     """A failure as its record holds it: every field `Failure` has (its kind and name at least)."""
     return cast(FailureData, asdict(failure))

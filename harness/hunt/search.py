@@ -53,7 +53,15 @@ from harness.hunt.model import (
     unshrunk_reason,
 )
 from harness.hunt.page import coverage_line, write_page
-from harness.hunt.records import HuntRecord, HuntRecordType, Outcome, TrialRecord, failure_data, schedule_data
+from harness.hunt.records import (
+    HuntRecord,
+    HuntRecordType,
+    Outcome,
+    TrialRecord,
+    failure_data,
+    runs_data,
+    schedule_data,
+)
 from harness.hunt.shrink import Budget, KOfN, Votes, fails_the_same, found_rate, reproduce, shrink
 from harness.hunt.signature import UNEXPLAINED
 from harness.hunt.strategy import Exhausted, Tried, strategy_for
@@ -404,7 +412,7 @@ class Hunt:
             assert self.journal is not None
             self.journal.write({"type": HuntRecordType.FLAKY, "trial": result.found.index,
                                 "failure": failure_data(result.failure),
-                                "replay": {"failed": result.replay[0], "runs": result.replay[1]}})
+                                "replay": runs_data(result.replay)})
             result.found = result.failure = result.replay = result.minimal = None
             result.shrink_stopped_by, self.found_in_corpus = "", None
             self.say(f"set aside as flaky; the search goes on from trial {self.searched + 1} within its bounds")
@@ -712,13 +720,13 @@ class Hunt:
             return None
         runs = [trial for trial in result.trials if trial.purpose == "shrink"]
         return {"stopped_by": result.shrink_stopped_by, "runs": len(runs),
-                "replay": ({"failed": result.replay[0], "runs": result.replay[1]}
+                "replay": (runs_data(result.replay)
                            if result.replay is not None else None),
                 "seconds": round(sum(trial.seconds for trial in runs), 3),
                 "minimal": schedule_data(result.minimal), "irrelevant": list(result.irrelevant),
                 "path": [{"what": step.what, "runs": step.runs, "failed": step.failed, "accepted": step.accepted}
                          for step in result.shrink_path],
-                "reproduction": ({"failed": result.reproduction[0], "runs": result.reproduction[1]}
+                "reproduction": (runs_data(result.reproduction)
                                  if result.reproduction is not None else None)}
 
     def coverage_line(self) -> str:

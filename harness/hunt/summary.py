@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.atomic_files import write_atomically
 from harness.hunt import coverage
-from harness.hunt.records import failure_data, schedule_data
+from harness.hunt.records import failure_data, runs_data, schedule_data
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -83,7 +83,7 @@ def summary(hunt: Hunt, shrink: dict[str, Any] | None) -> dict[str, Any]:
         "found_in_corpus": hunt.found_in_corpus,
         "failure": failure_data(result.failure) if result.failure is not None else None,
         "flaky": [{"trial": flaky.trial.index, "folder": flaky.trial.folder, "failure": failure_data(flaky.failure),
-                   "replay": {"failed": flaky.replay[0], "runs": flaky.replay[1]}} for flaky in result.flaky],
+                   "replay": runs_data(flaky.replay)} for flaky in result.flaky],
         "shrink": shrink,
         "minimal_file": _named(hunt.minimal_file, folder),
         "minimal_seed": result.minimal_seed,
