@@ -122,22 +122,6 @@ def _time_left(space: Space, at: float, seconds: float) -> bool:
     return round(max(space.duration - at, 0.1), 1) >= seconds - 1e-9
 
 
-def pause_at_least(space: Space, seconds: float) -> float:
-    """P(a drawn pause's duration >= `seconds`): its value log-uniform (a quarter to twice the default), cut at what is
-    left of the trial, rounded to tenths."""
-    return sum(chance for at, chance in _tenth_starts(space) if _time_left(space, at, seconds)) * _value_share(seconds)
-
-
-def cell_chance(space: Space, cell: Cell) -> float:
-    """P(one drawn step is in `cell`)."""
-    if cell.action not in space.actions:
-        return 0.0
-    choices = space.replica_choices(cell.action)
-    on_it = sum(1 for choice in choices if cell.on(choice))
-    chance = on_it / len(choices) / len(space.actions)
-    return chance * (pause_at_least(space, cell.pause) if cell.pause > 0 else 1.0)
-
-
 def _chance_at(space: Space, cell: Cell | None, at: float) -> float:
     """P(one drawn step is in `cell`, given its start `at`): a pause that must last `cell.pause` needs that much of the
     trial left after it, then its drawn value long enough."""
