@@ -383,7 +383,9 @@ def test_a_freeze_is_probed_alone_at_its_longest_and_before_and_after_a_life_end
     to the trial's end: the longest a draw gives, cut there) and the pairs of kills; then, in the groups that hold
     each pair of replicas together, a kill then, 1 s later, a pause at its longest (what is left of the trial); then a
     pause from the start that ends before half the trial, and a kill at half the trial, once the process has run again
-    (a kill of a frozen process would meet one that never saw its freeze end); last, two freezes in a row."""
+    (a kill of a frozen process would meet one that never saw its freeze end); then the same with the pause stretched
+    to the latest a step starts (a fault that needs a freeze longer than half the trial first); last, two freezes in
+    a row. The certificate says the longest freeze given before a life's end."""
     space = Space(actions=("kill", "pause"), replicas=(1, 2, 3), replica_count=3, duration=4.0, max_steps=2,
                   ttl=600.0, name="shop")
     lineage = Lineage(space, 2, ["r1", "r2", "r3"])
@@ -392,26 +394,38 @@ def test_a_freeze_is_probed_alone_at_its_longest_and_before_and_after_a_life_end
                tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), chaos=(("kill", "r1", 2.0, 2.6),)),
                      Schedule((kill,), 4.0))]
     seen = []
-    for index in range(3, 15):
+    for index in range(3, 18):
         probe = lineage.next(history)
         seen.append(probe)
         history.append(tried(index, hand_overs(tmp_path / f"s{index}", ("r1", "r2", 1.0)), probe))
     kinds = [tuple(step.action for step in probe.steps) for probe in seen]
-    assert kinds == ([("pause",)] * 2 + [("kill", "kill")] * 2 + [("kill", "pause")] * 3 + [("pause", "kill")] * 3
+    assert kinds == ([("pause",)] * 2 + [("kill", "kill")] * 2 + [("kill", "pause")] * 3 + [("pause", "kill")] * 6
                      + [("pause", "pause")] * 2)
     assert all(probe.steps[0].at == 0.0 and probe.steps[0].duration == 4.0 for probe in seen[:2]), \
         "from the start to the trial's end: the longest a pause is drawn (10 s), cut there"
-    for pairs in (seen[4:7], seen[7:10]):
+    for pairs in (seen[4:7], seen[7:10], seen[10:13]):
         assert sorted(tuple(probe.steps[0].replicas or ()) for probe in pairs) == [(1, 2), (1, 3), (2, 3)], \
             "each pair of replicas together once"
     assert all(probe.steps[0].at == 0.0 and probe.steps[1].at == 1.0 and probe.steps[1].duration == 3.0
                for probe in seen[4:7])
     assert all(probe.steps[0].at == 0.0 and probe.steps[0].duration == 1.8 and probe.steps[1].at == 2.0
-               for probe in seen[7:12]), "the freeze ends 0.2 s before the step after it, at half the trial"
-    assert all(probe.steps[1].duration == 2.0 for probe in seen[10:12]), "a second freeze at its longest"
+               for probe in seen[7:10] + seen[13:15]), "the freeze ends 0.2 s before the next step, at half the trial"
+    assert all(probe.steps[0].at == 0.0 and probe.steps[0].duration == 3.0 and probe.steps[1].at == 3.2
+               for probe in seen[10:13]), "stretched: the kill at the latest a step starts (80%), the freeze until then"
+    assert all(probe.steps[1].duration == 2.0 for probe in seen[13:15]), "a second freeze at its longest"
     ran = lineage.probes_run(history, lineage.evidence(history), lineage.observed(history))
-    assert len(ran) == 12 and lineage.untried_probes(history, lineage.evidence(history),
+    assert len(ran) == 15 and lineage.untried_probes(history, lineage.evidence(history),
                                                      lineage.observed(history)) == []
+    assert sum(probe.stretched for probe in ran) == 3
+    while True:
+        try:
+            history.append(tried(len(history) + 1, hand_overs(tmp_path / f"s{len(history) + 1}", ("r1", "r2", 1.0)),
+                                 lineage.next(history)))
+        except Exhausted as certified:
+            assert "the longest freeze before a life's end was 3s: a " \
+                "fault that needs a longer one, and three or more faults in a row, are not ruled out" in str(certified)
+            break
+        assert len(history) < 60, "certified within 60 trials"
 
 
 def test_the_probes_use_the_process_actions_that_change_nothing_else_whatever_else_is_allowed(tmp_path: Path) -> None:
@@ -426,8 +440,8 @@ def test_the_probes_use_the_process_actions_that_change_nothing_else_whatever_el
                tried(2, hand_overs(tmp_path / "s1", ("r1", "r2", 1.8), chaos=(("memory-records", "r2", 2.0, 2.6),)),
                      Schedule((store,), 6.0))]
     probes = lineage.all_probes(lineage.evidence(history), lineage.observed(history))
-    assert {fault.action for probe in probes for fault in probe} == {"kill", "pause", "restart"}
-    assert len(probes) == 2 + 8 + 6 + 6 + 2
+    assert {fault.action for probe in probes for fault in probe.faults} == {"kill", "pause", "restart"}
+    assert len(probes) == 2 + 8 + 6 + 6 + 6 + 2
 
 
 # --- one real hunt ----------------------------------------------------------------------------------------------------

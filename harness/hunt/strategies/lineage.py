@@ -82,9 +82,22 @@ Refuted = frozenset[tuple[Fault, Shape]]
 """Faults that did not cut hand-overs of a shape: one of that shape spanned the fault and its flow completed."""
 Observed = frozenset[tuple[Fault, Shape]]
 """Faults seen cutting hand-overs of a shape: one of that shape spanned the fault and its verifying round failed."""
-Probe = tuple[Fault, ...]
-"""Faults on the same replicas' processes, in this order (one or two): a probe of what a process remembers of what was
-done to it (its lives, its freezes), which no hand-over shows. A freeze in a probe is at its longest."""
+
+
+@dataclass(frozen=True, order=True)
+class Probe:
+    """Faults on the same replicas' processes, in this order (one or two): a probe of what a process remembers of what
+    was done to it (its lives, its freezes), which no hand-over shows. A freeze in a probe is at its longest, but for
+    a freeze before a life's end, which shares the trial with the life after it: `stretched` gives the freeze the most
+    of the trial a life's end can still follow (`freeze_before_life`); otherwise the two share it evenly."""
+
+    faults: tuple[Fault, ...]
+    stretched: bool = False
+
+    def __str__(self) -> str:
+        return " then ".join(map(str, self.faults))
+
+
 GAP = 1.0
 """Seconds between the two steps of a `Probe`: the second acts on the life (or the thaw) the first began."""
 THAW = 0.2
@@ -109,6 +122,16 @@ class Evidence:
     def acted(self) -> frozenset[Fault]:
         """The faults seen acting on a hand-over in flight, cutting it or not."""
         return frozenset(fault for fault, _ in self.cut | self.spared)
+
+
+def freeze_before_life(duration: float, stretched: bool) -> tuple[float, float]:
+    """A probe's freeze before a life's end, from the trial's start: how long it lasts, and when the life's end comes
+    (`THAW` after it). Even: the second step at half the trial, so half the load meets the life it begins. Stretched:
+    at the latest a step starts, so the freeze is as long as a freeze followed by a life's end can be in the trial (a
+    fault that needs a longer freeze first needs a longer trial); the life it begins meets what load is left."""
+    second_at = round(duration * LATEST if stretched else duration / 2, 1)
+    second_at = max(second_at, SHORTEST + THAW)
+    return round(second_at - THAW, 1), second_at
 
 
 def seen_cutting(faults: FaultSet, supports: frozenset[frozenset[Shape]], observed: Observed) -> int:
@@ -309,7 +332,8 @@ class Lineage(Strategy):
         freeze at its longest alone, then each ordered pair of life-ending faults, the harsher first (`_harshness`:
         a kill then a kill, then a restart; then a restart then each). Then what it remembers of a peer's, in the
         fewest groups that hold each pair of replicas together: a life-ending fault then a freeze at its longest,
-        then a freeze then a life-ending fault. Last, in the groups that hold every replica, two freezes in a row."""
+        then a freeze then a life-ending fault, the two sharing the trial evenly, then the same with the freeze
+        stretched (`freeze_before_life`). Last, in the groups that hold every replica, two freezes in a row."""
         actions = sorted((action for action in self.space.actions if probes_with(action)), key=_harshness)
         if not actions or not any(on_the_process(fault.action) for fault, _ in evidence.refuted):
             return []
@@ -319,20 +343,23 @@ class Lineage(Strategy):
         lives = [action for action in actions if ends_a_life(action)]
         frozen = [action for action in actions if freezes(action)]
         two = self.space.max_steps >= 2
-        own: list[list[tuple[str, ...]]] = [[(action,) for action in frozen]]
-        own += [[(first, second) for first in lives for second in lives]] * two
-        peers: list[list[tuple[str, ...]]] = [[(first, second) for first in lives for second in frozen]] * two
-        peers += [[(first, second) for first in frozen for second in lives]] * two
-        last: list[list[tuple[str, ...]]] = [[(first, second) for first in frozen for second in frozen]] * two
+        stretches = freeze_before_life(self.space.duration, True)[0] > freeze_before_life(self.space.duration, False)[0]
+        Kinds = list[list[tuple[tuple[str, ...], bool]]]
+        own: Kinds = [[((action,), False) for action in frozen]]
+        own += [[((first, second), False) for first in lives for second in lives]] * two
+        peers: Kinds = [[((first, second), False) for first in lives for second in frozen]] * two
+        for stretched in (False, True)[:1 + stretches]:
+            peers += [[((first, second), stretched) for first in frozen for second in lives]] * two
+        last: Kinds = [[((first, second), False) for first in frozen for second in frozen]] * two
         probes: list[Probe] = []
         for kinds, together in ([(kind, False) for kind in own] + [(kind, True) for kind in peers]
                                 + [(kind, False) for kind in last]):
             groups = sorted(self.groups(actions, together),
                             key=lambda group: (-sum(through[label] for label in group), sorted(group)))
-            probes += [tuple(Fault(action, self.naming(action, group)) for action in kind)
-                       for kind in kinds for group in groups]
+            probes += [Probe(tuple(Fault(action, self.naming(action, group)) for action in kind), stretched)
+                       for kind, stretched in kinds for group in groups]
         allowed = set(self.faults())
-        return [probe for probe in dict.fromkeys(probes) if set(probe) <= allowed]
+        return [probe for probe in dict.fromkeys(probes) if set(probe.faults) <= allowed]
 
     def groups(self, actions: Sequence[str], together: bool) -> list[frozenset[str]]:
         """The fewest sets of allowed replicas, each one every action can name, that hold every replica (`together`:
@@ -369,7 +396,7 @@ class Lineage(Strategy):
 
     def probes_run(self, history: Sequence[Tried], evidence: Evidence,
                    observed: list[tuple[list[Support], float]]) -> dict[Probe, bool]:
-        """The probes of `all_probes` a search trial ran, its steps in that order, and whether a trial of it held
+        """The probes of `all_probes` a search trial ran, and whether a trial of it held
         (False: every one was not judged), in the order they ran (the order `all_probes` gives its groups follows what
         the trials showed, so it can change after they ran)."""
         probes = set(self.all_probes(evidence, observed))
@@ -381,14 +408,23 @@ class Lineage(Strategy):
         ran = self.sequences_run(history)
         return [probe for probe in self.all_probes(evidence, observed) if probe not in ran]
 
-    def sequences_run(self, history: Sequence[Tried]) -> dict[tuple[Fault, ...], bool]:
-        """Each search trial's faults in the order its steps start, and whether a trial of them held."""
-        ran: dict[tuple[Fault, ...], bool] = {}
+    def sequences_run(self, history: Sequence[Tried]) -> dict[Probe, bool]:
+        """Each search trial as a probe (`as_probe`), and whether a trial of it held."""
+        ran: dict[Probe, bool] = {}
         for run in history:
             if run.trial.purpose == "search":
-                sequence = self.sequence(run.trial.schedule)
-                ran[sequence] = ran.get(sequence, False) or run.record.get("outcome") == "held"
+                probe = self.as_probe(run.trial.schedule)
+                ran[probe] = ran.get(probe, False) or run.record.get("outcome") == "held"
         return ran
+
+    def as_probe(self, schedule: Schedule) -> Probe:
+        """A schedule's faults in the order its steps start, stretched when a freeze first gives its second step a
+        start later than the even form's."""
+        faults = self.sequence(schedule)
+        steps = sorted(schedule.steps, key=lambda step: step.at)
+        stretched = (len(steps) > 1 and freezes(steps[0].action)
+                     and steps[1].at > freeze_before_life(self.space.duration, False)[1] + 0.05)
+        return Probe(faults, stretched)
 
     def sequence(self, schedule: Schedule) -> tuple[Fault, ...]:
         """A schedule's faults in the order its steps start."""
@@ -397,30 +433,31 @@ class Lineage(Strategy):
 
     def probe_schedule(self, probe: Probe, observed: list[tuple[list[Support], float]],
                        rng: random.Random) -> Schedule:
-        """The probe as steps, within the trial. One that starts with a freeze and goes on: the freeze from the start
-        until `THAW` before half the trial, its second step at half the trial (the freeze and what comes after it
-        share the trial). One that ends in a freeze starts at once, so the freeze has the most of the trial (a pair's
-        freeze `GAP` after the fault before it, at its longest). A pair of life-ending faults starts at the first
+        """The probe as steps, within the trial. One that starts with a freeze and goes on: the freeze from the start,
+        its second step `THAW` after it ends, at half the trial or, stretched, at the latest a step starts
+        (`freeze_before_life`). One that ends in a freeze starts at once, so the freeze has the most of the trial (a
+        pair's freeze `GAP` after the fault before it, at its longest). A pair of life-ending faults starts at the first
         quarter of the hand-overs through its replicas (in the passing trials, latest first), with states minted
         before it and verified after, but no later than half the trial less `GAP`: its second step, `GAP` later,
         begins the life the probe asks about, and at least half the trial's load must meet that life (a pair at the
         hand-overs' quarter of a short trial left under a second of load after it)."""
         latest = self.space.duration * LATEST
         scale = observed[-1][1]
-        if len(probe) > 1 and freezes(probe[0].action):
-            second_at = max(self.space.duration / 2, SHORTEST + THAW)
-            return Schedule(steps=(self.step(probe[0], [], scale, rng, at=0.0, window=second_at - THAW),
-                                   self.step(probe[1], [], scale, rng, at=second_at, longest=True)),
+        faults = probe.faults
+        if len(faults) > 1 and freezes(faults[0].action):
+            freeze, second_at = freeze_before_life(self.space.duration, probe.stretched)
+            return Schedule(steps=(self.step(faults[0], [], scale, rng, at=0.0, window=freeze),
+                                   self.step(faults[1], [], scale, rng, at=second_at, longest=True)),
                             duration=self.space.duration)
-        if freezes(probe[-1].action):
+        if freezes(faults[-1].action):
             first_at = 0.0
         else:
             edges = [edge for supports, _ in reversed(observed) for support in supports for edge in support.edges
-                     if any(touches(probe[0].whom, label) for label in (edge.minter, edge.verifier))]
+                     if any(touches(faults[0].whom, label) for label in (edge.minter, edge.verifier))]
             middles = sorted((edge.minted + edge.verified) / 2 for edge in edges) or [self.space.duration / 3]
             first_at = min(middles[len(middles) // 4], max(self.space.duration / 2 - GAP, 0.0))
-        steps = [self.step(probe[0], [], scale, rng, at=first_at, longest=True)]
-        for fault in probe[1:]:
+        steps = [self.step(faults[0], [], scale, rng, at=first_at, longest=True)]
+        for fault in faults[1:]:
             steps.append(self.step(fault, [], scale, rng, at=min(steps[-1].at + GAP, latest), longest=True))
         return Schedule(steps=tuple(steps), duration=self.space.duration)
 
@@ -526,24 +563,30 @@ class Lineage(Strategy):
                 f"{len(observed)} passing trials of {self.space.duration:g}s. It rests on the cuts each action "
                 "declares (harness.config.chaos `cuts`) and those these trials observed (a fault seen cutting a "
                 "hand-over, or a hand-over seen outliving one), no more: a fault neither describes is not ruled out. "
-                + _probes_said(probes))
+                + _probes_said(probes, self.space.duration))
 
 
-def _probes_said(probes: dict[Probe, bool]) -> str:
-    """How far the certificate probed the memory of a replica's process, in a sentence."""
+def _probes_said(probes: dict[Probe, bool], duration: float) -> str:
+    """How far the certificate probed the memory of a replica's process, in a sentence, with the longest freeze a
+    probe gave before a life's end (a fault that needs a longer one is not ruled out)."""
     if not probes:
         return ("What a replica's process remembers of what was done to it (a fault that acts only after a restart "
                 "and a kill of it, say) was not probed: it is not ruled out")
-    said = [" then ".join(map(str, probe)) + (" at its longest" if len(probe) == 1 else "") for probe in probes]
+    said = [str(probe) + (" at its longest" if len(probe.faults) == 1 else "")
+            + (" (the freeze stretched)" if probe.stretched else "") for probe in probes]
     unjudged = sum(1 for held in probes.values() if not held)
-    together = any(not _one_replica(fault.whom) for probe in probes for fault in probe)
+    together = any(not _one_replica(fault.whom) for probe in probes for fault in probe.faults)
+    before_life = [freeze_before_life(duration, probe.stretched)[0] for probe in probes
+                   if len(probe.faults) > 1 and freezes(probe.faults[0].action)]
     return (f"What a replica's process remembers of what was done to it was probed by {len(probes)} "
             f"probe{'s' * (len(probes) != 1)} ({_few(said)}), each run once"
             + (f" ({unjudged} only in trials not judged, which prove nothing)" if unjudged else "")
             + ", once a fault on a replica's process was seen sparing its hand-overs"
             + (", on several replicas at once (a fault that needs them treated apart is not ruled out)"
                if together else "")
-            + ": three or more faults in a row are not ruled out")
+            + (f"; the longest freeze before a life's end was {max(before_life):g}s: a fault that needs a longer one, "
+               "and three or more faults in a row, are not ruled out" if before_life
+               else ": three or more faults in a row are not ruled out"))
 
 
 def _one_replica(whom: str) -> bool:
