@@ -266,6 +266,8 @@ def test_a_hand_over_that_spanned_a_fault_in_a_flow_that_completed_refutes_that_
            "its flow completed" in str(certified.value)
     assert "It rests on the cuts each action declares (harness.config.chaos `cuts`) and those these trials " \
            "observed" in str(certified.value)
+    assert "each per action and whom it acts on, no more: a fault neither describes, or the same one at another " \
+           "timing or with other parameters, is not ruled out" in str(certified.value)
     assert "What a replica's process remembers of what was done to it was probed by 2 probes (restart r1 then " \
            "restart r1, restart r2 then restart r2), each run once, once a fault on a replica's process was seen " \
            "sparing its hand-overs: three or more faults in a row" in str(certified.value)

@@ -562,7 +562,8 @@ class Lineage(Strategy):
         return (f"{'; '.join(said)}. The faults: {', '.join(map(str, self.faults()))}; the supports from "
                 f"{len(observed)} passing trials of {self.space.duration:g}s. It rests on the cuts each action "
                 "declares (harness.config.chaos `cuts`) and those these trials observed (a fault seen cutting a "
-                "hand-over, or a hand-over seen outliving one), no more: a fault neither describes is not ruled out. "
+                "hand-over, or a hand-over seen outliving one), each per action and whom it acts on, no more: a fault "
+                "neither describes, or the same one at another timing or with other parameters, is not ruled out. "
                 + _probes_said(probes, self.space.duration))
 
 
