@@ -332,8 +332,8 @@ class Lineage(Strategy):
         freeze at its longest alone, then each ordered pair of life-ending faults, the harsher first (`_harshness`:
         a kill then a kill, then a restart; then a restart then each). Then what it remembers of a peer's, in the
         fewest groups that hold each pair of replicas together: a life-ending fault then a freeze at its longest,
-        then a freeze then a life-ending fault, the two sharing the trial evenly, then the same with the freeze
-        stretched (`freeze_before_life`). Last, in the groups that hold every replica, two freezes in a row."""
+        then a freeze then a life-ending fault, first with the freeze stretched (`freeze_before_life`: the harsher),
+        then the two sharing the trial evenly. Last, in the groups that hold every replica, two freezes in a row."""
         actions = sorted((action for action in self.space.actions if probes_with(action)), key=_harshness)
         if not actions or not any(on_the_process(fault.action) for fault, _ in evidence.refuted):
             return []
@@ -348,7 +348,7 @@ class Lineage(Strategy):
         own: Kinds = [[((action,), False) for action in frozen]]
         own += [[((first, second), False) for first in lives for second in lives]] * two
         peers: Kinds = [[((first, second), False) for first in lives for second in frozen]] * two
-        for stretched in (False, True)[:1 + stretches]:
+        for stretched in (True, False)[1 - stretches:]:
             peers += [[((first, second), stretched) for first in frozen for second in lives]] * two
         last: Kinds = [[((first, second), False) for first in frozen for second in frozen]] * two
         probes: list[Probe] = []
