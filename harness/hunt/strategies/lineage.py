@@ -28,8 +28,9 @@ to ask is what the process remembers of what was done to it, which no hand-over 
 other set, a `Probe` per trial asks it of every allowed replica (they run one server), in groups a
 step names at once (group testing: the shrink then finds the replica) (`all_probes`): a freeze at
 its longest alone and each ordered pair of life-ending faults, in groups holding every replica;
-then a life-ending fault and a freeze at its longest, and a freeze and then a life-ending fault, in
-groups holding each pair of replicas; last, two freezes in a row, in groups holding every replica.
+then a life-ending fault and a freeze at its longest, and a freeze and then a life-ending fault (the
+freeze stretched, then sharing the trial evenly: `freeze_before_life`), in groups holding each pair of
+replicas; last, two freezes in a row, in groups holding every replica.
 Trial 1 of a hunt with no passing trial yet (no controls) is one random draw, as is any trial with
 no completed flow seen so far.
 
