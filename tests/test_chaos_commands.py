@@ -61,12 +61,32 @@ class Replicas:
         self.names: list[str] = []
 
     def start(self, name: str, *module_args: str, env: dict[str, str] | None = None) -> str:
-        """Start `python -m MODULE_ARGS... --port P` by the script; `env` adds variables to this one's environment."""
-        port = free_port()
-        subprocess.run(["sh", str(self.folder / "start.sh"), name, str(port), *module_args], check=True,
-                       timeout=10, capture_output=True, env={**os.environ, **(env or {})})
-        self.names.append(name)
-        return f"http://127.0.0.1:{port}/mcp"
+        """Start `python -m MODULE_ARGS... --port P` by the script, and wait until that process itself listens on P;
+        `env` adds variables to this one's environment. A port is free when chosen, not when bound: another test's
+        process may take it first, and then this one's bind fails while the port answers (its taker's), so a start
+        whose process ended without listening is tried again on another port."""
+        for _ in range(START_TRIES):
+            port = free_port()
+            self.log(name).unlink(missing_ok=True)
+            subprocess.run(["sh", str(self.folder / "start.sh"), name, str(port), *module_args], check=True,
+                           timeout=10, capture_output=True, env={**os.environ, **(env or {})})
+            if self._listening(self.pid(name), port):
+                self.names.append(name)
+                return f"http://127.0.0.1:{port}/mcp"
+        raise AssertionError(f"{name} never listened on a port of its own in {START_TRIES} starts: "
+                             + self.log(name).read_text(errors="replace")[-2000:])
+
+    @staticmethod
+    def _listening(pid: int, port: int, timeout: float = 60.0) -> bool:
+        """Whether the process `pid` comes to hold the socket listening on 127.0.0.1:`port` (False: it ended first)."""
+        deadline = time.monotonic() + timeout
+        while _running(pid):
+            inode = _listener_inode(port)
+            if inode is not None and _holds(pid, inode):
+                return True
+            assert time.monotonic() < deadline, f"pid {pid} never listened on {port} in {timeout:g} s"
+            time.sleep(0.1)
+        return False
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         import socket
@@ -92,6 +112,39 @@ class Replicas:
 
     def log(self, name: str) -> Path:
         return self.folder / f"{name}.log"
+
+
+START_TRIES = 3
+
+
+def _listener_inode(port: int) -> str | None:
+    """The inode of the socket listening on 127.0.0.1:`port`, from /proc/net/tcp, or None."""
+    local = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            if fields[1] == local and fields[3] == "0A":  # 0A: LISTEN
+                return fields[9]
+    return None
+
+
+def _holds(pid: int, inode: str) -> bool:
+    """Whether one of the process's open files is that socket."""
+    target = f"socket:[{inode}]"
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return True
+    return False
+
+
+def _running(pid: int) -> bool:
+    """Whether the process is there and not a zombie."""
+    with contextlib.suppress(OSError):
+        return ") Z" not in Path(f"/proc/{pid}/stat").read_text()
+    return False
 
 
 @pytest.fixture
