@@ -7,12 +7,14 @@ its output must land in the replica's own log, and nothing may outlive the deplo
 from __future__ import annotations
 
 import os
+import socket
 import time
 
 import httpx
 import pytest
 
-from harness.processes.children import alive
+from harness.processes.children import alive, free_port
+from harness.targets import local_deployment
 from harness.targets.local_deployment import LocalDeployment, ReplicaOptions
 
 
@@ -72,3 +74,28 @@ def test_stopping_the_deployment_leaves_no_zygote_and_no_replica(tmp_path):
         time.sleep(0.05)
     assert not any(alive(pid) for pid in pids)
     assert zygote.process.poll() is not None
+
+
+def test_a_replica_whose_port_was_taken_before_it_bound_it_starts_again_on_another(tmp_path, monkeypatch):
+    """A port picked free is free when picked, not when bound: here another socket holds r1's port first. r1 ends
+    with "address already in use", and the deployment starts it again on another port instead of failing the run
+    as the target's fault; the squatter's port is never r1's."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        picks = iter([None, taken])  # the API's pick, then r1's
+
+        def pick() -> int:
+            return next(picks, None) or free_port()
+
+        monkeypatch.setattr(local_deployment, "free_port", pick)
+        deployment = LocalDeployment(tmp_path, replicas=2)
+        try:
+            deployment.start()
+            ports = [replica.port for replica in deployment.replicas]
+            assert taken not in ports and len(set(ports)) == 2
+            assert b"address already in use" in (tmp_path / "logs" / "r1.log").read_bytes()
+            assert all(replica.running() for replica in deployment.replicas)
+        finally:
+            deployment.stop()

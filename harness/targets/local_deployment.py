@@ -10,6 +10,7 @@ on SIGKILL: see `harness.processes.children`), and stopped by their PID, never b
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -17,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -160,6 +161,38 @@ def _stop_together(processes: Sequence[ManagedProcess]) -> None:
         process.terminate()
     for process in processes:
         process.stop()
+
+
+PORT_TRIES = 3
+"""Starts of a process on a port picked free, when each before lost its port to another program."""
+
+
+def _ready_on_its_own_port(process: ManagedProcess, remake: Callable[[int], ManagedProcess]) -> ManagedProcess:
+    """The started process once ready; when it ended having lost its port (picked free, taken by another program
+    before it bound it), the same process started again on another port by `remake`: the harness's own race, never
+    the target's failure. Any other end before ready is the deployment's error, as `wait_ready` says."""
+    for _ in range(PORT_TRIES - 1):
+        try:
+            process.wait_ready()
+            return process
+        except DeploymentError:
+            if process.running() or not _lost_its_port(process.log_path):
+                raise
+        process.stop()
+        process = remake(free_port())
+        process.start()
+    process.wait_ready()
+    return process
+
+
+def _lost_its_port(log_path: Path) -> bool:
+    """Whether the process's log ends with a failed bind (uvicorn's "address already in use")."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(max(log.seek(0, os.SEEK_END) - 4096, 0))
+            return b"address already in use" in log.read()
+    except OSError:
+        return False
 
 
 def _answers_as(port: int, pid: int | None) -> bool:
@@ -318,9 +351,9 @@ class LocalDeployment:
         """
         if self._owns_ring and not self.ring_path.exists():
             write_ring(self.ring_path, [new_key()])
-        self.api = self._api_process()
+        self.api = self._api_process(free_port())
         self.api.start()
-        self.api.wait_ready()
+        self.api = _ready_on_its_own_port(self.api, self._api_process)
         if self.auth is not None:
             self.auth.start()
         self.options = list(options) if options is not None else [ReplicaOptions() for _ in range(self.replica_count)]
@@ -332,11 +365,11 @@ class LocalDeployment:
             self.replicas.append(self._replica_process(index, self.options[index], port=free_port()))
         for replica in self.replicas:
             replica.start()
-        for replica in self.replicas:
-            replica.wait_ready()
+        for index, replica in enumerate(self.replicas):
+            self.replicas[index] = _ready_on_its_own_port(
+                replica, functools.partial(self._replica_process, index, self.options[index]))
 
-    def _api_process(self) -> ManagedProcess:
-        port = free_port()
+    def _api_process(self, port: int) -> ManagedProcess:
         args = ["shop", "api", "--port", str(port), "--store", self.store]
         if self.seed is not None:
             args += ["--seed", str(self.seed)]
