@@ -22,7 +22,7 @@ import pytest
 from harness.config.scenario import parse_scenario
 from harness.config.strict import ScenarioError
 from harness.mrtr.keys import fingerprint, write_ring
-from harness.processes.children import free_port
+from harness.processes.children import alive, free_port
 from tests.harness_run import ROOT, key_files, run_harness
 
 START = """#!/bin/sh
@@ -80,7 +80,7 @@ class Replicas:
     def _listening(pid: int, port: int, timeout: float = 60.0) -> bool:
         """Whether the process `pid` comes to hold the socket listening on 127.0.0.1:`port` (False: it ended first)."""
         deadline = time.monotonic() + timeout
-        while _running(pid):
+        while alive(pid):
             inode = _listener_inode(port)
             if inode is not None and _holds(pid, inode):
                 return True
@@ -137,13 +137,6 @@ def _holds(pid: int, inode: str) -> bool:
             with contextlib.suppress(OSError):
                 if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
                     return True
-    return False
-
-
-def _running(pid: int) -> bool:
-    """Whether the process is there and not a zombie."""
-    with contextlib.suppress(OSError):
-        return ") Z" not in Path(f"/proc/{pid}/stat").read_text()
     return False
 
 
